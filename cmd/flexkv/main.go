@@ -1,0 +1,45 @@
+// Command flexkv runs FlexKV: the simulator and log checker of its multicast
+// protocols, and (as they land) servers, a local cluster, a client and the
+// gTPC-C driver.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	if err := newRootCmd().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "flexkv:", err)
+		os.Exit(exitCode(err))
+	}
+}
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "flexkv",
+		Short:         "FlexKV: a geo-distributed transactional key-value store ordered by atomic multicast",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newSimCmd(), newCheckLogCmd())
+	return root
+}
+
+// exitError carries a specific exit code through cobra.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func exitCode(err error) int {
+	if e, ok := err.(*exitError); ok {
+		return e.code
+	}
+	return 1
+}
