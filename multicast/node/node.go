@@ -1,0 +1,211 @@
+// Package node stacks the reliable channel layer under a protocol core: a
+// Node is the deterministic state machine of one group (DESIGN 4, 5), which
+// the replication shell feeds with the entries of the group's log (client
+// requests, frames from other groups, ticks) and whose Ready output the
+// leader transmits.
+//
+// Like its parts, a Node reads no clock, draws no random numbers, starts no
+// goroutine and does no I/O: the same inputs in the same order give the same
+// outputs and the same state on every replica.
+//
+// Flow. A client request goes to the core unless the channel is Busy (the
+// group's admission control, which bounds the outboxes). A frame goes to the
+// channel; every envelope it hands up goes to the core, in order. A tick goes
+// to the channel, then to the core. After each step of the core, its sends
+// go into the channel (and into Output.Sends, for logs and metrics) and its
+// deliveries into Output.Deliveries.
+//
+// An envelope that the core rejects was already sequenced by the channel, so
+// it cannot be offered again: it is skipped, the same way on every replica,
+// counted in Stats and reported in Output.Rejected. A core must therefore
+// reject an envelope only when it is malformed, never for want of room.
+package node
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/channel"
+	"github.com/flexkv/flexkv/multicast/wire"
+	"github.com/flexkv/flexkv/partition"
+)
+
+// Node is one group's state machine: a protocol core over the channel layer.
+// It is not safe for concurrent use.
+type Node struct {
+	core     multicast.Core
+	ch       *channel.Channel
+	out      Output
+	rejected uint64
+}
+
+// Output is what Ready drains. The caller owns the slices.
+type Output struct {
+	Frames     []channel.Frame     // to transmit
+	Deliveries []multicast.Message // in delivery order
+	Sends      []multicast.Send    // what the core sent, for logs and metrics
+	Rejected   []Rejection         // envelopes the core rejected, for logs
+}
+
+// Rejection is an envelope from another group that the core rejected.
+type Rejection struct {
+	From partition.GroupID
+	Err  error
+}
+
+// Stats counts what a node did.
+type Stats struct {
+	Channel           channel.Stats
+	EnvelopesRejected uint64 // envelopes the core rejected and the node skipped
+}
+
+// New returns the node of group cfg.Self over core, which must have no
+// output waiting in Ready.
+func New(core multicast.Core, cfg channel.Config) (*Node, error) {
+	ch, err := channel.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	return newNode(core, ch)
+}
+
+func newNode(core multicast.Core, ch *channel.Channel) (*Node, error) {
+	if core == nil {
+		return nil, errors.New("node: nil core")
+	}
+	if out := core.Ready(); !out.Empty() {
+		return nil, fmt.Errorf("node: core has %d sends and %d deliveries not drained", len(out.Sends), len(out.Deliveries))
+	}
+	return &Node{core: core, ch: ch}, nil
+}
+
+// Request steps a client request into the core. It returns an error wrapping
+// multicast.ErrBusy, and does not step the core, while the channel is Busy;
+// it returns the core's error, wrapped, if the core rejects the request.
+func (n *Node) Request(m multicast.Message) error {
+	if n.ch.Busy() {
+		return fmt.Errorf("node: request %s: %w: an outbox holds %d or more unacknowledged envelopes", m.ID, multicast.ErrBusy, n.ch.Config().OutboxMax)
+	}
+	err := n.core.Step(multicast.Request(m))
+	n.drainCore()
+	if err != nil {
+		return fmt.Errorf("node: request %s: %w", m.ID, err)
+	}
+	return nil
+}
+
+// Receive applies a frame from another group, then steps every envelope the
+// channel hands up into the core, in order. A malformed frame returns the
+// channel's error (wrapping multicast.ErrInvalid) and changes nothing. The
+// node keeps f.Payload: the caller must not modify it afterwards.
+func (n *Node) Receive(f channel.Frame) error {
+	if err := n.ch.Receive(f); err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	out := n.ch.Ready()
+	n.out.Frames = append(n.out.Frames, out.Frames...)
+	for _, in := range out.Inbound {
+		err := n.core.Step(multicast.Envelope(in.From, in.Payload))
+		n.drainCore()
+		if err == nil {
+			continue
+		}
+		if errors.Is(err, multicast.ErrBusy) {
+			// Skipping it would lose an envelope that the sender will never
+			// offer again: the core breaks its contract.
+			panic(fmt.Sprintf("node: core refused an envelope from group %d as busy: %v", in.From, err))
+		}
+		n.rejected++
+		n.out.Rejected = append(n.out.Rejected, Rejection{From: in.From, Err: err})
+	}
+	return nil
+}
+
+// Tick advances the channel's clock, then the core's, by one tick.
+func (n *Node) Tick() {
+	n.ch.Tick()
+	if err := n.core.Step(multicast.Tick()); err != nil {
+		// A tick is never malformed.
+		panic(fmt.Sprintf("node: core rejected a tick: %v", err))
+	}
+	n.drainCore()
+}
+
+// drainCore routes what the core produced: its sends into the channel, its
+// deliveries to the output.
+func (n *Node) drainCore() {
+	out := n.core.Ready()
+	for _, s := range out.Sends {
+		n.ch.Send(s.To, s.Payload)
+	}
+	n.out.Sends = append(n.out.Sends, out.Sends...)
+	n.out.Deliveries = append(n.out.Deliveries, out.Deliveries...)
+}
+
+// Ready returns and forgets what the node produced since the last call.
+func (n *Node) Ready() Output {
+	ch := n.ch.Ready()
+	if len(ch.Inbound) != 0 {
+		// Only Receive makes the channel hand envelopes up, and it steps
+		// them into the core at once.
+		panic(fmt.Sprintf("node: %d envelopes handed up outside Receive", len(ch.Inbound)))
+	}
+	out := n.out
+	out.Frames = append(out.Frames, ch.Frames...)
+	n.out = Output{}
+	return out
+}
+
+// Busy reports whether the node refuses new requests (channel.Channel.Busy).
+func (n *Node) Busy() bool { return n.ch.Busy() }
+
+// OutboxLen returns the number of envelopes to group to not acknowledged yet.
+func (n *Node) OutboxLen(to partition.GroupID) int { return n.ch.OutboxLen(to) }
+
+// Unacked returns the unacknowledged data frames for group to, for a new
+// leader to resend (channel.Channel.Unacked). It changes nothing.
+func (n *Node) Unacked(to partition.GroupID) []channel.Frame { return n.ch.Unacked(to) }
+
+// AckFrame returns a control-only frame carrying the group's position for
+// group to (channel.Channel.AckFrame). It changes nothing.
+func (n *Node) AckFrame(to partition.GroupID) channel.Frame { return n.ch.AckFrame(to) }
+
+// Stats returns the counters of the node and of its channel.
+func (n *Node) Stats() Stats {
+	return Stats{Channel: n.ch.Stats(), EnvelopesRejected: n.rejected}
+}
+
+// AppendSnapshot appends a deterministic encoding of the node's own state:
+// the channel and the node's counters. The core's state is the core's to
+// encode. Call it with the output drained, as
+// (*channel.Channel).AppendSnapshot requires.
+func (n *Node) AppendSnapshot(b []byte) []byte {
+	if len(n.out.Frames) != 0 || len(n.out.Deliveries) != 0 || len(n.out.Sends) != 0 || len(n.out.Rejected) != 0 {
+		panic("node: snapshot with undrained output")
+	}
+	b = wire.AppendBytes(b, n.ch.AppendSnapshot(nil))
+	return wire.AppendUvarint(b, n.rejected)
+}
+
+// Restore returns a node over core, whose state the caller restored, with
+// the channel and counters that AppendSnapshot encoded in b. Errors wrap
+// wire.ErrCorrupt when b is corrupt or does not fit cfg.
+func Restore(core multicast.Core, cfg channel.Config, b []byte) (*Node, error) {
+	d := wire.NewDecoder(b)
+	snap := d.Bytes()
+	rejected := d.Uvarint()
+	if err := d.Finish(); err != nil {
+		return nil, fmt.Errorf("node: restore: %w", err)
+	}
+	ch, err := channel.RestoreChannel(snap, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	n, err := newNode(core, ch)
+	if err != nil {
+		return nil, err
+	}
+	n.rejected = rejected
+	return n, nil
+}
