@@ -1,0 +1,212 @@
+package flexcast
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/flexkv/flexkv/configs"
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/partition"
+)
+
+// fifoNet connects cores by unbounded FIFO links with no delay; a seeded
+// random choice of the next link to serve makes the interleavings vary.
+type fifoNet struct {
+	cores []*Core
+	links [][]multicast.Input // links[from*n+to]
+	busy  []int               // indexes of non-empty links
+	n     int
+	rng   *rand.Rand
+	// observe is called with every delivery and send, if set.
+	deliver func(g partition.GroupID, m multicast.Message)
+	sends   uint64
+	bytes   uint64
+}
+
+func newFifoNet(tb testing.TB, top *partition.Topology, seed uint64, cfg Config) *fifoNet {
+	n := top.Len()
+	net := &fifoNet{cores: make([]*Core, n), links: make([][]multicast.Input, n*n), n: n, rng: rand.New(rand.NewPCG(seed, 1))}
+	for g := range net.cores {
+		c := cfg
+		c.Self, c.Topology = partition.GroupID(g), top
+		core, err := New(c)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		net.cores[g] = core
+	}
+	return net
+}
+
+func (f *fifoNet) step(g partition.GroupID, in multicast.Input) error {
+	if err := f.cores[g].Step(in); err != nil {
+		return err
+	}
+	out := f.cores[g].Ready()
+	if f.deliver != nil {
+		for _, m := range out.Deliveries {
+			f.deliver(g, m)
+		}
+	}
+	for _, s := range out.Sends {
+		l := int(g)*f.n + int(s.To)
+		if len(f.links[l]) == 0 {
+			f.busy = append(f.busy, l)
+		}
+		f.links[l] = append(f.links[l], multicast.Envelope(g, s.Payload))
+		f.sends++
+		f.bytes += uint64(len(s.Payload))
+	}
+	return nil
+}
+
+// drain serves random links, one envelope at a time, until all are empty.
+func (f *fifoNet) drain() error {
+	for len(f.busy) > 0 {
+		i := f.rng.IntN(len(f.busy))
+		l := f.busy[i]
+		in := f.links[l][0]
+		f.links[l] = f.links[l][1:]
+		if len(f.links[l]) == 0 {
+			f.busy[i] = f.busy[len(f.busy)-1]
+			f.busy = f.busy[:len(f.busy)-1]
+		}
+		if err := f.step(partition.GroupID(l%f.n), in); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// aws12 returns the 12-region topology in overlay O1 and its latencies.
+func aws12(tb testing.TB) (*partition.Topology, *partition.Latency) {
+	lat, err := configs.AWS12Latency()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	order, err := partition.PaperOverlay("O1")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	spec := partition.Spec{}
+	for _, r := range order {
+		spec.Groups = append(spec.Groups, partition.Group{Name: r, Region: r})
+	}
+	top, err := partition.NewTopology(spec)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return top, lat
+}
+
+// localityDst draws a two-group destination set: a random home group and its
+// nearest group with probability locality, else the next nearest, and so on.
+func localityDst(rng *rand.Rand, top *partition.Topology, nearest [][]partition.GroupID, locality float64) partition.GroupSet {
+	home := partition.GroupID(rng.IntN(top.Len()))
+	i := 0
+	for i < len(nearest[home])-1 && rng.Float64() >= locality {
+		i++
+	}
+	return partition.SetOf(home, nearest[home][i])
+}
+
+// BenchmarkFlexCast measures the core alone: 12 groups (overlay O1), 2-destination
+// messages at 90% locality, garbage collection on, envelopes encoded and
+// decoded, links without delay served in random order. One op = one
+// multicast, delivered at both destinations.
+func BenchmarkFlexCast(b *testing.B) {
+	top, lat := aws12(b)
+	nearest := make([][]partition.GroupID, top.Len())
+	for g := range nearest {
+		nearest[g] = lat.Nearest(top, partition.GroupID(g), top.All())
+	}
+	net := newFifoNet(b, top, 1, Config{FlushEvery: 1024})
+	var deliveries uint64
+	net.deliver = func(partition.GroupID, multicast.Message) { deliveries++ }
+	rng := rand.New(rand.NewPCG(2, 2))
+	const batch = 64
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i += batch {
+		for j := 0; j < batch && i+j < b.N; j++ {
+			dst := localityDst(rng, top, nearest, 0.9)
+			m := multicast.Message{ID: multicast.MsgID{Client: 1, Seq: uint64(i + j + 1)}, Dst: dst}
+			if err := net.step(Entry(dst), multicast.Request(m)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := net.drain(); err != nil {
+			b.Fatal(err)
+		}
+		for g := range net.cores { // a tick per batch keeps the flush going
+			if err := net.step(partition.GroupID(g), multicast.Tick()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.StopTimer()
+	var entries uint64
+	histMax := 0
+	for _, c := range net.cores {
+		s := c.Stats()
+		entries += s.EntriesSent
+		histMax = max(histMax, s.HistoryLenMax)
+	}
+	secs := b.Elapsed().Seconds()
+	b.ReportMetric(float64(deliveries)/secs, "deliveries/s")
+	b.ReportMetric(float64(net.bytes)/float64(b.N), "bytes/multicast")
+	b.ReportMetric(float64(entries)/float64(b.N), "history-entries/multicast")
+	b.ReportMetric(float64(histMax), "history-max")
+}
+
+// TestHistoryBounded runs 1,000,000 multicasts at 12 groups and checks that
+// garbage collection keeps every group's history below a bound: with a flush
+// every 1024 rank-0 deliveries or 20 ticks (a tick per 64 multicasts), at most
+// about 20*64 multicasts happen between flushes, each adding at most 2
+// entries to a chain at each of at most 12 groups' views.
+func TestHistoryBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1,000,000 multicasts")
+	}
+	const total, batch = 1_000_000, 64
+	const bound = 20 * batch * 2 * 2 // entries per group, with slack for in-flight flushes
+	top, lat := aws12(t)
+	nearest := make([][]partition.GroupID, top.Len())
+	for g := range nearest {
+		nearest[g] = lat.Nearest(top, partition.GroupID(g), top.All())
+	}
+	net := newFifoNet(t, top, 3, Config{})
+	var deliveries uint64
+	net.deliver = func(partition.GroupID, multicast.Message) { deliveries++ }
+	rng := rand.New(rand.NewPCG(4, 4))
+	for i := 0; i < total; i += batch {
+		for j := range batch {
+			dst := localityDst(rng, top, nearest, 0.9)
+			m := multicast.Message{ID: multicast.MsgID{Client: 1, Seq: uint64(i + j + 1)}, Dst: dst}
+			if err := net.step(Entry(dst), multicast.Request(m)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := net.drain(); err != nil {
+			t.Fatal(err)
+		}
+		for g := range net.cores {
+			if err := net.step(partition.GroupID(g), multicast.Tick()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if deliveries != 2*total {
+		t.Fatalf("deliveries: got %d, want %d", deliveries, 2*total)
+	}
+	for g, c := range net.cores {
+		s := c.Stats()
+		t.Logf("group %d: history max %d, now %d, dag %d, flushes %d", g, s.HistoryLenMax, s.HistoryLen, s.DAGNodes, s.Flushes)
+		if s.HistoryLenMax > bound {
+			t.Errorf("group %d: history reached %d entries, want <= %d", g, s.HistoryLenMax, bound)
+		}
+		if s.Pending != 0 || s.Open != 0 || s.NotifQueue != 0 {
+			t.Errorf("group %d: left pending=%d open=%d notifq=%d after draining", g, s.Pending, s.Open, s.NotifQueue)
+		}
+	}
+}

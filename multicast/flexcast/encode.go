@@ -1,0 +1,165 @@
+package flexcast
+
+import (
+	"fmt"
+
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/wire"
+	"github.com/flexkv/flexkv/partition"
+)
+
+// envKind is the first byte of every FlexCast envelope.
+type envKind byte
+
+const (
+	envMsg   envKind = 1 // MSG{m, history, notifs}: the lca to another destination
+	envAck   envKind = 2 // ACK{m.id, m.dst, history, notifs, notifier?, notifID?}
+	envNotif envKind = 3 // NOTIF{m.id, m.dst, history, notifID}
+)
+
+// entry is one element of a chain: a message id and its destinations.
+type entry struct {
+	id  multicast.MsgID
+	dst partition.GroupSet
+}
+
+// segment is a piece of one owner's chain: consecutive entries of the
+// owner's delivery order (global messages only).
+type segment struct {
+	owner   partition.GroupID
+	entries []entry
+}
+
+// notifRef names one notification: the group notified and the notifier's id
+// for it. The notifier is the sender of the envelope that carries the ref.
+type notifRef struct {
+	group partition.GroupID
+	id    uint64
+}
+
+// envelope is the decoded form of every FlexCast envelope.
+type envelope struct {
+	kind    envKind
+	msg     multicast.Message // envMsg: the whole message; otherwise ID and Dst only
+	history []segment
+	notifs  []notifRef // notifications the sender issued about msg
+	// envAck from a notified group: the notification it answers.
+	// notified is false for an ack from a destination.
+	notified   bool
+	notifier   partition.GroupID
+	notifID    uint64
+	notifIDOut uint64 // envNotif: this notification's id
+}
+
+func appendEnvelope(b []byte, e *envelope) []byte {
+	b = append(b, byte(e.kind))
+	switch e.kind {
+	case envMsg:
+		b = wire.AppendMessage(b, e.msg)
+	default:
+		b = wire.AppendMsgID(b, e.msg.ID)
+		b = wire.AppendUvarint(b, uint64(e.msg.Dst))
+	}
+	b = wire.AppendUvarint(b, uint64(len(e.history)))
+	for _, s := range e.history {
+		b = wire.AppendUvarint(b, uint64(s.owner))
+		b = wire.AppendUvarint(b, uint64(len(s.entries)))
+		for _, en := range s.entries {
+			b = wire.AppendMsgID(b, en.id)
+			b = wire.AppendUvarint(b, uint64(en.dst))
+		}
+	}
+	switch e.kind {
+	case envMsg, envAck:
+		b = wire.AppendUvarint(b, uint64(len(e.notifs)))
+		for _, n := range e.notifs {
+			b = wire.AppendUvarint(b, uint64(n.group))
+			b = wire.AppendUvarint(b, n.id)
+		}
+		if e.kind == envAck {
+			if e.notified {
+				b = append(b, 1)
+				b = wire.AppendUvarint(b, uint64(e.notifier))
+				b = wire.AppendUvarint(b, e.notifID)
+			} else {
+				b = append(b, 0)
+			}
+		}
+	case envNotif:
+		b = wire.AppendUvarint(b, e.notifIDOut)
+	}
+	return b
+}
+
+// decodeEnvelope parses an envelope of a cluster of n groups. It checks the
+// encoding only; the core checks that the envelope makes sense where it
+// arrives.
+func decodeEnvelope(b []byte, n int) (*envelope, error) {
+	d := wire.NewDecoder(b)
+	e := &envelope{kind: envKind(d.Byte())}
+	switch e.kind {
+	case envMsg:
+		e.msg = d.Message(n)
+	case envAck, envNotif:
+		e.msg.ID = d.MsgID()
+		e.msg.Dst = d.GroupSet(n)
+		if d.Err() == nil && e.msg.Dst.Empty() {
+			d.Fail("message %s has no destination", e.msg.ID)
+		}
+	default:
+		if d.Err() == nil {
+			return nil, fmt.Errorf("%w: unknown flexcast envelope kind %d", wire.ErrCorrupt, e.kind)
+		}
+	}
+	segs := d.Count(2)
+	if segs > n {
+		d.Fail("%d history segments for %d groups", segs, n)
+	}
+	if segs > 0 {
+		e.history = make([]segment, segs)
+	}
+	for i := range e.history {
+		s := &e.history[i]
+		s.owner = d.Group(n)
+		cnt := d.Count(3)
+		s.entries = make([]entry, cnt)
+		for j := range s.entries {
+			s.entries[j].id = d.MsgID()
+			s.entries[j].dst = d.GroupSet(n)
+			if d.Err() == nil && s.entries[j].dst.Empty() {
+				d.Fail("history entry %s has no destination", s.entries[j].id)
+			}
+		}
+	}
+	switch e.kind {
+	case envMsg, envAck:
+		cnt := d.Count(2)
+		if cnt > n {
+			d.Fail("%d notifications for %d groups", cnt, n)
+		}
+		if cnt > 0 {
+			e.notifs = make([]notifRef, cnt)
+		}
+		for i := range e.notifs {
+			e.notifs[i].group = d.Group(n)
+			e.notifs[i].id = d.Uvarint()
+		}
+		if e.kind == envAck {
+			switch d.Byte() {
+			case 0:
+			case 1:
+				e.notified = true
+				e.notifier = d.Group(n)
+				e.notifID = d.Uvarint()
+			default:
+				d.Fail("bad ack flag")
+			}
+		}
+	case envNotif:
+		e.notifIDOut = d.Uvarint()
+	}
+	if err := d.Finish(); err != nil {
+		return nil, err
+	}
+	return e, nil
+}

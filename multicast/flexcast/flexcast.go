@@ -1,0 +1,814 @@
+// Package flexcast implements FlexCast, a genuine atomic multicast protocol
+// over a complete DAG of groups (DESIGN 3.2), as a deterministic state
+// machine: one Core per group, driven through multicast.Core.
+//
+// Groups are ranked 0..n-1 (the GroupID is the rank). A message goes first to
+// its lca, the lowest-ranked destination, which delivers it at once and
+// forwards it to the other destinations with its history: the suffix of its
+// own delivery order, and of every ancestor's that it knows, not yet shipped
+// to that destination. A destination g delivers m, in the order of m's lca,
+// once
+//
+//	(a) no message addressed to g that g has not delivered precedes m in the
+//	    union of the histories it knows (the precedence graph);
+//	(b) every destination of m ranked between lca(m) and g acknowledged m,
+//	    with its own history attached;
+//	(c) every group notified about m, ranked below g, acknowledged m.
+//
+// A group that sends something about m notifies each group h between itself
+// and m's highest destination that is not a destination of m but to which it
+// knows an earlier message was addressed: h's ack carries h's history to m's
+// destinations above h, so that they learn orders h established. h answers
+// only once it has delivered every message it knows is addressed to it
+// (answering earlier produces ordering cycles).
+//
+// Histories are trimmed by a flush: the rank-0 group multicasts a flush to
+// every group every FlushEvery deliveries (or after FlushTicks ticks with
+// deliveries). See truncate for why a group may cut its histories as soon as
+// it has delivered a flush.
+package flexcast
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/partition"
+)
+
+// Defaults for zero Config fields.
+const (
+	DefaultPendingMax = 1 << 14
+	DefaultFlushEvery = 1024
+	DefaultFlushTicks = 20
+)
+
+// Config configures a Core.
+type Config struct {
+	Self     partition.GroupID
+	Topology *partition.Topology
+	// PendingMax bounds the messages and notifications a group holds
+	// undelivered or unanswered. A client request beyond it is refused with
+	// multicast.ErrBusy. Envelopes from other groups are always accepted:
+	// refusing them would break reliability; their number is bounded by the
+	// admission control of the groups that originate them.
+	PendingMax int
+	// FlushEvery: the rank-0 group multicasts a flush after this many
+	// deliveries. Negative: never (tests of unbounded histories only).
+	FlushEvery int
+	// FlushTicks: the rank-0 group also multicasts a flush after this many
+	// ticks if it delivered anything since the last flush. Negative: never.
+	FlushTicks int
+	// Strategies switches parts of the protocol off. Only tests do this, to
+	// show that the simulator and the checker catch the resulting violations.
+	Strategies Strategies
+}
+
+// Strategies turns off the parts of FlexCast that make it correct. The zero
+// value is the correct protocol.
+type Strategies struct {
+	NoHistoryWait bool // (a): deliver without waiting for preceding messages
+	NoAcks        bool // (b): neither send nor wait for destination acks
+	NoNotifs      bool // (c): send no notifications
+	NoNotifWait   bool // answer notifications before open dependencies are delivered
+}
+
+// Stats are counters and gauges of a Core.
+type Stats struct {
+	Deliveries     uint64 // application messages delivered
+	Flushes        uint64 // flushes delivered (and histories truncated)
+	MsgsSent       uint64
+	AcksSent       uint64
+	NotifsSent     uint64
+	EntriesSent    uint64 // history entries shipped in envelopes
+	LateAcks       uint64 // acks about messages already delivered (ignored)
+	HistoryLen     int    // entries in all chains now
+	HistoryLenMax  int    // largest HistoryLen seen
+	DAGNodes       int
+	Pending        int // messages received or acked, not delivered
+	Open           int // messages known to be addressed here, not delivered
+	NotifQueue     int // notifications waiting for open dependencies
+	PendingMaxSeen int
+}
+
+type chain struct {
+	entries []entry
+	index   map[multicast.MsgID]int32
+}
+
+func (c *chain) has(id multicast.MsgID) bool { _, ok := c.index[id]; return ok }
+
+// notifKey names one notification: who notified whom, with the notifier's id.
+type notifKey struct {
+	notifier, group partition.GroupID
+	id              uint64
+}
+
+// pend is what a destination knows about a message it has not delivered.
+type pend struct {
+	msg      multicast.Message // valid once arrived
+	arrived  bool
+	acks     partition.GroupSet // destinations that acknowledged (a set: retries may duplicate)
+	notifReq []notifKey         // notifications below self that must be answered
+	notifGot []notifKey         // notification acks received
+}
+
+// pendingNotif is a notification waiting for open dependencies.
+type pendingNotif struct {
+	id       multicast.MsgID
+	dst      partition.GroupSet
+	notifier partition.GroupID
+	notifID  uint64
+	armed    bool // blockers were taken when it reached the head of the queue
+	blockers []multicast.MsgID
+}
+
+// Core is the FlexCast state machine of one group.
+type Core struct {
+	cfg  Config
+	self partition.GroupID
+	n    int
+	all  partition.GroupSet
+
+	// chains[o] for o <= self: the known prefix of o's delivery order
+	// (global messages only); chains[self] is this group's own.
+	chains []chain
+	// sent[d][o] for d > self: last index of chains[o] shipped to d, -1 if none.
+	sent [][]int32
+	// dag: the precedence graph, with the open dependencies: entries of
+	// ancestors' chains addressed to self, not delivered.
+	dag *dag
+	// knows[h]: chain entries addressed to h, flushes excluded.
+	knows []int32
+	// knownEver: every group a (non-flush) chain entry was ever addressed
+	// to, truncated entries included. See notify.
+	knownEver partition.GroupSet
+	// queue[a] for a < self: arrived or expected messages whose lca is a, in
+	// a's delivery order (FIFO channel from a).
+	queue   [][]multicast.MsgID
+	pending map[multicast.MsgID]*pend
+	notifQ  []*pendingNotif
+
+	notifSeq        uint64
+	flushSeq        uint64
+	sinceFlush      int
+	ticksSinceFlush int
+
+	out   multicast.Output
+	stats Stats
+
+	// forgotten holds, with the invariants tag, every id truncation dropped:
+	// none may come back.
+	forgotten map[multicast.MsgID]bool
+}
+
+var _ multicast.Core = (*Core)(nil)
+
+// New returns the Core of group cfg.Self.
+func New(cfg Config) (*Core, error) {
+	if cfg.Topology == nil {
+		return nil, errors.New("flexcast: no topology")
+	}
+	if !cfg.Topology.Valid(cfg.Self) {
+		return nil, fmt.Errorf("flexcast: group %d is not in the topology", cfg.Self)
+	}
+	if cfg.PendingMax == 0 {
+		cfg.PendingMax = DefaultPendingMax
+	}
+	if cfg.PendingMax < 0 {
+		return nil, fmt.Errorf("flexcast: PendingMax %d < 0", cfg.PendingMax)
+	}
+	if cfg.FlushEvery == 0 {
+		cfg.FlushEvery = DefaultFlushEvery
+	}
+	if cfg.FlushTicks == 0 {
+		cfg.FlushTicks = DefaultFlushTicks
+	}
+	n := cfg.Topology.Len()
+	c := &Core{
+		cfg:     cfg,
+		self:    cfg.Self,
+		n:       n,
+		all:     cfg.Topology.All(),
+		chains:  make([]chain, cfg.Self+1),
+		sent:    make([][]int32, n),
+		dag:     newDAG(),
+		knows:   make([]int32, n),
+		queue:   make([][]multicast.MsgID, cfg.Self),
+		pending: make(map[multicast.MsgID]*pend),
+	}
+	for o := range c.chains {
+		c.chains[o].index = make(map[multicast.MsgID]int32)
+	}
+	for d := int(cfg.Self) + 1; d < n; d++ {
+		c.sent[d] = make([]int32, cfg.Self+1)
+		for o := range c.sent[d] {
+			c.sent[d][o] = -1
+		}
+	}
+	return c, nil
+}
+
+// Entry returns the group a client sends a message for dst to: its lca.
+func Entry(dst partition.GroupSet) partition.GroupID { return dst.Min() }
+
+// Ready drains sends and deliveries.
+func (c *Core) Ready() multicast.Output {
+	out := c.out
+	c.out = multicast.Output{}
+	return out
+}
+
+// Stats returns the counters and gauges.
+func (c *Core) Stats() Stats {
+	s := c.stats
+	s.HistoryLen = c.historyLen()
+	s.DAGNodes = c.dag.len()
+	s.Pending = len(c.pending)
+	s.Open = c.dag.openLen()
+	s.NotifQueue = len(c.notifQ)
+	return s
+}
+
+func (c *Core) historyLen() int {
+	t := 0
+	for o := range c.chains {
+		t += len(c.chains[o].entries)
+	}
+	return t
+}
+
+// Step applies one input.
+func (c *Core) Step(in multicast.Input) error {
+	switch in.Kind {
+	case multicast.InputRequest:
+		if err := c.checkRequest(in.Msg); err != nil {
+			return err
+		}
+		c.lcaDeliver(in.Msg)
+	case multicast.InputEnvelope:
+		e, err := c.checkEnvelope(in.From, in.Payload)
+		if err != nil {
+			return err
+		}
+		switch e.kind {
+		case envMsg:
+			c.onMsg(in.From, e)
+		case envAck:
+			c.onAck(in.From, e)
+		case envNotif:
+			c.onNotif(in.From, e)
+		}
+	case multicast.InputTick:
+		c.ticksSinceFlush++
+		if c.self == 0 && c.cfg.FlushTicks > 0 && c.ticksSinceFlush >= c.cfg.FlushTicks && c.sinceFlush > 0 {
+			c.flush()
+		}
+	default:
+		return fmt.Errorf("%w: flexcast: input kind %d", multicast.ErrInvalid, in.Kind)
+	}
+	c.afterStep()
+	return nil
+}
+
+func (c *Core) afterStep() {
+	if c.self == 0 && c.cfg.FlushEvery > 0 && c.sinceFlush >= c.cfg.FlushEvery {
+		c.flush()
+	}
+	if h := c.historyLen(); h > c.stats.HistoryLenMax {
+		c.stats.HistoryLenMax = h
+	}
+	if p := len(c.pending) + len(c.notifQ); p > c.stats.PendingMaxSeen {
+		c.stats.PendingMaxSeen = p
+	}
+}
+
+func (c *Core) checkRequest(m multicast.Message) error {
+	if err := multicast.ValidateRequest(c.cfg.Topology, m); err != nil {
+		return err
+	}
+	if lca := m.Dst.Min(); lca != c.self {
+		return fmt.Errorf("%w: flexcast: message %s belongs at group %d, its lca, not %d", multicast.ErrNotEntry, m.ID, lca, c.self)
+	}
+	if c.chains[c.self].has(m.ID) {
+		return fmt.Errorf("%w: flexcast: message %s delivered already", multicast.ErrInvalid, m.ID)
+	}
+	if p := len(c.pending) + len(c.notifQ); p >= c.cfg.PendingMax {
+		return fmt.Errorf("%w: flexcast: group %d holds %d undelivered messages and notifications (PendingMax %d)",
+			multicast.ErrBusy, c.self, p, c.cfg.PendingMax)
+	}
+	return nil
+}
+
+// checkEnvelope decodes an envelope and checks that it makes sense here,
+// before anything is changed.
+func (c *Core) checkEnvelope(from partition.GroupID, payload []byte) (*envelope, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: flexcast: group %d from %d: %s", multicast.ErrInvalid, c.self, from, fmt.Sprintf(format, args...))
+	}
+	if !c.cfg.Topology.Valid(from) || from >= c.self {
+		return nil, bad("envelopes travel from lower to higher ranks only")
+	}
+	e, err := decodeEnvelope(payload, c.n)
+	if err != nil {
+		return nil, fmt.Errorf("%w: flexcast: %w", multicast.ErrInvalid, err)
+	}
+	for i, s := range e.history {
+		if s.owner > from {
+			return nil, bad("history of group %d, which is not an ancestor of the sender", s.owner)
+		}
+		if i > 0 && s.owner <= e.history[i-1].owner {
+			return nil, bad("history segments out of order")
+		}
+		if len(s.entries) == 0 {
+			return nil, bad("empty history segment of group %d", s.owner)
+		}
+		if ch := &c.chains[s.owner]; len(ch.entries) > 0 && !ch.has(s.entries[0].id) {
+			return nil, bad("history of group %d starting at %s does not join the chain held here", s.owner, s.entries[0].id)
+		}
+	}
+	m := e.msg
+	lca := m.Dst.Min()
+	switch e.kind {
+	case envMsg:
+		if lca != from || !m.Dst.Has(c.self) {
+			return nil, bad("MSG %s to %s must come from its lca to a destination", m.ID, m.Dst)
+		}
+		if p := c.pending[m.ID]; (p != nil && p.arrived) || c.chains[c.self].has(m.ID) {
+			return nil, bad("MSG %s received twice", m.ID)
+		}
+	case envAck:
+		if !m.Dst.Has(c.self) {
+			return nil, bad("ACK %s to %s at a non-destination", m.ID, m.Dst)
+		}
+		if e.notified {
+			if m.Dst.Has(from) || e.notifier >= from {
+				return nil, bad("notification ACK %s from a destination, or answering a notification from above", m.ID)
+			}
+		} else if !m.Dst.Has(from) || from == lca {
+			return nil, bad("ACK %s from %d, which is not a destination above the lca", m.ID, from)
+		}
+	case envNotif:
+		if m.Dst.Has(c.self) || c.self >= m.Dst.Max() {
+			return nil, bad("NOTIF %s to %s at a destination or above every destination", m.ID, m.Dst)
+		}
+	}
+	for _, r := range e.notifs {
+		if r.group <= from || r.group >= m.Dst.Max() || m.Dst.Has(r.group) {
+			return nil, bad("notification of group %d about %s to %s", r.group, m.ID, m.Dst)
+		}
+	}
+	return e, nil
+}
+
+// lcaDeliver handles a message at its lca: deliver at once, then forward it
+// with the history (FlexCast Alg. 1, a-multicast at the lca).
+func (c *Core) lcaDeliver(m multicast.Message) {
+	c.emit(m)
+	if m.Dst == partition.SetOf(c.self) {
+		// Local messages never travel in histories: they are addressed to no
+		// descendant, and dropping them keeps every order among the others.
+		return
+	}
+	c.appendChain(c.self, entry{id: m.ID, dst: m.Dst})
+	refs := c.notify(m.ID, m.Dst)
+	for _, d := range m.Dst.Above(c.self).Slice() {
+		c.send(d, &envelope{kind: envMsg, msg: m, history: c.diff(d), notifs: refs})
+		c.stats.MsgsSent++
+	}
+	if m.ID.IsFlush() {
+		c.truncate(m.ID)
+	}
+}
+
+func (c *Core) onMsg(from partition.GroupID, e *envelope) {
+	c.merge(e.history)
+	p := c.pend(e.msg.ID)
+	p.msg = e.msg
+	p.arrived = true
+	c.require(p, from, e.notifs)
+	c.queue[from] = append(c.queue[from], e.msg.ID)
+	c.tryDeliver()
+}
+
+func (c *Core) onAck(from partition.GroupID, e *envelope) {
+	c.merge(e.history)
+	id := e.msg.ID
+	if c.chains[c.self].has(id) {
+		// Every ack a destination receives is one it waits for, so this does
+		// not happen; the history was merged all the same.
+		c.stats.LateAcks++
+		c.tryDeliver()
+		return
+	}
+	p := c.pend(id)
+	if e.notified {
+		k := notifKey{notifier: e.notifier, group: from, id: e.notifID}
+		if !hasKey(p.notifGot, k) {
+			p.notifGot = append(p.notifGot, k)
+		}
+	} else {
+		p.acks = p.acks.Add(from)
+	}
+	c.require(p, from, e.notifs)
+	c.tryDeliver()
+}
+
+func (c *Core) onNotif(from partition.GroupID, e *envelope) {
+	c.merge(e.history)
+	pn := &pendingNotif{id: e.msg.ID, dst: e.msg.Dst, notifier: from, notifID: e.notifIDOut}
+	if c.cfg.Strategies.NoNotifWait || (len(c.notifQ) == 0 && c.dag.openLen() == 0) {
+		c.answer(pn)
+		return
+	}
+	c.notifQ = append(c.notifQ, pn)
+	if len(c.notifQ) == 1 {
+		c.arm(pn)
+	}
+}
+
+// arm fixes the blockers of the notification at the head of the queue: the
+// open dependencies known when it gets there.
+func (c *Core) arm(pn *pendingNotif) {
+	pn.armed = true
+	pn.blockers = c.dag.openIDs(nil)
+}
+
+// release answers the notifications whose blockers are all delivered, in
+// queue order, after id was delivered.
+func (c *Core) release(id multicast.MsgID) {
+	for len(c.notifQ) > 0 {
+		head := c.notifQ[0]
+		if !head.armed {
+			c.arm(head)
+		}
+		for i, b := range head.blockers {
+			if b == id {
+				head.blockers[i] = head.blockers[len(head.blockers)-1]
+				head.blockers = head.blockers[:len(head.blockers)-1]
+				break
+			}
+		}
+		if len(head.blockers) > 0 {
+			return
+		}
+		c.notifQ[0] = nil
+		c.notifQ = c.notifQ[1:]
+		c.answer(head)
+	}
+}
+
+// answer acknowledges a notification to every destination above self.
+func (c *Core) answer(pn *pendingNotif) {
+	refs := c.notify(pn.id, pn.dst)
+	for _, d := range pn.dst.Above(c.self).Slice() {
+		c.send(d, &envelope{
+			kind: envAck, msg: multicast.Message{ID: pn.id, Dst: pn.dst},
+			history: c.diff(d), notifs: refs,
+			notified: true, notifier: pn.notifier, notifID: pn.notifID,
+		})
+		c.stats.AcksSent++
+	}
+}
+
+// require records what a destination must hear before delivering p: the
+// notifications that sender issued about it, to groups below self.
+func (c *Core) require(p *pend, sender partition.GroupID, refs []notifRef) {
+	for _, r := range refs {
+		if r.group >= c.self {
+			continue
+		}
+		k := notifKey{notifier: sender, group: r.group, id: r.id}
+		if !hasKey(p.notifReq, k) {
+			p.notifReq = append(p.notifReq, k)
+		}
+	}
+}
+
+func hasKey(ks []notifKey, k notifKey) bool {
+	for _, x := range ks {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Core) pend(id multicast.MsgID) *pend {
+	p := c.pending[id]
+	if p == nil {
+		p = &pend{}
+		c.pending[id] = p
+	}
+	return p
+}
+
+// notify sends a notification about (id, dst) to every group h ranked
+// between self and dst's highest destination, not a destination, to which
+// self knows an earlier message was addressed (strategy c). It returns the
+// notifications to list in what self sends about the message.
+func (c *Core) notify(id multicast.MsgID, dst partition.GroupSet) []notifRef {
+	if c.cfg.Strategies.NoNotifs {
+		return nil
+	}
+	// A message no longer in any chain was delivered by its lca before the
+	// flush this group last truncated at. Its destinations may deliver it
+	// before that flush, so the flush does not stand in for the entries the
+	// truncation dropped: decide as if nothing had been dropped. This happens
+	// when a notification about an old message waited here across a flush, or
+	// reached here late through another notified group.
+	current := c.dag.has(id)
+	var refs []notifRef
+	for h := c.self + 1; h < dst.Max(); h++ {
+		if dst.Has(h) || (c.knows[h] == 0 && (current || !c.knownEver.Has(h))) {
+			continue
+		}
+		c.notifSeq++
+		refs = append(refs, notifRef{group: h, id: c.notifSeq})
+		c.send(h, &envelope{kind: envNotif, msg: multicast.Message{ID: id, Dst: dst}, history: c.diff(h), notifIDOut: c.notifSeq})
+		c.stats.NotifsSent++
+	}
+	return refs
+}
+
+// tryDeliver delivers, until nothing changes, the head of each ancestor's
+// queue that may be delivered (strategy a).
+func (c *Core) tryDeliver() {
+	for progress := true; progress; {
+		progress = false
+		for a := range c.queue {
+			for len(c.queue[a]) > 0 {
+				id := c.queue[a][0]
+				p := c.pending[id]
+				if !c.deliverable(id, p) {
+					break
+				}
+				c.queue[a][0] = multicast.MsgID{}
+				c.queue[a] = c.queue[a][1:]
+				c.remoteDeliver(p)
+				progress = true
+			}
+		}
+	}
+}
+
+func (c *Core) deliverable(id multicast.MsgID, p *pend) bool {
+	if !p.arrived {
+		return false
+	}
+	dst := p.msg.Dst
+	if !c.cfg.Strategies.NoAcks {
+		need := dst.Above(dst.Min()).Below(c.self)
+		if p.acks&need != need {
+			return false
+		}
+	}
+	for _, k := range p.notifReq {
+		if !hasKey(p.notifGot, k) {
+			return false
+		}
+	}
+	if c.cfg.Strategies.NoHistoryWait {
+		return true
+	}
+	blocked := c.dag.blocked(id)
+	if invariants {
+		slow := false
+		for _, x := range c.dag.openIDs(nil) {
+			if x != id && c.dag.reaches(x, id) {
+				slow = true
+			}
+		}
+		if slow != blocked {
+			panic(fmt.Sprintf("flexcast: invariant violated: group %d: %s blocked=%v, search says %v", c.self, id, blocked, slow))
+		}
+	}
+	return !blocked
+}
+
+// remoteDeliver delivers a message whose lca is an ancestor, acknowledges it
+// to the destinations above, and answers notifications it unblocked.
+func (c *Core) remoteDeliver(p *pend) {
+	m := p.msg
+	delete(c.pending, m.ID)
+	c.appendChain(c.self, entry{id: m.ID, dst: m.Dst})
+	c.dag.close(m.ID)
+	c.emit(m)
+	if !c.cfg.Strategies.NoAcks {
+		refs := c.notify(m.ID, m.Dst)
+		for _, d := range m.Dst.Above(c.self).Slice() {
+			c.send(d, &envelope{kind: envAck, msg: multicast.Message{ID: m.ID, Dst: m.Dst}, history: c.diff(d), notifs: refs})
+			c.stats.AcksSent++
+		}
+	}
+	c.release(m.ID)
+	if m.ID.IsFlush() {
+		c.truncate(m.ID)
+	}
+}
+
+func (c *Core) emit(m multicast.Message) {
+	if m.ID.IsFlush() {
+		return
+	}
+	c.out.Deliveries = append(c.out.Deliveries, m)
+	c.stats.Deliveries++
+	c.sinceFlush++
+}
+
+// appendChain appends e to owner's chain unless it is there already, with an
+// edge from the chain's previous last entry: a chain is a prefix of its
+// owner's delivery order, so consecutive entries are consecutive deliveries.
+func (c *Core) appendChain(owner partition.GroupID, e entry) {
+	ch := &c.chains[owner]
+	if ch.has(e.id) {
+		return
+	}
+	if invariants && c.forgotten[e.id] {
+		panic(fmt.Sprintf("flexcast: invariant violated: group %d appends %s to chain %d after truncating it", c.self, e.id, owner))
+	}
+	if k := len(ch.entries); k > 0 {
+		c.dag.edge(ch.entries[k-1].id, e.id)
+	} else {
+		c.dag.node(e.id)
+	}
+	ch.index[e.id] = int32(len(ch.entries))
+	ch.entries = append(ch.entries, e)
+	c.count(e, 1)
+	if owner != c.self && e.dst.Has(c.self) && !c.chains[c.self].has(e.id) {
+		c.dag.open(e.id)
+	}
+}
+
+// count adjusts knows for e. Flushes are excluded: a flush is addressed to
+// every group, so an entry for it would make every group in between look
+// like one that must be notified about every message.
+func (c *Core) count(e entry, delta int32) {
+	if e.id.IsFlush() {
+		return
+	}
+	c.knownEver |= e.dst
+	for x := uint64(e.dst); x != 0; x &= x - 1 {
+		h := lowBit(x)
+		c.knows[h] += delta
+	}
+}
+
+// merge adds a received history: unseen entries are appended to their
+// owner's chain, and consecutive entries of each received segment are joined
+// by an edge (the one-entry overlap between consecutive diffs makes the
+// segments join).
+//
+// A segment from a sender starts at the last entry that sender shipped here
+// (or at the start of the owner's order), so it overlaps the chain held here,
+// which is a prefix of the same order: one lookup finds where it starts, the
+// rest is compared by position, and the edges between its entries are the
+// chain's own.
+func (c *Core) merge(h []segment) {
+	for _, s := range h {
+		ch := &c.chains[s.owner]
+		start := 0
+		if len(ch.entries) > 0 {
+			pos, ok := ch.index[s.entries[0].id]
+			if !ok {
+				panic(fmt.Sprintf("flexcast: invariant violated: group %d: history of group %d starting at %s does not overlap the chain held here", c.self, s.owner, s.entries[0].id))
+			}
+			start = min(len(ch.entries)-int(pos), len(s.entries))
+			if invariants {
+				for k := range start {
+					if ch.entries[int(pos)+k].id != s.entries[k].id {
+						panic(fmt.Sprintf("flexcast: invariant violated: group %d: two histories of group %d disagree at %s", c.self, s.owner, s.entries[k].id))
+					}
+				}
+			}
+		}
+		for _, e := range s.entries[start:] {
+			c.appendChain(s.owner, e)
+		}
+	}
+}
+
+// diff returns, for self and each ancestor, the chain from the last entry
+// shipped to d (inclusive) to its end, and marks it shipped.
+func (c *Core) diff(d partition.GroupID) []segment {
+	var h []segment
+	for o := range c.chains {
+		ch := &c.chains[o]
+		last := int32(len(ch.entries)) - 1
+		from := c.sent[d][o]
+		if last < 0 || from == last {
+			continue
+		}
+		if from < 0 {
+			from = 0
+		}
+		h = append(h, segment{owner: partition.GroupID(o), entries: ch.entries[from:]})
+		c.sent[d][o] = last
+	}
+	return h
+}
+
+func (c *Core) send(to partition.GroupID, e *envelope) {
+	kind := multicast.KindMsg
+	switch e.kind {
+	case envAck:
+		kind = multicast.KindAck
+	case envNotif:
+		kind = multicast.KindNotif
+	}
+	for _, s := range e.history {
+		c.stats.EntriesSent += uint64(len(s.entries))
+	}
+	c.out.Sends = append(c.out.Sends, multicast.Send{To: to, Kind: kind, About: e.msg.ID, Payload: appendEnvelope(nil, e)})
+}
+
+// flush multicasts a flush from the rank-0 group to every group.
+func (c *Core) flush() {
+	if c.n < 2 {
+		return
+	}
+	c.flushSeq++
+	c.sinceFlush = 0
+	c.ticksSinceFlush = 0
+	c.lcaDeliver(multicast.Message{ID: multicast.MsgID{Client: multicast.FlushClient, Seq: c.flushSeq}, Dst: c.all})
+}
+
+// truncate cuts the history at flush f, which self has just delivered and
+// acknowledged to every group above it.
+//
+// Why this is safe as soon as self delivered f, without waiting for the other
+// groups (the paper's prototype waited for all of them):
+//   - f is addressed to every group, so by prefix order every message that
+//     precedes f and is addressed to self was delivered by self before f;
+//     nothing addressed here is lost from the chains, and open holds only
+//     messages after f.
+//   - self delivered f only after every ancestor acknowledged f (strategy b)
+//     and its lca (rank 0) sent it; each of them shipped its chain up to f
+//     before truncating, so every chain here holds f, and every descendant
+//     has received self's chain up to f on the FIFO channel before anything
+//     self sends from now on: restarting diffs at f keeps the overlap.
+//   - an order x < p < y through a pre-f message p between two post-f
+//     messages cannot exist (p < f < x); an order from a pre-f message to a
+//     post-f one is implied by f, which precedes every post-f entry.
+//   - nothing sent before an ancestor's ack for f arrives after it (FIFO), so
+//     no pre-f entry reaches self after the cut and is appended as new.
+func (c *Core) truncate(f multicast.MsgID) {
+	c.stats.Flushes++
+	cut := make([]bool, len(c.chains))
+	for o := range c.chains {
+		ch := &c.chains[o]
+		pos, ok := ch.index[f]
+		if !ok {
+			if invariants && c.cfg.Strategies == (Strategies{}) {
+				panic(fmt.Sprintf("flexcast: invariant violated: group %d truncates at %s, missing from chain %d", c.self, f, o))
+			}
+			continue
+		}
+		if invariants {
+			if c.forgotten == nil {
+				c.forgotten = make(map[multicast.MsgID]bool)
+			}
+			for _, e := range ch.entries[:pos] {
+				c.forgotten[e.id] = true
+			}
+		}
+		cut[o] = true
+		kept := make([]entry, len(ch.entries)-int(pos))
+		copy(kept, ch.entries[pos:])
+		ch.entries = kept
+		ch.index = make(map[multicast.MsgID]int32, len(kept))
+		for i, e := range kept {
+			ch.index[e.id] = int32(i)
+		}
+	}
+	for d := int(c.self) + 1; d < c.n; d++ {
+		for o := range c.sent[d] {
+			if cut[o] {
+				c.sent[d][o] = 0
+			}
+		}
+	}
+	openBefore := c.dag.openLen()
+	c.dag.reset()
+	clear(c.knows)
+	for o := range c.chains {
+		ch := &c.chains[o]
+		for i, e := range ch.entries {
+			if i > 0 {
+				c.dag.edge(ch.entries[i-1].id, e.id)
+			} else {
+				c.dag.node(e.id)
+			}
+			c.count(e, 1)
+			if partition.GroupID(o) != c.self && e.dst.Has(c.self) && !c.chains[c.self].has(e.id) {
+				c.dag.open(e.id)
+			}
+		}
+	}
+	if invariants && c.dag.openLen() != openBefore && c.cfg.Strategies == (Strategies{}) {
+		panic(fmt.Sprintf("flexcast: invariant violated: group %d had %d open dependencies before truncating at %s, %d after", c.self, openBefore, f, c.dag.openLen()))
+	}
+}
+
+func lowBit(x uint64) partition.GroupID { return partition.GroupID(bits.TrailingZeros64(x)) }

@@ -1,0 +1,241 @@
+package flexcast
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/check"
+	"github.com/flexkv/flexkv/partition"
+)
+
+func lettersTopology(t testing.TB, n int) *partition.Topology {
+	spec := partition.Spec{}
+	for i := range n {
+		spec.Groups = append(spec.Groups, partition.Group{Name: fmt.Sprintf("g%d", i)})
+	}
+	top, err := partition.NewTopology(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return top
+}
+
+// TestRandomInterleavings multicasts random messages among 3..12 groups over
+// FIFO links served in random order, with flushes, and checks every property
+// of DESIGN 3.1 on the result. The simulator adds faults and latencies on top.
+func TestRandomInterleavings(t *testing.T) {
+	seeds := 300
+	if testing.Short() {
+		seeds = 50
+	}
+	for seed := range seeds {
+		rng := rand.New(rand.NewPCG(uint64(seed), 7))
+		n := 3 + rng.IntN(10)
+		top := lettersTopology(t, n)
+		net := newFifoNet(t, top, uint64(seed), Config{FlushEvery: 1 + rng.IntN(20)})
+		chk := check.New(check.Options{Complete: true, Genuine: true})
+		names := func(s partition.GroupSet) []string {
+			var out []string
+			for _, g := range s.Slice() {
+				out = append(out, top.Name(g))
+			}
+			return out
+		}
+		net.deliver = func(g partition.GroupID, m multicast.Message) {
+			if err := chk.Add(check.Record{Ev: "deliver", Group: top.Name(g), Replica: "r1", ID: m.ID.String(), Dst: names(m.Dst)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		msgs := 20 + rng.IntN(100)
+		for i := range msgs {
+			var dst partition.GroupSet
+			for range 1 + rng.IntN(4) {
+				dst = dst.Add(partition.GroupID(rng.IntN(n)))
+			}
+			m := multicast.Message{ID: multicast.MsgID{Client: 1, Seq: uint64(i + 1)}, Dst: dst}
+			if err := chk.Add(check.Record{Ev: "multicast", ID: m.ID.String(), Dst: names(dst)}); err != nil {
+				t.Fatal(err)
+			}
+			if err := net.step(Entry(dst), multicast.Request(m)); err != nil {
+				t.Fatal(err)
+			}
+			// Serve a few envelopes between requests so that they overlap.
+			for k := rng.IntN(8); k > 0 && len(net.busy) > 0; k-- {
+				l := net.busy[rng.IntN(len(net.busy))]
+				in := net.links[l][0]
+				net.links[l] = net.links[l][1:]
+				if len(net.links[l]) == 0 {
+					for j, b := range net.busy {
+						if b == l {
+							net.busy[j] = net.busy[len(net.busy)-1]
+							net.busy = net.busy[:len(net.busy)-1]
+							break
+						}
+					}
+				}
+				if err := net.step(partition.GroupID(l%n), in); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := net.drain(); err != nil {
+			t.Fatal(err)
+		}
+		if rep := chk.Report(); !rep.OK() {
+			t.Fatalf("seed %d (%d groups, %d messages): %s", seed, n, msgs, rep.Summary())
+		}
+		for g, c := range net.cores {
+			if s := c.Stats(); s.Pending != 0 || s.Open != 0 || s.NotifQueue != 0 {
+				t.Fatalf("seed %d: group %d left pending=%d open=%d notifq=%d", seed, g, s.Pending, s.Open, s.NotifQueue)
+			}
+		}
+	}
+}
+
+func TestRequestErrors(t *testing.T) {
+	top := lettersTopology(t, 4)
+	c, err := New(Config{Self: 1, Topology: top, PendingMax: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := multicast.MsgID{Client: 1, Seq: 1}
+	for _, tc := range []struct {
+		name string
+		m    multicast.Message
+		want error
+	}{
+		{"no destination", multicast.Message{ID: id}, multicast.ErrInvalid},
+		{"unknown group", multicast.Message{ID: id, Dst: partition.SetOf(1, 9)}, multicast.ErrInvalid},
+		{"not the lca", multicast.Message{ID: id, Dst: partition.SetOf(0, 1)}, multicast.ErrNotEntry},
+		{"not a destination", multicast.Message{ID: id, Dst: partition.SetOf(2, 3)}, multicast.ErrNotEntry},
+		{"reserved id", multicast.Message{ID: multicast.MsgID{Client: multicast.FlushClient}, Dst: partition.SetOf(1)}, multicast.ErrInvalid},
+	} {
+		if err := c.Step(multicast.Request(tc.m)); !errors.Is(err, tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if out := c.Ready(); !out.Empty() {
+		t.Fatalf("rejected requests produced output %+v", out)
+	}
+	// Delivered once; the same id again is refused.
+	m := multicast.Message{ID: id, Dst: partition.SetOf(1, 2)}
+	if err := c.Step(multicast.Request(m)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Step(multicast.Request(m)); !errors.Is(err, multicast.ErrInvalid) {
+		t.Fatalf("repeated request: got %v, want ErrInvalid", err)
+	}
+}
+
+// TestBusy fills PendingMax with messages waiting for an ack and checks that
+// client requests are refused until they are delivered.
+func TestBusy(t *testing.T) {
+	top := lettersTopology(t, 3)
+	net := newFifoNet(t, top, 1, Config{PendingMax: 2})
+	// m1, m2 to {0,1,2}: at group 2 they wait for group 1's acks.
+	for i := uint64(1); i <= 2; i++ {
+		if err := net.step(0, multicast.Request(multicast.Message{ID: multicast.MsgID{Client: 1, Seq: i}, Dst: partition.SetOf(0, 1, 2)})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Deliver only the MSGs to group 2 (link 0->2).
+	for _, in := range net.links[0*3+2] {
+		if err := net.step(2, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	net.links[0*3+2] = nil
+	c2 := net.cores[2]
+	if got := c2.Stats().Pending; got != 2 {
+		t.Fatalf("pending at group 2: got %d, want 2", got)
+	}
+	err := c2.Step(multicast.Request(multicast.Message{ID: multicast.MsgID{Client: 2, Seq: 1}, Dst: partition.SetOf(2)}))
+	if !errors.Is(err, multicast.ErrBusy) {
+		t.Fatalf("request over PendingMax: got %v, want ErrBusy", err)
+	}
+	net.busy = net.busy[:0]
+	for l := range net.links {
+		if len(net.links[l]) > 0 {
+			net.busy = append(net.busy, l)
+		}
+	}
+	if err := net.drain(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c2.Step(multicast.Request(multicast.Message{ID: multicast.MsgID{Client: 2, Seq: 1}, Dst: partition.SetOf(2)})); err != nil {
+		t.Fatalf("request after draining: %v", err)
+	}
+}
+
+// TestEnvelopeErrors feeds malformed and misdirected envelopes and checks
+// that each is refused with ErrInvalid and changes nothing.
+func TestEnvelopeErrors(t *testing.T) {
+	top := lettersTopology(t, 4)
+	mk := func(e envelope) []byte { return appendEnvelope(nil, &e) }
+	id := multicast.MsgID{Client: 1, Seq: 1}
+	msg := func(dst partition.GroupSet) multicast.Message { return multicast.Message{ID: id, Dst: dst} }
+	for _, tc := range []struct {
+		name    string
+		self    partition.GroupID
+		from    partition.GroupID
+		payload []byte
+	}{
+		{"empty", 2, 0, nil},
+		{"unknown kind", 2, 0, []byte{9}},
+		{"truncated", 2, 0, mk(envelope{kind: envMsg, msg: msg(partition.SetOf(0, 2))})[:3]},
+		{"trailing bytes", 2, 0, append(mk(envelope{kind: envMsg, msg: msg(partition.SetOf(0, 2))}), 0)},
+		{"from above", 1, 2, mk(envelope{kind: envMsg, msg: msg(partition.SetOf(1, 2))})},
+		{"from self", 1, 1, mk(envelope{kind: envMsg, msg: msg(partition.SetOf(1, 2))})},
+		{"msg not from lca", 2, 1, mk(envelope{kind: envMsg, msg: msg(partition.SetOf(0, 1, 2))})},
+		{"msg to non-destination", 2, 0, mk(envelope{kind: envMsg, msg: msg(partition.SetOf(0, 3))})},
+		{"ack from lca", 2, 0, mk(envelope{kind: envAck, msg: msg(partition.SetOf(0, 2))})},
+		{"ack from non-destination", 2, 1, mk(envelope{kind: envAck, msg: msg(partition.SetOf(0, 2))})},
+		{"notif to destination", 2, 0, mk(envelope{kind: envNotif, msg: msg(partition.SetOf(0, 2, 3))})},
+		{"notif above destinations", 3, 0, mk(envelope{kind: envNotif, msg: msg(partition.SetOf(0, 2))})},
+		{"history of a descendant", 2, 1, mk(envelope{kind: envMsg, msg: msg(partition.SetOf(1, 2)), history: []segment{{owner: 2, entries: []entry{{id: id, dst: partition.SetOf(1, 2)}}}}})},
+		{"notif list names a destination", 2, 0, mk(envelope{kind: envMsg, msg: msg(partition.SetOf(0, 2, 3)), notifs: []notifRef{{group: 2, id: 1}}})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := New(Config{Self: tc.self, Topology: top})
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := c.Stats()
+			if err := c.Step(multicast.Envelope(tc.from, tc.payload)); !errors.Is(err, multicast.ErrInvalid) {
+				t.Fatalf("got %v, want ErrInvalid", err)
+			}
+			if after := c.Stats(); after != before {
+				t.Fatalf("state changed: %+v -> %+v", before, after)
+			}
+			if out := c.Ready(); !out.Empty() {
+				t.Fatalf("output %+v", out)
+			}
+		})
+	}
+}
+
+func FuzzDecodeEnvelope(f *testing.F) {
+	id := multicast.MsgID{Client: 3, Seq: 17}
+	f.Add(appendEnvelope(nil, &envelope{kind: envMsg, msg: multicast.Message{ID: id, Dst: partition.SetOf(0, 2), Payload: []byte("x")},
+		history: []segment{{owner: 0, entries: []entry{{id: id, dst: partition.SetOf(0, 2)}}}}, notifs: []notifRef{{group: 1, id: 4}}}))
+	f.Add(appendEnvelope(nil, &envelope{kind: envAck, msg: multicast.Message{ID: id, Dst: partition.SetOf(0, 3)}, notified: true, notifier: 0, notifID: 2}))
+	f.Add(appendEnvelope(nil, &envelope{kind: envNotif, msg: multicast.Message{ID: id, Dst: partition.SetOf(0, 3)}, notifIDOut: 9}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, err := decodeEnvelope(b, 8)
+		if err != nil {
+			return
+		}
+		again := appendEnvelope(nil, e)
+		e2, err := decodeEnvelope(again, 8)
+		if err != nil {
+			t.Fatalf("re-decoding %x: %v", again, err)
+		}
+		if !bytes.Equal(appendEnvelope(nil, e2), again) {
+			t.Fatalf("encoding not stable for %x", b)
+		}
+	})
+}

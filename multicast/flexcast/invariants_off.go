@@ -1,0 +1,5 @@
+//go:build !invariants
+
+package flexcast
+
+const invariants = false
