@@ -24,11 +24,11 @@ import (
 	"github.com/flexkv/flexkv/partition"
 )
 
-// GroupID and GroupSet are re-exported from partition for brevity.
-type (
-	GroupID  = partition.GroupID
-	GroupSet = partition.GroupSet
-)
+// GroupID is partition.GroupID, re-exported for brevity.
+type GroupID = partition.GroupID
+
+// GroupSet is partition.GroupSet, re-exported for brevity.
+type GroupSet = partition.GroupSet
 
 // FlushClient is the client id reserved for messages that a protocol core
 // originates itself (FlexCast's garbage-collection flush). They are never

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -38,7 +39,7 @@ func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
 func exitCode(err error) int {
-	if e, ok := err.(*exitError); ok {
+	if e := (*exitError)(nil); errors.As(err, &e) {
 		return e.code
 	}
 	return 1

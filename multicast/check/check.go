@@ -307,7 +307,7 @@ func New(opt Options) *Checker {
 func (c *Checker) Add(r Record) error {
 	kind, err := r.validate()
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrMalformed, err)
+		return fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	if c.records >= c.opt.RecordsMax {
 		return fmt.Errorf("%w: %d records", ErrLimit, c.opt.RecordsMax)

@@ -194,7 +194,7 @@ type rawRecord struct {
 func ParseRecord(line []byte) (Record, error) {
 	r, err := parseRecord(line)
 	if err != nil {
-		return Record{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+		return Record{}, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	return r, nil
 }
@@ -204,7 +204,7 @@ func parseRecord(line []byte) (Record, error) {
 	dec.DisallowUnknownFields()
 	var raw rawRecord
 	if err := dec.Decode(&raw); err != nil {
-		return Record{}, fmt.Errorf("bad json: %v", err)
+		return Record{}, fmt.Errorf("bad json: %w", err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return Record{}, errors.New("bad json: data after the object")
@@ -325,7 +325,7 @@ func (w *Writer) Send(from, to, kind, about string, bytes int) error {
 // wrapping ErrMalformed and writes nothing.
 func (w *Writer) Write(r Record) error {
 	if _, err := r.validate(); err != nil {
-		return fmt.Errorf("%w: %v", ErrMalformed, err)
+		return fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -453,7 +453,7 @@ func scanFile(name string, fn func(Record) error) error {
 		}
 		r, err := parseRecord(text)
 		if err != nil {
-			return fmt.Errorf("%w: %s:%d: %v", ErrMalformed, name, line, err)
+			return fmt.Errorf("%w: %s:%d: %w", ErrMalformed, name, line, err)
 		}
 		if err := fn(r); err != nil {
 			return fmt.Errorf("%w (%s:%d)", err, name, line)

@@ -95,12 +95,6 @@ func (d *dag) close(id multicast.MsgID) {
 	d.behindValid = false
 }
 
-// isOpen reports whether id is an open dependency.
-func (d *dag) isOpen(id multicast.MsgID) bool {
-	i, ok := d.index[id]
-	return ok && d.openPos[i] >= 0
-}
-
 // openLen returns the number of open dependencies.
 func (d *dag) openLen() int { return len(d.openList) }
 

@@ -710,8 +710,10 @@ func (c *Core) diff(d partition.GroupID) []segment {
 }
 
 func (c *Core) send(to partition.GroupID, e *envelope) {
-	kind := multicast.KindMsg
+	var kind multicast.Kind
 	switch e.kind {
+	case envMsg:
+		kind = multicast.KindMsg
 	case envAck:
 		kind = multicast.KindAck
 	case envNotif:

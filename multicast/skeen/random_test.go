@@ -109,18 +109,18 @@ func runRandom(t *testing.T, seed int64) (randomResult, error) {
 		case errors.Is(err, multicast.ErrBusy):
 			res.busy++
 			if len(cl.busy()) == 0 {
-				return res, fmt.Errorf("request %s refused at a quiescent group: %v", r.m.ID, err)
+				return res, fmt.Errorf("request %s refused at a quiescent group: %w", r.m.ID, err)
 			}
 			queue = append(queue, r) // retried later
 		case err != nil:
-			return res, fmt.Errorf("request %s: %v", r.m.ID, err)
+			return res, fmt.Errorf("request %s: %w", r.m.ID, err)
 		}
 	}
 	if len(cl.msgs) != messages {
 		return res, fmt.Errorf("%d of %d messages accepted", len(cl.msgs), messages)
 	}
 	if err := cl.verify(true); err != nil {
-		return res, fmt.Errorf("%v\norders: %s", err, cl.describeOrders())
+		return res, fmt.Errorf("%w\norders: %s", err, cl.describeOrders())
 	}
 	for g, c := range cl.cores {
 		s := c.Stats()

@@ -156,7 +156,7 @@ func TestRejectedInputsLeaveStateUntouched(t *testing.T) {
 			} else {
 				mustBe(t, err, tt.want)
 				for _, other := range []error{multicast.ErrInvalid, multicast.ErrNotEntry, multicast.ErrBusy} {
-					if other != tt.want && errors.Is(err, other) {
+					if !errors.Is(other, tt.want) && errors.Is(err, other) {
 						t.Errorf("error %v is also %v", err, other)
 					}
 				}

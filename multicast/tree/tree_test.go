@@ -57,15 +57,6 @@ func set(t testing.TB, top *partition.Topology, names ...string) partition.Group
 	return s
 }
 
-func names(top *partition.Topology, s partition.GroupSet) []string {
-	var out []string
-	for _, g := range s.Slice() {
-		out = append(out, top.Name(g))
-	}
-	slices.Sort(out)
-	return out
-}
-
 // harness runs one core per group over FIFO channels, in a fixed order.
 type harness struct {
 	t     testing.TB
