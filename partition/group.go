@@ -39,6 +39,9 @@ func SetOf(groups ...GroupID) GroupSet {
 
 // AllGroups returns the set of groups 0..n-1.
 func AllGroups(n int) GroupSet {
+	if n <= 0 {
+		return 0
+	}
 	if n >= GroupsMax {
 		return ^GroupSet(0)
 	}

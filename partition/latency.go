@@ -96,6 +96,11 @@ func NewLatency(regions []string, rttMs [][]float64) (*Latency, error) {
 		if len(rttMs[i]) != n {
 			return nil, errors.New("partition: latency matrix must be square")
 		}
+		for j, v := range rttMs[i] {
+			if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+				return nil, fmt.Errorf("partition: latency matrix: %q to %q: %v is not a latency in ms", name, regions[j], v)
+			}
+		}
 		l.rttMs[i] = slices.Clone(rttMs[i])
 	}
 	return l, nil

@@ -736,3 +736,20 @@ func TestNearestTiesByRank(t *testing.T) {
 		t.Errorf("Nearest(x) = %v, want %v", got, want)
 	}
 }
+
+func TestValidationEdges(t *testing.T) {
+	if got := partition.AllGroups(-1); got != 0 {
+		t.Errorf("partition.AllGroups(-1) = %s, want {}", got)
+	}
+	if _, err := partition.NewLatency([]string{"a", "b"}, [][]float64{{1, -2}, {3, 4}}); err == nil {
+		t.Error("NewLatency accepted a negative latency")
+	}
+	// Two errors in one tree: the same one is reported every time.
+	spec := partition.Spec{Groups: []partition.Group{{Name: "a"}, {Name: "b"}, {Name: "c"}}, Parent: map[string]string{"x": "a", "y": "b", "b": "z"}}
+	_, first := partition.NewTopology(spec)
+	for range 20 {
+		if _, err := partition.NewTopology(spec); err == nil || err.Error() != first.Error() {
+			t.Fatalf("got %v, then %v", first, err)
+		}
+	}
+}

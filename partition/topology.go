@@ -3,6 +3,8 @@ package partition
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 )
 
 // Group describes one group of the cluster.
@@ -73,7 +75,10 @@ func (t *Topology) buildTree(parentOf map[string]string) error {
 	for i := range t.parent {
 		t.parent[i] = NoGroup
 	}
-	for child, parent := range parentOf {
+	// In sorted order, so that a spec with several errors always reports
+	// the same one.
+	for _, child := range slices.Sorted(maps.Keys(parentOf)) {
+		parent := parentOf[child]
 		c, ok := t.index[child]
 		if !ok {
 			return fmt.Errorf("partition: tree names unknown group %q", child)
