@@ -261,6 +261,10 @@ func (c *Core) Step(in multicast.Input) error {
 			c.onNotif(in.From, e)
 		}
 	case multicast.InputTick:
+		// Both flush triggers count rank 0's own deliveries: while no traffic
+		// involves rank 0, no flush is sent and the other groups' histories
+		// grow. Known limit, to be closed with the replication tick interval
+		// (a tick-driven flush regardless of rank 0's deliveries).
 		c.ticksSinceFlush++
 		if c.self == 0 && c.cfg.FlushTicks > 0 && c.ticksSinceFlush >= c.cfg.FlushTicks && c.sinceFlush > 0 {
 			c.flush()
@@ -515,8 +519,11 @@ func (c *Core) notify(id multicast.MsgID, dst partition.GroupSet) []notifRef {
 	// A message no longer in any chain was delivered by its lca before the
 	// flush this group last truncated at. Its destinations may deliver it
 	// before that flush, so the flush does not stand in for the entries the
-	// truncation dropped: decide as if nothing had been dropped. This happens
-	// when a notification about an old message waited here across a flush, or
+	// truncation dropped. For such a message use knownEver: a superset of
+	// what this group would know had it never truncated (it also holds groups
+	// first learned of later, which only adds notifications, each to a group
+	// that some earlier message was addressed to). This happens when a
+	// notification about an old message waited here across a flush, or
 	// reached here late through another notified group.
 	current := c.dag.has(id)
 	var refs []notifRef
