@@ -210,3 +210,59 @@ func TestHistoryBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestHistoryBoundedAwayFromRankZero sends 300,032 multicasts among groups 1-5
+// of 6, none to rank 0: rank 0 delivers nothing, and only the idle flush
+// (every FlushIdleTicks = 200 ticks, a tick per 64 multicasts) trims the
+// histories. Between two flushes at most 200*64 multicasts happen, each an
+// entry in two owners' chains: 2*12,800 entries, plus the flushes in flight.
+// Without the idle flush the last group would hold about 600,000.
+//
+// (4,688 batches of 64.)
+func TestHistoryBoundedAwayFromRankZero(t *testing.T) {
+	if testing.Short() {
+		t.Skip("300,000 multicasts")
+	}
+	const total, batch, groups = 4_688 * 64, 64, 6
+	const bound = 2 * 2 * 200 * batch
+	top := lettersTopology(t, groups)
+	net := newFifoNet(t, top, 5, Config{})
+	var deliveries uint64
+	net.deliver = func(partition.GroupID, multicast.Message) { deliveries++ }
+	rng := rand.New(rand.NewPCG(6, 6))
+	for i := 0; i < total; i += batch {
+		for j := range batch {
+			a := partition.GroupID(1 + rng.IntN(groups-1))
+			b := partition.GroupID(1 + rng.IntN(groups-2))
+			if b >= a {
+				b++
+			}
+			dst := partition.SetOf(a, b)
+			m := multicast.Message{ID: multicast.MsgID{Client: 1, Seq: uint64(i + j + 1)}, Dst: dst}
+			if err := net.step(Entry(dst), multicast.Request(m)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := net.drain(); err != nil {
+			t.Fatal(err)
+		}
+		for g := range net.cores {
+			if err := net.step(partition.GroupID(g), multicast.Tick()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if deliveries != 2*total {
+		t.Fatalf("deliveries: got %d, want %d", deliveries, 2*total)
+	}
+	for g, c := range net.cores {
+		s := c.Stats()
+		if s.Flushes == 0 {
+			t.Errorf("group %d truncated no history", g)
+		}
+		if s.HistoryLenMax > bound {
+			t.Errorf("group %d: history reached %d entries, want <= %d", g, s.HistoryLenMax, bound)
+		}
+		t.Logf("group %d: history max %d, flushes %d", g, s.HistoryLenMax, s.Flushes)
+	}
+}
