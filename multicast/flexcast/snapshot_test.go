@@ -1,0 +1,559 @@
+package flexcast
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/wire"
+	"github.com/flexkv/flexkv/partition"
+)
+
+// snapFeature names a part of the state that a snapshot must carry; the
+// mid-run test counts the snapshots that hold each, so that a workload too
+// tame to exercise one fails the test instead of passing it vacuously.
+type snapFeature int
+
+const (
+	featQueued        snapFeature = iota // a message waits in an ancestor's queue
+	featEarlyAck                         // an ack arrived before its message
+	featNotifRequired                    // a message waits for notification acks
+	featOpen                             // an open dependency
+	featNotifQueued                      // a notification waits for open dependencies
+	featTruncated                        // the history was truncated at a flush
+	featKnownEver                        // knownEver holds groups no current entry names
+	featCount
+)
+
+var featNames = [featCount]string{"queued message", "early ack", "notification required", "open dependency",
+	"queued notification", "truncated history", "groups known only before a truncation"}
+
+// features lists the parts of c's state in use.
+func (c *Core) features() []snapFeature {
+	var fs []snapFeature
+	for _, q := range c.queue {
+		if len(q) > 0 {
+			fs = append(fs, featQueued)
+			break
+		}
+	}
+	early, req := false, false
+	for _, p := range c.pending {
+		early = early || !p.arrived
+		req = req || len(p.notifReq) > 0
+	}
+	if early {
+		fs = append(fs, featEarlyAck)
+	}
+	if req {
+		fs = append(fs, featNotifRequired)
+	}
+	if c.dag.openLen() > 0 {
+		fs = append(fs, featOpen)
+	}
+	if len(c.notifQ) > 0 {
+		fs = append(fs, featNotifQueued)
+	}
+	if c.stats.Flushes > 0 {
+		fs = append(fs, featTruncated)
+	}
+	var now partition.GroupSet
+	for o := range c.chains {
+		for _, e := range c.chains[o].entries {
+			if !e.id.IsFlush() {
+				now |= e.dst
+			}
+		}
+	}
+	if c.knownEver != now {
+		fs = append(fs, featKnownEver)
+	}
+	return fs
+}
+
+// snapRun runs a seeded random workload over FIFO links: requests with
+// random destinations and payloads, random ticks, and a random link served
+// at each step. With restores on, after some steps a random group's core is
+// snapshotted and replaced by a core restored from the snapshot; the choice
+// draws from its own generator, so the workload is the same either way.
+type snapRun struct {
+	t     *testing.T
+	top   *partition.Topology
+	cfg   Config
+	net   *fifoNet
+	rng   *rand.Rand
+	snaps *rand.Rand // nil: no restores
+
+	trace      []byte // every output, in order
+	deliveries [][]multicast.MsgID
+	restores   int
+	seen       [featCount]int
+	// keep, if set, is offered every snapshot taken, with the
+	// configuration of its group.
+	keep func(cfg Config, snap []byte)
+}
+
+func runSnapshotWorkload(t *testing.T, seed uint64, restores bool, keep func(Config, []byte)) *snapRun {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 21))
+	n := 3 + rng.IntN(6)
+	r := &snapRun{
+		t:   t,
+		top: lettersTopology(t, n),
+		cfg: Config{FlushEvery: 1 + rng.IntN(12), FlushTicks: 1 + rng.IntN(4), FlushIdleTicks: 2 + rng.IntN(20)},
+		rng: rng, keep: keep,
+		deliveries: make([][]multicast.MsgID, n),
+	}
+	r.net = newFifoNet(t, r.top, seed, r.cfg)
+	if restores {
+		r.snaps = rand.New(rand.NewPCG(seed, 23))
+	}
+	msgs := 40 + rng.IntN(80)
+	for sent := 0; sent < msgs || len(r.net.busy) > 0; {
+		switch k := rng.IntN(10); {
+		case k < 3 && sent < msgs:
+			var dst partition.GroupSet
+			for range 1 + rng.IntN(4) {
+				dst = dst.Add(partition.GroupID(rng.IntN(n)))
+			}
+			payload := make([]byte, rng.IntN(6))
+			for i := range payload {
+				payload[i] = byte(rng.Uint32())
+			}
+			sent++
+			m := multicast.Message{ID: multicast.MsgID{Client: 1 + rng.Uint64N(3), Seq: uint64(sent)}, Dst: dst, Payload: payload}
+			r.step(Entry(dst), multicast.Request(m))
+		case k == 3:
+			r.step(partition.GroupID(rng.IntN(n)), multicast.Tick())
+		case len(r.net.busy) > 0:
+			i := rng.IntN(len(r.net.busy))
+			l := r.net.busy[i]
+			in := r.net.links[l][0]
+			r.net.links[l] = r.net.links[l][1:]
+			if len(r.net.links[l]) == 0 {
+				r.net.busy[i] = r.net.busy[len(r.net.busy)-1]
+				r.net.busy = r.net.busy[:len(r.net.busy)-1]
+			}
+			r.step(partition.GroupID(l%n), in)
+		}
+	}
+	return r
+}
+
+// step applies in at group g, records the output and queues the sends; then,
+// with restores on, maybe replaces a core by its restored snapshot.
+func (r *snapRun) step(g partition.GroupID, in multicast.Input) {
+	r.t.Helper()
+	if err := r.net.cores[g].Step(in); err != nil {
+		r.t.Fatalf("group %d: step %v: %v", g, in.Kind, err)
+	}
+	out := r.net.cores[g].Ready()
+	r.trace = wire.AppendUvarint(r.trace, uint64(g))
+	for _, s := range out.Sends {
+		r.trace = wire.AppendUvarint(r.trace, uint64(s.To))
+		r.trace = append(r.trace, byte(s.Kind))
+		r.trace = wire.AppendMsgID(r.trace, s.About)
+		r.trace = wire.AppendBytes(r.trace, s.Payload)
+		l := int(g)*r.net.n + int(s.To)
+		if len(r.net.links[l]) == 0 {
+			r.net.busy = append(r.net.busy, l)
+		}
+		r.net.links[l] = append(r.net.links[l], multicast.Envelope(g, s.Payload))
+	}
+	for _, m := range out.Deliveries {
+		r.trace = wire.AppendMessage(r.trace, m)
+		r.deliveries[g] = append(r.deliveries[g], m.ID)
+	}
+	if r.snaps != nil && r.snaps.IntN(3) == 0 {
+		h := partition.GroupID(r.snaps.IntN(r.net.n))
+		for _, f := range r.net.cores[h].features() {
+			r.seen[f]++
+		}
+		r.net.cores[h] = restoreCopy(r.t, r.net.cores[h], r.groupConfig(h), r.keep)
+		r.restores++
+	}
+}
+
+func (r *snapRun) groupConfig(g partition.GroupID) Config {
+	cfg := r.cfg
+	cfg.Self, cfg.Topology = g, r.top
+	return cfg
+}
+
+// restoreCopy snapshots c, restores the snapshot with cfg and checks the
+// copy: same snapshot, same Stats. It then overwrites the snapshot, so that
+// a copy that kept references into it goes wrong later.
+func restoreCopy(t *testing.T, c *Core, cfg Config, keep func(Config, []byte)) *Core {
+	t.Helper()
+	snap := c.AppendSnapshot([]byte("prefix"))[len("prefix"):]
+	if keep != nil {
+		keep(cfg, bytes.Clone(snap))
+	}
+	r, err := Restore(cfg, snap)
+	if err != nil {
+		t.Fatalf("group %d: Restore of a snapshot just taken: %v", cfg.Self, err)
+	}
+	if again := r.AppendSnapshot(nil); !bytes.Equal(again, snap) {
+		t.Fatalf("group %d: snapshot of the restored core differs:\n got %x\nwant %x", cfg.Self, again, snap)
+	}
+	if diff := cmp.Diff(c.Stats(), r.Stats()); diff != "" {
+		t.Fatalf("group %d: Stats of the restored core (-original +restored):\n%s", cfg.Self, diff)
+	}
+	for i := range snap {
+		snap[i] = 0xa5
+	}
+	return r
+}
+
+// TestSnapshotRestoreMidRun replaces cores by restored copies at random
+// points of random workloads: every output, every delivery order and the
+// final state of every core must be those of the same run without restores.
+func TestSnapshotRestoreMidRun(t *testing.T) {
+	seeds := uint64(120)
+	if testing.Short() {
+		seeds = 40
+	}
+	var seen [featCount]int
+	for seed := range seeds {
+		plain := runSnapshotWorkload(t, seed, false, nil)
+		restored := runSnapshotWorkload(t, seed, true, nil)
+		if restored.restores == 0 {
+			t.Fatalf("seed %d: no core was restored", seed)
+		}
+		if diff := cmp.Diff(plain.deliveries, restored.deliveries); diff != "" {
+			t.Fatalf("seed %d: delivery orders differ (-uninterrupted +restored):\n%s", seed, diff)
+		}
+		if !bytes.Equal(plain.trace, restored.trace) {
+			t.Fatalf("seed %d: outputs differ after %d restores (%d and %d bytes of trace)", seed, restored.restores, len(plain.trace), len(restored.trace))
+		}
+		for g := range plain.net.cores {
+			a, b := plain.net.cores[g].AppendSnapshot(nil), restored.net.cores[g].AppendSnapshot(nil)
+			if !bytes.Equal(a, b) {
+				t.Fatalf("seed %d: final states of group %d differ", seed, g)
+			}
+			if s := plain.net.cores[g].Stats(); s.Pending != 0 || s.NotifQueue != 0 || s.Open != 0 {
+				t.Fatalf("seed %d: group %d did not finish: %+v", seed, g, s)
+			}
+		}
+		for f := range seen {
+			seen[f] += restored.seen[f]
+		}
+	}
+	for f, k := range seen {
+		if k == 0 {
+			t.Errorf("no snapshot held a %s: the workload does not test that part of the state", featNames[f])
+		}
+	}
+	t.Logf("snapshots holding each feature: %v", seen)
+}
+
+func TestSnapshotFreshCores(t *testing.T) {
+	top := lettersTopology(t, 4)
+	for g := range partition.GroupID(4) {
+		c, err := New(Config{Self: g, Topology: top})
+		if err != nil {
+			t.Fatal(err)
+		}
+		restoreCopy(t, c, Config{Self: g, Topology: top}, nil)
+	}
+}
+
+// richSnapshot is a snapshot taken by the mid-run workload, with the
+// configuration of its group.
+type richSnapshot struct {
+	cfg  Config
+	snap []byte
+}
+
+// richSnapshots returns, for each feature, a snapshot that holds it.
+func richSnapshots(t *testing.T) [featCount]richSnapshot {
+	t.Helper()
+	var out [featCount]richSnapshot
+	found := 0
+	for seed := uint64(0); found < int(featCount); seed++ {
+		if seed == 200 {
+			t.Fatalf("found snapshots for %d of %d features in 200 seeds", found, featCount)
+		}
+		runSnapshotWorkload(t, seed, true, func(cfg Config, snap []byte) {
+			c, err := Restore(cfg, snap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range c.features() {
+				if out[f].snap == nil {
+					out[f] = richSnapshot{cfg: cfg, snap: snap}
+					found++
+				}
+			}
+		})
+	}
+	return out
+}
+
+// lcaSnapshot returns the snapshot of rank 0 of 3 after it multicast m1 to
+// {0,1} and m2 to {0,2}.
+func lcaSnapshot(t *testing.T) richSnapshot {
+	t.Helper()
+	cfg := Config{Self: 0, Topology: lettersTopology(t, 3)}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, dst := range []partition.GroupSet{partition.SetOf(0, 1), partition.SetOf(0, 2)} {
+		if err := c.Step(multicast.Request(multicast.Message{ID: multicast.MsgID{Client: 1, Seq: uint64(i + 1)}, Dst: dst})); err != nil {
+			t.Fatal(err)
+		}
+		c.Ready()
+	}
+	return richSnapshot{cfg: cfg, snap: c.AppendSnapshot(nil)}
+}
+
+func TestRestoreRejectsTruncations(t *testing.T) {
+	for f, rs := range richSnapshots(t) {
+		for n := range len(rs.snap) {
+			if _, err := Restore(rs.cfg, rs.snap[:n]); !errors.Is(err, wire.ErrCorrupt) {
+				t.Fatalf("%s: Restore of %d of %d bytes: got %v, want ErrCorrupt", featNames[f], n, len(rs.snap), err)
+			}
+		}
+	}
+}
+
+// TestRestoreCorruptions flips, drops and inserts random bytes: Restore must
+// return ErrCorrupt or a core that encodes back to a snapshot it accepts.
+func TestRestoreCorruptions(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	accepted, rejected := 0, 0
+	for _, rs := range richSnapshots(t) {
+		for range 300 {
+			b := bytes.Clone(rs.snap)
+			for range 1 + rng.IntN(3) {
+				i := rng.IntN(len(b))
+				switch rng.IntN(3) {
+				case 0:
+					b[i] ^= 1 << rng.IntN(8)
+				case 1:
+					b = append(b[:i], b[i+1:]...)
+				default:
+					b = append(b[:i], append([]byte{byte(rng.Uint32())}, b[i:]...)...)
+				}
+			}
+			if checkRestoreProperty(t, rs.cfg, b) {
+				accepted++
+			} else {
+				rejected++
+			}
+		}
+	}
+	if rejected == 0 {
+		t.Errorf("no corruption was rejected")
+	}
+	t.Logf("%d corruptions rejected, %d accepted", rejected, accepted)
+}
+
+// checkRestoreProperty restores b: it must be refused with ErrCorrupt, or
+// restore to a core whose snapshot restores to the same snapshot again (b may
+// hold varints padded with zero groups, which re-encode shorter) and which
+// takes ticks without failing. It reports whether b was accepted.
+func checkRestoreProperty(t *testing.T, cfg Config, b []byte) bool {
+	t.Helper()
+	c, err := Restore(cfg, b)
+	if err != nil {
+		if !errors.Is(err, wire.ErrCorrupt) || !strings.HasPrefix(err.Error(), "flexcast: restore") {
+			t.Fatalf("Restore error %q: want a flexcast: restore error wrapping ErrCorrupt", err)
+		}
+		return false
+	}
+	again := c.AppendSnapshot(nil)
+	c2, err := Restore(cfg, again)
+	if err != nil {
+		t.Fatalf("re-encoded snapshot refused: %v", err)
+	}
+	if !bytes.Equal(c2.AppendSnapshot(nil), again) {
+		t.Fatalf("snapshot encoding is not stable")
+	}
+	for range 3 {
+		if err := c.Step(multicast.Tick()); err != nil {
+			t.Fatalf("tick after restore: %v", err)
+		}
+		c.Ready()
+	}
+	return true
+}
+
+// TestRestoreRejectsBrokenInvariants breaks one invariant of a real state at
+// a time, encodes it, and checks that Restore refuses it for that reason.
+func TestRestoreRejectsBrokenInvariants(t *testing.T) {
+	rich := richSnapshots(t)
+	lca := lcaSnapshot(t)
+	stranger := multicast.MsgID{Client: 99, Seq: 99}
+	tests := []struct {
+		name   string
+		from   snapFeature // featCount: lcaSnapshot
+		mutate func(c *Core)
+		want   string
+	}{
+		{"chain holds an id twice", featCount, func(c *Core) {
+			c.chains[0].entries = append(c.chains[0].entries, c.chains[0].entries[0])
+		}, "chain 0 holds"},
+		{"diff pointer beyond its chain", featCount, func(c *Core) { c.sent[1][0] = 2 }, "shipped 3 entries"},
+		{"knownEver misses a group", featCount, func(c *Core) { c.knownEver = c.knownEver.Remove(2) }, "groups ever known"},
+		{"open dependency in no chain", featOpen, func(c *Core) { c.dag.open(stranger) }, "open dependency"},
+		{"queued message not pending", featQueued, func(c *Core) {
+			for a := range c.queue {
+				c.queue[a] = append(c.queue[a], stranger)
+			}
+		}, "queued"},
+		{"arrived message not queued", featQueued, func(c *Core) {
+			for a := range c.queue {
+				if len(c.queue[a]) > 0 {
+					c.queue[a] = c.queue[a][1:]
+					return
+				}
+			}
+		}, "not in the queue of its lca"},
+		{"ack from a descendant", featEarlyAck, func(c *Core) {
+			for _, p := range c.pending {
+				p.acks = p.acks.Add(c.self)
+			}
+		}, "not all ancestors"},
+		{"entry neither arrived nor acked", featEarlyAck, func(c *Core) {
+			for _, p := range c.pending {
+				if !p.arrived {
+					p.acks, p.notifGot = 0, nil
+				}
+			}
+		}, "neither arrived nor acknowledged"},
+		{"notification key twice", featNotifRequired, func(c *Core) {
+			for _, p := range c.pending {
+				if len(p.notifReq) > 0 {
+					p.notifReq = append(p.notifReq, p.notifReq[0])
+				}
+			}
+		}, "listed twice"},
+		{"queue head unarmed", featNotifQueued, func(c *Core) {
+			c.notifQ[0].armed, c.notifQ[0].blockers = false, nil
+		}, "without blockers"},
+		{"blocker twice", featNotifQueued, func(c *Core) {
+			c.notifQ[0].blockers = append(c.notifQ[0].blockers, c.notifQ[0].blockers[0])
+		}, "blocked by"},
+		{"notification at a destination", featNotifQueued, func(c *Core) {
+			c.notifQ[0].dst = c.notifQ[0].dst.Add(c.self)
+		}, "at a destination"},
+		{"largest history below the current", featQueued, func(c *Core) { c.stats.HistoryLenMax = 0 }, "largest history"},
+		{"largest pending count below the current", featQueued, func(c *Core) { c.stats.PendingMaxSeen = 0 }, "largest pending count"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := lca
+			if tc.from < featCount {
+				rs = rich[tc.from]
+			}
+			c, err := Restore(rs.cfg, rs.snap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.mutate(c)
+			b := c.AppendSnapshot(nil)
+			if bytes.Equal(b, rs.snap) {
+				t.Fatal("the change did not reach the snapshot")
+			}
+			_, err = Restore(rs.cfg, b)
+			if !errors.Is(err, wire.ErrCorrupt) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Restore: got %v, want ErrCorrupt about %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestRestoreRejectsOtherConfigs: a snapshot restores only at its group in a
+// cluster of its size, and only as a FlexCast core.
+func TestRestoreRejectsOtherConfigs(t *testing.T) {
+	top := lettersTopology(t, 4)
+	net := newFifoNet(t, top, 1, Config{})
+	if err := net.step(0, multicast.Request(multicast.Message{ID: multicast.MsgID{Client: 1, Seq: 1}, Dst: partition.SetOf(0, 1, 2)})); err != nil {
+		t.Fatal(err)
+	}
+	if err := net.drain(); err != nil {
+		t.Fatal(err)
+	}
+	snap := net.cores[1].AppendSnapshot(nil)
+	if _, err := Restore(Config{Self: 1, Topology: top}, snap); err != nil {
+		t.Fatalf("Restore with the snapshot's config: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		b    []byte
+	}{
+		{"another group", Config{Self: 2, Topology: top}, snap},
+		{"another cluster size", Config{Self: 1, Topology: lettersTopology(t, 5)}, snap},
+		{"another protocol", Config{Self: 1, Topology: top}, append([]byte{'S'}, snap[1:]...)},
+		{"another version", Config{Self: 1, Topology: top}, append([]byte{snapshotMagic, snapshotVersion + 1}, snap[2:]...)},
+	} {
+		if _, err := Restore(tc.cfg, tc.b); !errors.Is(err, wire.ErrCorrupt) {
+			t.Errorf("%s: got %v, want ErrCorrupt", tc.name, err)
+		}
+	}
+	if _, err := Restore(Config{Self: 7, Topology: top}, snap); err == nil || errors.Is(err, wire.ErrCorrupt) {
+		t.Errorf("Restore with an invalid config: got %v, want New's error", err)
+	}
+}
+
+func TestSnapshotWithUndrainedOutputPanics(t *testing.T) {
+	c, err := New(Config{Self: 0, Topology: lettersTopology(t, 2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Step(multicast.Request(multicast.Message{ID: multicast.MsgID{Client: 1, Seq: 1}, Dst: partition.SetOf(0)})); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Errorf("AppendSnapshot with a delivery not drained did not panic")
+		}
+	}()
+	c.AppendSnapshot(nil)
+}
+
+// FuzzRestore checks that Restore never panics, refuses with ErrCorrupt, and
+// that what it accepts encodes stably. The seeds are the snapshots of group 2
+// of 5 along a random run.
+func FuzzRestore(f *testing.F) {
+	top := lettersTopology(f, 5)
+	cfg := Config{Self: 2, Topology: top, FlushEvery: 4}
+	net := newFifoNet(f, top, 3, cfg)
+	rng := rand.New(rand.NewPCG(3, 3))
+	for i := range 60 {
+		var dst partition.GroupSet
+		for range 1 + rng.IntN(4) {
+			dst = dst.Add(partition.GroupID(rng.IntN(5)))
+		}
+		if err := net.step(Entry(dst), multicast.Request(multicast.Message{ID: multicast.MsgID{Client: 1, Seq: uint64(i)}, Dst: dst, Payload: []byte{byte(i)}})); err != nil {
+			f.Fatal(err)
+		}
+		for k := rng.IntN(6); k > 0 && len(net.busy) > 0; k-- {
+			j := rng.IntN(len(net.busy))
+			l := net.busy[j]
+			in := net.links[l][0]
+			net.links[l] = net.links[l][1:]
+			if len(net.links[l]) == 0 {
+				net.busy[j] = net.busy[len(net.busy)-1]
+				net.busy = net.busy[:len(net.busy)-1]
+			}
+			if err := net.step(partition.GroupID(l%5), in); err != nil {
+				f.Fatal(err)
+			}
+		}
+		if i%6 == 0 {
+			f.Add(net.cores[2].AppendSnapshot(nil))
+		}
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		checkRestoreProperty(t, cfg, b)
+	})
+}

@@ -1,0 +1,498 @@
+package skeen
+
+import (
+	"bytes"
+	"errors"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/wire"
+	"github.com/flexkv/flexkv/partition"
+)
+
+// snapFeature names a part of the state that a snapshot must carry; the
+// mid-run test counts the snapshots that hold each, so that a workload too
+// tame to exercise one fails the test instead of passing it vacuously.
+type snapFeature int
+
+const (
+	featBuffered  snapFeature = iota // proposals arrived before their message
+	featUndecided                    // a message waits for proposals
+	featHeld                         // a decided message waits behind an undecided one
+	featStale                        // the undecided queue still holds a decided message
+	featCount
+)
+
+var featNames = [featCount]string{"buffered proposal", "undecided message", "decided message held back", "decided message in the undecided queue"}
+
+func (c *Core) features() []snapFeature {
+	var fs []snapFeature
+	if c.bufferedCount > 0 {
+		fs = append(fs, featBuffered)
+	}
+	if c.undecidedCount > 0 {
+		fs = append(fs, featUndecided)
+	}
+	if c.decided.Len() > 0 {
+		fs = append(fs, featHeld)
+	}
+	for _, e := range c.undecided {
+		if e.isDecided() {
+			fs = append(fs, featStale)
+			break
+		}
+	}
+	return fs
+}
+
+// snapRun runs a seeded random workload on the cluster harness: requests
+// with random destinations at a random destination, and a random busy link
+// served at each step; a small PendingMax in half the runs makes some
+// requests wait. With restores on, after some steps a random group's core is
+// snapshotted and replaced by a core restored from the snapshot; the choice
+// draws from its own generator, so the workload is the same either way.
+type snapRun struct {
+	cl         *cluster
+	pendingMax int
+	snaps      *rand.Rand // nil: no restores
+	trace      []byte     // every output and refusal, in order
+	restores   int
+	seen       [featCount]int
+	// keep, if set, is offered every snapshot taken, with the configuration
+	// of its group and the features of the core it was taken of.
+	keep func(cfg Config, snap []byte, fs []snapFeature)
+}
+
+func runSnapshotWorkload(t *testing.T, seed uint64, restores bool, keep func(Config, []byte, []snapFeature)) *snapRun {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 31))
+	n := 2 + rng.IntN(5)
+	r := &snapRun{keep: keep}
+	if seed%2 == 0 {
+		r.pendingMax = 1 + rng.IntN(4)
+	}
+	r.cl = newCluster(t, n, r.pendingMax)
+	if restores {
+		r.snaps = rand.New(rand.NewPCG(seed, 33))
+	}
+	type request struct {
+		at partition.GroupID
+		m  multicast.Message
+	}
+	var queue []request
+	for i := range 30 + rng.IntN(60) {
+		var dst partition.GroupSet
+		for dst.Empty() {
+			for g := range n {
+				if rng.IntN(3) == 0 {
+					dst = dst.Add(partition.GroupID(g))
+				}
+			}
+		}
+		members := dst.Slice()
+		m := msg(1+rng.Uint64N(3), uint64(i), members...)
+		m.Payload = m.Payload[:rng.IntN(len(m.Payload)+1)]
+		queue = append(queue, request{at: members[rng.IntN(len(members))], m: m})
+	}
+	for steps := 0; ; steps++ {
+		if steps > 100_000 {
+			t.Fatalf("seed %d: no quiescence after %d steps", seed, steps)
+		}
+		links := r.cl.busy()
+		options := len(links)
+		if len(queue) > 0 {
+			options++
+		}
+		if options == 0 {
+			break
+		}
+		var g partition.GroupID
+		if pick := rng.IntN(options); pick < len(links) {
+			g = links[pick][1]
+			sends, dels := r.cl.recv(links[pick][0], g)
+			r.record(g, sends, dels)
+		} else {
+			q := queue[0]
+			queue = queue[1:]
+			g = q.at
+			sends, dels, err := r.cl.request(q.at, q.m)
+			switch {
+			case errors.Is(err, multicast.ErrBusy):
+				r.trace = append(r.trace, 0xff)
+				queue = append(queue, q)
+			case err != nil:
+				t.Fatalf("seed %d: request %s: %v", seed, q.m.ID, err)
+			}
+			r.record(g, sends, dels)
+		}
+		if r.snaps != nil && r.snaps.IntN(3) == 0 {
+			h := partition.GroupID(r.snaps.IntN(n))
+			for _, f := range r.cl.cores[h].features() {
+				r.seen[f]++
+			}
+			cfg := Config{Self: h, Topology: r.cl.top, PendingMax: r.pendingMax}
+			r.cl.cores[h] = restoreCopy(t, r.cl.cores[h], cfg, r.keep)
+			r.restores++
+		}
+	}
+	if err := r.cl.verify(true); err != nil {
+		t.Fatalf("seed %d: %v", seed, err)
+	}
+	return r
+}
+
+func (r *snapRun) record(g partition.GroupID, sends []multicast.Send, dels []multicast.Message) {
+	r.trace = wire.AppendUvarint(r.trace, uint64(g))
+	for _, s := range sends {
+		r.trace = wire.AppendUvarint(r.trace, uint64(s.To))
+		r.trace = append(r.trace, byte(s.Kind))
+		r.trace = wire.AppendMsgID(r.trace, s.About)
+		r.trace = wire.AppendBytes(r.trace, s.Payload)
+	}
+	for _, m := range dels {
+		r.trace = wire.AppendMessage(r.trace, m)
+	}
+}
+
+// restoreCopy snapshots c, restores the snapshot with cfg and checks the
+// copy: same snapshot, same Stats, internal invariants. It then overwrites
+// the snapshot, so that a copy that kept references into it goes wrong
+// later.
+func restoreCopy(t *testing.T, c *Core, cfg Config, keep func(Config, []byte, []snapFeature)) *Core {
+	t.Helper()
+	snap := c.AppendSnapshot([]byte("prefix"))[len("prefix"):]
+	if keep != nil {
+		keep(cfg, bytes.Clone(snap), c.features())
+	}
+	r, err := Restore(cfg, snap)
+	if err != nil {
+		t.Fatalf("group %d: Restore of a snapshot just taken: %v", cfg.Self, err)
+	}
+	if err := r.checkInvariants(); err != nil {
+		t.Fatalf("group %d: restored core: %v", cfg.Self, err)
+	}
+	if again := r.AppendSnapshot(nil); !bytes.Equal(again, snap) {
+		t.Fatalf("group %d: snapshot of the restored core differs:\n got %x\nwant %x", cfg.Self, again, snap)
+	}
+	if diff := cmp.Diff(c.Stats(), r.Stats()); diff != "" {
+		t.Fatalf("group %d: Stats of the restored core (-original +restored):\n%s", cfg.Self, diff)
+	}
+	for i := range snap {
+		snap[i] = 0xa5
+	}
+	return r
+}
+
+// TestSnapshotRestoreMidRun replaces cores by restored copies at random
+// points of random workloads: every output, every delivery order and the
+// final state of every core must be those of the same run without restores.
+func TestSnapshotRestoreMidRun(t *testing.T) {
+	seeds := uint64(200)
+	if testing.Short() {
+		seeds = 60
+	}
+	var seen [featCount]int
+	for seed := range seeds {
+		plain := runSnapshotWorkload(t, seed, false, nil)
+		restored := runSnapshotWorkload(t, seed, true, nil)
+		if restored.restores == 0 {
+			t.Fatalf("seed %d: no core was restored", seed)
+		}
+		if diff := cmp.Diff(plain.cl.orders, restored.cl.orders, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("seed %d: delivery orders differ (-uninterrupted +restored):\n%s", seed, diff)
+		}
+		if !bytes.Equal(plain.trace, restored.trace) {
+			t.Fatalf("seed %d: outputs differ after %d restores", seed, restored.restores)
+		}
+		for g := range plain.cl.cores {
+			if !bytes.Equal(plain.cl.cores[g].AppendSnapshot(nil), restored.cl.cores[g].AppendSnapshot(nil)) {
+				t.Fatalf("seed %d: final states of group %d differ", seed, g)
+			}
+		}
+		for f := range seen {
+			seen[f] += restored.seen[f]
+		}
+	}
+	for f, k := range seen {
+		if k == 0 {
+			t.Errorf("no snapshot held a %s: the workload does not test that part of the state", featNames[f])
+		}
+	}
+	t.Logf("snapshots holding each feature: %v", seen)
+}
+
+func TestSnapshotFreshCores(t *testing.T) {
+	top := testTopology(t, 3)
+	for g := range partition.GroupID(3) {
+		c, err := New(Config{Self: g, Topology: top})
+		if err != nil {
+			t.Fatal(err)
+		}
+		restoreCopy(t, c, Config{Self: g, Topology: top}, nil)
+	}
+}
+
+// richSnapshot is a snapshot taken by the mid-run workload, with the
+// configuration of its group.
+type richSnapshot struct {
+	cfg  Config
+	snap []byte
+}
+
+// richSnapshots returns, for each feature, a snapshot that holds it.
+func richSnapshots(t *testing.T) [featCount]richSnapshot {
+	t.Helper()
+	var out [featCount]richSnapshot
+	found := 0
+	for seed := uint64(0); found < int(featCount); seed++ {
+		if seed == 300 {
+			t.Fatalf("found snapshots for %d of %d features in 300 seeds", found, featCount)
+		}
+		runSnapshotWorkload(t, seed, true, func(cfg Config, snap []byte, fs []snapFeature) {
+			for _, f := range fs {
+				if out[f].snap == nil {
+					out[f] = richSnapshot{cfg: cfg, snap: snap}
+					found++
+				}
+			}
+		})
+	}
+	return out
+}
+
+func TestRestoreRejectsTruncations(t *testing.T) {
+	for f, rs := range richSnapshots(t) {
+		for n := range len(rs.snap) {
+			if _, err := Restore(rs.cfg, rs.snap[:n]); !errors.Is(err, wire.ErrCorrupt) {
+				t.Fatalf("%s: Restore of %d of %d bytes: got %v, want ErrCorrupt", featNames[f], n, len(rs.snap), err)
+			}
+		}
+	}
+}
+
+// TestRestoreCorruptions flips, drops and inserts random bytes: Restore must
+// return ErrCorrupt or a core that encodes back to a snapshot it accepts.
+func TestRestoreCorruptions(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	accepted, rejected := 0, 0
+	for _, rs := range richSnapshots(t) {
+		for range 500 {
+			b := bytes.Clone(rs.snap)
+			for range 1 + rng.IntN(3) {
+				i := rng.IntN(len(b))
+				switch rng.IntN(3) {
+				case 0:
+					b[i] ^= 1 << rng.IntN(8)
+				case 1:
+					b = append(b[:i], b[i+1:]...)
+				default:
+					b = append(b[:i], append([]byte{byte(rng.Uint32())}, b[i:]...)...)
+				}
+			}
+			if checkRestoreProperty(t, rs.cfg, b) {
+				accepted++
+			} else {
+				rejected++
+			}
+		}
+	}
+	if rejected == 0 {
+		t.Errorf("no corruption was rejected")
+	}
+	t.Logf("%d corruptions rejected, %d accepted", rejected, accepted)
+}
+
+// checkRestoreProperty restores b: it must be refused with ErrCorrupt, or
+// restore to a core that keeps the invariants of the test harness and whose
+// snapshot restores to the same snapshot again (b may hold varints padded
+// with zero groups, which re-encode shorter). It reports whether b was
+// accepted.
+func checkRestoreProperty(t *testing.T, cfg Config, b []byte) bool {
+	t.Helper()
+	c, err := Restore(cfg, b)
+	if err != nil {
+		if !errors.Is(err, wire.ErrCorrupt) || !strings.HasPrefix(err.Error(), "skeen: restore") {
+			t.Fatalf("Restore error %q: want a skeen: restore error wrapping ErrCorrupt", err)
+		}
+		return false
+	}
+	if err := c.checkInvariants(); err != nil {
+		t.Fatalf("Restore accepted a broken state: %v", err)
+	}
+	again := c.AppendSnapshot(nil)
+	c2, err := Restore(cfg, again)
+	if err != nil {
+		t.Fatalf("re-encoded snapshot refused: %v", err)
+	}
+	if !bytes.Equal(c2.AppendSnapshot(nil), again) {
+		t.Fatalf("snapshot encoding is not stable")
+	}
+	return true
+}
+
+// TestRestoreRejectsBrokenInvariants breaks one invariant of a real state at
+// a time, encodes it, and checks that Restore refuses it for that reason.
+func TestRestoreRejectsBrokenInvariants(t *testing.T) {
+	rich := richSnapshots(t)
+	// some returns the entry of c that pick selects, by id order.
+	some := func(c *Core, pick func(*entry) bool) *entry {
+		for _, id := range slices.SortedFunc(maps.Keys(c.entries), compareIDs) {
+			if e := c.entries[id]; pick(e) {
+				return e
+			}
+		}
+		t.Fatal("no entry to break")
+		return nil
+	}
+	buffered := func(e *entry) bool { return !e.known }
+	known := func(e *entry) bool { return e.known }
+	tests := []struct {
+		name   string
+		from   snapFeature
+		mutate func(c *Core)
+		want   string
+	}{
+		{"flush id", featUndecided, func(c *Core) {
+			e := some(c, known)
+			delete(c.entries, e.msg.ID)
+			e.msg.ID.Client = multicast.FlushClient
+			c.entries[e.msg.ID] = e
+		}, "reserved id"},
+		{"entry at a non-destination", featUndecided, func(c *Core) {
+			e := some(c, known)
+			e.msg.Dst, e.got = e.msg.Dst.Remove(c.self), e.got.Remove(c.self)
+		}, "not a destination"},
+		{"proposal from a non-destination", featBuffered, func(c *Core) {
+			e := some(c, buffered)
+			e.msg.Dst = e.msg.Dst &^ e.got
+			e.msg.Dst = e.msg.Dst.Add(c.self)
+		}, "holds proposals"},
+		{"largest proposal from no proposer", featBuffered, func(c *Core) {
+			e := some(c, buffered)
+			e.got = e.got.Remove(partition.GroupID(e.ts % c.n))
+		}, "from none of"},
+		{"buffered entry holds its own proposal", featBuffered, func(c *Core) {
+			e := some(c, buffered)
+			e.got = e.got.Add(c.self)
+		}, "buffered with proposals"},
+		{"own proposal of another group", featUndecided, func(c *Core) { some(c, known).own++ }, "own proposal"},
+		{"two messages with one own proposal", featHeld, func(c *Core) {
+			a := some(c, func(e *entry) bool { return e.isDecided() })
+			b := some(c, func(e *entry) bool { return e.known && !e.isDecided() })
+			a.own = b.own
+			a.ts = max(a.ts, a.own)
+		}, "share own proposal"},
+		{"deliverable message held", featHeld, func(c *Core) {
+			for _, id := range slices.SortedFunc(maps.Keys(c.entries), compareIDs) {
+				if e := c.entries[id]; e.known && !e.isDecided() {
+					delete(c.entries, id)
+				}
+			}
+		}, "deliverable"},
+		{"clock beyond reach", featUndecided, func(c *Core) { c.clock = proposalMax }, "clock"},
+		{"pending peak below the messages held", featUndecided, func(c *Core) { c.pendingPeak = 0 }, "pending peak"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := rich[tc.from]
+			c, err := Restore(rs.cfg, rs.snap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.mutate(c)
+			b := c.AppendSnapshot(nil)
+			if bytes.Equal(b, rs.snap) {
+				t.Fatal("the change did not reach the snapshot")
+			}
+			_, err = Restore(rs.cfg, b)
+			if !errors.Is(err, wire.ErrCorrupt) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Restore: got %v, want ErrCorrupt about %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestRestoreRejectsOtherConfigs: a snapshot restores only at its group in a
+// cluster of its size, and only as a Skeen core.
+func TestRestoreRejectsOtherConfigs(t *testing.T) {
+	cl := newCluster(t, 3, 0)
+	if _, _, err := cl.request(0, msg(1, 1, 0, 1, 2)); err != nil {
+		t.Fatal(err)
+	}
+	cl.recv(0, 1)
+	snap := cl.cores[1].AppendSnapshot(nil)
+	if _, err := Restore(Config{Self: 1, Topology: cl.top}, snap); err != nil {
+		t.Fatalf("Restore with the snapshot's config: %v", err)
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		b    []byte
+	}{
+		{"another group", Config{Self: 2, Topology: cl.top}, snap},
+		{"another cluster size", Config{Self: 1, Topology: testTopology(t, 4)}, snap},
+		{"another protocol", Config{Self: 1, Topology: cl.top}, append([]byte{'F'}, snap[1:]...)},
+		{"another version", Config{Self: 1, Topology: cl.top}, append([]byte{snapshotMagic, snapshotVersion + 1}, snap[2:]...)},
+	} {
+		if _, err := Restore(tc.cfg, tc.b); !errors.Is(err, wire.ErrCorrupt) {
+			t.Errorf("%s: got %v, want ErrCorrupt", tc.name, err)
+		}
+	}
+	if _, err := Restore(Config{Self: 5, Topology: cl.top}, snap); err == nil || errors.Is(err, wire.ErrCorrupt) {
+		t.Errorf("Restore with an invalid config: got %v, want New's error", err)
+	}
+}
+
+func TestSnapshotWithUndrainedOutputPanics(t *testing.T) {
+	c, err := New(Config{Self: 0, Topology: testTopology(t, 2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Step(multicast.Request(msg(1, 1, 0, 1))); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Errorf("AppendSnapshot with sends not drained did not panic")
+		}
+	}()
+	c.AppendSnapshot(nil)
+}
+
+// FuzzRestore checks that Restore never panics, refuses with ErrCorrupt, and
+// that what it accepts keeps the core's invariants and encodes stably. The
+// seeds are snapshots of group 1 of 4 along a random run.
+func FuzzRestore(f *testing.F) {
+	cl := newCluster(f, 4, 0)
+	rng := rand.New(rand.NewPCG(3, 3))
+	for i := range 40 {
+		var dst partition.GroupSet
+		for range 1 + rng.IntN(3) {
+			dst = dst.Add(partition.GroupID(rng.IntN(4)))
+		}
+		members := dst.Slice()
+		if _, _, err := cl.request(members[rng.IntN(len(members))], msg(1, uint64(i), members...)); err != nil {
+			f.Fatal(err)
+		}
+		for k := rng.IntN(5); k > 0; k-- {
+			if links := cl.busy(); len(links) > 0 {
+				l := links[rng.IntN(len(links))]
+				cl.recv(l[0], l[1])
+			}
+		}
+		if i%4 == 0 {
+			f.Add(cl.cores[1].AppendSnapshot(nil))
+		}
+	}
+	cfg := Config{Self: 1, Topology: cl.top}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		checkRestoreProperty(t, cfg, b)
+	})
+}

@@ -1,0 +1,345 @@
+package tree
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/wire"
+	"github.com/flexkv/flexkv/partition"
+)
+
+// snapRun runs a seeded random workload on tree T1 over FIFO links:
+// requests with random destinations at their tree-lca, and a random busy
+// link served at each step. With restores on, after some steps a random
+// group's core is snapshotted and replaced by a core restored from the
+// snapshot; the choice draws from its own generator, so the workload is the
+// same either way.
+type snapRun struct {
+	t        *testing.T
+	h        *harness
+	snaps    *rand.Rand // nil: no restores
+	trace    []byte     // every output, in order
+	restores int
+}
+
+func runSnapshotWorkload(t *testing.T, top *partition.Topology, seed uint64, restores bool) *snapRun {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 41))
+	r := &snapRun{t: t, h: newHarness(t, top)}
+	if restores {
+		r.snaps = rand.New(rand.NewPCG(seed, 43))
+	}
+	n := top.Len()
+	msgs := 20 + rng.IntN(60)
+	for sent := 0; ; {
+		var links [][2]int
+		for from := range r.h.queue {
+			for to, q := range r.h.queue[from] {
+				if len(q) > 0 {
+					links = append(links, [2]int{from, to})
+				}
+			}
+		}
+		options := len(links)
+		if sent < msgs {
+			options++
+		}
+		if options == 0 {
+			return r
+		}
+		if pick := rng.IntN(options); pick < len(links) {
+			from, to := links[pick][0], links[pick][1]
+			p := r.h.queue[from][to][0]
+			r.h.queue[from][to] = r.h.queue[from][to][1:]
+			r.step(partition.GroupID(to), multicast.Envelope(partition.GroupID(from), p))
+		} else {
+			var dst partition.GroupSet
+			for range 1 + rng.IntN(4) {
+				dst = dst.Add(partition.GroupID(rng.IntN(n)))
+			}
+			payload := make([]byte, rng.IntN(6))
+			for i := range payload {
+				payload[i] = byte(rng.Uint32())
+			}
+			sent++
+			m := multicast.Message{ID: multicast.MsgID{Client: 1 + rng.Uint64N(3), Seq: uint64(sent)}, Dst: dst, Payload: payload}
+			r.step(Entry(top, dst), multicast.Request(m))
+		}
+	}
+}
+
+// step applies in at group g, records the output and queues the sends; then,
+// with restores on, maybe replaces a core by its restored snapshot.
+func (r *snapRun) step(g partition.GroupID, in multicast.Input) {
+	r.t.Helper()
+	if err := r.h.cores[g].Step(in); err != nil {
+		r.t.Fatalf("group %d: %v", g, err)
+	}
+	out := r.h.cores[g].Ready()
+	r.trace = wire.AppendUvarint(r.trace, uint64(g))
+	for _, s := range out.Sends {
+		r.trace = wire.AppendUvarint(r.trace, uint64(s.To))
+		r.trace = append(r.trace, byte(s.Kind))
+		r.trace = wire.AppendMsgID(r.trace, s.About)
+		r.trace = wire.AppendBytes(r.trace, s.Payload)
+		r.h.queue[g][s.To] = append(r.h.queue[g][s.To], s.Payload)
+	}
+	for _, m := range out.Deliveries {
+		r.trace = wire.AppendMessage(r.trace, m)
+		r.h.delivered[g] = append(r.h.delivered[g], m.ID)
+	}
+	if r.snaps != nil && r.snaps.IntN(3) == 0 {
+		h := partition.GroupID(r.snaps.IntN(len(r.h.cores)))
+		r.h.cores[h] = restoreCopy(r.t, r.h.cores[h], Config{Self: h, Topology: r.h.top})
+		r.restores++
+	}
+}
+
+// restoreCopy snapshots c, restores the snapshot with cfg and checks the
+// copy: same snapshot, same Stats.
+func restoreCopy(t *testing.T, c *Core, cfg Config) *Core {
+	t.Helper()
+	snap := c.AppendSnapshot([]byte("prefix"))[len("prefix"):]
+	r, err := Restore(cfg, snap)
+	if err != nil {
+		t.Fatalf("group %d: Restore of a snapshot just taken: %v", cfg.Self, err)
+	}
+	if again := r.AppendSnapshot(nil); !bytes.Equal(again, snap) {
+		t.Fatalf("group %d: snapshot of the restored core differs:\n got %x\nwant %x", cfg.Self, again, snap)
+	}
+	if got, want := r.Stats(), c.Stats(); got != want {
+		t.Fatalf("group %d: Stats of the restored core = %+v, want %+v", cfg.Self, got, want)
+	}
+	return r
+}
+
+// TestSnapshotRestoreMidRun replaces cores by restored copies at random
+// points of random workloads: every output, every delivery order and the
+// final state of every core must be those of the same run without restores.
+func TestSnapshotRestoreMidRun(t *testing.T) {
+	top := paperT1(t)
+	seeds := uint64(100)
+	if testing.Short() {
+		seeds = 30
+	}
+	for seed := range seeds {
+		plain := runSnapshotWorkload(t, top, seed, false)
+		restored := runSnapshotWorkload(t, top, seed, true)
+		if restored.restores == 0 {
+			t.Fatalf("seed %d: no core was restored", seed)
+		}
+		if diff := cmp.Diff(plain.h.delivered, restored.h.delivered); diff != "" {
+			t.Fatalf("seed %d: delivery orders differ (-uninterrupted +restored):\n%s", seed, diff)
+		}
+		if !bytes.Equal(plain.trace, restored.trace) {
+			t.Fatalf("seed %d: outputs differ after %d restores", seed, restored.restores)
+		}
+		for g := range plain.h.cores {
+			if !bytes.Equal(plain.h.cores[g].AppendSnapshot(nil), restored.h.cores[g].AppendSnapshot(nil)) {
+				t.Fatalf("seed %d: final states of group %d differ", seed, g)
+			}
+		}
+	}
+}
+
+// busySnapshot returns the snapshot of eu-west-1 after a run: it received
+// requests and envelopes, forwarded and delivered.
+func busySnapshot(t testing.TB, top *partition.Topology) (Config, []byte) {
+	h := newHarness(t, top)
+	for i, d := range [][]string{{"us-west-1", "sa-east-1"}, {"eu-west-1", "sa-east-1"}, {"eu-west-1", "eu-north-1"}, {"eu-west-1"}} {
+		h.submit(multicast.Message{ID: multicast.MsgID{Client: 1, Seq: uint64(i)}, Dst: set(t, top, d...)})
+	}
+	h.run()
+	g := gid(t, top, "eu-west-1")
+	if s := h.cores[g].Stats(); s.Requests == 0 || s.Envelopes == 0 || s.Forwarded == 0 || s.Delivered == 0 {
+		t.Fatalf("eu-west-1 left a counter at zero: %+v", s)
+	}
+	return Config{Self: g, Topology: top}, h.cores[g].AppendSnapshot(nil)
+}
+
+func TestRestoreRejectsTruncations(t *testing.T) {
+	cfg, snap := busySnapshot(t, paperT1(t))
+	for n := range len(snap) {
+		if _, err := Restore(cfg, snap[:n]); !errors.Is(err, wire.ErrCorrupt) {
+			t.Fatalf("Restore of %d of %d bytes: got %v, want ErrCorrupt", n, len(snap), err)
+		}
+	}
+}
+
+// TestRestoreCorruptions flips, drops and inserts random bytes: Restore must
+// return ErrCorrupt or a core that encodes back to a snapshot it accepts.
+func TestRestoreCorruptions(t *testing.T) {
+	cfg, snap := busySnapshot(t, paperT1(t))
+	rng := rand.New(rand.NewPCG(5, 5))
+	accepted, rejected := 0, 0
+	for range 2000 {
+		b := bytes.Clone(snap)
+		for range 1 + rng.IntN(3) {
+			i := rng.IntN(len(b))
+			switch rng.IntN(3) {
+			case 0:
+				b[i] ^= 1 << rng.IntN(8)
+			case 1:
+				b = append(b[:i], b[i+1:]...)
+			default:
+				b = append(b[:i], append([]byte{byte(rng.Uint32())}, b[i:]...)...)
+			}
+		}
+		if checkRestoreProperty(t, cfg, b) {
+			accepted++
+		} else {
+			rejected++
+		}
+	}
+	if rejected == 0 {
+		t.Errorf("no corruption was rejected")
+	}
+	t.Logf("%d corruptions rejected, %d accepted", rejected, accepted)
+}
+
+// checkRestoreProperty restores b: it must be refused with ErrCorrupt, or
+// restore to a core whose snapshot restores to the same snapshot again (b may
+// hold varints padded with zero groups, which re-encode shorter). It reports
+// whether b was accepted.
+func checkRestoreProperty(t *testing.T, cfg Config, b []byte) bool {
+	t.Helper()
+	c, err := Restore(cfg, b)
+	if err != nil {
+		if !errors.Is(err, wire.ErrCorrupt) || !strings.HasPrefix(err.Error(), "tree: restore") {
+			t.Fatalf("Restore error %q: want a tree: restore error wrapping ErrCorrupt", err)
+		}
+		return false
+	}
+	again := c.AppendSnapshot(nil)
+	c2, err := Restore(cfg, again)
+	if err != nil {
+		t.Fatalf("re-encoded snapshot refused: %v", err)
+	}
+	if !bytes.Equal(c2.AppendSnapshot(nil), again) {
+		t.Fatalf("snapshot encoding is not stable")
+	}
+	return true
+}
+
+// TestRestoreRejectsBrokenInvariants: counters that no sequence of inputs
+// produces are refused.
+func TestRestoreRejectsBrokenInvariants(t *testing.T) {
+	top := paperT1(t)
+	cfg, snap := busySnapshot(t, top)
+	good, err := Restore(cfg, snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := good.Stats()
+	root := gid(t, top, "eu-west-3")
+	leaf := gid(t, top, "us-west-1")
+	tests := []struct {
+		name  string
+		self  partition.GroupID
+		stats Stats
+		want  string
+	}{
+		{"more delivered than received", cfg.Self, Stats{Requests: 1, Delivered: 2}, "delivered"},
+		{"more forwarded than children reached", cfg.Self, Stats{Requests: 1, Forwarded: 3}, "forwarded"},
+		{"a leaf forwards", leaf, Stats{Envelopes: 1, Forwarded: 1, Delivered: 1}, "forwarded"},
+		{"received, neither forwarded nor delivered", cfg.Self, Stats{Requests: s.Requests, Envelopes: s.Envelopes}, "forwarded and"},
+		{"envelopes at the root", root, Stats{Envelopes: 1, Delivered: 1}, "root"},
+		{"received overflows", cfg.Self, Stats{Requests: 1 << 63, Envelopes: 1 << 63, Delivered: 1}, "overflow"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := New(Config{Self: tc.self, Topology: top})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.stats = tc.stats
+			_, err = Restore(Config{Self: tc.self, Topology: top}, c.AppendSnapshot(nil))
+			if !errors.Is(err, wire.ErrCorrupt) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Restore: got %v, want ErrCorrupt about %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestRestoreRejectsOtherConfigs: a snapshot restores only at its group in a
+// cluster of its size and tree, and only as a tree core.
+func TestRestoreRejectsOtherConfigs(t *testing.T) {
+	top := paperT1(t)
+	cfg, snap := busySnapshot(t, top)
+	star := partition.Spec{Parent: map[string]string{}}
+	for i, name := range top.Names() {
+		star.Groups = append(star.Groups, partition.Group{Name: name})
+		if i > 0 {
+			star.Parent[name] = top.Name(0)
+		}
+	}
+	starTop, err := partition.NewTopology(star)
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, err := partition.NewTopology(partition.Spec{
+		Groups: []partition.Group{{Name: "a"}, {Name: "b"}, {Name: "c"}, {Name: "d"}},
+		Parent: map[string]string{"b": "a", "c": "a", "d": "b"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		b    []byte
+	}{
+		{"another group", Config{Self: cfg.Self + 1, Topology: top}, snap},
+		{"another cluster size", Config{Self: 1, Topology: small}, snap},
+		{"another tree", Config{Self: cfg.Self, Topology: starTop}, snap},
+		{"another protocol", cfg, append([]byte{'S'}, snap[1:]...)},
+		{"another version", cfg, append([]byte{snapshotMagic, snapshotVersion + 1}, snap[2:]...)},
+	} {
+		if _, err := Restore(tc.cfg, tc.b); !errors.Is(err, wire.ErrCorrupt) {
+			t.Errorf("%s: got %v, want ErrCorrupt", tc.name, err)
+		}
+	}
+	if _, err := Restore(Config{Self: 12, Topology: top}, snap); err == nil || errors.Is(err, wire.ErrCorrupt) {
+		t.Errorf("Restore with an invalid config: got %v, want New's error", err)
+	}
+}
+
+func TestSnapshotWithUndrainedOutputPanics(t *testing.T) {
+	top := paperT1(t)
+	root := gid(t, top, "eu-west-3")
+	c, err := New(Config{Self: root, Topology: top})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Step(multicast.Request(multicast.Message{ID: multicast.MsgID{Client: 1, Seq: 1}, Dst: partition.SetOf(root)})); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Errorf("AppendSnapshot with a delivery not drained did not panic")
+		}
+	}()
+	c.AppendSnapshot(nil)
+}
+
+// FuzzRestore checks that Restore never panics, refuses with ErrCorrupt, and
+// that what it accepts encodes stably.
+func FuzzRestore(f *testing.F) {
+	top := paperT1(f)
+	cfg, snap := busySnapshot(f, top)
+	f.Add(snap)
+	fresh, err := New(cfg)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(fresh.AppendSnapshot(nil))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		checkRestoreProperty(t, cfg, b)
+	})
+}
