@@ -1,0 +1,460 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/flexkv/flexkv/multicast/channel"
+	"github.com/flexkv/flexkv/partition"
+	"github.com/flexkv/flexkv/replication/transport/transportpb"
+)
+
+// ErrClosed is returned by Send after Close.
+var ErrClosed = errors.New("transport: transmitter closed")
+
+// connectAttemptTimeout is the least time given to one attempt at opening a
+// connection: gRPC's own default, long enough for a WAN handshake.
+const connectAttemptTimeout = 20 * time.Second
+
+// TransmitterConfig configures the sending end of the links of one group.
+type TransmitterConfig struct {
+	Self partition.GroupID // the group whose leader transmits
+	// Peers lists, for every group Self sends to, the gRPC address
+	// (host:port) of each of its replicas. A NotLeader hint naming an
+	// address outside its group's list is not followed: the next replica of
+	// the list is tried instead, so that connections stay those configured.
+	Peers map[partition.GroupID][]string
+	// BatchFrames and BatchBytes bound one call: its number of frames and
+	// the sum of their encoded sizes. They must not exceed the receivers'
+	// ServerConfig.FramesMax and BytesMax: a receiver refuses a larger
+	// batch, and the transmitter drops a refused batch rather than retry it.
+	// Send refuses a frame whose encoding exceeds BatchBytes.
+	BatchFrames int
+	BatchBytes  int
+	// QueueFrames and QueueBytes bound the queue of each peer group, not
+	// counting the batch in flight. Send drops the frames that do not fit.
+	QueueFrames int
+	QueueBytes  int
+	// RPCTimeout bounds one call.
+	RPCTimeout time.Duration
+	// After a failed call, or after every replica of the peer group answered
+	// NotLeader in turn, the transmitter waits before the next call: at
+	// first BackoffMin, doubling after each failure up to BackoffMax, and
+	// jittered within the upper half of that span. A delivered batch resets
+	// it. BackoffMin and BackoffMax also bound gRPC's own waits between
+	// connection attempts, unless DialOptions set other ones.
+	BackoffMin time.Duration
+	BackoffMax time.Duration
+	// DialOptions are passed to grpc.NewClient for every replica; they must
+	// choose the transport credentials (grpc.WithTransportCredentials).
+	DialOptions []grpc.DialOption
+}
+
+// Validate checks c.
+func (c TransmitterConfig) Validate() error {
+	switch {
+	case c.Self < 0 || c.Self >= partition.GroupsMax:
+		return fmt.Errorf("transport: transmitter config: self %d out of range [0,%d)", c.Self, partition.GroupsMax)
+	case c.BatchFrames < 1:
+		return fmt.Errorf("transport: transmitter config: batch frames %d, want at least 1", c.BatchFrames)
+	case c.BatchBytes < 1:
+		return fmt.Errorf("transport: transmitter config: batch bytes %d, want at least 1", c.BatchBytes)
+	case c.QueueFrames < 1:
+		return fmt.Errorf("transport: transmitter config: queue frames %d, want at least 1", c.QueueFrames)
+	case c.QueueBytes < c.BatchBytes:
+		return fmt.Errorf("transport: transmitter config: queue bytes %d below batch bytes %d", c.QueueBytes, c.BatchBytes)
+	case c.RPCTimeout <= 0:
+		return fmt.Errorf("transport: transmitter config: rpc timeout %v, want more than 0", c.RPCTimeout)
+	case c.BackoffMin <= 0:
+		return fmt.Errorf("transport: transmitter config: backoff min %v, want more than 0", c.BackoffMin)
+	case c.BackoffMax < c.BackoffMin:
+		return fmt.Errorf("transport: transmitter config: backoff max %v below backoff min %v", c.BackoffMax, c.BackoffMin)
+	}
+	for _, g := range sortedGroups(c.Peers) {
+		addrs := c.Peers[g]
+		switch {
+		case g < 0 || g >= partition.GroupsMax:
+			return fmt.Errorf("transport: transmitter config: peer group %d out of range [0,%d)", g, partition.GroupsMax)
+		case g == c.Self:
+			return fmt.Errorf("transport: transmitter config: peer group %d is self", g)
+		case len(addrs) == 0:
+			return fmt.Errorf("transport: transmitter config: peer group %d has no address", g)
+		}
+		for i, a := range addrs {
+			if a == "" {
+				return fmt.Errorf("transport: transmitter config: peer group %d: empty address", g)
+			}
+			if slices.Contains(addrs[:i], a) {
+				return fmt.Errorf("transport: transmitter config: peer group %d: address %q listed twice", g, a)
+			}
+		}
+	}
+	return nil
+}
+
+func sortedGroups(m map[partition.GroupID][]string) []partition.GroupID {
+	gs := make([]partition.GroupID, 0, len(m))
+	for g := range m {
+		gs = append(gs, g)
+	}
+	slices.Sort(gs)
+	return gs
+}
+
+// Stats counts what a transmitter did, over all its peer groups.
+type Stats struct {
+	Batches   uint64 // batches a leader accepted
+	Frames    uint64 // frames in those batches
+	Drops     uint64 // frames dropped by Send: the peer group's queue was full
+	Refused   uint64 // frames dropped because a receiver refused their batch as invalid or too large
+	Redirects uint64 // NotLeader answers
+	Errors    uint64 // failed calls: transport errors, timeouts, errors of the receiver, refusals
+}
+
+// Transmitter sends frames to the leaders of other groups: one queue and
+// one goroutine per peer group, from NewTransmitter to Close. Its methods
+// are safe for concurrent use.
+//
+// Within a peer group, frames leave in the order Send queued them: a batch
+// is retried until a leader accepts it (or refuses it, or it is abandoned at
+// Close) before the next one is taken, and calls are made one at a time.
+// The receiver may still see a frame twice, or after a later one, when a
+// call that timed out is applied after its retry; the channel layer drops
+// the duplicate or holds the later frame back (DESIGN 4.2).
+type Transmitter struct {
+	cfg    TransmitterConfig
+	peers  map[partition.GroupID]*peer // read-only after NewTransmitter
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	closed atomic.Bool
+	once   sync.Once
+}
+
+// NewTransmitter validates cfg, prepares a connection to every replica of
+// every peer group (connecting on first use) and starts one goroutine per
+// peer group. Close stops them.
+func NewTransmitter(cfg TransmitterConfig) (*Transmitter, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	// The caller keeps its map and slices; the transmitter reads its own.
+	peers := make(map[partition.GroupID][]string, len(cfg.Peers))
+	for _, g := range sortedGroups(cfg.Peers) {
+		peers[g] = slices.Clone(cfg.Peers[g])
+	}
+	cfg.Peers = peers
+	t := &Transmitter{cfg: cfg, peers: make(map[partition.GroupID]*peer, len(cfg.Peers))}
+	opts := append([]grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff: backoff.Config{
+			BaseDelay:  cfg.BackoffMin,
+			Multiplier: 2,
+			Jitter:     0.2,
+			MaxDelay:   cfg.BackoffMax,
+		},
+		MinConnectTimeout: connectAttemptTimeout,
+	})}, cfg.DialOptions...)
+	groups := sortedGroups(cfg.Peers)
+	for _, g := range groups {
+		p := &peer{
+			cfg:   &t.cfg,
+			group: g,
+			addrs: cfg.Peers[g],
+			queue: make([][]byte, cfg.QueueFrames),
+			wake:  make(chan struct{}, 1),
+		}
+		t.peers[g] = p
+		for _, a := range p.addrs {
+			conn, err := grpc.NewClient(a, opts...)
+			if err != nil {
+				err = fmt.Errorf("transport: peer group %d replica %s: %w", g, a, err)
+				return nil, errors.Join(err, t.closeConns())
+			}
+			p.conns = append(p.conns, conn)
+			p.clients = append(p.clients, transportpb.NewGroupChannelClient(conn))
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.cancel = cancel
+	for _, g := range groups {
+		p := t.peers[g]
+		t.wg.Go(func() { p.run(ctx) })
+	}
+	return t, nil
+}
+
+// Send queues frames for the leader of group to, in order, without
+// blocking. Every frame must be from Self to to, and encode within
+// BatchBytes; otherwise Send returns an error and queues none of them.
+// Frames that do not fit in the peer group's queue are dropped and counted
+// in Stats.Drops, the first ones kept: the channel layer sends them again.
+// The transmitter keeps no reference to the frames.
+func (t *Transmitter) Send(to partition.GroupID, frames []channel.Frame) error {
+	if t.closed.Load() {
+		return fmt.Errorf("transport: send to group %d: %w", to, ErrClosed)
+	}
+	p, ok := t.peers[to]
+	if !ok {
+		return fmt.Errorf("transport: send to group %d: not a peer group of group %d", to, t.cfg.Self)
+	}
+	// One buffer for all the encodings: a frame costs no allocation of its own.
+	var buf []byte
+	ends := make([]int, len(frames))
+	for i, f := range frames {
+		if f.From != t.cfg.Self || f.To != to {
+			return fmt.Errorf("transport: send to group %d: frame %s is not from group %d to group %d", to, f, t.cfg.Self, to)
+		}
+		start := len(buf)
+		buf = channel.AppendFrame(buf, f)
+		if n := len(buf) - start; n > t.cfg.BatchBytes {
+			return fmt.Errorf("transport: send to group %d: frame %s encodes to %d bytes, more than batch bytes %d", to, f, n, t.cfg.BatchBytes)
+		}
+		ends[i] = len(buf)
+	}
+	encoded := make([][]byte, len(frames))
+	start := 0
+	for i, end := range ends {
+		encoded[i] = buf[start:end:end]
+		start = end
+	}
+	p.enqueue(encoded)
+	return nil
+}
+
+// Stats returns the counters summed over all peer groups.
+func (t *Transmitter) Stats() Stats {
+	var s Stats
+	//flexkv:unordered sums of counters do not depend on the order.
+	for _, p := range t.peers {
+		s.Batches += p.batches.Load()
+		s.Frames += p.frames.Load()
+		s.Drops += p.drops.Load()
+		s.Refused += p.refused.Load()
+		s.Redirects += p.redirects.Load()
+		s.Errors += p.errors.Load()
+	}
+	return s
+}
+
+// Close stops the goroutines, abandoning the frames still queued and the
+// calls in flight, and closes the connections. Later calls do nothing.
+func (t *Transmitter) Close() error {
+	var err error
+	t.once.Do(func() {
+		t.closed.Store(true)
+		t.cancel()
+		t.wg.Wait()
+		err = t.closeConns()
+	})
+	return err
+}
+
+func (t *Transmitter) closeConns() error {
+	var errs []error
+	for _, g := range sortedGroups(t.cfg.Peers) {
+		p, ok := t.peers[g]
+		if !ok {
+			continue
+		}
+		for i, conn := range p.conns {
+			if err := conn.Close(); err != nil {
+				errs = append(errs, fmt.Errorf("transport: close connection to group %d replica %s: %w", g, p.addrs[i], err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// peer is the sending state for one peer group.
+type peer struct {
+	cfg     *TransmitterConfig
+	group   partition.GroupID
+	addrs   []string
+	conns   []*grpc.ClientConn
+	clients []transportpb.GroupChannelClient
+	wake    chan struct{} // capacity 1: something was queued
+
+	mu         sync.Mutex
+	queue      [][]byte // a ring of cfg.QueueFrames encoded frames
+	head, n    int
+	queueBytes int
+
+	// Owned by the goroutine of run.
+	leader   int // index in addrs of the replica believed to lead
+	failures int // failed rounds since the last delivered batch; drives the backoff
+
+	batches, frames, drops, refused, redirects, errors atomic.Uint64
+}
+
+// enqueue appends what fits of frames to the queue and drops the rest.
+func (p *peer) enqueue(frames [][]byte) {
+	p.mu.Lock()
+	kept := 0
+	for _, f := range frames {
+		if p.n == len(p.queue) || p.queueBytes+len(f) > p.cfg.QueueBytes {
+			break
+		}
+		p.queue[(p.head+p.n)%len(p.queue)] = f
+		p.n++
+		p.queueBytes += len(f)
+		kept++
+	}
+	p.mu.Unlock()
+	if dropped := len(frames) - kept; dropped > 0 {
+		p.drops.Add(uint64(dropped))
+	}
+	if kept > 0 {
+		select {
+		case p.wake <- struct{}{}:
+		default: // a wake-up is already pending
+		}
+	}
+}
+
+// take moves the next batch from the head of the queue to batch: at least
+// one frame, at most cfg.BatchFrames frames and cfg.BatchBytes bytes
+// (Send refuses a frame larger than that).
+func (p *peer) take(batch [][]byte) [][]byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	size := 0
+	for p.n > 0 && len(batch) < p.cfg.BatchFrames {
+		f := p.queue[p.head]
+		if len(batch) > 0 && size+len(f) > p.cfg.BatchBytes {
+			break
+		}
+		batch = append(batch, f)
+		size += len(f)
+		p.queue[p.head] = nil
+		p.head = (p.head + 1) % len(p.queue)
+		p.n--
+		p.queueBytes -= len(f)
+	}
+	return batch
+}
+
+// run drains the queue until ctx ends.
+func (p *peer) run(ctx context.Context) {
+	batch := make([][]byte, 0, p.cfg.BatchFrames)
+	for {
+		batch = p.take(batch[:0])
+		if len(batch) == 0 {
+			select {
+			case <-p.wake:
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		if !p.transmit(ctx, batch) {
+			return
+		}
+		clear(batch)
+	}
+}
+
+// transmit calls the peer group's leader with batch until one accepts it
+// or refuses it. It returns false when ctx ended first.
+func (p *peer) transmit(ctx context.Context, batch [][]byte) bool {
+	req := &transportpb.DeliverRequest{
+		FromGroup: uint32(p.cfg.Self),
+		ToGroup:   uint32(p.group),
+		Frames:    batch,
+	}
+	redirects := 0 // NotLeader answers in a row
+	for {
+		reply, err := p.call(ctx, req)
+		switch {
+		case ctx.Err() != nil:
+			return false
+		case err == nil && reply.GetAccepted():
+			p.batches.Add(1)
+			p.frames.Add(uint64(len(batch)))
+			p.failures = 0
+			return true
+		case err == nil:
+			p.redirects.Add(1)
+			p.follow(reply.GetLeaderHint())
+			if redirects++; redirects < len(p.addrs) {
+				continue
+			}
+			// Every replica in turn said it does not lead: an election is
+			// under way, or the hints are stale. Wait for it to settle.
+			redirects = 0
+		case refused(err):
+			// Retrying cannot succeed: the batch breaks the receiver's
+			// bounds or rules. Drop it; the channel layer resends its
+			// frames, and the receiver's error names the problem.
+			p.errors.Add(1)
+			p.refused.Add(uint64(len(batch)))
+			return true
+		default:
+			p.errors.Add(1)
+			p.leader = (p.leader + 1) % len(p.addrs)
+		}
+		if !p.backoff(ctx) {
+			return false
+		}
+	}
+}
+
+func (p *peer) call(ctx context.Context, req *transportpb.DeliverRequest) (*transportpb.DeliverReply, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.RPCTimeout)
+	defer cancel()
+	return p.clients[p.leader].Deliver(ctx, req)
+}
+
+// follow moves the leader guess to hint when it names a replica of the
+// group, and to the next replica otherwise.
+func (p *peer) follow(hint string) {
+	if i := slices.Index(p.addrs, hint); hint != "" && i >= 0 {
+		p.leader = i
+		return
+	}
+	p.leader = (p.leader + 1) % len(p.addrs)
+}
+
+// backoff waits before the next call, longer after each failure, and
+// returns false if ctx ended first.
+func (p *peer) backoff(ctx context.Context) bool {
+	d := p.cfg.BackoffMin
+	for range p.failures {
+		if d > p.cfg.BackoffMax/2 {
+			d = p.cfg.BackoffMax
+			break
+		}
+		d *= 2
+	}
+	p.failures++
+	// Jitter, so that the transmitters of several groups that lost the same
+	// leader do not call its successor in step.
+	d = d/2 + rand.N(d/2+1)
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// refused reports whether err is a receiver's refusal of the batch itself.
+func refused(err error) bool {
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.ResourceExhausted:
+		return true
+	default:
+		return false
+	}
+}
