@@ -1,0 +1,322 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/check"
+	"github.com/flexkv/flexkv/multicast/cores"
+	"github.com/flexkv/flexkv/partition"
+)
+
+// testCluster runs groups of replicas in this process on loopback: real raft
+// TCP transports, real gRPC between groups, Pebble stores in a temporary
+// directory.
+type testCluster struct {
+	t     *testing.T
+	proto multicast.Protocol
+	top   *partition.Topology
+	dir   string
+	reps  [][]*testReplica // [group][replica]
+	peers map[partition.GroupID][]string
+
+	mu        sync.Mutex
+	accepted  map[multicast.MsgID]partition.GroupSet // acknowledged multicasts
+	nextSeq   uint64
+	snapEvery uint64
+}
+
+type testReplica struct {
+	cfg Config
+	r   *Replica
+	rec *Recorder
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func newTestCluster(t *testing.T, proto multicast.Protocol, groups, replicas int, snapEvery uint64) *testCluster {
+	t.Helper()
+	spec := partition.Spec{Parent: map[string]string{}}
+	for g := range groups {
+		name := fmt.Sprintf("g%d", g)
+		spec.Groups = append(spec.Groups, partition.Group{Name: name})
+		if g > 0 {
+			spec.Parent[name] = "g0"
+		}
+	}
+	top, err := partition.NewTopology(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &testCluster{t: t, proto: proto, top: top, dir: t.TempDir(), peers: map[partition.GroupID][]string{},
+		accepted: map[multicast.MsgID]partition.GroupSet{}, snapEvery: snapEvery}
+	members := make([][]Member, groups)
+	for g := range groups {
+		for i := range replicas {
+			m := Member{ID: fmt.Sprintf("r%d", i+1), RaftAddr: freeAddr(t), GRPCAddr: freeAddr(t)}
+			members[g] = append(members[g], m)
+			c.peers[partition.GroupID(g)] = append(c.peers[partition.GroupID(g)], m.GRPCAddr)
+		}
+	}
+	c.reps = make([][]*testReplica, groups)
+	for g := range groups {
+		for i := range replicas {
+			peers := map[partition.GroupID][]string{}
+			for h, addrs := range c.peers {
+				if h != partition.GroupID(g) {
+					peers[h] = addrs
+				}
+			}
+			tr := &testReplica{cfg: Config{
+				State:             StateConfig{Protocol: proto, Topology: top, Self: partition.GroupID(g)},
+				ID:                members[g][i].ID,
+				Members:           members[g],
+				Peers:             peers,
+				Dir:               filepath.Join(c.dir, fmt.Sprintf("g%d-r%d", g, i+1)),
+				Bootstrap:         true,
+				SnapshotThreshold: snapEvery,
+				TrailingLogs:      snapEvery,
+				NoSync:            true,
+			}}
+			c.reps[g] = append(c.reps[g], tr)
+			c.start(g, i)
+		}
+	}
+	t.Cleanup(c.stopAll)
+	return c
+}
+
+func (c *testCluster) start(g, i int) {
+	c.t.Helper()
+	tr := c.reps[g][i]
+	rec, err := OpenRecorder(filepath.Join(tr.cfg.Dir, "recorder"))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cfg := tr.cfg
+	cfg.Executor = rec
+	r, err := Open(cfg)
+	if err != nil {
+		rec.Close()
+		c.t.Fatalf("open g%d r%d: %v", g, i+1, err)
+	}
+	tr.r, tr.rec = r, rec
+}
+
+func (c *testCluster) stop(g, i int) {
+	c.t.Helper()
+	tr := c.reps[g][i]
+	if tr.r == nil {
+		return
+	}
+	if err := tr.r.Close(); err != nil {
+		c.t.Errorf("close g%d r%d: %v", g, i+1, err)
+	}
+	if err := tr.rec.Close(); err != nil {
+		c.t.Errorf("close recorder g%d r%d: %v", g, i+1, err)
+	}
+	tr.r, tr.rec = nil, nil
+}
+
+func (c *testCluster) stopAll() {
+	for g := range c.reps {
+		for i := range c.reps[g] {
+			c.stop(g, i)
+		}
+	}
+}
+
+// leader returns the index of group g's leader, waiting for one.
+func (c *testCluster) leader(g int) int {
+	c.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		for i, tr := range c.reps[g] {
+			if tr.r != nil && tr.r.IsLeader() {
+				return i
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.t.Fatalf("group %d has no leader after 10s", g)
+	return -1
+}
+
+// multicast sends m to its entry group, following leader hints and retrying
+// until the group accepts it or the deadline passes. A retry that finds the
+// request applied already counts as accepted.
+func (c *testCluster) multicast(ctx context.Context, client uint64, dst partition.GroupSet) error {
+	c.mu.Lock()
+	c.nextSeq++
+	m := multicast.Message{ID: multicast.MsgID{Client: client, Seq: c.nextSeq}, Dst: dst, Payload: []byte("x")}
+	c.mu.Unlock()
+	entry := int(cores.Entry(c.proto, nil, c.top, dst.Min(), dst))
+	try := 0
+	for {
+		tr := c.reps[entry][try%len(c.reps[entry])]
+		var err error
+		if r := tr.r; r == nil {
+			err = errors.New("down")
+		} else {
+			err = r.Multicast(ctx, m)
+		}
+		if err == nil || errors.Is(err, ErrDuplicate) {
+			c.mu.Lock()
+			c.accepted[m.ID] = dst
+			c.mu.Unlock()
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("multicast %s: %w (last: %w)", m.ID, ctx.Err(), err)
+		}
+		var nl *NotLeaderError
+		if errors.As(err, &nl) && nl.Leader != "" {
+			for i, x := range c.reps[entry] {
+				if x.cfg.Members[i].GRPCAddr == nl.Leader {
+					try = i
+				}
+			}
+		} else {
+			try++
+		}
+		if !errors.As(err, &nl) && !errors.Is(err, multicast.ErrBusy) && err.Error() != "down" && !strings.Contains(err.Error(), "shutdown") {
+			c.t.Logf("multicast %s at g%d: %v", m.ID, entry, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// load sends n multicasts from k concurrent clients to random destination
+// sets of 1..3 groups.
+func (c *testCluster) load(ctx context.Context, seed uint64, clients, n int) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for cl := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, uint64(cl)))
+			for range n / clients {
+				var dst partition.GroupSet
+				for range 1 + rng.IntN(3) {
+					dst = dst.Add(partition.GroupID(rng.IntN(c.top.Len())))
+				}
+				if err := c.multicast(ctx, uint64(cl+1), dst); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// settle waits until every replica delivered every acknowledged multicast
+// addressed to its group, then checks the whole execution.
+func (c *testCluster) settle(timeout time.Duration) {
+	c.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		missing := c.missing()
+		if missing == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("after %v: %s", timeout, missing)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.check()
+}
+
+func (c *testCluster) missing() string {
+	c.mu.Lock()
+	want := make(map[multicast.MsgID]partition.GroupSet, len(c.accepted))
+	for id, dst := range c.accepted {
+		want[id] = dst
+	}
+	c.mu.Unlock()
+	for g := range c.reps {
+		for i, tr := range c.reps[g] {
+			if tr.rec == nil {
+				return fmt.Sprintf("g%d r%d is down", g, i+1)
+			}
+			ds, err := tr.rec.Deliveries()
+			if err != nil {
+				c.t.Fatal(err)
+			}
+			got := make(map[multicast.MsgID]bool, len(ds))
+			for _, d := range ds {
+				got[d.ID] = true
+			}
+			for id, dst := range want {
+				if dst.Has(partition.GroupID(g)) && !got[id] {
+					return fmt.Sprintf("g%d r%d has not delivered %s (%d deliveries)", g, i+1, id, len(ds))
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// check writes every replica's deliveries and the acknowledged multicasts as
+// a delivery log, and checks it.
+func (c *testCluster) check() {
+	c.t.Helper()
+	path := filepath.Join(c.dir, "delivery.jsonl")
+	f, err := os.Create(path)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	w := check.NewWriter(f)
+	c.mu.Lock()
+	for id, dst := range c.accepted {
+		if err := w.Multicast(id.String(), GroupNames(c.top, dst)); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	c.mu.Unlock()
+	for g := range c.reps {
+		for i, tr := range c.reps[g] {
+			if err := tr.rec.WriteLog(w, c.top, partition.GroupID(g), fmt.Sprintf("r%d", i+1)); err != nil {
+				c.t.Fatal(err)
+			}
+		}
+	}
+	if err := w.Close(); err != nil {
+		c.t.Fatal(err)
+	}
+	f.Close()
+	recs, err := check.ReadLog(path)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	rep := check.Check(recs, check.Options{Complete: true})
+	if !rep.OK() {
+		for _, v := range rep.Violations {
+			c.t.Log(v)
+		}
+		c.t.Fatalf("delivery log %s: %s", path, rep.Summary())
+	}
+	c.t.Logf("%s", rep.Summary())
+}

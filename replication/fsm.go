@@ -1,0 +1,175 @@
+package replication
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/node"
+)
+
+// Executor runs a group replica's deliveries, in delivery order (package txn
+// implements it on Pebble; Recorder records them).
+//
+// Durability and restart: the raft log is the write-ahead log. Execute need
+// not sync, but must store the entry's index atomically with its effects, so
+// that AppliedIndex after a crash names the last entry whose effects
+// survived. On restart raft restores its latest snapshot and replays the
+// entries after it; the FSM rebuilds the protocol state from all of them but
+// hands Execute only entries above AppliedIndex, so nothing is executed
+// twice. Sync is called before each raft snapshot is taken, so AppliedIndex
+// never falls behind the snapshot that replay starts from.
+type Executor interface {
+	Execute(index uint64, deliveries []multicast.Message) error
+	AppliedIndex() uint64
+	Sync() error
+	// Snapshot captures the executor's state as of AppliedIndex; it is
+	// called between two Executes, and written out later, concurrently
+	// with further Executes.
+	Snapshot() (ExecutorSnapshot, error)
+	// RestoreSnapshot replaces the state with one captured at index (for a
+	// replica that fell behind or was wiped).
+	RestoreSnapshot(r io.Reader, index uint64) error
+}
+
+// ExecutorSnapshot is a captured executor state.
+type ExecutorSnapshot interface {
+	WriteTo(w io.Writer) (int64, error)
+	Release()
+}
+
+// fsm is the raft state machine of a group replica.
+type fsm struct {
+	cfg  StateConfig
+	exec Executor
+	// output receives what each applied entry produced (the replica's
+	// transmitter takes the frames when it leads).
+	output func(out node.Output)
+
+	mu    sync.Mutex
+	state *State
+}
+
+var _ raft.BatchingFSM = (*fsm)(nil)
+
+func newFSM(cfg StateConfig, exec Executor, output func(node.Output)) (*fsm, error) {
+	st, err := NewState(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &fsm{cfg: cfg, exec: exec, output: output, state: st}, nil
+}
+
+// ApplyBatch applies committed entries in log order. The response of a
+// command is the error of State.Apply (nil: accepted).
+func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	res := make([]any, len(logs))
+	for i, l := range logs {
+		if l.Type != raft.LogCommand || l.Index <= f.state.Applied() {
+			continue
+		}
+		out, err := f.state.Apply(l.Index, l.Data)
+		res[i] = err
+		if len(out.Deliveries) > 0 && l.Index > f.exec.AppliedIndex() {
+			if xerr := f.exec.Execute(l.Index, out.Deliveries); xerr != nil {
+				// The replica can no longer keep its state: stop it rather
+				// than diverge from the group.
+				panic(fmt.Sprintf("replication: group %d: executing entry %d: %v", f.cfg.Self, l.Index, xerr))
+			}
+		}
+		if f.output != nil {
+			f.output(out)
+		}
+	}
+	return res
+}
+
+// Apply applies one entry.
+func (f *fsm) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
+
+// withState runs fn with the state locked (reads by the replica).
+func (f *fsm) withState(fn func(*State)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f.state)
+}
+
+// Snapshot captures the protocol state and makes the executor durable up to
+// it. The executor's own state is written by Persist, streaming.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.exec.Sync(); err != nil {
+		return nil, fmt.Errorf("replication: snapshot: %w", err)
+	}
+	es, err := f.exec.Snapshot()
+	if err != nil {
+		return nil, fmt.Errorf("replication: snapshot: %w", err)
+	}
+	return &fsmSnapshot{state: f.state.AppendSnapshot(nil), exec: es}, nil
+}
+
+// Restore replaces the state with a snapshot: the protocol state always,
+// the executor's only if it is behind the snapshot.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	r := bufio.NewReader(rc)
+	var n uint64
+	if err := binary.Read(r, binary.BigEndian, &n); err != nil {
+		return fmt.Errorf("replication: restore: %w", err)
+	}
+	if n > 1<<34 {
+		return fmt.Errorf("replication: restore: state of %d bytes", n)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return fmt.Errorf("replication: restore: %w", err)
+	}
+	st, err := RestoreState(f.cfg, b)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.exec.AppliedIndex() < st.Applied() {
+		if err := f.exec.RestoreSnapshot(r, st.Applied()); err != nil {
+			return fmt.Errorf("replication: restore executor: %w", err)
+		}
+	}
+	f.state = st
+	return nil
+}
+
+type fsmSnapshot struct {
+	state []byte
+	exec  ExecutorSnapshot
+}
+
+// Persist writes the state's length and bytes, then the executor's state.
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	w := bufio.NewWriter(sink)
+	err := binary.Write(w, binary.BigEndian, uint64(len(s.state)))
+	if err == nil {
+		_, err = w.Write(s.state)
+	}
+	if err == nil {
+		_, err = s.exec.WriteTo(w)
+	}
+	if err == nil {
+		err = w.Flush()
+	}
+	if err != nil {
+		return errors.Join(fmt.Errorf("replication: persist snapshot: %w", err), sink.Cancel())
+	}
+	return sink.Close()
+}
+
+func (s *fsmSnapshot) Release() { s.exec.Release() }

@@ -1,0 +1,400 @@
+package replication
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/channel"
+	"github.com/flexkv/flexkv/multicast/node"
+	"github.com/flexkv/flexkv/partition"
+	"github.com/flexkv/flexkv/replication/raftstore"
+	"github.com/flexkv/flexkv/replication/transport"
+)
+
+// Member is one replica of a group.
+type Member struct {
+	ID       string // raft server id, unique in its group
+	RaftAddr string // host:port of its raft transport
+	GRPCAddr string // host:port of its gRPC server (groups and clients)
+}
+
+// Config configures a Replica.
+type Config struct {
+	State   StateConfig
+	ID      string   // this replica's Member.ID
+	Members []Member // every replica of the group, this one included
+	// Peers holds the gRPC addresses of every other group's replicas.
+	Peers map[partition.GroupID][]string
+	Dir   string // data directory: raft log, raft snapshots
+	// Bootstrap: on first start (no raft state in Dir), form the group from
+	// Members. Give it to every member of a new group (or to one of them).
+	Bootstrap bool
+	Executor  Executor
+
+	TickInterval      time.Duration // default 20ms
+	ElectionTimeout   time.Duration // default 300ms
+	ApplyTimeout      time.Duration // how long a proposal may wait (default 5s)
+	SnapshotThreshold uint64        // entries between raft snapshots (default 8192)
+	TrailingLogs      uint64        // entries kept after a snapshot (default 10240)
+	NoSync            bool          // raft log without fsync: tests only
+	Logger            *slog.Logger  // default: discard
+}
+
+func (c *Config) fill() error {
+	if err := c.State.fill(); err != nil {
+		return err
+	}
+	if c.Executor == nil {
+		return errors.New("replication: no executor")
+	}
+	if c.Dir == "" {
+		return errors.New("replication: no data directory")
+	}
+	if _, ok := c.member(c.ID); !ok {
+		return fmt.Errorf("replication: replica %q is not a member of its group", c.ID)
+	}
+	if c.TickInterval <= 0 {
+		c.TickInterval = 20 * time.Millisecond
+	}
+	if c.ElectionTimeout <= 0 {
+		c.ElectionTimeout = 300 * time.Millisecond
+	}
+	if c.ApplyTimeout <= 0 {
+		c.ApplyTimeout = 5 * time.Second
+	}
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = 8192
+	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = 10240
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return nil
+}
+
+func (c *Config) member(id string) (Member, bool) {
+	for _, m := range c.Members {
+		if m.ID == id {
+			return m, true
+		}
+	}
+	return Member{}, false
+}
+
+// NotLeaderError answers a request that reached a follower.
+type NotLeaderError struct {
+	Leader string // gRPC address of the leader, if known
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.Leader == "" {
+		return "replication: not the leader (leader unknown)"
+	}
+	return "replication: not the leader; leader at " + e.Leader
+}
+
+// Replica is one replica of a group.
+type Replica struct {
+	cfg   Config
+	self  Member
+	log   *slog.Logger
+	fsm   *fsm
+	store *raftstore.Store
+	trans *raft.NetworkTransport
+	raft  *raft.Raft
+	grpc  *grpc.Server
+	tx    *transport.Transmitter
+
+	// started is set once raft is running: the FSM may apply (and call
+	// transmit) before NewRaft returns.
+	started atomic.Bool
+	stop    chan struct{}
+	wg      sync.WaitGroup
+}
+
+// Open starts a replica: it reopens its raft state from cfg.Dir if there is
+// some (restoring the latest snapshot and replaying the log after it), or
+// bootstraps the group.
+func Open(cfg Config) (*Replica, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	self, _ := cfg.member(cfg.ID)
+	r := &Replica{cfg: cfg, self: self, log: cfg.Logger.With("group", cfg.State.Topology.Name(cfg.State.Self), "replica", cfg.ID), stop: make(chan struct{})}
+	var err error
+	fail := func(e error) (*Replica, error) {
+		r.shutdown()
+		return nil, e
+	}
+	r.fsm, err = newFSM(cfg.State, cfg.Executor, r.transmit)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("replication: %w", err)
+	}
+	r.store, err = raftstore.Open(raftstore.Options{Dir: filepath.Join(cfg.Dir, "raft"), NoSync: cfg.NoSync})
+	if err != nil {
+		return nil, err
+	}
+	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Error, Output: io.Discard})
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(cfg.Dir, "snapshots"), 2, hlog)
+	if err != nil {
+		return fail(fmt.Errorf("replication: %w", err))
+	}
+	r.trans, err = raft.NewTCPTransportWithLogger(self.RaftAddr, nil, 3, 2*time.Second, hlog)
+	if err != nil {
+		return fail(fmt.Errorf("replication: raft transport: %w", err))
+	}
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.ID)
+	rc.HeartbeatTimeout = cfg.ElectionTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.ElectionTimeout / 2
+	rc.CommitTimeout = 5 * time.Millisecond
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.SnapshotInterval = 2 * time.Second
+	rc.TrailingLogs = cfg.TrailingLogs
+	rc.Logger = hlog
+	if cfg.Bootstrap {
+		has, err := raft.HasExistingState(r.store, r.store, snaps)
+		if err != nil {
+			return fail(fmt.Errorf("replication: %w", err))
+		}
+		if !has {
+			var servers []raft.Server
+			for _, m := range cfg.Members {
+				servers = append(servers, raft.Server{ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.RaftAddr)})
+			}
+			if err := raft.BootstrapCluster(rc, r.store, r.store, snaps, r.trans, raft.Configuration{Servers: servers}); err != nil {
+				return fail(fmt.Errorf("replication: bootstrap: %w", err))
+			}
+		}
+	}
+	// The transmitter exists before raft starts applying entries.
+	r.tx, err = transport.NewTransmitter(transport.TransmitterConfig{
+		Self: cfg.State.Self, Peers: cfg.Peers,
+		BatchFrames: InboundFramesMax, BatchBytes: InboundBytesMax,
+		QueueFrames: 4 * InboundFramesMax, QueueBytes: 4 * InboundBytesMax,
+		RPCTimeout: cfg.ApplyTimeout,
+		BackoffMin: 20 * time.Millisecond, BackoffMax: time.Second,
+		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
+	})
+	if err != nil {
+		return fail(err)
+	}
+	r.raft, err = raft.NewRaft(rc, r.fsm, r.store, r.store, snaps, r.trans)
+	if err != nil {
+		return fail(fmt.Errorf("replication: %w", err))
+	}
+	r.started.Store(true)
+	lis, err := net.Listen("tcp", self.GRPCAddr)
+	if err != nil {
+		return fail(fmt.Errorf("replication: %w", err))
+	}
+	r.grpc = grpc.NewServer()
+	if n := cfg.State.Topology.Len(); n > 1 {
+		scfg := transport.ServerConfig{Self: cfg.State.Self, Groups: n, FramesMax: InboundFramesMax, BytesMax: InboundBytesMax}
+		if err := transport.Register(r.grpc, scfg, r); err != nil {
+			lis.Close()
+			return fail(err)
+		}
+	}
+	r.wg.Add(3)
+	go func() {
+		defer r.wg.Done()
+		_ = r.grpc.Serve(lis)
+	}()
+	go r.leaderLoop()
+	go r.tickLoop()
+	return r, nil
+}
+
+// transmit hands the frames an applied entry produced to the transmitter,
+// when this replica leads (called by the FSM, with the state locked).
+func (r *Replica) transmit(out node.Output) {
+	if len(out.Frames) == 0 || !r.started.Load() || r.raft.State() != raft.Leader {
+		return
+	}
+	r.sendFrames(out.Frames)
+}
+
+func (r *Replica) sendFrames(frames []channel.Frame) {
+	for len(frames) > 0 {
+		to := frames[0].To
+		n := 1
+		for n < len(frames) && frames[n].To == to {
+			n++
+		}
+		if err := r.tx.Send(to, frames[:n]); err != nil {
+			r.log.Warn("transmit", "to", to, "err", err)
+		}
+		frames = frames[n:]
+	}
+}
+
+// leaderLoop resends every unacknowledged frame when this replica becomes
+// leader, once every entry of earlier terms is applied (DESIGN 4.2: a new
+// leader resends from the receivers' positions; the receivers drop what
+// they have).
+func (r *Replica) leaderLoop() {
+	defer r.wg.Done()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case leader := <-r.raft.LeaderCh():
+			if !leader {
+				continue
+			}
+			if err := r.raft.Barrier(r.cfg.ApplyTimeout).Error(); err != nil {
+				continue
+			}
+			r.log.Info("leader")
+			r.fsm.withState(func(s *State) {
+				for h := range r.cfg.State.Topology.Len() {
+					to := partition.GroupID(h)
+					if to == r.cfg.State.Self {
+						continue
+					}
+					frames := append(s.Node().Unacked(to), s.Node().AckFrame(to))
+					r.sendFrames(frames)
+				}
+			})
+		}
+	}
+}
+
+// tickLoop proposes a tick every TickInterval while this replica leads;
+// protocol timeouts count ticks, so every replica agrees on them.
+func (r *Replica) tickLoop() {
+	defer r.wg.Done()
+	t := time.NewTicker(r.cfg.TickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+			if r.raft.State() == raft.Leader {
+				_ = r.raft.Apply(EncodeTick(), r.cfg.ApplyTimeout).Error()
+			}
+		}
+	}
+}
+
+// leaderHint returns the gRPC address of the leader, if known.
+func (r *Replica) leaderHint() string {
+	_, id := r.raft.LeaderWithID()
+	if m, ok := r.cfg.member(string(id)); ok {
+		return m.GRPCAddr
+	}
+	return ""
+}
+
+// IsLeader reports whether this replica leads its group now.
+func (r *Replica) IsLeader() bool { return r.raft.State() == raft.Leader }
+
+// Multicast proposes a client request for m at this group, its entry group,
+// and waits until it is applied. It returns nil once the group accepted it
+// (it will be delivered at every destination), a *NotLeaderError on a
+// follower, or why the group refused it (multicast.ErrBusy,
+// multicast.ErrNotEntry, ErrDuplicate, ...).
+func (r *Replica) Multicast(ctx context.Context, m multicast.Message) error {
+	if err := multicast.ValidateRequest(r.cfg.State.Topology, m); err != nil {
+		return err
+	}
+	if r.raft.State() != raft.Leader {
+		return &NotLeaderError{Leader: r.leaderHint()}
+	}
+	return r.propose(ctx, EncodeRequest(m))
+}
+
+func (r *Replica) propose(ctx context.Context, data []byte) error {
+	timeout := r.cfg.ApplyTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	f := r.raft.Apply(data, timeout)
+	if err := f.Error(); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+			return &NotLeaderError{Leader: r.leaderHint()}
+		}
+		return fmt.Errorf("replication: %w", err)
+	}
+	if err, ok := f.Response().(error); ok && err != nil {
+		return err
+	}
+	return nil
+}
+
+// Deliver takes frames from another group's leader: the leader proposes them
+// to the log (transport.Handler).
+func (r *Replica) Deliver(ctx context.Context, from partition.GroupID, frames []channel.Frame) (string, error) {
+	if r.raft.State() != raft.Leader {
+		return r.leaderHint(), transport.ErrNotLeader
+	}
+	if err := r.propose(ctx, EncodeInbound(from, frames)); err != nil {
+		var nl *NotLeaderError
+		if errors.As(err, &nl) {
+			return nl.Leader, transport.ErrNotLeader
+		}
+		return "", err
+	}
+	return "", nil
+}
+
+// State runs fn on the replica's state, read only, between two applied
+// entries.
+func (r *Replica) State(fn func(*State)) { r.fsm.withState(fn) }
+
+// Close stops the replica: no more serving, raft stopped, stores closed.
+// The executor is the caller's to close.
+func (r *Replica) Close() error { return r.shutdown() }
+
+func (r *Replica) shutdown() error {
+	select {
+	case <-r.stop:
+		return nil
+	default:
+	}
+	close(r.stop)
+	var errs []error
+	if r.grpc != nil {
+		r.grpc.Stop()
+	}
+	if r.raft != nil {
+		errs = append(errs, r.raft.Shutdown().Error())
+	}
+	r.wg.Wait()
+	if r.tx != nil {
+		errs = append(errs, r.tx.Close())
+	}
+	if r.trans != nil {
+		// Close the pooled outbound connections too, so that the other
+		// replicas' handlers for them end.
+		r.trans.CloseStreams()
+		errs = append(errs, r.trans.Close())
+	}
+	if r.store != nil {
+		errs = append(errs, r.store.Close())
+	}
+	return errors.Join(errs...)
+}

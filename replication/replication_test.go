@@ -1,0 +1,102 @@
+package replication
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/flexkv/flexkv/multicast"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// Pebble's and raft's package-level background workers.
+		goleak.IgnoreTopFunction("github.com/cockroachdb/pebble/v2/internal/cache.(*shard).releaseLoop"),
+		goleak.IgnoreAnyFunction("github.com/hashicorp/raft.(*NetworkTransport).listen"),
+	)
+}
+
+// TestProtocols runs each protocol on 3 groups x 3 replicas: local and
+// global multicasts from several clients, every replica of every group
+// delivering the same sequence, checked as one delivery log.
+func TestProtocols(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	for _, p := range multicast.Protocols {
+		t.Run(string(p), func(t *testing.T) {
+			c := newTestCluster(t, p, 3, 3, 0)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := c.load(ctx, 1, 4, 200); err != nil {
+				t.Fatal(err)
+			}
+			c.settle(20 * time.Second)
+		})
+	}
+}
+
+// TestLeaderKill stops the leader of each group in turn while clients keep
+// multicasting, and restarts it from its data directory.
+func TestLeaderKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	for _, p := range multicast.Protocols {
+		t.Run(string(p), func(t *testing.T) {
+			c := newTestCluster(t, p, 3, 3, 0)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- c.load(ctx, 2, 4, 400) }()
+			for g := range c.reps {
+				time.Sleep(300 * time.Millisecond)
+				l := c.leader(g)
+				c.stop(g, l)
+				c.leader(g) // a new leader takes over
+				time.Sleep(200 * time.Millisecond)
+				c.start(g, l)
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			c.settle(30 * time.Second)
+		})
+	}
+}
+
+// TestFollowerWipe stops a follower, lets the group move on past a raft
+// snapshot, wipes the follower's data and restarts it empty: it must
+// recover the protocol state and the deliveries from a snapshot.
+func TestFollowerWipe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := newTestCluster(t, multicast.FlexCast, 3, 3, 64)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := c.load(ctx, 3, 4, 100); err != nil {
+		t.Fatal(err)
+	}
+	l := c.leader(1)
+	f := (l + 1) % 3
+	c.stop(1, f)
+	// Restarting from a directory: nothing applied twice, nothing lost.
+	c.start(1, f)
+	c.stop(1, f)
+	if err := c.load(ctx, 4, 4, 300); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(c.reps[1][f].cfg.Dir); err != nil {
+		t.Fatal(err)
+	}
+	c.reps[1][f].cfg.Bootstrap = false // it joins the group's existing configuration
+	c.start(1, f)
+	if err := c.load(ctx, 5, 4, 100); err != nil {
+		t.Fatal(err)
+	}
+	c.settle(30 * time.Second)
+}

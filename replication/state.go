@@ -1,0 +1,308 @@
+// Package replication turns each group into a fault-tolerant process: a
+// hashicorp/raft group of replicas whose log holds the group's inputs (client
+// requests, frame batches from other groups, ticks) and whose state machine
+// steps the channel layer and the protocol core of package multicast with
+// them, in log order (DESIGN 5). Every replica computes the same sends and
+// deliveries; only the leader transmits, and every replica executes the
+// deliveries.
+//
+// State is that state machine, deterministic and free of I/O; the raft FSM
+// wraps it with the executor; Replica wires raft, the transport between
+// groups and the ticks.
+package replication
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/channel"
+	"github.com/flexkv/flexkv/multicast/cores"
+	"github.com/flexkv/flexkv/multicast/node"
+	"github.com/flexkv/flexkv/multicast/wire"
+	"github.com/flexkv/flexkv/partition"
+)
+
+// The kinds of log entries.
+const (
+	entryRequest byte = 1 // a client request: the message (its id is the client id and sequence number)
+	entryInbound byte = 2 // a batch of frames from another group, in the order they arrived
+	entryTick    byte = 3 // a logical tick proposed by the leader
+)
+
+// Bounds of a log entry.
+const (
+	// InboundFramesMax and InboundBytesMax bound one inbound batch: its
+	// frames and their encoded bytes.
+	InboundFramesMax = 4096
+	InboundBytesMax  = 1 << 20
+	// DefaultClientsMax bounds the clients whose last request is remembered
+	// for deduplication.
+	DefaultClientsMax = 1 << 16
+)
+
+// ErrDuplicate: a request with this id (or a later one of its client) was
+// accepted before; it is not applied again.
+var ErrDuplicate = errors.New("replication: duplicate request")
+
+// EncodeRequest returns the log entry of a client request.
+func EncodeRequest(m multicast.Message) []byte {
+	return wire.AppendMessage([]byte{entryRequest}, m)
+}
+
+// EncodeInbound returns the log entry of frames received from group from.
+func EncodeInbound(from partition.GroupID, frames []channel.Frame) []byte {
+	b := []byte{entryInbound}
+	b = wire.AppendUvarint(b, uint64(from))
+	b = wire.AppendUvarint(b, uint64(len(frames)))
+	var fb []byte
+	for _, f := range frames {
+		fb = channel.AppendFrame(fb[:0], f)
+		b = wire.AppendBytes(b, fb)
+	}
+	return b
+}
+
+// EncodeTick returns the log entry of a tick.
+func EncodeTick() []byte { return []byte{entryTick} }
+
+// StateConfig configures a group's State.
+type StateConfig struct {
+	Protocol multicast.Protocol
+	Topology *partition.Topology
+	Self     partition.GroupID
+	// Channel: ResendTicks, HoldbackMax, OutboxMax (Self and Groups are set
+	// from the fields above).
+	Channel    channel.Config
+	ClientsMax int // 0: DefaultClientsMax
+}
+
+func (c *StateConfig) fill() error {
+	if c.Topology == nil || !c.Topology.Valid(c.Self) {
+		return fmt.Errorf("replication: group %d is not in the topology", c.Self)
+	}
+	c.Channel.Self, c.Channel.Groups = c.Self, c.Topology.Len()
+	// Defaults: resend after 25 ticks (500ms at the default 20ms tick, above
+	// any round trip between regions), hold back up to 1024 frames per peer,
+	// refuse new requests past 4096 unacknowledged envelopes per peer.
+	if c.Channel.ResendTicks == 0 {
+		c.Channel.ResendTicks = 25
+	}
+	if c.Channel.HoldbackMax == 0 {
+		c.Channel.HoldbackMax = 1024
+	}
+	if c.Channel.OutboxMax == 0 {
+		c.Channel.OutboxMax = 4096
+	}
+	if c.ClientsMax == 0 {
+		c.ClientsMax = DefaultClientsMax
+	}
+	if c.ClientsMax < 0 {
+		return fmt.Errorf("replication: ClientsMax %d < 0", c.ClientsMax)
+	}
+	return c.Channel.Validate()
+}
+
+// clientRec remembers a client's highest accepted request.
+type clientRec struct {
+	seq  uint64
+	used uint64 // log index of its last accepted request, for eviction
+}
+
+// State is the replicated state of one group: the channel layer and the
+// protocol core (a node.Node), and the client table that deduplicates
+// requests. It is deterministic: the same entries at the same indexes give
+// the same outputs and the same snapshot on every replica. It is not safe
+// for concurrent use.
+type State struct {
+	cfg     StateConfig
+	core    multicast.Core
+	node    *node.Node
+	clients map[uint64]clientRec
+	applied uint64 // index of the last entry applied
+}
+
+// NewState returns the initial state of a group.
+func NewState(cfg StateConfig) (*State, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	core, err := cores.New(cfg.Protocol, cfg.Self, cfg.Topology)
+	if err != nil {
+		return nil, err
+	}
+	n, err := node.New(core, cfg.Channel)
+	if err != nil {
+		return nil, err
+	}
+	return &State{cfg: cfg, core: core, node: n, clients: make(map[uint64]clientRec)}, nil
+}
+
+// Applied returns the index of the last entry applied.
+func (s *State) Applied() uint64 { return s.applied }
+
+// Node returns the group's node, for reads (Unacked, OutboxLen, Stats).
+func (s *State) Node() *node.Node { return s.node }
+
+// Apply applies the log entry data at index and returns what it produced.
+// For a request, the error says whether it was accepted (nil), refused
+// (multicast.ErrBusy, multicast.ErrInvalid, ...) or a duplicate
+// (ErrDuplicate). A malformed entry is skipped with an error; state is then
+// unchanged but for the applied index, the same way on every replica.
+func (s *State) Apply(index uint64, data []byte) (node.Output, error) {
+	if index <= s.applied {
+		return node.Output{}, fmt.Errorf("replication: entry %d applied already (at %d)", index, s.applied)
+	}
+	s.applied = index
+	err := s.apply(index, data)
+	return s.node.Ready(), err
+}
+
+func (s *State) apply(index uint64, data []byte) error {
+	if len(data) == 0 {
+		return fmt.Errorf("%w: replication: empty log entry %d", multicast.ErrInvalid, index)
+	}
+	d := wire.NewDecoder(data[1:])
+	switch data[0] {
+	case entryRequest:
+		m := d.Message(s.cfg.Topology.Len())
+		if err := d.Finish(); err != nil {
+			return fmt.Errorf("%w: replication: request entry %d: %w", multicast.ErrInvalid, index, err)
+		}
+		return s.request(index, m)
+	case entryInbound:
+		from := d.Group(s.cfg.Topology.Len())
+		n := d.Count(1)
+		if n > InboundFramesMax {
+			d.Fail("%d frames, at most %d", n, InboundFramesMax)
+		}
+		frames := make([]channel.Frame, 0, n)
+		for range n {
+			f, err := channel.DecodeFrame(d.Bytes(), s.cfg.Topology.Len())
+			if d.Err() != nil {
+				break
+			}
+			if err != nil || f.From != from || f.To != s.cfg.Self {
+				d.Fail("bad frame from group %d", from)
+				break
+			}
+			frames = append(frames, f)
+		}
+		if err := d.Finish(); err != nil {
+			return fmt.Errorf("%w: replication: inbound entry %d: %w", multicast.ErrInvalid, index, err)
+		}
+		for _, f := range frames {
+			if err := s.node.Receive(f); err != nil {
+				return fmt.Errorf("replication: inbound entry %d: %w", index, err)
+			}
+		}
+		return nil
+	case entryTick:
+		if err := d.Finish(); err != nil {
+			return fmt.Errorf("%w: replication: tick entry %d: %w", multicast.ErrInvalid, index, err)
+		}
+		s.node.Tick()
+		return nil
+	default:
+		return fmt.Errorf("%w: replication: entry %d of unknown kind %d", multicast.ErrInvalid, index, data[0])
+	}
+}
+
+// request admits a client request once: a client's requests carry
+// increasing sequence numbers, and one at or below the highest accepted is
+// a retry of something already ordered.
+func (s *State) request(index uint64, m multicast.Message) error {
+	rec, known := s.clients[m.ID.Client]
+	if known && m.ID.Seq <= rec.seq {
+		return fmt.Errorf("%w: %s (client's last accepted is %d)", ErrDuplicate, m.ID, rec.seq)
+	}
+	if err := s.node.Request(m); err != nil {
+		return err
+	}
+	if !known && len(s.clients) >= s.cfg.ClientsMax {
+		s.evictClient()
+	}
+	s.clients[m.ID.Client] = clientRec{seq: m.ID.Seq, used: index}
+	return nil
+}
+
+// evictClient forgets the client whose last request is the oldest. The
+// minimum does not depend on the map's iteration order (indexes are unique).
+func (s *State) evictClient() {
+	var victim uint64
+	oldest := ^uint64(0)
+	for id, rec := range s.clients {
+		if rec.used < oldest {
+			victim, oldest = id, rec.used
+		}
+	}
+	delete(s.clients, victim)
+}
+
+// snapshotter is implemented by every core.
+type snapshotter interface {
+	AppendSnapshot(b []byte) []byte
+}
+
+const stateSnapshotVersion = 1
+
+// AppendSnapshot appends the deterministic encoding of the state.
+func (s *State) AppendSnapshot(b []byte) []byte {
+	sn, ok := s.core.(snapshotter)
+	if !ok {
+		panic(fmt.Sprintf("replication: the %s core cannot be snapshotted", s.cfg.Protocol))
+	}
+	b = append(b, stateSnapshotVersion)
+	b = wire.AppendUvarint(b, s.applied)
+	b = wire.AppendBytes(b, sn.AppendSnapshot(nil))
+	b = wire.AppendBytes(b, s.node.AppendSnapshot(nil))
+	ids := make([]uint64, 0, len(s.clients))
+	for id := range s.clients {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	b = wire.AppendUvarint(b, uint64(len(ids)))
+	for _, id := range ids {
+		rec := s.clients[id]
+		b = wire.AppendUvarint(b, id)
+		b = wire.AppendUvarint(b, rec.seq)
+		b = wire.AppendUvarint(b, rec.used)
+	}
+	return b
+}
+
+// RestoreState rebuilds a state from AppendSnapshot's output.
+func RestoreState(cfg StateConfig, b []byte) (*State, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	d := wire.NewDecoder(b)
+	if v := d.Byte(); d.Err() == nil && v != stateSnapshotVersion {
+		return nil, fmt.Errorf("replication: snapshot version %d, want %d", v, stateSnapshotVersion)
+	}
+	applied := d.Uvarint()
+	coreSnap := d.Bytes()
+	nodeSnap := d.Bytes()
+	n := d.Count(3)
+	if n > cfg.ClientsMax {
+		d.Fail("%d clients, at most %d", n, cfg.ClientsMax)
+	}
+	clients := make(map[uint64]clientRec, n)
+	for range n {
+		id := d.Uvarint()
+		clients[id] = clientRec{seq: d.Uvarint(), used: d.Uvarint()}
+	}
+	if err := d.Finish(); err != nil {
+		return nil, fmt.Errorf("replication: snapshot: %w", err)
+	}
+	core, err := cores.Restore(cfg.Protocol, cfg.Self, cfg.Topology, coreSnap)
+	if err != nil {
+		return nil, fmt.Errorf("replication: snapshot: %w", err)
+	}
+	nd, err := node.Restore(core, cfg.Channel, nodeSnap)
+	if err != nil {
+		return nil, fmt.Errorf("replication: snapshot: %w", err)
+	}
+	return &State{cfg: cfg, core: core, node: nd, clients: clients, applied: applied}, nil
+}
