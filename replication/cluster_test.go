@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/channel"
 	"github.com/flexkv/flexkv/multicast/check"
 	"github.com/flexkv/flexkv/multicast/cores"
 	"github.com/flexkv/flexkv/partition"
@@ -37,9 +38,12 @@ type testCluster struct {
 }
 
 type testReplica struct {
-	cfg Config
-	r   *Replica
-	rec *Recorder
+	cfg   Config
+	r     *Replica
+	rec   *Recorder
+	layer *cutLayer // with cuttable raft links
+	// cuttable: start gives it a cutLayer
+	cuttable bool
 }
 
 func freeAddr(t *testing.T) string {
@@ -53,6 +57,14 @@ func freeAddr(t *testing.T) string {
 }
 
 func newTestCluster(t *testing.T, proto multicast.Protocol, groups, replicas int, snapEvery uint64) *testCluster {
+	t.Helper()
+	return newTestClusterWith(t, proto, groups, replicas, snapEvery, nil, false)
+}
+
+// newTestClusterWith also sets a filter on the frames between groups and,
+// with cuttable, raft stream layers that a test can cut.
+func newTestClusterWith(t *testing.T, proto multicast.Protocol, groups, replicas int, snapEvery uint64,
+	filter func(partition.GroupID, []channel.Frame) []channel.Frame, cuttable bool) *testCluster {
 	t.Helper()
 	spec := partition.Spec{Parent: map[string]string{}}
 	for g := range groups {
@@ -95,7 +107,9 @@ func newTestCluster(t *testing.T, proto multicast.Protocol, groups, replicas int
 				SnapshotThreshold: snapEvery,
 				TrailingLogs:      snapEvery,
 				NoSync:            true,
+				FrameFilter:       filter,
 			}}
+			tr.cuttable = cuttable
 			c.reps[g] = append(c.reps[g], tr)
 			c.start(g, i)
 		}
@@ -113,6 +127,10 @@ func (c *testCluster) start(g, i int) {
 	}
 	cfg := tr.cfg
 	cfg.Executor = rec
+	if tr.cuttable {
+		tr.layer = listenCut(c.t, cfg.Members[i].RaftAddr)
+		cfg.RaftLayer = tr.layer
+	}
 	r, err := Open(cfg)
 	if err != nil {
 		rec.Close()

@@ -53,6 +53,14 @@ type Config struct {
 	TrailingLogs      uint64        // entries kept after a snapshot (default 10240)
 	NoSync            bool          // raft log without fsync: tests only
 	Logger            *slog.Logger  // default: discard
+
+	// Fault injection, for tests and chaos runs. FrameFilter sees every
+	// batch of frames the leader is about to transmit to a group and returns
+	// what to transmit instead (fewer, duplicated, reordered). RaftLayer
+	// replaces raft's TCP stream layer (bound to this member's RaftAddr), so
+	// that raft traffic can be cut.
+	FrameFilter func(to partition.GroupID, frames []channel.Frame) []channel.Frame
+	RaftLayer   raft.StreamLayer
 }
 
 func (c *Config) fill() error {
@@ -159,9 +167,13 @@ func Open(cfg Config) (*Replica, error) {
 	if err != nil {
 		return fail(fmt.Errorf("replication: %w", err))
 	}
-	r.trans, err = raft.NewTCPTransportWithLogger(self.RaftAddr, nil, 3, 2*time.Second, hlog)
-	if err != nil {
-		return fail(fmt.Errorf("replication: raft transport: %w", err))
+	if cfg.RaftLayer != nil {
+		r.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: cfg.RaftLayer, MaxPool: 3, Timeout: 2 * time.Second, Logger: hlog})
+	} else {
+		r.trans, err = raft.NewTCPTransportWithLogger(self.RaftAddr, nil, 3, 2*time.Second, hlog)
+		if err != nil {
+			return fail(fmt.Errorf("replication: raft transport: %w", err))
+		}
 	}
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
@@ -243,7 +255,11 @@ func (r *Replica) sendFrames(frames []channel.Frame) {
 		for n < len(frames) && frames[n].To == to {
 			n++
 		}
-		if err := r.tx.Send(to, frames[:n]); err != nil {
+		batch := frames[:n]
+		if r.cfg.FrameFilter != nil {
+			batch = r.cfg.FrameFilter(to, batch)
+		}
+		if err := r.tx.Send(to, batch); err != nil {
 			r.log.Warn("transmit", "to", to, "err", err)
 		}
 		frames = frames[n:]
