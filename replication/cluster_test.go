@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,7 +25,7 @@ import (
 // TCP transports, real gRPC between groups, Pebble stores in a temporary
 // directory.
 type testCluster struct {
-	t     *testing.T
+	t     testing.TB
 	proto multicast.Protocol
 	top   *partition.Topology
 	dir   string
@@ -38,7 +39,10 @@ type testCluster struct {
 }
 
 type testReplica struct {
-	cfg   Config
+	cfg Config
+	// live is the running replica, read by client goroutines while the
+	// test stops and restarts it; r and rec belong to the test goroutine.
+	live  atomic.Pointer[Replica]
 	r     *Replica
 	rec   *Recorder
 	layer *cutLayer // with cuttable raft links
@@ -46,7 +50,7 @@ type testReplica struct {
 	cuttable bool
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -56,16 +60,22 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func newTestCluster(t *testing.T, proto multicast.Protocol, groups, replicas int, snapEvery uint64) *testCluster {
+func newTestCluster(t testing.TB, proto multicast.Protocol, groups, replicas int, snapEvery uint64) *testCluster {
 	t.Helper()
-	return newTestClusterWith(t, proto, groups, replicas, snapEvery, nil, false)
+	return newTestClusterWith(t, proto, groups, replicas, clusterOpts{snapEvery: snapEvery})
 }
 
-// newTestClusterWith also sets a filter on the frames between groups and,
-// with cuttable, raft stream layers that a test can cut.
-func newTestClusterWith(t *testing.T, proto multicast.Protocol, groups, replicas int, snapEvery uint64,
-	filter func(partition.GroupID, []channel.Frame) []channel.Frame, cuttable bool) *testCluster {
+// clusterOpts are the options of a test cluster.
+type clusterOpts struct {
+	snapEvery uint64                                                   // raft snapshot threshold (0: default)
+	filter    func(partition.GroupID, []channel.Frame) []channel.Frame // on the frames between groups
+	cuttable  bool                                                     // raft stream layers a test can cut
+	durable   bool                                                     // fsync the raft logs
+}
+
+func newTestClusterWith(t testing.TB, proto multicast.Protocol, groups, replicas int, o clusterOpts) *testCluster {
 	t.Helper()
+	snapEvery := o.snapEvery
 	spec := partition.Spec{Parent: map[string]string{}}
 	for g := range groups {
 		name := fmt.Sprintf("g%d", g)
@@ -106,10 +116,10 @@ func newTestClusterWith(t *testing.T, proto multicast.Protocol, groups, replicas
 				Bootstrap:         true,
 				SnapshotThreshold: snapEvery,
 				TrailingLogs:      snapEvery,
-				NoSync:            true,
-				FrameFilter:       filter,
+				NoSync:            !o.durable,
+				FrameFilter:       o.filter,
 			}}
-			tr.cuttable = cuttable
+			tr.cuttable = o.cuttable
 			c.reps[g] = append(c.reps[g], tr)
 			c.start(g, i)
 		}
@@ -137,6 +147,7 @@ func (c *testCluster) start(g, i int) {
 		c.t.Fatalf("open g%d r%d: %v", g, i+1, err)
 	}
 	tr.r, tr.rec = r, rec
+	tr.live.Store(r)
 }
 
 func (c *testCluster) stop(g, i int) {
@@ -145,6 +156,7 @@ func (c *testCluster) stop(g, i int) {
 	if tr.r == nil {
 		return
 	}
+	tr.live.Store(nil)
 	if err := tr.r.Close(); err != nil {
 		c.t.Errorf("close g%d r%d: %v", g, i+1, err)
 	}
@@ -168,7 +180,7 @@ func (c *testCluster) leader(g int) int {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		for i, tr := range c.reps[g] {
-			if tr.r != nil && tr.r.IsLeader() {
+			if r := tr.live.Load(); r != nil && r.IsLeader() {
 				return i
 			}
 		}
@@ -191,7 +203,7 @@ func (c *testCluster) multicast(ctx context.Context, client uint64, dst partitio
 	for {
 		tr := c.reps[entry][try%len(c.reps[entry])]
 		var err error
-		if r := tr.r; r == nil {
+		if r := tr.live.Load(); r == nil {
 			err = errors.New("down")
 		} else {
 			err = r.Multicast(ctx, m)

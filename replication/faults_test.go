@@ -26,7 +26,7 @@ type cutLayer struct {
 	conns []net.Conn
 }
 
-func listenCut(t *testing.T, addr string) *cutLayer {
+func listenCut(t testing.TB, addr string) *cutLayer {
 	t.Helper()
 	var l net.Listener
 	var err error
@@ -127,7 +127,7 @@ func TestPartitionAndLossyLinks(t *testing.T) {
 	}
 	for _, p := range multicast.Protocols {
 		t.Run(string(p), func(t *testing.T) {
-			c := newTestClusterWith(t, p, 3, 3, 0, lossy(7, 0.1, 0.1), true)
+			c := newTestClusterWith(t, p, 3, 3, clusterOpts{filter: lossy(7, 0.1, 0.1), cuttable: true})
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			done := make(chan error, 1)
@@ -142,7 +142,8 @@ func TestPartitionAndLossyLinks(t *testing.T) {
 			for {
 				other := false
 				for i, tr := range c.reps[1] {
-					other = other || (i != l && tr.r.IsLeader())
+					r := tr.live.Load()
+					other = other || (i != l && r != nil && r.IsLeader())
 				}
 				if other {
 					break

@@ -184,6 +184,9 @@ func Open(cfg Config) (*Replica, error) {
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
 	rc.SnapshotInterval = 2 * time.Second
 	rc.TrailingLogs = cfg.TrailingLogs
+	// Group commit: concurrent proposals share one log write and fsync.
+	rc.BatchApplyCh = true
+	rc.MaxAppendEntries = 512
 	rc.Logger = hlog
 	if cfg.Bootstrap {
 		has, err := raft.HasExistingState(r.store, r.store, snaps)
