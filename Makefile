@@ -37,9 +37,10 @@ GOLANGCI_LINT ?= $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lin
 help: ## list the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z]+:.*## / { printf "  %-8s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
-test: ## vet, then every test (the simulator runs 2000 seeds per protocol)
+test: ## vet, every test (the simulator runs 2000 seeds per protocol), the replication tests again under -race
 	$(GO) vet ./...
 	$(GO) test -shuffle=on -timeout 20m ./...
+	$(GO) test -race -shuffle=on -timeout 20m ./replication/...
 
 race: ## the race detector on every package but the simulator, in -short mode
 	$(GO) test -race -short -timeout 10m $$($(GO) list ./... | grep -v '/multicast/sim$$')
@@ -66,11 +67,12 @@ fuzz: ## every Fuzz target of every package, FUZZTIME each (FUZZTIME=30s)
 lint: ## golangci-lint (.golangci.yml), built from the module proxy on first use
 	$(GOLANGCI_LINT) run ./...
 
-bench: ## benchmarks of the multicast packages
+bench: ## benchmarks of the cores, the channel layer and the replicated cluster
 	$(GO) test -run '^$$' -bench . -benchmem ./multicast/...
+	$(GO) test -run '^$$' -bench Cluster -benchtime 10000x ./replication
 
-proto: ## regenerate protobuf code (none yet)
-	@echo "make proto: no protobuf definitions yet; they arrive with the gRPC API (DESIGN 7)" >&2; exit 1
+proto: ## regenerate the protobuf code (needs protoc: apt-get install protobuf-compiler)
+	bash replication/transport/transportpb/gen.sh
 
 docker: ## build the server image (no server yet)
 	@echo "make docker: no server to package yet; the image arrives with 'flexkv server' (DESIGN 11)" >&2; exit 1

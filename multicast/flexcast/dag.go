@@ -49,11 +49,13 @@ func (d *dag) node(id multicast.MsgID) int32 {
 func (d *dag) has(id multicast.MsgID) bool { _, ok := d.index[id]; return ok }
 
 // edge adds x -> y unless present.
-func (d *dag) edge(x, y multicast.MsgID) {
-	if x == y {
-		panic("flexcast: invariant violated: self edge in the precedence graph of " + x.String())
+func (d *dag) edge(x, y multicast.MsgID) { d.edgeIdx(d.node(x), d.node(y)) }
+
+// edgeIdx adds the edge between nodes i and j unless present.
+func (d *dag) edgeIdx(i, j int32) {
+	if i == j {
+		panic("flexcast: invariant violated: self edge in the precedence graph of " + d.ids[i].String())
 	}
-	i, j := d.node(x), d.node(y)
 	for _, k := range d.succ[i] {
 		if k == j {
 			return

@@ -95,8 +95,20 @@ func appendEnvelope(b []byte, e *envelope) []byte {
 // encoding only; the core checks that the envelope makes sense where it
 // arrives.
 func decodeEnvelope(b []byte, n int) (*envelope, error) {
+	e := &envelope{}
+	if err := decodeInto(e, b, n); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// decodeInto decodes into e, reusing the capacity of its slices: the core
+// decodes every envelope into one scratch envelope, whose contents it copies
+// where it keeps them.
+func decodeInto(e *envelope, b []byte, n int) error {
 	d := wire.NewDecoder(b)
-	e := &envelope{kind: envKind(d.Byte())}
+	hist, notifs := e.history[:0], e.notifs[:0]
+	*e = envelope{kind: envKind(d.Byte())}
 	switch e.kind {
 	case envMsg:
 		e.msg = d.Message(n)
@@ -108,21 +120,28 @@ func decodeEnvelope(b []byte, n int) (*envelope, error) {
 		}
 	default:
 		if d.Err() == nil {
-			return nil, fmt.Errorf("%w: unknown flexcast envelope kind %d", wire.ErrCorrupt, e.kind)
+			return fmt.Errorf("%w: unknown flexcast envelope kind %d", wire.ErrCorrupt, e.kind)
 		}
 	}
 	segs := d.Count(2)
 	if segs > n {
 		d.Fail("%d history segments for %d groups", segs, n)
+		segs = 0
 	}
-	if segs > 0 {
-		e.history = make([]segment, segs)
-	}
-	for i := range e.history {
-		s := &e.history[i]
+	for i := range segs {
+		if i < cap(hist) {
+			hist = hist[:i+1]
+		} else {
+			hist = append(hist, segment{})
+		}
+		s := &hist[i]
 		s.owner = d.Group(n)
 		cnt := d.Count(3)
-		s.entries = make([]entry, cnt)
+		if cnt <= cap(s.entries) {
+			s.entries = s.entries[:cnt]
+		} else {
+			s.entries = make([]entry, cnt)
+		}
 		for j := range s.entries {
 			s.entries[j].id = d.MsgID()
 			s.entries[j].dst = d.GroupSet(n)
@@ -131,14 +150,22 @@ func decodeEnvelope(b []byte, n int) (*envelope, error) {
 			}
 		}
 	}
+	if segs > 0 {
+		e.history = hist
+	}
 	switch e.kind {
 	case envMsg, envAck:
 		cnt := d.Count(2)
 		if cnt > n {
 			d.Fail("%d notifications for %d groups", cnt, n)
+			cnt = 0
 		}
 		if cnt > 0 {
-			e.notifs = make([]notifRef, cnt)
+			if cnt <= cap(notifs) {
+				e.notifs = notifs[:cnt]
+			} else {
+				e.notifs = make([]notifRef, cnt)
+			}
 		}
 		for i := range e.notifs {
 			e.notifs[i].group = d.Group(n)
@@ -159,7 +186,9 @@ func decodeEnvelope(b []byte, n int) (*envelope, error) {
 		e.notifIDOut = d.Uvarint()
 	}
 	if err := d.Finish(); err != nil {
-		return nil, err
+		// Keep the buffers for the next envelope.
+		e.history, e.notifs = hist[:0], notifs[:0]
+		return err
 	}
-	return e, nil
+	return nil
 }

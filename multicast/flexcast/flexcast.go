@@ -98,6 +98,7 @@ type Stats struct {
 
 type chain struct {
 	entries []entry
+	nodes   []int32 // nodes[i]: the dag node of entries[i]
 	index   map[multicast.MsgID]int32
 }
 
@@ -161,6 +162,8 @@ type Core struct {
 
 	out   multicast.Output
 	stats Stats
+	// scratch receives every decoded envelope (its slices are reused).
+	scratch envelope
 
 	// forgotten holds, with the invariants tag, every id truncation dropped:
 	// none may come back.
@@ -322,8 +325,8 @@ func (c *Core) checkEnvelope(from partition.GroupID, payload []byte) (*envelope,
 	if !c.cfg.Topology.Valid(from) || from >= c.self {
 		return nil, bad("envelopes travel from lower to higher ranks only")
 	}
-	e, err := decodeEnvelope(payload, c.n)
-	if err != nil {
+	e := &c.scratch
+	if err := decodeInto(e, payload, c.n); err != nil {
 		return nil, fmt.Errorf("%w: flexcast: %w", multicast.ErrInvalid, err)
 	}
 	for i, s := range e.history {
@@ -643,13 +646,13 @@ func (c *Core) appendChain(owner partition.GroupID, e entry) {
 	if invariants && c.forgotten[e.id] {
 		panic(fmt.Sprintf("flexcast: invariant violated: group %d appends %s to chain %d after truncating it", c.self, e.id, owner))
 	}
-	if k := len(ch.entries); k > 0 {
-		c.dag.edge(ch.entries[k-1].id, e.id)
-	} else {
-		c.dag.node(e.id)
+	j := c.dag.node(e.id)
+	if k := len(ch.nodes); k > 0 {
+		c.dag.edgeIdx(ch.nodes[k-1], j)
 	}
 	ch.index[e.id] = int32(len(ch.entries))
 	ch.entries = append(ch.entries, e)
+	ch.nodes = append(ch.nodes, j)
 	c.count(e, 1)
 	if owner != c.self && e.dst.Has(c.self) && !c.chains[c.self].has(e.id) {
 		c.dag.open(e.id)
@@ -807,16 +810,11 @@ func (c *Core) truncate(f multicast.MsgID) {
 		}
 	}
 	openBefore := c.dag.openLen()
-	c.dag.reset()
+	c.linkChains()
 	clear(c.knows)
 	for o := range c.chains {
 		ch := &c.chains[o]
-		for i, e := range ch.entries {
-			if i > 0 {
-				c.dag.edge(ch.entries[i-1].id, e.id)
-			} else {
-				c.dag.node(e.id)
-			}
+		for _, e := range ch.entries {
 			c.count(e, 1)
 			if partition.GroupID(o) != c.self && e.dst.Has(c.self) && !c.chains[c.self].has(e.id) {
 				c.dag.open(e.id)
@@ -825,6 +823,23 @@ func (c *Core) truncate(f multicast.MsgID) {
 	}
 	if invariants && c.dag.openLen() != openBefore && c.cfg.Strategies == (Strategies{}) {
 		panic(fmt.Sprintf("flexcast: invariant violated: group %d had %d open dependencies before truncating at %s, %d after", c.self, openBefore, f, c.dag.openLen()))
+	}
+}
+
+// linkChains rebuilds the dag from the chains: a node per entry and an edge
+// between consecutive entries of each chain, which is all appendChain adds.
+func (c *Core) linkChains() {
+	c.dag.reset()
+	for o := range c.chains {
+		ch := &c.chains[o]
+		ch.nodes = ch.nodes[:0]
+		for i, e := range ch.entries {
+			j := c.dag.node(e.id)
+			if i > 0 {
+				c.dag.edgeIdx(ch.nodes[i-1], j)
+			}
+			ch.nodes = append(ch.nodes, j)
+		}
 	}
 }
 

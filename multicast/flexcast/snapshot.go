@@ -230,16 +230,7 @@ func (c *Core) restoreDAG(d *wire.Decoder, open []multicast.MsgID) {
 	if d.Err() != nil {
 		return
 	}
-	for o := range c.chains {
-		ents := c.chains[o].entries
-		for i, e := range ents {
-			if i > 0 {
-				c.dag.edge(ents[i-1].id, e.id)
-			} else {
-				c.dag.node(e.id)
-			}
-		}
-	}
+	c.linkChains()
 	for _, id := range open {
 		if !c.addressedByAncestor(id) {
 			d.Fail("open dependency %s is no ancestor's entry addressed to group %d", id, c.self)
