@@ -12,7 +12,13 @@
 // on Open and updated after each successful write, so that FirstIndex and
 // LastIndex, which raft calls often, do not touch the disk.
 //
-// Every method may be called from several goroutines at once, as raft does.
+// Log indexes may have gaps: raft leaves one after a follower installs a
+// snapshot, and the store does not implement raft.MonotonicLogStore.
+//
+// Every method may be called from several goroutines at once, as raft does,
+// and after Close every method returns ErrClosed rather than reach a closed
+// database: raft's leader starts a goroutine that reads the log (the oldest
+// entry's age, for metrics) and that may still run when Shutdown returns.
 package raftstore
 
 import (
@@ -35,9 +41,10 @@ var (
 	//
 	// Its text is exactly "not found", without the package prefix other
 	// errors carry, because hashicorp/raft recognises a missing key by
-	// comparing err.Error() with that string (raft.go, requestVote; api.go,
-	// NewRaft and HasExistingState): any other text makes a fresh replica
-	// refuse every vote.
+	// comparing err.Error() with that string (raft.go, requestVote, on
+	// Get(LastVoteCand); api.go, NewRaft and HasExistingState, on
+	// GetUint64): with any other text a replica that has never voted
+	// rejects every vote request it receives.
 	ErrKeyNotFound = errors.New("not found")
 
 	// ErrClosed is returned by every method called after Close.
