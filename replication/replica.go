@@ -148,8 +148,7 @@ func Open(cfg Config) (*Replica, error) {
 	r := &Replica{cfg: cfg, self: self, log: cfg.Logger.With("group", cfg.State.Topology.Name(cfg.State.Self), "replica", cfg.ID), stop: make(chan struct{})}
 	var err error
 	fail := func(e error) (*Replica, error) {
-		r.shutdown()
-		return nil, e
+		return nil, errors.Join(e, r.shutdown())
 	}
 	r.fsm, err = newFSM(cfg.State, cfg.Executor, r.transmit)
 	if err != nil {

@@ -12,6 +12,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// A child process of TestMultiProcess runs one replica, no tests.
+	if spec := os.Getenv(replicaEnv); spec != "" {
+		os.Exit(replicaMain(spec))
+	}
 	goleak.VerifyTestMain(m,
 		// Pebble's and raft's package-level background workers.
 		goleak.IgnoreTopFunction("github.com/cockroachdb/pebble/v2/internal/cache.(*shard).releaseLoop"),

@@ -42,8 +42,8 @@ const (
 	DefaultClientsMax = 1 << 16
 )
 
-// ErrDuplicate: a request with this id (or a later one of its client) was
-// accepted before; it is not applied again.
+// ErrDuplicate says that a request with this id (or a later one of its
+// client) was accepted before: it is not applied again.
 var ErrDuplicate = errors.New("replication: duplicate request")
 
 // EncodeRequest returns the log entry of a client request.
