@@ -39,6 +39,9 @@ func benchCluster(b *testing.B, p multicast.Protocol, dstGroups int) {
 	var next atomic.Int64
 	lat := make([][]time.Duration, clients)
 	var wg sync.WaitGroup
+	for g := range c.reps {
+		c.leader(g) // measure the groups, not their first election
+	}
 	b.ResetTimer()
 	start := time.Now()
 	for cl := range clients {
@@ -71,6 +74,15 @@ func benchCluster(b *testing.B, p multicast.Protocol, dstGroups int) {
 		b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
 		b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
 	}
+	var terms uint64
+	for g := range c.reps {
+		for _, tr := range c.reps[g] {
+			terms = max(terms, tr.r.raft.CurrentTerm())
+		}
+	}
+	b.ReportMetric(float64(terms), "max-term")
+	b.ReportMetric(float64(c.retries.Load()), "retries")
+	b.ReportMetric(float64(c.notLeaders.Load()), "not-leader")
 	b.ReportMetric(float64(b.N)/accepted.Seconds(), "accepted/s")
 	b.ReportMetric(float64(b.N)/delivered.Seconds(), "delivered/s")
 }

@@ -36,6 +36,12 @@ type testCluster struct {
 	accepted  map[multicast.MsgID]partition.GroupSet // acknowledged multicasts
 	nextSeq   uint64
 	snapEvery uint64
+
+	retries    atomic.Int64 // client attempts that did not succeed
+	notLeaders atomic.Int64 // of which: answered NotLeader
+	// leaderGuess[g]: the replica of group g that clients try first, as a
+	// client library caches the leader it last found.
+	leaderGuess [8]atomic.Int32
 }
 
 type testReplica struct {
@@ -199,7 +205,7 @@ func (c *testCluster) multicast(ctx context.Context, client uint64, dst partitio
 	m := multicast.Message{ID: multicast.MsgID{Client: client, Seq: c.nextSeq}, Dst: dst, Payload: []byte("x")}
 	c.mu.Unlock()
 	entry := int(cores.Entry(c.proto, nil, c.top, dst.Min(), dst))
-	try := 0
+	try := int(c.leaderGuess[entry].Load())
 	for {
 		tr := c.reps[entry][try%len(c.reps[entry])]
 		var err error
@@ -209,6 +215,7 @@ func (c *testCluster) multicast(ctx context.Context, client uint64, dst partitio
 			err = r.Multicast(ctx, m)
 		}
 		if err == nil || errors.Is(err, ErrDuplicate) {
+			c.leaderGuess[entry].Store(int32(try % len(c.reps[entry])))
 			c.mu.Lock()
 			c.accepted[m.ID] = dst
 			c.mu.Unlock()
@@ -217,16 +224,20 @@ func (c *testCluster) multicast(ctx context.Context, client uint64, dst partitio
 		if ctx.Err() != nil {
 			return fmt.Errorf("multicast %s: %w (last: %w)", m.ID, ctx.Err(), err)
 		}
+		c.retries.Add(1)
 		var nl *NotLeaderError
+		if errors.As(err, &nl) {
+			c.notLeaders.Add(1)
+		}
 		if errors.As(err, &nl) && nl.Leader != "" {
 			for i, x := range c.reps[entry] {
 				if x.cfg.Members[i].GRPCAddr == nl.Leader {
 					try = i
 				}
 			}
-		} else {
-			try++
+			continue // follow the hint at once
 		}
+		try++
 		if !errors.As(err, &nl) && !errors.Is(err, multicast.ErrBusy) && err.Error() != "down" && !strings.Contains(err.Error(), "shutdown") {
 			c.t.Logf("multicast %s at g%d: %v", m.ID, entry, err)
 		}
