@@ -114,11 +114,23 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replication: snapshot: %w", err)
 	}
-	return &fsmSnapshot{state: f.state.AppendSnapshot(nil), exec: es}, nil
+	return &fsmSnapshot{state: f.state.AppendSnapshot(nil), exec: es, execIndex: f.exec.AppliedIndex()}, nil
 }
 
 // Restore replaces the state with a snapshot: the protocol state always,
-// the executor's only if it is behind the snapshot.
+// the executor's only if the executor is behind the executor state the
+// snapshot carries. The executor's index moves only on entries that deliver
+// something, so it is compared with the executor's index at capture, not
+// with the snapshot's raft index (usually a tick's): otherwise nearly every
+// restart would rewrite the executor from the snapshot.
+//
+// Restore runs at startup (the latest local snapshot) and when the leader
+// installs a snapshot on a follower that fell behind. In the second case an
+// executor that is already ahead is kept and nothing is synced: after a crash
+// its durable index may be below the snapshot's, which is still sound
+// because startup restores that same snapshot first. RestoreSnapshot must
+// replace the executor's state atomically (a crash leaves the old state or
+// the new one).
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	r := bufio.NewReader(rc)
@@ -137,10 +149,17 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return err
 	}
+	var execIndex uint64
+	if err := binary.Read(r, binary.BigEndian, &execIndex); err != nil {
+		return fmt.Errorf("replication: restore: %w", err)
+	}
+	if execIndex > st.Applied() {
+		return fmt.Errorf("replication: restore: executor at %d, ahead of the state at %d", execIndex, st.Applied())
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.exec.AppliedIndex() < st.Applied() {
-		if err := f.exec.RestoreSnapshot(r, st.Applied()); err != nil {
+	if f.exec.AppliedIndex() < execIndex {
+		if err := f.exec.RestoreSnapshot(r, execIndex); err != nil {
 			return fmt.Errorf("replication: restore executor: %w", err)
 		}
 	}
@@ -149,16 +168,21 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 }
 
 type fsmSnapshot struct {
-	state []byte
-	exec  ExecutorSnapshot
+	state     []byte
+	exec      ExecutorSnapshot
+	execIndex uint64 // the executor's AppliedIndex at capture
 }
 
-// Persist writes the state's length and bytes, then the executor's state.
+// Persist writes the state's length and bytes, the executor's index, then
+// the executor's state.
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	w := bufio.NewWriter(sink)
 	err := binary.Write(w, binary.BigEndian, uint64(len(s.state)))
 	if err == nil {
 		_, err = w.Write(s.state)
+	}
+	if err == nil {
+		err = binary.Write(w, binary.BigEndian, s.execIndex)
 	}
 	if err == nil {
 		_, err = s.exec.WriteTo(w)

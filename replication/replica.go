@@ -346,6 +346,9 @@ func (r *Replica) Multicast(ctx context.Context, m multicast.Message) error {
 }
 
 func (r *Replica) propose(ctx context.Context, data []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	timeout := r.cfg.ApplyTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(dl))
@@ -369,11 +372,18 @@ func (r *Replica) Deliver(ctx context.Context, from partition.GroupID, frames []
 	if r.raft.State() != raft.Leader {
 		return r.leaderHint(), transport.ErrNotLeader
 	}
-	if err := r.propose(ctx, EncodeInbound(from, frames)); err != nil {
-		var nl *NotLeaderError
-		if errors.As(err, &nl) {
-			return nl.Leader, transport.ErrNotLeader
-		}
+	err := r.propose(ctx, EncodeInbound(from, frames))
+	var nl *NotLeaderError
+	switch {
+	case err == nil:
+	case errors.As(err, &nl):
+		return nl.Leader, transport.ErrNotLeader
+	case errors.Is(err, multicast.ErrInvalid):
+		// Committed and applied: the state skipped what it could not take,
+		// the same way on every replica. Sending it again would only
+		// append it again, so it is acknowledged.
+		r.log.Warn("inbound batch skipped", "from", from, "err", err)
+	default:
 		return "", err
 	}
 	return "", nil

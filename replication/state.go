@@ -212,6 +212,13 @@ func (s *State) apply(index uint64, data []byte) error {
 // request admits a client request once: a client's requests carry
 // increasing sequence numbers, and one at or below the highest accepted is
 // a retry of something already ordered.
+//
+// The client contract: one request outstanding per client id, retried with
+// the same sequence number until it is accepted (a refused request, e.g.
+// ErrBusy, is not recorded; a client that moved on to a later number would
+// have its earlier one reported as a duplicate). The table holds ClientsMax
+// clients; the one idle longest is forgotten first, so a retry arriving
+// after ClientsMax other clients came since would be applied again.
 func (s *State) request(index uint64, m multicast.Message) error {
 	rec, known := s.clients[m.ID.Client]
 	if known && m.ID.Seq <= rec.seq {

@@ -48,9 +48,6 @@ func (d *dag) node(id multicast.MsgID) int32 {
 // has reports whether id is a node.
 func (d *dag) has(id multicast.MsgID) bool { _, ok := d.index[id]; return ok }
 
-// edge adds x -> y unless present.
-func (d *dag) edge(x, y multicast.MsgID) { d.edgeIdx(d.node(x), d.node(y)) }
-
 // edgeIdx adds the edge between nodes i and j unless present.
 func (d *dag) edgeIdx(i, j int32) {
 	if i == j {
