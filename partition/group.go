@@ -1,6 +1,7 @@
 // Package partition describes the shape of a FlexKV cluster: its groups, their
-// FlexCast ranks, the tree of the hierarchical protocol, and the latencies
-// between regions. Key ranges and partitions are added on top of it.
+// FlexCast ranks, the tree of the hierarchical protocol, the latencies
+// between regions, the key ranges of the partitions and the groups that own
+// them, and the cluster configuration that declares all of it.
 //
 // A GroupID is a group's FlexCast rank: groups are numbered 0..n-1 in the
 // order of the overlay list of the configuration, so that the lowest-ranked
