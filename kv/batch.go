@@ -1,0 +1,158 @@
+package kv
+
+import (
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Batch collects the writes and results of one raft entry. It is an
+// indexed Pebble batch: its reads see its own writes over the committed
+// state as of the read (commits are serialized by the replica's apply
+// loop, so no other commit lands while a batch is built). A Batch is used by one goroutine; Commit applies it, Close
+// releases it (always call Close, also after Commit).
+//
+// A Batch opened before RestoreSnapshot keeps reading the state it was
+// opened on, and Commit rejects it.
+type Batch struct {
+	s       *Store
+	h       *handle
+	b       *pebble.Batch
+	results []string // ids given to SetResult, in call order
+	done    bool     // committed (or a commit was attempted) or closed
+	closed  bool
+}
+
+// NewBatch returns an empty batch on the store's current state. After
+// Close, or if the store failed, it returns a batch whose every operation
+// fails with the store's error.
+func (s *Store) NewBatch() *Batch {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.usableLocked() != nil {
+		return &Batch{s: s, done: true}
+	}
+	s.h.acquire()
+	return &Batch{s: s, h: s.h, b: s.h.db.NewIndexedBatch()}
+}
+
+// usable returns an error unless the batch accepts operations.
+func (b *Batch) usable() error {
+	switch {
+	case b.h == nil:
+		return fmt.Errorf("kv: batch: %w", ErrClosed)
+	case b.done:
+		return fmt.Errorf("kv: batch: %w: already committed or closed", ErrInvalid)
+	}
+	return nil
+}
+
+// Get returns the value of key as the batch sees it.
+func (b *Batch) Get(key []byte) ([]byte, bool, error) {
+	if err := b.usable(); err != nil {
+		return nil, false, err
+	}
+	if err := checkKey(key); err != nil {
+		return nil, false, err
+	}
+	return get(b.b, dataKey(key))
+}
+
+// Scan returns up to limit entries with keys in [start, end) as the batch
+// sees them, in key order. An empty start is the first key; an empty end is
+// no bound.
+func (b *Batch) Scan(start, end []byte, limit int) ([]KV, error) {
+	if err := b.usable(); err != nil {
+		return nil, err
+	}
+	lower, upper, err := scanBounds(start, end, limit)
+	if err != nil {
+		return nil, err
+	}
+	return scan(b.b, lower, upper, limit)
+}
+
+// Put sets key to value. The batch copies both.
+func (b *Batch) Put(key, value []byte) error {
+	if err := b.usable(); err != nil {
+		return err
+	}
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	if err := checkValue("value", value); err != nil {
+		return err
+	}
+	if err := b.b.Set(dataKey(key), value, nil); err != nil {
+		return fmt.Errorf("kv: put: %w", err)
+	}
+	return nil
+}
+
+// Delete deletes key; deleting a missing key is not an error.
+func (b *Batch) Delete(key []byte) error {
+	if err := b.usable(); err != nil {
+		return err
+	}
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	if err := b.b.Delete(dataKey(key), nil); err != nil {
+		return fmt.Errorf("kv: delete: %w", err)
+	}
+	return nil
+}
+
+// Result returns the result of transaction id as the batch sees it.
+func (b *Batch) Result(id string) ([]byte, bool, error) {
+	if err := b.usable(); err != nil {
+		return nil, false, err
+	}
+	if err := checkResultID(id); err != nil {
+		return nil, false, err
+	}
+	return get(b.b, resultKey(id))
+}
+
+// SetResult stores the result of transaction id with the batch. A result
+// is set once: setting one the batch already sees (committed and not yet
+// evicted, or set earlier in the batch) is an error wrapping ErrInvalid, as
+// a re-submitted transaction must get its first result.
+func (b *Batch) SetResult(id string, result []byte) error {
+	if err := b.usable(); err != nil {
+		return err
+	}
+	if err := checkResultID(id); err != nil {
+		return err
+	}
+	if err := checkValue("result", result); err != nil {
+		return err
+	}
+	k := resultKey(id)
+	_, found, err := get(b.b, k)
+	switch {
+	case err != nil:
+		return err
+	case found:
+		return fmt.Errorf("kv: %w: result of %q already set", ErrInvalid, id)
+	}
+	if err := b.b.Set(k, result, nil); err != nil {
+		return fmt.Errorf("kv: set result: %w", err)
+	}
+	b.results = append(b.results, id)
+	return nil
+}
+
+// Close releases the batch; a second Close does nothing.
+func (b *Batch) Close() {
+	if b.closed || b.h == nil {
+		b.closed = true
+		return
+	}
+	b.closed, b.done = true, true
+	// Pebble's batch Close fails only on a second close, which cannot
+	// happen here. Closing the files, when this is the last reference after
+	// the store's Close or a restore, has no caller to report to.
+	_ = b.b.Close()
+	_ = b.h.release()
+}

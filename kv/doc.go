@@ -1,0 +1,70 @@
+// Package kv is the application state of one group replica, kept in Pebble:
+// user keys and values, the raft index of the last applied entry, and the
+// results of recent transactions (DESIGN 5 and 6). The transaction executor
+// (package txn) reads and writes it through a Batch per raft entry and
+// commits each batch with the entry's index.
+//
+// # Durability and restart
+//
+// The raft log is the write-ahead log. Commit writes a batch's effects, the
+// results it set and the new applied index in one Pebble batch, so they
+// survive a crash together or not at all; by default it does not fsync.
+// After a crash Pebble recovers a prefix of the commits (its WAL records are
+// checksummed, and a torn tail is dropped), so AppliedIndex names exactly
+// the last entry whose effects survived. On restart raft replays its log;
+// the replica hands the store only the entries above AppliedIndex, which
+// the deterministic executor applies again to the same result. Nothing is
+// applied twice, and nothing acknowledged is lost, because what raft
+// acknowledged is in raft's own (synced) log. Sync is called before raft
+// takes a snapshot and truncates its log: from then on the log no longer
+// holds the entries below the snapshot, so the store must hold their effects
+// durably. Options.NoSync=false makes every Commit durable by itself, for
+// tools and tests that use the store without a raft log.
+//
+// # Key layout
+//
+// Every Pebble key starts with one byte that names its kind, so user keys
+// (opaque bytes) cannot collide with internal ones, and a scan of user keys
+// is bounded to its prefix:
+//
+//	'd' user key          -> value
+//	'm' "applied"         -> applied index (8 bytes, big endian)
+//	'm' "results"         -> oldest and next result sequence (2 x 8 bytes)
+//	'r' transaction id    -> result
+//	's' sequence (8 B BE) -> transaction id
+//
+// Results are kept by transaction id so that a re-submitted transaction gets
+// its first result. Each result takes the next sequence number at Commit,
+// in the order of SetResult calls; when more than Options.ResultsMax are
+// kept, the oldest are deleted in the same Pebble batch. Eviction depends
+// only on the sequence of commits and ResultsMax, so replicas that apply
+// the same entries with the same ResultsMax keep the same results.
+//
+// # Snapshots
+//
+// Snapshot captures the state at the current applied index; its WriteTo
+// writes a deterministic stream (sorted user keys, then results by
+// sequence, then a CRC-32C), so two replicas at the same index write the
+// same bytes. RestoreSnapshot replaces the whole state atomically. The
+// store's directory holds one Pebble directory per generation (db-000001,
+// db-000002, ...) and a marker file, ACTIVE, that names the live one.
+// RestoreSnapshot:
+//
+//  1. creates an empty Pebble store in the next generation's directory;
+//  2. loads the stream into it, checking every record and the checksum, and
+//     syncs it;
+//  3. writes the new generation's name to ACTIVE.tmp and syncs it;
+//  4. renames ACTIVE.tmp over ACTIVE and syncs the directory (the commit
+//     point);
+//  5. switches to the new Pebble store and removes the old directory once
+//     no Batch or Snapshot uses it.
+//
+// A crash before the rename of step 4 leaves ACTIVE naming the old
+// directory: Open uses it and removes the new directory and ACTIVE.tmp. A
+// crash after it leaves ACTIVE naming the new, synced directory: Open uses
+// it and removes the old one. Either way the store holds the old state or
+// the new one, never a mix. A failure before the commit point leaves the
+// store as it was, in use; a failure to sync the directory after the rename
+// leaves it unknown which marker a crash would keep, so the store refuses
+// further use and must be reopened, which settles it.
+package kv

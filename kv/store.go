@@ -1,0 +1,506 @@
+package kv
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Options configure a Store.
+type Options struct {
+	// Dir is the store's directory; Open creates it if needed.
+	Dir string
+	// ResultsMax is the number of transaction results kept; the oldest are
+	// dropped first. Zero means ResultsMaxDefault. Every replica of a group
+	// must use the same value, or their results differ.
+	ResultsMax int
+	// NoSync makes Commit skip the fsync: the raft log is the write-ahead
+	// log (see the package comment). Replicas set it; tools that use the
+	// store without a raft log do not.
+	NoSync bool
+}
+
+// KV is a user key and its value.
+type KV struct {
+	Key   []byte
+	Value []byte
+}
+
+// Store is the Pebble store of one replica. Its methods are safe for
+// concurrent use; Commit and RestoreSnapshot are serialized.
+type Store struct {
+	dir        string
+	resultsMax uint64
+	writeOpts  *pebble.WriteOptions
+
+	// commitMu serializes Commit, Snapshot, RestoreSnapshot and Close, and
+	// guards the fields below it.
+	commitMu sync.Mutex
+	gen      uint64 // generation of the live Pebble directory
+	resFirst uint64 // sequence of the oldest result kept
+	resNext  uint64 // sequence the next result takes
+	// restoreHook, when set (tests), is called at each step of
+	// RestoreSnapshot; an error it returns is handled as a failure of that
+	// step.
+	restoreHook func(restoreStep) error
+
+	applied atomic.Uint64
+
+	// mu guards the fields below; it is held for writing only to switch
+	// them (Close, RestoreSnapshot), and for reading by every read.
+	mu     sync.RWMutex
+	h      *handle
+	closed bool
+	failed error // set when the store cannot know its own state
+}
+
+// handle is one open Pebble store. References are held by the Store while
+// the handle is live and by every Batch and Snapshot opened on it; the last
+// release closes it, and removes its directory if a restore retired it.
+type handle struct {
+	db      *pebble.DB
+	dir     string
+	refs    atomic.Int64
+	retired atomic.Bool
+}
+
+func (h *handle) acquire() { h.refs.Add(1) }
+
+func (h *handle) release() error {
+	n := h.refs.Add(-1)
+	switch {
+	case n > 0:
+		return nil
+	case n < 0:
+		panic("kv: handle released more often than acquired")
+	}
+	err := h.db.Close()
+	if h.retired.Load() {
+		err = errors.Join(err, os.RemoveAll(h.dir))
+	}
+	return err
+}
+
+const (
+	markerName    = "ACTIVE"
+	markerTmpName = "ACTIVE.tmp"
+	genPrefix     = "db-"
+)
+
+func genName(gen uint64) string { return fmt.Sprintf("%s%06d", genPrefix, gen) }
+
+// parseGen parses a generation directory's name; ok is false for any other
+// name.
+func parseGen(name string) (gen uint64, ok bool) {
+	digits, found := strings.CutPrefix(name, genPrefix)
+	if !found || len(digits) < 6 {
+		return 0, false
+	}
+	gen, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil || gen == 0 || genName(gen) != name {
+		return 0, false
+	}
+	return gen, true
+}
+
+// Open opens the store in opts.Dir, creating it if needed, and settles an
+// interrupted RestoreSnapshot (see the package comment).
+func Open(opts Options) (*Store, error) {
+	if opts.Dir == "" {
+		return nil, fmt.Errorf("kv: open: %w: no directory", ErrInvalid)
+	}
+	if opts.ResultsMax < 0 {
+		return nil, fmt.Errorf("kv: open: %w: ResultsMax %d is negative", ErrInvalid, opts.ResultsMax)
+	}
+	if opts.ResultsMax == 0 {
+		opts.ResultsMax = ResultsMaxDefault
+	}
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("kv: open: %w", err)
+	}
+	gen, fresh, err := readMarker(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("kv: open: %w", err)
+	}
+	// A fresh store keeps no generation directory: one left by a crash
+	// before the first marker was written holds nothing committed.
+	keep := gen
+	if fresh {
+		keep = 0
+	}
+	if err := removeLeftovers(opts.Dir, keep); err != nil {
+		return nil, fmt.Errorf("kv: open: %w", err)
+	}
+	s := &Store{dir: opts.Dir, resultsMax: uint64(opts.ResultsMax), writeOpts: pebble.Sync, gen: gen}
+	if opts.NoSync {
+		s.writeOpts = pebble.NoSync
+	}
+	// A fresh store's Pebble directory is created before the marker names
+	// it: a crash in between leaves no marker, and the next Open starts
+	// afresh.
+	h, err := openHandle(filepath.Join(opts.Dir, genName(gen)), !fresh)
+	if err != nil {
+		return nil, fmt.Errorf("kv: open: %w", err)
+	}
+	if fresh {
+		if _, err := writeMarker(opts.Dir, gen, nil); err != nil {
+			return nil, errors.Join(fmt.Errorf("kv: open: %w", err), h.release())
+		}
+	}
+	applied, first, next, err := readMeta(h.db)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("kv: open: %w", err), h.release())
+	}
+	s.h = h
+	s.applied.Store(applied)
+	s.resFirst, s.resNext = first, next
+	return s, nil
+}
+
+// openHandle opens the Pebble store in dir; mustExist rejects a missing one.
+func openHandle(dir string, mustExist bool) (*handle, error) {
+	db, err := pebble.Open(dir, &pebble.Options{Logger: quietPebble{}, ErrorIfNotExists: mustExist})
+	if err != nil {
+		return nil, err
+	}
+	h := &handle{db: db, dir: dir}
+	h.acquire()
+	return h, nil
+}
+
+// readMarker returns the live generation named by the marker, or
+// generation 1 and fresh when there is no marker.
+func readMarker(dir string) (gen uint64, fresh bool, err error) {
+	b, err := os.ReadFile(filepath.Join(dir, markerName))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return 1, true, nil
+	case err != nil:
+		return 0, false, err
+	}
+	gen, ok := parseGen(strings.TrimSuffix(string(b), "\n"))
+	if !ok {
+		return 0, false, fmt.Errorf("%w: marker %s holds %q, not a generation", ErrCorrupt, markerName, b)
+	}
+	return gen, false, nil
+}
+
+// writeMarker makes the marker name gen, durably: a synced temporary file
+// renamed over the marker, then the directory synced. hook, when not nil,
+// runs after the temporary file is synced and after the rename is synced;
+// its error is handled as a failure of that step.
+func writeMarker(dir string, gen uint64, hook func(restoreStep) error) (renamed bool, err error) {
+	tmp := filepath.Join(dir, markerTmpName)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return false, err
+	}
+	_, err = f.WriteString(genName(gen) + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	err = errors.Join(err, f.Close())
+	if err == nil && hook != nil {
+		err = hook(stepMarkerTemp)
+	}
+	if err != nil {
+		return false, errors.Join(err, os.Remove(tmp))
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, markerName)); err != nil {
+		return false, errors.Join(err, os.Remove(tmp))
+	}
+	err = syncDir(dir)
+	if err == nil && hook != nil {
+		err = hook(stepSwitched)
+	}
+	return true, err
+}
+
+// removeLeftovers removes the generation directories other than gen and a
+// temporary marker: what an interrupted restore or creation left behind.
+// Other entries are left alone.
+func removeLeftovers(dir string, gen uint64) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	removed := false
+	for _, e := range entries {
+		g, ok := parseGen(e.Name())
+		if (ok && g != gen) || e.Name() == markerTmpName {
+			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+			removed = true
+		}
+	}
+	if removed {
+		return syncDir(dir)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(f.Sync(), f.Close())
+}
+
+// readMeta reads the applied index and the result sequences.
+func readMeta(r reader) (applied, first, next uint64, err error) {
+	v, ok, err := get(r, keyApplied)
+	switch {
+	case err != nil:
+		return 0, 0, 0, err
+	case ok && len(v) != 8:
+		return 0, 0, 0, fmt.Errorf("%w: applied index of %d bytes", ErrCorrupt, len(v))
+	case ok:
+		applied = binary.BigEndian.Uint64(v)
+	}
+	v, ok, err = get(r, keyResults)
+	switch {
+	case err != nil:
+		return 0, 0, 0, err
+	case ok && len(v) != 16:
+		return 0, 0, 0, fmt.Errorf("%w: result sequences of %d bytes", ErrCorrupt, len(v))
+	case ok:
+		first, next = binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:])
+		if first > next {
+			return 0, 0, 0, fmt.Errorf("%w: oldest result sequence %d after the next %d", ErrCorrupt, first, next)
+		}
+	}
+	return applied, first, next, nil
+}
+
+// Close closes the store. Its files stay open until every Batch is closed
+// and every Snapshot released.
+func (s *Store) Close() error {
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return fmt.Errorf("kv: close: %w", ErrClosed)
+	}
+	s.closed = true
+	if err := s.h.release(); err != nil {
+		return fmt.Errorf("kv: close: %w", err)
+	}
+	return nil
+}
+
+// usableLocked returns an error unless the store may be used; mu is held.
+func (s *Store) usableLocked() error {
+	switch {
+	case s.closed:
+		return fmt.Errorf("kv: %w", ErrClosed)
+	case s.failed != nil:
+		return fmt.Errorf("kv: store failed, reopen it: %w", s.failed)
+	}
+	return nil
+}
+
+// read runs fn on the live Pebble store.
+func (s *Store) read(fn func(db *pebble.DB) error) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if err := s.usableLocked(); err != nil {
+		return err
+	}
+	return fn(s.h.db)
+}
+
+// AppliedIndex returns the raft index of the last committed entry, or 0.
+func (s *Store) AppliedIndex() uint64 { return s.applied.Load() }
+
+// Get returns the committed value of key.
+func (s *Store) Get(key []byte) (value []byte, found bool, err error) {
+	if err := checkKey(key); err != nil {
+		return nil, false, err
+	}
+	err = s.read(func(db *pebble.DB) error {
+		value, found, err = get(db, dataKey(key))
+		return err
+	})
+	return value, found, err
+}
+
+// Scan returns up to limit committed entries with keys in [start, end), in
+// key order. An empty start is the first key; an empty end is no bound.
+func (s *Store) Scan(start, end []byte, limit int) (kvs []KV, err error) {
+	lower, upper, err := scanBounds(start, end, limit)
+	if err != nil {
+		return nil, err
+	}
+	err = s.read(func(db *pebble.DB) error {
+		kvs, err = scan(db, lower, upper, limit)
+		return err
+	})
+	return kvs, err
+}
+
+// Result returns the committed result of transaction id, if it is still
+// kept.
+func (s *Store) Result(id string) (result []byte, found bool, err error) {
+	if err := checkResultID(id); err != nil {
+		return nil, false, err
+	}
+	err = s.read(func(db *pebble.DB) error {
+		result, found, err = get(db, resultKey(id))
+		return err
+	})
+	return result, found, err
+}
+
+// Sync makes every commit durable.
+func (s *Store) Sync() error {
+	return s.read(func(db *pebble.DB) error {
+		if err := db.LogData(nil, pebble.Sync); err != nil {
+			return fmt.Errorf("kv: sync: %w", err)
+		}
+		return nil
+	})
+}
+
+// Commit writes b's effects and results and sets the applied index to
+// index, atomically; index must be above AppliedIndex. It syncs unless
+// Options.NoSync. An invalid call returns an error wrapping ErrInvalid and
+// leaves b as it was; once Commit gets past validation, successful or not,
+// b accepts no more operations (close it).
+func (s *Store) Commit(b *Batch, index uint64) error {
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	s.mu.RLock()
+	err := s.usableLocked()
+	h := s.h
+	s.mu.RUnlock()
+	switch {
+	case err != nil:
+		return err
+	case b == nil || b.s != s:
+		return fmt.Errorf("kv: commit: %w: batch of another store", ErrInvalid)
+	case b.done:
+		return fmt.Errorf("kv: commit: %w: batch already committed or closed", ErrInvalid)
+	case b.h != h:
+		return fmt.Errorf("kv: commit: %w: batch opened before a snapshot was restored", ErrInvalid)
+	case index <= s.applied.Load():
+		return fmt.Errorf("kv: commit: %w: index %d not after the applied index %d", ErrInvalid, index, s.applied.Load())
+	}
+	b.done = true
+	first, next, err := s.sequenceResults(b, s.resFirst, s.resNext)
+	if err != nil {
+		return fmt.Errorf("kv: commit %d: %w", index, err)
+	}
+	if err := b.b.Set(keyApplied, binary.BigEndian.AppendUint64(nil, index), nil); err != nil {
+		return fmt.Errorf("kv: commit %d: %w", index, err)
+	}
+	if err := b.b.Commit(s.writeOpts); err != nil {
+		return fmt.Errorf("kv: commit %d: %w", index, err)
+	}
+	s.resFirst, s.resNext = first, next
+	s.applied.Store(index)
+	return nil
+}
+
+// sequenceResults gives b's results the next sequences and, in b, deletes
+// the oldest results beyond ResultsMax; it returns the new oldest and next
+// sequences.
+func (s *Store) sequenceResults(b *Batch, first, next uint64) (uint64, uint64, error) {
+	if len(b.results) == 0 && next-first <= s.resultsMax {
+		return first, next, nil
+	}
+	for _, id := range b.results {
+		if err := b.b.Set(resultSeqKey(next), []byte(id), nil); err != nil {
+			return 0, 0, err
+		}
+		next++
+	}
+	// At most the results of b plus any excess left by a larger ResultsMax
+	// before a restart.
+	for next-first > s.resultsMax {
+		k := resultSeqKey(first)
+		id, ok, err := get(b.b, k)
+		switch {
+		case err != nil:
+			return 0, 0, err
+		case !ok:
+			return 0, 0, fmt.Errorf("%w: result sequence %d missing", ErrCorrupt, first)
+		}
+		if err := b.b.Delete(resultKey(string(id)), nil); err != nil {
+			return 0, 0, err
+		}
+		if err := b.b.Delete(k, nil); err != nil {
+			return 0, 0, err
+		}
+		first++
+	}
+	v := binary.BigEndian.AppendUint64(nil, first)
+	v = binary.BigEndian.AppendUint64(v, next)
+	if err := b.b.Set(keyResults, v, nil); err != nil {
+		return 0, 0, err
+	}
+	return first, next, nil
+}
+
+// reader is what Pebble's DB, indexed Batch and Snapshot share.
+type reader interface {
+	Get(key []byte) ([]byte, io.Closer, error)
+	NewIter(o *pebble.IterOptions) (*pebble.Iterator, error)
+}
+
+// get returns a copy of the value of the Pebble key k.
+func get(r reader, k []byte) ([]byte, bool, error) {
+	v, closer, err := r.Get(k)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("kv: %w", err)
+	}
+	out := append([]byte{}, v...)
+	if err := closer.Close(); err != nil {
+		return nil, false, fmt.Errorf("kv: %w", err)
+	}
+	return out, true, nil
+}
+
+// scan returns up to limit user entries in the Pebble range [lower, upper),
+// which lies within the user data.
+func scan(r reader, lower, upper []byte, limit int) ([]KV, error) {
+	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return nil, fmt.Errorf("kv: scan: %w", err)
+	}
+	var out []KV
+	for ok := it.First(); ok && len(out) < limit; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("kv: scan: %w", err), it.Close())
+		}
+		out = append(out, KV{Key: append([]byte{}, it.Key()[1:]...), Value: append([]byte{}, v...)})
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("kv: scan: %w", err)
+	}
+	return out, nil
+}
+
+// quietPebble drops Pebble's informational logs.
+type quietPebble struct{}
+
+func (quietPebble) Infof(string, ...any)  {}
+func (quietPebble) Errorf(string, ...any) {}
+func (quietPebble) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf("kv: pebble: "+format, args...))
+}
