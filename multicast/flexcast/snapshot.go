@@ -60,9 +60,7 @@ func (c *Core) AppendSnapshot(b []byte) []byte {
 	if !c.out.Empty() {
 		panic(fmt.Sprintf("flexcast: snapshot with undrained output (%d sends, %d deliveries)", len(c.out.Sends), len(c.out.Deliveries)))
 	}
-	b = append(b, snapshotMagic, snapshotVersion)
-	b = wire.AppendUvarint(b, uint64(c.n))
-	b = wire.AppendUvarint(b, uint64(c.self))
+	b = wire.AppendSnapshotHeader(b, wire.SnapshotHeader{Magic: snapshotMagic, Version: snapshotVersion, Groups: c.n, Self: c.self})
 	for o := range c.chains {
 		b = appendEntries(b, c.chains[o].entries)
 	}
@@ -136,18 +134,7 @@ func Restore(cfg Config, b []byte) (*Core, error) {
 // soon as the decoder failed, so that later stages build derived state from
 // checked parts only.
 func (c *Core) restore(d *wire.Decoder) error {
-	if m := d.Byte(); d.Err() == nil && m != snapshotMagic {
-		d.Fail("not a flexcast snapshot (magic %#x)", m)
-	}
-	if v := d.Byte(); d.Err() == nil && v != snapshotVersion {
-		d.Fail("snapshot version %d, want %d", v, snapshotVersion)
-	}
-	if n := d.Uvarint(); d.Err() == nil && n != uint64(c.n) {
-		d.Fail("snapshot of a cluster of %d groups, want %d", n, c.n)
-	}
-	if self := d.Uvarint(); d.Err() == nil && self != uint64(c.self) {
-		d.Fail("snapshot of group %d, want %d", self, c.self)
-	}
+	d.SnapshotHeader(wire.SnapshotHeader{Magic: snapshotMagic, Version: snapshotVersion, Groups: c.n, Self: c.self}, "flexcast")
 	c.restoreChains(d)
 	for dd := int(c.self) + 1; dd < c.n; dd++ {
 		for o := range c.sent[dd] {

@@ -45,9 +45,7 @@ func (c *Core) AppendSnapshot(b []byte) []byte {
 	if !c.out.Empty() {
 		panic(fmt.Sprintf("skeen: snapshot with undrained output (%d sends, %d deliveries)", len(c.out.Sends), len(c.out.Deliveries)))
 	}
-	b = append(b, snapshotMagic, snapshotVersion)
-	b = wire.AppendUvarint(b, c.n)
-	b = wire.AppendUvarint(b, uint64(c.self))
+	b = wire.AppendSnapshotHeader(b, wire.SnapshotHeader{Magic: snapshotMagic, Version: snapshotVersion, Groups: int(c.n), Self: c.self})
 	b = wire.AppendUvarint(b, c.clock)
 	b = wire.AppendUvarint(b, c.deliveredCount)
 	b = wire.AppendUvarint(b, uint64(c.pendingPeak))
@@ -91,18 +89,7 @@ func Restore(cfg Config, b []byte) (*Core, error) {
 }
 
 func (c *Core) restore(d *wire.Decoder) error {
-	if m := d.Byte(); d.Err() == nil && m != snapshotMagic {
-		d.Fail("not a skeen snapshot (magic %#x)", m)
-	}
-	if v := d.Byte(); d.Err() == nil && v != snapshotVersion {
-		d.Fail("snapshot version %d, want %d", v, snapshotVersion)
-	}
-	if n := d.Uvarint(); d.Err() == nil && n != c.n {
-		d.Fail("snapshot of a cluster of %d groups, want %d", n, c.n)
-	}
-	if self := d.Uvarint(); d.Err() == nil && self != uint64(c.self) {
-		d.Fail("snapshot of group %d, want %d", self, c.self)
-	}
+	d.SnapshotHeader(wire.SnapshotHeader{Magic: snapshotMagic, Version: snapshotVersion, Groups: int(c.n), Self: c.self}, "skeen")
 	c.clock = d.Uvarint()
 	c.deliveredCount = d.Uvarint()
 	if peak := d.Uvarint(); peak <= math.MaxInt {

@@ -34,10 +34,8 @@ func (c *Core) AppendSnapshot(b []byte) []byte {
 	if len(c.sends) != 0 || len(c.deliveries) != 0 {
 		panic(fmt.Sprintf("tree: snapshot with undrained output (%d sends, %d deliveries)", len(c.sends), len(c.deliveries)))
 	}
-	b = append(b, snapshotMagic, snapshotVersion)
 	n := c.top.Len()
-	b = wire.AppendUvarint(b, uint64(n))
-	b = wire.AppendUvarint(b, uint64(c.self))
+	b = wire.AppendSnapshotHeader(b, wire.SnapshotHeader{Magic: snapshotMagic, Version: snapshotVersion, Groups: n, Self: c.self})
 	for g := range partition.GroupID(n) {
 		b = wire.AppendUvarint(b, uint64(c.top.Parent(g)+1))
 	}
@@ -65,19 +63,8 @@ func Restore(cfg Config, b []byte) (*Core, error) {
 }
 
 func (c *Core) restore(d *wire.Decoder) error {
-	if m := d.Byte(); d.Err() == nil && m != snapshotMagic {
-		d.Fail("not a tree snapshot (magic %#x)", m)
-	}
-	if v := d.Byte(); d.Err() == nil && v != snapshotVersion {
-		d.Fail("snapshot version %d, want %d", v, snapshotVersion)
-	}
 	n := c.top.Len()
-	if got := d.Uvarint(); d.Err() == nil && got != uint64(n) {
-		d.Fail("snapshot of a cluster of %d groups, want %d", got, n)
-	}
-	if self := d.Uvarint(); d.Err() == nil && self != uint64(c.self) {
-		d.Fail("snapshot of group %d, want %d", self, c.self)
-	}
+	d.SnapshotHeader(wire.SnapshotHeader{Magic: snapshotMagic, Version: snapshotVersion, Groups: n, Self: c.self}, "tree")
 	for g := range partition.GroupID(n) {
 		if p := d.Uvarint(); d.Err() == nil && p != uint64(c.top.Parent(g)+1) {
 			d.Fail("snapshot of another tree: parent of group %d is %d, want %d", g, int64(p)-1, c.top.Parent(g))

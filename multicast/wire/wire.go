@@ -170,3 +170,37 @@ func (d *Decoder) Message(n int) multicast.Message {
 	}
 	return m
 }
+
+// SnapshotHeader opens the snapshot of a protocol core: a byte naming the
+// protocol (so that another protocol's snapshot is refused), the format
+// version, the number of groups and the group. A snapshot restores only into
+// a core of the same protocol, version, cluster size and group.
+type SnapshotHeader struct {
+	Magic, Version byte
+	Groups         int
+	Self           partition.GroupID
+}
+
+// AppendSnapshotHeader appends h.
+func AppendSnapshotHeader(b []byte, h SnapshotHeader) []byte {
+	b = append(b, h.Magic, h.Version)
+	b = binary.AppendUvarint(b, uint64(h.Groups))
+	return binary.AppendUvarint(b, uint64(h.Self))
+}
+
+// SnapshotHeader reads a snapshot header and fails unless it equals want;
+// protocol names the snapshot's kind in the error.
+func (d *Decoder) SnapshotHeader(want SnapshotHeader, protocol string) {
+	if m := d.Byte(); d.err == nil && m != want.Magic {
+		d.Fail("not a %s snapshot (magic %#x)", protocol, m)
+	}
+	if v := d.Byte(); d.err == nil && v != want.Version {
+		d.Fail("snapshot version %d, want %d", v, want.Version)
+	}
+	if n := d.Uvarint(); d.err == nil && n != uint64(want.Groups) {
+		d.Fail("snapshot of a cluster of %d groups, want %d", n, want.Groups)
+	}
+	if self := d.Uvarint(); d.err == nil && self != uint64(want.Self) {
+		d.Fail("snapshot of group %d, want %d", self, want.Self)
+	}
+}
