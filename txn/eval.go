@@ -1,0 +1,336 @@
+package txn
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/flexkv/flexkv/partition"
+)
+
+// Reader reads a group's committed state: a Pebble snapshot or batch in the
+// executor, a map in tests. The slices it returns are the caller's to keep:
+// Eval returns them in its results.
+type Reader interface {
+	// Get returns the value stored at key; found is false when there is
+	// none.
+	Get(key []byte) (value []byte, found bool, err error)
+	// Scan returns the keys of [start, end) that have a value, with their
+	// values, in ascending key order, at most limit of them.
+	Scan(start, end []byte, limit int) ([]KV, error)
+}
+
+// Writer receives the writes of an evaluated piece: a Pebble batch in the
+// executor. Eval calls it only once the piece has run to completion, one
+// call per key written, in ascending key order.
+type Writer interface {
+	Put(key, value []byte) error
+	Delete(key []byte) error
+}
+
+// Vote is a group's evaluation of the compares of a transaction whose keys
+// it owns, which the other destinations need to decide the outcome.
+type Vote struct {
+	Group partition.GroupID
+	// Holds: every compare Group owns holds.
+	Holds bool
+	// Aborted: a compare Group owns aborted the transaction (an Int operand
+	// against a stored value that is not an integer); Holds is then false.
+	Aborted bool
+}
+
+// EvalVote evaluates the compares p.Group owns (not the replicated ones,
+// which every group evaluates itself) and returns its vote. An error comes
+// from r; an abort is a vote, so that every destination aborts alike.
+func EvalVote(r Reader, p *Piece) (Vote, error) {
+	if err := p.check(); err != nil {
+		return Vote{}, err
+	}
+	e := &evaluator{r: r}
+	v := Vote{Group: p.Group, Holds: true}
+	for i, pc := range p.If {
+		if pc.Owner != p.Group {
+			continue
+		}
+		holds, err := e.compare(i, &p.Txn.If[i])
+		if err != nil {
+			if errors.Is(err, ErrAborted) {
+				return Vote{Group: p.Group, Aborted: true}, nil
+			}
+			return Vote{}, err
+		}
+		v.Holds = v.Holds && holds
+	}
+	return v, nil
+}
+
+// Eval runs piece p: it evaluates the local compares of p on r, combines
+// them with votes (exactly one from each group of p.Voters; none for a
+// piece whose compares are all local), runs the operations of the winning
+// branch that p owns, each seeing the writes of the ones before it, and
+// hands the writes to w. It returns whether Then ran, and one OpResult per
+// operation run, in order; their Index is the position in the branch.
+//
+// Every local compare is evaluated, even after one fails, so that an abort
+// does not depend on the order of the compares. An abort (error matching
+// ErrAborted: a non-integer value under add or an Int compare, an add that
+// overflows, or a vote that says Aborted) returns before w is called: the
+// piece writes nothing. Any other error comes from r or w, or from a piece
+// or votes that do not fit together; after an error from w the caller must
+// discard what w received.
+func Eval(r Reader, w Writer, p *Piece, votes ...Vote) (bool, []OpResult, error) {
+	if err := p.check(); err != nil {
+		return false, nil, err
+	}
+	holds := true
+	var got partition.GroupSet
+	for _, v := range votes {
+		switch {
+		case !p.Voters.Has(v.Group):
+			return false, nil, fmt.Errorf("txn: piece of group %d: unexpected vote of group %d (voters %s)", p.Group, v.Group, p.Voters)
+		case got.Has(v.Group):
+			return false, nil, fmt.Errorf("txn: piece of group %d: two votes of group %d", p.Group, v.Group)
+		}
+		got = got.Add(v.Group)
+		holds = holds && v.Holds
+	}
+	if got != p.Voters {
+		return false, nil, fmt.Errorf("txn: piece of group %d: missing votes of groups %s", p.Group, p.Voters&^got)
+	}
+	for _, v := range votes {
+		if v.Aborted {
+			return false, nil, abortf("txn: group %d voted abort", v.Group)
+		}
+	}
+	e := &evaluator{r: r}
+	for i, pc := range p.If {
+		if !pc.Local {
+			continue
+		}
+		h, err := e.compare(i, &p.Txn.If[i])
+		if err != nil {
+			return false, nil, err
+		}
+		holds = holds && h
+	}
+	b := thenBranch
+	if !holds {
+		b = elseBranch
+	}
+	ops := p.Txn.ops(b)
+	results := make([]OpResult, 0, len(p.ops(b)))
+	for _, i := range p.ops(b) {
+		res, err := e.op(b, i, &ops[i])
+		if err != nil {
+			return false, nil, err
+		}
+		results = append(results, res)
+	}
+	if err := e.flush(w); err != nil {
+		return false, nil, err
+	}
+	return holds, results, nil
+}
+
+// check verifies that p's transaction is well formed and that p fits it: a
+// piece built by Pieces always passes.
+func (p *Piece) check() error {
+	if p == nil || p.Txn == nil {
+		return errors.New("txn: evaluating a piece without a transaction")
+	}
+	if err := p.Txn.checkShape(); err != nil {
+		return err
+	}
+	if len(p.If) != len(p.Txn.If) {
+		return fmt.Errorf("txn: piece of group %d has %d compares, its transaction %d", p.Group, len(p.If), len(p.Txn.If))
+	}
+	for _, b := range []branch{thenBranch, elseBranch} {
+		prev := -1
+		for _, i := range p.ops(b) {
+			if i <= prev || i >= len(p.Txn.ops(b)) {
+				return fmt.Errorf("txn: piece of group %d: %s positions not ascending in 0..%d", p.Group, b, len(p.Txn.ops(b))-1)
+			}
+			prev = i
+		}
+	}
+	return nil
+}
+
+// write is a pending write of the piece being evaluated.
+type write struct {
+	key, value []byte
+	deleted    bool
+}
+
+// evaluator runs one piece. Writes are held back in writes, sorted by key
+// with one entry per key, until the piece completes: reads see them, an
+// abort drops them, and the Writer gets the final state of each key once.
+// A piece has at most OpsMax operations, so a sorted slice is enough.
+type evaluator struct {
+	r      Reader
+	writes []write
+}
+
+func (e *evaluator) find(key []byte) (int, bool) {
+	return slices.BinarySearchFunc(e.writes, key, func(w write, k []byte) int { return bytes.Compare(w.key, k) })
+}
+
+func (e *evaluator) get(key []byte) ([]byte, bool, error) {
+	if i, ok := e.find(key); ok {
+		w := e.writes[i]
+		if w.deleted {
+			return nil, false, nil
+		}
+		return w.value, true, nil
+	}
+	v, found, err := e.r.Get(key)
+	if err != nil || !found {
+		return nil, false, err
+	}
+	return v, true, nil
+}
+
+func (e *evaluator) set(key, value []byte, deleted bool) {
+	w := write{key: key, value: value, deleted: deleted}
+	if i, ok := e.find(key); ok {
+		e.writes[i] = w
+	} else {
+		e.writes = slices.Insert(e.writes, i, w)
+	}
+}
+
+// scan merges the reader's keys of [start, end) with the pending writes.
+// Pending deletes may hide up to one reader key each, so the reader is
+// asked for that many more than limit; past them, every further reader key
+// sorts after limit surviving ones.
+func (e *evaluator) scan(start, end []byte, limit int) ([]KV, error) {
+	lo, _ := e.find(start)
+	hi, _ := e.find(end)
+	pending := e.writes[lo:hi]
+	deletes := 0
+	for _, w := range pending {
+		if w.deleted {
+			deletes++
+		}
+	}
+	base, err := e.r.Scan(start, end, limit+deletes)
+	if err != nil {
+		return nil, err
+	}
+	if len(base) > limit+deletes {
+		return nil, fmt.Errorf("txn: reader returned %d keys for a scan limited to %d", len(base), limit+deletes)
+	}
+	out := make([]KV, 0, min(limit, len(base)+len(pending)))
+	i, j := 0, 0
+	for len(out) < limit && (i < len(base) || j < len(pending)) {
+		var order int
+		switch {
+		case i == len(base):
+			order = 1
+		case j == len(pending):
+			order = -1
+		default:
+			order = bytes.Compare(base[i].Key, pending[j].key)
+		}
+		if order < 0 {
+			out = append(out, base[i])
+			i++
+			continue
+		}
+		if order == 0 {
+			i++ // the pending write replaces the stored value
+		}
+		if w := pending[j]; !w.deleted {
+			out = append(out, KV{Key: w.key, Value: w.value})
+		}
+		j++
+	}
+	return out, nil
+}
+
+// flush hands the pending writes to w in key order.
+func (e *evaluator) flush(w Writer) error {
+	for _, p := range e.writes {
+		var err error
+		if p.deleted {
+			err = w.Delete(p.key)
+		} else {
+			err = w.Put(p.key, p.value)
+		}
+		if err != nil {
+			return fmt.Errorf("txn: write %s: %w", quote(p.key), err)
+		}
+	}
+	return nil
+}
+
+// integer reads a stored value as an integer (see the package comment); a
+// missing value is 0.
+func integer(v []byte, found bool) (int64, bool) {
+	if !found {
+		return 0, true
+	}
+	n, err := strconv.ParseInt(string(v), 10, 64)
+	return n, err == nil
+}
+
+func (e *evaluator) compare(i int, c *Compare) (bool, error) {
+	v, found, err := e.get(c.Key)
+	if err != nil {
+		return false, fmt.Errorf("txn: if[%d]: read %s: %w", i, quote(c.Key), err)
+	}
+	if c.Int == nil {
+		return c.Cmp.holds(bytes.Compare(v, c.Value)), nil // missing: v is nil, the empty value
+	}
+	n, ok := integer(v, found)
+	if !ok {
+		return false, abortf("txn: if[%d]: %s %s %d: stored value %s: %w", i, quote(c.Key), c.Cmp, *c.Int, quote(v), ErrNotInteger)
+	}
+	return c.Cmp.holds(cmp.Compare(n, *c.Int)), nil
+}
+
+func (e *evaluator) op(b branch, i int, o *Op) (OpResult, error) {
+	res := OpResult{Index: i, Kind: o.Kind, Key: o.Key}
+	readErr := func(err error) error {
+		return fmt.Errorf("txn: %s[%d]: %s %s: %w", b, i, o.Kind, quote(o.Key), err)
+	}
+	switch o.Kind {
+	case OpGet:
+		v, found, err := e.get(o.Key)
+		if err != nil {
+			return res, readErr(err)
+		}
+		res.Value, res.Found = v, found
+	case OpPut:
+		e.set(o.Key, o.Value, false)
+	case OpDelete:
+		e.set(o.Key, nil, true)
+	case OpAdd:
+		v, found, err := e.get(o.Key)
+		if err != nil {
+			return res, readErr(err)
+		}
+		n, ok := integer(v, found)
+		if !ok {
+			return res, abortf("txn: %s[%d]: add to %s: stored value %s: %w", b, i, quote(o.Key), quote(v), ErrNotInteger)
+		}
+		sum := n + o.Int
+		if (o.Int > 0 && sum < n) || (o.Int < 0 && sum > n) {
+			return res, abortf("txn: %s[%d]: add %d to %s: %d: %w", b, i, o.Int, quote(o.Key), n, ErrOverflow)
+		}
+		e.set(o.Key, strconv.AppendInt(nil, sum, 10), false)
+		res.Int = sum
+	case OpScan:
+		kvs, err := e.scan(o.Key, o.End, o.Limit)
+		if err != nil {
+			return res, readErr(err)
+		}
+		res.KVs = kvs
+	default:
+		panic(fmt.Sprintf("txn: invariant violated: evaluating op kind %d, which checkShape rejects", o.Kind))
+	}
+	return res, nil
+}

@@ -1,0 +1,198 @@
+package txn
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/flexkv/flexkv/partition"
+)
+
+// Routing rule (DESIGN 6; partition.PartitionMap.Destinations).
+//
+// The destinations of a transaction are the owner groups of the keys it
+// touches, compares and both branches alike (which branch runs is known
+// only once the compares are evaluated), with two rules for keys of
+// replicated partitions, which every group holds a copy of:
+//   - a write (put, delete, add) to a replicated key, in either branch,
+//     makes every group a destination: each copy must apply the write in
+//     the same order as the other transactions of its group;
+//   - a read (get, scan, compare) of a replicated key adds no destination:
+//     any destination can read its own copy. A transaction that only reads
+//     replicated keys goes to one group, the client's home group.
+//
+// Every copy of a replicated key has seen the same writes at a given
+// transaction, because those writes reach every group and the groups'
+// delivery orders agree; so a compare on a replicated key is local to every
+// group.
+
+// Destinations returns the groups t must be multicast to, by the rule above;
+// home is the group that serves a transaction that only reads replicated
+// keys, and is checked only then. It validates t as Validate does.
+func (t *Txn) Destinations(pm *partition.PartitionMap, top *partition.Topology, home partition.GroupID) (partition.GroupSet, error) {
+	pl, err := t.place(pm)
+	if err != nil {
+		return 0, err
+	}
+	want, err := pl.destinations(t, top)
+	if err != nil {
+		return 0, err
+	}
+	if want.Empty() {
+		if !top.Valid(home) {
+			return 0, fmt.Errorf("txn: home group %d is not a group of the topology (0..%d)", home, top.Len()-1)
+		}
+		want = partition.SetOf(home)
+	}
+	return want, nil
+}
+
+// destinations returns the destination set of t, or the empty set when it
+// only reads replicated keys.
+func (pl *placement) destinations(t *Txn, top *partition.Topology) (partition.GroupSet, error) {
+	if top == nil {
+		return 0, errors.New("txn: routing without a topology")
+	}
+	var owners partition.GroupSet
+	replicatedWrite := false
+	add := func(p place) {
+		if !p.replicated {
+			owners = owners.Add(p.group)
+		}
+	}
+	for _, p := range pl.ifs {
+		add(p)
+	}
+	for _, b := range []branch{thenBranch, elseBranch} {
+		for i, p := range pl.ops[b] {
+			add(p)
+			replicatedWrite = replicatedWrite || (p.replicated && t.ops(b)[i].Kind.Writes())
+		}
+	}
+	if !top.ValidSet(owners) {
+		return 0, fmt.Errorf("txn: partition map names groups %s outside the topology (0..%d)", owners, top.Len()-1)
+	}
+	if replicatedWrite {
+		return top.All(), nil
+	}
+	return owners, nil
+}
+
+// Piece is the part of a transaction one destination group executes
+// (DESIGN 0): every group evaluates the outcome of If, then runs the
+// operations of the branch that won that are its own.
+//
+// A group runs the operations on the keys it owns, every write to a
+// replicated key (each group applies it to its copy), and, when it is the
+// lowest-ranked destination (the FlexCast lca, which answers the client's
+// original call), the reads of replicated keys, so that exactly one group
+// reports them. A write to a replicated key is reported by every group,
+// with the same result, since the copies agree.
+//
+// A compare is local when its key is owned by Group or replicated; a remote
+// compare is evaluated by its owner, which sends its vote: whether all the
+// compares it owns hold (EvalVote). Every destination waits for the votes
+// of all owners of its remote compares, so that every group computes the
+// same outcome.
+//
+// Votes cover compares only. An add that aborts (ErrNotInteger,
+// ErrOverflow) aborts the piece of the group that runs it; in a transaction
+// with several destinations the other groups do not learn of it from this
+// plan. Making such aborts atomic across groups (each group voting on
+// whether its operations of each branch can run) is the executor's to
+// decide, at the cost of a vote round for every multi-group transaction
+// with an add; gTPC-C's adds are on keys it wrote as integers.
+type Piece struct {
+	Group partition.GroupID
+	Txn   *Txn // the whole transaction, shared by the pieces; read only
+	// If has one entry per compare of Txn.If, in order.
+	If []PieceCompare
+	// Then and Else are the positions, ascending, of the operations of
+	// Txn.Then and Txn.Else that Group runs.
+	Then, Else []int
+	// Voters are the groups whose votes Group waits for: the owners of
+	// its remote compares.
+	Voters partition.GroupSet
+	// VoteTo are the groups Group sends its vote to: the other
+	// destinations, when Group owns a compare; none otherwise.
+	VoteTo partition.GroupSet
+}
+
+// PieceCompare says who evaluates one compare of a piece.
+type PieceCompare struct {
+	// Local: the piece's group evaluates the compare itself.
+	Local bool
+	// Owner is the group that owns the compare's key, or NoGroup when the
+	// key is replicated (local everywhere).
+	Owner partition.GroupID
+}
+
+// ops returns the operation positions of b.
+func (p *Piece) ops(b branch) []int {
+	if b == thenBranch {
+		return p.Then
+	}
+	return p.Else
+}
+
+// Pieces splits t into the pieces of the groups of dst, in rank order. dst
+// is the destination set t was multicast to, which Pieces checks: what
+// Destinations returns, the home group included. It validates t as Validate
+// does. The pieces share t, which must not change while they are used.
+func (t *Txn) Pieces(pm *partition.PartitionMap, top *partition.Topology, dst partition.GroupSet) ([]Piece, error) {
+	pl, err := t.place(pm)
+	if err != nil {
+		return nil, err
+	}
+	want, err := pl.destinations(t, top)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case want.Empty():
+		if dst.Len() != 1 || !top.ValidSet(dst) {
+			return nil, fmt.Errorf("txn: destination set %s: a transaction that only reads replicated keys has one destination of the topology (0..%d)",
+				dst, top.Len()-1)
+		}
+	case dst != want:
+		return nil, fmt.Errorf("txn: destination set %s, want %s", dst, want)
+	}
+	lca := dst.Min()
+	var owners partition.GroupSet // owners of compares
+	for _, p := range pl.ifs {
+		if !p.replicated {
+			owners = owners.Add(p.group)
+		}
+	}
+	pieces := make([]Piece, 0, dst.Len())
+	for _, g := range dst.Slice() {
+		pc := Piece{Group: g, Txn: t, If: make([]PieceCompare, len(t.If))}
+		for i, p := range pl.ifs {
+			pc.If[i] = PieceCompare{Local: p.replicated || p.group == g, Owner: p.group}
+			if !pc.If[i].Local {
+				pc.Voters = pc.Voters.Add(p.group)
+			}
+		}
+		if owners.Has(g) {
+			pc.VoteTo = dst.Remove(g)
+		}
+		for _, b := range []branch{thenBranch, elseBranch} {
+			var idx []int
+			for i, p := range pl.ops[b] {
+				run := p.group == g
+				if p.replicated {
+					run = t.ops(b)[i].Kind.Writes() || g == lca
+				}
+				if run {
+					idx = append(idx, i)
+				}
+			}
+			if b == thenBranch {
+				pc.Then = idx
+			} else {
+				pc.Else = idx
+			}
+		}
+		pieces = append(pieces, pc)
+	}
+	return pieces, nil
+}
