@@ -78,6 +78,30 @@ func (f *fifoNet) drain() error {
 	return nil
 }
 
+// batches multicasts n messages from client 1, batchSize at a time, each at
+// its lca; after each batch it drains the links and ticks every group (which
+// keeps the flush going).
+func (f *fifoNet) batches(tb testing.TB, n, batchSize int, dst func() partition.GroupSet) {
+	tb.Helper()
+	for i := 0; i < n; i += batchSize {
+		for j := 0; j < batchSize && i+j < n; j++ {
+			d := dst()
+			m := multicast.Message{ID: multicast.MsgID{Client: 1, Seq: uint64(i + j + 1)}, Dst: d}
+			if err := f.step(Entry(d), multicast.Request(m)); err != nil {
+				tb.Fatal(err)
+			}
+		}
+		if err := f.drain(); err != nil {
+			tb.Fatal(err)
+		}
+		for g := range f.cores {
+			if err := f.step(partition.GroupID(g), multicast.Tick()); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+}
+
 // aws12 returns the 12-region topology in overlay O1 and its latencies.
 func aws12(tb testing.TB) (*partition.Topology, *partition.Latency) {
 	lat, err := configs.AWS12Latency()
@@ -124,26 +148,9 @@ func BenchmarkFlexCast(b *testing.B) {
 	var deliveries uint64
 	net.deliver = func(partition.GroupID, multicast.Message) { deliveries++ }
 	rng := rand.New(rand.NewPCG(2, 2))
-	const batch = 64
 	b.ReportAllocs()
 	b.ResetTimer()
-	for i := 0; i < b.N; i += batch {
-		for j := 0; j < batch && i+j < b.N; j++ {
-			dst := localityDst(rng, top, nearest, 0.9)
-			m := multicast.Message{ID: multicast.MsgID{Client: 1, Seq: uint64(i + j + 1)}, Dst: dst}
-			if err := net.step(Entry(dst), multicast.Request(m)); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if err := net.drain(); err != nil {
-			b.Fatal(err)
-		}
-		for g := range net.cores { // a tick per batch keeps the flush going
-			if err := net.step(partition.GroupID(g), multicast.Tick()); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
+	net.batches(b, b.N, 64, func() partition.GroupSet { return localityDst(rng, top, nearest, 0.9) })
 	b.StopTimer()
 	var entries uint64
 	histMax := 0
@@ -179,23 +186,7 @@ func TestHistoryBounded(t *testing.T) {
 	var deliveries uint64
 	net.deliver = func(partition.GroupID, multicast.Message) { deliveries++ }
 	rng := rand.New(rand.NewPCG(4, 4))
-	for i := 0; i < total; i += batch {
-		for j := range batch {
-			dst := localityDst(rng, top, nearest, 0.9)
-			m := multicast.Message{ID: multicast.MsgID{Client: 1, Seq: uint64(i + j + 1)}, Dst: dst}
-			if err := net.step(Entry(dst), multicast.Request(m)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := net.drain(); err != nil {
-			t.Fatal(err)
-		}
-		for g := range net.cores {
-			if err := net.step(partition.GroupID(g), multicast.Tick()); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	net.batches(t, total, batch, func() partition.GroupSet { return localityDst(rng, top, nearest, 0.9) })
 	if deliveries != 2*total {
 		t.Fatalf("deliveries: got %d, want %d", deliveries, 2*total)
 	}
@@ -211,47 +202,31 @@ func TestHistoryBounded(t *testing.T) {
 	}
 }
 
-// TestHistoryBoundedAwayFromRankZero sends 300,032 multicasts among groups 1-5
+// TestHistoryBoundedAwayFromRankZero sends 300,000 multicasts among groups 1-5
 // of 6, none to rank 0: rank 0 delivers nothing, and only the idle flush
 // (every FlushIdleTicks = 200 ticks, a tick per 64 multicasts) trims the
 // histories. Between two flushes at most 200*64 multicasts happen, each an
 // entry in two owners' chains: 2*12,800 entries, plus the flushes in flight.
 // Without the idle flush the last group would hold about 600,000.
-//
-// (4,688 batches of 64.)
 func TestHistoryBoundedAwayFromRankZero(t *testing.T) {
 	if testing.Short() {
 		t.Skip("300,000 multicasts")
 	}
-	const total, batch, groups = 4_688 * 64, 64, 6
+	const total, batch, groups = 300_000, 64, 6
 	const bound = 2 * 2 * 200 * batch
 	top := lettersTopology(t, groups)
 	net := newFifoNet(t, top, 5, Config{})
 	var deliveries uint64
 	net.deliver = func(partition.GroupID, multicast.Message) { deliveries++ }
 	rng := rand.New(rand.NewPCG(6, 6))
-	for i := 0; i < total; i += batch {
-		for j := range batch {
-			a := partition.GroupID(1 + rng.IntN(groups-1))
-			b := partition.GroupID(1 + rng.IntN(groups-2))
-			if b >= a {
-				b++
-			}
-			dst := partition.SetOf(a, b)
-			m := multicast.Message{ID: multicast.MsgID{Client: 1, Seq: uint64(i + j + 1)}, Dst: dst}
-			if err := net.step(Entry(dst), multicast.Request(m)); err != nil {
-				t.Fatal(err)
-			}
+	net.batches(t, total, batch, func() partition.GroupSet {
+		a := partition.GroupID(1 + rng.IntN(groups-1))
+		b := partition.GroupID(1 + rng.IntN(groups-2))
+		if b >= a {
+			b++
 		}
-		if err := net.drain(); err != nil {
-			t.Fatal(err)
-		}
-		for g := range net.cores {
-			if err := net.step(partition.GroupID(g), multicast.Tick()); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+		return partition.SetOf(a, b)
+	})
 	if deliveries != 2*total {
 		t.Fatalf("deliveries: got %d, want %d", deliveries, 2*total)
 	}
