@@ -56,14 +56,22 @@ type testReplica struct {
 	cuttable bool
 }
 
+// freeAddr returns a loopback address whose port was free a moment ago. It
+// picks below the kernel's ephemeral range (32768 and up on Linux), which
+// outgoing connections take their source ports from: a port found with
+// "127.0.0.1:0" could be handed to one of them before the replica binds it.
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 1000 {
+		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000))
+		l, err := net.Listen("tcp", addr)
+		if err == nil {
+			l.Close()
+			return addr
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatal("no free port in 20000-31999")
+	return ""
 }
 
 func newTestCluster(t testing.TB, proto multicast.Protocol, groups, replicas int, snapEvery uint64) *testCluster {

@@ -183,8 +183,10 @@ func Open(cfg Config) (*Replica, error) {
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
 	rc.SnapshotInterval = 2 * time.Second
 	rc.TrailingLogs = cfg.TrailingLogs
-	// Group commit: concurrent proposals share one log write and fsync.
-	rc.BatchApplyCh = true
+	// Group commit: the leader gathers every proposal ready (up to
+	// MaxAppendEntries) into one log write and fsync. Not BatchApplyCh: it
+	// buffers proposals where a shutdown never answers them, and a caller
+	// waiting on such a future (the tick loop, a client) would wait forever.
 	rc.MaxAppendEntries = 512
 	rc.Logger = hlog
 	if cfg.Bootstrap {
