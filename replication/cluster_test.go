@@ -56,17 +56,32 @@ type testReplica struct {
 	cuttable bool
 }
 
-// freeAddr returns a loopback address whose port was free a moment ago. It
-// picks below the kernel's ephemeral range (32768 and up on Linux), which
-// outgoing connections take their source ports from: a port found with
-// "127.0.0.1:0" could be handed to one of them before the replica binds it.
+// Ports handed out by freeAddr in this process: each at most once, so that
+// two replicas never get the same one.
+var (
+	portsMu   sync.Mutex
+	portsUsed = map[int]bool{}
+)
+
+// freeAddr returns a loopback address whose port was free a moment ago and
+// was never handed out before in this process. It picks below the kernel's
+// ephemeral range (32768 and up on Linux), which outgoing connections take
+// their source ports from: a port found with "127.0.0.1:0" could be handed to
+// one of them before the replica binds it.
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	for range 1000 {
-		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000))
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 10000 {
+		port := 20000 + rand.IntN(12000)
+		if portsUsed[port] {
+			continue
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		l, err := net.Listen("tcp", addr)
 		if err == nil {
 			l.Close()
+			portsUsed[port] = true
 			return addr
 		}
 	}
