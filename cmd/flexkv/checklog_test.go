@@ -6,13 +6,20 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 )
 
-// runCheckLog runs `flexkv check-log args...` in-process and returns its
-// exit code, stdout and stderr (with main's error line).
+// runCheckLog runs `flexkv check-log args...` in-process.
 func runCheckLog(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	cmd := newCheckLogCmd()
+	return runCmd(t, newCheckLogCmd(), args...)
+}
+
+// runCmd runs a subcommand in-process and returns its exit code, stdout and
+// stderr (with the error line main would print).
+func runCmd(t *testing.T, cmd *cobra.Command, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	var out, errOut bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetErr(&errOut)

@@ -11,20 +11,10 @@ import (
 	"github.com/flexkv/flexkv/multicast/sim"
 )
 
-// runSim runs `flexkv sim args...` in-process and returns its exit code,
-// stdout and stderr (with main's error line).
+// runSim runs `flexkv sim args...` in-process.
 func runSim(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	cmd := newSimCmd()
-	var out, errOut bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&errOut)
-	cmd.SetArgs(args)
-	if err := cmd.Execute(); err != nil {
-		errOut.WriteString("flexkv: " + err.Error() + "\n")
-		return exitCode(err), out.String(), errOut.String()
-	}
-	return 0, out.String(), errOut.String()
+	return runCmd(t, newSimCmd(), args...)
 }
 
 func TestSimTree(t *testing.T) {
