@@ -284,7 +284,7 @@ func (r *Replica) leaderLoop() {
 			if !leader {
 				continue
 			}
-			if err := r.raft.Barrier(r.cfg.ApplyTimeout).Error(); err != nil {
+			if !r.appliedUpTo(r.raft.LastIndex()) {
 				continue
 			}
 			r.log.Info("leader")
@@ -313,10 +313,50 @@ func (r *Replica) tickLoop() {
 		case <-r.stop:
 			return
 		case <-t.C:
+			// Apply returns once the leader took the tick (the apply channel
+			// is unbuffered: back-pressure); its commit is not awaited, as
+			// raft never answers a future whose entry it dropped at
+			// shutdown.
 			if r.raft.State() == raft.Leader {
-				_ = r.raft.Apply(EncodeTick(), r.cfg.ApplyTimeout).Error()
+				r.raft.Apply(EncodeTick(), r.cfg.ApplyTimeout)
 			}
 		}
+	}
+}
+
+// appliedUpTo waits until the FSM applied index, or the replica stops or
+// loses leadership. Polling, not a raft Barrier future: raft drops the futures
+// of committed entries still queued for the FSM at shutdown, and a wait on one
+// would keep Close from returning.
+func (r *Replica) appliedUpTo(index uint64) bool {
+	t := time.NewTicker(2 * time.Millisecond)
+	defer t.Stop()
+	for r.raft.AppliedIndex() < index {
+		select {
+		case <-r.stop:
+			return false
+		case <-t.C:
+			if r.raft.State() != raft.Leader {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// await waits for f, the replica's stop or ctx. A future that raft dropped at
+// shutdown is never answered; the goroutine waiting on it then ends with the
+// process, but the caller returns.
+func (r *Replica) await(ctx context.Context, f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-r.stop:
+		return raft.ErrRaftShutdown
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -356,7 +396,7 @@ func (r *Replica) propose(ctx context.Context, data []byte) error {
 		timeout = min(timeout, time.Until(dl))
 	}
 	f := r.raft.Apply(data, timeout)
-	if err := f.Error(); err != nil {
+	if err := r.await(ctx, f); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
 			return &NotLeaderError{Leader: r.leaderHint()}
 		}
