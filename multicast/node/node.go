@@ -19,6 +19,15 @@
 // it cannot be offered again: it is skipped, the same way on every replica,
 // counted in Stats and reported in Output.Rejected. A core must therefore
 // reject an envelope only when it is malformed, never for want of room.
+//
+// Application payloads. The channel also carries payloads of the layer above
+// the core (transaction votes, DESIGN 6) beside the protocol's envelopes, so
+// that they get the same reliability, FIFO order and leader-change handling.
+// Every envelope on the channel starts with one tag byte: tagCore for the
+// core's, tagApp for the application's. SendApp queues an application
+// payload; those received come out in Output.App, in channel order, and never
+// reach the core. An envelope with another tag is rejected like one the core
+// rejects.
 package node
 
 import (
@@ -46,6 +55,28 @@ type Output struct {
 	Deliveries []multicast.Message // in delivery order
 	Sends      []multicast.Send    // what the core sent, for logs and metrics
 	Rejected   []Rejection         // envelopes the core rejected, for logs
+	App        []AppInbound        // application payloads received, in channel order
+}
+
+// The tags of envelopes on the channel.
+const (
+	tagCore byte = 0
+	tagApp  byte = 1
+)
+
+// AppInbound is an application payload (a transaction vote) received from
+// another group, in channel order.
+type AppInbound struct {
+	From    partition.GroupID
+	Payload []byte
+}
+
+// AppSend is an application payload for another group, which the channel
+// layer delivers reliably, in FIFO order with the core's envelopes.
+type AppSend struct {
+	To      partition.GroupID
+	About   multicast.MsgID // the transaction it is about, for logs
+	Payload []byte
 }
 
 // Rejection is an envelope from another group that the core rejected.
@@ -106,8 +137,17 @@ func (n *Node) Receive(f channel.Frame) error {
 	out := n.ch.Ready()
 	n.out.Frames = append(n.out.Frames, out.Frames...)
 	for _, in := range out.Inbound {
-		err := n.core.Step(multicast.Envelope(in.From, in.Payload))
-		n.drainCore()
+		var err error
+		switch {
+		case len(in.Payload) > 0 && in.Payload[0] == tagApp:
+			n.out.App = append(n.out.App, AppInbound{From: in.From, Payload: in.Payload[1:]})
+			continue
+		case len(in.Payload) > 0 && in.Payload[0] == tagCore:
+			err = n.core.Step(multicast.Envelope(in.From, in.Payload[1:]))
+			n.drainCore()
+		default:
+			err = fmt.Errorf("%w: node: envelope from group %d without a known tag", multicast.ErrInvalid, in.From)
+		}
 		if err == nil {
 			continue
 		}
@@ -137,10 +177,29 @@ func (n *Node) Tick() {
 func (n *Node) drainCore() {
 	out := n.core.Ready()
 	for _, s := range out.Sends {
-		n.ch.Send(s.To, s.Payload)
+		n.ch.Send(s.To, tagged(tagCore, s.Payload))
 	}
 	n.out.Sends = append(n.out.Sends, out.Sends...)
 	n.out.Deliveries = append(n.out.Deliveries, out.Deliveries...)
+}
+
+// tagged returns payload behind tag, in a new slice (the channel keeps it).
+func tagged(tag byte, payload []byte) []byte {
+	b := make([]byte, 1+len(payload))
+	b[0] = tag
+	copy(b[1:], payload)
+	return b
+}
+
+// SendApp queues application payloads for other groups on the channel. It is
+// never refused: admission control applies to requests, and an application
+// payload answers something already admitted. It panics on a destination
+// that is not a peer (a caller's bug: the executor sends only to the
+// destinations of a delivered message).
+func (n *Node) SendApp(sends []AppSend) {
+	for _, s := range sends {
+		n.ch.Send(s.To, tagged(tagApp, s.Payload))
+	}
 }
 
 // Ready returns and forgets what the node produced since the last call.
@@ -181,7 +240,7 @@ func (n *Node) Stats() Stats {
 // encode. Call it with the output drained, as
 // (*channel.Channel).AppendSnapshot requires.
 func (n *Node) AppendSnapshot(b []byte) []byte {
-	if len(n.out.Frames) != 0 || len(n.out.Deliveries) != 0 || len(n.out.Sends) != 0 || len(n.out.Rejected) != 0 {
+	if len(n.out.Frames) != 0 || len(n.out.Deliveries) != 0 || len(n.out.Sends) != 0 || len(n.out.Rejected) != 0 || len(n.out.App) != 0 {
 		panic("node: snapshot with undrained output")
 	}
 	b = wire.AppendBytes(b, n.ch.AppendSnapshot(nil))

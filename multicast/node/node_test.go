@@ -144,8 +144,8 @@ func TestSendsReachChannel(t *testing.T) {
 		t.Errorf("sends (-want +got):\n%s", diff)
 	}
 	wantFrames := []channel.Frame{
-		{From: 0, To: 1, Seq: 1, Payload: enc},
-		{From: 0, To: 2, Seq: 1, Payload: enc},
+		{From: 0, To: 1, Seq: 1, Payload: tagged(tagCore, enc)},
+		{From: 0, To: 2, Seq: 1, Payload: tagged(tagCore, enc)},
 	}
 	if diff := cmp.Diff(wantFrames, out.Frames, equateEmpty); diff != "" {
 		t.Errorf("frames (-want +got):\n%s", diff)
@@ -211,7 +211,7 @@ func TestReplyAndAckRoundTrip(t *testing.T) {
 	reply := multicast.Message{ID: multicast.MsgID{Client: 1, Seq: 1001}, Dst: partition.SetOf(0), Payload: []byte("reply")}
 	wantDeliveries(t, bOut.Deliveries, m)
 	// The reply carries b's ack of m.
-	want := []channel.Frame{{From: 1, To: 0, Seq: 1, Ack: 1, Payload: wire.AppendMessage(nil, reply)}}
+	want := []channel.Frame{{From: 1, To: 0, Seq: 1, Ack: 1, Payload: tagged(tagCore, wire.AppendMessage(nil, reply))}}
 	if diff := cmp.Diff(want, bOut.Frames, equateEmpty); diff != "" {
 		t.Fatalf("frames (-want +got):\n%s", diff)
 	}
@@ -429,5 +429,43 @@ func TestRestoreRejects(t *testing.T) {
 	}
 	if _, err := Restore(&echoCore{self: 2}, config(2), snap); !errors.Is(err, wire.ErrCorrupt) {
 		t.Errorf("Restore of group 1's snapshot as group 2 = %v, want ErrCorrupt", err)
+	}
+}
+
+func TestAppPayloadsTravelBesideTheCore(t *testing.T) {
+	a, _ := startNode(t, config(0))
+	b, bCore := startNode(t, config(1))
+	m := msg(1, "x", 0, 1)
+	request(t, a, m)
+	a.SendApp([]AppSend{{To: 1, About: m.ID, Payload: []byte("vote-1")}, {To: 1, Payload: []byte("vote-2")}})
+	frames := a.Ready().Frames
+	if len(frames) != 3 {
+		t.Fatalf("a produced %d frames, want 3 (one envelope, two votes)", len(frames))
+	}
+	// The network reverses them: the channel restores FIFO order.
+	receive(t, b, frames[2], frames[1], frames[0])
+	out := b.Ready()
+	wantDeliveries(t, out.Deliveries, m)
+	want := []AppInbound{{From: 0, Payload: []byte("vote-1")}, {From: 0, Payload: []byte("vote-2")}}
+	if diff := cmp.Diff(want, out.App); diff != "" {
+		t.Errorf("app payloads (-want +got):\n%s", diff)
+	}
+	for _, in := range bCore.inputs {
+		if in.Kind == multicast.InputEnvelope && bytes.HasPrefix(in.Payload, []byte("vote")) {
+			t.Errorf("an application payload reached the core: %q", in.Payload)
+		}
+	}
+	// Duplicates are not handed up again.
+	receive(t, b, frames...)
+	if got := b.Ready().App; len(got) != 0 {
+		t.Errorf("duplicates handed up %v", got)
+	}
+	// An envelope without a known tag is rejected, not stepped.
+	c, _ := startNode(t, config(2))
+	if err := c.Receive(channel.Frame{From: 0, To: 2, Seq: 1, Payload: []byte{7, 1}}); err != nil {
+		t.Fatalf("Receive: %v", err)
+	}
+	if out := c.Ready(); len(out.Rejected) != 1 || !errors.Is(out.Rejected[0].Err, multicast.ErrInvalid) {
+		t.Errorf("untagged envelope: rejected %v, want one ErrInvalid", out.Rejected)
 	}
 }
