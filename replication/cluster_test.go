@@ -51,8 +51,8 @@ type testReplica struct {
 	live  atomic.Pointer[Replica]
 	r     *Replica
 	rec   *Recorder
-	layer *cutLayer // with cuttable raft links
-	// cuttable: start gives it a cutLayer
+	layer *CutLayer // with cuttable raft links
+	// cuttable: start gives it a CutLayer
 	cuttable bool
 }
 

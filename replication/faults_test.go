@@ -2,93 +2,23 @@ package replication
 
 import (
 	"context"
-	"errors"
 	"math/rand/v2"
-	"net"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/hashicorp/raft"
 
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/channel"
 	"github.com/flexkv/flexkv/partition"
 )
 
-// cutLayer is raft's stream layer over TCP with a switch that cuts the
-// replica off: while cut, it refuses to dial, closes what it accepts, and
-// the connections it had are closed.
-type cutLayer struct {
-	net.Listener
-	mu    sync.Mutex
-	cut   bool
-	conns []net.Conn
-}
-
-func listenCut(t testing.TB, addr string) *cutLayer {
+func listenCut(t testing.TB, addr string) *CutLayer {
 	t.Helper()
-	var l net.Listener
-	var err error
-	// The port was free a moment ago; a restarted replica may have to wait
-	// for the previous listener's socket to go.
-	for range 50 {
-		if l, err = net.Listen("tcp", addr); err == nil {
-			return &cutLayer{Listener: l}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatal(err)
-	return nil
-}
-
-func (l *cutLayer) track(c net.Conn) (net.Conn, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.cut {
-		c.Close()
-		return nil, errors.New("cut off")
-	}
-	l.conns = append(l.conns, c)
-	return c, nil
-}
-
-func (l *cutLayer) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		if c, err := l.track(c); err == nil {
-			return c, nil
-		}
-	}
-}
-
-func (l *cutLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	l.mu.Lock()
-	cut := l.cut
-	l.mu.Unlock()
-	if cut {
-		return nil, errors.New("cut off")
-	}
-	c, err := net.DialTimeout("tcp", string(addr), timeout)
+	l, err := ListenCut(addr)
 	if err != nil {
-		return nil, err
+		t.Fatal(err)
 	}
-	return l.track(c)
-}
-
-func (l *cutLayer) setCut(cut bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.cut = cut
-	if cut {
-		for _, c := range l.conns {
-			c.Close()
-		}
-		l.conns = nil
-	}
+	return l
 }
 
 // lossy returns a frame filter that drops and duplicates frames at the given
@@ -134,9 +64,9 @@ func TestPartitionAndLossyLinks(t *testing.T) {
 			go func() { done <- c.load(ctx, 8, 4, 300) }()
 			time.Sleep(300 * time.Millisecond)
 			l := c.leader(1)
-			c.reps[1][l].layer.setCut(true)
+			c.reps[1][l].layer.SetCut(true)
 			f := (c.leader(2) + 1) % 3
-			c.reps[2][f].layer.setCut(true)
+			c.reps[2][f].layer.SetCut(true)
 			// The cut is real: the rest of group 1 elects another leader.
 			deadline := time.Now().Add(10 * time.Second)
 			for {
@@ -154,8 +84,8 @@ func TestPartitionAndLossyLinks(t *testing.T) {
 				time.Sleep(10 * time.Millisecond)
 			}
 			time.Sleep(1000 * time.Millisecond)
-			c.reps[1][l].layer.setCut(false)
-			c.reps[2][f].layer.setCut(false)
+			c.reps[1][l].layer.SetCut(false)
+			c.reps[2][f].layer.SetCut(false)
 			if err := <-done; err != nil {
 				t.Fatal(err)
 			}

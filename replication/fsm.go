@@ -25,8 +25,24 @@ import (
 // hands Execute only entries above AppliedIndex, so nothing is executed
 // twice. Sync is called before each raft snapshot is taken, so AppliedIndex
 // never falls behind the snapshot that replay starts from.
+//
+// Votes. A transaction whose piece needs another group's vote (DESIGN 6)
+// travels on the group's channels: Execute receives the application
+// payloads (votes) the entry brought, and returns those to send, which the
+// state queues on its channels like the core's envelopes. Those sends are
+// part of the replicated state, so a replica that replays an entry its
+// executor applied before a restart must queue them again without executing:
+// Sent returns what Execute returned for that entry, which the executor keeps
+// with its effects until ForgetSent says a durable raft snapshot covers it.
 type Executor interface {
-	Execute(index uint64, deliveries []multicast.Message) error
+	// Execute runs the deliveries of entry index, in delivery order, and
+	// the application payloads it brought, in channel order; it returns
+	// the application payloads to send.
+	Execute(index uint64, deliveries []multicast.Message, inbound []node.AppInbound) ([]node.AppSend, error)
+	// Sent returns what Execute returned for entry index <= AppliedIndex.
+	Sent(index uint64) ([]node.AppSend, error)
+	// ForgetSent drops what Sent keeps for entries at or below index.
+	ForgetSent(index uint64) error
 	AppliedIndex() uint64
 	Sync() error
 	// Snapshot captures the executor's state as of AppliedIndex; it is
@@ -54,6 +70,9 @@ type fsm struct {
 
 	mu    sync.Mutex
 	state *State
+	// persisted is the index of the last raft snapshot persisted by this
+	// process; the one before it bounds what the executor keeps for Sent.
+	persisted uint64
 }
 
 var _ raft.BatchingFSM = (*fsm)(nil)
@@ -78,11 +97,23 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		}
 		out, err := f.state.Apply(l.Index, l.Data)
 		res[i] = err
-		if len(out.Deliveries) > 0 && l.Index > f.exec.AppliedIndex() {
-			if xerr := f.exec.Execute(l.Index, out.Deliveries); xerr != nil {
+		if len(out.Deliveries) > 0 || len(out.App) > 0 {
+			var sends []node.AppSend
+			var xerr error
+			if l.Index > f.exec.AppliedIndex() {
+				sends, xerr = f.exec.Execute(l.Index, out.Deliveries, out.App)
+			} else {
+				sends, xerr = f.exec.Sent(l.Index)
+			}
+			if xerr != nil {
 				// The replica can no longer keep its state: stop it rather
 				// than diverge from the group.
 				panic(fmt.Sprintf("replication: group %d: executing entry %d: %v", f.cfg.Self, l.Index, xerr))
+			}
+			if len(sends) > 0 {
+				more := f.state.SendApp(sends)
+				out.Frames = append(out.Frames, more.Frames...)
+				out.Sends = append(out.Sends, more.Sends...)
 			}
 		}
 		if f.output != nil {
@@ -114,7 +145,24 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replication: snapshot: %w", err)
 	}
-	return &fsmSnapshot{state: f.state.AppendSnapshot(nil), exec: es, execIndex: f.exec.AppliedIndex()}, nil
+	return &fsmSnapshot{fsm: f, index: f.state.Applied(), state: f.state.AppendSnapshot(nil), exec: es, execIndex: f.exec.AppliedIndex()}, nil
+}
+
+// persistedSnapshot records that the raft snapshot at index is durable: the
+// executor may forget its Sent records up to the snapshot before it. (Not
+// up to this one: should this snapshot prove unreadable at the next start,
+// raft falls back to the previous one, which raft keeps too.)
+func (f *fsm) persistedSnapshot(index uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	prev := f.persisted
+	if index > f.persisted {
+		f.persisted = index
+	}
+	if prev == 0 {
+		return nil
+	}
+	return f.exec.ForgetSent(prev)
 }
 
 // Restore replaces the state with a snapshot: the protocol state always,
@@ -168,6 +216,8 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 }
 
 type fsmSnapshot struct {
+	fsm       *fsm
+	index     uint64 // the state's applied index
 	state     []byte
 	exec      ExecutorSnapshot
 	execIndex uint64 // the executor's AppliedIndex at capture
@@ -193,7 +243,13 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	if err != nil {
 		return errors.Join(fmt.Errorf("replication: persist snapshot: %w", err), sink.Cancel())
 	}
-	return sink.Close()
+	if err := sink.Close(); err != nil {
+		return err
+	}
+	// Forgetting is an optimisation: a failure leaves records behind, not a
+	// wrong state, and the snapshot itself is good.
+	_ = s.fsm.persistedSnapshot(s.index)
+	return nil
 }
 
 func (s *fsmSnapshot) Release() { s.exec.Release() }

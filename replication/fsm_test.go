@@ -5,24 +5,49 @@ import (
 	"io"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/raft"
 
 	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/node"
 	"github.com/flexkv/flexkv/partition"
 )
 
-// fakeExec is an in-memory Executor that counts restores.
+// fakeExec is an in-memory Executor that counts restores. With voteTo
+// set, it sends one application payload to voteTo per delivery, and keeps
+// what it sent by index for Sent.
 type fakeExec struct {
 	applied  uint64
 	ids      []multicast.MsgID
 	restores int
+	voteTo   partition.GroupID
+	sent     map[uint64][]node.AppSend
+	executed []uint64 // indexes Execute was called with
 }
 
-func (e *fakeExec) Execute(index uint64, ds []multicast.Message) error {
+func (e *fakeExec) Execute(index uint64, ds []multicast.Message, _ []node.AppInbound) ([]node.AppSend, error) {
+	e.executed = append(e.executed, index)
+	var sends []node.AppSend
 	for _, m := range ds {
 		e.ids = append(e.ids, m.ID)
+		if e.voteTo != 0 {
+			sends = append(sends, node.AppSend{To: e.voteTo, About: m.ID, Payload: []byte(m.ID.String())})
+		}
 	}
+	if e.sent == nil {
+		e.sent = make(map[uint64][]node.AppSend)
+	}
+	e.sent[index] = sends
 	e.applied = index
+	return sends, nil
+}
+func (e *fakeExec) Sent(index uint64) ([]node.AppSend, error) { return e.sent[index], nil }
+func (e *fakeExec) ForgetSent(index uint64) error {
+	for i := range e.sent { //flexkv:unordered deleting every match is order-free
+		if i <= index {
+			delete(e.sent, i)
+		}
+	}
 	return nil
 }
 func (e *fakeExec) AppliedIndex() uint64 { return e.applied }
@@ -112,5 +137,80 @@ func TestRestoreKeepsCurrentExecutor(t *testing.T) {
 				t.Fatalf("state applied: got %d, want 3", got)
 			}
 		})
+	}
+}
+
+// TestReplayResendsExecutorSends: a replica restarted from a snapshot older
+// than its executor replays entries the executor applied already; it must
+// queue the executor's sends of those entries again (from Sent, without
+// executing), or its channel state would differ from its group's.
+func TestReplayResendsExecutorSends(t *testing.T) {
+	top, err := partition.NewTopology(partition.Spec{Groups: []partition.Group{{Name: "a"}, {Name: "b"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := StateConfig{Protocol: multicast.FlexCast, Topology: top, Self: 0}
+	var logs []*raft.Log
+	for i := uint64(1); i <= 6; i++ {
+		m := multicast.Message{ID: multicast.MsgID{Client: 1, Seq: i}, Dst: partition.SetOf(0)}
+		logs = append(logs, &raft.Log{Index: i, Type: raft.LogCommand, Data: EncodeRequest(m)})
+	}
+	// The reference replica applies everything.
+	ref := &fakeExec{voteTo: 1}
+	a, err := newFSM(cfg, ref, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.ApplyBatch(logs)
+	// The restarted replica: a snapshot after entry 2, an executor that had
+	// applied up to entry 5 when it stopped.
+	b, err := newFSM(cfg, &fakeExec{voteTo: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.ApplyBatch(logs[:2])
+	snap, err := b.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sink bufSink
+	if err := snap.Persist(&sink); err != nil {
+		t.Fatal(err)
+	}
+	ahead := &fakeExec{voteTo: 1}
+	ahead.applied = 5
+	ahead.sent = map[uint64][]node.AppSend{}
+	for i := uint64(3); i <= 5; i++ {
+		ahead.sent[i] = ref.sent[i]
+	}
+	c, err := newFSM(cfg, ahead, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	c.ApplyBatch(logs[2:])
+	if diff := cmp.Diff([]uint64{6}, ahead.executed); diff != "" {
+		t.Errorf("entries executed after the restart (-want +got):\n%s", diff)
+	}
+	if !bytes.Equal(a.state.AppendSnapshot(nil), c.state.AppendSnapshot(nil)) {
+		t.Errorf("the restarted replica's state differs from the reference's")
+	}
+	if got, want := c.state.Node().OutboxLen(1), 6; got != want {
+		t.Errorf("outbox to group 1 holds %d votes, want %d", got, want)
+	}
+	// Without the replayed sends the states would differ: the check above
+	// can fail.
+	d, err := newFSM(cfg, &fakeExec{applied: 5}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	d.ApplyBatch(logs[2:])
+	if bytes.Equal(a.state.AppendSnapshot(nil), d.state.AppendSnapshot(nil)) {
+		t.Errorf("a replica that lost its executor's sends matches the reference: the test cannot tell")
 	}
 }

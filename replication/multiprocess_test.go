@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/node"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -85,12 +86,13 @@ type countingRecorder struct {
 	delivered atomic.Int64
 }
 
-func (c *countingRecorder) Execute(index uint64, ds []multicast.Message) error {
-	if err := c.Recorder.Execute(index, ds); err != nil {
-		return err
+func (c *countingRecorder) Execute(index uint64, ds []multicast.Message, in []node.AppInbound) ([]node.AppSend, error) {
+	sends, err := c.Recorder.Execute(index, ds, in)
+	if err != nil {
+		return nil, err
 	}
 	c.delivered.Add(int64(len(ds)))
-	return nil
+	return sends, nil
 }
 
 func (c *countingRecorder) RestoreSnapshot(r io.Reader, index uint64) error {

@@ -61,6 +61,16 @@ type Config struct {
 	// that raft traffic can be cut.
 	FrameFilter func(to partition.GroupID, frames []channel.Frame) []channel.Frame
 	RaftLayer   raft.StreamLayer
+
+	// Services registers more gRPC services (the client API, health) on the
+	// replica's gRPC server, which listens on its GRPCAddr and serves the
+	// channel between groups.
+	Services func(s *grpc.Server) error
+	// Observe sees what every applied entry produced (deliveries, the
+	// core's and the executor's sends), with whether this replica led when
+	// it applied it: for delivery logs and metrics. It runs with the state
+	// locked, in log order: it must be quick and must not call the replica.
+	Observe func(out node.Output, leader bool)
 }
 
 func (c *Config) fill() error {
@@ -233,6 +243,12 @@ func Open(cfg Config) (*Replica, error) {
 			return fail(err)
 		}
 	}
+	if cfg.Services != nil {
+		if err := cfg.Services(r.grpc); err != nil {
+			lis.Close()
+			return fail(fmt.Errorf("replication: services: %w", err))
+		}
+	}
 	r.wg.Add(3)
 	go func() {
 		defer r.wg.Done()
@@ -246,7 +262,11 @@ func Open(cfg Config) (*Replica, error) {
 // transmit hands the frames an applied entry produced to the transmitter,
 // when this replica leads (called by the FSM, with the state locked).
 func (r *Replica) transmit(out node.Output) {
-	if len(out.Frames) == 0 || !r.started.Load() || r.raft.State() != raft.Leader {
+	leader := r.started.Load() && r.raft.State() == raft.Leader
+	if r.cfg.Observe != nil {
+		r.cfg.Observe(out, leader)
+	}
+	if len(out.Frames) == 0 || !leader {
 		return
 	}
 	r.sendFrames(out.Frames)
@@ -369,6 +389,14 @@ func (r *Replica) leaderHint() string {
 	return ""
 }
 
+// Leader returns the gRPC address of the group's leader, if known.
+func (r *Replica) Leader() string {
+	if r.IsLeader() {
+		return r.self.GRPCAddr
+	}
+	return r.leaderHint()
+}
+
 // IsLeader reports whether this replica leads its group now.
 func (r *Replica) IsLeader() bool { return r.raft.State() == raft.Leader }
 
@@ -448,7 +476,19 @@ func (r *Replica) shutdown() error {
 	close(r.stop)
 	var errs []error
 	if r.grpc != nil {
-		r.grpc.Stop()
+		// Let the calls in flight finish (a client's answer, a batch from
+		// another group) for a moment, then cut the rest.
+		drained := make(chan struct{})
+		go func() {
+			r.grpc.GracefulStop()
+			close(drained)
+		}()
+		select {
+		case <-drained:
+		case <-time.After(time.Second):
+			r.grpc.Stop()
+			<-drained
+		}
 	}
 	if r.raft != nil {
 		errs = append(errs, r.raft.Shutdown().Error())

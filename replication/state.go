@@ -247,6 +247,19 @@ func (s *State) evictClient() {
 	delete(s.clients, victim)
 }
 
+// SendApp queues application payloads (votes the executor produced) on the
+// group's channels and returns the frames to transmit, with one Send of kind
+// vote each for logs and metrics. It is part of applying an entry: every
+// replica calls it with the same payloads after the same entry.
+func (s *State) SendApp(sends []node.AppSend) node.Output {
+	s.node.SendApp(sends)
+	out := s.node.Ready()
+	for _, a := range sends {
+		out.Sends = append(out.Sends, multicast.Send{To: a.To, Kind: multicast.KindVote, About: a.About, Payload: a.Payload})
+	}
+	return out
+}
+
 // snapshotter is implemented by every core.
 type snapshotter interface {
 	AppendSnapshot(b []byte) []byte
