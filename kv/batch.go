@@ -19,6 +19,7 @@ type Batch struct {
 	h       *handle
 	b       *pebble.Batch
 	results []string // ids given to SetResult, in call order
+	data    bool     // holds user writes or results (CommitAux refuses it)
 	done    bool     // committed (or a commit was attempted) or closed
 	closed  bool
 }
@@ -86,6 +87,7 @@ func (b *Batch) Put(key, value []byte) error {
 	if err := b.b.Set(dataKey(key), value, nil); err != nil {
 		return fmt.Errorf("kv: put: %w", err)
 	}
+	b.data = true
 	return nil
 }
 
@@ -100,6 +102,7 @@ func (b *Batch) Delete(key []byte) error {
 	if err := b.b.Delete(dataKey(key), nil); err != nil {
 		return fmt.Errorf("kv: delete: %w", err)
 	}
+	b.data = true
 	return nil
 }
 
@@ -140,6 +143,7 @@ func (b *Batch) SetResult(id string, result []byte) error {
 		return fmt.Errorf("kv: set result: %w", err)
 	}
 	b.results = append(b.results, id)
+	b.data = true
 	return nil
 }
 

@@ -32,6 +32,15 @@
 //	'm' "results"         -> oldest and next result sequence (2 x 8 bytes)
 //	'r' transaction id    -> result
 //	's' sequence (8 B BE) -> transaction id
+//	'x' aux key           -> aux value
+//
+// The aux namespace ('x') holds the transaction executor's own state (its
+// queue of deliveries waiting for votes, the votes it stored, the sends of
+// recent entries), under keys it chooses (Batch.PutAux, GetAux, ScanAux,
+// DeleteAux, DeleteAuxRange). Aux writes commit with the entry's user
+// writes and index, so the executor's state always matches the data;
+// Store.CommitAux commits a batch of aux writes alone, without an index,
+// for bookkeeping that belongs to no entry.
 //
 // Results are kept by transaction id so that a re-submitted transaction gets
 // its first result. Each result takes the next sequence number at Commit,
@@ -44,7 +53,7 @@
 //
 // Snapshot captures the state at the current applied index; its WriteTo
 // writes a deterministic stream (sorted user keys, then results by
-// sequence, then a CRC-32C), so two replicas at the same index write the
+// sequence, then sorted aux keys, then a CRC-32C), so two replicas at the same index write the
 // same bytes. RestoreSnapshot replaces the whole state atomically. The
 // store's directory holds one Pebble directory per generation (db-000001,
 // db-000002, ...) and a marker file, ACTIVE, that names the live one.

@@ -15,7 +15,7 @@ func FuzzRestore(f *testing.F) {
 	f.Add(stream(f, src))
 	commit(f, src, 1, ops(put("a", "1"), put("b", ""), result("t1", "r1")))
 	f.Add(stream(f, src))
-	commit(f, src, 2, ops(del("a"), result("t2", ""), result("t3", "r3")))
+	commit(f, src, 2, ops(del("a"), result("t2", ""), result("t3", "r3"), auxPut("q1", "m"), auxPut("v", "")))
 	f.Add(stream(f, src))
 
 	s := openStore(f, Options{NoSync: true, ResultsMax: 2})

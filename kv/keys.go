@@ -25,6 +25,13 @@ const (
 	// ResultsMaxDefault is the number of results kept when
 	// Options.ResultsMax is zero.
 	ResultsMaxDefault = 1 << 16
+	// AuxKeyMax is the length of the longest aux key, in bytes.
+	AuxKeyMax = 1 << 10
+	// AuxValueMax is the length of the longest aux value, in bytes. It is
+	// above ValueMax so that the executor can keep a whole delivered
+	// message (a transaction of up to txn.BytesMax bytes of keys and values,
+	// with its encoding) as one record.
+	AuxValueMax = 4 << 20
 )
 
 var (
@@ -45,6 +52,7 @@ const (
 	prefixMeta      byte = 'm'
 	prefixResult    byte = 'r'
 	prefixResultSeq byte = 's'
+	prefixAux       byte = 'x'
 )
 
 var (
@@ -55,6 +63,9 @@ var (
 	// resultSeqStart and resultSeqEnd bound the sequence index.
 	resultSeqStart = []byte{prefixResultSeq}
 	resultSeqEnd   = []byte{prefixResultSeq + 1}
+	// auxStart and auxEnd bound the aux namespace.
+	auxStart = []byte{prefixAux}
+	auxEnd   = []byte{prefixAux + 1}
 )
 
 func dataKey(key []byte) []byte {

@@ -27,11 +27,15 @@ import (
 //	results      resultNext-resultFirst records {uvarint id length
 //	             (1..ResultIDMax), id, uvarint result length (0..ValueMax),
 //	             result}, by sequence, ids distinct
+//	aux          records {uvarint key length (1..AuxKeyMax), key, uvarint
+//	             value length (0..AuxValueMax), value}, keys strictly
+//	             increasing, then a uvarint 0
 //	checksum     uint32, CRC-32C of every byte before it
 //
 // The stream is a function of the state alone: replicas at the same index
-// write the same bytes.
-var snapshotMagic = [8]byte{'F', 'K', 'V', 'S', 'N', 'A', 'P', 1}
+// write the same bytes. Version 2 added the aux section; a version 1 stream
+// is refused.
+var snapshotMagic = [8]byte{'F', 'K', 'V', 'S', 'N', 'A', 'P', 2}
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -146,6 +150,25 @@ func (sn *Snapshot) write(sw *streamWriter) error {
 	}
 	if seq != sn.resNext {
 		return fmt.Errorf("%w: %d results stored, sequences say %d", ErrCorrupt, seq-sn.resFirst, sn.resNext-sn.resFirst)
+	}
+	it, err = sn.ps.NewIter(&pebble.IterOptions{LowerBound: auxStart, UpperBound: auxEnd})
+	if err != nil {
+		return err
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		v, err := it.ValueAndErr()
+		if err == nil {
+			err = sw.record(it.Key()[1:], v)
+		}
+		if err != nil {
+			return errors.Join(err, it.Close())
+		}
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	if err := sw.write([]byte{0}); err != nil {
+		return err
 	}
 	return sw.write(binary.BigEndian.AppendUint32(nil, sw.crc))
 }
@@ -435,6 +458,9 @@ func load(r io.Reader, index uint64, db *pebble.DB) (first, next uint64, err err
 	if err := loadResults(sr, l, first, next); err != nil {
 		return 0, 0, err
 	}
+	if err := loadAux(sr, l); err != nil {
+		return 0, 0, err
+	}
 	want := sr.crc
 	sum, err := sr.next(4)
 	if err != nil {
@@ -478,6 +504,38 @@ func loadData(sr *streamReader, l *loader) error {
 		prev = append(prev[:0], key...)
 		k := dataKey(key)
 		if n, err = sr.length("value", ValueMax); err != nil {
+			return err
+		}
+		v, err := sr.next(n)
+		if err != nil {
+			return err
+		}
+		if err := l.set(k, v); err != nil {
+			return err
+		}
+	}
+}
+
+func loadAux(sr *streamReader, l *loader) error {
+	var prev []byte
+	for {
+		n, err := sr.length("aux key", AuxKeyMax)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		key, err := sr.next(n)
+		if err != nil {
+			return err
+		}
+		if prev != nil && bytes.Compare(prev, key) >= 0 {
+			return fmt.Errorf("%w: aux key %x not after %x", ErrCorrupt, key, prev)
+		}
+		prev = append(prev[:0], key...)
+		k := auxKey(key)
+		if n, err = sr.length("aux value", AuxValueMax); err != nil {
 			return err
 		}
 		v, err := sr.next(n)

@@ -39,6 +39,8 @@ func fill(t testing.TB, s *Store, from, to uint64) {
 			put("shared", fmt.Sprintf("s%d", i)),
 			del(fmt.Sprintf("k%03d", i-2)),
 			result(fmt.Sprintf("tx%d", i), fmt.Sprintf("r%d", i)),
+			auxPut(fmt.Sprintf("q%03d", i), fmt.Sprintf("x%d", i)),
+			auxDel(fmt.Sprintf("q%03d", i-1)),
 		))
 	}
 }
@@ -133,7 +135,7 @@ func TestRestoreRejectsWrongIndex(t *testing.T) {
 // state stays as it was.
 func TestRestoreRejectsDamagedStreams(t *testing.T) {
 	a := openStore(t, Options{NoSync: true})
-	commit(t, a, 1, ops(put("a", "1"), put("b", "22"), result("tx", "r")))
+	commit(t, a, 1, ops(put("a", "1"), put("b", "22"), result("tx", "r"), auxPut("m", "3"), auxPut("q\x00", "")))
 	buf := stream(t, a)
 	b := openStore(t, Options{NoSync: true})
 	commit(t, b, 1, ops(put("z", "old")))

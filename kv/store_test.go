@@ -42,12 +42,15 @@ func openStore(t testing.TB, opts Options) *Store {
 // op is one operation of a test commit.
 type op struct {
 	put, del, result string
+	auxPut, auxDel   string
 	value            string
 }
 
 func put(k, v string) op      { return op{put: k, value: v} }
 func del(k string) op         { return op{del: k} }
 func result(id, v string) op  { return op{result: id, value: v} }
+func auxPut(k, v string) op   { return op{auxPut: k, value: v} }
+func auxDel(k string) op      { return op{auxDel: k} }
 func ops(o ...op) []op        { return o }
 func keyOf(s string) []byte   { return []byte(s) }
 func valueOf(s string) []byte { return []byte(s) }
@@ -66,6 +69,10 @@ func commit(t testing.TB, s *Store, index uint64, o []op) {
 			err = b.Delete(keyOf(x.del))
 		case x.result != "":
 			err = b.SetResult(x.result, valueOf(x.value))
+		case x.auxPut != "":
+			err = b.PutAux(keyOf(x.auxPut), valueOf(x.value))
+		case x.auxDel != "":
+			err = b.DeleteAux(keyOf(x.auxDel))
 		}
 		if err != nil {
 			t.Fatalf("index %d: %+v: %v", index, x, err)
@@ -84,6 +91,7 @@ type state struct {
 	ResultNext      uint64
 	Results         []string // "seq:id=result", by sequence
 	ResultsByID     int      // entries under the result prefix
+	Aux             []string // "key=value"
 	UnknownPrefixes []string
 }
 
@@ -114,6 +122,8 @@ func dump(t testing.TB, s *Store) state {
 		case prefixMeta:
 		case prefixResult:
 			st.ResultsByID++
+		case prefixAux:
+			st.Aux = append(st.Aux, fmt.Sprintf("%s=%s", k[1:], v))
 		case prefixResultSeq:
 			res, ok, err := get(db, resultKey(string(v)))
 			if err != nil || !ok {
