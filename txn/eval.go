@@ -31,62 +31,155 @@ type Writer interface {
 	Delete(key []byte) error
 }
 
-// Vote is a group's evaluation of the compares of a transaction whose keys
-// it owns, which the other destinations need to decide the outcome.
-type Vote struct {
-	Group partition.GroupID
-	// Holds: every compare Group owns holds.
-	Holds bool
-	// Aborted: a compare Group owns aborted the transaction (an Int operand
-	// against a stored value that is not an integer); Holds is then false.
-	Aborted bool
+// Abort is a deterministic abort at one position of a transaction: the
+// index of the compare (in If) or of the operation (in its branch) that
+// aborted, and the abort error's text. The zero Abort, with no Reason, is
+// no abort.
+type Abort struct {
+	Index  int
+	Reason string
 }
 
-// EvalVote evaluates the compares p.Group owns (not the replicated ones,
-// which every group evaluates itself) and returns its vote. An error comes
-// from r; an abort is a vote, so that every destination aborts alike.
+// Aborted reports whether a is an abort.
+func (a Abort) Aborted() bool { return a.Reason != "" }
+
+// Vote is what a voting group tells the other destinations of a
+// transaction (see Piece): its evaluation of the compares it owns, and
+// whether its operations of each branch can run.
+type Vote struct {
+	Group partition.GroupID
+	// Holds: every compare Group owns holds (false when one aborted).
+	Holds bool
+	// If is the abort of the first compare Group owns that aborted (an Int
+	// operand against a stored value that is not an integer), if any.
+	If Abort
+	// Then and Else are the aborts of the first operation of Group's piece
+	// in that branch that aborts, if any: that branch cannot run.
+	Then, Else Abort
+}
+
+// branch returns the abort v reports for b.
+func (v *Vote) branch(b branch) Abort {
+	if b == thenBranch {
+		return v.Then
+	}
+	return v.Else
+}
+
+// EvalVote evaluates p.Group's vote on r: the compares p.Group owns (not the
+// replicated ones, which every group evaluates itself), and a trial run,
+// without writes, of p's operations of each branch that has an add, to
+// learn whether it aborts. Only adds abort, and an add on a replicated key
+// aborts alike at every group, so a branch without one needs no trial. r
+// must be the state p will run on. An error comes from r; an abort is part
+// of the vote, so that every destination aborts alike.
 func EvalVote(r Reader, p *Piece) (Vote, error) {
 	if err := p.check(); err != nil {
 		return Vote{}, err
 	}
-	e := &evaluator{r: r}
 	v := Vote{Group: p.Group, Holds: true}
+	e := &evaluator{r: r}
 	for i, pc := range p.If {
 		if pc.Owner != p.Group {
 			continue
 		}
 		holds, err := e.compare(i, &p.Txn.If[i])
 		if err != nil {
-			if errors.Is(err, ErrAborted) {
-				return Vote{Group: p.Group, Aborted: true}, nil
+			if !errors.Is(err, ErrAborted) {
+				return Vote{}, err
 			}
-			return Vote{}, err
+			v.If = Abort{Index: i, Reason: err.Error()}
+			v.Holds = false
+			break
 		}
 		v.Holds = v.Holds && holds
+	}
+	for _, b := range []branch{thenBranch, elseBranch} {
+		if !p.hasAdd(b) {
+			continue
+		}
+		// Compares write nothing, so each trial starts from r.
+		_, abort, err := (&evaluator{r: r}).run(p, b)
+		if err != nil {
+			return Vote{}, err
+		}
+		if abort != nil {
+			a := Abort{Index: abort.index, Reason: abort.err.Error()}
+			if b == thenBranch {
+				v.Then = a
+			} else {
+				v.Else = a
+			}
+		}
 	}
 	return v, nil
 }
 
+// hasAdd reports whether p runs an add in b.
+func (p *Piece) hasAdd(b branch) bool {
+	ops := p.Txn.ops(b)
+	for _, i := range p.ops(b) {
+		if ops[i].Kind == OpAdd {
+			return true
+		}
+	}
+	return false
+}
+
+// abortAt is an abort found while evaluating: its position and error.
+type abortAt struct {
+	index int
+	err   error
+}
+
+// earlier returns the abort of the two at the lower position; at equal
+// positions (an add on a replicated key, which every group runs) a, which
+// callers pass as their own, whose error wraps the cause.
+func earlier(a, b *abortAt) *abortAt {
+	switch {
+	case a == nil:
+		return b
+	case b == nil || a.index <= b.index:
+		return a
+	}
+	return b
+}
+
+// remoteAbort turns an abort a vote reports into an abort error with the
+// same text as the voter's own.
+func remoteAbort(a Abort) *abortAt {
+	if !a.Aborted() {
+		return nil
+	}
+	return &abortAt{index: a.Index, err: &classError{class: ErrAborted, err: errors.New(a.Reason)}}
+}
+
 // Eval runs piece p: it evaluates the local compares of p on r, combines
 // them with votes (exactly one from each group of p.Voters; none for a
-// piece whose compares are all local), runs the operations of the winning
-// branch that p owns, each seeing the writes of the ones before it, and
-// hands the writes to w. It returns whether Then ran, and one OpResult per
-// operation run, in order; their Index is the position in the branch.
+// piece that waits for no vote), runs the operations of the winning branch
+// that p owns, each seeing the writes of the ones before it, and hands the
+// writes to w. It returns whether Then ran, and one OpResult per operation
+// run, in order; their Index is the position in the branch.
 //
-// Every local compare is evaluated, even after one fails, so that an abort
-// does not depend on the order of the compares. An abort (error matching
-// ErrAborted: a non-integer value under add or an Int compare, an add that
-// overflows, or a vote that says Aborted) returns before w is called: the
-// piece writes nothing. Any other error comes from r or w, or from a piece
-// or votes that do not fit together; after an error from w the caller must
-// discard what w received.
+// An abort (error matching ErrAborted) returns before w is called: the
+// piece writes nothing. The transaction aborts when a compare aborts (a
+// non-integer under an Int operand: a local compare, or one a vote
+// reports), or else when an operation of the winning branch aborts (a
+// non-integer under add, or an overflow: one of p's, or one a vote reports
+// for its group). Of several aborts, the one at the lowest position wins,
+// compares before operations: every destination sees the same candidates
+// (its own and those of the votes, which every voting group sends to every
+// other destination), so every destination reports the same abort, with the
+// same text. Any other error comes from r or w, or from a piece or votes
+// that do not fit together; after an error from w the caller must discard
+// what w received.
 func Eval(r Reader, w Writer, p *Piece, votes ...Vote) (bool, []OpResult, error) {
 	if err := p.check(); err != nil {
 		return false, nil, err
 	}
 	holds := true
 	var got partition.GroupSet
+	var abort *abortAt
 	for _, v := range votes {
 		switch {
 		case !p.Voters.Has(v.Group):
@@ -96,43 +189,66 @@ func Eval(r Reader, w Writer, p *Piece, votes ...Vote) (bool, []OpResult, error)
 		}
 		got = got.Add(v.Group)
 		holds = holds && v.Holds
+		abort = earlier(abort, remoteAbort(v.If))
 	}
 	if got != p.Voters {
 		return false, nil, fmt.Errorf("txn: piece of group %d: missing votes of groups %s", p.Group, p.Voters&^got)
 	}
-	for _, v := range votes {
-		if v.Aborted {
-			return false, nil, abortf("txn: group %d voted abort", v.Group)
-		}
-	}
 	e := &evaluator{r: r}
+	var local *abortAt
 	for i, pc := range p.If {
 		if !pc.Local {
 			continue
 		}
 		h, err := e.compare(i, &p.Txn.If[i])
 		if err != nil {
-			return false, nil, err
+			if !errors.Is(err, ErrAborted) {
+				return false, nil, err
+			}
+			local = earlier(local, &abortAt{index: i, err: err})
+			continue
 		}
 		holds = holds && h
+	}
+	if a := earlier(local, abort); a != nil {
+		return false, nil, a.err
 	}
 	b := thenBranch
 	if !holds {
 		b = elseBranch
 	}
-	ops := p.Txn.ops(b)
-	results := make([]OpResult, 0, len(p.ops(b)))
-	for _, i := range p.ops(b) {
-		res, err := e.op(b, i, &ops[i])
-		if err != nil {
-			return false, nil, err
-		}
-		results = append(results, res)
+	results, own, err := e.run(p, b)
+	if err != nil {
+		return false, nil, err
+	}
+	for i := range votes {
+		own = earlier(own, remoteAbort(votes[i].branch(b)))
+	}
+	if own != nil {
+		return false, nil, own.err
 	}
 	if err := e.flush(w); err != nil {
 		return false, nil, err
 	}
 	return holds, results, nil
+}
+
+// run runs p's operations of b, holding their writes back, up to the first
+// that aborts, which it returns; an error is from the Reader.
+func (e *evaluator) run(p *Piece, b branch) ([]OpResult, *abortAt, error) {
+	ops := p.Txn.ops(b)
+	results := make([]OpResult, 0, len(p.ops(b)))
+	for _, i := range p.ops(b) {
+		res, err := e.op(b, i, &ops[i])
+		if err != nil {
+			if errors.Is(err, ErrAborted) {
+				return nil, &abortAt{index: i, err: err}, nil
+			}
+			return nil, nil, err
+		}
+		results = append(results, res)
+	}
+	return results, nil, nil
 }
 
 // check verifies that p's transaction is well formed and that p fits it: a

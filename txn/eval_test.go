@@ -339,7 +339,7 @@ func TestEvalAcrossGroups(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if v.Group != partition.GroupID(g) || v.Aborted {
+				if v.Group != partition.GroupID(g) || v.If.Aborted() || v.Then.Aborted() || v.Else.Aborted() {
 					t.Fatalf("vote of group %d: %+v", g, v)
 				}
 				votes[partition.GroupID(g)] = v
@@ -388,7 +388,7 @@ func TestEvalVotes(t *testing.T) {
 		{"one missing", []Vote{yes2}, "missing votes of groups {0}"},
 		{"twice", []Vote{yes0, yes0, yes2}, "two votes of group 0"},
 		{"not a voter", []Vote{yes0, yes2, {Group: 1, Holds: true}}, "unexpected vote of group 1 (voters {0,2})"},
-		{"abort", []Vote{yes0, {Group: 2, Aborted: true}}, "txn: group 2 voted abort"},
+		{"abort", []Vote{yes0, {Group: 2, If: Abort{Index: 2, Reason: "txn: if[2]: the voter's text"}}}, "txn: if[2]: the voter's text"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -408,7 +408,7 @@ func TestEvalVotes(t *testing.T) {
 	// A vote on a non-integer is an abort vote, not an error.
 	s0 := newStore(map[string]string{"w/0001/a": "lots"})
 	v, err := EvalVote(s0, &pieces[0])
-	if err != nil || !v.Aborted || v.Holds || v.Group != 0 {
+	if err != nil || v.If != (Abort{Index: 0, Reason: `txn: if[0]: "w/0001/a" >= 5: stored value "lots": not an integer`}) || v.Holds || v.Group != 0 {
 		t.Errorf("EvalVote on a non-integer: %+v, %v; want an abort vote of group 0", v, err)
 	}
 }
@@ -461,6 +461,80 @@ func TestEvalRejectsBadPiece(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if _, _, err := Eval(s, s, tt.piece); err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// A vote reports which of its group's branches cannot run; the other
+// destinations abort a branch that cannot run with the voter's own text,
+// and ignore an abort in the branch that does not run.
+func TestEvalBranchVotes(t *testing.T) {
+	top := testTopology(t)
+	pm := testPartitionMap(t, top)
+	// Group 0 adds in both branches; group 1 decides the branch.
+	tx := mustParse(t, `{"if":[{"key":"w/0003/c","cmp":"=","int":1}],`+
+		`"then":[{"op":"put","key":"w/0003/t","value":"1"},{"op":"add","key":"w/0001/n","int":1}],`+
+		`"else":[{"op":"add","key":"w/0001/m","int":1},{"op":"put","key":"w/0003/e","value":"1"}]}`)
+	pieces, err := tx.Pieces(pm, top, partition.SetOf(0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g0, g1 := &pieces[0], &pieces[1]
+	if g0.Voters != partition.SetOf(1) || g1.Voters != partition.SetOf(0) {
+		t.Fatalf("voters %s and %s, want each other", g0.Voters, g1.Voters)
+	}
+	const thenAbort = `txn: then[1]: add to "w/0001/n": stored value "x": not an integer`
+	for _, tc := range []struct {
+		name   string
+		s0, s1 map[string]string
+		vote0  Vote
+		want1  string // group 1's outcome
+		writes string // group 1's writes
+	}{
+		{"then cannot run and runs", map[string]string{"w/0001/n": "x"}, map[string]string{"w/0003/c": "1"},
+			Vote{Group: 0, Holds: true, Then: Abort{Index: 1, Reason: thenAbort}}, "abort: " + thenAbort, ""},
+		{"then cannot run, else runs", map[string]string{"w/0001/n": "x"}, map[string]string{"w/0003/c": "2"},
+			Vote{Group: 0, Holds: true, Then: Abort{Index: 1, Reason: thenAbort}}, "else", "put w/0003/e=1"},
+		{"both can run", nil, map[string]string{"w/0003/c": "1"}, Vote{Group: 0, Holds: true}, "then", "put w/0003/t=1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v0, err := EvalVote(newStore(tc.s0), g0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v0 != tc.vote0 {
+				t.Fatalf("group 0 votes %+v, want %+v", v0, tc.vote0)
+			}
+			s1 := newStore(tc.s1)
+			v1, err := EvalVote(s1, g1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := func(ok bool, err error) string {
+				switch {
+				case err != nil:
+					return "abort: " + err.Error()
+				case ok:
+					return "then"
+				}
+				return "else"
+			}
+			ok, _, err := Eval(s1, s1, g1, v0)
+			if o := got(ok, err); o != tc.want1 {
+				t.Errorf("group 1: %s, want %s", o, tc.want1)
+			}
+			if w := strings.Join(s1.writes, ", "); w != tc.writes {
+				t.Errorf("group 1 wrote %q, want %q", w, tc.writes)
+			}
+			// Group 0 reaches the same outcome on its own state.
+			s0 := newStore(tc.s0)
+			ok, _, err = Eval(s0, s0, g0, v1)
+			if o := got(ok, err); o != tc.want1 {
+				t.Errorf("group 0: %s, want %s", o, tc.want1)
+			}
+			if err != nil && !errors.Is(err, ErrNotInteger) {
+				t.Errorf("group 0's own abort %v does not wrap its cause", err)
 			}
 		})
 	}

@@ -40,7 +40,7 @@ func ExampleParseJSON() {
 	fmt.Println(string(out))
 	// Output:
 	// destinations: {0,1}
-	// group 0: then ops [0], waits for votes of {}
+	// group 0: then ops [0], waits for votes of {1}
 	// group 1: then ops [1], waits for votes of {0}
 	// {"if":[{"key":"w/0001/acct","cmp":">=","int":5}],"then":[{"op":"add","key":"w/0001/acct","int":-5},{"op":"add","key":"w/0002/acct","int":5}],"else":[]}
 }

@@ -94,13 +94,21 @@ func (pl *placement) destinations(t *Txn, top *partition.Topology) (partition.Gr
 // of all owners of its remote compares, so that every group computes the
 // same outcome.
 //
-// Votes cover compares only. An add that aborts (ErrNotInteger,
-// ErrOverflow) aborts the piece of the group that runs it; in a transaction
-// with several destinations the other groups do not learn of it from this
-// plan. Making such aborts atomic across groups (each group voting on
-// whether its operations of each branch can run) is the executor's to
-// decide, at the cost of a vote round for every multi-group transaction
-// with an add; gTPC-C's adds are on keys it wrote as integers.
+// Atomic aborts. An add aborts on a stored value that is not an integer or
+// on overflow (ErrNotInteger, ErrOverflow), which only the group holding the
+// key can tell. So in a transaction with several destinations, a group that
+// runs an add on a key it owns, in either branch, votes too: its vote also
+// says whether its operations of each branch can run, and names the first
+// that aborts. Every destination waits for the votes of all such groups, and
+// a branch that any group cannot run aborts the transaction at every
+// destination, each reporting the same abort (Eval). Adds to replicated keys
+// need no vote: every group runs them on equal copies, with equal outcomes.
+// A single-destination transaction never votes, nor does one without remote
+// compares and without adds on owned keys.
+//
+// A vote is evaluated on the state the piece then runs on: the executor
+// computes a group's vote when the piece reaches the head of the group's
+// execution queue, and executes nothing else until that piece ran.
 type Piece struct {
 	Group partition.GroupID
 	Txn   *Txn // the whole transaction, shared by the pieces; read only
@@ -109,11 +117,12 @@ type Piece struct {
 	// Then and Else are the positions, ascending, of the operations of
 	// Txn.Then and Txn.Else that Group runs.
 	Then, Else []int
-	// Voters are the groups whose votes Group waits for: the owners of
-	// its remote compares.
+	// Voters are the groups whose votes Group waits for: the other
+	// voting groups, which are the owners of compares and, with several
+	// destinations, the groups that run an add on a key they own.
 	Voters partition.GroupSet
 	// VoteTo are the groups Group sends its vote to: the other
-	// destinations, when Group owns a compare; none otherwise.
+	// destinations, when Group is a voting group; none otherwise.
 	VoteTo partition.GroupSet
 }
 
@@ -157,22 +166,15 @@ func (t *Txn) Pieces(pm *partition.PartitionMap, top *partition.Topology, dst pa
 		return nil, fmt.Errorf("txn: destination set %s, want %s", dst, want)
 	}
 	lca := dst.Min()
-	var owners partition.GroupSet // owners of compares
-	for _, p := range pl.ifs {
-		if !p.replicated {
-			owners = owners.Add(p.group)
-		}
-	}
+	voters := pl.voters(t, dst)
 	pieces := make([]Piece, 0, dst.Len())
 	for _, g := range dst.Slice() {
 		pc := Piece{Group: g, Txn: t, If: make([]PieceCompare, len(t.If))}
 		for i, p := range pl.ifs {
 			pc.If[i] = PieceCompare{Local: p.replicated || p.group == g, Owner: p.group}
-			if !pc.If[i].Local {
-				pc.Voters = pc.Voters.Add(p.group)
-			}
 		}
-		if owners.Has(g) {
+		pc.Voters = voters.Remove(g)
+		if voters.Has(g) {
 			pc.VoteTo = dst.Remove(g)
 		}
 		for _, b := range []branch{thenBranch, elseBranch} {
@@ -195,4 +197,27 @@ func (t *Txn) Pieces(pm *partition.PartitionMap, top *partition.Topology, dst pa
 		pieces = append(pieces, pc)
 	}
 	return pieces, nil
+}
+
+// voters returns the groups that vote on t (see Piece): the owners of its
+// compares, and, when dst has several groups, the groups that run an add on
+// a key they own.
+func (pl *placement) voters(t *Txn, dst partition.GroupSet) partition.GroupSet {
+	var v partition.GroupSet
+	for _, p := range pl.ifs {
+		if !p.replicated {
+			v = v.Add(p.group)
+		}
+	}
+	if dst.Len() < 2 {
+		return v
+	}
+	for _, b := range []branch{thenBranch, elseBranch} {
+		for i, p := range pl.ops[b] {
+			if !p.replicated && t.ops(b)[i].Kind == OpAdd {
+				v = v.Add(p.group)
+			}
+		}
+	}
+	return v
 }

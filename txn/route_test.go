@@ -98,9 +98,9 @@ func TestPieces(t *testing.T) {
 			"g0 if[L] then[0 1] else[] voters{} voteto{}",
 		}},
 		{"mixed", mixedTxn, partition.SetOf(0, 1, 2), []string{
-			"g0 if[L L* R2] then[0 1 3] else[] voters{2} voteto{1,2}",
-			"g1 if[R0 L* R2] then[2 3] else[0] voters{0,2} voteto{}",
-			"g2 if[R0 L* L] then[3] else[] voters{0} voteto{0,1}",
+			"g0 if[L L* R2] then[0 1 3] else[] voters{1,2} voteto{1,2}",
+			"g1 if[R0 L* R2] then[2 3] else[0] voters{0,2} voteto{0,2}",
+			"g2 if[R0 L* L] then[3] else[] voters{0,1} voteto{0,1}",
 		}},
 		{"replicated reads at home", `{"if":[{"key":"item/1","cmp":"!=","value":""}],"then":[{"op":"get","key":"item/1"}],"else":[{"op":"get","key":"item/2"}]}`,
 			partition.SetOf(2), []string{
@@ -109,6 +109,28 @@ func TestPieces(t *testing.T) {
 		{"replicated read by the lca", `{"then":[{"op":"get","key":"item/1"},{"op":"get","key":"w/0004/a"},{"op":"get","key":"w/0003/a"}]}`,
 			partition.SetOf(1, 2), []string{
 				"g1 if[] then[0 2] else[] voters{} voteto{}",
+				"g2 if[] then[1] else[] voters{} voteto{}",
+			}},
+		{"an add on an owned key votes", `{"then":[{"op":"add","key":"w/0001/a","int":1},{"op":"put","key":"w/0003/a","value":"x"}]}`,
+			partition.SetOf(0, 1), []string{
+				"g0 if[] then[0] else[] voters{} voteto{1}",
+				"g1 if[] then[1] else[] voters{0} voteto{}",
+			}},
+		{"an add in else votes too", `{"if":[{"key":"item/1","cmp":"=","value":"x"}],"then":[{"op":"put","key":"w/0001/a","value":"1"}],"else":[{"op":"add","key":"w/0003/a","int":1}]}`,
+			partition.SetOf(0, 1), []string{
+				"g0 if[L*] then[0] else[] voters{1} voteto{}",
+				"g1 if[L*] then[] else[0] voters{} voteto{0}",
+			}},
+		{"an add on a replicated key needs no vote", `{"then":[{"op":"add","key":"item/1","int":1},{"op":"put","key":"w/0001/a","value":"x"}]}`,
+			partition.SetOf(0, 1, 2), []string{
+				"g0 if[] then[0 1] else[] voters{} voteto{}",
+				"g1 if[] then[0] else[] voters{} voteto{}",
+				"g2 if[] then[0] else[] voters{} voteto{}",
+			}},
+		{"no compare and no add: no vote", `{"then":[{"op":"put","key":"w/0001/a","value":"x"},{"op":"get","key":"w/0004/a"},{"op":"delete","key":"w/0003/a"}]}`,
+			partition.SetOf(0, 1, 2), []string{
+				"g0 if[] then[0] else[] voters{} voteto{}",
+				"g1 if[] then[2] else[] voters{} voteto{}",
 				"g2 if[] then[1] else[] voters{} voteto{}",
 			}},
 		{"compare-only group", `{"if":[{"key":"w/0003/a","cmp":"<","int":0}],"then":[{"op":"put","key":"w/0004/a","value":"neg"}]}`,

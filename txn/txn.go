@@ -11,9 +11,18 @@
 //   - routing: the destination groups of a transaction (Txn.Destinations)
 //     and the piece each of them executes (Txn.Pieces);
 //   - the deterministic binary form carried as the multicast payload
-//     (AppendTxn, DecodeTxn);
+//     (AppendTxn, DecodeTxn), and the payload that tells a transaction from
+//     a stored-procedure call (AppendTxnPayload, AppendCallPayload,
+//     DecodePayload);
 //   - the evaluation of one group's piece against a Reader, with the
-//     writes handed to a Writer (Eval, EvalVote).
+//     writes handed to a Writer (Eval, EvalVote), and the votes groups
+//     exchange so that a transaction commits or aborts at every
+//     destination alike (Vote, AppendVote, DecodeVote);
+//   - stored procedures (Procedure, Registry);
+//   - what a group reports for its piece (PieceResult) and how a client
+//     merges the reports (MergeResults);
+//   - the Executor, which runs a group replica's deliveries on its
+//     kv.Store in delivery order, exchanging votes with the other groups.
 //
 // # Integers
 //
@@ -33,7 +42,8 @@
 //     and an add whose result overflows int64, abort the transaction: Eval
 //     returns an error wrapping ErrAborted (and ErrNotInteger or
 //     ErrOverflow) and writes nothing. The outcome depends only on the
-//     stored data, so every replica aborts alike.
+//     stored data, so every replica aborts alike, and votes carry it to
+//     the other destinations, which abort too (see Piece).
 package txn
 
 import (

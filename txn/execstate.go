@@ -1,0 +1,206 @@
+package txn
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/flexkv/flexkv/kv"
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/node"
+	"github.com/flexkv/flexkv/multicast/wire"
+	"github.com/flexkv/flexkv/partition"
+)
+
+// The executor's records in the store's aux namespace:
+//
+//	'm'                                  -> meta: queue bounds, counters
+//	'q' seq (8 B BE)                     -> a queued delivery
+//	's' index (8 B BE) n (4 B BE)        -> the n-th send of entry index
+//	'v' client (8 B BE) seq (8 B BE) g   -> the vote of group g (1 byte) on
+//	                                        transaction client.seq
+//
+// Big-endian numbers keep each kind's records in numeric order, so the
+// queue's head is its first record, an entry's sends come out in order, and
+// the votes on one transaction are one range.
+const (
+	auxMeta  byte = 'm'
+	auxQueue byte = 'q'
+	auxSent  byte = 's'
+	auxVote  byte = 'v'
+)
+
+var metaKey = []byte{auxMeta}
+
+func queueKey(seq uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{auxQueue}, seq)
+}
+
+func sentKey(index uint64, n uint32) []byte {
+	k := binary.BigEndian.AppendUint64([]byte{auxSent}, index)
+	return binary.BigEndian.AppendUint32(k, n)
+}
+
+// sentPrefixEnd is the first key after the sends of entry index.
+func sentPrefixEnd(index uint64) []byte {
+	if index == math.MaxUint64 {
+		return []byte{auxSent + 1}
+	}
+	return binary.BigEndian.AppendUint64([]byte{auxSent}, index+1)
+}
+
+func votePrefix(id multicast.MsgID) []byte {
+	k := binary.BigEndian.AppendUint64([]byte{auxVote}, id.Client)
+	return binary.BigEndian.AppendUint64(k, id.Seq)
+}
+
+func voteKey(id multicast.MsgID, g partition.GroupID) []byte {
+	return append(votePrefix(id), byte(g))
+}
+
+// votePrefixEnd is a key after every vote on id and before any other
+// transaction's: group bytes are below GroupsMax.
+func votePrefixEnd(id multicast.MsgID) []byte {
+	return append(votePrefix(id), 0xff)
+}
+
+// execMeta is the executor's meta record.
+type execMeta struct {
+	qFirst, qNext uint64 // the queue holds sequences qFirst..qNext-1
+	// headVoted: the head of the queue has sent its vote (or has none to
+	// send), so that reaching it again does not send another.
+	headVoted bool
+	votes     uint64 // votes stored
+	executed  uint64
+	aborted   uint64
+	junkVotes uint64
+}
+
+const metaVersion = 1
+
+func (m *execMeta) queued() uint64 { return m.qNext - m.qFirst }
+
+func (m *execMeta) stats() ExecutorStats {
+	return ExecutorStats{
+		Executed: m.executed, Aborted: m.aborted, Queued: m.queued(),
+		VotesStored: m.votes, VotesJunk: m.junkVotes,
+	}
+}
+
+func (m *execMeta) append(b []byte) []byte {
+	b = append(b, metaVersion)
+	for _, v := range []uint64{m.qFirst, m.qNext, m.votes, m.executed, m.aborted, m.junkVotes} {
+		b = wire.AppendUvarint(b, v)
+	}
+	if m.headVoted {
+		return append(b, 1)
+	}
+	return append(b, 0)
+}
+
+func decodeMeta(b []byte) (execMeta, error) {
+	d := wire.NewDecoder(b)
+	if v := d.Byte(); d.Err() == nil && v != metaVersion {
+		d.Fail("executor meta version %d, want %d", v, metaVersion)
+	}
+	var m execMeta
+	for _, p := range []*uint64{&m.qFirst, &m.qNext, &m.votes, &m.executed, &m.aborted, &m.junkVotes} {
+		*p = d.Uvarint()
+	}
+	switch voted := d.Byte(); voted {
+	case 0:
+	case 1:
+		m.headVoted = true
+	default:
+		d.Fail("head voted byte %d", voted)
+	}
+	if err := d.Finish(); err != nil {
+		return execMeta{}, err
+	}
+	if m.qFirst > m.qNext {
+		return execMeta{}, fmt.Errorf("%w: queue head %d after its end %d", wire.ErrCorrupt, m.qFirst, m.qNext)
+	}
+	return m, nil
+}
+
+// loadMeta reads the committed meta record; a store without one is fresh.
+func loadMeta(s *kv.Store) (execMeta, error) {
+	b, ok, err := s.GetAux(metaKey)
+	switch {
+	case err != nil:
+		return execMeta{}, fmt.Errorf("txn: executor state: %w", err)
+	case !ok:
+		return execMeta{}, nil
+	}
+	m, err := decodeMeta(b)
+	if err != nil {
+		return execMeta{}, fmt.Errorf("txn: executor state: %w", err)
+	}
+	return m, nil
+}
+
+// delivery is a delivered message as the executor keeps it. A payload over
+// PayloadMax is not kept: size records its length, for the same abort
+// reason wherever it is examined.
+type delivery struct {
+	msg  multicast.Message
+	size int
+}
+
+func newDelivery(m multicast.Message) delivery {
+	d := delivery{msg: m, size: len(m.Payload)}
+	if d.size > PayloadMax {
+		d.msg.Payload = nil
+	}
+	return d
+}
+
+// The queue record of a delivery: id, dst (uvarint), size (uvarint),
+// payload (bytes). The destination set is kept as delivered, unchecked:
+// the delivery is judged when it runs.
+func (d *delivery) append(b []byte) []byte {
+	b = wire.AppendMsgID(b, d.msg.ID)
+	b = wire.AppendUvarint(b, uint64(d.msg.Dst))
+	b = wire.AppendUvarint(b, uint64(d.size))
+	return wire.AppendBytes(b, d.msg.Payload)
+}
+
+func decodeDelivery(b []byte) (delivery, error) {
+	dec := wire.NewDecoder(b)
+	var d delivery
+	d.msg.ID = dec.MsgID()
+	d.msg.Dst = partition.GroupSet(dec.Uvarint())
+	size := dec.Uvarint()
+	d.msg.Payload = dec.Bytes()
+	switch {
+	case dec.Err() != nil:
+	case size > math.MaxInt32:
+		dec.Fail("payload size %d", size)
+	case size <= PayloadMax && size != uint64(len(d.msg.Payload)):
+		dec.Fail("payload of %d bytes, recorded as %d", len(d.msg.Payload), size)
+	case size > PayloadMax && len(d.msg.Payload) != 0:
+		dec.Fail("oversized payload kept")
+	}
+	d.size = int(size)
+	if err := dec.Finish(); err != nil {
+		return delivery{}, fmt.Errorf("txn: queued delivery: %w", err)
+	}
+	return d, nil
+}
+
+// The record of a send: to (uvarint), about (msgid), payload (bytes).
+func appendSend(b []byte, s node.AppSend) []byte {
+	b = wire.AppendUvarint(b, uint64(s.To))
+	b = wire.AppendMsgID(b, s.About)
+	return wire.AppendBytes(b, s.Payload)
+}
+
+func decodeSend(b []byte) (node.AppSend, error) {
+	d := wire.NewDecoder(b)
+	s := node.AppSend{To: d.Group(partition.GroupsMax), About: d.MsgID()}
+	s.Payload = append([]byte{}, d.Bytes()...)
+	if err := d.Finish(); err != nil {
+		return node.AppSend{}, fmt.Errorf("txn: sent record: %w", err)
+	}
+	return s, nil
+}

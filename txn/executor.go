@@ -1,0 +1,333 @@
+package txn
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/flexkv/flexkv/kv"
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/node"
+	"github.com/flexkv/flexkv/partition"
+)
+
+// Executor runs the deliveries of one group replica in delivery order, on
+// its kv.Store (DESIGN 2.5, 5, 6). The replication shell calls Execute from
+// its raft state machine, single-threaded, in log order, with each entry's
+// deliveries and the votes the entry brought from other groups.
+//
+// # Execution order and votes
+//
+// Each delivery is a transaction or a stored-procedure call (DecodePayload).
+// The group runs its piece of it (Txn.Pieces; a procedure's Run) in
+// delivery order. A transaction piece that waits for votes (Piece.Voters)
+// it does not have yet becomes the head of a durable FIFO queue, and every
+// later delivery queues behind it, so that pieces still run in delivery
+// order. When a piece reaches the head of the queue (or is delivered to an
+// empty queue) and its group votes (Piece.VoteTo), the executor evaluates
+// its vote (EvalVote) and sends it: since the group runs nothing else until
+// that piece ran, the vote is evaluated on the very state the piece runs on.
+// Votes that arrive are stored until their piece runs, which consumes
+// them; they may arrive before their delivery. Because every group
+// delivers in an order consistent with the others' (the multicast's
+// acyclic order), the waits cannot form a cycle (DESIGN 6).
+//
+// A piece writes its effects and its PieceResult (the kv result under the
+// transaction id, MsgID.String) in the batch of the entry that runs it. A
+// delivery that cannot run (a malformed payload, one that does not fit the
+// partition map, an unknown procedure) gets an aborted PieceResult naming
+// the problem; every replica records the same. A delivery whose id already
+// has a result is skipped: the multicast delivers a message once, and a
+// re-submitted transaction keeps its first result.
+//
+// # Durability
+//
+// Everything an entry changes (user writes, results, the queue, stored
+// votes, the entry's sends) is committed in one kv batch with the entry's
+// index, so a crash leaves the state of some entry, whole. The sends are
+// kept by index (Sent) so that a replica whose store is ahead of the raft
+// snapshot it restarts from can hand the channel layer the sends of the
+// entries it does not execute again; ForgetSent drops them once no replay
+// can need them.
+//
+// # Bounds
+//
+// The executor refuses nothing that was delivered or received: refusing
+// would break agreement between replicas and groups. Its queue holds the
+// deliveries that arrive while a piece waits for a vote, which is at most
+// what the multicast delivers to the group in one vote's round trip; the
+// stored votes are those of transactions a voter executed before this
+// group delivered them. Both are bounded upstream, by the admission control
+// of the entry groups (the channel outboxes' bound, which stops new
+// requests while groups lag) and the channel's hold-back bound. Stats
+// reports both. Votes for transactions this group never delivers, which
+// only a faulty sender makes, stay stored; they are counted as junk when
+// they are for an id that already has a result or repeat a stored vote.
+//
+// # Determinism
+//
+// Execute reads no clock, draws no random numbers and iterates no map: the
+// same inputs in the same order give the same store contents and the same
+// sends on every replica, provided every replica has the same partition
+// map, topology and registered procedures.
+type Executor struct {
+	cfg ExecutorConfig
+
+	// mu serializes the methods that write or capture the state.
+	mu   sync.Mutex
+	meta execMeta // the committed meta record; guarded by mu
+
+	statsMu sync.Mutex
+	stats   ExecutorStats
+}
+
+// ExecutorConfig configures an Executor.
+type ExecutorConfig struct {
+	// Store holds the group replica's state; the executor does not close
+	// it.
+	Store      *kv.Store
+	Partitions *partition.PartitionMap
+	Topology   *partition.Topology
+	// Self is the group the replica belongs to.
+	Self partition.GroupID
+	// Procedures are the stored procedures calls may name; nil: none.
+	Procedures *Registry
+	// OnExecuted, when not nil, is called after each commit with the ids of
+	// the transactions whose results the commit stored, in order. It must
+	// not block (it runs in the raft apply loop) and must not call Execute.
+	OnExecuted func(ids []multicast.MsgID)
+}
+
+// ExecutorStats counts what an executor did. Every field is a function of
+// the replica's inputs, stored with its state: replicas at the same entry
+// report the same numbers, and they survive restarts.
+type ExecutorStats struct {
+	Executed    uint64 // results stored: pieces run, malformed deliveries included
+	Aborted     uint64 // of which aborted
+	Queued      uint64 // deliveries waiting now, the head included
+	VotesStored uint64 // votes stored now
+	VotesJunk   uint64 // votes ignored: undecodable, misdirected, late or repeated
+}
+
+// NewExecutor returns the executor of cfg.Store, resuming its queue and
+// stored votes.
+func NewExecutor(cfg ExecutorConfig) (*Executor, error) {
+	switch {
+	case cfg.Store == nil:
+		return nil, errors.New("txn: executor without a store")
+	case cfg.Partitions == nil || cfg.Topology == nil:
+		return nil, errors.New("txn: executor without a partition map or topology")
+	case !cfg.Topology.Valid(cfg.Self):
+		return nil, fmt.Errorf("txn: executor of group %d, not a group of the topology (0..%d)", cfg.Self, cfg.Topology.Len()-1)
+	}
+	e := &Executor{cfg: cfg}
+	m, err := loadMeta(cfg.Store)
+	if err != nil {
+		return nil, err
+	}
+	e.setMeta(m)
+	return e, nil
+}
+
+// setMeta installs the committed meta record; mu is held (or e is new).
+func (e *Executor) setMeta(m execMeta) {
+	e.meta = m
+	e.statsMu.Lock()
+	e.stats = m.stats()
+	e.statsMu.Unlock()
+}
+
+// Stats returns the executor's counters.
+func (e *Executor) Stats() ExecutorStats {
+	e.statsMu.Lock()
+	defer e.statsMu.Unlock()
+	return e.stats
+}
+
+// AppliedIndex returns the index of the last entry executed.
+func (e *Executor) AppliedIndex() uint64 { return e.cfg.Store.AppliedIndex() }
+
+// Sync makes every executed entry durable.
+func (e *Executor) Sync() error { return e.cfg.Store.Sync() }
+
+// Result returns the committed result of transaction id at this group, if
+// it is still kept. Safe to call concurrently with Execute.
+func (e *Executor) Result(id multicast.MsgID) (PieceResult, bool, error) {
+	b, ok, err := e.cfg.Store.Result(id.String())
+	if err != nil || !ok {
+		return PieceResult{}, false, err
+	}
+	r, err := DecodePieceResult(b)
+	if err != nil {
+		return PieceResult{}, false, fmt.Errorf("txn: result of %s: %w", id, err)
+	}
+	return r, true, nil
+}
+
+// Execute runs raft entry index: the deliveries in order, then the inbound
+// votes in order, then every queued piece the votes let run. It commits all
+// of it, with the sends it returns, in one batch with index, which must be
+// above AppliedIndex. The sends are the votes of the pieces that reached
+// the head of the queue, in order, for the channel layer. An error is the
+// store's (the replica must stop) or an invalid index; bad input never
+// fails Execute.
+func (e *Executor) Execute(index uint64, deliveries []multicast.Message, inbound []node.AppInbound) ([]node.AppSend, error) {
+	sends, ids, err := e.execute(index, deliveries, inbound)
+	if err != nil {
+		return nil, err
+	}
+	if len(ids) > 0 && e.cfg.OnExecuted != nil {
+		e.cfg.OnExecuted(ids)
+	}
+	return sends, nil
+}
+
+func (e *Executor) execute(index uint64, deliveries []multicast.Message, inbound []node.AppInbound) ([]node.AppSend, []multicast.MsgID, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if applied := e.cfg.Store.AppliedIndex(); index <= applied {
+		return nil, nil, fmt.Errorf("txn: execute: %w: index %d not after the applied index %d", kv.ErrInvalid, index, applied)
+	}
+	b := e.cfg.Store.NewBatch()
+	defer b.Close()
+	x := &execution{e: e, b: b, rw: batchRW{b}, meta: e.meta}
+	for _, m := range deliveries {
+		if err := x.deliver(m); err != nil {
+			return nil, nil, fmt.Errorf("txn: execute %d: %w", index, err)
+		}
+	}
+	stored := false
+	for _, in := range inbound {
+		ok, err := x.receive(in)
+		if err != nil {
+			return nil, nil, fmt.Errorf("txn: execute %d: %w", index, err)
+		}
+		stored = stored || ok
+	}
+	if stored {
+		if err := x.drain(); err != nil {
+			return nil, nil, fmt.Errorf("txn: execute %d: %w", index, err)
+		}
+	}
+	if err := x.finish(index); err != nil {
+		return nil, nil, fmt.Errorf("txn: execute %d: %w", index, err)
+	}
+	if err := e.cfg.Store.Commit(b, index); err != nil {
+		return nil, nil, err
+	}
+	e.setMeta(x.meta)
+	return x.sends, x.ids, nil
+}
+
+// Sent returns what Execute returned for entry index (nil if nothing, or
+// if ForgetSent dropped it); index must not be above AppliedIndex.
+func (e *Executor) Sent(index uint64) ([]node.AppSend, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if applied := e.cfg.Store.AppliedIndex(); index > applied {
+		return nil, fmt.Errorf("txn: sent: %w: index %d after the applied index %d", kv.ErrInvalid, index, applied)
+	}
+	var sends []node.AppSend
+	start, end := sentKey(index, 0), sentPrefixEnd(index)
+	for {
+		kvs, err := e.cfg.Store.ScanAux(start, end, kv.ScanLimitMax)
+		if err != nil {
+			return nil, fmt.Errorf("txn: sent %d: %w", index, err)
+		}
+		for _, r := range kvs {
+			s, err := decodeSend(r.Value)
+			if err != nil {
+				return nil, fmt.Errorf("txn: sent %d: %w", index, err)
+			}
+			sends = append(sends, s)
+		}
+		if len(kvs) < kv.ScanLimitMax {
+			return sends, nil
+		}
+		start = append(kvs[len(kvs)-1].Key, 0)
+	}
+}
+
+// ForgetSent drops the Sent records of the entries at or below index: the
+// shell calls it once its raft snapshot covers them, as no replay can ask
+// for them again.
+func (e *Executor) ForgetSent(index uint64) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	b := e.cfg.Store.NewBatch()
+	defer b.Close()
+	if err := b.DeleteAuxRange([]byte{auxSent}, sentPrefixEnd(index)); err != nil {
+		return fmt.Errorf("txn: forget sent: %w", err)
+	}
+	if err := e.cfg.Store.CommitAux(b); err != nil {
+		return fmt.Errorf("txn: forget sent: %w", err)
+	}
+	return nil
+}
+
+// ExecutorSnapshot is a captured executor state: the store's, queue and
+// votes included.
+type ExecutorSnapshot struct {
+	sn *kv.Snapshot
+}
+
+// Index returns the applied index the snapshot captured.
+func (s *ExecutorSnapshot) Index() uint64 { return s.sn.Index() }
+
+// WriteTo writes the snapshot as a stream that RestoreSnapshot reads; two
+// replicas at the same entry write the same bytes if the shell made the
+// same ForgetSent calls on both.
+func (s *ExecutorSnapshot) WriteTo(w io.Writer) (int64, error) { return s.sn.WriteTo(w) }
+
+// Release releases the snapshot; a second Release does nothing.
+func (s *ExecutorSnapshot) Release() { s.sn.Release() }
+
+// Snapshot captures the state as of AppliedIndex. It stays valid across
+// later Executes until Release.
+func (e *Executor) Snapshot() (*ExecutorSnapshot, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	sn, err := e.cfg.Store.Snapshot()
+	if err != nil {
+		return nil, fmt.Errorf("txn: snapshot: %w", err)
+	}
+	return &ExecutorSnapshot{sn: sn}, nil
+}
+
+// RestoreSnapshot replaces the state with a stream written by
+// ExecutorSnapshot.WriteTo at index (kv.Store.RestoreSnapshot: atomic, a
+// bad stream leaves the state as it was).
+func (e *Executor) RestoreSnapshot(r io.Reader, index uint64) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.cfg.Store.RestoreSnapshot(r, index); err != nil {
+		return fmt.Errorf("txn: restore: %w", err)
+	}
+	m, err := loadMeta(e.cfg.Store)
+	if err != nil {
+		return fmt.Errorf("txn: restore: %w", err)
+	}
+	e.setMeta(m)
+	return nil
+}
+
+// batchRW reads and writes user keys through a kv batch.
+type batchRW struct{ b *kv.Batch }
+
+func (rw batchRW) Get(key []byte) ([]byte, bool, error) { return rw.b.Get(key) }
+
+func (rw batchRW) Scan(start, end []byte, limit int) ([]KV, error) {
+	kvs, err := rw.b.Scan(start, end, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]KV, len(kvs))
+	for i, p := range kvs {
+		out[i] = KV{Key: p.Key, Value: p.Value}
+	}
+	return out, nil
+}
+
+func (rw batchRW) Put(key, value []byte) error { return rw.b.Put(key, value) }
+func (rw batchRW) Delete(key []byte) error     { return rw.b.Delete(key) }

@@ -1,0 +1,178 @@
+package txn
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/partition"
+)
+
+// Stored procedures (DESIGN 6): deterministic Go code registered by name
+// on every replica, called with arguments that only the procedure reads.
+// A call is multicast like a transaction, to the owners of the keys it
+// touches, and every destination runs the procedure's piece for its own
+// keys.
+//
+// Procedures take no votes: a group's piece runs as soon as it reaches the
+// head of the group's execution queue. So every decision a procedure makes
+// (to abort, which rows to write) must depend only on its arguments, on
+// replicated keys (equal at every group at that point of the order) and on
+// the keys the running group owns, and a decision that must be the same at
+// every destination (to abort the call) must depend only on the arguments
+// and replicated keys. gTPC-C's new-order (which aborts on an unknown item,
+// known from the replicated item table) and payment fit. The executor
+// enforces the first rule: a piece that reads or writes a key its group
+// does not hold aborts.
+
+// KeysMax bounds the keys a procedure call may touch.
+const KeysMax = 4096
+
+// ProcWritesMax bounds the keys one piece of a procedure may write; more
+// abort the piece.
+const ProcWritesMax = 1024
+
+// Procedure is a stored procedure. Its methods must be deterministic (no
+// clock, no randomness, no map order, no state outside their arguments) and
+// must not panic, whatever the arguments: they run in every replica's apply
+// loop.
+type Procedure interface {
+	// Keys returns every key a call with args may touch, for routing: the
+	// call's destinations are the owners of these keys, as for a Txn
+	// (keys of replicated partitions add none; a call that touches only
+	// replicated keys goes to one group, the client's home group). At
+	// most KeysMax keys. An error makes the call invalid.
+	Keys(args []byte) ([][]byte, error)
+	// Run runs the piece of group p.Group. It reads through p.Reader and
+	// writes through p.Writer, which hold its writes back until it
+	// returns. It returns the piece's result: Succeeded and the Results
+	// to report (Index ascending). An error, or a result with Aborted
+	// set, aborts the piece: its writes are dropped and the error's text
+	// (or Reason) is reported. Run must not keep p or anything it
+	// returned after it returns.
+	Run(p *ProcPiece) (PieceResult, error)
+}
+
+// ProcPiece is what a procedure's Run gets: one group's piece of one call.
+type ProcPiece struct {
+	ID    multicast.MsgID    // the call's transaction id
+	Group partition.GroupID  // the group running the piece
+	Dst   partition.GroupSet // the call's destinations
+	Args  []byte             // the call's arguments; read only
+	// Reader reads the keys Group owns and the replicated keys, seeing
+	// the piece's own writes; reading any other key aborts the piece.
+	Reader Reader
+	// Writer writes keys Group owns; any other key aborts the piece, as do
+	// more than ProcWritesMax keys, or a value over kv.ValueMax bytes.
+	Writer Writer
+	// Owns reports whether Group owns key (replicated keys excluded).
+	Owns func(key []byte) bool
+}
+
+// Registry maps procedure names to procedures. Every replica of every
+// group must register the same procedures under the same names: a call to
+// a name a replica does not know aborts there. It is safe for concurrent
+// use.
+type Registry struct {
+	mu    sync.RWMutex
+	procs map[string]Procedure
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{procs: map[string]Procedure{}} }
+
+// Register registers p under name, a string of 1..ProcNameMax bytes of
+// [a-z0-9_.-]. A name registered before is an error.
+func (r *Registry) Register(name string, p Procedure) error {
+	if err := checkProcName(name); err != nil {
+		return err
+	}
+	if p == nil {
+		return fmt.Errorf("txn: register %q: nil procedure", name)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, dup := r.procs[name]; dup {
+		return fmt.Errorf("txn: procedure %q registered twice", name)
+	}
+	r.procs[name] = p
+	return nil
+}
+
+// Lookup returns the procedure registered under name.
+func (r *Registry) Lookup(name string) (Procedure, bool) {
+	if r == nil {
+		return nil, false
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	p, ok := r.procs[name]
+	return p, ok
+}
+
+// Destinations returns the groups call c must be multicast to: the owners
+// of the keys its procedure touches, or home when they are all replicated.
+// Errors match ErrInvalid: an invalid call, an unknown procedure, keys the
+// procedure refuses or that are not in the partition map.
+func (r *Registry) Destinations(c Call, pm *partition.PartitionMap, top *partition.Topology, home partition.GroupID) (partition.GroupSet, error) {
+	dst, err := r.destinations(c, pm, top)
+	if err != nil {
+		return 0, err
+	}
+	if dst.Empty() {
+		if !top.Valid(home) {
+			return 0, invalidf("txn: home group %d is not a group of the topology (0..%d)", home, top.Len()-1)
+		}
+		dst = partition.SetOf(home)
+	}
+	return dst, nil
+}
+
+// destinations returns the owners of the keys of c, possibly none.
+func (r *Registry) destinations(c Call, pm *partition.PartitionMap, top *partition.Topology) (partition.GroupSet, error) {
+	if err := c.check(); err != nil {
+		return 0, err
+	}
+	if pm == nil || top == nil {
+		return 0, fmt.Errorf("txn: routing call %q without a partition map or topology", c.Name)
+	}
+	p, ok := r.Lookup(c.Name)
+	if !ok {
+		return 0, invalidf("txn: unknown procedure %q", c.Name)
+	}
+	keys, err := p.Keys(c.Args)
+	if err != nil {
+		return 0, invalidf("txn: call %q: keys: %w", c.Name, err)
+	}
+	if len(keys) > KeysMax {
+		return 0, invalidf("txn: call %q touches %d keys, more than KeysMax (%d)", c.Name, len(keys), KeysMax)
+	}
+	dst, err := pm.Destinations(keys)
+	if err != nil {
+		return 0, invalidf("txn: call %q: %w", c.Name, err)
+	}
+	if !top.ValidSet(dst) {
+		return 0, fmt.Errorf("txn: partition map names groups %s outside the topology (0..%d)", dst, top.Len()-1)
+	}
+	return dst, nil
+}
+
+// checkCallDestinations checks that dst is a destination set the call may
+// have been multicast to: its owners, or one group of the topology when it
+// touches only replicated keys.
+func (r *Registry) checkCallDestinations(c Call, pm *partition.PartitionMap, top *partition.Topology, dst partition.GroupSet) error {
+	want, err := r.destinations(c, pm, top)
+	if err != nil {
+		return err
+	}
+	switch {
+	case want.Empty():
+		if dst.Len() != 1 || !top.ValidSet(dst) {
+			return fmt.Errorf("txn: destination set %s: a call that touches only replicated keys has one destination of the topology (0..%d)",
+				dst, top.Len()-1)
+		}
+	case dst != want:
+		return fmt.Errorf("txn: destination set %s, want %s", dst, want)
+	}
+	return nil
+}

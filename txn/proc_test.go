@@ -1,0 +1,255 @@
+package txn
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/partition"
+)
+
+// moveProc moves an amount between two keys, which may belong to different
+// groups, if a replicated item key exists: args "from to amount item". The
+// decision to abort depends only on the args and the replicated item, so
+// every destination takes it alike; each group writes the keys it owns.
+type moveProc struct{}
+
+func parseMove(args []byte) (from, to string, amt int64, item string, err error) {
+	f := strings.Fields(string(args))
+	if len(f) != 4 {
+		return "", "", 0, "", fmt.Errorf("want 4 args, got %d", len(f))
+	}
+	amt, err = strconv.ParseInt(f[2], 10, 64)
+	return f[0], f[1], amt, f[3], err
+}
+
+func (moveProc) Keys(args []byte) ([][]byte, error) {
+	from, to, _, item, err := parseMove(args)
+	if err != nil {
+		return nil, err
+	}
+	return [][]byte{[]byte(from), []byte(to), []byte(item)}, nil
+}
+
+func (moveProc) Run(p *ProcPiece) (PieceResult, error) {
+	from, to, amt, item, err := parseMove(p.Args)
+	if err != nil {
+		return PieceResult{}, err
+	}
+	if _, ok, err := p.Reader.Get([]byte(item)); err != nil || !ok {
+		return PieceResult{}, fmt.Errorf("unknown item %s (%v)", item, err)
+	}
+	res := PieceResult{Succeeded: true}
+	for i, step := range []struct {
+		key   string
+		delta int64
+	}{{from, -amt}, {to, amt}} {
+		if !p.Owns([]byte(step.key)) {
+			continue
+		}
+		v, _, err := p.Reader.Get([]byte(step.key))
+		if err != nil {
+			return PieceResult{}, err
+		}
+		n, _ := strconv.ParseInt(string(v), 10, 64)
+		n += step.delta
+		if err := p.Writer.Put([]byte(step.key), []byte(strconv.FormatInt(n, 10))); err != nil {
+			return PieceResult{}, err
+		}
+		res.Results = append(res.Results, OpResult{Index: i, Kind: OpAdd, Key: []byte(step.key), Int: n})
+	}
+	return res, nil
+}
+
+// funcProc adapts functions to a Procedure.
+type funcProc struct {
+	keys func(args []byte) ([][]byte, error)
+	run  func(p *ProcPiece) (PieceResult, error)
+}
+
+func (f funcProc) Keys(args []byte) ([][]byte, error)    { return f.keys(args) }
+func (f funcProc) Run(p *ProcPiece) (PieceResult, error) { return f.run(p) }
+
+func fixedKeys(keys ...string) func([]byte) ([][]byte, error) {
+	return func([]byte) ([][]byte, error) {
+		out := make([][]byte, len(keys))
+		for i, k := range keys {
+			out[i] = []byte(k)
+		}
+		return out, nil
+	}
+}
+
+func testRegistry(t *testing.T) *Registry {
+	t.Helper()
+	r := NewRegistry()
+	for name, p := range map[string]Procedure{
+		"move": moveProc{},
+		// peek reads a key of group 1 from every destination.
+		"peek": funcProc{fixedKeys("w/0001/a", "w/0003/a"), func(p *ProcPiece) (PieceResult, error) {
+			_, _, err := p.Reader.Get([]byte("w/0003/a"))
+			return PieceResult{Succeeded: true}, err
+		}},
+		// sneak writes a key of group 1, swallowing the error.
+		"sneak": funcProc{fixedKeys("w/0001/a"), func(p *ProcPiece) (PieceResult, error) {
+			_ = p.Writer.Put([]byte("w/0001/a"), []byte("mine"))
+			_ = p.Writer.Put([]byte("w/0003/a"), []byte("theirs"))
+			return PieceResult{Succeeded: true}, nil
+		}},
+		// garbled reports results out of order.
+		"garbled": funcProc{fixedKeys("w/0001/a"), func(p *ProcPiece) (PieceResult, error) {
+			if err := p.Writer.Put([]byte("w/0001/a"), []byte("x")); err != nil {
+				return PieceResult{}, err
+			}
+			return PieceResult{Succeeded: true, Results: []OpResult{{Index: 1, Kind: OpPut}, {Index: 0, Kind: OpPut}}}, nil
+		}},
+		// scanner scans its partition and a replicated one.
+		"scanner": funcProc{fixedKeys("w/0001/a"), func(p *ProcPiece) (PieceResult, error) {
+			if err := p.Writer.Put([]byte("w/0001/c"), []byte("new")); err != nil {
+				return PieceResult{}, err
+			}
+			own, err := p.Reader.Scan([]byte("w/0001/"), []byte("w/0002/"), 10)
+			if err != nil {
+				return PieceResult{}, err
+			}
+			items, err := p.Reader.Scan([]byte("item/"), []byte("item0"), 10)
+			if err != nil {
+				return PieceResult{}, err
+			}
+			return PieceResult{Succeeded: true, Results: []OpResult{
+				{Index: 0, Kind: OpScan, Key: []byte("w/0001/"), KVs: own},
+				{Index: 1, Kind: OpScan, Key: []byte("item/"), KVs: items},
+			}}, nil
+		}},
+	} { //flexkv:unordered registration order does not matter
+		if err := r.Register(name, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
+}
+
+func TestRegistry(t *testing.T) {
+	r := testRegistry(t)
+	if err := r.Register("move", moveProc{}); err == nil {
+		t.Error("a name registered twice")
+	}
+	for _, name := range []string{"", "Move", "a b", strings.Repeat("x", ProcNameMax+1)} {
+		if err := r.Register(name, moveProc{}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Register(%q): %v, want ErrInvalid", name, err)
+		}
+	}
+	if err := r.Register("nil", nil); err == nil {
+		t.Error("a nil procedure registered")
+	}
+	if _, ok := r.Lookup("move"); !ok {
+		t.Error("move not found")
+	}
+	if _, ok := r.Lookup("absent"); ok {
+		t.Error("absent found")
+	}
+	top := testTopology(t)
+	pm := testPartitionMap(t, top)
+	for _, tc := range []struct {
+		args string
+		home partition.GroupID
+		want partition.GroupSet
+		err  string
+	}{
+		{"w/0001/a w/0004/a 5 item/1", 1, partition.SetOf(0, 2), ""},
+		{"w/0001/a w/0002/a 5 item/1", 1, partition.SetOf(0), ""},
+		{"item/1 item/2 5 item/3", 1, partition.SetOf(1), ""},
+		{"item/1 item/2 5 item/3", 7, 0, "home group 7"},
+		{"w/0001/a x/1 5 item/1", 1, 0, `key "x/1"`},
+		{"too few", 1, 0, "want 4 args"},
+	} {
+		got, err := r.Destinations(Call{Name: "move", Args: []byte(tc.args)}, pm, top, tc.home)
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err) || !errors.Is(err, ErrInvalid)):
+			t.Errorf("%s: %v, want ErrInvalid with %q", tc.args, err, tc.err)
+		case tc.err == "" && (err != nil || got != tc.want):
+			t.Errorf("%s: %s, %v; want %s", tc.args, got, err, tc.want)
+		}
+	}
+	if _, err := r.Destinations(Call{Name: "absent"}, pm, top, 0); !errors.Is(err, ErrInvalid) {
+		t.Errorf("unknown procedure: %v", err)
+	}
+}
+
+// callMsg is call seq of client 2, addressed as the registry routes it.
+func (c *cluster) callMsg(seq uint64, name, args string) multicast.Message {
+	c.t.Helper()
+	call := Call{Name: name, Args: []byte(args)}
+	dst, err := c.procs.Destinations(call, c.pm, c.top, 0)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return multicast.Message{ID: multicast.MsgID{Client: 2, Seq: seq}, Dst: dst, Payload: AppendCallPayload(nil, call)}
+}
+
+func TestExecutorProcedures(t *testing.T) {
+	c := newCluster(t, testRegistry(t))
+	for g := range c.reps {
+		c.seed(partition.GroupID(g), map[string]string{"item/1": "pen"})
+	}
+	c.seed(0, map[string]string{"w/0001/a": "10", "w/0001/b": "b"})
+	c.seed(2, map[string]string{"w/0004/a": "1"})
+
+	move := c.callMsg(1, "move", "w/0001/a w/0004/a 4 item/1")
+	for _, g := range []partition.GroupID{2, 0} {
+		if sends := c.deliver(g, move); len(sends) != 0 {
+			t.Errorf("group %d voted on a procedure call", g)
+		}
+	}
+	res, err := c.merged(move)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := describeResults(res.Results), "0:add w/0001/a=6; 1:add w/0004/a=5"; got != want || !res.Succeeded {
+		t.Errorf("move: %v %s, want %s", res.Succeeded, got, want)
+	}
+
+	// Unknown item: every destination aborts alike, nothing written.
+	bad := c.callMsg(2, "move", "w/0001/a w/0004/a 4 item/9")
+	c.deliver(0, bad)
+	c.deliver(2, bad)
+	for _, g := range []partition.GroupID{0, 2} {
+		if r := c.result(g, bad); !r.Aborted || r.Reason != `txn: procedure "move": unknown item item/9 (<nil>)` {
+			t.Errorf("group %d: %s", g, describeResult(r))
+		}
+	}
+
+	peek := c.callMsg(3, "peek", "")
+	c.deliver(0, peek)
+	if r := c.result(0, peek); !r.Aborted || !strings.Contains(r.Reason, `get "w/0003/a": a key group 0 does not hold`) {
+		t.Errorf("peek at group 0: %s", describeResult(r))
+	}
+	sneak := c.callMsg(4, "sneak", "")
+	c.deliver(0, sneak)
+	if r := c.result(0, sneak); !r.Aborted || !strings.Contains(r.Reason, `write "w/0003/a": a key group 0 does not own`) {
+		t.Errorf("sneak: %s", describeResult(r))
+	}
+	garbled := c.callMsg(5, "garbled", "")
+	c.deliver(0, garbled)
+	if r := c.result(0, garbled); !r.Aborted || !strings.Contains(r.Reason, "bad result") {
+		t.Errorf("garbled: %s", describeResult(r))
+	}
+	wrongDst := c.callMsg(6, "move", "w/0001/a w/0001/b 1 item/1")
+	wrongDst.Dst = partition.SetOf(0, 1)
+	c.deliver(0, wrongDst)
+	if r := c.result(0, wrongDst); !r.Aborted || r.Reason != "txn: destination set {0,1}, want {0}" {
+		t.Errorf("wrong destinations: %s", describeResult(r))
+	}
+	if got, want := c.data(0), "item/1=pen w/0001/a=6 w/0001/b=b"; got != want {
+		t.Errorf("group 0 after the aborted calls: %s, want %s", got, want)
+	}
+
+	scan := c.callMsg(7, "scanner", "")
+	c.deliver(0, scan)
+	if got, want := describeResult(c.result(0, scan)), "succeeded true: 0:scan [w/0001/a=6 w/0001/b=b w/0001/c=new]; 1:scan [item/1=pen]"; got != want {
+		t.Errorf("scanner: %s, want %s", got, want)
+	}
+}

@@ -1,0 +1,152 @@
+package txn
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/flexkv/flexkv/kv"
+	"github.com/flexkv/flexkv/partition"
+)
+
+// procView is the Reader and Writer a procedure's piece gets: reads see the
+// piece's writes, which are held back until the piece completes, and every
+// access is checked against what the group holds.
+type procView struct {
+	e    *evaluator
+	pm   *partition.PartitionMap
+	self partition.GroupID
+	// ioErr is the first error of the store: it fails Execute, whatever
+	// the procedure made of it.
+	ioErr error
+	// denied is the first access the piece may not make: it aborts the
+	// piece even if the procedure ignored the error.
+	denied error
+}
+
+func (v *procView) deny(format string, args ...any) error {
+	err := abortf(format, args...)
+	if v.denied == nil {
+		v.denied = err
+	}
+	return err
+}
+
+func (v *procView) store(err error) error {
+	if v.ioErr == nil {
+		v.ioErr = err
+	}
+	return err
+}
+
+// owns reports whether the group owns key (replicated keys excluded).
+func (v *procView) owns(key []byte) bool {
+	g, replicated, err := v.pm.Owner(key)
+	return err == nil && !replicated && g == v.self
+}
+
+// readable returns the partition of key if the group holds it: owns it or
+// holds a copy.
+func (v *procView) readable(key []byte) (partition.Partition, bool) {
+	p, err := v.pm.Lookup(key)
+	if err != nil || (!p.Replicated && p.Group != v.self) {
+		return partition.Partition{}, false
+	}
+	return p, true
+}
+
+func (v *procView) Get(key []byte) ([]byte, bool, error) {
+	if _, ok := v.readable(key); !ok {
+		return nil, false, v.deny("txn: get %s: a key group %d does not hold", quote(key), v.self)
+	}
+	val, found, err := v.e.get(key)
+	if err != nil {
+		return nil, false, v.store(err)
+	}
+	return bytes.Clone(val), found, nil
+}
+
+func (v *procView) Scan(start, end []byte, limit int) ([]KV, error) {
+	p, ok := v.readable(start)
+	switch {
+	case !ok:
+		return nil, v.deny("txn: scan from %s: a key group %d does not hold", quote(start), v.self)
+	case partition.CheckKey(end) != nil || bytes.Compare(start, end) >= 0:
+		return nil, v.deny("txn: scan [%s, %s): end is not a key after start", quote(start), quote(end))
+	case len(p.End) > 0 && bytes.Compare(end, p.End) > 0:
+		return nil, v.deny("txn: scan [%s, %s) leaves partition %s", quote(start), quote(end), p)
+	case limit < 1 || limit > ScanLimitMax:
+		return nil, v.deny("txn: scan limit %d, want 1..ScanLimitMax (%d)", limit, ScanLimitMax)
+	}
+	kvs, err := v.e.scan(start, end, limit)
+	if err != nil {
+		return nil, v.store(err)
+	}
+	out := make([]KV, len(kvs))
+	for i, p := range kvs {
+		out[i] = KV{Key: bytes.Clone(p.Key), Value: bytes.Clone(p.Value)}
+	}
+	return out, nil
+}
+
+func (v *procView) Put(key, value []byte) error {
+	if err := v.writable(key); err != nil {
+		return err
+	}
+	if len(value) > kv.ValueMax {
+		return v.deny("txn: put %s: value of %d bytes, more than %d", quote(key), len(value), kv.ValueMax)
+	}
+	v.e.set(bytes.Clone(key), bytes.Clone(value), false)
+	return nil
+}
+
+func (v *procView) Delete(key []byte) error {
+	if err := v.writable(key); err != nil {
+		return err
+	}
+	v.e.set(bytes.Clone(key), nil, true)
+	return nil
+}
+
+// writable checks that the piece may write key: the group owns it, and it
+// is one of the first ProcWritesMax keys the piece writes.
+func (v *procView) writable(key []byte) error {
+	if !v.owns(key) {
+		return v.deny("txn: write %s: a key group %d does not own", quote(key), v.self)
+	}
+	if _, ok := v.e.find(key); !ok && len(v.e.writes) >= ProcWritesMax {
+		return v.deny("txn: write %s: more than ProcWritesMax (%d) keys written", quote(key), ProcWritesMax)
+	}
+	return nil
+}
+
+// runCall runs the procedure of job j at this group.
+func (x *execution) runCall(j *job) (PieceResult, error) {
+	cfg := &x.e.cfg
+	v := &procView{e: &evaluator{r: x.rw}, pm: cfg.Partitions, self: cfg.Self}
+	p := &ProcPiece{
+		ID: j.id, Group: cfg.Self, Dst: j.dst, Args: j.call.Args,
+		Reader: v, Writer: v, Owns: v.owns,
+	}
+	res, err := j.proc.Run(p)
+	prefix := fmt.Sprintf("txn: procedure %q: ", j.call.Name)
+	switch {
+	case v.ioErr != nil:
+		return PieceResult{}, v.ioErr
+	case v.denied != nil:
+		return abortResult(prefix + v.denied.Error()), nil
+	case err != nil:
+		return abortResult(prefix + err.Error()), nil
+	case res.Aborted:
+		return abortResult(prefix + res.Reason), nil
+	}
+	if res.Truncated {
+		return abortResult(prefix + "bad result: truncated, which only the executor decides"), nil
+	}
+	if err := res.check(); err != nil {
+		return abortResult(prefix + "bad result: " + err.Error()), nil
+	}
+	if err := v.e.flush(x.rw); err != nil {
+		return PieceResult{}, err
+	}
+	return res, nil
+}
