@@ -1,0 +1,315 @@
+// Package client is FlexKV's Go client (DESIGN 2, 7).
+//
+// A Client fetches the cluster configuration from any server (Topology),
+// and from it routes every request itself: it maps the keys of a
+// transaction to their partitions and groups, validates the transaction
+// locally (bad input never leaves the client), sends it to the entry group
+// of the cluster's protocol, and waits for the answer of every destination
+// group: the entry group's on the original call, the others' on Await
+// calls made concurrently. A Result lists the destinations in the order
+// their answers arrived, with the latency of each (DESIGN 2, step 6).
+//
+// # Retries and transaction ids
+//
+// Every request carries a transaction id (client id, seq). A Client holds
+// a pool of sessions (Config.Sessions), each with a random 63-bit client id
+// and its own increasing seq: a call takes a free session (waiting for one
+// up to its context), uses the next seq, and retries that same id, on the
+// group's other replicas and after leader redirects, until it gets an
+// answer or its context ends. The servers deduplicate by id, so a retried
+// request takes effect at most once and its retry returns the first
+// result. A call whose context ended may still take effect.
+//
+// # Errors
+//
+//   - bad input: errors matching txn.ErrInvalid (and partition.ErrNoPartition
+//     for a key in no partition, partition.ErrInvalidKey for an empty or
+//     too long key); nothing is sent. A server's InvalidArgument also
+//     matches txn.ErrInvalid.
+//   - an aborted transaction: an error matching txn.ErrAborted whose text
+//     ends with the reason.
+//   - destinations that disagree, or answers that do not fit the request:
+//     ErrInconsistent.
+//   - the context's error (context.DeadlineExceeded, context.Canceled),
+//     wrapped with the last error seen from the servers.
+//   - ErrClosed after Close.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/flexkv/flexkv/kv/kvpb"
+	"github.com/flexkv/flexkv/partition"
+)
+
+var (
+	// ErrClosed is returned by calls on a closed Client.
+	ErrClosed = errors.New("client: closed")
+	// ErrInconsistent is matched by the error of a transaction whose
+	// answers do not agree (destinations report different outcomes) or do
+	// not fit the request (an answer for another id or group, other
+	// destinations than the client computed, missing results). It points
+	// to a bug, or to servers and client with different configurations.
+	ErrInconsistent = errors.New("client: inconsistent answers")
+)
+
+// SessionsDefault is the number of sessions, and so of concurrent
+// requests, of a Client whose Config.Sessions is 0.
+const SessionsDefault = 64
+
+// SessionsMax bounds Config.Sessions: each session is one outstanding
+// request, which the servers keep until it is answered.
+const SessionsMax = 1 << 16
+
+// Config configures a Client.
+type Config struct {
+	// Endpoints are gRPC addresses (host:port) of any servers of the
+	// cluster; the first that answers gives the topology. At least one.
+	Endpoints []string
+	// Region is the client's region, a region of the cluster's latency
+	// matrix: under Skeen a transaction enters at the destination nearest
+	// to it, and the home group (which serves a transaction that reads only
+	// replicated keys) is the lowest-ranked group in it. Empty, or a
+	// region without a group: the lowest-ranked group is home, and Skeen
+	// enters at the lowest-ranked destination.
+	Region string
+	// Sessions is the number of requests in flight at most (0:
+	// SessionsDefault); a call waits, up to its context, for a free one.
+	Sessions int
+	// DialOptions are added to the options of every connection, after
+	// insecure transport credentials (so that they may replace them).
+	DialOptions []grpc.DialOption
+	// Logger receives retries and redirects at debug level; nil: none.
+	Logger *slog.Logger
+}
+
+// Topology is the cluster as a Client sees it: the configuration the
+// servers loaded and what it builds. It is shared: do not modify it.
+type Topology struct {
+	Config     *partition.ClusterConfig
+	Groups     *partition.Topology
+	Partitions *partition.PartitionMap
+	// Latency is the cluster's latency matrix, nil when it has none.
+	Latency *partition.Latency
+	// Region is Config.Region of the client; Home its home group.
+	Region string
+	Home   partition.GroupID
+}
+
+// Client is a FlexKV client. It is safe for concurrent use. Close it to
+// release its connections.
+type Client struct {
+	log      *slog.Logger
+	dialOpts []grpc.DialOption
+	view     *Topology
+	replicas [][]string // gRPC addresses of each group's replicas, by GroupID
+	sessions chan *session
+	done     chan struct{} // closed by Close
+
+	mu      sync.Mutex
+	closed  bool
+	conns   map[string]*grpc.ClientConn
+	leaders []string // the address that last served a group as leader, or ""
+
+	// backoffMin and backoffMax bound the wait between two attempts that
+	// must wait (see Client.invoke); tests shorten them.
+	backoffMin, backoffMax time.Duration
+	// answered, when not nil, is called with a destination's name once
+	// its answer is recorded; tests use it to order answers.
+	answered func(group string)
+}
+
+// session is a transaction id space: one request in flight at a time.
+type session struct {
+	client uint64
+	seq    uint64
+}
+
+// New connects to the cluster: it asks the endpoints, in order, for the
+// topology, and builds the client's view of it. Connections are made
+// lazily; New holds the endpoint's until Close.
+func New(ctx context.Context, cfg Config) (*Client, error) {
+	if len(cfg.Endpoints) == 0 {
+		return nil, errors.New("client: no endpoints")
+	}
+	n := cfg.Sessions
+	switch {
+	case n == 0:
+		n = SessionsDefault
+	case n < 0 || n > SessionsMax:
+		return nil, fmt.Errorf("client: %d sessions, want 1..%d (0: %d)", cfg.Sessions, SessionsMax, SessionsDefault)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c := &Client{
+		log:        log,
+		dialOpts:   append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, cfg.DialOptions...),
+		sessions:   make(chan *session, n),
+		done:       make(chan struct{}),
+		conns:      make(map[string]*grpc.ClientConn),
+		backoffMin: 10 * time.Millisecond,
+		backoffMax: 500 * time.Millisecond,
+	}
+	view, err := c.fetchTopology(ctx, cfg.Endpoints)
+	if err != nil {
+		return nil, errors.Join(err, c.Close())
+	}
+	view.Region = cfg.Region
+	view.Home = homeGroup(view.Groups, cfg.Region)
+	c.view = view
+	c.replicas = make([][]string, view.Groups.Len())
+	for _, g := range view.Config.Groups {
+		id, _ := view.Groups.Lookup(g.Name) // Build checked the names
+		for _, r := range g.Replicas {
+			c.replicas[id] = append(c.replicas[id], r.GRPC)
+		}
+	}
+	c.leaders = make([]string, view.Groups.Len())
+	used := make(map[uint64]bool, n)
+	for range n {
+		id := rand.Uint64() >> 1 // 63 bits: never the reserved 2^64-1
+		for id == 0 || used[id] {
+			id = rand.Uint64() >> 1
+		}
+		used[id] = true
+		c.sessions <- &session{client: id}
+	}
+	return c, nil
+}
+
+// fetchTopology asks each endpoint in turn for the topology and builds it.
+func (c *Client) fetchTopology(ctx context.Context, endpoints []string) (*Topology, error) {
+	var errs []error
+	for _, ep := range endpoints {
+		conn, err := c.conn(ep)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		resp, err := kvpb.NewKVClient(conn).Topology(ctx, &kvpb.TopologyRequest{})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", ep, err))
+			if ctx.Err() != nil {
+				break
+			}
+			continue
+		}
+		cfg, lat, err := kvpb.ConfigFromProto(resp)
+		if err != nil {
+			return nil, fmt.Errorf("client: topology from %s: %w", ep, err)
+		}
+		top, pm, err := cfg.Build()
+		if err != nil {
+			return nil, fmt.Errorf("client: topology from %s: %w", ep, err)
+		}
+		return &Topology{Config: cfg, Groups: top, Partitions: pm, Latency: lat}, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("client: topology: %w (%w)", err, errors.Join(errs...))
+	}
+	return nil, fmt.Errorf("client: topology: no endpoint answered: %w", errors.Join(errs...))
+}
+
+// homeGroup returns the lowest-ranked group in region, or group 0.
+func homeGroup(top *partition.Topology, region string) partition.GroupID {
+	for g := range top.Len() {
+		if region != "" && top.Group(partition.GroupID(g)).Region == region {
+			return partition.GroupID(g)
+		}
+	}
+	return 0
+}
+
+// Topology returns the cluster as the client sees it.
+func (c *Client) Topology() *Topology { return c.view }
+
+// Close closes the client's connections. Calls in progress fail; later
+// calls return ErrClosed. Close is idempotent.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	conns := c.conns
+	c.conns = nil
+	c.mu.Unlock()
+	close(c.done)
+	var errs []error
+	for _, addr := range slices.Sorted(maps.Keys(conns)) {
+		if err := conns[addr].Close(); err != nil {
+			errs = append(errs, fmt.Errorf("client: close %s: %w", addr, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// conn returns the connection to addr, made on first use.
+func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	if cc, ok := c.conns[addr]; ok {
+		return cc, nil
+	}
+	cc, err := grpc.NewClient(addr, c.dialOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("client: connect to %s: %w", addr, err)
+	}
+	c.conns[addr] = cc
+	return cc, nil
+}
+
+// acquire takes a free session, waiting up to ctx.
+func (c *Client) acquire(ctx context.Context) (*session, error) {
+	select {
+	case s := <-c.sessions:
+		return s, nil
+	default:
+	}
+	select {
+	case s := <-c.sessions:
+		return s, nil
+	case <-c.done:
+		return nil, ErrClosed
+	case <-ctx.Done():
+		return nil, fmt.Errorf("client: waiting for a free session (%d in use): %w", cap(c.sessions), ctx.Err())
+	}
+}
+
+// release returns s to the pool; it never blocks, the pool having room for
+// every session.
+func (c *Client) release(s *session) { c.sessions <- s }
+
+// leaderOf returns the address to try first at group g: the last known
+// leader, else the group's first replica.
+func (c *Client) leaderOf(g partition.GroupID) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if a := c.leaders[g]; a != "" {
+		return a
+	}
+	return c.replicas[g][0]
+}
+
+func (c *Client) setLeader(g partition.GroupID, addr string) {
+	c.mu.Lock()
+	c.leaders[g] = addr
+	c.mu.Unlock()
+}

@@ -1,0 +1,526 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/flexkv/flexkv/kv/kvpb"
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/partition"
+	"github.com/flexkv/flexkv/txn"
+)
+
+// The fake cluster: real gRPC servers on loopback listeners, one per
+// replica, over one shared in-memory state that executes transactions with
+// package txn (Pieces, EvalVote, Eval), deduplicates them by id, and keeps
+// each group's piece result for Await. Each replica can be scripted to
+// misbehave: not be the leader, be busy, lose a response, hold an answer.
+//
+// Groups a, b, c (ranks 0, 1, 2) in regions ra, rb, rc, three replicas
+// each. Keys "a/..." belong to a, "b/..." to b, "c/..." to c, "i/..." are
+// replicated (an item table); any other key is in no partition.
+
+const groupsN, replicasN = 3, 3
+
+type fakeCluster struct {
+	cfg *partition.ClusterConfig
+	lat *partition.Latency
+	top *partition.Topology
+	pm  *partition.PartitionMap
+	rep [groupsN][replicasN]*fakeReplica
+
+	mu         sync.Mutex
+	leader     [groupsN]int // index of each group's leader
+	noHint     bool         // followers redirect without a leader hint
+	stores     [groupsN]*memStore
+	dsts       map[string]partition.GroupSet
+	results    map[string]map[partition.GroupID]*kvpb.PieceResult
+	executions int
+	changed    chan struct{}          // closed and replaced on every execution
+	gates      [groupsN]chan struct{} // when set, Await at the group waits for it
+	flip       [groupsN]bool          // Await at the group reports the other outcome
+}
+
+// fakeOptions shape a fake cluster.
+type fakeOptions struct {
+	protocol string
+	dead     [][2]int // {group, replica} addresses that nobody serves
+}
+
+// call is one request a replica received.
+type call struct {
+	method string
+	id     string // c<client>.<seq>, or the awaited id
+}
+
+type fakeReplica struct {
+	kvpb.UnimplementedKVServer
+	cl    *fakeCluster
+	group partition.GroupID
+	index int
+	addr  string
+
+	mu     sync.Mutex
+	calls  []call
+	script map[string][]func(ctx context.Context) error
+}
+
+func newFakeCluster(t *testing.T, o fakeOptions) *fakeCluster {
+	t.Helper()
+	cl, stop, err := startFake(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return cl
+}
+
+// startFake starts a fake cluster; stop stops its servers.
+func startFake(o fakeOptions) (cl *fakeCluster, stop func(), err error) {
+	if o.protocol == "" {
+		o.protocol = "flexcast"
+	}
+	cl = &fakeCluster{
+		dsts:    make(map[string]partition.GroupSet),
+		results: make(map[string]map[partition.GroupID]*kvpb.PieceResult),
+		changed: make(chan struct{}),
+	}
+	names := []string{"a", "b", "c"}
+	cfg := &partition.ClusterConfig{
+		Protocol: o.protocol,
+		Overlay:  names,
+		Tree:     map[string]string{"b": "a", "c": "a"},
+		Partitions: []partition.PartitionConfig{
+			{Name: "pa", Start: "a/", End: "a0", Group: "a"},
+			{Name: "pb", Start: "b/", End: "b0", Group: "b"},
+			{Name: "pc", Start: "c/", End: "c0", Group: "c"},
+			{Name: "items", Start: "i/", End: "i0", Replicated: true},
+		},
+	}
+	var servers []*grpc.Server
+	stop = func() {
+		for _, s := range servers {
+			s.Stop()
+		}
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	for g, name := range names {
+		gc := partition.GroupConfig{Name: name, Region: "r" + name}
+		for i := range replicasN {
+			lis, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return nil, nil, err
+			}
+			r := &fakeReplica{cl: cl, group: partition.GroupID(g), index: i, addr: lis.Addr().String()}
+			cl.rep[g][i] = r
+			gc.Replicas = append(gc.Replicas, partition.ReplicaConfig{
+				ID: fmt.Sprintf("%s%d", name, i), Raft: fmt.Sprintf("127.0.0.1:%d", 1+g*replicasN+i), GRPC: r.addr,
+			})
+			if slices.Contains(o.dead, [2]int{g, i}) {
+				// Closed: the address refuses connections.
+				if err := lis.Close(); err != nil {
+					return nil, nil, err
+				}
+				continue
+			}
+			srv := grpc.NewServer()
+			kvpb.RegisterKVServer(srv, r)
+			servers = append(servers, srv)
+			go func() { _ = srv.Serve(lis) }()
+		}
+		cfg.Groups = append(cfg.Groups, gc)
+	}
+	top, pm, err := cfg.Build()
+	if err != nil {
+		return nil, nil, err
+	}
+	// rd is a region without a group.
+	lat, err := partition.NewLatency([]string{"ra", "rb", "rc", "rd"}, [][]float64{
+		{1, 10, 50, 100},
+		{10, 1, 20, 30},
+		{50, 20, 1, 5},
+		{100, 30, 5, 1},
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	cl.cfg, cl.lat, cl.top, cl.pm = cfg, lat, top, pm
+	for g := range groupsN {
+		cl.stores[g] = &memStore{kv: map[string][]byte{}}
+	}
+	return cl, stop, nil
+}
+
+// endpoint returns the address of replica i of group g.
+func (cl *fakeCluster) endpoint(g, i int) string { return cl.rep[g][i].addr }
+
+func (cl *fakeCluster) setLeader(g, i int) {
+	cl.mu.Lock()
+	cl.leader[g] = i
+	cl.mu.Unlock()
+}
+
+// gate makes Await at group g wait until the returned function is called.
+func (cl *fakeCluster) gate(g int) (open func()) {
+	ch := make(chan struct{})
+	cl.mu.Lock()
+	cl.gates[g] = ch
+	cl.mu.Unlock()
+	var once sync.Once
+	return func() { once.Do(func() { close(ch) }) }
+}
+
+// calls returns every call every replica received, by "group/replica".
+func (cl *fakeCluster) calls() map[string][]call {
+	out := map[string][]call{}
+	for g := range groupsN {
+		for i := range replicasN {
+			r := cl.rep[g][i]
+			r.mu.Lock()
+			if len(r.calls) > 0 {
+				out[fmt.Sprintf("%s/%d", cl.top.Name(partition.GroupID(g)), i)] = slices.Clone(r.calls)
+			}
+			r.mu.Unlock()
+		}
+	}
+	return out
+}
+
+// count returns how many calls of method replica i of group g received.
+func (cl *fakeCluster) count(g, i int, method string) int {
+	r := cl.rep[g][i]
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, c := range r.calls {
+		if c.method == method {
+			n++
+		}
+	}
+	return n
+}
+
+// then queues behaviours for the next calls of method ("txn",
+// "txn-answer" after the execution, "await", "get", "put", ...), one per
+// call; a behaviour returning nil lets the call go on.
+func (r *fakeReplica) then(method string, fs ...func(ctx context.Context) error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.script == nil {
+		r.script = map[string][]func(ctx context.Context) error{}
+	}
+	r.script[method] = append(r.script[method], fs...)
+}
+
+// scripted runs the next behaviour queued for method, if any.
+func (r *fakeReplica) scripted(ctx context.Context, method string) error {
+	r.mu.Lock()
+	var f func(ctx context.Context) error
+	if q := r.script[method]; len(q) > 0 {
+		f, r.script[method] = q[0], q[1:]
+	}
+	r.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	return f(ctx)
+}
+
+func (r *fakeReplica) record(method, id string) {
+	r.mu.Lock()
+	r.calls = append(r.calls, call{method: method, id: id})
+	r.mu.Unlock()
+}
+
+// Behaviours.
+func busy(context.Context) error { return status.Error(codes.ResourceExhausted, "fake: outbox full") }
+
+func unavailable(hint string) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		if hint != "" {
+			_ = grpc.SetTrailer(ctx, metadata.Pairs(kvpb.LeaderTrailer, hint))
+		}
+		return status.Error(codes.Unavailable, "fake: not the leader")
+	}
+}
+
+// leaderCheck answers Unavailable, with the leader's address as a hint,
+// unless r is its group's leader.
+func (r *fakeReplica) leaderCheck(ctx context.Context) error {
+	cl := r.cl
+	cl.mu.Lock()
+	leader, noHint := cl.leader[r.group], cl.noHint
+	cl.mu.Unlock()
+	if leader == r.index {
+		return nil
+	}
+	hint := ""
+	if !noHint {
+		hint = cl.rep[r.group][leader].addr
+	}
+	return unavailable(hint)(ctx)
+}
+
+func idOf(client, seq uint64) string { return multicast.MsgID{Client: client, Seq: seq}.String() }
+
+func (r *fakeReplica) Topology(context.Context, *kvpb.TopologyRequest) (*kvpb.TopologyResponse, error) {
+	r.record("topology", "")
+	return kvpb.ConfigToProto(r.cl.cfg, r.cl.lat), nil
+}
+
+func (r *fakeReplica) Txn(ctx context.Context, req *kvpb.TxnRequest) (*kvpb.TxnResponse, error) {
+	id := idOf(req.GetClientId(), req.GetSeq())
+	r.record("txn", id)
+	if err := r.scripted(ctx, "txn"); err != nil {
+		return nil, err
+	}
+	if err := r.leaderCheck(ctx); err != nil {
+		return nil, err
+	}
+	dst, err := r.cl.execute(id, req)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	resp := &kvpb.TxnResponse{}
+	for _, g := range dst.Slice() {
+		resp.Destinations = append(resp.Destinations, r.cl.top.Name(g))
+	}
+	if dst.Has(r.group) {
+		resp.Piece, resp.Executed = r.cl.piece(id, r.group), true
+	}
+	if err := r.scripted(ctx, "txn-answer"); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+func (r *fakeReplica) Await(ctx context.Context, req *kvpb.AwaitRequest) (*kvpb.AwaitResponse, error) {
+	r.record("await", req.GetId())
+	if err := r.scripted(ctx, "await"); err != nil {
+		return nil, err
+	}
+	cl := r.cl
+	for {
+		cl.mu.Lock()
+		piece := cl.results[req.GetId()][r.group]
+		changed, gate, flip := cl.changed, cl.gates[r.group], cl.flip[r.group]
+		cl.mu.Unlock()
+		if piece != nil {
+			if gate != nil {
+				select {
+				case <-gate:
+				case <-ctx.Done():
+					return nil, status.FromContextError(ctx.Err()).Err()
+				}
+			}
+			if flip {
+				piece = proto.Clone(piece).(*kvpb.PieceResult)
+				piece.Succeeded = !piece.Succeeded
+			}
+			return &kvpb.AwaitResponse{Piece: piece}, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+	}
+}
+
+// single runs a one-operation transaction at r, its group's leader.
+func (r *fakeReplica) single(ctx context.Context, method string, client, seq uint64, op txn.Op) (txn.OpResult, error) {
+	id := idOf(client, seq)
+	r.record(method, id)
+	if err := r.scripted(ctx, method); err != nil {
+		return txn.OpResult{}, err
+	}
+	if err := r.leaderCheck(ctx); err != nil {
+		return txn.OpResult{}, err
+	}
+	t := &txn.Txn{Then: []txn.Op{op}}
+	dst, err := r.cl.execute(id, &kvpb.TxnRequest{
+		Body: &kvpb.TxnRequest_Txn{Txn: kvpb.TxnToProto(t)}, HomeGroup: r.cl.top.Name(r.group),
+	})
+	if err != nil {
+		return txn.OpResult{}, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if dst != partition.SetOf(r.group) {
+		return txn.OpResult{}, status.Errorf(codes.FailedPrecondition, "fake: %s is not for group %s", id, r.cl.top.Name(r.group))
+	}
+	p, err := kvpb.PieceResultFromProto(r.cl.piece(id, r.group))
+	if err != nil || len(p.Results) != 1 {
+		return txn.OpResult{}, status.Errorf(codes.Internal, "fake: %s: %v %v", id, p, err)
+	}
+	return p.Results[0], nil
+}
+
+func (r *fakeReplica) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResponse, error) {
+	res, err := r.single(ctx, "get", req.GetClientId(), req.GetSeq(), txn.Op{Kind: txn.OpGet, Key: req.GetKey()})
+	if err != nil {
+		return nil, err
+	}
+	return &kvpb.GetResponse{Found: res.Found, Value: res.Value}, nil
+}
+
+func (r *fakeReplica) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutResponse, error) {
+	_, err := r.single(ctx, "put", req.GetClientId(), req.GetSeq(), txn.Op{Kind: txn.OpPut, Key: req.GetKey(), Value: req.GetValue()})
+	if err != nil {
+		return nil, err
+	}
+	return &kvpb.PutResponse{}, nil
+}
+
+func (r *fakeReplica) Delete(ctx context.Context, req *kvpb.DeleteRequest) (*kvpb.DeleteResponse, error) {
+	_, err := r.single(ctx, "delete", req.GetClientId(), req.GetSeq(), txn.Op{Kind: txn.OpDelete, Key: req.GetKey()})
+	if err != nil {
+		return nil, err
+	}
+	return &kvpb.DeleteResponse{}, nil
+}
+
+func (r *fakeReplica) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanResponse, error) {
+	op := txn.Op{Kind: txn.OpScan, Key: req.GetStart(), End: req.GetEnd(), Limit: int(req.GetLimit())}
+	res, err := r.single(ctx, "scan", req.GetClientId(), req.GetSeq(), op)
+	if err != nil {
+		return nil, err
+	}
+	return &kvpb.ScanResponse{Kvs: kvpb.KVsToProto(res.KVs)}, nil
+}
+
+// piece returns group g's result for id.
+func (cl *fakeCluster) piece(id string, g partition.GroupID) *kvpb.PieceResult {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return cl.results[id][g]
+}
+
+// execute runs the request with id once, at every destination, and
+// returns its destinations; a request seen before is not run again.
+func (cl *fakeCluster) execute(id string, req *kvpb.TxnRequest) (partition.GroupSet, error) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if dst, ok := cl.dsts[id]; ok {
+		return dst, nil
+	}
+	home := partition.GroupID(0)
+	if h := req.GetHomeGroup(); h != "" {
+		var ok bool
+		if home, ok = cl.top.Lookup(h); !ok {
+			return 0, fmt.Errorf("fake: unknown home group %q", h)
+		}
+	}
+	results := map[partition.GroupID]*kvpb.PieceResult{}
+	var dst partition.GroupSet
+	switch {
+	case req.GetTxn() != nil:
+		t, err := kvpb.TxnFromProto(req.GetTxn())
+		if err != nil {
+			return 0, err
+		}
+		if dst, err = t.Destinations(cl.pm, cl.top, home); err != nil {
+			return 0, err
+		}
+		pieces, err := t.Pieces(cl.pm, cl.top, dst)
+		if err != nil {
+			return 0, err
+		}
+		var votes []txn.Vote
+		for i := range pieces {
+			if p := &pieces[i]; !p.VoteTo.Empty() {
+				v, err := txn.EvalVote(cl.stores[p.Group], p)
+				if err != nil {
+					return 0, err
+				}
+				votes = append(votes, v)
+			}
+		}
+		for i := range pieces {
+			p := &pieces[i]
+			var mine []txn.Vote
+			for _, v := range votes {
+				if p.Voters.Has(v.Group) {
+					mine = append(mine, v)
+				}
+			}
+			var res txn.PieceResult
+			ok, ops, err := txn.Eval(cl.stores[p.Group], cl.stores[p.Group], p, mine...)
+			switch {
+			case errors.Is(err, txn.ErrAborted):
+				res = txn.PieceResult{Aborted: true, Reason: err.Error()}
+			case err != nil:
+				return 0, err
+			default:
+				res = txn.PieceResult{Succeeded: ok, Results: ops}
+			}
+			results[p.Group] = kvpb.PieceResultToProto(id, cl.top.Name(p.Group), &res)
+		}
+	case req.GetCall() != nil:
+		var err error
+		if dst, err = cl.pm.Destinations(req.GetCall().GetKeys()); err != nil {
+			return 0, err
+		}
+		if dst.Empty() {
+			dst = partition.SetOf(home)
+		}
+		for _, g := range dst.Slice() {
+			results[g] = &kvpb.PieceResult{Id: id, Group: cl.top.Name(g), Succeeded: true}
+		}
+	default:
+		return 0, errors.New("fake: neither txn nor call")
+	}
+	cl.dsts[id], cl.results[id] = dst, results
+	cl.executions++
+	close(cl.changed)
+	cl.changed = make(chan struct{})
+	return dst, nil
+}
+
+// memStore is a group's data: a txn.Reader and txn.Writer over a map.
+type memStore struct{ kv map[string][]byte }
+
+func (m *memStore) Get(key []byte) ([]byte, bool, error) {
+	v, ok := m.kv[string(key)]
+	return bytes.Clone(v), ok, nil
+}
+
+func (m *memStore) Scan(start, end []byte, limit int) ([]txn.KV, error) {
+	var keys []string
+	for k := range m.kv {
+		if k >= string(start) && k < string(end) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var out []txn.KV
+	for _, k := range keys[:min(limit, len(keys))] {
+		out = append(out, txn.KV{Key: []byte(k), Value: bytes.Clone(m.kv[k])})
+	}
+	return out, nil
+}
+
+func (m *memStore) Put(key, value []byte) error {
+	m.kv[string(key)] = bytes.Clone(value)
+	return nil
+}
+
+func (m *memStore) Delete(key []byte) error {
+	delete(m.kv, string(key))
+	return nil
+}

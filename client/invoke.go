@@ -1,0 +1,148 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/flexkv/flexkv/kv/kvpb"
+	"github.com/flexkv/flexkv/partition"
+	"github.com/flexkv/flexkv/txn"
+)
+
+// classError gives an error a class that errors.Is matches (txn.ErrInvalid,
+// txn.ErrAborted) without the class's text in the message.
+type classError struct {
+	class error
+	err   error
+}
+
+func (e *classError) Error() string        { return e.err.Error() }
+func (e *classError) Unwrap() error        { return e.err }
+func (e *classError) Is(target error) bool { return target == e.class }
+
+// rpcFunc makes one call to one replica.
+type rpcFunc func(ctx context.Context, kv kvpb.KVClient, opts ...grpc.CallOption) error
+
+// invoke calls rpc at group g until a replica answers, the answer is a
+// failure that retrying cannot mend, or ctx ends. what names the call in
+// errors and logs. With leader set the call needs the group's leader, and
+// the replica that answers is remembered as the group's leader.
+//
+// It starts at the group's last known leader (else its first replica).
+// Unavailable with a leader hint (kvpb.LeaderTrailer) naming another replica
+// of the group: go there. Unavailable without one, or a connection error:
+// the group's next replica. ResourceExhausted (the server is full): the same
+// replica again. A failed attempt is retried at once while the group's
+// replicas have not all been tried since the last success, so that a dead
+// replica or a stale leader costs one round trip; after that, with a
+// jittered exponential backoff between backoffMin and backoffMax, so that
+// a group without a leader is not hammered while it elects one.
+// ResourceExhausted always waits.
+func (c *Client) invoke(ctx context.Context, g partition.GroupID, leader bool, what string, rpc rpcFunc) error {
+	replicas := c.replicas[g]
+	name := c.view.Groups.Name(g)
+	addr := c.leaderOf(g)
+	misses := 0 // consecutive failed attempts
+	var last error
+	for {
+		conn, err := c.conn(addr)
+		if err != nil {
+			return err
+		}
+		var trailer metadata.MD
+		err = rpc(ctx, kvpb.NewKVClient(conn), grpc.Trailer(&trailer))
+		if err == nil {
+			if leader {
+				c.setLeader(g, addr)
+			}
+			return nil
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return fmt.Errorf("client: %s at group %s: %w (last error from %s: %w)", what, name, cerr, addr, err)
+		}
+		select {
+		case <-c.done:
+			return ErrClosed
+		default:
+		}
+		last = fmt.Errorf("%s: %w", addr, err)
+		misses++
+		wait := misses > len(replicas)
+		switch code := status.Code(err); code {
+		case codes.Unavailable:
+			hint := ""
+			if v := trailer.Get(kvpb.LeaderTrailer); len(v) > 0 {
+				hint = v[0]
+			}
+			// Only a replica of the group: a hint is a server's belief,
+			// and following any address would let the set of
+			// connections grow without bound.
+			var next string
+			if hint != "" && hint != addr && slices.Contains(replicas, hint) {
+				next = hint
+				if leader {
+					c.setLeader(g, hint)
+				}
+			} else {
+				next = replicas[(slices.Index(replicas, addr)+1)%len(replicas)]
+			}
+			c.log.Debug("client: retry at another replica", "call", what, "group", name, "from", addr, "to", next,
+				"hint", hint, "error", err)
+			addr = next
+		case codes.ResourceExhausted:
+			wait = true
+			c.log.Debug("client: server busy, retry", "call", what, "group", name, "at", addr, "error", err)
+		case codes.DeadlineExceeded, codes.Canceled:
+			// Our context is alive: the server ended the wait itself
+			// (its own bound, a closing connection); the same id
+			// again returns the outcome.
+			c.log.Debug("client: server gave up, retry", "call", what, "group", name, "at", addr, "error", err)
+		case codes.Aborted:
+			// A single-key request that aborted: the same id again
+			// would return the same abort.
+			return &classError{class: txn.ErrAborted, err: fmt.Errorf("client: %s at group %s: %s: %w", what, name, addr, err)}
+		case codes.InvalidArgument:
+			return &classError{class: txn.ErrInvalid, err: fmt.Errorf("client: %s at group %s: rejected by %s: %w", what, name, addr, err)}
+		default:
+			return fmt.Errorf("client: %s at group %s: %s: %w", what, name, addr, err)
+		}
+		if wait {
+			if err := c.sleep(ctx, c.backoff(max(1, misses-len(replicas)))); err != nil {
+				return fmt.Errorf("client: %s at group %s: %w (last error from %w)", what, name, err, last)
+			}
+		}
+	}
+}
+
+// backoff returns the wait before the n-th (from 1) delayed retry:
+// backoffMin doubled n-1 times, at most backoffMax, jittered down by up to
+// half so that clients that failed together do not retry together.
+func (c *Client) backoff(n int) time.Duration {
+	d := c.backoffMax
+	if n < 32 {
+		d = min(c.backoffMin<<(n-1), c.backoffMax)
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// sleep waits for d, or until ctx ends or the client closes.
+func (c *Client) sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.done:
+		return ErrClosed
+	}
+}

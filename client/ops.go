@@ -1,0 +1,131 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/grpc"
+
+	"github.com/flexkv/flexkv/kv/kvpb"
+	"github.com/flexkv/flexkv/partition"
+	"github.com/flexkv/flexkv/txn"
+)
+
+// The single-key operations run as one-operation transactions through the
+// log of the key's group, at its leader: they are linearizable. A key of a
+// replicated partition is read at the home group; a write to one goes to
+// every group, as a Txn.
+
+// route validates op as a one-operation transaction and returns its
+// destinations.
+func (c *Client) route(op txn.Op) (*txn.Txn, partition.GroupSet, error) {
+	if err := c.live(); err != nil {
+		return nil, 0, err
+	}
+	t := &txn.Txn{Then: []txn.Op{op}}
+	dst, err := t.Destinations(c.view.Partitions, c.view.Groups, c.view.Home)
+	if err != nil {
+		return nil, 0, err
+	}
+	return t, dst, nil
+}
+
+// single runs rpc at the leader of the one group of dst under a session's
+// next id.
+func (c *Client) single(ctx context.Context, what string, dst partition.GroupSet,
+	rpc func(ctx context.Context, kv kvpb.KVClient, client, seq uint64, opts ...grpc.CallOption) error,
+) error {
+	if dst.Len() != 1 {
+		panic(fmt.Sprintf("client: invariant violated: single-group %s with destinations %s", what, dst))
+	}
+	s, err := c.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.release(s)
+	s.seq++
+	client, seq := s.client, s.seq
+	return c.invoke(ctx, dst.Min(), true, what, func(ctx context.Context, kv kvpb.KVClient, opts ...grpc.CallOption) error {
+		return rpc(ctx, kv, client, seq, opts...)
+	})
+}
+
+// Get returns the value stored at key, and whether there is one.
+func (c *Client) Get(ctx context.Context, key []byte) (value []byte, found bool, err error) {
+	_, dst, err := c.route(txn.Op{Kind: txn.OpGet, Key: key})
+	if err != nil {
+		return nil, false, err
+	}
+	var resp *kvpb.GetResponse
+	err = c.single(ctx, "get", dst, func(ctx context.Context, kv kvpb.KVClient, client, seq uint64, opts ...grpc.CallOption) error {
+		var err error
+		resp, err = kv.Get(ctx, &kvpb.GetRequest{ClientId: client, Seq: seq, Key: key}, opts...)
+		return err
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	if !resp.GetFound() {
+		return nil, false, nil
+	}
+	value = resp.GetValue()
+	if value == nil {
+		value = []byte{}
+	}
+	return value, true, nil
+}
+
+// Put stores value at key.
+func (c *Client) Put(ctx context.Context, key, value []byte) error {
+	t, dst, err := c.route(txn.Op{Kind: txn.OpPut, Key: key, Value: value})
+	if err != nil {
+		return err
+	}
+	if dst.Len() > 1 {
+		_, err := c.Txn(ctx, t)
+		return err
+	}
+	return c.single(ctx, "put", dst, func(ctx context.Context, kv kvpb.KVClient, client, seq uint64, opts ...grpc.CallOption) error {
+		_, err := kv.Put(ctx, &kvpb.PutRequest{ClientId: client, Seq: seq, Key: key, Value: value}, opts...)
+		return err
+	})
+}
+
+// Delete removes key; deleting a missing key is no error.
+func (c *Client) Delete(ctx context.Context, key []byte) error {
+	t, dst, err := c.route(txn.Op{Kind: txn.OpDelete, Key: key})
+	if err != nil {
+		return err
+	}
+	if dst.Len() > 1 {
+		_, err := c.Txn(ctx, t)
+		return err
+	}
+	return c.single(ctx, "delete", dst, func(ctx context.Context, kv kvpb.KVClient, client, seq uint64, opts ...grpc.CallOption) error {
+		_, err := kv.Delete(ctx, &kvpb.DeleteRequest{ClientId: client, Seq: seq, Key: key}, opts...)
+		return err
+	})
+}
+
+// Scan returns up to limit keys of [start, end) with their values, in key
+// order; the range must lie in one partition. limit is 1..txn.ScanLimitMax,
+// or 0 for txn.ScanLimitMax.
+func (c *Client) Scan(ctx context.Context, start, end []byte, limit int) ([]txn.KV, error) {
+	if limit == 0 {
+		limit = txn.ScanLimitMax
+	}
+	_, dst, err := c.route(txn.Op{Kind: txn.OpScan, Key: start, End: end, Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	var resp *kvpb.ScanResponse
+	err = c.single(ctx, "scan", dst, func(ctx context.Context, kv kvpb.KVClient, client, seq uint64, opts ...grpc.CallOption) error {
+		var err error
+		resp, err = kv.Scan(ctx, &kvpb.ScanRequest{ClientId: client, Seq: seq, Start: start, End: end, Limit: uint32(limit)}, opts...)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return kvpb.KVsFromProto(resp.GetKvs()), nil
+}

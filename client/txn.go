@@ -1,0 +1,302 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/flexkv/flexkv/kv/kvpb"
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/partition"
+	"github.com/flexkv/flexkv/txn"
+)
+
+// Txn runs t: it validates and routes it (errors matching txn.ErrInvalid
+// before anything is sent), sends it to the entry group, and returns when
+// every destination group has answered. The Result's Destinations lists
+// the groups in the order their answers arrived, each with the time from
+// the call's start in ms. An aborted transaction returns an error matching
+// txn.ErrAborted. When a destination left its results out because they
+// were too large to keep, Txn returns the merged Result of the others and
+// an error matching txn.ErrTruncated.
+func (c *Client) Txn(ctx context.Context, t *txn.Txn) (*txn.Result, error) {
+	start := time.Now()
+	if err := c.live(); err != nil {
+		return nil, err
+	}
+	v := c.view
+	dst, err := t.Destinations(v.Partitions, v.Groups, v.Home)
+	if err != nil {
+		return nil, err
+	}
+	req := &kvpb.TxnRequest{Body: &kvpb.TxnRequest_Txn{Txn: kvpb.TxnToProto(t)}, HomeGroup: v.Groups.Name(v.Home)}
+	res, err := c.run(ctx, start, req, dst)
+	if res == nil {
+		return nil, err
+	}
+	branch := t.Then
+	if !res.Succeeded {
+		branch = t.Else
+	}
+	if err == nil && len(res.Results) != len(branch) {
+		return nil, fmt.Errorf("%w: %s: %d results for the %d operations of the branch that ran",
+			ErrInconsistent, res.ID, len(res.Results), len(branch))
+	}
+	return res, err
+}
+
+// Call runs the stored procedure registered on the servers as procedure,
+// with args. keys are the keys the call touches, which route it as a
+// transaction's keys do: their owner groups are its destinations (keys of
+// replicated partitions add none; a call that touches only those goes to
+// the home group). The servers route by the procedure's own keys: a call
+// whose keys name other groups fails with ErrInconsistent. Otherwise as
+// Txn.
+func (c *Client) Call(ctx context.Context, procedure string, args []byte, keys [][]byte) (*txn.Result, error) {
+	start := time.Now()
+	if err := c.live(); err != nil {
+		return nil, err
+	}
+	v := c.view
+	if err := checkCall(procedure, args, keys); err != nil {
+		return nil, err
+	}
+	dst, err := v.Partitions.Destinations(keys)
+	if err != nil {
+		return nil, &classError{class: txn.ErrInvalid, err: fmt.Errorf("client: call %q: %w", procedure, err)}
+	}
+	if dst.Empty() {
+		dst = partition.SetOf(v.Home)
+	}
+	req := &kvpb.TxnRequest{
+		Body:      &kvpb.TxnRequest_Call{Call: &kvpb.Call{Name: procedure, Args: args, Keys: keys}},
+		HomeGroup: v.Groups.Name(v.Home),
+	}
+	return c.run(ctx, start, req, dst)
+}
+
+// checkCall checks a call as the servers do: a procedure name of
+// 1..txn.ProcNameMax bytes of [a-z0-9_.-], at most txn.ProcArgsMax bytes of
+// arguments, at most txn.KeysMax valid keys.
+func checkCall(name string, args []byte, keys [][]byte) error {
+	invalid := func(format string, a ...any) error {
+		return &classError{class: txn.ErrInvalid, err: fmt.Errorf(format, a...)}
+	}
+	if name == "" || len(name) > txn.ProcNameMax {
+		return invalid("client: procedure name of %d bytes, want 1..ProcNameMax (%d)", len(name), txn.ProcNameMax)
+	}
+	for i := 0; i < len(name); i++ {
+		if b := name[i]; (b < 'a' || b > 'z') && (b < '0' || b > '9') && b != '_' && b != '-' && b != '.' {
+			return invalid("client: procedure name %q: byte %q not in [a-z0-9_.-]", name, b)
+		}
+	}
+	if len(args) > txn.ProcArgsMax {
+		return invalid("client: call %q: %d bytes of arguments, more than ProcArgsMax (%d)", name, len(args), txn.ProcArgsMax)
+	}
+	if len(keys) > txn.KeysMax {
+		return invalid("client: call %q: %d keys, more than KeysMax (%d)", name, len(keys), txn.KeysMax)
+	}
+	for i, k := range keys {
+		if err := partition.CheckKey(k); err != nil {
+			return invalid("client: call %q: keys[%d]: %w", name, i, err)
+		}
+	}
+	return nil
+}
+
+// live returns ErrClosed once the client is closed.
+func (c *Client) live() error {
+	select {
+	case <-c.done:
+		return ErrClosed
+	default:
+		return nil
+	}
+}
+
+// answer is one destination's answer, as it arrived.
+type answer struct {
+	group partition.GroupID
+	ms    float64
+	piece *kvpb.PieceResult
+}
+
+// tally records the answers of a transaction's destinations in arrival
+// order.
+type tally struct {
+	c     *Client
+	start time.Time
+	id    string
+	mu    sync.Mutex
+	got   []answer
+}
+
+// add checks piece, g's answer, and records it.
+func (t *tally) add(g partition.GroupID, piece *kvpb.PieceResult) error {
+	name := t.c.view.Groups.Name(g)
+	if piece.GetId() != t.id || piece.GetGroup() != name {
+		return fmt.Errorf("%w: asked group %s for %s, got the answer of group %q for %q",
+			ErrInconsistent, name, t.id, piece.GetGroup(), piece.GetId())
+	}
+	t.mu.Lock()
+	t.got = append(t.got, answer{group: g, ms: float64(time.Since(t.start)) / float64(time.Millisecond), piece: piece})
+	t.mu.Unlock()
+	if t.c.answered != nil {
+		t.c.answered(name)
+	}
+	return nil
+}
+
+// run sends req, a transaction or call with destinations dst, under a
+// session's next id, and collects the answers of every destination.
+func (c *Client) run(ctx context.Context, start time.Time, req *kvpb.TxnRequest, dst partition.GroupSet) (*txn.Result, error) {
+	s, err := c.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.release(s)
+	s.seq++
+	req.ClientId, req.Seq = s.client, s.seq
+	id := multicast.MsgID{Client: s.client, Seq: s.seq}.String()
+	entry := c.entry(dst)
+	tl := &tally{c: c, start: start, id: id}
+
+	// The awaits end with the call: cancel them, then wait for them, so
+	// that no goroutine outlives it.
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	errs := make(chan error, dst.Len())
+	awaitAt := func(g partition.GroupID) {
+		wg.Go(func() {
+			piece, err := c.await(ctx, g, id)
+			if err == nil {
+				err = tl.add(g, piece)
+			}
+			errs <- err
+		})
+	}
+	pending := 0
+	for _, g := range dst.Slice() {
+		if g != entry {
+			awaitAt(g)
+			pending++
+		}
+	}
+
+	var resp *kvpb.TxnResponse
+	err = c.invoke(ctx, entry, true, "txn "+id, func(ctx context.Context, kv kvpb.KVClient, opts ...grpc.CallOption) error {
+		r, err := kv.Txn(ctx, req, opts...)
+		resp = r
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if want := c.names(dst); !slices.Equal(resp.GetDestinations(), want) {
+		return nil, fmt.Errorf("%w: %s: the entry group %s routes it to [%s], the client to [%s]", ErrInconsistent, id,
+			c.view.Groups.Name(entry), strings.Join(resp.GetDestinations(), " "), strings.Join(want, " "))
+	}
+	switch {
+	case dst.Has(entry) && resp.GetExecuted():
+		if err := tl.add(entry, resp.GetPiece()); err != nil {
+			return nil, err
+		}
+	case dst.Has(entry):
+		awaitAt(entry)
+		pending++
+	case resp.GetExecuted():
+		return nil, fmt.Errorf("%w: %s: group %s executed a piece but is not a destination", ErrInconsistent, id, c.view.Groups.Name(entry))
+	}
+	for ; pending > 0; pending-- {
+		if err := <-errs; err != nil {
+			return nil, err
+		}
+	}
+	return c.merge(tl)
+}
+
+// await waits for group g's answer for transaction id.
+func (c *Client) await(ctx context.Context, g partition.GroupID, id string) (*kvpb.PieceResult, error) {
+	var piece *kvpb.PieceResult
+	err := c.invoke(ctx, g, false, "await "+id, func(ctx context.Context, kv kvpb.KVClient, opts ...grpc.CallOption) error {
+		r, err := kv.Await(ctx, &kvpb.AwaitRequest{Id: id}, opts...)
+		piece = r.GetPiece()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return piece, nil
+}
+
+// merge combines the recorded answers into the Result.
+func (c *Client) merge(tl *tally) (*txn.Result, error) {
+	pieces := make([]txn.PieceResult, len(tl.got))
+	dests := make([]txn.DestLatency, len(tl.got))
+	for i, a := range tl.got {
+		p, err := kvpb.PieceResultFromProto(a.piece)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInconsistent, err)
+		}
+		pieces[i] = p
+		dests[i] = txn.DestLatency{Group: c.view.Groups.Name(a.group), Ms: a.ms}
+	}
+	res, err := txn.MergeResults(tl.id, pieces)
+	switch {
+	case err == nil:
+	case errors.Is(err, txn.ErrAborted):
+		return nil, fmt.Errorf("client: %s aborted: %w", tl.id, err)
+	case errors.Is(err, txn.ErrTruncated):
+		res.Destinations = dests
+		return &res, fmt.Errorf("client: %w", err)
+	default:
+		return nil, fmt.Errorf("%w: %w", ErrInconsistent, err)
+	}
+	res.Destinations = dests
+	return &res, nil
+}
+
+// entry returns the group a transaction with destinations dst is sent to
+// (DESIGN 2): FlexCast, the lowest-ranked destination; Skeen, the
+// destination nearest to the client's region (ties: the lower rank), or
+// the lowest-ranked one without a latency matrix holding that region; tree,
+// the tree-lca of the destinations.
+func (c *Client) entry(dst partition.GroupSet) partition.GroupID {
+	v := c.view
+	switch v.Config.Protocol {
+	case "skeen":
+		if v.Latency == nil || !v.Latency.Has(v.Region) {
+			return dst.Min()
+		}
+		best, bestMs := partition.NoGroup, 0.0
+		for _, g := range dst.Slice() {
+			ms := v.Latency.RTTMs(v.Region, v.Groups.Group(g).Region)
+			if best == partition.NoGroup || ms < bestMs {
+				best, bestMs = g, ms
+			}
+		}
+		return best
+	case "tree":
+		if g := v.Groups.TreeLCA(dst); g != partition.NoGroup {
+			return g
+		}
+	}
+	return dst.Min()
+}
+
+// names returns the names of the groups of s in rank order.
+func (c *Client) names(s partition.GroupSet) []string {
+	out := make([]string, 0, s.Len())
+	for _, g := range s.Slice() {
+		out = append(out, c.view.Groups.Name(g))
+	}
+	return out
+}

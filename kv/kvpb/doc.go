@@ -1,0 +1,31 @@
+// Package kvpb holds the protobuf messages and the gRPC service of FlexKV's
+// client API (DESIGN 7), generated from kv.proto by gen.sh, and the
+// conversions between them and the types of packages txn and partition
+// (convert.go).
+//
+// # Status codes
+//
+// The service's contract, for every method:
+//   - codes.InvalidArgument: bad input; the message names the problem.
+//   - codes.Unavailable: the replica is not its group's leader, or the group
+//     has no leader. The trailer metadata LeaderTrailer holds the leader's
+//     gRPC address (host:port), or is empty when the replica knows none.
+//     Also the usual transport failures.
+//   - codes.ResourceExhausted: admission control (a full outbox) refused the
+//     request; retry later with the same id.
+//   - codes.DeadlineExceeded, codes.Canceled: the caller's context ended.
+//
+// An aborted transaction is a normal answer: PieceResult.Aborted gives the
+// reason.
+//
+// # Transaction ids
+//
+// A request carries (client_id, seq), spelt "c<client_id>.<seq>" as
+// multicast.MsgID.String spells it. The server keeps one outstanding request
+// per client id: the same id sent again returns the first result, and a
+// later seq accepted for a client id makes the earlier ones duplicates.
+package kvpb
+
+// LeaderTrailer is the trailer metadata key of an Unavailable status: the
+// gRPC address of the group's leader, or empty when unknown.
+const LeaderTrailer = "flexkv-leader"
