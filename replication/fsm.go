@@ -97,6 +97,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		}
 		out, err := f.state.Apply(l.Index, l.Data)
 		res[i] = err
+		replayed := false
 		if len(out.Deliveries) > 0 || len(out.App) > 0 {
 			var sends []node.AppSend
 			var xerr error
@@ -104,6 +105,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 				sends, xerr = f.exec.Execute(l.Index, out.Deliveries, out.App)
 			} else {
 				sends, xerr = f.exec.Sent(l.Index)
+				replayed = true
 			}
 			if xerr != nil {
 				// The replica can no longer keep its state: stop it rather
@@ -115,6 +117,11 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 				out.Frames = append(out.Frames, more.Frames...)
 				out.Sends = append(out.Sends, more.Sends...)
 			}
+		}
+		if replayed {
+			// Observers saw this entry's deliveries before the restart:
+			// only its frames are new (to the transmitter).
+			out.Deliveries, out.Sends = nil, nil
 		}
 		if f.output != nil {
 			f.output(out)

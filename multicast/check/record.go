@@ -304,6 +304,19 @@ func CreateFile(path string) (*Writer, error) {
 	return w, nil
 }
 
+// AppendFile opens (or creates) the file at path for appending and returns a
+// Writer on it; Close flushes and closes the file. A replica restarted in
+// the same run appends to its log.
+func AppendFile(path string) (*Writer, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("check: %w", err)
+	}
+	w := NewWriter(f)
+	w.closer = f
+	return w, nil
+}
+
 // Multicast writes that message id was multicast to dst.
 func (w *Writer) Multicast(id string, dst []string) error {
 	return w.Write(Record{Ev: EvMulticast, ID: id, Dst: dst})

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/flexkv/flexkv/multicast/check"
+	"github.com/flexkv/flexkv/server"
+)
+
+// newLogger returns the slog logger of --log-level (debug, info, warn,
+// error), writing text lines to w.
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, &exitError{code: 2, err: fmt.Errorf("--log-level %q: want debug, info, warn or error", level)}
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+// signalContext returns a context cancelled by SIGINT or SIGTERM.
+func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+}
+
+func newServerCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "server --config FILE --node ID",
+		Short: "Run one replica of a FlexKV cluster",
+		Long: `Run one replica: the node ID of the cluster configuration FILE, with its data
+in --data-dir. Every flag may also come from the environment: FLEXKV_CONFIG,
+FLEXKV_NODE, FLEXKV_DATA_DIR, FLEXKV_LOG_LEVEL, FLEXKV_DELIVERY_LOG.
+SIGTERM or SIGINT stops it gracefully.`,
+		Args: cobra.NoArgs,
+	}
+	cmd.Flags().String("config", "", "cluster configuration file (YAML, DESIGN 8); default: the embedded configs/local.yaml")
+	cmd.Flags().String("node", "", "this replica's id in the configuration (required)")
+	cmd.Flags().String("data-dir", "", "data directory (default ./flexkv-data/<node>)")
+	cmd.Flags().String("log-level", "info", "debug, info, warn or error")
+	cmd.Flags().String("delivery-log", "", "append this replica's delivery log (JSON lines, DESIGN 10.1) to FILE")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		v := settings(cmd)
+		node := v.GetString("node")
+		if node == "" {
+			return &exitError{code: 2, err: errors.New("server: --node is required (or FLEXKV_NODE)")}
+		}
+		cfg, lat, err := loadCluster(v.GetString("config"))
+		if err != nil {
+			return &exitError{code: 2, err: err}
+		}
+		if _, _, ok := cfg.Replica(node); !ok {
+			return &exitError{code: 2, err: fmt.Errorf("server: node %q is not a replica of the configuration (replicas: %s)", node, strings.Join(replicaIDs(cfg.Groups), ", "))}
+		}
+		log, err := newLogger(cmd.ErrOrStderr(), v.GetString("log-level"))
+		if err != nil {
+			return err
+		}
+		dir := v.GetString("data-dir")
+		if dir == "" {
+			dir = filepath.Join("flexkv-data", node)
+		}
+		var dlog *check.Writer
+		if p := v.GetString("delivery-log"); p != "" {
+			if dlog, err = check.AppendFile(p); err != nil {
+				return err
+			}
+			defer dlog.Close()
+		}
+		ctx, stop := signalContext(cmd.Context())
+		defer stop()
+		srv, err := server.Open(server.Config{Cluster: cfg, Latency: lat, NodeID: node, Dir: dir, DeliveryLog: dlog, Logger: log})
+		if err != nil {
+			return err
+		}
+		log.Info("serving", "node", node, "group", srv.Group(), "grpc", srv.Addr(), "data", dir)
+		<-ctx.Done()
+		log.Info("stopping", "node", node)
+		return srv.Close()
+	}
+	return cmd
+}

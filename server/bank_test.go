@@ -1,0 +1,157 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flexkv/flexkv/client"
+	"github.com/flexkv/flexkv/txn"
+)
+
+// TestBankUnderChaos runs concurrent transfers between accounts spread over
+// every partition, each guarded by an `if` on the source balance, while the
+// leaders of random groups are stopped and restarted from disk. Afterwards:
+// the total is conserved, no balance is negative, and each account's
+// balance is its opening balance plus the amounts of the acknowledged
+// transfers that moved money in or out of it: every acknowledged transfer
+// applied exactly once (one applied twice, or lost, changes some balance).
+func TestBankUnderChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos run")
+	}
+	for _, proto := range []string{"flexcast", "skeen", "tree"} {
+		t.Run(proto, func(t *testing.T) { runBank(t, proto) })
+	}
+}
+
+func runBank(t *testing.T, proto string) {
+	const (
+		accountsPerPartition = 2
+		opening              = 100
+		workers              = 8
+		runFor               = 6 * time.Second
+	)
+	l := startLocal(t, testCluster(t, proto), t.TempDir())
+	ctx := ctxTimeout(t, 2*time.Minute)
+	c, err := client.New(ctx, client.Config{Endpoints: l.Endpoints()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	var accounts []string
+	for w := 1; w <= 6; w++ {
+		for a := range accountsPerPartition {
+			accounts = append(accounts, fmt.Sprintf("w/%04d/acct/%d", w, a))
+		}
+	}
+	for _, a := range accounts {
+		if err := c.Put(ctx, []byte(a), []byte(strconv.Itoa(opening))); err != nil {
+			t.Fatalf("open %s: %v", a, err)
+		}
+	}
+
+	runCtx, stopRun := context.WithTimeout(ctx, runFor)
+	defer stopRun()
+	chaos := &Chaos{
+		Local: l, Seed: 7, Down: 700 * time.Millisecond,
+		Faults: []Fault{{Kind: FaultLeaderKill, Every: 1500 * time.Millisecond}},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	var faults int
+	chaosDone := make(chan struct{})
+	go func() {
+		defer close(chaosDone)
+		faults = chaos.Run(runCtx)
+	}()
+
+	var (
+		mu       sync.Mutex
+		delta    = make(map[string]int64)
+		acked    int
+		moved    int
+		failures []error
+	)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 11))
+			for runCtx.Err() == nil {
+				from := accounts[rng.IntN(len(accounts))]
+				to := accounts[rng.IntN(len(accounts))]
+				if from == to {
+					continue
+				}
+				amount := int64(1 + rng.IntN(60))
+				tx := &txn.Txn{
+					If: []txn.Compare{{Key: []byte(from), Cmp: txn.CmpGreaterEqual, Int: &amount}},
+					Then: []txn.Op{
+						{Kind: txn.OpAdd, Key: []byte(from), Int: -amount},
+						{Kind: txn.OpAdd, Key: []byte(to), Int: amount},
+					},
+				}
+				// Each transfer gets as long as it needs: a transfer whose
+				// outcome is unknown would make the exact check impossible.
+				callCtx, cancel := context.WithTimeout(ctx, time.Minute)
+				res, err := c.Txn(callCtx, tx)
+				cancel()
+				mu.Lock()
+				switch {
+				case err != nil:
+					failures = append(failures, err)
+				default:
+					acked++
+					if res.Succeeded {
+						moved++
+						delta[from] -= amount
+						delta[to] += amount
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	<-chaosDone
+	if len(failures) > 0 {
+		t.Fatalf("%d transfers failed, first: %v", len(failures), failures[0])
+	}
+	waitLeaders(t, l)
+	var total int64
+	for _, a := range accounts {
+		v, found, err := c.Get(ctx, []byte(a))
+		if err != nil || !found {
+			t.Fatalf("get %s: found %v, %v", a, found, err)
+		}
+		bal, err := strconv.ParseInt(string(v), 10, 64)
+		if err != nil {
+			t.Fatalf("%s = %q: %v", a, v, err)
+		}
+		if bal < 0 {
+			t.Errorf("%s = %d: negative", a, bal)
+		}
+		if want := opening + delta[a]; bal != want {
+			t.Errorf("%s = %d, want %d (opening %d + acknowledged transfers %+d)", a, bal, want, opening, delta[a])
+		}
+		total += bal
+	}
+	if want := int64(opening * len(accounts)); total != want {
+		t.Errorf("total %d, want %d", total, want)
+	}
+	if acked < 50 || moved == 0 {
+		t.Errorf("only %d transfers acknowledged (%d moved money): the run proves little", acked, moved)
+	}
+	if faults == 0 {
+		t.Errorf("no fault injected")
+	}
+	t.Logf("%s: %d transfers acknowledged (%d moved money), %d leaders killed", proto, acked, moved, faults)
+}

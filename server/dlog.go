@@ -1,0 +1,27 @@
+package server
+
+import (
+	"github.com/flexkv/flexkv/multicast/node"
+)
+
+// observe writes what an applied entry produced to the delivery log
+// (DESIGN 10.1): every replica its deliveries; the leader its group's sends,
+// once per group. Flush messages are the protocol's own and are left out.
+func (s *Server) observe(out node.Output, leader bool) {
+	w := s.cfg.DeliveryLog
+	for _, m := range out.Deliveries {
+		if m.ID.IsFlush() {
+			continue
+		}
+		_ = w.Deliver(s.group.Name, s.cfg.NodeID, m.ID.String(), s.names(m.Dst))
+	}
+	if !leader {
+		return
+	}
+	for _, snd := range out.Sends {
+		if snd.About.IsFlush() {
+			continue
+		}
+		_ = w.Send(s.group.Name, s.top.Name(snd.To), snd.Kind.String(), snd.About.String(), len(snd.Payload))
+	}
+}

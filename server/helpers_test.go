@@ -1,0 +1,151 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/flexkv/flexkv/kv/kvpb"
+	"github.com/flexkv/flexkv/partition"
+	"github.com/flexkv/flexkv/replication"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// raft drops the futures of entries still queued at shutdown; the
+		// goroutine waiting on one ends with the process (replication.await).
+		goleak.IgnoreAnyFunction("github.com/flexkv/flexkv/replication.(*Replica).await.func1"),
+	)
+}
+
+var ports struct {
+	sync.Mutex
+	next int
+}
+
+// freeAddr returns a loopback address whose port was free a moment ago,
+// never the same twice in a process, from 32000-40999 (below the ephemeral
+// range, apart from the replication tests' 20000-31999).
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	ports.Lock()
+	defer ports.Unlock()
+	if ports.next == 0 {
+		ports.next = 32000 + int(time.Now().UnixNano()%4000)
+	}
+	for range 9000 {
+		p := ports.next
+		ports.next++
+		if ports.next >= 41000 {
+			ports.next = 32000
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", p)
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return addr
+	}
+	t.Fatal("no free port")
+	return ""
+}
+
+// testCluster returns the layout of configs/local.yaml (3 groups x 3
+// replicas, six partitions w/0001/..w/0006/, item/ replicated) on free
+// ports, with protocol proto.
+func testCluster(t testing.TB, proto string) *partition.ClusterConfig {
+	t.Helper()
+	cfg := &partition.ClusterConfig{
+		Protocol: proto,
+		Tree:     map[string]string{"eu-west-3": "eu-west-1", "eu-central-1": "eu-west-1"},
+	}
+	n := 0
+	for _, g := range []string{"eu-west-1", "eu-west-3", "eu-central-1"} {
+		gc := partition.GroupConfig{Name: g, Region: g}
+		for range 3 {
+			n++
+			gc.Replicas = append(gc.Replicas, partition.ReplicaConfig{ID: fmt.Sprintf("r%d", n), Raft: freeAddr(t), GRPC: freeAddr(t)})
+		}
+		cfg.Groups = append(cfg.Groups, gc)
+	}
+	for w := 1; w <= 6; w++ {
+		cfg.Partitions = append(cfg.Partitions, partition.PartitionConfig{
+			Name: fmt.Sprintf("w%04d", w), Start: fmt.Sprintf("w/%04d/", w), End: fmt.Sprintf("w/%04d/", w+1),
+			Group: cfg.Groups[(w-1)/2].Name,
+		})
+	}
+	cfg.Partitions = append(cfg.Partitions, partition.PartitionConfig{Name: "item", Start: "item/", End: "item0", Replicated: true})
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// startLocal starts cfg in dir, waits for every group's leader, and stops
+// it at the end of the test.
+func startLocal(t testing.TB, cfg *partition.ClusterConfig, dir string) *Local {
+	t.Helper()
+	l, err := StartLocal(LocalConfig{
+		Cluster: cfg, Dir: dir, NoSync: true,
+		Replication: replication.Config{ElectionTimeout: 200 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	waitLeaders(t, l)
+	return l
+}
+
+func waitLeaders(t testing.TB, l *Local) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for _, g := range l.cfg.Cluster.Groups {
+		for l.Leader(g.Name) == "" {
+			if time.Now().After(deadline) {
+				t.Fatalf("group %s has no leader", g.Name)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// dial returns a raw kvpb client of addr.
+func dial(t testing.TB, addr string) kvpb.KVClient {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return kvpb.NewKVClient(cc)
+}
+
+// leaderClient returns a raw client of group's leader.
+func leaderClient(t testing.TB, l *Local, group string) kvpb.KVClient {
+	t.Helper()
+	id := l.Leader(group)
+	if id == "" {
+		t.Fatalf("group %s has no leader", group)
+	}
+	_, rc, _ := l.cfg.Cluster.Replica(id)
+	return dial(t, rc.GRPC)
+}
+
+func ctxTimeout(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -1,0 +1,203 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/flexkv/flexkv/client"
+	"github.com/flexkv/flexkv/txn"
+)
+
+// A single-key operation of the linearizability test.
+type kvInput struct {
+	op    string // get, put, add
+	key   string
+	value string // put
+	delta int64  // add
+}
+
+// Its outcome. unknown: the call failed, so it may or may not have taken
+// effect, and any result fits.
+type kvOutput struct {
+	unknown bool
+	found   bool   // get
+	value   string // get
+	sum     int64  // add: the new value
+}
+
+// kvModel is a register per key holding a decimal string ("" = missing,
+// which add reads as 0), partitioned by key.
+var kvModel = porcupine.Model{
+	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+		byKey := map[string][]porcupine.Operation{}
+		var keys []string
+		for _, op := range history {
+			k := op.Input.(kvInput).key
+			if _, ok := byKey[k]; !ok {
+				keys = append(keys, k)
+			}
+			byKey[k] = append(byKey[k], op)
+		}
+		var out [][]porcupine.Operation
+		for _, k := range keys {
+			out = append(out, byKey[k])
+		}
+		return out
+	},
+	Init: func() any { return "" },
+	Step: func(state, input, output any) (bool, any) {
+		st, in, out := state.(string), input.(kvInput), output.(kvOutput)
+		switch in.op {
+		case "get":
+			return out.unknown || (out.found == (st != "") && out.value == st), st
+		case "put":
+			return true, in.value
+		case "add":
+			var cur int64
+			if st != "" {
+				var err error
+				if cur, err = strconv.ParseInt(st, 10, 64); err != nil {
+					return false, st
+				}
+			}
+			next := cur + in.delta
+			return out.unknown || out.sum == next, strconv.FormatInt(next, 10)
+		}
+		return false, st
+	},
+	DescribeOperation: func(input, output any) string {
+		in, out := input.(kvInput), output.(kvOutput)
+		return fmt.Sprintf("%s(%s %s %d) -> %+v", in.op, in.key, in.value, in.delta, out)
+	},
+}
+
+// TestModelRejectsStaleRead: the model is strict enough for the test below
+// to fail: a read of an overwritten value after the overwrite returned.
+func TestModelRejectsStaleRead(t *testing.T) {
+	history := []porcupine.Operation{
+		{Input: kvInput{op: "put", key: "k", value: "1"}, Call: 0, Output: kvOutput{}, Return: 1},
+		{Input: kvInput{op: "put", key: "k", value: "2"}, Call: 2, Output: kvOutput{}, Return: 3},
+		{Input: kvInput{op: "get", key: "k"}, Call: 4, Output: kvOutput{found: true, value: "1"}, Return: 5},
+	}
+	if porcupine.CheckOperations(kvModel, history) {
+		t.Fatal("a stale read passed the linearizability check")
+	}
+	history[2].Output = kvOutput{found: true, value: "2"}
+	if !porcupine.CheckOperations(kvModel, history) {
+		t.Fatal("a linearizable history failed the check")
+	}
+}
+
+// TestLinearizableUnderFaults runs concurrent get, put and add on keys of
+// three groups through the client while leaders are killed and replicas cut
+// off, and checks the history with porcupine.
+func TestLinearizableUnderFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos run")
+	}
+	const (
+		workers = 6
+		runFor  = 6 * time.Second
+	)
+	l := startLocal(t, testCluster(t, "flexcast"), t.TempDir())
+	ctx := ctxTimeout(t, 2*time.Minute)
+	c, err := client.New(ctx, client.Config{Endpoints: l.Endpoints()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	keys := []string{"w/0001/k", "w/0002/k", "w/0003/k", "w/0005/k"}
+
+	runCtx, stopRun := context.WithTimeout(ctx, runFor)
+	defer stopRun()
+	chaos := &Chaos{
+		Local: l, Seed: 3, Down: 600 * time.Millisecond,
+		Faults: []Fault{
+			{Kind: FaultLeaderKill, Every: 1500 * time.Millisecond},
+			{Kind: FaultPartition, Every: 2 * time.Second},
+		},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	chaosDone := make(chan int, 1)
+	go func() { chaosDone <- chaos.Run(runCtx) }()
+
+	start := time.Now()
+	now := func() int64 { return int64(time.Since(start)) }
+	var (
+		mu      sync.Mutex
+		history []porcupine.Operation
+		unknown int
+	)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 5))
+			for runCtx.Err() == nil {
+				in := kvInput{key: keys[rng.IntN(len(keys))]}
+				switch rng.IntN(3) {
+				case 0:
+					in.op = "get"
+				case 1:
+					in.op, in.value = "put", strconv.Itoa(rng.IntN(1000))
+				default:
+					in.op, in.delta = "add", int64(rng.IntN(21)-10)
+				}
+				callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				call := now()
+				var out kvOutput
+				var err error
+				switch in.op {
+				case "get":
+					var v []byte
+					v, out.found, err = c.Get(callCtx, []byte(in.key))
+					out.value = string(v)
+				case "put":
+					err = c.Put(callCtx, []byte(in.key), []byte(in.value))
+				case "add":
+					var res *txn.Result
+					res, err = c.Txn(callCtx, &txn.Txn{Then: []txn.Op{{Kind: txn.OpAdd, Key: []byte(in.key), Int: in.delta}}})
+					if err == nil {
+						out.sum = res.Results[0].Int
+					}
+				}
+				ret := now()
+				cancel()
+				if err != nil {
+					// It may take effect at any time after the call.
+					out, ret = kvOutput{unknown: true}, math.MaxInt64
+				}
+				mu.Lock()
+				history = append(history, porcupine.Operation{ClientId: w, Input: in, Call: call, Output: out, Return: ret})
+				if err != nil {
+					unknown++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	faults := <-chaosDone
+	res, _ := porcupine.CheckOperationsVerbose(kvModel, history, time.Minute)
+	if res != porcupine.Ok {
+		t.Fatalf("history of %d operations (%d unknown): %s", len(history), unknown, res)
+	}
+	if len(history)-unknown < 100 {
+		t.Errorf("only %d operations completed: the check proves little", len(history)-unknown)
+	}
+	if faults == 0 {
+		t.Errorf("no fault injected")
+	}
+	t.Logf("%d operations (%d unknown), %d faults: linearizable", len(history), unknown, faults)
+}

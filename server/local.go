@@ -1,0 +1,246 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/flexkv/flexkv/multicast/channel"
+	"github.com/flexkv/flexkv/multicast/check"
+	"github.com/flexkv/flexkv/partition"
+	"github.com/flexkv/flexkv/replication"
+	"github.com/flexkv/flexkv/txn"
+)
+
+// LocalConfig configures a whole cluster in one process (flexkv local,
+// tests): every replica of Cluster, each with its data under Dir/<node id>.
+type LocalConfig struct {
+	Cluster    *partition.ClusterConfig
+	Latency    *partition.Latency
+	Dir        string
+	Procedures *txn.Registry
+	NoSync     bool
+	// DeliveryLogDir, when set, receives one delivery log per replica,
+	// <node id>.jsonl, appended to across restarts.
+	DeliveryLogDir string
+	Logger         *slog.Logger
+	// Replication tunes every replica (see Config.Replication).
+	Replication replication.Config
+}
+
+// Local is a cluster running in one process. Its replicas can be stopped,
+// restarted from their data and cut off from their groups, for chaos runs
+// and tests. It is safe for concurrent use.
+type Local struct {
+	cfg LocalConfig
+
+	mu     sync.Mutex
+	nodes  map[string]*localNode
+	order  []string // node ids, in configuration order
+	closed bool
+	logs   map[string]*check.Writer
+}
+
+type localNode struct {
+	id    string
+	srv   *Server // nil while stopped
+	layer *replication.CutLayer
+	cutMu sync.Mutex
+	cut   bool
+}
+
+// StartLocal starts every replica of cfg.Cluster.
+func StartLocal(cfg LocalConfig) (*Local, error) {
+	if cfg.Cluster == nil {
+		return nil, errors.New("server: local: no cluster configuration")
+	}
+	if err := cfg.Cluster.Validate(); err != nil {
+		return nil, fmt.Errorf("server: local: %w", err)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	l := &Local{cfg: cfg, nodes: make(map[string]*localNode), logs: make(map[string]*check.Writer)}
+	if cfg.DeliveryLogDir != "" {
+		if err := os.MkdirAll(cfg.DeliveryLogDir, 0o755); err != nil {
+			return nil, fmt.Errorf("server: local: %w", err)
+		}
+	}
+	for _, g := range cfg.Cluster.Groups {
+		for _, r := range g.Replicas {
+			l.order = append(l.order, r.ID)
+			l.nodes[r.ID] = &localNode{id: r.ID}
+		}
+	}
+	for _, id := range l.order {
+		if err := l.Start(id); err != nil {
+			return nil, errors.Join(err, l.Close())
+		}
+	}
+	return l, nil
+}
+
+// Nodes returns the node ids, in configuration order.
+func (l *Local) Nodes() []string { return append([]string(nil), l.order...) }
+
+// Endpoints returns the gRPC address of every replica, in configuration
+// order.
+func (l *Local) Endpoints() []string {
+	var out []string
+	for _, g := range l.cfg.Cluster.Groups {
+		for _, r := range g.Replicas {
+			out = append(out, r.GRPC)
+		}
+	}
+	return out
+}
+
+func (l *Local) deliveryLog(id string) (*check.Writer, error) {
+	if l.cfg.DeliveryLogDir == "" {
+		return nil, nil
+	}
+	if w := l.logs[id]; w != nil {
+		return w, nil
+	}
+	w, err := check.AppendFile(filepath.Join(l.cfg.DeliveryLogDir, id+".jsonl"))
+	if err != nil {
+		return nil, fmt.Errorf("server: local: %w", err)
+	}
+	l.logs[id] = w
+	return w, nil
+}
+
+// Start starts node id (again), on its data.
+func (l *Local) Start(id string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n, ok := l.nodes[id]
+	switch {
+	case !ok:
+		return fmt.Errorf("server: local: no node %q", id)
+	case l.closed:
+		return errors.New("server: local: closed")
+	case n.srv != nil:
+		return nil
+	}
+	_, rc, _ := l.cfg.Cluster.Replica(id)
+	layer, err := replication.ListenCut(rc.Raft)
+	if err != nil {
+		return fmt.Errorf("server: local: node %s: %w", id, err)
+	}
+	dlog, err := l.deliveryLog(id)
+	if err != nil {
+		layer.Close()
+		return err
+	}
+	n.layer = layer
+	n.cutMu.Lock()
+	n.cut = false
+	n.cutMu.Unlock()
+	srv, err := Open(Config{
+		Cluster: l.cfg.Cluster, Latency: l.cfg.Latency, NodeID: id,
+		Dir: filepath.Join(l.cfg.Dir, id), Procedures: l.cfg.Procedures, NoSync: l.cfg.NoSync,
+		DeliveryLog: dlog, Logger: l.cfg.Logger, RaftLayer: layer, Replication: l.cfg.Replication,
+		FrameFilter: func(_ partition.GroupID, frames []channel.Frame) []channel.Frame {
+			n.cutMu.Lock()
+			defer n.cutMu.Unlock()
+			if n.cut {
+				return nil
+			}
+			return frames
+		},
+	})
+	if err != nil {
+		layer.Close()
+		return fmt.Errorf("server: local: node %s: %w", id, err)
+	}
+	n.srv = srv
+	return nil
+}
+
+// Stop stops node id (its data stays).
+func (l *Local) Stop(id string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n, ok := l.nodes[id]
+	if !ok {
+		return fmt.Errorf("server: local: no node %q", id)
+	}
+	if n.srv == nil {
+		return nil
+	}
+	err := n.srv.Close()
+	n.srv = nil
+	return err
+}
+
+// SetCut cuts node id off from its group and the other groups (true), or
+// heals it (false).
+func (l *Local) SetCut(id string, cut bool) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n, ok := l.nodes[id]
+	if !ok {
+		return fmt.Errorf("server: local: no node %q", id)
+	}
+	n.cutMu.Lock()
+	n.cut = cut
+	n.cutMu.Unlock()
+	if n.srv != nil {
+		n.layer.SetCut(cut)
+	}
+	return nil
+}
+
+// Running reports whether node id runs.
+func (l *Local) Running(id string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n, ok := l.nodes[id]
+	return ok && n.srv != nil
+}
+
+// Leader returns the node id of the running replica that leads group, or "".
+func (l *Local) Leader(group string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, id := range l.order {
+		n := l.nodes[id]
+		if n.srv != nil && n.srv.Group() == group && n.srv.IsLeader() {
+			return id
+		}
+	}
+	return ""
+}
+
+// Group returns the group of node id.
+func (l *Local) Group(id string) string {
+	g, _, _ := l.cfg.Cluster.Replica(id)
+	return g.Name
+}
+
+// Close stops every replica and closes the delivery logs.
+func (l *Local) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	l.closed = true
+	var errs []error
+	for _, id := range l.order {
+		if n := l.nodes[id]; n.srv != nil {
+			errs = append(errs, n.srv.Close())
+			n.srv = nil
+		}
+	}
+	for _, id := range l.order {
+		if w := l.logs[id]; w != nil {
+			errs = append(errs, w.Close())
+		}
+	}
+	return errors.Join(errs...)
+}

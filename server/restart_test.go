@@ -1,0 +1,88 @@
+package server
+
+import (
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/flexkv/flexkv/client"
+	"github.com/flexkv/flexkv/txn"
+)
+
+// TestRestartKeepsData stops the whole cluster and starts it again on the
+// same data: every committed value is there, and the cluster takes new
+// writes.
+func TestRestartKeepsData(t *testing.T) {
+	cfg := testCluster(t, "flexcast")
+	dir := t.TempDir()
+	want := map[string]string{}
+	l := startLocal(t, cfg, dir)
+	ctx := ctxTimeout(t, time.Minute)
+	c, err := client.New(ctx, client.Config{Endpoints: l.Endpoints()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for w := 1; w <= 6; w++ {
+		for i := range 20 {
+			k := fmt.Sprintf("w/%04d/key/%02d", w, i)
+			v := fmt.Sprintf("value %d.%d", w, i)
+			if err := c.Put(ctx, []byte(k), []byte(v)); err != nil {
+				t.Fatalf("put %s: %v", k, err)
+			}
+			want[k] = v
+		}
+	}
+	// Two-group transactions too, and a replicated key.
+	for i := range 10 {
+		amount := int64(i + 1)
+		tx := &txn.Txn{Then: []txn.Op{
+			{Kind: txn.OpAdd, Key: []byte("w/0001/sum"), Int: amount},
+			{Kind: txn.OpAdd, Key: []byte("w/0006/sum"), Int: -amount},
+		}}
+		if _, err := c.Txn(ctx, tx); err != nil {
+			t.Fatalf("txn %d: %v", i, err)
+		}
+	}
+	want["w/0001/sum"], want["w/0006/sum"] = "55", "-55"
+	if err := c.Put(ctx, []byte("item/42"), []byte("widget")); err != nil {
+		t.Fatalf("put item: %v", err)
+	}
+	want["item/42"] = "widget"
+	c.Close()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	l2 := startLocal(t, cfg, dir)
+	c2, err := client.New(ctx, client.Config{Endpoints: l2.Endpoints()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	for k, v := range want {
+		got, found, err := c2.Get(ctx, []byte(k))
+		if err != nil || !found || string(got) != v {
+			t.Errorf("after restart %s = %q (found %v, err %v), want %q", k, got, found, err, v)
+		}
+	}
+	// The replicated key is in every group: read it at each as home.
+	for _, g := range cfg.Groups {
+		cg, err := client.New(ctx, client.Config{Endpoints: l2.Endpoints(), Region: g.Region})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, found, err := cg.Get(ctx, []byte("item/42"))
+		cg.Close()
+		if err != nil || !found || string(got) != "widget" {
+			t.Errorf("item/42 at %s = %q (found %v, err %v)", g.Name, got, found, err)
+		}
+	}
+	res, err := c2.Txn(ctx, &txn.Txn{Then: []txn.Op{{Kind: txn.OpAdd, Key: []byte("w/0001/sum"), Int: 1}}})
+	if err != nil {
+		t.Fatalf("write after restart: %v", err)
+	}
+	if got := strconv.FormatInt(res.Results[0].Int, 10); got != "56" {
+		t.Errorf("add after restart = %s, want 56", got)
+	}
+}

@@ -1,0 +1,234 @@
+// Package server runs one FlexKV replica as a network service: its group's
+// raft replica (package replication), the transaction executor on Pebble
+// (packages txn and kv) and the client API of kv/kvpb, with the gRPC health
+// service, on the replica's gRPC address (DESIGN 2, 5, 7, 11).
+//
+// A request reaches the replica that leads the transaction's entry group. It
+// is validated (bad input: InvalidArgument, nothing proposed), proposed to the
+// group's raft log and, once the group accepted it, answered with the group's
+// own piece when the group is a destination. The other destinations answer
+// the client's Await calls with theirs. A follower answers Unavailable with
+// the leader's address in the `flexkv-leader` trailer.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/flexkv/flexkv/kv"
+	"github.com/flexkv/flexkv/kv/kvpb"
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/channel"
+	"github.com/flexkv/flexkv/multicast/check"
+	"github.com/flexkv/flexkv/partition"
+	"github.com/flexkv/flexkv/replication"
+	"github.com/flexkv/flexkv/txn"
+)
+
+// Config configures one replica's server.
+type Config struct {
+	// Cluster is the cluster configuration (validated by Open); Latency its
+	// latency matrix, if any (served to clients by Topology).
+	Cluster *partition.ClusterConfig
+	Latency *partition.Latency
+	// NodeID is this replica's id in Cluster.
+	NodeID string
+	// Dir is this replica's data directory: raft log and snapshots, Pebble.
+	Dir string
+	// Procedures are the stored procedures the replica can run (may be nil).
+	Procedures *txn.Registry
+	// ResultsMax bounds the transaction results kept for Await and retries
+	// (0: kv.ResultsMaxDefault).
+	ResultsMax int
+	// NoSync turns off fsync of the raft log and Pebble: tests only.
+	NoSync bool
+	// DeliveryLog, when set, receives the DESIGN 10.1 events of this
+	// replica: its deliveries, and the multicasts and sends of its group
+	// while it leads.
+	DeliveryLog *check.Writer
+	Logger      *slog.Logger
+
+	// Fault injection (chaos runs, tests): see replication.Config.
+	FrameFilter func(to partition.GroupID, frames []channel.Frame) []channel.Frame
+	RaftLayer   raft.StreamLayer
+	// Replication tunes the replica; its State, ID, Members, Peers, Dir,
+	// Bootstrap, Executor, Services and Observe are set by Open.
+	Replication replication.Config
+}
+
+// Server is one running replica.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	top      *partition.Topology
+	pm       *partition.PartitionMap
+	self     partition.GroupID
+	group    partition.GroupConfig
+	replica  *replication.Replica
+	store    *kv.Store
+	exec     *txn.Executor
+	health   *health.Server
+	waiters  *waiters
+	sessions *sessions
+
+	stop      chan struct{}
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open starts the replica cfg.NodeID: it opens (or creates) its data in
+// cfg.Dir, joins its group and serves on its gRPC address.
+func Open(cfg Config) (*Server, error) {
+	if cfg.Cluster == nil {
+		return nil, errors.New("server: no cluster configuration")
+	}
+	top, pm, err := cfg.Cluster.Build()
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	gc, _, ok := cfg.Cluster.Replica(cfg.NodeID)
+	if !ok {
+		return nil, fmt.Errorf("server: node %q is not a replica of the configuration (replicas: %s)", cfg.NodeID, replicaIDs(cfg.Cluster))
+	}
+	self, ok := top.Lookup(gc.Name)
+	if !ok {
+		return nil, fmt.Errorf("server: group %q of node %q is not in the topology", gc.Name, cfg.NodeID)
+	}
+	if cfg.Dir == "" {
+		return nil, errors.New("server: no data directory")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	s := &Server{
+		cfg: cfg, top: top, pm: pm, self: self, group: gc,
+		log:      cfg.Logger.With("group", gc.Name, "replica", cfg.NodeID),
+		waiters:  newWaiters(),
+		sessions: newSessions(),
+		stop:     make(chan struct{}),
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s.store, err = kv.Open(kv.Options{Dir: filepath.Join(cfg.Dir, "kv"), ResultsMax: cfg.ResultsMax, NoSync: true})
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s.exec, err = txn.NewExecutor(txn.ExecutorConfig{
+		Store: s.store, Partitions: pm, Topology: top, Self: self,
+		Procedures: cfg.Procedures, OnExecuted: s.waiters.done,
+	})
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("server: %w", err), s.store.Close())
+	}
+	rc := cfg.Replication
+	rc.State.Protocol = multicast.Protocol(cfg.Cluster.Protocol)
+	rc.State.Topology = top
+	rc.State.Self = self
+	rc.ID = cfg.NodeID
+	rc.Members = nil
+	for _, r := range gc.Replicas {
+		rc.Members = append(rc.Members, replication.Member{ID: r.ID, RaftAddr: r.Raft, GRPCAddr: r.GRPC})
+	}
+	rc.Peers = make(map[partition.GroupID][]string)
+	for _, g := range cfg.Cluster.Groups {
+		id, _ := top.Lookup(g.Name)
+		if id == self {
+			continue
+		}
+		for _, r := range g.Replicas {
+			rc.Peers[id] = append(rc.Peers[id], r.GRPC)
+		}
+	}
+	rc.Dir = filepath.Join(cfg.Dir, "raft")
+	rc.Bootstrap = true
+	rc.Executor = executor{s.exec}
+	rc.NoSync = cfg.NoSync
+	rc.Logger = cfg.Logger
+	rc.FrameFilter = cfg.FrameFilter
+	rc.RaftLayer = cfg.RaftLayer
+	s.health = health.NewServer()
+	rc.Services = func(g *grpc.Server) error {
+		kvpb.RegisterKVServer(g, &service{s: s})
+		healthpb.RegisterHealthServer(g, s.health)
+		return nil
+	}
+	if cfg.DeliveryLog != nil {
+		rc.Observe = s.observe
+	}
+	s.replica, err = replication.Open(rc)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("server: %w", err), s.store.Close())
+	}
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	s.health.SetServingStatus(kvpb.KV_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	return s, nil
+}
+
+func replicaIDs(c *partition.ClusterConfig) string {
+	var ids []string
+	for _, g := range c.Groups {
+		for _, r := range g.Replicas {
+			ids = append(ids, r.ID)
+		}
+	}
+	return fmt.Sprint(ids)
+}
+
+// Group returns the name of the server's group.
+func (s *Server) Group() string { return s.group.Name }
+
+// Addr returns the server's gRPC address (clients and other groups).
+func (s *Server) Addr() string {
+	_, r, _ := s.cfg.Cluster.Replica(s.cfg.NodeID)
+	return r.GRPC
+}
+
+// IsLeader reports whether the server leads its group now.
+func (s *Server) IsLeader() bool { return s.replica.IsLeader() }
+
+// Close stops the server gracefully: health reports NOT_SERVING, calls in
+// flight get a moment to finish, raft stops, Pebble closes.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.health.Shutdown()
+		close(s.stop)
+		s.closeErr = errors.Join(s.replica.Close(), s.store.Close())
+	})
+	return s.closeErr
+}
+
+// waitCtx returns a context that ends with ctx or when the server stops.
+func (s *Server) waitCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-s.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// executor adapts txn.Executor, whose Snapshot returns a concrete type, to
+// replication.Executor.
+type executor struct{ *txn.Executor }
+
+func (e executor) Snapshot() (replication.ExecutorSnapshot, error) {
+	sn, err := e.Executor.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	return sn, nil
+}

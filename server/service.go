@@ -1,0 +1,355 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/flexkv/flexkv/kv"
+	"github.com/flexkv/flexkv/kv/kvpb"
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/partition"
+	"github.com/flexkv/flexkv/replication"
+	"github.com/flexkv/flexkv/txn"
+)
+
+// service implements kvpb.KVServer on a Server.
+type service struct {
+	kvpb.UnimplementedKVServer
+	s *Server
+}
+
+// request is a validated request, ready to be proposed.
+type request struct {
+	id      multicast.MsgID
+	dst     partition.GroupSet
+	payload []byte
+}
+
+func invalid(err error) error { return status.Error(codes.InvalidArgument, err.Error()) }
+
+// requestID returns the transaction id of a request: the client's, or a
+// fresh one when it names none.
+func (s *Server) requestID(client, seq uint64) (multicast.MsgID, error) {
+	switch {
+	case client == 0 && seq == 0:
+		return s.sessions.next(), nil
+	case client == 0:
+		return multicast.MsgID{}, invalid(fmt.Errorf("server: seq %d without a client_id", seq))
+	case seq == 0:
+		return multicast.MsgID{}, invalid(fmt.Errorf("server: client_id %d without a seq (sequence numbers start at 1)", client))
+	case client == multicast.FlushClient:
+		return multicast.MsgID{}, invalid(fmt.Errorf("server: client_id %d is reserved", client))
+	}
+	return multicast.MsgID{Client: client, Seq: seq}, nil
+}
+
+// prepareTxn validates t and routes it; home names the group that serves a
+// transaction reading only replicated keys ("" = this one).
+func (s *Server) prepareTxn(id multicast.MsgID, t *txn.Txn, home string) (request, error) {
+	h := s.self
+	if home != "" {
+		var ok bool
+		if h, ok = s.top.Lookup(home); !ok {
+			return request{}, invalid(fmt.Errorf("server: home_group %q is not a group (groups: %v)", home, s.top.Names()))
+		}
+	}
+	dst, err := t.Destinations(s.pm, s.top, h)
+	if err != nil {
+		return request{}, invalid(err)
+	}
+	return request{id: id, dst: dst, payload: txn.AppendTxnPayload(nil, t)}, nil
+}
+
+// prepareCall validates a stored procedure call and routes it.
+func (s *Server) prepareCall(id multicast.MsgID, c *kvpb.Call) (request, error) {
+	if s.cfg.Procedures == nil {
+		return request{}, invalid(fmt.Errorf("server: unknown procedure %q: this server has no stored procedures", c.GetName()))
+	}
+	call := txn.Call{Name: c.GetName(), Args: c.GetArgs()}
+	dst, err := s.cfg.Procedures.Destinations(call, s.pm, s.top, s.self)
+	if err != nil {
+		return request{}, invalid(err)
+	}
+	return request{id: id, dst: dst, payload: txn.AppendCallPayload(nil, call)}, nil
+}
+
+// run proposes r at this group and, when the group is a destination, waits
+// for its piece to be executed here.
+func (s *Server) run(ctx context.Context, r request) (*kvpb.TxnResponse, error) {
+	m := multicast.Message{ID: r.id, Dst: r.dst, Payload: r.payload}
+	var wait <-chan struct{}
+	if r.dst.Has(s.self) {
+		var forget func()
+		wait, forget = s.waiters.add(r.id)
+		defer forget()
+	}
+	err := s.replica.Multicast(ctx, m)
+	switch {
+	case err == nil:
+		if w := s.cfg.DeliveryLog; w != nil {
+			_ = w.Multicast(r.id.String(), s.names(r.dst))
+		}
+	case errors.Is(err, replication.ErrDuplicate):
+		// A retry of a request the group accepted before: answer with the
+		// first result.
+	default:
+		return nil, s.status(ctx, err)
+	}
+	resp := &kvpb.TxnResponse{Destinations: s.names(r.dst)}
+	if wait == nil {
+		return resp, nil
+	}
+	piece, err := s.result(ctx, r.id, wait)
+	if err != nil {
+		return nil, err
+	}
+	resp.Piece, resp.Executed = piece, true
+	return resp, nil
+}
+
+// result waits until this replica executed its piece of id, and returns it.
+func (s *Server) result(ctx context.Context, id multicast.MsgID, wait <-chan struct{}) (*kvpb.PieceResult, error) {
+	ctx, cancel := s.waitCtx(ctx)
+	defer cancel()
+	for {
+		res, found, err := s.exec.Result(id)
+		if err != nil {
+			return nil, status.Error(codes.Unavailable, err.Error())
+		}
+		if found {
+			p := &kvpb.PieceResult{
+				Id: id.String(), Group: s.group.Name, Succeeded: res.Succeeded,
+				Results: kvpb.ResultsToProto(res.Results),
+			}
+			if res.Aborted {
+				p.Aborted = res.Reason
+			}
+			if res.Truncated {
+				// The piece ran, but its reads were too large to keep: the
+				// client must not take the missing results for none.
+				return nil, status.Errorf(codes.ResourceExhausted, "server: %s executed, but its results exceed what a result may hold; read them with smaller operations", id)
+			}
+			return p, nil
+		}
+		select {
+		case <-wait:
+			wait = nil // checked again above; a nil channel never fires
+		case <-ctx.Done():
+			return nil, s.status(ctx, ctx.Err())
+		}
+	}
+}
+
+func (s *Server) names(dst partition.GroupSet) []string {
+	var out []string
+	for _, g := range dst.Slice() {
+		out = append(out, s.top.Name(g))
+	}
+	return out
+}
+
+// status turns err into a gRPC status (DESIGN 7).
+func (s *Server) status(ctx context.Context, err error) error {
+	var nl *replication.NotLeaderError
+	switch {
+	case errors.As(err, &nl):
+		_ = grpc.SetTrailer(ctx, metadata.Pairs(kvpb.LeaderTrailer, nl.Leader))
+		return status.Error(codes.Unavailable, fmt.Sprintf("server: group %s: %v", s.group.Name, err))
+	case errors.Is(err, multicast.ErrBusy):
+		return status.Error(codes.ResourceExhausted, err.Error())
+	case errors.Is(err, multicast.ErrNotEntry):
+		return status.Error(codes.FailedPrecondition, fmt.Sprintf("server: group %s is not the entry group of this transaction under %s: %v", s.group.Name, s.cfg.Cluster.Protocol, err))
+	case errors.Is(err, multicast.ErrInvalid), errors.Is(err, txn.ErrInvalid), errors.Is(err, kv.ErrInvalid):
+		return invalid(err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	case errors.Is(err, context.Canceled):
+		select {
+		case <-s.stop:
+			return status.Error(codes.Unavailable, "server: shutting down")
+		default:
+		}
+		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, raft.ErrRaftShutdown):
+		return status.Error(codes.Unavailable, "server: shutting down")
+	}
+	return status.Error(codes.Unavailable, err.Error())
+}
+
+// Txn implements kvpb.KVServer.
+func (v *service) Txn(ctx context.Context, req *kvpb.TxnRequest) (*kvpb.TxnResponse, error) {
+	s := v.s
+	id, err := s.requestID(req.GetClientId(), req.GetSeq())
+	if err != nil {
+		return nil, err
+	}
+	var r request
+	switch {
+	case req.GetTxn() != nil:
+		t, err := kvpb.TxnFromProto(req.GetTxn())
+		if err != nil {
+			return nil, invalid(err)
+		}
+		r, err = s.prepareTxn(id, t, req.GetHomeGroup())
+		if err != nil {
+			return nil, err
+		}
+	case req.GetCall() != nil:
+		r, err = s.prepareCall(id, req.GetCall())
+		if err != nil {
+			return nil, err
+		}
+	default:
+		return nil, invalid(errors.New("server: the request has neither a txn nor a call"))
+	}
+	return s.run(ctx, r)
+}
+
+// Await implements kvpb.KVServer.
+func (v *service) Await(ctx context.Context, req *kvpb.AwaitRequest) (*kvpb.AwaitResponse, error) {
+	s := v.s
+	id, err := multicast.ParseMsgID(req.GetId())
+	if err != nil || id.IsFlush() {
+		return nil, invalid(fmt.Errorf("server: await: bad transaction id %q (want c<client_id>.<seq>)", req.GetId()))
+	}
+	wait, forget := s.waiters.add(id)
+	defer forget()
+	piece, err := s.result(ctx, id, wait)
+	if err != nil {
+		return nil, err
+	}
+	return &kvpb.AwaitResponse{Piece: piece}, nil
+}
+
+// single runs a one-operation transaction through the log of the key's
+// group, and returns the operation's result.
+func (s *Server) single(ctx context.Context, client, seq uint64, op txn.Op) (txn.OpResult, error) {
+	id, err := s.requestID(client, seq)
+	if err != nil {
+		return txn.OpResult{}, err
+	}
+	t := &txn.Txn{Then: []txn.Op{op}}
+	r, err := s.prepareTxn(id, t, "")
+	if err != nil {
+		return txn.OpResult{}, err
+	}
+	if !r.dst.Has(s.self) {
+		return txn.OpResult{}, s.notOwner(op.Key, r.dst)
+	}
+	resp, err := s.run(ctx, r)
+	if err != nil {
+		return txn.OpResult{}, err
+	}
+	p := resp.GetPiece()
+	if p.GetAborted() != "" {
+		return txn.OpResult{}, status.Error(codes.Aborted, p.GetAborted())
+	}
+	if len(p.GetResults()) != 1 {
+		return txn.OpResult{}, status.Errorf(codes.Internal, "server: %s: %d results for one operation", id, len(p.GetResults()))
+	}
+	return kvpb.ResultFromProto(p.GetResults()[0])
+}
+
+// notOwner answers a single-key request sent to a group that does not own
+// the key: FailedPrecondition naming the owner.
+func (s *Server) notOwner(key []byte, dst partition.GroupSet) error {
+	return status.Errorf(codes.FailedPrecondition, "server: key %q belongs to group %s, not to %s: send it there", key, strings.Join(s.names(dst), ", "), s.group.Name)
+}
+
+// local reads key from this replica's store, without the log: possibly
+// stale. The key must be one this group holds.
+func (s *Server) checkLocal(key []byte) error {
+	owner, replicated, err := s.pm.Owner(key)
+	if err != nil {
+		return invalid(err)
+	}
+	if !replicated && owner != s.self {
+		return s.notOwner(key, partition.SetOf(owner))
+	}
+	return nil
+}
+
+// Get implements kvpb.KVServer.
+func (v *service) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResponse, error) {
+	s := v.s
+	if req.GetStale() {
+		if err := s.checkLocal(req.GetKey()); err != nil {
+			return nil, err
+		}
+		val, found, err := s.store.Get(req.GetKey())
+		if err != nil {
+			return nil, s.status(ctx, err)
+		}
+		return &kvpb.GetResponse{Found: found, Value: val}, nil
+	}
+	res, err := s.single(ctx, req.GetClientId(), req.GetSeq(), txn.Op{Kind: txn.OpGet, Key: req.GetKey()})
+	if err != nil {
+		return nil, err
+	}
+	return &kvpb.GetResponse{Found: res.Found, Value: res.Value}, nil
+}
+
+// Put implements kvpb.KVServer.
+func (v *service) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutResponse, error) {
+	value := req.GetValue()
+	if value == nil {
+		value = []byte{}
+	}
+	if _, err := v.s.single(ctx, req.GetClientId(), req.GetSeq(), txn.Op{Kind: txn.OpPut, Key: req.GetKey(), Value: value}); err != nil {
+		return nil, err
+	}
+	return &kvpb.PutResponse{}, nil
+}
+
+// Delete implements kvpb.KVServer.
+func (v *service) Delete(ctx context.Context, req *kvpb.DeleteRequest) (*kvpb.DeleteResponse, error) {
+	if _, err := v.s.single(ctx, req.GetClientId(), req.GetSeq(), txn.Op{Kind: txn.OpDelete, Key: req.GetKey()}); err != nil {
+		return nil, err
+	}
+	return &kvpb.DeleteResponse{}, nil
+}
+
+// Scan implements kvpb.KVServer.
+func (v *service) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanResponse, error) {
+	s := v.s
+	limit := int(req.GetLimit())
+	if limit == 0 {
+		limit = txn.ScanLimitMax
+	}
+	if req.GetStale() {
+		if err := s.checkLocal(req.GetStart()); err != nil {
+			return nil, err
+		}
+		t := &txn.Txn{Then: []txn.Op{{Kind: txn.OpScan, Key: req.GetStart(), End: req.GetEnd(), Limit: limit}}}
+		if err := t.Validate(s.pm); err != nil {
+			return nil, invalid(err)
+		}
+		kvs, err := s.store.Scan(req.GetStart(), req.GetEnd(), limit)
+		if err != nil {
+			return nil, s.status(ctx, err)
+		}
+		out := make([]txn.KV, len(kvs))
+		for i, e := range kvs {
+			out[i] = txn.KV{Key: e.Key, Value: e.Value}
+		}
+		return &kvpb.ScanResponse{Kvs: kvpb.KVsToProto(out)}, nil
+	}
+	res, err := s.single(ctx, req.GetClientId(), req.GetSeq(), txn.Op{Kind: txn.OpScan, Key: req.GetStart(), End: req.GetEnd(), Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	return &kvpb.ScanResponse{Kvs: kvpb.KVsToProto(res.KVs)}, nil
+}
+
+// Topology implements kvpb.KVServer.
+func (v *service) Topology(context.Context, *kvpb.TopologyRequest) (*kvpb.TopologyResponse, error) {
+	return kvpb.ConfigToProto(v.s.cfg.Cluster, v.s.cfg.Latency), nil
+}
