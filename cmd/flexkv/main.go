@@ -25,7 +25,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServerCmd(), newLocalCmd(), newSimCmd(), newCheckLogCmd())
+	root.AddCommand(newServerCmd(), newLocalCmd(), newKVCmd(), newSimCmd(), newCheckLogCmd())
 	return root
 }
 
