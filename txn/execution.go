@@ -312,8 +312,12 @@ func (x *execution) dropVotes(id multicast.MsgID, used int) error {
 	if err != nil || len(kvs) == 0 {
 		return err
 	}
-	if err := x.b.DeleteAuxRange(start, end); err != nil {
-		return err
+	// Point deletes, not a range delete: every range tombstone stays in
+	// Pebble's memtable until a flush and slows every later iterator.
+	for _, r := range kvs {
+		if err := x.b.DeleteAux(r.Key); err != nil {
+			return err
+		}
 	}
 	x.meta.votes -= uint64(len(kvs))
 	x.meta.junkVotes += uint64(len(kvs) - used)

@@ -721,11 +721,11 @@ func TestExecutorJunk(t *testing.T) {
 	before := c.reps[0].ex.Stats()
 	c.execute(0, nil, []node.AppInbound{
 		{From: 2, Payload: []byte("junk")},
-		{From: 1, Payload: vote},                                                  // not its sender's
-		{From: 0, Payload: AppendVote(nil, id(50), Vote{Group: 0, Holds: true})}, // this group's own
+		{From: 1, Payload: vote}, // not its sender's
+		{From: 0, Payload: AppendVote(nil, id(50), Vote{Group: 0, Holds: true})},  // this group's own
 		{From: 2, Payload: AppendVote(nil, head.ID, Vote{Group: 2, Holds: true})}, // its transaction ran
-		{From: 2, Payload: vote},                                                  // stored
-		{From: 2, Payload: vote},                                                  // twice
+		{From: 2, Payload: vote}, // stored
+		{From: 2, Payload: vote}, // twice
 	})
 	got := c.reps[0].ex.Stats()
 	if got.VotesJunk-before.VotesJunk != 5 || got.VotesStored != before.VotesStored+1 {

@@ -39,8 +39,12 @@ func (moveProc) Run(p *ProcPiece) (PieceResult, error) {
 	if err != nil {
 		return PieceResult{}, err
 	}
-	if _, ok, err := p.Reader.Get([]byte(item)); err != nil || !ok {
-		return PieceResult{}, fmt.Errorf("unknown item %s (%v)", item, err)
+	_, ok, err := p.Reader.Get([]byte(item))
+	switch {
+	case err != nil:
+		return PieceResult{}, fmt.Errorf("item %s: %w", item, err)
+	case !ok:
+		return PieceResult{}, fmt.Errorf("unknown item %s", item)
 	}
 	res := PieceResult{Succeeded: true}
 	for i, step := range []struct {
@@ -217,7 +221,7 @@ func TestExecutorProcedures(t *testing.T) {
 	c.deliver(0, bad)
 	c.deliver(2, bad)
 	for _, g := range []partition.GroupID{0, 2} {
-		if r := c.result(g, bad); !r.Aborted || r.Reason != `txn: procedure "move": unknown item item/9 (<nil>)` {
+		if r := c.result(g, bad); !r.Aborted || r.Reason != `txn: procedure "move": unknown item item/9` {
 			t.Errorf("group %d: %s", g, describeResult(r))
 		}
 	}
