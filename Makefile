@@ -73,6 +73,7 @@ bench: ## benchmarks of the cores, the channel layer and the replicated cluster
 
 proto: ## regenerate the protobuf code (needs protoc: apt-get install protobuf-compiler)
 	bash replication/transport/transportpb/gen.sh
+	bash kv/kvpb/gen.sh
 
 docker: ## build the server image (no server yet)
 	@echo "make docker: no server to package yet; the image arrives with 'flexkv server' (DESIGN 11)" >&2; exit 1

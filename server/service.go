@@ -78,6 +78,18 @@ func (s *Server) prepareCall(id multicast.MsgID, c *kvpb.Call) (request, error) 
 	if err != nil {
 		return request{}, invalid(err)
 	}
+	if len(c.GetKeys()) > 0 {
+		// The client routed by the keys it named: they must lead to the
+		// groups the procedure touches, or its answers would not fit.
+		named, err := s.pm.Destinations(c.GetKeys())
+		if err != nil {
+			return request{}, invalid(fmt.Errorf("server: call %q: keys: %w", call.Name, err))
+		}
+		if !named.Empty() && named != dst {
+			return request{}, invalid(fmt.Errorf("server: call %q: its keys lead to groups %s, but the procedure touches %s",
+				call.Name, strings.Join(s.names(named), ", "), strings.Join(s.names(dst), ", ")))
+		}
+	}
 	return request{id: id, dst: dst, payload: txn.AppendCallPayload(nil, call)}, nil
 }
 
@@ -125,19 +137,7 @@ func (s *Server) result(ctx context.Context, id multicast.MsgID, wait <-chan str
 			return nil, status.Error(codes.Unavailable, err.Error())
 		}
 		if found {
-			p := &kvpb.PieceResult{
-				Id: id.String(), Group: s.group.Name, Succeeded: res.Succeeded,
-				Results: kvpb.ResultsToProto(res.Results),
-			}
-			if res.Aborted {
-				p.Aborted = res.Reason
-			}
-			if res.Truncated {
-				// The piece ran, but its reads were too large to keep: the
-				// client must not take the missing results for none.
-				return nil, status.Errorf(codes.ResourceExhausted, "server: %s executed, but its results exceed what a result may hold; read them with smaller operations", id)
-			}
-			return p, nil
+			return kvpb.PieceResultToProto(id.String(), s.group.Name, &res), nil
 		}
 		select {
 		case <-wait:
@@ -251,6 +251,9 @@ func (s *Server) single(ctx context.Context, client, seq uint64, op txn.Op) (txn
 	p := resp.GetPiece()
 	if p.GetAborted() != "" {
 		return txn.OpResult{}, status.Error(codes.Aborted, p.GetAborted())
+	}
+	if p.GetTruncated() {
+		return txn.OpResult{}, status.Errorf(codes.ResourceExhausted, "server: %s: the result is larger than a stored result may be; read less at a time (a smaller scan limit)", id)
 	}
 	if len(p.GetResults()) != 1 {
 		return txn.OpResult{}, status.Errorf(codes.Internal, "server: %s: %d results for one operation", id, len(p.GetResults()))

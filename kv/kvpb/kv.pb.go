@@ -1288,7 +1288,7 @@ func (*DeleteResponse) Descriptor() ([]byte, []int) {
 }
 
 // ScanRequest reads up to limit keys of [start, end), which must lie in one
-// partition; limit is 1..txn.ScanLimitMax.
+// partition; limit is 1..txn.ScanLimitMax, 0 meaning txn.ScanLimitMax.
 type ScanRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ClientId      uint64                 `protobuf:"varint,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
