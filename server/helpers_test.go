@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/flexkv/flexkv/kv/kvpb"
+	"github.com/flexkv/flexkv/multicast/check"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/replication"
 )
@@ -93,8 +94,14 @@ func testCluster(t testing.TB, proto string) *partition.ClusterConfig {
 // it at the end of the test.
 func startLocal(t testing.TB, cfg *partition.ClusterConfig, dir string) *Local {
 	t.Helper()
+	return startLocalLog(t, cfg, dir, "")
+}
+
+// startLocalLog is startLocal with delivery logs in logDir.
+func startLocalLog(t testing.TB, cfg *partition.ClusterConfig, dir, logDir string) *Local {
+	t.Helper()
 	l, err := StartLocal(LocalConfig{
-		Cluster: cfg, Dir: dir, NoSync: true,
+		Cluster: cfg, Dir: dir, NoSync: true, DeliveryLogDir: logDir,
 		Replication: replication.Config{ElectionTimeout: 200 * time.Millisecond},
 	})
 	if err != nil {
@@ -148,4 +155,35 @@ func ctxTimeout(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// checkLogs waits (up to 20s) until the delivery logs in dir pass the
+// checker with Complete (every replica delivered every message), and fails
+// the test with the violations otherwise.
+func checkLogs(t testing.TB, l *Local, dir string, genuine bool) check.Report {
+	t.Helper()
+	var rep check.Report
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if err := l.FlushLogs(); err != nil {
+			t.Fatal(err)
+		}
+		c := check.New(check.Options{Complete: true, Genuine: genuine})
+		if err := check.ScanLog(dir, c.Add); err != nil {
+			t.Fatal(err)
+		}
+		rep = c.Report()
+		if rep.OK() {
+			return rep
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for _, v := range rep.Violations {
+		t.Error(v)
+	}
+	t.Fatalf("delivery logs: %s", rep.Summary())
+	return rep
 }

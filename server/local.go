@@ -222,6 +222,19 @@ func (l *Local) Group(id string) string {
 	return g.Name
 }
 
+// FlushLogs writes the buffered lines of every delivery log to its file.
+func (l *Local) FlushLogs() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var errs []error
+	for _, id := range l.order {
+		if w := l.logs[id]; w != nil {
+			errs = append(errs, w.Flush())
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Close stops every replica and closes the delivery logs.
 func (l *Local) Close() error {
 	l.mu.Lock()
