@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
+	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -196,5 +198,28 @@ func TestProtocolNames(t *testing.T) {
 	}
 	if !slices.Equal(partition.ProtocolNames, want) {
 		t.Errorf("partition.ProtocolNames = %v, want multicast.Protocols %v", partition.ProtocolNames, want)
+	}
+}
+
+// TestDockerYAML: the compose cluster's configuration has the local
+// cluster's groups, partitions and protocol, on container names.
+func TestDockerYAML(t *testing.T) {
+	b, err := os.ReadFile("docker.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, l := decode(t, b), decode(t, LocalYAML())
+	if _, _, err := d.Build(); err != nil {
+		t.Fatal(err)
+	}
+	if d.Protocol != l.Protocol || !slices.Equal(d.Overlay, l.Overlay) || !reflect.DeepEqual(d.Partitions, l.Partitions) {
+		t.Errorf("docker.yaml differs from local.yaml in protocol, overlay or partitions")
+	}
+	for gi, g := range d.Groups {
+		for ri, r := range g.Replicas {
+			if want := l.Groups[gi].Replicas[ri].ID; r.ID != want || r.GRPC != want+":7200" || r.Raft != want+":7100" {
+				t.Errorf("replica %+v, want id %s on %s:7100 and %s:7200", r, want, want, want)
+			}
+		}
 	}
 }
