@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/flexkv/flexkv/partition"
+)
+
+// syncBuffer is a bytes.Buffer safe for a command writing while the test
+// reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// oneReplicaConfig writes the local layout with one replica per group, on
+// free ports, and returns its path.
+func oneReplicaConfig(t *testing.T) (string, *partition.ClusterConfig) {
+	t.Helper()
+	cfg, _, err := loadCluster("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range cfg.Groups {
+		r := cfg.Groups[i].Replicas[0]
+		r.Raft, r.GRPC = freeAddr(t), freeAddr(t)
+		cfg.Groups[i].Replicas = []partition.ReplicaConfig{r}
+	}
+	data, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return writeFile(t, "cluster.yaml", data), cfg
+}
+
+// runUntil runs the root command with args until its output contains
+// ready, then cancels it (as SIGTERM would) and returns its exit code and
+// output.
+func runUntil(t *testing.T, ready string, during func(), args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut syncBuffer
+	cmd := newRootCmd()
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs(args)
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	deadline := time.After(30 * time.Second)
+	for !strings.Contains(out.String()+errOut.String(), ready) {
+		select {
+		case err := <-done:
+			return exitCode(err), out.String(), errOut.String()
+		case <-deadline:
+			cancel()
+			<-done
+			t.Fatalf("no %q after 30s; stdout:\n%s\nstderr:\n%s", ready, out.String(), errOut.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if during != nil {
+		during()
+	}
+	cancel()
+	if err := <-done; err != nil {
+		return exitCode(err), out.String(), errOut.String()
+	}
+	return 0, out.String(), errOut.String()
+}
+
+// TestLocalCommand starts `flexkv local`, which prints every endpoint, takes
+// a write through `flexkv kv`, and stops cleanly when cancelled; started
+// again on the same data, the value is there.
+func TestLocalCommand(t *testing.T) {
+	path, cfg := oneReplicaConfig(t)
+	data := t.TempDir()
+	code, out, errOut := runUntil(t, "endpoints:", func() {
+		if code, _, stderr := runKVCmd(t, nil, "put", "--config", path, "--timeout", "30s", "w/0003/x", "42"); code != 0 {
+			t.Errorf("kv put: exit %d: %s", code, stderr)
+		}
+	}, "local", "--config", path, "--data-dir", data)
+	if code != 0 {
+		t.Fatalf("local: exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, g := range cfg.Groups {
+		if !strings.Contains(out, g.Replicas[0].GRPC) {
+			t.Errorf("output does not list endpoint %s:\n%s", g.Replicas[0].GRPC, out)
+		}
+	}
+	code, out, errOut = runUntil(t, "endpoints:", func() {
+		code, stdout, stderr := runKVCmd(t, nil, "get", "--config", path, "--timeout", "30s", "w/0003/x")
+		if code != 0 || stdout != "42\n" {
+			t.Errorf("kv get after restart: exit %d, %q, %s", code, stdout, stderr)
+		}
+	}, "local", "--config", path, "--data-dir", data)
+	if code != 0 {
+		t.Fatalf("local again: exit %d\n%s\n%s", code, out, errOut)
+	}
+}
+
+// TestServerCommand runs one replica of a one-replica group with
+// `flexkv server`, configured through the environment, and stops it.
+func TestServerCommand(t *testing.T) {
+	path, _ := oneReplicaConfig(t)
+	t.Setenv("FLEXKV_CONFIG", path)
+	t.Setenv("FLEXKV_DATA_DIR", t.TempDir())
+	code, out, errOut := runUntil(t, "msg=serving", nil, "server", "--node", "r4")
+	if code != 0 || !strings.Contains(errOut, "group=eu-west-3") || !strings.Contains(errOut, "msg=stopping") {
+		t.Fatalf("server: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+}
+
+func TestServeCommandErrors(t *testing.T) {
+	path, _ := oneReplicaConfig(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"server without node", []string{"server", "--config", path}, "--node is required"},
+		{"server unknown node", []string{"server", "--config", path, "--node", "r42"}, `node "r42" is not a replica`},
+		{"server missing config", []string{"server", "--config", "/nonexistent.yaml", "--node", "r1"}, "/nonexistent.yaml"},
+		{"server bad log level", []string{"server", "--config", path, "--node", "r1", "--log-level", "loud"}, "--log-level"},
+		{"local bad chaos", []string{"local", "--config", path, "--chaos", "meteor=1s"}, `unknown fault "meteor"`},
+		{"local chaos without period", []string{"local", "--config", path, "--chaos", "leader-kill"}, "KIND=DURATION"},
+		{"local chaos bad period", []string{"local", "--config", path, "--chaos", "partition=soon"}, "partition=soon"},
+		{"local extra argument", []string{"local", "now"}, "unknown command"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, _, stderr := runCmd(t, newRootCmd(), tc.args...)
+			if code == 0 || !strings.Contains(stderr, tc.want) {
+				t.Errorf("exit %d, stderr %q; want non-zero and %q", code, stderr, tc.want)
+			}
+		})
+	}
+}
