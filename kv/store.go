@@ -373,6 +373,48 @@ func (s *Store) Sync() error {
 	})
 }
 
+// Metrics are figures of the live Pebble store, for monitoring. Counters
+// start again from zero when RestoreSnapshot switches to a new Pebble store.
+type Metrics struct {
+	DiskBytes           uint64 // on disk: tables, WAL, obsolete and zombie files
+	MemtableBytes       uint64 // allocated by memtables, flushing ones included
+	Tables              int64  // sstables in the LSM
+	ReadAmp             int    // sublevels of L0 plus non-empty levels: files a read may visit
+	Flushes             int64  // memtable flushes
+	Compactions         int64  // compactions of every kind
+	CompactionDebtBytes uint64 // estimated bytes compactions must rewrite to settle the LSM
+	WALBytesWritten     uint64 // bytes written to the WAL, framing included
+	BlockCacheBytes     int64
+	BlockCacheHits      int64
+	BlockCacheMisses    int64
+}
+
+// Metrics returns the figures of the live Pebble store.
+func (s *Store) Metrics() (Metrics, error) {
+	var m Metrics
+	err := s.read(func(db *pebble.DB) error {
+		pm := db.Metrics()
+		m = Metrics{
+			DiskBytes:           pm.DiskSpaceUsage(),
+			MemtableBytes:       pm.MemTable.Size,
+			Tables:              pm.Total().TablesCount,
+			ReadAmp:             pm.ReadAmp(),
+			Flushes:             pm.Flush.Count,
+			Compactions:         pm.Compact.Count,
+			CompactionDebtBytes: pm.Compact.EstimatedDebt,
+			WALBytesWritten:     pm.WAL.BytesWritten,
+			BlockCacheBytes:     pm.BlockCache.Size,
+			BlockCacheHits:      pm.BlockCache.Hits,
+			BlockCacheMisses:    pm.BlockCache.Misses,
+		}
+		return nil
+	})
+	if err != nil {
+		return Metrics{}, fmt.Errorf("kv: metrics: %w", err)
+	}
+	return m, nil
+}
+
 // Commit writes b's effects and results and sets the applied index to
 // index, atomically; index must be above AppliedIndex. It syncs unless
 // Options.NoSync. An invalid call returns an error wrapping ErrInvalid and

@@ -66,6 +66,9 @@ type Config struct {
 	// replica's gRPC server, which listens on its GRPCAddr and serves the
 	// channel between groups.
 	Services func(s *grpc.Server) error
+	// ServerOptions configure the replica's gRPC server (interceptors for
+	// metrics, limits).
+	ServerOptions []grpc.ServerOption
 	// Observe sees what every applied entry produced (deliveries, the
 	// core's and the executor's sends), with whether this replica led when
 	// it applied it: for delivery logs and metrics. It runs with the state
@@ -235,7 +238,7 @@ func Open(cfg Config) (*Replica, error) {
 	if err != nil {
 		return fail(fmt.Errorf("replication: %w", err))
 	}
-	r.grpc = grpc.NewServer()
+	r.grpc = grpc.NewServer(cfg.ServerOptions...)
 	if n := cfg.State.Topology.Len(); n > 1 {
 		scfg := transport.ServerConfig{Self: cfg.State.Self, Groups: n, FramesMax: InboundFramesMax, BytesMax: InboundBytesMax}
 		if err := transport.Register(r.grpc, scfg, r); err != nil {
@@ -399,6 +402,23 @@ func (r *Replica) Leader() string {
 
 // IsLeader reports whether this replica leads its group now.
 func (r *Replica) IsLeader() bool { return r.raft.State() == raft.Leader }
+
+// RaftStatus is what a replica's raft reports, for monitoring.
+type RaftStatus struct {
+	State        raft.RaftState
+	Term         uint64
+	LastIndex    uint64 // last entry in the log
+	CommitIndex  uint64
+	AppliedIndex uint64 // last entry handed to the state machine
+}
+
+// RaftStatus returns the replica's raft state and indexes.
+func (r *Replica) RaftStatus() RaftStatus {
+	return RaftStatus{
+		State: r.raft.State(), Term: r.raft.CurrentTerm(),
+		LastIndex: r.raft.LastIndex(), CommitIndex: r.raft.CommitIndex(), AppliedIndex: r.raft.AppliedIndex(),
+	}
+}
 
 // Multicast proposes a client request for m at this group, its entry group,
 // and waits until it is applied. It returns nil once the group accepted it

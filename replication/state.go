@@ -145,6 +145,10 @@ func (s *State) Applied() uint64 { return s.applied }
 // Node returns the group's node, for reads (Unacked, OutboxLen, Stats).
 func (s *State) Node() *node.Node { return s.node }
 
+// Core returns the group's protocol core, for reads (its Stats): stepping
+// it would bypass the node and the log.
+func (s *State) Core() multicast.Core { return s.core }
+
 // Apply applies the log entry data at index and returns what it produced.
 // For a request, the error says whether it was accepted (nil), refused
 // (multicast.ErrBusy, multicast.ErrInvalid, ...) or a duplicate

@@ -4,10 +4,19 @@ import (
 	"github.com/flexkv/flexkv/multicast/node"
 )
 
-// observe writes what an applied entry produced to the delivery log
+// observe counts what an applied entry produced, for the metrics, and
+// writes it to the delivery log if there is one.
+func (s *Server) observe(out node.Output, leader bool) {
+	s.counts.observe(out, leader)
+	if s.cfg.DeliveryLog != nil {
+		s.logOutput(out, leader)
+	}
+}
+
+// logOutput writes what an applied entry produced to the delivery log
 // (DESIGN 10.1): every replica its deliveries; the leader its group's sends,
 // once per group. Flush messages are the protocol's own and are left out.
-func (s *Server) observe(out node.Output, leader bool) {
+func (s *Server) logOutput(out node.Output, leader bool) {
 	w := s.cfg.DeliveryLog
 	for _, m := range out.Deliveries {
 		if m.ID.IsFlush() {

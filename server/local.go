@@ -27,6 +27,10 @@ type LocalConfig struct {
 	// <node id>.jsonl, appended to across restarts.
 	DeliveryLogDir string
 	Logger         *slog.Logger
+	// MetricsAddr, when set, is the host:port where the cluster serves the
+	// Prometheus metrics of all its running replicas, at /metrics, until
+	// Close.
+	MetricsAddr string
 	// Replication tunes every replica (see Config.Replication).
 	Replication replication.Config
 }
@@ -37,11 +41,12 @@ type LocalConfig struct {
 type Local struct {
 	cfg LocalConfig
 
-	mu     sync.Mutex
-	nodes  map[string]*localNode
-	order  []string // node ids, in configuration order
-	closed bool
-	logs   map[string]*check.Writer
+	mu      sync.Mutex
+	nodes   map[string]*localNode
+	order   []string // node ids, in configuration order
+	closed  bool
+	logs    map[string]*check.Writer
+	metrics *MetricsServer // nil unless cfg.MetricsAddr
 }
 
 type localNode struct {
@@ -80,7 +85,43 @@ func StartLocal(cfg LocalConfig) (*Local, error) {
 			return nil, errors.Join(err, l.Close())
 		}
 	}
+	if cfg.MetricsAddr != "" {
+		ms, err := ServeMetrics(cfg.MetricsAddr, l.Metrics())
+		if err != nil {
+			return nil, errors.Join(err, l.Close())
+		}
+		l.mu.Lock()
+		l.metrics = ms
+		l.mu.Unlock()
+	}
 	return l, nil
+}
+
+// Metrics returns the collector of the cluster's running replicas.
+func (l *Local) Metrics() *Metrics { return NewMetrics(l.running) }
+
+// MetricsAddr returns the address of the cluster's metrics endpoint, or ""
+// without one.
+func (l *Local) MetricsAddr() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.metrics == nil {
+		return ""
+	}
+	return l.metrics.Addr()
+}
+
+// running returns the running replicas, in configuration order.
+func (l *Local) running() []*Server {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []*Server
+	for _, id := range l.order {
+		if n := l.nodes[id]; n.srv != nil {
+			out = append(out, n.srv)
+		}
+	}
+	return out
 }
 
 // Nodes returns the node ids, in configuration order.
@@ -238,12 +279,21 @@ func (l *Local) FlushLogs() error {
 // Close stops every replica and closes the delivery logs.
 func (l *Local) Close() error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.closed {
+		l.mu.Unlock()
 		return nil
 	}
 	l.closed = true
+	ms := l.metrics
+	l.mu.Unlock()
 	var errs []error
+	// The metrics endpoint stops first, unlocked: a scrape in progress
+	// takes the lock to list the replicas.
+	if ms != nil {
+		errs = append(errs, ms.Close())
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	for _, id := range l.order {
 		if n := l.nodes[id]; n.srv != nil {
 			errs = append(errs, n.srv.Close())

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/hashicorp/raft"
@@ -57,12 +58,16 @@ type Config struct {
 	// while it leads.
 	DeliveryLog *check.Writer
 	Logger      *slog.Logger
+	// MetricsAddr, when set, is the host:port where the server serves its
+	// Prometheus metrics, at /metrics (DESIGN 11), until Close.
+	MetricsAddr string
 
 	// Fault injection (chaos runs, tests): see replication.Config.
 	FrameFilter func(to partition.GroupID, frames []channel.Frame) []channel.Frame
 	RaftLayer   raft.StreamLayer
 	// Replication tunes the replica; its State, ID, Members, Peers, Dir,
-	// Bootstrap, Executor, Services and Observe are set by Open.
+	// Bootstrap, Executor, Services and Observe are set by Open, which adds
+	// an interceptor to its ServerOptions.
 	Replication replication.Config
 }
 
@@ -80,6 +85,8 @@ type Server struct {
 	health   *health.Server
 	waiters  *waiters
 	sessions *sessions
+	counts   counters
+	metrics  *MetricsServer // nil unless cfg.MetricsAddr
 
 	stop      chan struct{}
 	closeOnce sync.Once
@@ -163,12 +170,16 @@ func Open(cfg Config) (*Server, error) {
 		healthpb.RegisterHealthServer(g, s.health)
 		return nil
 	}
-	if cfg.DeliveryLog != nil {
-		rc.Observe = s.observe
-	}
+	rc.Observe = s.observe
+	rc.ServerOptions = append(slices.Clip(rc.ServerOptions), grpc.ChainUnaryInterceptor(s.intercept))
 	s.replica, err = replication.Open(rc)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("server: %w", err), s.store.Close())
+	}
+	if cfg.MetricsAddr != "" {
+		if s.metrics, err = ServeMetrics(cfg.MetricsAddr, s.Metrics()); err != nil {
+			return nil, errors.Join(err, s.replica.Close(), s.store.Close())
+		}
 	}
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	s.health.SetServingStatus(kvpb.KV_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
@@ -201,9 +212,13 @@ func (s *Server) IsLeader() bool { return s.replica.IsLeader() }
 // flight get a moment to finish, raft stops, Pebble closes.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
+		var errs []error
+		if s.metrics != nil {
+			errs = append(errs, s.metrics.Close())
+		}
 		s.health.Shutdown()
 		close(s.stop)
-		s.closeErr = errors.Join(s.replica.Close(), s.store.Close())
+		s.closeErr = errors.Join(append(errs, s.replica.Close(), s.store.Close())...)
 	})
 	return s.closeErr
 }

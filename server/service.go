@@ -102,6 +102,7 @@ func (s *Server) run(ctx context.Context, r request) (*kvpb.TxnResponse, error) 
 		var forget func()
 		wait, forget = s.waiters.add(r.id)
 		defer forget()
+		defer s.counts.proposals.add(r.id)()
 	}
 	err := s.replica.Multicast(ctx, m)
 	switch {

@@ -36,7 +36,10 @@ stops it.
   leader-kill=D        stop the leader of a random group, restart it from disk
   follower-restart=D   the same to a follower
   partition=D          cut a random replica off from everyone for a while
-The choices follow --seed, and every fault is logged.`,
+The choices follow --seed, and every fault is logged.
+
+--metrics ADDR serves the Prometheus metrics of every replica at
+http://ADDR/metrics, labelled by group and replica.`,
 		Args: cobra.NoArgs,
 	}
 	cmd.Flags().String("config", "", "cluster configuration file (default: the embedded configs/local.yaml)")
@@ -45,6 +48,7 @@ The choices follow --seed, and every fault is logged.`,
 	cmd.Flags().Uint64("seed", 1, "seed of the chaos choices")
 	cmd.Flags().String("delivery-log", "", "write one delivery log per replica (JSON lines, DESIGN 10.1) into DIR")
 	cmd.Flags().String("log-level", "warn", "debug, info, warn or error")
+	cmd.Flags().String("metrics", "", "serve every replica's Prometheus metrics at http://ADDR/metrics (host:port, e.g. 127.0.0.1:9100; default off)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		v := settings(cmd)
 		faults, err := server.ParseChaos(v.GetString("chaos"))
@@ -64,7 +68,7 @@ The choices follow --seed, and every fault is logged.`,
 		start := time.Now()
 		l, err := server.StartLocal(server.LocalConfig{
 			Cluster: cfg, Latency: lat, Dir: v.GetString("data-dir"),
-			DeliveryLogDir: v.GetString("delivery-log"), Logger: log,
+			DeliveryLogDir: v.GetString("delivery-log"), Logger: log, MetricsAddr: v.GetString("metrics"),
 		})
 		if err != nil {
 			return err
@@ -84,6 +88,9 @@ The choices follow --seed, and every fault is logged.`,
 			fmt.Fprintf(out, "  %-14s %s\n", g.Name, strings.Join(addrs, " "))
 		}
 		fmt.Fprintf(out, "endpoints: %s\n", strings.Join(l.Endpoints(), ","))
+		if a := l.MetricsAddr(); a != "" {
+			fmt.Fprintf(out, "metrics: http://%s/metrics\n", a)
+		}
 		if len(faults) > 0 {
 			fmt.Fprintf(out, "chaos: %s (seed %d)\n", v.GetString("chaos"), v.GetUint64("seed"))
 			c := &server.Chaos{Local: l, Faults: faults, Seed: v.GetUint64("seed"), Logger: log}

@@ -39,8 +39,9 @@ func newServerCmd() *cobra.Command {
 		Short: "Run one replica of a FlexKV cluster",
 		Long: `Run one replica: the node ID of the cluster configuration FILE, with its data
 in --data-dir. Every flag may also come from the environment: FLEXKV_CONFIG,
-FLEXKV_NODE, FLEXKV_DATA_DIR, FLEXKV_LOG_LEVEL, FLEXKV_DELIVERY_LOG.
-SIGTERM or SIGINT stops it gracefully.`,
+FLEXKV_NODE, FLEXKV_DATA_DIR, FLEXKV_LOG_LEVEL, FLEXKV_DELIVERY_LOG,
+FLEXKV_METRICS. With --metrics ADDR it serves Prometheus metrics at
+http://ADDR/metrics. SIGTERM or SIGINT stops it gracefully.`,
 		Args: cobra.NoArgs,
 	}
 	cmd.Flags().String("config", "", "cluster configuration file (YAML, DESIGN 8); default: the embedded configs/local.yaml")
@@ -48,6 +49,7 @@ SIGTERM or SIGINT stops it gracefully.`,
 	cmd.Flags().String("data-dir", "", "data directory (default ./flexkv-data/<node>)")
 	cmd.Flags().String("log-level", "info", "debug, info, warn or error")
 	cmd.Flags().String("delivery-log", "", "append this replica's delivery log (JSON lines, DESIGN 10.1) to FILE")
+	cmd.Flags().String("metrics", "", "serve Prometheus metrics at http://ADDR/metrics (host:port, e.g. :9100; default off)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		v := settings(cmd)
 		node := v.GetString("node")
@@ -78,11 +80,14 @@ SIGTERM or SIGINT stops it gracefully.`,
 		}
 		ctx, stop := signalContext(cmd.Context())
 		defer stop()
-		srv, err := server.Open(server.Config{Cluster: cfg, Latency: lat, NodeID: node, Dir: dir, DeliveryLog: dlog, Logger: log})
+		srv, err := server.Open(server.Config{
+			Cluster: cfg, Latency: lat, NodeID: node, Dir: dir, DeliveryLog: dlog, Logger: log,
+			MetricsAddr: v.GetString("metrics"),
+		})
 		if err != nil {
 			return err
 		}
-		log.Info("serving", "node", node, "group", srv.Group(), "grpc", srv.Addr(), "data", dir)
+		log.Info("serving", "node", node, "group", srv.Group(), "grpc", srv.Addr(), "data", dir, "metrics", v.GetString("metrics"))
 		<-ctx.Done()
 		log.Info("stopping", "node", node)
 		return srv.Close()

@@ -73,8 +73,8 @@ func runUntil(t *testing.T, ready string, during func(), args ...string) (int, s
 			return exitCode(err), out.String(), errOut.String()
 		case <-deadline:
 			cancel()
-			<-done
-			t.Fatalf("no %q after 30s; stdout:\n%s\nstderr:\n%s", ready, out.String(), errOut.String())
+			err := <-done
+			t.Fatalf("no %q after 30s (exit %d); stdout:\n%s\nstderr:\n%s", ready, exitCode(err), out.String(), errOut.String())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

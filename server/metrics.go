@@ -1,0 +1,524 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/flexkv/flexkv/kv/kvpb"
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/flexcast"
+	"github.com/flexkv/flexkv/multicast/node"
+	"github.com/flexkv/flexkv/multicast/skeen"
+	"github.com/flexkv/flexkv/multicast/tree"
+	"github.com/flexkv/flexkv/partition"
+	"github.com/flexkv/flexkv/replication"
+)
+
+// Metrics (DESIGN 11). A server keeps no Prometheus state: it counts what
+// only it sees as it happens (deliveries and sends in the raft FSM's
+// observer, request latencies in a gRPC interceptor) with atomic adds, and
+// everything else is read from the components' plain stats (the node and
+// its core, raft, the executor, Pebble) when Prometheus scrapes. Metrics
+// turns both into Prometheus series, labelled by group and replica, for one
+// server or for every replica of a local cluster.
+
+// latencyBounds are the upper bounds, in seconds, of the latency
+// histograms' buckets: from a raft commit on one machine (sub-millisecond)
+// to WAN round trips and queueing (seconds).
+var latencyBounds = [...]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+
+// histogram is a latency histogram updated with atomic adds.
+type histogram struct {
+	counts   [len(latencyBounds) + 1]atomic.Uint64 // the last: above every bound
+	sumNanos atomic.Int64
+}
+
+func (h *histogram) observe(d time.Duration) {
+	i, _ := slices.BinarySearch(latencyBounds[:], d.Seconds())
+	h.counts[i].Add(1)
+	h.sumNanos.Add(int64(d))
+}
+
+// metric returns the histogram as a constant metric. The count is the sum
+// of the buckets read, so that the two agree while observations go on.
+func (h *histogram) metric(desc *prometheus.Desc, labels ...string) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(latencyBounds))
+	var n uint64
+	for i, b := range latencyBounds {
+		n += h.counts[i].Load()
+		buckets[b] = n
+	}
+	n += h.counts[len(latencyBounds)].Load()
+	return prometheus.MustNewConstHistogram(desc, n, time.Duration(h.sumNanos.Load()).Seconds(), buckets, labels...)
+}
+
+// requestMethods are the client API's methods that the request metrics
+// follow.
+var requestMethods = [...]string{"Txn", "Await", "Get", "Put", "Delete", "Scan", "Topology"}
+
+// requestCodes is the number of gRPC status codes (OK to Unauthenticated).
+const requestCodes = int(codes.Unauthenticated) + 1
+
+// sendKinds are the kinds of sends that the send metrics follow.
+var sendKinds = [...]multicast.Kind{multicast.KindMsg, multicast.KindAck, multicast.KindNotif, multicast.KindTS, multicast.KindRelay, multicast.KindVote}
+
+// counters are what a server counts as it runs. They start from zero with
+// every Open: Prometheus reads a counter that goes down as a restart.
+type counters struct {
+	deliveriesLocal  atomic.Uint64
+	deliveriesGlobal atomic.Uint64
+	// sends and sendBytes, by multicast.Kind, count the sends of the group
+	// while this replica led it: every replica computes them, only the
+	// leader transmits. Index 0 (no kind) counts the sends about flushes,
+	// whatever their kind: the protocol's own traffic, whose rate depends
+	// on time and load rather than on the clients' messages.
+	sends     [256]atomic.Uint64
+	sendBytes [256]atomic.Uint64
+
+	// delivery: from proposing a client request to delivering it here, at
+	// the replica that proposed it (the entry group's leader, when the
+	// group is a destination).
+	delivery  histogram
+	proposals proposals
+
+	requests      [len(requestMethods)]histogram
+	requestErrors [len(requestMethods)][requestCodes]atomic.Uint64
+}
+
+// observe counts what an applied entry produced. It runs in the raft FSM,
+// with the group's state locked: it only adds, and looks up a proposal
+// time when some call waits for one.
+func (c *counters) observe(out node.Output, leader bool) {
+	for _, m := range out.Deliveries {
+		if m.ID.IsFlush() {
+			continue
+		}
+		if m.Dst.Len() == 1 {
+			c.deliveriesLocal.Add(1)
+		} else {
+			c.deliveriesGlobal.Add(1)
+		}
+		if start, ok := c.proposals.delivered(m.ID); ok {
+			c.delivery.observe(time.Since(start))
+		}
+	}
+	if !leader {
+		return
+	}
+	for _, snd := range out.Sends {
+		k := snd.Kind
+		if snd.About.IsFlush() {
+			k = 0
+		}
+		c.sends[k].Add(1)
+		c.sendBytes[k].Add(uint64(len(snd.Payload)))
+	}
+}
+
+// proposals holds when the calls in flight proposed their requests, for the
+// delivery latency. It holds at most one entry per call in flight.
+type proposals struct {
+	n  atomic.Int64 // len(m): the observer skips the lock when no call waits
+	mu sync.Mutex
+	m  map[multicast.MsgID]time.Time
+}
+
+// add records that id is proposed now; the function it returns forgets it
+// (a request refused, or answered without its delivery being observed).
+// A retry of an id in flight keeps the first call's time.
+func (p *proposals) add(id multicast.MsgID) func() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.m[id]; ok {
+		return func() {}
+	}
+	if p.m == nil {
+		p.m = make(map[multicast.MsgID]time.Time)
+	}
+	start := time.Now()
+	p.m[id] = start
+	p.n.Add(1)
+	return func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if t, ok := p.m[id]; ok && t.Equal(start) {
+			delete(p.m, id)
+			p.n.Add(-1)
+		}
+	}
+}
+
+// delivered returns and forgets the proposal time of id, if a call waits
+// for it.
+func (p *proposals) delivered(id multicast.MsgID) (time.Time, bool) {
+	if p.n.Load() == 0 {
+		return time.Time{}, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t, ok := p.m[id]
+	if ok {
+		delete(p.m, id)
+		p.n.Add(-1)
+	}
+	return t, ok
+}
+
+// intercept is the unary interceptor of the replica's gRPC server: it times
+// the client API's calls.
+func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	i := requestMethod(info.FullMethod)
+	if i < 0 {
+		return handler(ctx, req)
+	}
+	start := time.Now()
+	resp, err := handler(ctx, req)
+	s.counts.requests[i].observe(time.Since(start))
+	if code := status.Code(err); code != codes.OK && int(code) < requestCodes {
+		s.counts.requestErrors[i][code].Add(1)
+	}
+	return resp, err
+}
+
+// requestMethod returns the index in requestMethods of a full gRPC method
+// name of the client API, or -1.
+func requestMethod(full string) int {
+	name, ok := strings.CutPrefix(full, "/"+kvpb.KV_ServiceDesc.ServiceName+"/")
+	if !ok {
+		return -1
+	}
+	return slices.Index(requestMethods[:], name)
+}
+
+// Metrics exports the metrics of servers to Prometheus: it is a
+// prometheus.Collector that reads the servers' counters and stats when it
+// is collected. Register it with a registry of your own, or serve it with
+// Handler or ServeMetrics.
+type Metrics struct {
+	servers func() []*Server
+	descs   []*prometheus.Desc
+
+	deliveries, sends, sendBytes, delivery, requests, requestErrors *prometheus.Desc
+
+	outbox, busy, rejected                                                 *prometheus.Desc
+	chSent, chResent, chReceived, chDuplicates, chHeldBack, chHoldbackDrop *prometheus.Desc
+	chNacksSent, chNacksServed, chAcksSent                                 *prometheus.Desc
+
+	fcHistory, fcHistoryMax, fcDAG, fcPending, fcOpen, fcNotifQueue, fcFlushes, fcEntriesSent, fcLateAcks *prometheus.Desc
+	skPending, skPendingMax, skClock                                                                      *prometheus.Desc
+	trReceived, trForwarded                                                                               *prometheus.Desc
+
+	raftLeader, raftState, raftTerm, raftLast, raftCommit, raftApplied *prometheus.Desc
+
+	txnExecuted, txnAborted, txnQueued, txnVotes, txnVotesJunk *prometheus.Desc
+
+	pbDisk, pbMemtable, pbTables, pbReadAmp, pbFlushes, pbCompactions, pbDebt, pbWAL *prometheus.Desc
+	pbCache, pbCacheHits, pbCacheMisses                                              *prometheus.Desc
+}
+
+// NewMetrics returns the collector of the servers that servers returns at
+// each collection (the running replicas of a local cluster, say).
+func NewMetrics(servers func() []*Server) *Metrics {
+	m := &Metrics{servers: servers}
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		desc := prometheus.NewDesc("flexkv_"+name, help, append([]string{"group", "replica"}, labels...), nil)
+		m.descs = append(m.descs, desc)
+		return desc
+	}
+	m.deliveries = d("deliveries_total", "Application messages delivered by this replica, by scope: local (one destination group) or global.", "scope")
+	m.sends = d("sends_total", "Envelopes the group sent to other groups while this replica led it, by kind (msg, ack, notif, ts, relay, vote; flush: any envelope about a flush).", "kind")
+	m.sendBytes = d("send_bytes_total", "Payload bytes of the envelopes counted by flexkv_sends_total, by kind.", "kind")
+	m.delivery = d("delivery_seconds", "From proposing a client request to delivering it, at the replica that proposed it (entry groups that are destinations).")
+	m.requests = d("request_seconds", "Duration of client API calls served by this replica, by method.", "method")
+	m.requestErrors = d("request_errors_total", "Client API calls that failed, by method and gRPC status code.", "method", "code")
+
+	m.outbox = d("outbox_envelopes", "Envelopes to a group not acknowledged yet.", "to")
+	m.busy = d("busy", "1 while the group refuses new requests because an outbox is full.")
+	m.rejected = d("envelopes_rejected_total", "Envelopes from other groups that the protocol core rejected as malformed.")
+	m.chSent = d("channel_frames_sent_total", "Data frames sent to other groups for the first time.")
+	m.chResent = d("channel_resends_total", "Data frames sent again, after a timeout or a negative ack.")
+	m.chReceived = d("channel_envelopes_received_total", "Envelopes received from other groups and handed up, in order.")
+	m.chDuplicates = d("channel_duplicates_total", "Data frames dropped as duplicates.")
+	m.chHeldBack = d("channel_held_back_total", "Data frames that arrived early and were held back.")
+	m.chHoldbackDrop = d("channel_holdback_drops_total", "Early data frames dropped beyond the hold-back window.")
+	m.chNacksSent = d("channel_nacks_sent_total", "Negative acks sent for gaps.")
+	m.chNacksServed = d("channel_nacks_served_total", "Negative acks answered with resends.")
+	m.chAcksSent = d("channel_acks_sent_total", "Control-only frames sent to acknowledge.")
+
+	m.fcHistory = d("flexcast_history_entries", "FlexCast: entries in the chains of the group's history now.")
+	m.fcHistoryMax = d("flexcast_history_entries_max", "FlexCast: the most history entries held at once.")
+	m.fcDAG = d("flexcast_dag_nodes", "FlexCast: nodes of the dependency graph.")
+	m.fcPending = d("flexcast_pending", "FlexCast: messages received or acked, not delivered.")
+	m.fcOpen = d("flexcast_open", "FlexCast: messages known to be addressed to the group, not delivered.")
+	m.fcNotifQueue = d("flexcast_notif_queue", "FlexCast: notifications waiting for open dependencies.")
+	m.fcFlushes = d("flexcast_flushes_total", "FlexCast: flushes delivered (history truncations).")
+	m.fcEntriesSent = d("flexcast_history_entries_sent_total", "FlexCast: history entries shipped in envelopes.")
+	m.fcLateAcks = d("flexcast_late_acks_total", "FlexCast: acks about messages already delivered.")
+	m.skPending = d("skeen_pending", "Skeen: messages held, by state (undecided, decided, buffered).", "state")
+	m.skPendingMax = d("skeen_pending_max", "Skeen: the most messages held at once.")
+	m.skClock = d("skeen_clock", "Skeen: the logical clock.")
+	m.trReceived = d("tree_received_total", "Tree: messages received, from clients (at the tree-lca) or from the parent.", "from")
+	m.trForwarded = d("tree_forwarded_total", "Tree: messages forwarded to children.")
+
+	m.raftLeader = d("raft_leader", "1 while this replica leads its group.")
+	m.raftState = d("raft_state", "1 for the raft state the replica is in.", "state")
+	m.raftTerm = d("raft_term", "The replica's raft term.")
+	m.raftLast = d("raft_last_index", "Index of the last entry in the replica's raft log.")
+	m.raftCommit = d("raft_commit_index", "Index of the last entry known committed.")
+	m.raftApplied = d("raft_applied_index", "Index of the last entry handed to the state machine.")
+
+	m.txnExecuted = d("txn_executions_total", "Transaction pieces executed (results stored).")
+	m.txnAborted = d("txn_aborts_total", "Executed transaction pieces that aborted.")
+	m.txnQueued = d("txn_queued", "Deliveries waiting in the executor for votes.")
+	m.txnVotes = d("txn_votes_stored", "Votes from other groups stored, waiting for their transaction.")
+	m.txnVotesJunk = d("txn_votes_junk_total", "Votes ignored: undecodable, misdirected, late or repeated.")
+
+	m.pbDisk = d("pebble_disk_bytes", "Pebble: bytes on disk.")
+	m.pbMemtable = d("pebble_memtable_bytes", "Pebble: bytes allocated by memtables.")
+	m.pbTables = d("pebble_tables", "Pebble: sstables in the LSM.")
+	m.pbReadAmp = d("pebble_read_amplification", "Pebble: files a read may visit (L0 sublevels plus non-empty levels).")
+	m.pbFlushes = d("pebble_flushes_total", "Pebble: memtable flushes.")
+	m.pbCompactions = d("pebble_compactions_total", "Pebble: compactions.")
+	m.pbDebt = d("pebble_compaction_debt_bytes", "Pebble: estimated bytes compactions must rewrite.")
+	m.pbWAL = d("pebble_wal_written_bytes_total", "Pebble: bytes written to the WAL.")
+	m.pbCache = d("pebble_block_cache_bytes", "Pebble: bytes in the block cache.")
+	m.pbCacheHits = d("pebble_block_cache_hits_total", "Pebble: block cache hits.")
+	m.pbCacheMisses = d("pebble_block_cache_misses_total", "Pebble: block cache misses.")
+	return m
+}
+
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range m.descs {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range m.servers() {
+		m.collect(ch, s)
+	}
+}
+
+// snapshot is what Collect reads from a server's replicated state, copied
+// with the state locked so that the lock is held briefly.
+type snapshot struct {
+	node   node.Stats
+	busy   bool
+	outbox []int // by group id; this group's own entry is unused
+	// The core's stats: one of them is set.
+	flexcast *flexcast.Stats
+	skeen    *skeen.Stats
+	tree     *tree.Stats
+}
+
+func (m *Metrics) collect(ch chan<- prometheus.Metric, s *Server) {
+	group, replica := s.group.Name, s.cfg.NodeID
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), append([]string{group, replica}, labels...)...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{group, replica}, labels...)...)
+	}
+	c := &s.counts
+
+	counter(m.deliveries, c.deliveriesLocal.Load(), "local")
+	counter(m.deliveries, c.deliveriesGlobal.Load(), "global")
+	for _, k := range sendKinds {
+		counter(m.sends, c.sends[k].Load(), k.String())
+		counter(m.sendBytes, c.sendBytes[k].Load(), k.String())
+	}
+	counter(m.sends, c.sends[0].Load(), "flush")
+	counter(m.sendBytes, c.sendBytes[0].Load(), "flush")
+	ch <- c.delivery.metric(m.delivery, group, replica)
+	for i, name := range requestMethods {
+		ch <- c.requests[i].metric(m.requests, group, replica, name)
+		for code := range requestCodes {
+			if n := c.requestErrors[i][code].Load(); n > 0 {
+				counter(m.requestErrors, n, name, codes.Code(code).String())
+			}
+		}
+	}
+
+	var sn snapshot
+	s.replica.State(func(st *replication.State) {
+		nd := st.Node()
+		sn.node, sn.busy = nd.Stats(), nd.Busy()
+		sn.outbox = make([]int, s.top.Len())
+		for g := range sn.outbox {
+			if id := partition.GroupID(g); id != s.self {
+				sn.outbox[g] = nd.OutboxLen(id)
+			}
+		}
+		switch core := st.Core().(type) {
+		case *flexcast.Core:
+			cs := core.Stats()
+			sn.flexcast = &cs
+		case *skeen.Core:
+			cs := core.Stats()
+			sn.skeen = &cs
+		case *tree.Core:
+			cs := core.Stats()
+			sn.tree = &cs
+		}
+	})
+	for g, n := range sn.outbox {
+		if id := partition.GroupID(g); id != s.self {
+			gauge(m.outbox, float64(n), s.top.Name(id))
+		}
+	}
+	gauge(m.busy, boolValue(sn.busy))
+	counter(m.rejected, sn.node.EnvelopesRejected)
+	cs := sn.node.Channel
+	counter(m.chSent, cs.DataSent)
+	counter(m.chResent, cs.DataResent)
+	counter(m.chReceived, cs.Delivered)
+	counter(m.chDuplicates, cs.DuplicatesDropped)
+	counter(m.chHeldBack, cs.HeldBack)
+	counter(m.chHoldbackDrop, cs.HoldbackDrops)
+	counter(m.chNacksSent, cs.NacksSent)
+	counter(m.chNacksServed, cs.NacksServed)
+	counter(m.chAcksSent, cs.AcksSent)
+	if core := sn.flexcast; core != nil {
+		gauge(m.fcHistory, float64(core.HistoryLen))
+		gauge(m.fcHistoryMax, float64(core.HistoryLenMax))
+		gauge(m.fcDAG, float64(core.DAGNodes))
+		gauge(m.fcPending, float64(core.Pending))
+		gauge(m.fcOpen, float64(core.Open))
+		gauge(m.fcNotifQueue, float64(core.NotifQueue))
+		counter(m.fcFlushes, core.Flushes)
+		counter(m.fcEntriesSent, core.EntriesSent)
+		counter(m.fcLateAcks, core.LateAcks)
+	}
+	if core := sn.skeen; core != nil {
+		gauge(m.skPending, float64(core.Undecided), "undecided")
+		gauge(m.skPending, float64(core.Decided), "decided")
+		gauge(m.skPending, float64(core.Buffered), "buffered")
+		gauge(m.skPendingMax, float64(core.PendingPeak))
+		gauge(m.skClock, float64(core.Clock))
+	}
+	if core := sn.tree; core != nil {
+		counter(m.trReceived, core.Requests, "client")
+		counter(m.trReceived, core.Envelopes, "parent")
+		counter(m.trForwarded, core.Forwarded)
+	}
+
+	rs := s.replica.RaftStatus()
+	gauge(m.raftLeader, boolValue(rs.State == raft.Leader))
+	for _, st := range [...]raft.RaftState{raft.Follower, raft.Candidate, raft.Leader, raft.Shutdown} {
+		gauge(m.raftState, boolValue(rs.State == st), strings.ToLower(st.String()))
+	}
+	gauge(m.raftTerm, float64(rs.Term))
+	gauge(m.raftLast, float64(rs.LastIndex))
+	gauge(m.raftCommit, float64(rs.CommitIndex))
+	gauge(m.raftApplied, float64(rs.AppliedIndex))
+
+	xs := s.exec.Stats()
+	counter(m.txnExecuted, xs.Executed)
+	counter(m.txnAborted, xs.Aborted)
+	gauge(m.txnQueued, float64(xs.Queued))
+	gauge(m.txnVotes, float64(xs.VotesStored))
+	counter(m.txnVotesJunk, xs.VotesJunk)
+
+	// A store closed under a scrape (the server stopping) has no figures.
+	if ps, err := s.store.Metrics(); err == nil {
+		gauge(m.pbDisk, float64(ps.DiskBytes))
+		gauge(m.pbMemtable, float64(ps.MemtableBytes))
+		gauge(m.pbTables, float64(ps.Tables))
+		gauge(m.pbReadAmp, float64(ps.ReadAmp))
+		counter(m.pbFlushes, uint64(ps.Flushes))
+		counter(m.pbCompactions, uint64(ps.Compactions))
+		gauge(m.pbDebt, float64(ps.CompactionDebtBytes))
+		counter(m.pbWAL, ps.WALBytesWritten)
+		gauge(m.pbCache, float64(ps.BlockCacheBytes))
+		counter(m.pbCacheHits, uint64(ps.BlockCacheHits))
+		counter(m.pbCacheMisses, uint64(ps.BlockCacheMisses))
+	}
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Handler returns an HTTP handler that serves m, with the Go runtime's and
+// the process's metrics, in Prometheus' exposition format. It uses a
+// registry of its own.
+func (m *Metrics) Handler() http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+}
+
+// Metrics returns the collector of this server alone.
+func (s *Server) Metrics() *Metrics {
+	return NewMetrics(func() []*Server { return []*Server{s} })
+}
+
+// MetricsServer serves a collector at /metrics over HTTP.
+type MetricsServer struct {
+	http *http.Server
+	addr string
+	done chan struct{}
+	err  error // of Serve, once done is closed
+}
+
+// ServeMetrics serves m at http://addr/metrics until Close.
+func ServeMetrics(addr string, m *Metrics) (*MetricsServer, error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("server: metrics: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", m.Handler())
+	ms := &MetricsServer{
+		http: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},
+		addr: lis.Addr().String(),
+		done: make(chan struct{}),
+	}
+	go func() {
+		defer close(ms.done)
+		if err := ms.http.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
+			ms.err = err
+		}
+	}()
+	return ms, nil
+}
+
+// Addr returns the address the server listens on (its port, when addr
+// named port 0).
+func (ms *MetricsServer) Addr() string { return ms.addr }
+
+// Close stops serving: scrapes in progress get a moment to finish.
+func (ms *MetricsServer) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err := ms.http.Shutdown(ctx)
+	if err != nil {
+		err = errors.Join(err, ms.http.Close())
+	}
+	<-ms.done
+	if err = errors.Join(err, ms.err); err != nil {
+		return fmt.Errorf("server: metrics: %w", err)
+	}
+	return nil
+}

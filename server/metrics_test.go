@@ -1,0 +1,448 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/flexkv/flexkv/kv/kvpb"
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/node"
+	"github.com/flexkv/flexkv/partition"
+	"github.com/flexkv/flexkv/replication"
+)
+
+// families is a parsed scrape.
+type families map[string]*dto.MetricFamily
+
+func parseScrape(t testing.TB, r io.Reader) families {
+	t.Helper()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		t.Fatalf("parse scrape: %v", err)
+	}
+	return fams
+}
+
+// series returns the series of family name whose labels include want.
+func (f families) series(name string, want map[string]string) []*dto.Metric {
+	fam := f[name]
+	if fam == nil {
+		return nil
+	}
+	var out []*dto.Metric
+	for _, m := range fam.GetMetric() {
+		ok := true
+		for k, v := range want {
+			if label(m, k) != v {
+				ok = false
+			}
+		}
+		if ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+func value(m *dto.Metric) float64 {
+	switch {
+	case m.GetCounter() != nil:
+		return m.GetCounter().GetValue()
+	case m.GetGauge() != nil:
+		return m.GetGauge().GetValue()
+	case m.GetHistogram() != nil:
+		return float64(m.GetHistogram().GetSampleCount())
+	}
+	return 0
+}
+
+// sum adds the values (histograms: the counts) of the series of name whose
+// labels include want.
+func (f families) sum(name string, want map[string]string) float64 {
+	t := 0.0
+	for _, m := range f.series(name, want) {
+		t += value(m)
+	}
+	return t
+}
+
+func TestHistogramBuckets(t *testing.T) {
+	var h histogram
+	for _, d := range []time.Duration{100 * time.Microsecond, time.Millisecond, 3 * time.Millisecond, time.Second, time.Minute} {
+		h.observe(d)
+	}
+	m := NewMetrics(func() []*Server { return nil })
+	var pb dto.Metric
+	if err := h.metric(m.delivery, "g", "r").Write(&pb); err != nil {
+		t.Fatal(err)
+	}
+	hist := pb.GetHistogram()
+	if hist.GetSampleCount() != 5 {
+		t.Errorf("count = %d, want 5", hist.GetSampleCount())
+	}
+	if got, want := hist.GetSampleSum(), 61.0041; got < want-1e-9 || got > want+1e-9 {
+		t.Errorf("sum = %v, want %v", got, want)
+	}
+	// Cumulative, with upper bounds inclusive: 1ms falls in le=0.001.
+	want := map[float64]uint64{.0005: 1, .001: 2, .0025: 2, .005: 3, .5: 3, 1: 4, 10: 4}
+	for _, b := range hist.GetBucket() {
+		if w, ok := want[b.GetUpperBound()]; ok && b.GetCumulativeCount() != w {
+			t.Errorf("bucket le=%v: %d, want %d", b.GetUpperBound(), b.GetCumulativeCount(), w)
+		}
+	}
+}
+
+func TestRequestMethod(t *testing.T) {
+	for _, tc := range []struct {
+		full string
+		want string
+	}{
+		{"/" + kvpb.KV_ServiceDesc.ServiceName + "/Txn", "Txn"},
+		{"/" + kvpb.KV_ServiceDesc.ServiceName + "/Await", "Await"},
+		{"/" + kvpb.KV_ServiceDesc.ServiceName + "/Nope", ""},
+		{"/grpc.health.v1.Health/Check", ""},
+	} {
+		got := ""
+		if i := requestMethod(tc.full); i >= 0 {
+			got = requestMethods[i]
+		}
+		if got != tc.want {
+			t.Errorf("requestMethod(%q) = %q, want %q", tc.full, got, tc.want)
+		}
+	}
+}
+
+func TestCountersObserve(t *testing.T) {
+	var c counters
+	id := func(seq uint64) multicast.MsgID { return multicast.MsgID{Client: 1, Seq: seq} }
+	forget := c.proposals.add(id(2))
+	defer forget()
+	out := node.Output{
+		Deliveries: []multicast.Message{
+			{ID: id(1), Dst: partition.SetOf(0)},
+			{ID: id(2), Dst: partition.SetOf(0, 1)},
+			{ID: multicast.MsgID{Client: multicast.FlushClient, Seq: 1}, Dst: partition.SetOf(0, 1, 2)},
+		},
+		Sends: []multicast.Send{
+			{To: 1, Kind: multicast.KindMsg, About: id(2), Payload: make([]byte, 10)},
+			{To: 1, Kind: multicast.KindVote, About: id(2), Payload: make([]byte, 3)},
+			{To: 2, Kind: multicast.KindMsg, About: multicast.MsgID{Client: multicast.FlushClient, Seq: 1}, Payload: make([]byte, 5)},
+		},
+	}
+	c.observe(out, false)
+	c.observe(node.Output{Sends: out.Sends}, true)
+	for _, tc := range []struct {
+		name      string
+		got, want uint64
+	}{
+		{"local deliveries", c.deliveriesLocal.Load(), 1},
+		{"global deliveries (flush left out)", c.deliveriesGlobal.Load(), 1},
+		{"msg sends (leader only)", c.sends[multicast.KindMsg].Load(), 1},
+		{"msg bytes", c.sendBytes[multicast.KindMsg].Load(), 10},
+		{"vote sends", c.sends[multicast.KindVote].Load(), 1},
+		{"flush sends", c.sends[0].Load(), 1},
+		{"ack sends", c.sends[multicast.KindAck].Load(), 0},
+		{"delivery latencies (proposed here)", sampleCount(&c.delivery), 1},
+		{"proposals left", uint64(c.proposals.n.Load()), 0},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s = %d, want %d", tc.name, tc.got, tc.want)
+		}
+	}
+}
+
+func sampleCount(h *histogram) uint64 {
+	n := uint64(0)
+	for i := range h.counts {
+		n += h.counts[i].Load()
+	}
+	return n
+}
+
+func TestProposalsForget(t *testing.T) {
+	var p proposals
+	id := multicast.MsgID{Client: 3, Seq: 1}
+	forget := p.add(id)
+	retry := p.add(id) // the same id in flight twice: the first call's time stays
+	retry()
+	if _, ok := p.m[id]; !ok {
+		t.Fatal("a retry's forget dropped the first call's proposal")
+	}
+	forget()
+	if len(p.m) != 0 || p.n.Load() != 0 {
+		t.Fatalf("after forget: %d entries, n = %d, want none", len(p.m), p.n.Load())
+	}
+	if _, ok := p.delivered(id); ok {
+		t.Fatal("delivered found a forgotten proposal")
+	}
+}
+
+// TestMetricsServeClose serves a collector of no server over HTTP, scrapes
+// it and stops it: the listener is gone afterwards.
+func TestMetricsServeClose(t *testing.T) {
+	ms, err := ServeMetrics("127.0.0.1:0", NewMetrics(func() []*Server { return nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fams := scrapeHTTP(t, ms.Addr())
+	if fams["go_goroutines"] == nil {
+		t.Errorf("no go_goroutines in the scrape")
+	}
+	if err := ms.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 2 * time.Second}
+	if resp, err := c.Get("http://" + ms.Addr() + "/metrics"); err == nil {
+		resp.Body.Close()
+		t.Fatal("metrics still served after Close")
+	}
+}
+
+func scrapeHTTP(t testing.TB, addr string) families {
+	t.Helper()
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
+	resp, err := c.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatalf("scrape: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("scrape: %s: %s", resp.Status, b)
+	}
+	return parseScrape(t, resp.Body)
+}
+
+func scrapeHandler(t testing.TB, h http.Handler) families {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("scrape: %d: %s", rec.Code, rec.Body)
+	}
+	return parseScrape(t, rec.Body)
+}
+
+// TestMetricsLocalCluster runs puts and a two-group transaction on a local
+// cluster and checks what its metrics endpoint reports, replica by replica.
+func TestMetricsLocalCluster(t *testing.T) {
+	cfg := testCluster(t, "flexcast")
+	l, err := StartLocal(LocalConfig{
+		Cluster: cfg, Dir: t.TempDir(), NoSync: true, MetricsAddr: "127.0.0.1:0",
+		Replication: replication.Config{ElectionTimeout: 200 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	waitLeaders(t, l)
+
+	a := leaderClient(t, l, "eu-west-1")
+	b := leaderClient(t, l, "eu-west-3")
+	ctx := ctxTimeout(t, 10*time.Second)
+	if _, err := a.Put(ctx, &kvpb.PutRequest{ClientId: 7, Seq: 1, Key: []byte("w/0001/x"), Value: []byte("5")}); err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	if _, err := b.Put(ctx, &kvpb.PutRequest{ClientId: 8, Seq: 1, Key: []byte("w/0003/y"), Value: []byte("1")}); err != nil {
+		t.Fatalf("put: %v", err)
+	}
+	tx := &kvpb.Txn{
+		If: []*kvpb.Compare{{Key: []byte("w/0001/x"), Cmp: kvpb.Cmp_CMP_GREATER_EQUAL, Operand: &kvpb.Compare_Int{Int: 5}}},
+		Then: []*kvpb.Op{
+			{Kind: kvpb.OpKind_OP_KIND_ADD, Key: []byte("w/0001/x"), Int: -5},
+			{Kind: kvpb.OpKind_OP_KIND_ADD, Key: []byte("w/0004/x"), Int: 5},
+		},
+	}
+	resp, err := a.Txn(ctx, &kvpb.TxnRequest{ClientId: 7, Seq: 2, Body: &kvpb.TxnRequest_Txn{Txn: tx}})
+	if err != nil {
+		t.Fatalf("txn: %v", err)
+	}
+	if _, err := b.Await(ctx, &kvpb.AwaitRequest{Id: resp.GetPiece().GetId()}); err != nil {
+		t.Fatalf("await: %v", err)
+	}
+	if _, err := a.Txn(ctx, &kvpb.TxnRequest{}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("empty txn: %v, want InvalidArgument", err)
+	}
+
+	// The followers execute in their own time: scrape until every replica
+	// of the two groups has delivered and executed the transaction.
+	const global, local = "global", "local"
+	groupOf := map[string]string{}
+	for _, g := range cfg.Groups {
+		for _, r := range g.Replicas {
+			groupOf[r.ID] = g.Name
+		}
+	}
+	done := func(f families) bool {
+		for id, g := range groupOf {
+			if g == "eu-central-1" {
+				continue
+			}
+			if f.sum("flexkv_deliveries_total", map[string]string{"replica": id, "scope": global}) < 1 ||
+				f.sum("flexkv_txn_executions_total", map[string]string{"replica": id}) < 2 {
+				return false
+			}
+		}
+		return true
+	}
+	var f families
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		f = scrapeHTTP(t, l.MetricsAddr())
+		if done(f) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	for id, g := range groupOf {
+		r := map[string]string{"group": g, "replica": id}
+		if len(f.series("flexkv_raft_leader", r)) != 1 {
+			t.Errorf("%s: %d flexkv_raft_leader series, want 1", id, len(f.series("flexkv_raft_leader", r)))
+		}
+		if n := len(f.series("flexkv_outbox_envelopes", r)); n != 2 {
+			t.Errorf("%s: %d outbox series, want one per other group (2)", id, n)
+		}
+		if len(f.series("flexkv_flexcast_history_entries", r)) != 1 {
+			t.Errorf("%s: no flexkv_flexcast_history_entries", id)
+		}
+		if v := f.sum("flexkv_raft_applied_index", r); v < 1 {
+			t.Errorf("%s: raft applied index %v, want > 0", id, v)
+		}
+		globals := f.sum("flexkv_deliveries_total", map[string]string{"replica": id, "scope": global})
+		locals := f.sum("flexkv_deliveries_total", map[string]string{"replica": id, "scope": local})
+		executed := f.sum("flexkv_txn_executions_total", r)
+		if g == "eu-central-1" {
+			if globals != 0 || locals != 0 || executed != 0 {
+				t.Errorf("%s (not a destination): %v global and %v local deliveries, %v executions, want none", id, globals, locals, executed)
+			}
+			continue
+		}
+		if globals != 1 || locals != 1 || executed != 2 {
+			t.Errorf("%s: %v global and %v local deliveries, %v executions, want 1, 1, 2", id, globals, locals, executed)
+		}
+		if v := f.sum("flexkv_pebble_wal_written_bytes_total", r); v <= 0 {
+			t.Errorf("%s: pebble WAL bytes %v, want > 0", id, v)
+		}
+	}
+	for _, g := range cfg.Groups {
+		if n := f.sum("flexkv_raft_leader", map[string]string{"group": g.Name}); n != 1 {
+			t.Errorf("group %s: %v leaders, want 1", g.Name, n)
+		}
+	}
+
+	w1 := map[string]string{"group": "eu-west-1"}
+	for _, tc := range []struct {
+		what    string
+		got     float64
+		want    float64
+		atLeast bool
+	}{
+		{"eu-west-1 msg sends", f.sum("flexkv_sends_total", map[string]string{"group": "eu-west-1", "kind": "msg"}), 1, false},
+		{"eu-west-1 vote sends", f.sum("flexkv_sends_total", map[string]string{"group": "eu-west-1", "kind": "vote"}), 1, true},
+		{"eu-west-3 msg sends", f.sum("flexkv_sends_total", map[string]string{"group": "eu-west-3", "kind": "msg"}), 0, false},
+		{"eu-west-1 Put calls", f.sum("flexkv_request_seconds", map[string]string{"group": "eu-west-1", "method": "Put"}), 1, false},
+		{"eu-west-1 Txn calls", f.sum("flexkv_request_seconds", map[string]string{"group": "eu-west-1", "method": "Txn"}), 2, false},
+		{"eu-west-3 Await calls", f.sum("flexkv_request_seconds", map[string]string{"group": "eu-west-3", "method": "Await"}), 1, false},
+		{"eu-west-1 Txn InvalidArgument", f.sum("flexkv_request_errors_total", map[string]string{"group": "eu-west-1", "method": "Txn", "code": codes.InvalidArgument.String()}), 1, false},
+		{"eu-west-1 errors", f.sum("flexkv_request_errors_total", w1), 1, false},
+		// The put and the transaction, each timed at the leader that
+		// proposed it; the refused call proposed nothing.
+		{"eu-west-1 delivery latencies", f.sum("flexkv_delivery_seconds", w1), 2, false},
+		{"eu-west-1 aborts", f.sum("flexkv_txn_aborts_total", w1), 0, false},
+	} {
+		switch {
+		case tc.atLeast && tc.got < tc.want:
+			t.Errorf("%s = %v, want at least %v", tc.what, tc.got, tc.want)
+		case !tc.atLeast && tc.got != tc.want:
+			t.Errorf("%s = %v, want %v", tc.what, tc.got, tc.want)
+		}
+	}
+	for _, m := range f.series("flexkv_delivery_seconds", w1) {
+		if h := m.GetHistogram(); h.GetSampleCount() > 0 && h.GetSampleSum() <= 0 {
+			t.Errorf("%s: delivery latency sum %v for %d samples", label(m, "replica"), h.GetSampleSum(), h.GetSampleCount())
+		}
+	}
+
+	// The collector of one server reports that server alone.
+	id := l.Leader("eu-west-3")
+	one := scrapeHandler(t, l.nodes[id].srv.Metrics().Handler())
+	if got := one.series("flexkv_raft_leader", nil); len(got) != 1 || label(got[0], "replica") != id || value(got[0]) != 1 {
+		t.Errorf("single server's flexkv_raft_leader = %v, want one series, replica %s, 1", got, id)
+	}
+}
+
+// TestServerMetricsAddr opens one replica with Config.MetricsAddr: it
+// serves its metrics until Close.
+func TestServerMetricsAddr(t *testing.T) {
+	cfg := &partition.ClusterConfig{
+		Protocol: "skeen",
+		Groups: []partition.GroupConfig{{Name: "g1", Region: "g1", Replicas: []partition.ReplicaConfig{
+			{ID: "r1", Raft: freeAddr(t), GRPC: freeAddr(t)},
+		}}},
+		Partitions: []partition.PartitionConfig{{Name: "all", Start: "a", End: "z", Group: "g1"}},
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	srv, err := Open(Config{Cluster: cfg, NodeID: "r1", Dir: t.TempDir(), NoSync: true, MetricsAddr: addr,
+		Replication: replication.Config{ElectionTimeout: 100 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	f := scrapeHTTP(t, addr)
+	r := map[string]string{"group": "g1", "replica": "r1"}
+	for _, name := range []string{"flexkv_skeen_clock", "flexkv_raft_term", "flexkv_txn_executions_total", "flexkv_pebble_disk_bytes"} {
+		if len(f.series(name, r)) != 1 {
+			t.Errorf("no %s{group=g1,replica=r1} in %s", name, strings.Join(names(f), " "))
+		}
+	}
+	if len(f.series("flexkv_flexcast_history_entries", nil)) != 0 {
+		t.Errorf("a skeen replica reports flexcast series")
+	}
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 2 * time.Second}
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, fmt.Sprintf("http://%s/metrics", addr), nil)
+	if resp, err := c.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatal("metrics still served after Close")
+	}
+}
+
+func names(f families) []string {
+	var out []string
+	for n := range f {
+		out = append(out, n)
+	}
+	return out
+}
