@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"testing"
 
@@ -59,19 +58,6 @@ func runBank(t *testing.T, seed uint64, txns int) {
 			}
 		}
 		c.seed(partition.GroupID(g), init)
-		c.twins[g].index = c.reps[g].index
-		// The twin gets the same seed entry.
-		tw := c.twins[g]
-		b := tw.store.NewBatch()
-		for _, k := range sortedKeys(init) {
-			if err := b.Put([]byte(k), []byte(init[k])); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := tw.store.Commit(b, tw.index); err != nil {
-			t.Fatal(err)
-		}
-		b.Close()
 	}
 
 	// One global order; each group delivers its own transactions in it,
@@ -180,13 +166,4 @@ func twinSnapshot(t *testing.T, c *cluster, g int) []byte {
 	c.reps[g] = c.twins[g]
 	defer func() { c.reps[g] = saved }()
 	return c.snapshot(partition.GroupID(g))
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m { //flexkv:unordered sorted below
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

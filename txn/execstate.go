@@ -14,15 +14,19 @@ import (
 
 // The executor's records in the store's aux namespace:
 //
-//	'm'                                  -> meta: queue bounds, counters
+//	'm'                                  -> meta: counters, the next queue seq
 //	'q' seq (8 B BE)                     -> a queued delivery
+//	'q' seq (8 B BE) 'v'                 -> (empty) the queued piece voted
 //	's' index (8 B BE) n (4 B BE)        -> the n-th send of entry index
 //	'v' client (8 B BE) seq (8 B BE) g   -> the vote of group g (1 byte) on
 //	                                        transaction client.seq
 //
 // Big-endian numbers keep each kind's records in numeric order, so the
-// queue's head is its first record, an entry's sends come out in order, and
-// the votes on one transaction are one range.
+// queue comes out in delivery order, each voted mark right after its
+// delivery, an entry's sends come out in order, and the votes on one
+// transaction are one range. Deliveries leave the queue in any order
+// (pipelined execution, conflict.go), so the queue is the set of its
+// records, not a range of sequences.
 const (
 	auxMeta  byte = 'm'
 	auxQueue byte = 'q'
@@ -30,10 +34,17 @@ const (
 	auxVote  byte = 'v'
 )
 
+// votedMark is the suffix of a queue record's voted mark.
+const votedMark byte = 'v'
+
 var metaKey = []byte{auxMeta}
 
 func queueKey(seq uint64) []byte {
 	return binary.BigEndian.AppendUint64([]byte{auxQueue}, seq)
+}
+
+func votedKey(seq uint64) []byte {
+	return append(queueKey(seq), votedMark)
 }
 
 func sentKey(index uint64, n uint32) []byte {
@@ -58,44 +69,50 @@ func voteKey(id multicast.MsgID, g partition.GroupID) []byte {
 	return append(votePrefix(id), byte(g))
 }
 
-// votePrefixEnd is a key after every vote on id and before any other
-// transaction's: group bytes are below GroupsMax.
-func votePrefixEnd(id multicast.MsgID) []byte {
-	return append(votePrefix(id), 0xff)
+// parseVoteKey returns the transaction and the group of a vote record's
+// key.
+func parseVoteKey(k []byte) (multicast.MsgID, partition.GroupID, error) {
+	if len(k) != 18 || k[0] != auxVote || k[17] >= partition.GroupsMax {
+		return multicast.MsgID{}, 0, fmt.Errorf("%w: vote record key %x", kv.ErrCorrupt, k)
+	}
+	id := multicast.MsgID{Client: binary.BigEndian.Uint64(k[1:9]), Seq: binary.BigEndian.Uint64(k[9:17])}
+	return id, partition.GroupID(k[17]), nil
 }
 
 // execMeta is the executor's meta record.
 type execMeta struct {
-	qFirst, qNext uint64 // the queue holds sequences qFirst..qNext-1
-	// headVoted: the head of the queue has sent its vote (or has none to
-	// send), so that reaching it again does not send another.
-	headVoted bool
-	votes     uint64 // votes stored
-	executed  uint64
-	aborted   uint64
-	junkVotes uint64
+	qNext      uint64 // the sequence of the next queued delivery
+	queued     uint64 // deliveries queued
+	votes      uint64 // votes stored
+	executed   uint64
+	aborted    uint64
+	junkVotes  uint64
+	votesEarly uint64
+	ranAhead   uint64
 }
 
-const metaVersion = 1
+// metaVersion 2: pipelined execution; version 1 kept a queue that only ran
+// from its head, with the head's voted flag in the meta record.
+const metaVersion = 2
 
-func (m *execMeta) queued() uint64 { return m.qNext - m.qFirst }
+func (m *execMeta) fields() []*uint64 {
+	return []*uint64{&m.qNext, &m.queued, &m.votes, &m.executed, &m.aborted, &m.junkVotes, &m.votesEarly, &m.ranAhead}
+}
 
 func (m *execMeta) stats() ExecutorStats {
 	return ExecutorStats{
-		Executed: m.executed, Aborted: m.aborted, Queued: m.queued(),
+		Executed: m.executed, Aborted: m.aborted, Queued: m.queued,
 		VotesStored: m.votes, VotesJunk: m.junkVotes,
+		VotesEarly: m.votesEarly, RanAhead: m.ranAhead,
 	}
 }
 
 func (m *execMeta) append(b []byte) []byte {
 	b = append(b, metaVersion)
-	for _, v := range []uint64{m.qFirst, m.qNext, m.votes, m.executed, m.aborted, m.junkVotes} {
-		b = wire.AppendUvarint(b, v)
+	for _, p := range m.fields() {
+		b = wire.AppendUvarint(b, *p)
 	}
-	if m.headVoted {
-		return append(b, 1)
-	}
-	return append(b, 0)
+	return b
 }
 
 func decodeMeta(b []byte) (execMeta, error) {
@@ -104,21 +121,14 @@ func decodeMeta(b []byte) (execMeta, error) {
 		d.Fail("executor meta version %d, want %d", v, metaVersion)
 	}
 	var m execMeta
-	for _, p := range []*uint64{&m.qFirst, &m.qNext, &m.votes, &m.executed, &m.aborted, &m.junkVotes} {
+	for _, p := range m.fields() {
 		*p = d.Uvarint()
-	}
-	switch voted := d.Byte(); voted {
-	case 0:
-	case 1:
-		m.headVoted = true
-	default:
-		d.Fail("head voted byte %d", voted)
 	}
 	if err := d.Finish(); err != nil {
 		return execMeta{}, err
 	}
-	if m.qFirst > m.qNext {
-		return execMeta{}, fmt.Errorf("%w: queue head %d after its end %d", wire.ErrCorrupt, m.qFirst, m.qNext)
+	if m.queued > m.qNext {
+		return execMeta{}, fmt.Errorf("%w: %d deliveries queued, more than the %d ever queued", wire.ErrCorrupt, m.queued, m.qNext)
 	}
 	return m, nil
 }
@@ -137,6 +147,26 @@ func loadMeta(s *kv.Store) (execMeta, error) {
 		return execMeta{}, fmt.Errorf("txn: executor state: %w", err)
 	}
 	return m, nil
+}
+
+// scanAux calls f with every committed aux record of [start, end), in key
+// order.
+func scanAux(s *kv.Store, start, end []byte, f func(kv.KV) error) error {
+	for {
+		kvs, err := s.ScanAux(start, end, kv.ScanLimitMax)
+		if err != nil {
+			return err
+		}
+		for _, r := range kvs {
+			if err := f(r); err != nil {
+				return err
+			}
+		}
+		if len(kvs) < kv.ScanLimitMax {
+			return nil
+		}
+		start = append(kvs[len(kvs)-1].Key, 0)
+	}
 }
 
 // delivery is a delivered message as the executor keeps it. A payload over

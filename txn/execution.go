@@ -11,14 +11,17 @@ import (
 )
 
 // execution is the work of one Execute call: everything goes into b, and
-// meta is the executor's meta as b changes it.
+// meta is the executor's meta as b changes it. It changes the executor's
+// queue and votes in place; Execute marks them stale if it fails.
 type execution struct {
 	e     *Executor
 	b     *kv.Batch
 	rw    batchRW
 	meta  execMeta
 	sends []node.AppSend
-	ids   []multicast.MsgID // results stored, in order
+	ids   []multicast.MsgID // results stored, in the order they ran
+	// ran are the queue entries run by this execution, to delete.
+	ran []*queued
 }
 
 // job is a delivery prepared to run at this group.
@@ -26,188 +29,213 @@ type job struct {
 	id  multicast.MsgID
 	dst partition.GroupSet
 	// Exactly one of the following describes the job.
-	skip   bool   // the id has a result already
 	reason string // the delivery cannot run: the abort it reports
 	piece  *Piece // this group's piece of a transaction
 	call   *Call  // a procedure call, with its procedure
 	proc   Procedure
 }
 
-// deliver runs m, or queues it behind the queue's head.
-func (x *execution) deliver(m multicast.Message) error {
+// queued is a delivery in the executor's queue.
+type queued struct {
+	seq uint64
+	job *job
+	fp  footprint
+	// voted: the piece sent its vote, or sends none.
+	voted bool
+	// d is the delivery until its queue record is stored; its payload
+	// is the caller's, valid during Execute only.
+	d *delivery
+	// stored, votedStored: the queue record and the voted mark are in the
+	// store (committed, or written by this execution).
+	stored, votedStored bool
+}
+
+func (e *Executor) newQueued(seq uint64, j *job) *queued {
+	q := &queued{seq: seq, job: j, fp: footprintOf(j)}
+	q.voted = !q.sendsVote()
+	return q
+}
+
+// sendsVote reports whether q's piece sends a vote.
+func (q *queued) sendsVote() bool { return q.job.piece != nil && !q.job.piece.VoteTo.Empty() }
+
+// apply runs the entry: deliveries, inbound votes, then a pass over the
+// queue, and writes the state the entry leaves.
+func (x *execution) apply(index uint64, deliveries []multicast.Message, inbound []node.AppInbound) error {
+	changed := false
+	for _, m := range deliveries {
+		ok, err := x.deliver(m)
+		if err != nil {
+			return err
+		}
+		changed = changed || ok
+	}
+	for _, in := range inbound {
+		ok, err := x.receive(in)
+		if err != nil {
+			return err
+		}
+		changed = changed || ok
+	}
+	if changed {
+		if err := x.pass(); err != nil {
+			return err
+		}
+	}
+	return x.finish(index)
+}
+
+// deliver appends m to the queue, unless it is to be skipped; it reports
+// whether it did.
+func (x *execution) deliver(m multicast.Message) (bool, error) {
+	e := x.e
+	// In delivery order, a delivery whose id is queued ahead would find
+	// that one's result, as one whose id has a result does.
+	for _, q := range e.queue {
+		if q.job.id == m.ID {
+			return false, nil
+		}
+	}
+	_, found, err := x.b.Result(m.ID.String())
+	if err != nil || found {
+		return false, err
+	}
 	d := newDelivery(m)
-	if x.meta.queued() > 0 {
-		return x.enqueue(d)
-	}
-	j, err := x.prepare(d)
-	if err != nil {
-		return err
-	}
-	done, err := x.advance(j, false)
-	if err != nil || done {
-		return err
-	}
-	if err := x.enqueue(d); err != nil {
-		return err
-	}
-	x.meta.headVoted = true
-	return nil
-}
-
-func (x *execution) enqueue(d delivery) error {
-	if err := x.b.PutAux(queueKey(x.meta.qNext), d.append(nil)); err != nil {
-		return err
-	}
+	q := e.newQueued(x.meta.qNext, e.prepare(d))
+	q.d = &d
 	x.meta.qNext++
-	return nil
+	e.queue = append(e.queue, q)
+	return true, nil
 }
 
-// drain runs the queue from its head as far as the stored votes allow.
-func (x *execution) drain() error {
-	for x.meta.queued() > 0 {
-		k := queueKey(x.meta.qFirst)
-		raw, ok, err := x.b.GetAux(k)
-		switch {
-		case err != nil:
-			return err
-		case !ok:
-			return fmt.Errorf("txn: %w: queued delivery %d missing", kv.ErrCorrupt, x.meta.qFirst)
+// pass goes through the queue in order, applying the two rules of
+// conflict.go to each delivery against those ahead of it that stay
+// queued. One pass leaves nothing that a rule lets vote or run: a
+// delivery's rules look only at the deliveries ahead of it, which the pass
+// has settled, and at stored votes, which it does not change.
+func (x *execution) pass() error {
+	e := x.e
+	ahead := e.conflicts
+	ahead.reset()
+	kept := e.queue[:0]
+	for _, q := range e.queue {
+		early := ahead.jobs > 0
+		if !q.voted && !ahead.blocksVote(&q.fp) {
+			if err := x.vote(q.job); err != nil {
+				return err
+			}
+			q.voted = true
+			if early {
+				x.meta.votesEarly++
+			}
 		}
-		d, err := decodeDelivery(raw)
-		if err != nil {
-			return fmt.Errorf("%w: %w", kv.ErrCorrupt, err)
+		if q.voted && !ahead.blocksRun(&q.fp) {
+			votes, ok, err := x.votes(q.job)
+			if err != nil {
+				return err
+			}
+			if ok {
+				if err := x.run(q.job, votes); err != nil {
+					return err
+				}
+				if early {
+					x.meta.ranAhead++
+				}
+				x.ran = append(x.ran, q)
+				continue
+			}
 		}
-		j, err := x.prepare(d)
-		if err != nil {
-			return err
-		}
-		done, err := x.advance(j, x.meta.headVoted)
-		if err != nil {
-			return err
-		}
-		if !done {
-			x.meta.headVoted = true
-			return nil
-		}
-		if err := x.b.DeleteAux(k); err != nil {
-			return err
-		}
-		x.meta.qFirst++
-		x.meta.headVoted = false
+		ahead.add(&q.fp)
+		kept = append(kept, q)
 	}
+	clear(e.queue[len(kept):])
+	e.queue = kept
 	return nil
 }
 
-// prepare decides what d is at this group. Only a store error is an error:
-// a delivery that cannot run becomes a job that reports why.
-func (x *execution) prepare(d delivery) (*job, error) {
-	cfg := &x.e.cfg
-	j := &job{id: d.msg.ID, dst: d.msg.Dst}
-	_, found, err := x.b.Result(j.id.String())
+// vote evaluates the vote of j's piece on the current state and sends it.
+func (x *execution) vote(j *job) error {
+	p := j.piece
+	v, err := EvalVote(x.rw, p)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if found {
-		j.skip = true
-		return j, nil
+	payload := AppendVote(nil, j.id, v)
+	for _, g := range p.VoteTo.Slice() {
+		x.sends = append(x.sends, node.AppSend{To: g, About: j.id, Payload: payload})
 	}
+	return nil
+}
+
+// prepare decides what d is at this group. A delivery that cannot run
+// becomes a job that reports why.
+func (e *Executor) prepare(d delivery) *job {
+	cfg := &e.cfg
+	j := &job{id: d.msg.ID, dst: d.msg.Dst}
 	if !j.dst.Has(cfg.Self) {
 		j.reason = fmt.Sprintf("txn: group %d is not a destination of %s (%s)", cfg.Self, j.id, j.dst)
-		return j, nil
+		return j
 	}
 	if d.size > PayloadMax {
 		j.reason = errPayloadSize(d.size).Error()
-		return j, nil
+		return j
 	}
 	p, err := DecodePayload(d.msg.Payload)
 	if err != nil {
 		j.reason = err.Error()
-		return j, nil
+		return j
 	}
 	if p.Call != nil {
 		proc, ok := cfg.Procedures.Lookup(p.Call.Name)
 		if !ok {
 			j.reason = fmt.Sprintf("txn: unknown procedure %q", p.Call.Name)
-			return j, nil
+			return j
 		}
 		if err := cfg.Procedures.checkCallDestinations(*p.Call, cfg.Partitions, cfg.Topology, j.dst); err != nil {
 			j.reason = err.Error()
-			return j, nil
+			return j
 		}
 		j.call, j.proc = p.Call, proc
-		return j, nil
+		return j
 	}
 	pieces, err := p.Txn.Pieces(cfg.Partitions, cfg.Topology, j.dst)
 	if err != nil {
 		j.reason = err.Error()
-		return j, nil
+		return j
 	}
 	for i := range pieces {
 		if pieces[i].Group == cfg.Self {
 			j.piece = &pieces[i]
-			return j, nil
+			return j
 		}
 	}
 	panic(fmt.Sprintf("txn: invariant violated: no piece of destination %d among the pieces of %s", cfg.Self, j.dst))
 }
 
-// advance takes job j, at the head of the queue (or delivered to an empty
-// queue), as far as it can: it sends the group's vote unless voted says it
-// was sent, then runs the job if it has every vote it waits for. It
-// reports whether the job ran (or was skipped).
-func (x *execution) advance(j *job, voted bool) (bool, error) {
-	p := j.piece
-	if p == nil {
-		return true, x.run(j, nil)
+// votes returns the stored votes j waits for, in group order, if all are
+// there.
+func (x *execution) votes(j *job) ([]Vote, bool, error) {
+	if j.piece == nil || j.piece.Voters.Empty() {
+		return nil, true, nil
 	}
-	if !voted && !p.VoteTo.Empty() {
-		// The piece is at the head: the state now is the state it runs on.
-		v, err := EvalVote(x.rw, p)
-		if err != nil {
-			return false, err
-		}
-		payload := AppendVote(nil, j.id, v)
-		for _, g := range p.VoteTo.Slice() {
-			x.sends = append(x.sends, node.AppSend{To: g, About: j.id, Payload: payload})
-		}
-	}
-	var votes []Vote
-	if !p.Voters.Empty() {
-		var ok bool
-		var err error
-		if votes, ok, err = x.votes(j.id, p.Voters); err != nil || !ok {
-			return false, err
-		}
-	}
-	return true, x.run(j, votes)
-}
-
-// votes returns the stored votes on id of the groups of voters, in group
-// order, if all are there.
-func (x *execution) votes(id multicast.MsgID, voters partition.GroupSet) ([]Vote, bool, error) {
-	if x.meta.votes < uint64(voters.Len()) {
+	voters := j.piece.Voters
+	if x.e.votes[j.id]&voters != voters {
 		return nil, false, nil
 	}
-	kvs, err := x.b.ScanAux(votePrefix(id), votePrefixEnd(id), partition.GroupsMax)
-	if err != nil {
-		return nil, false, err
-	}
-	var got partition.GroupSet
 	votes := make([]Vote, 0, voters.Len())
-	for _, r := range kvs {
-		g := partition.GroupID(r.Key[len(r.Key)-1])
-		if !voters.Has(g) {
-			continue
+	for _, g := range voters.Slice() {
+		raw, ok, err := x.b.GetAux(voteKey(j.id, g))
+		switch {
+		case err != nil:
+			return nil, false, err
+		case !ok:
+			return nil, false, fmt.Errorf("txn: %w: stored vote of group %d on %s missing", kv.ErrCorrupt, g, j.id)
 		}
-		_, v, err := DecodeVote(r.Value)
+		_, v, err := DecodeVote(raw)
 		if err != nil {
 			return nil, false, fmt.Errorf("%w: stored vote: %w", kv.ErrCorrupt, err)
 		}
-		got = got.Add(g)
 		votes = append(votes, v)
-	}
-	if got != voters {
-		return nil, false, nil
 	}
 	return votes, true, nil
 }
@@ -224,13 +252,10 @@ func (x *execution) receive(in node.AppInbound) (bool, error) {
 		x.meta.junkVotes++
 		return false, nil
 	}
-	_, found, err := x.b.Result(id.String())
-	if err != nil {
-		return false, err
-	}
-	k := voteKey(id, v.Group)
+	got := x.e.votes[id]
+	found := got.Has(v.Group)
 	if !found {
-		_, found, err = x.b.GetAux(k)
+		_, found, err = x.b.Result(id.String())
 		if err != nil {
 			return false, err
 		}
@@ -239,9 +264,10 @@ func (x *execution) receive(in node.AppInbound) (bool, error) {
 		x.meta.junkVotes++
 		return false, nil
 	}
-	if err := x.b.PutAux(k, in.Payload); err != nil {
+	if err := x.b.PutAux(voteKey(id, v.Group), in.Payload); err != nil {
 		return false, err
 	}
+	x.e.votes[id] = got.Add(v.Group)
 	x.meta.votes++
 	return true, nil
 }
@@ -249,9 +275,6 @@ func (x *execution) receive(in node.AppInbound) (bool, error) {
 // run runs job j with the votes it waited for, stores its result, and drops
 // the votes stored on its id.
 func (x *execution) run(j *job, votes []Vote) error {
-	if j.skip {
-		return nil
-	}
 	var res PieceResult
 	var err error
 	switch {
@@ -265,10 +288,8 @@ func (x *execution) run(j *job, votes []Vote) error {
 	if err != nil {
 		return err
 	}
-	if x.meta.votes > 0 {
-		if err := x.dropVotes(j.id, len(votes)); err != nil {
-			return err
-		}
+	if err := x.dropVotes(j.id, len(votes)); err != nil {
+		return err
 	}
 	enc := AppendPieceResult(nil, &res)
 	if len(enc) > kv.ValueMax {
@@ -307,25 +328,53 @@ func (x *execution) runPiece(p *Piece, votes []Vote) (PieceResult, error) {
 // dropVotes deletes the votes stored on id, of which used were consumed;
 // the others were junk.
 func (x *execution) dropVotes(id multicast.MsgID, used int) error {
-	start, end := votePrefix(id), votePrefixEnd(id)
-	kvs, err := x.b.ScanAux(start, end, partition.GroupsMax)
-	if err != nil || len(kvs) == 0 {
-		return err
+	got, ok := x.e.votes[id]
+	if !ok {
+		return nil
 	}
 	// Point deletes, not a range delete: every range tombstone stays in
 	// Pebble's memtable until a flush and slows every later iterator.
-	for _, r := range kvs {
-		if err := x.b.DeleteAux(r.Key); err != nil {
+	for _, g := range got.Slice() {
+		if err := x.b.DeleteAux(voteKey(id, g)); err != nil {
 			return err
 		}
 	}
-	x.meta.votes -= uint64(len(kvs))
-	x.meta.junkVotes += uint64(len(kvs) - used)
+	delete(x.e.votes, id)
+	x.meta.votes -= uint64(got.Len())
+	x.meta.junkVotes += uint64(got.Len() - used)
 	return nil
 }
 
-// finish stores the meta record and the entry's sends.
+// finish stores the queue as the entry leaves it, the meta record and the
+// entry's sends.
 func (x *execution) finish(index uint64) error {
+	for _, q := range x.ran {
+		if q.stored {
+			if err := x.b.DeleteAux(queueKey(q.seq)); err != nil {
+				return err
+			}
+		}
+		if q.votedStored {
+			if err := x.b.DeleteAux(votedKey(q.seq)); err != nil {
+				return err
+			}
+		}
+	}
+	for _, q := range x.e.queue {
+		if !q.stored {
+			if err := x.b.PutAux(queueKey(q.seq), q.d.append(nil)); err != nil {
+				return err
+			}
+			q.stored, q.d = true, nil
+		}
+		if q.voted && !q.votedStored && q.sendsVote() {
+			if err := x.b.PutAux(votedKey(q.seq), nil); err != nil {
+				return err
+			}
+			q.votedStored = true
+		}
+	}
+	x.meta.queued = uint64(len(x.e.queue))
 	if err := x.b.PutAux(metaKey, x.meta.append(nil)); err != nil {
 		return err
 	}

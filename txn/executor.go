@@ -1,6 +1,7 @@
 package txn
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -12,40 +13,50 @@ import (
 	"github.com/flexkv/flexkv/partition"
 )
 
-// Executor runs the deliveries of one group replica in delivery order, on
-// its kv.Store (DESIGN 2.5, 5, 6). The replication shell calls Execute from
-// its raft state machine, single-threaded, in log order, with each entry's
-// deliveries and the votes the entry brought from other groups.
+// Executor runs the deliveries of one group replica on its kv.Store
+// (DESIGN 2.5, 5, 6), with the outcome of running them in delivery order.
+// The replication shell calls Execute from its raft state machine,
+// single-threaded, in log order, with each entry's deliveries and the votes
+// the entry brought from other groups.
 //
 // # Execution order and votes
 //
 // Each delivery is a transaction or a stored-procedure call (DecodePayload).
-// The group runs its piece of it (Txn.Pieces; a procedure's Run) in
-// delivery order. A transaction piece that waits for votes (Piece.Voters)
-// it does not have yet becomes the head of a durable FIFO queue, and every
-// later delivery queues behind it, so that pieces still run in delivery
-// order. When a piece reaches the head of the queue (or is delivered to an
-// empty queue) and its group votes (Piece.VoteTo), the executor evaluates
-// its vote (EvalVote) and sends it: since the group runs nothing else until
-// that piece ran, the vote is evaluated on the very state the piece runs on.
-// Votes that arrive are stored until their piece runs, which consumes
+// The group runs its piece of it (Txn.Pieces; a procedure's Run). A
+// delivery that cannot run yet joins a durable queue, in delivery order: a
+// transaction piece that waits for votes (Piece.Voters) it does not have,
+// or any delivery that conflicts with one queued ahead of it. A piece whose
+// group votes (Piece.VoteTo) evaluates its vote (EvalVote) and sends it
+// once, as soon as no delivery ahead of it that has not run may write what
+// the vote reads; a delivery runs as soon as it has its votes and conflicts
+// with no delivery ahead of it that has not run. These two rules
+// (conflict.go) give every vote, every result and the state the values of
+// a serial execution in delivery order, while a piece waiting for a vote's
+// round trip between groups holds back only the deliveries that touch its
+// keys. Votes that arrive are stored until their piece runs, which consumes
 // them; they may arrive before their delivery. Because every group
-// delivers in an order consistent with the others' (the multicast's
-// acyclic order), the waits cannot form a cycle (DESIGN 6).
+// delivers in an order consistent with the others' (the multicast's acyclic
+// order), and the head of the queue can always vote, the waits cannot form
+// a cycle (DESIGN 6).
 //
 // A piece writes its effects and its PieceResult (the kv result under the
 // transaction id, MsgID.String) in the batch of the entry that runs it. A
-// delivery that cannot run (a malformed payload, one that does not fit the
-// partition map, an unknown procedure) gets an aborted PieceResult naming
-// the problem; every replica records the same. A delivery whose id already
-// has a result is skipped: the multicast delivers a message once, and a
-// re-submitted transaction keeps its first result.
+// delivery that cannot run at all (a malformed payload, one that does not
+// fit the partition map, an unknown procedure) gets an aborted PieceResult
+// naming the problem, at once, since it touches no key; every replica
+// records the same. A delivery whose id already has a result, or is queued,
+// is skipped: in delivery order it would find the first one's result. The
+// multicast delivers a message once; a re-submitted transaction keeps its
+// first result.
 //
 // # Durability
 //
-// Everything an entry changes (user writes, results, the queue, stored
-// votes, the entry's sends) is committed in one kv batch with the entry's
-// index, so a crash leaves the state of some entry, whole. The sends are
+// Everything an entry changes (user writes, results, the queue and the
+// voted marks of its pieces, stored votes, the entry's sends) is committed
+// in one kv batch with the entry's index, so a crash leaves the state of
+// some entry, whole. The executor keeps the queue and the set of stored
+// votes in memory too, read back from the store when it starts, when a
+// snapshot is restored, and after an Execute that failed. The sends are
 // kept by index (Sent) so that a replica whose store is ahead of the raft
 // snapshot it restarts from can hand the channel layer the sends of the
 // entries it does not execute again; ForgetSent drops them once no replay
@@ -55,15 +66,16 @@ import (
 //
 // The executor refuses nothing that was delivered or received: refusing
 // would break agreement between replicas and groups. Its queue holds the
-// deliveries that arrive while a piece waits for a vote, which is at most
-// what the multicast delivers to the group in one vote's round trip; the
-// stored votes are those of transactions a voter executed before this
-// group delivered them. Both are bounded upstream, by the admission control
-// of the entry groups (the channel outboxes' bound, which stops new
-// requests while groups lag) and the channel's hold-back bound. Stats
-// reports both. Votes for transactions this group never delivers, which
-// only a faulty sender makes, stay stored; they are counted as junk when
-// they are for an id that already has a result or repeat a stored vote.
+// pieces that wait for votes and the deliveries that conflict with a queued
+// one, which is at most what the multicast delivers to the group in one
+// vote's round trip; the stored votes are those of
+// transactions a voter executed before this group delivered them. Both are
+// bounded upstream, by the admission control of the entry groups (the
+// channel outboxes' bound, which stops new requests while groups lag) and
+// the channel's hold-back bound. Stats reports both. Votes for transactions
+// this group never delivers, which only a faulty sender makes, stay stored;
+// they are counted as junk when they are for an id that already has a
+// result or repeat a stored vote.
 //
 // # Determinism
 //
@@ -74,9 +86,19 @@ import (
 type Executor struct {
 	cfg ExecutorConfig
 
-	// mu serializes the methods that write or capture the state.
+	// mu serializes the methods that write or capture the state. The
+	// fields below are guarded by it.
 	mu   sync.Mutex
-	meta execMeta // the committed meta record; guarded by mu
+	meta execMeta // the committed meta record
+	// queue is the committed queue, in delivery order.
+	queue []*queued
+	// votes are the groups whose votes are stored, by transaction.
+	votes map[multicast.MsgID]partition.GroupSet
+	// conflicts is the pass's scratch set, kept to reuse its memory.
+	conflicts *conflictSet
+	// stale: an Execute failed after changing queue or votes, which must
+	// be read back from the store.
+	stale bool
 
 	statsMu sync.Mutex
 	stats   ExecutorStats
@@ -94,7 +116,8 @@ type ExecutorConfig struct {
 	// Procedures are the stored procedures calls may name; nil: none.
 	Procedures *Registry
 	// OnExecuted, when not nil, is called after each commit with the ids of
-	// the transactions whose results the commit stored, in order. It must
+	// the transactions whose results the commit stored, in the order they
+	// ran (which may differ from delivery order, see Executor). It must
 	// not block (it runs in the raft apply loop) and must not call Execute.
 	OnExecuted func(ids []multicast.MsgID)
 }
@@ -105,9 +128,14 @@ type ExecutorConfig struct {
 type ExecutorStats struct {
 	Executed    uint64 // results stored: pieces run, malformed deliveries included
 	Aborted     uint64 // of which aborted
-	Queued      uint64 // deliveries waiting now, the head included
+	Queued      uint64 // deliveries waiting now
 	VotesStored uint64 // votes stored now
 	VotesJunk   uint64 // votes ignored: undecodable, misdirected, late or repeated
+	// VotesEarly counts the votes sent while a delivery ahead had not
+	// run, RanAhead the deliveries run before one ahead of them: what
+	// pipelining gained.
+	VotesEarly uint64
+	RanAhead   uint64
 }
 
 // NewExecutor returns the executor of cfg.Store, resuming its queue and
@@ -121,13 +149,75 @@ func NewExecutor(cfg ExecutorConfig) (*Executor, error) {
 	case !cfg.Topology.Valid(cfg.Self):
 		return nil, fmt.Errorf("txn: executor of group %d, not a group of the topology (0..%d)", cfg.Self, cfg.Topology.Len()-1)
 	}
-	e := &Executor{cfg: cfg}
-	m, err := loadMeta(cfg.Store)
-	if err != nil {
+	e := &Executor{cfg: cfg, conflicts: newConflictSet()}
+	if err := e.load(); err != nil {
 		return nil, err
 	}
-	e.setMeta(m)
 	return e, nil
+}
+
+// load reads the committed state back from the store; mu is held (or e is
+// new).
+func (e *Executor) load() error {
+	s := e.cfg.Store
+	m, err := loadMeta(s)
+	if err != nil {
+		return err
+	}
+	var queue []*queued
+	err = scanAux(s, []byte{auxQueue}, []byte{auxQueue + 1}, func(r kv.KV) error {
+		k := r.Key
+		if len(k) != 9 && (len(k) != 10 || k[9] != votedMark) {
+			return fmt.Errorf("%w: queue record key %x", kv.ErrCorrupt, k)
+		}
+		seq := binary.BigEndian.Uint64(k[1:9])
+		if len(k) == 10 {
+			// The mark follows its delivery's record.
+			if len(queue) == 0 || queue[len(queue)-1].seq != seq || !queue[len(queue)-1].sendsVote() {
+				return fmt.Errorf("%w: voted mark of queued delivery %d, which does not vote", kv.ErrCorrupt, seq)
+			}
+			q := queue[len(queue)-1]
+			q.voted, q.votedStored = true, true
+			return nil
+		}
+		if seq >= m.qNext {
+			return fmt.Errorf("%w: queued delivery %d, not below the next sequence %d", kv.ErrCorrupt, seq, m.qNext)
+		}
+		d, err := decodeDelivery(r.Value)
+		if err != nil {
+			return fmt.Errorf("%w: %w", kv.ErrCorrupt, err)
+		}
+		q := e.newQueued(seq, e.prepare(d))
+		q.stored = true
+		queue = append(queue, q)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("txn: executor state: %w", err)
+	}
+	if uint64(len(queue)) != m.queued {
+		return fmt.Errorf("txn: executor state: %w: %d queued deliveries, the meta record says %d", kv.ErrCorrupt, len(queue), m.queued)
+	}
+	votes := map[multicast.MsgID]partition.GroupSet{}
+	n := uint64(0)
+	err = scanAux(s, []byte{auxVote}, []byte{auxVote + 1}, func(r kv.KV) error {
+		id, g, err := parseVoteKey(r.Key)
+		if err != nil {
+			return err
+		}
+		votes[id] = votes[id].Add(g)
+		n++
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("txn: executor state: %w", err)
+	}
+	if n != m.votes {
+		return fmt.Errorf("txn: executor state: %w: %d stored votes, the meta record says %d", kv.ErrCorrupt, n, m.votes)
+	}
+	e.queue, e.votes, e.stale = queue, votes, false
+	e.setMeta(m)
+	return nil
 }
 
 // setMeta installs the committed meta record; mu is held (or e is new).
@@ -165,12 +255,13 @@ func (e *Executor) Result(id multicast.MsgID) (PieceResult, bool, error) {
 	return r, true, nil
 }
 
-// Execute runs raft entry index: the deliveries in order, then the inbound
-// votes in order, then every queued piece the votes let run. It commits all
-// of it, with the sends it returns, in one batch with index, which must be
-// above AppliedIndex. The sends are the votes of the pieces that reached
-// the head of the queue, in order, for the channel layer. An error is the
-// store's (the replica must stop) or an invalid index; bad input never
+// Execute runs raft entry index: it queues the deliveries, in order,
+// stores the inbound votes, then goes through the queue in order, letting
+// each piece vote and each delivery run as the rules of conflict.go allow.
+// It commits all of it, with the sends it returns, in one batch with
+// index, which must be above AppliedIndex. The sends are the votes the
+// entry's pieces sent, in queue order, for the channel layer. An error is
+// the store's (the replica must stop) or an invalid index; bad input never
 // fails Execute.
 func (e *Executor) Execute(index uint64, deliveries []multicast.Message, inbound []node.AppInbound) ([]node.AppSend, error) {
 	sends, ids, err := e.execute(index, deliveries, inbound)
@@ -186,34 +277,23 @@ func (e *Executor) Execute(index uint64, deliveries []multicast.Message, inbound
 func (e *Executor) execute(index uint64, deliveries []multicast.Message, inbound []node.AppInbound) ([]node.AppSend, []multicast.MsgID, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.stale {
+		if err := e.load(); err != nil {
+			return nil, nil, fmt.Errorf("txn: execute %d: %w", index, err)
+		}
+	}
 	if applied := e.cfg.Store.AppliedIndex(); index <= applied {
 		return nil, nil, fmt.Errorf("txn: execute: %w: index %d not after the applied index %d", kv.ErrInvalid, index, applied)
 	}
 	b := e.cfg.Store.NewBatch()
 	defer b.Close()
 	x := &execution{e: e, b: b, rw: batchRW{b}, meta: e.meta}
-	for _, m := range deliveries {
-		if err := x.deliver(m); err != nil {
-			return nil, nil, fmt.Errorf("txn: execute %d: %w", index, err)
-		}
-	}
-	stored := false
-	for _, in := range inbound {
-		ok, err := x.receive(in)
-		if err != nil {
-			return nil, nil, fmt.Errorf("txn: execute %d: %w", index, err)
-		}
-		stored = stored || ok
-	}
-	if stored {
-		if err := x.drain(); err != nil {
-			return nil, nil, fmt.Errorf("txn: execute %d: %w", index, err)
-		}
-	}
-	if err := x.finish(index); err != nil {
+	if err := x.apply(index, deliveries, inbound); err != nil {
+		e.stale = true
 		return nil, nil, fmt.Errorf("txn: execute %d: %w", index, err)
 	}
 	if err := e.cfg.Store.Commit(b, index); err != nil {
+		e.stale = true
 		return nil, nil, err
 	}
 	e.setMeta(x.meta)
@@ -304,11 +384,10 @@ func (e *Executor) RestoreSnapshot(r io.Reader, index uint64) error {
 	if err := e.cfg.Store.RestoreSnapshot(r, index); err != nil {
 		return fmt.Errorf("txn: restore: %w", err)
 	}
-	m, err := loadMeta(e.cfg.Store)
-	if err != nil {
+	if err := e.load(); err != nil {
+		e.stale = true
 		return fmt.Errorf("txn: restore: %w", err)
 	}
-	e.setMeta(m)
 	return nil
 }
 

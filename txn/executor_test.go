@@ -107,25 +107,31 @@ func (c *cluster) restart(g partition.GroupID) {
 	c.open(r)
 }
 
-// seed writes kvs into group g's store directly, as one entry.
+// seed writes kvs into group g's store directly, as one entry, and into
+// its twin's.
 func (c *cluster) seed(g partition.GroupID, kvs map[string]string) {
 	c.t.Helper()
-	r := c.reps[g]
-	b := r.store.NewBatch()
-	defer b.Close()
+	reps := []*replica{c.reps[g]}
+	if c.twins != nil {
+		reps = append(reps, c.twins[g])
+	}
 	keys := make([]string, 0, len(kvs))
 	for k := range kvs { //flexkv:unordered sorted below
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	for _, k := range keys {
-		if err := b.Put([]byte(k), []byte(kvs[k])); err != nil {
+	for _, r := range reps {
+		b := r.store.NewBatch()
+		for _, k := range keys {
+			if err := b.Put([]byte(k), []byte(kvs[k])); err != nil {
+				c.t.Fatal(err)
+			}
+		}
+		r.index++
+		if err := r.store.Commit(b, r.index); err != nil {
 			c.t.Fatal(err)
 		}
-	}
-	r.index++
-	if err := r.store.Commit(b, r.index); err != nil {
-		c.t.Fatal(err)
+		b.Close()
 	}
 }
 
@@ -435,17 +441,17 @@ func TestExecutorThreeGroups(t *testing.T) {
 	}
 }
 
-// Pieces delivered behind a waiting piece queue behind it and run in
-// delivery order, seeing its writes, once its vote arrives; the head's
-// vote is sent once.
+// Pieces delivered behind a waiting piece that touch its keys queue behind
+// it and run in delivery order, seeing its writes, once its vote arrives;
+// the head's vote is sent once.
 func TestExecutorQueueBehindWaitingPiece(t *testing.T) {
 	c := newCluster(t, nil)
 	c.seed(2, map[string]string{"w/0004/flag": "on"})
 	head := c.msg(1, remoteCompare)
 	m2 := c.msg(2, `{"then":[{"op":"get","key":"w/0001/x"},{"op":"put","key":"w/0001/x","value":"second"}]}`)
 	m3 := c.msg(3, `{"then":[{"op":"get","key":"w/0001/x"}]}`)
-	// m4 has a compare owned by group 0: group 0 votes when it reaches
-	// the head, not before.
+	// m4 has a compare owned by group 0 on a key the pieces ahead of it
+	// write: group 0 votes once they ran, not before.
 	m4 := c.msg(4, `{"if":[{"key":"w/0001/x","cmp":"=","value":"second"}],"then":[{"op":"put","key":"w/0004/seen","value":"yes"}]}`)
 	c.deliver(0, head, m2)
 	if sends := c.deliver(0, m3, m4); len(sends) != 0 {
@@ -707,15 +713,16 @@ func TestExecutorJunk(t *testing.T) {
 			t.Errorf("%s: %s, want aborted: %s...", tc.m.ID, describeResult(r), tc.want)
 		}
 	}
-	// The same junk behind a waiting piece is judged alike when it runs.
+	// The same junk behind a waiting piece is judged alike, at once: it
+	// touches no key.
 	c.seed(2, map[string]string{"w/0004/flag": "on"})
 	head := c.msg(1, remoteCompare)
 	c.deliver(0, head, multicast.Message{ID: id(20), Dst: partition.SetOf(0), Payload: tooBig})
+	if r := c.result(0, multicast.Message{ID: id(20)}); !r.Aborted || !strings.Contains(r.Reason, "more than PayloadMax") {
+		t.Errorf("oversized payload behind a waiting piece: %s", describeResult(r))
+	}
 	c.deliver(2, head)
 	c.deliver(0)
-	if r := c.result(0, multicast.Message{ID: id(20)}); !r.Aborted || !strings.Contains(r.Reason, "more than PayloadMax") {
-		t.Errorf("queued oversized payload: %s", describeResult(r))
-	}
 
 	vote := AppendVote(nil, id(50), Vote{Group: 2, Holds: true})
 	before := c.reps[0].ex.Stats()

@@ -107,8 +107,8 @@ func (pl *placement) destinations(t *Txn, top *partition.Topology) (partition.Gr
 // compares and without adds on owned keys.
 //
 // A vote is evaluated on the state the piece then runs on: the executor
-// computes a group's vote when the piece reaches the head of the group's
-// execution queue, and executes nothing else until that piece ran.
+// computes a group's vote once nothing that runs before the piece can
+// change what the vote reads (conflict.go).
 type Piece struct {
 	Group partition.GroupID
 	Txn   *Txn // the whole transaction, shared by the pieces; read only
