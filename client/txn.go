@@ -102,10 +102,17 @@ func checkCall(name string, args []byte, keys [][]byte) error {
 	if len(keys) > txn.KeysMax {
 		return invalid("client: call %q: %d keys, more than KeysMax (%d)", name, len(keys), txn.KeysMax)
 	}
+	total := len(args)
 	for i, k := range keys {
 		if err := partition.CheckKey(k); err != nil {
 			return invalid("client: call %q: keys[%d]: %w", name, i, err)
 		}
+		total += len(k)
+	}
+	// The keys travel in the request too: together with the arguments
+	// they must fit what one request may carry.
+	if total > txn.BytesMax {
+		return invalid("client: call %q: %d bytes of arguments and keys, more than BytesMax (%d)", name, total, txn.BytesMax)
 	}
 	return nil
 }

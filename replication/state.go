@@ -40,6 +40,12 @@ const (
 	// DefaultClientsMax bounds the clients whose last request is remembered
 	// for deduplication.
 	DefaultClientsMax = 1 << 16
+	// MessagePayloadMax bounds the payload of a client request. A message
+	// travels in envelopes (with the protocol's own data: FlexCast's
+	// history, Skeen's timestamps) in frames of at most InboundBytesMax: a
+	// payload the channel could not carry would stay at the head of its
+	// FIFO queue for ever, and block everything behind it.
+	MessagePayloadMax = InboundBytesMax / 2
 )
 
 // ErrDuplicate says that a request with this id (or a later one of its
@@ -224,6 +230,9 @@ func (s *State) apply(index uint64, data []byte) error {
 // clients; the one idle longest is forgotten first, so a retry arriving
 // after ClientsMax other clients came since would be applied again.
 func (s *State) request(index uint64, m multicast.Message) error {
+	if len(m.Payload) > MessagePayloadMax {
+		return fmt.Errorf("%w: replication: request %s carries %d bytes, more than MessagePayloadMax (%d)", multicast.ErrInvalid, m.ID, len(m.Payload), MessagePayloadMax)
+	}
 	rec, known := s.clients[m.ID.Client]
 	if known && m.ID.Seq <= rec.seq {
 		return fmt.Errorf("%w: %s (client's last accepted is %d)", ErrDuplicate, m.ID, rec.seq)

@@ -187,6 +187,11 @@ func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 	if i < 0 {
 		return handler(ctx, req)
 	}
+	if !s.ready.Load() {
+		// The gRPC server serves while raft replays, before Open has
+		// published the replica: the client API waits for it.
+		return nil, status.Errorf(codes.Unavailable, "server: replica %s is starting", s.cfg.NodeID)
+	}
 	start := time.Now()
 	resp, err := handler(ctx, req)
 	s.counts.requests[i].observe(time.Since(start))

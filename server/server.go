@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
@@ -88,6 +89,9 @@ type Server struct {
 	counts   counters
 	metrics  *MetricsServer // nil unless cfg.MetricsAddr
 
+	// ready is set once replica is: the client API's handlers read it
+	// first (intercept).
+	ready     atomic.Bool
 	stop      chan struct{}
 	closeOnce sync.Once
 	closeErr  error
@@ -172,10 +176,13 @@ func Open(cfg Config) (*Server, error) {
 	}
 	rc.Observe = s.observe
 	rc.ServerOptions = append(slices.Clip(rc.ServerOptions), grpc.ChainUnaryInterceptor(s.intercept))
+	// The gRPC server serves before Open returns: handlers answer
+	// Unavailable until the replica is published (service.ready).
 	s.replica, err = replication.Open(rc)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("server: %w", err), s.store.Close())
 	}
+	s.ready.Store(true)
 	if cfg.MetricsAddr != "" {
 		if s.metrics, err = ServeMetrics(cfg.MetricsAddr, s.Metrics()); err != nil {
 			return nil, errors.Join(err, s.replica.Close(), s.store.Close())
@@ -217,8 +224,12 @@ func (s *Server) Close() error {
 			errs = append(errs, s.metrics.Close())
 		}
 		s.health.Shutdown()
+		// The replica drains the calls in flight first (its gRPC server
+		// stops gracefully, for a moment, while raft still runs), so that
+		// a call about to be answered is; then waits still open end.
+		errs = append(errs, s.replica.Close())
 		close(s.stop)
-		s.closeErr = errors.Join(append(errs, s.replica.Close(), s.store.Close())...)
+		s.closeErr = errors.Join(append(errs, s.store.Close())...)
 	})
 	return s.closeErr
 }

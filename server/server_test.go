@@ -1,8 +1,12 @@
 package server
 
 import (
+	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/flexkv/flexkv/kv/kvpb"
 )
@@ -64,5 +68,35 @@ func TestTwoGroupTransfer(t *testing.T) {
 		if string(got.GetValue()) != kv.want {
 			t.Errorf("%s = %q, want %q", kv.key, got.GetValue(), kv.want)
 		}
+	}
+}
+
+// TestAwaitAtCutOffReplica: a replica cut off from its group cannot make
+// progress; a client waiting there is told so (Unavailable), and can ask
+// another replica, instead of waiting for its deadline.
+func TestAwaitAtCutOffReplica(t *testing.T) {
+	l := startLocal(t, testCluster(t, "flexcast"), t.TempDir())
+	leader := l.Leader("eu-west-3")
+	var follower string
+	for _, id := range l.Nodes() {
+		if l.Group(id) == "eu-west-3" && id != leader {
+			follower = id
+			break
+		}
+	}
+	if err := l.SetCut(follower, true); err != nil {
+		t.Fatal(err)
+	}
+	defer l.SetCut(follower, false)
+	_, rc, _ := l.cfg.Cluster.Replica(follower)
+	c := dial(t, rc.GRPC)
+	ctx := ctxTimeout(t, 20*time.Second)
+	start := time.Now()
+	_, err := c.Await(ctx, &kvpb.AwaitRequest{Id: "c5.1"})
+	if st, _ := status.FromError(err); st.Code() != codes.Unavailable || !strings.Contains(st.Message(), "no leader") {
+		t.Fatalf("await at a cut-off replica: %v, want Unavailable naming the missing leader", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the answer took %s", d)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
@@ -96,6 +97,19 @@ func (s *Server) prepareCall(id multicast.MsgID, c *kvpb.Call) (request, error) 
 // run proposes r at this group and, when the group is a destination, waits
 // for its piece to be executed here.
 func (s *Server) run(ctx context.Context, r request) (*kvpb.TxnResponse, error) {
+	// Refused before a log entry is spent on it: the core would refuse it
+	// at apply time (multicast.ErrNotEntry).
+	if e := s.entryGroup(r.dst); (e == partition.NoGroup && !r.dst.Has(s.self)) || (e != partition.NoGroup && e != s.self) {
+		want := "one of its destinations, " + strings.Join(s.names(r.dst), ", ")
+		if e != partition.NoGroup {
+			want = s.top.Name(e)
+		}
+		return nil, status.Errorf(codes.FailedPrecondition, "server: group %s is not the entry group of %s under %s: send it to %s",
+			s.group.Name, r.id, s.cfg.Cluster.Protocol, want)
+	}
+	if len(r.payload) > replication.MessagePayloadMax {
+		return nil, invalid(fmt.Errorf("server: %s encodes to %d bytes, more than a message may carry (%d)", r.id, len(r.payload), replication.MessagePayloadMax))
+	}
 	m := multicast.Message{ID: r.id, Dst: r.dst, Payload: r.payload}
 	var wait <-chan struct{}
 	if r.dst.Has(s.self) {
@@ -133,6 +147,14 @@ func (s *Server) run(ctx context.Context, r request) (*kvpb.TxnResponse, error) 
 func (s *Server) result(ctx context.Context, id multicast.MsgID, wait <-chan struct{}) (*kvpb.PieceResult, error) {
 	ctx, cancel := s.waitCtx(ctx)
 	defer cancel()
+	// The store is checked again on every tick too: a result can arrive
+	// without an execution here (a snapshot installed from the leader).
+	// A replica that has had no leader for a while cannot make progress
+	// (it is cut off, or its group lost its quorum): it says so, and the
+	// client asks another replica.
+	tick := time.NewTicker(resultRecheck)
+	defer tick.Stop()
+	leaderless := time.Duration(0)
 	for {
 		res, found, err := s.exec.Result(id)
 		if err != nil {
@@ -144,10 +166,48 @@ func (s *Server) result(ctx context.Context, id multicast.MsgID, wait <-chan str
 		select {
 		case <-wait:
 			wait = nil // checked again above; a nil channel never fires
+		case <-tick.C:
+			if s.replica.Leader() != "" {
+				leaderless = 0
+				continue
+			}
+			if leaderless += resultRecheck; leaderless >= s.leaderlessMax() {
+				return nil, status.Errorf(codes.Unavailable, "server: replica %s of group %s has had no leader for %s: ask another replica", s.cfg.NodeID, s.group.Name, leaderless)
+			}
 		case <-ctx.Done():
 			return nil, s.status(ctx, ctx.Err())
 		}
 	}
+}
+
+// resultRecheck is how often a wait for a result looks at the store and at
+// the group's leadership.
+const resultRecheck = 250 * time.Millisecond
+
+// leaderlessMax is how long a replica without a leader keeps a client
+// waiting: a few election timeouts, time for an election to succeed.
+func (s *Server) leaderlessMax() time.Duration {
+	et := s.cfg.Replication.ElectionTimeout
+	if et <= 0 {
+		et = 300 * time.Millisecond
+	}
+	return max(4*et, time.Second)
+}
+
+// entryGroup returns the group a transaction to dst must be sent to under
+// the cluster's protocol (DESIGN 2): the only destination; else FlexCast's
+// lca (the lowest rank), the tree-lca under the tree protocol, or (Skeen)
+// any destination, for which it returns NoGroup.
+func (s *Server) entryGroup(dst partition.GroupSet) partition.GroupID {
+	switch {
+	case dst.Len() == 1:
+		return dst.Min()
+	case s.cfg.Cluster.Protocol == string(multicast.Tree):
+		return s.top.TreeLCA(dst)
+	case s.cfg.Cluster.Protocol == string(multicast.Skeen):
+		return partition.NoGroup
+	}
+	return dst.Min()
 }
 
 func (s *Server) names(dst partition.GroupSet) []string {
@@ -246,6 +306,12 @@ func (s *Server) single(ctx context.Context, client, seq uint64, op txn.Op) (txn
 	if !r.dst.Has(s.self) {
 		return txn.OpResult{}, s.notOwner(op.Key, r.dst)
 	}
+	if r.dst.Len() > 1 {
+		// A write to a replicated key goes to every group, and returns
+		// when all have applied it: a Txn, whose answers the client
+		// collects from each (the Go client does).
+		return txn.OpResult{}, status.Errorf(codes.FailedPrecondition, "server: %s of %q writes a replicated key, held by every group: send it as a Txn and await every group", op.Kind, op.Key)
+	}
 	resp, err := s.run(ctx, r)
 	if err != nil {
 		return txn.OpResult{}, err
@@ -255,7 +321,7 @@ func (s *Server) single(ctx context.Context, client, seq uint64, op txn.Op) (txn
 		return txn.OpResult{}, status.Error(codes.Aborted, p.GetAborted())
 	}
 	if p.GetTruncated() {
-		return txn.OpResult{}, status.Errorf(codes.ResourceExhausted, "server: %s: the result is larger than a stored result may be; read less at a time (a smaller scan limit)", id)
+		return txn.OpResult{}, status.Errorf(codes.OutOfRange, "server: %s: the result is larger than a stored result may be; read less at a time (a smaller scan limit)", id)
 	}
 	if len(p.GetResults()) != 1 {
 		return txn.OpResult{}, status.Errorf(codes.Internal, "server: %s: %d results for one operation", id, len(p.GetResults()))
