@@ -121,7 +121,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		if replayed {
 			// Observers saw this entry's deliveries before the restart:
 			// only its frames are new (to the transmitter).
-			out.Deliveries, out.Sends = nil, nil
+			out.Deliveries, out.Sends, out.Requests = nil, nil, nil
 		}
 		if f.output != nil {
 			f.output(out)

@@ -14,10 +14,16 @@ func (s *Server) observe(out node.Output, leader bool) {
 }
 
 // logOutput writes what an applied entry produced to the delivery log
-// (DESIGN 10.1): every replica its deliveries; the leader its group's sends,
-// once per group. Flush messages are the protocol's own and are left out.
+// (DESIGN 10.1): every replica the requests its group accepted (so that a
+// multicast is logged even when the leader that accepted it stopped before
+// answering; the log allows the same multicast line again) and its
+// deliveries; the leader its group's sends, once per group. Flush messages
+// are the protocol's own and are left out.
 func (s *Server) logOutput(out node.Output, leader bool) {
 	w := s.cfg.DeliveryLog
+	for _, m := range out.Requests {
+		_ = w.Multicast(m.ID.String(), s.names(m.Dst))
+	}
 	for _, m := range out.Deliveries {
 		if m.ID.IsFlush() {
 			continue

@@ -122,12 +122,7 @@ func (s *Server) run(ctx context.Context, r request) (*kvpb.TxnResponse, error) 
 	switch {
 	case err == nil, errors.Is(err, replication.ErrDuplicate):
 		// A duplicate is a retry of a request the group accepted before:
-		// it is answered with the first result. It is logged again, as the
-		// delivery log allows, because the replica that accepted it first
-		// may have stopped before it could log it.
-		if w := s.cfg.DeliveryLog; w != nil {
-			_ = w.Multicast(r.id.String(), s.names(r.dst))
-		}
+		// it is answered with the first result.
 	default:
 		return nil, s.status(ctx, err)
 	}

@@ -56,6 +56,7 @@ type Output struct {
 	Sends      []multicast.Send    // what the core sent, for logs and metrics
 	Rejected   []Rejection         // envelopes the core rejected, for logs
 	App        []AppInbound        // application payloads received, in channel order
+	Requests   []multicast.Message // client requests the core accepted, for logs
 }
 
 // The tags of envelopes on the channel.
@@ -123,6 +124,7 @@ func (n *Node) Request(m multicast.Message) error {
 	if err != nil {
 		return fmt.Errorf("node: request %s: %w", m.ID, err)
 	}
+	n.out.Requests = append(n.out.Requests, m)
 	return nil
 }
 
@@ -240,7 +242,7 @@ func (n *Node) Stats() Stats {
 // encode. Call it with the output drained, as
 // (*channel.Channel).AppendSnapshot requires.
 func (n *Node) AppendSnapshot(b []byte) []byte {
-	if len(n.out.Frames) != 0 || len(n.out.Deliveries) != 0 || len(n.out.Sends) != 0 || len(n.out.Rejected) != 0 || len(n.out.App) != 0 {
+	if len(n.out.Frames) != 0 || len(n.out.Deliveries) != 0 || len(n.out.Sends) != 0 || len(n.out.Rejected) != 0 || len(n.out.App) != 0 || len(n.out.Requests) != 0 {
 		panic("node: snapshot with undrained output")
 	}
 	b = wire.AppendBytes(b, n.ch.AppendSnapshot(nil))

@@ -135,6 +135,9 @@ func TestSendsReachChannel(t *testing.T) {
 	request(t, a, m)
 	out := a.Ready()
 	wantDeliveries(t, out.Deliveries, m)
+	if len(out.Requests) != 1 || out.Requests[0].ID != m.ID {
+		t.Errorf("accepted requests %v, want [%s]", out.Requests, m.ID)
+	}
 	enc := wire.AppendMessage(nil, m)
 	wantSends := []multicast.Send{
 		{To: 1, Kind: multicast.KindMsg, About: m.ID, Payload: enc},
