@@ -54,7 +54,8 @@ func ParseChaos(s string) ([]Fault, error) {
 
 // Chaos injects faults into a Local cluster until its context ends: each
 // fault on its own schedule, at a node drawn from a generator seeded with
-// seed, so that a run's choices can be replayed. A stopped or cut node comes
+// seed. The seed fixes the draws, not the run: which node a draw picks
+// depends on who leads at that moment. A stopped or cut node comes
 // back after Down (default: a third of the fault's period, at most 2s).
 type Chaos struct {
 	Local  *Local

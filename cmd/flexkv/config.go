@@ -29,6 +29,33 @@ func settings(cmd *cobra.Command) *viper.Viper {
 	return v
 }
 
+// readSettingsFile reads the --settings file, if any, into v, below flags
+// and environment (viper's precedence). Its keys must be names of the
+// command's flags: a misspelt key is an error, not a silent default.
+func readSettingsFile(cmd *cobra.Command, v *viper.Viper) error {
+	path := v.GetString("settings")
+	if path == "" {
+		return nil
+	}
+	v.SetConfigFile(path)
+	v.SetConfigType("yaml")
+	if err := v.ReadInConfig(); err != nil {
+		return fmt.Errorf("settings %s: %w", path, err)
+	}
+	f := viper.New()
+	f.SetConfigFile(path)
+	f.SetConfigType("yaml")
+	if err := f.ReadInConfig(); err != nil {
+		return fmt.Errorf("settings %s: %w", path, err)
+	}
+	for _, k := range f.AllKeys() {
+		if k == "settings" || cmd.Flags().Lookup(k) == nil {
+			return fmt.Errorf("settings %s: unknown setting %q", path, k)
+		}
+	}
+	return nil
+}
+
 // loadCluster reads a cluster configuration (DESIGN 8) strictly: an unknown
 // or misspelt field is an error, and so is a configuration that does not
 // validate. An empty path reads the embedded configs/local.yaml. It returns

@@ -36,7 +36,8 @@ stops it.
   leader-kill=D        stop the leader of a random group, restart it from disk
   follower-restart=D   the same to a follower
   partition=D          cut a random replica off from everyone for a while
-The choices follow --seed, and every fault is logged.
+Every fault is logged. --seed fixes the random draws; which replica a draw
+hits depends on who leads at that moment.
 
 --metrics ADDR serves the Prometheus metrics of every replica at
 http://ADDR/metrics, labelled by group and replica.`,

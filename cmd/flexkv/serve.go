@@ -38,10 +38,18 @@ func newServerCmd() *cobra.Command {
 		Use:   "server --config FILE --node ID",
 		Short: "Run one replica of a FlexKV cluster",
 		Long: `Run one replica: the node ID of the cluster configuration FILE, with its data
-in --data-dir. Every flag may also come from the environment: FLEXKV_CONFIG,
+in --data-dir. Every flag may also come from the environment (FLEXKV_CONFIG,
 FLEXKV_NODE, FLEXKV_DATA_DIR, FLEXKV_LOG_LEVEL, FLEXKV_DELIVERY_LOG,
-FLEXKV_METRICS. With --metrics ADDR it serves Prometheus metrics at
-http://ADDR/metrics. SIGTERM or SIGINT stops it gracefully.`,
+FLEXKV_METRICS) or from a settings file, --settings FILE (FLEXKV_SETTINGS): a
+YAML map of the same names, e.g.
+
+  node: r1
+  data-dir: /var/lib/flexkv
+  config: /etc/flexkv/cluster.yaml
+
+A flag wins over the environment, which wins over the file. With --metrics
+ADDR it serves Prometheus metrics at http://ADDR/metrics. SIGTERM or SIGINT
+stops it gracefully.`,
 		Args: cobra.NoArgs,
 	}
 	cmd.Flags().String("config", "", "cluster configuration file (YAML, DESIGN 8); default: the embedded configs/local.yaml")
@@ -50,8 +58,12 @@ http://ADDR/metrics. SIGTERM or SIGINT stops it gracefully.`,
 	cmd.Flags().String("log-level", "info", "debug, info, warn or error")
 	cmd.Flags().String("delivery-log", "", "append this replica's delivery log (JSON lines, DESIGN 10.1) to FILE")
 	cmd.Flags().String("metrics", "", "serve Prometheus metrics at http://ADDR/metrics (host:port, e.g. :9100; default off)")
+	cmd.Flags().String("settings", "", "a YAML file of settings (node, data-dir, config, ...); flags and FLEXKV_* win over it")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		v := settings(cmd)
+		if err := readSettingsFile(cmd, v); err != nil {
+			return &exitError{code: 2, err: err}
+		}
 		node := v.GetString("node")
 		if node == "" {
 			return &exitError{code: 2, err: errors.New("server: --node is required (or FLEXKV_NODE)")}

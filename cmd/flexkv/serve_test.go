@@ -130,6 +130,25 @@ func TestServerCommand(t *testing.T) {
 	}
 }
 
+// TestServerSettingsFile: node and data directory from a settings file,
+// below the flags.
+func TestServerSettingsFile(t *testing.T) {
+	path, _ := oneReplicaConfig(t)
+	settings := writeFile(t, "settings.yaml", []byte("node: r1\nconfig: "+path+"\ndata-dir: "+t.TempDir()+"\n"))
+	code, out, errOut := runUntil(t, "msg=serving", nil, "server", "--settings", settings)
+	if code != 0 || !strings.Contains(errOut, "node=r1") {
+		t.Fatalf("server: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	code, out, errOut = runUntil(t, "msg=serving", nil, "server", "--settings", settings, "--node", "r7", "--data-dir", t.TempDir())
+	if code != 0 || !strings.Contains(errOut, "node=r7") {
+		t.Fatalf("server with --node over the file: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	bad := writeFile(t, "bad.yaml", []byte("nodee: r1\n"))
+	if code, _, stderr := runCmd(t, newRootCmd(), "server", "--settings", bad); code != 2 || !strings.Contains(stderr, `unknown setting "nodee"`) {
+		t.Errorf("misspelt setting: exit %d, %q", code, stderr)
+	}
+}
+
 func TestServeCommandErrors(t *testing.T) {
 	path, _ := oneReplicaConfig(t)
 	for _, tc := range []struct {
