@@ -232,6 +232,7 @@ type Metrics struct {
 	raftLeader, raftState, raftTerm, raftLast, raftCommit, raftApplied *prometheus.Desc
 
 	txnExecuted, txnAborted, txnQueued, txnVotes, txnVotesJunk *prometheus.Desc
+	txnVotesEarly, txnRanAhead                                 *prometheus.Desc
 
 	pbDisk, pbMemtable, pbTables, pbReadAmp, pbFlushes, pbCompactions, pbDebt, pbWAL *prometheus.Desc
 	pbCache, pbCacheHits, pbCacheMisses                                              *prometheus.Desc
@@ -293,6 +294,8 @@ func NewMetrics(servers func() []*Server) *Metrics {
 	m.txnQueued = d("txn_queued", "Deliveries waiting in the executor for votes.")
 	m.txnVotes = d("txn_votes_stored", "Votes from other groups stored, waiting for their transaction.")
 	m.txnVotesJunk = d("txn_votes_junk_total", "Votes ignored: undecodable, misdirected, late or repeated.")
+	m.txnVotesEarly = d("txn_votes_early_total", "Votes sent while a delivery ahead had not run (pipelining).")
+	m.txnRanAhead = d("txn_ran_ahead_total", "Deliveries run before one ahead of them that waited (pipelining).")
 
 	m.pbDisk = d("pebble_disk_bytes", "Pebble: bytes on disk.")
 	m.pbMemtable = d("pebble_memtable_bytes", "Pebble: bytes allocated by memtables.")
@@ -441,6 +444,8 @@ func (m *Metrics) collect(ch chan<- prometheus.Metric, s *Server) {
 	gauge(m.txnQueued, float64(xs.Queued))
 	gauge(m.txnVotes, float64(xs.VotesStored))
 	counter(m.txnVotesJunk, xs.VotesJunk)
+	counter(m.txnVotesEarly, xs.VotesEarly)
+	counter(m.txnRanAhead, xs.RanAhead)
 
 	// A store closed under a scrape (the server stopping) has no figures.
 	if ps, err := s.store.Metrics(); err == nil {
