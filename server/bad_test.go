@@ -149,14 +149,14 @@ func TestBadRequests(t *testing.T) {
 			_, err := c.Txn(ctx, r)
 			return err
 		}, codes.InvalidArgument, "seq"},
-		{"txn larger than a message may carry", func(ctx context.Context) error {
+		{"txn larger than a request may carry", func(ctx context.Context) error {
 			tx := &kvpb.Txn{}
 			for i := range 10 {
 				tx.Then = append(tx.Then, &kvpb.Op{Kind: kvpb.OpKind_OP_KIND_PUT, Key: []byte(fmt.Sprintf("w/0001/big%d", i)), Value: []byte(strings.Repeat("b", 60000))})
 			}
 			_, err := c.Txn(ctx, txnReq(tx))
 			return err
-		}, codes.InvalidArgument, "more than a message may carry"},
+		}, codes.InvalidArgument, "more than BytesMax"},
 		{"raw put of a replicated key", func(ctx context.Context) error {
 			_, err := c.Put(ctx, &kvpb.PutRequest{Key: []byte("item/1"), Value: []byte("x")})
 			return err

@@ -36,6 +36,10 @@ type request struct {
 
 func invalid(err error) error { return status.Error(codes.InvalidArgument, err.Error()) }
 
+// Every transaction and call that txn validates fits in a message: this
+// fails to build if the bounds ever cross.
+const _ = uint(replication.MessagePayloadMax - txn.PayloadMax)
+
 // requestID returns the transaction id of a request: the client's, or a
 // fresh one when it names none.
 func (s *Server) requestID(client, seq uint64) (multicast.MsgID, error) {

@@ -16,7 +16,7 @@ func TestBadJSON(t *testing.T) {
 	big := strings.Repeat("v", ValueMax+1)
 	longKey := "w/0001/" + strings.Repeat("k", partition.KeyMax)
 	manyOps := `{"then":[` + strings.Repeat(`{"op":"get","key":"w/0001/a"},`, OpsMax) + `{"op":"get","key":"w/0001/a"}]}`
-	// 17 puts of ValueMax bytes: within OpsMax, beyond BytesMax.
+	// 8 puts of ValueMax bytes: within OpsMax, beyond BytesMax.
 	var heavy []string
 	for range BytesMax/ValueMax + 1 {
 		heavy = append(heavy, fmt.Sprintf(`{"op":"put","key":"w/0001/a","value":"%s"}`, strings.Repeat("v", ValueMax)))
@@ -62,7 +62,7 @@ func TestBadJSON(t *testing.T) {
 		{"key too long", `{"then":[{"op":"get","key":"` + longKey + `"}]}`, `txn: then[0].key: partition: invalid key "w/0001/kkk`, false},
 		{"value too long", `{"then":[{"op":"put","key":"w/0001/a","value":"` + big + `"}]}`, `txn: then[0].value: 65537 bytes, more than ValueMax (65536)`, false},
 		{"too many ops", manyOps, `txn: more than OpsMax (64) compares and operations`, false},
-		{"too many bytes", `{"then":[` + strings.Join(heavy, ",") + `]}`, `txn: 1114248 bytes of keys and values, more than BytesMax (1048576)`, false},
+		{"too many bytes", `{"then":[` + strings.Join(heavy, ",") + `]}`, `txn: 524352 bytes of keys and values, more than BytesMax (458752)`, false},
 		{"key in no partition", `{"then":[{"op":"get","key":"w/0001/a"},{"op":"put","key":"x/1","value":"v"}]}`, `txn: then[1].key: partition: key "x/1": no partition holds the key`, true},
 		{"compare key in no partition", `{"if":[{"key":"a","cmp":"=","value":""}]}`, `txn: if[0].key: partition: key "a": no partition holds the key`, true},
 		{"unknown cmp", `{"if":[{"key":"w/0001/a","cmp":"==","int":1}]}`, `txn: if[0]: unknown cmp "=="`, false},

@@ -119,7 +119,8 @@ func TestDecodeTxnRejects(t *testing.T) {
 }
 
 // FuzzDecodeTxn: decoding never panics; what decodes re-encodes to bytes
-// that decode to an equal transaction and encode identically.
+// that decode to an equal transaction and encode identically, within the
+// overhead that PayloadMax allows for.
 func FuzzDecodeTxn(f *testing.F) {
 	for _, tx := range sampleTxns(f) {
 		f.Add(AppendTxn(nil, tx))
@@ -140,6 +141,10 @@ func FuzzDecodeTxn(f *testing.F) {
 		}
 		if e2 := AppendTxn(nil, back); !bytes.Equal(e2, e) {
 			t.Fatalf("encoding not canonical: %x then %x", e, e2)
+		}
+		n := len(tx.If) + len(tx.Then) + len(tx.Else)
+		if over := len(e) - len(AppendTxn(nil, &Txn{})) - keyBytes(tx); over > n*elementOverheadMax {
+			t.Fatalf("%d elements encode with %d bytes of overhead, more than %d each", n, over, elementOverheadMax)
 		}
 	})
 }

@@ -56,6 +56,16 @@ type Vote struct {
 	// Then and Else are the aborts of the first operation of Group's piece
 	// in that branch that aborts, if any: that branch cannot run.
 	Then, Else Abort
+	// Used: Group did not run its piece, because the transaction's id was
+	// already used there (a result, or a delivery queued under it), and
+	// says so, so that the destinations waiting for its vote do not wait
+	// for ever. Other: the id was used there by another transaction (other
+	// destinations or payload). Digest is the digest of the delivery Group
+	// skipped: a destination acts on the vote only for a delivery with the
+	// same digest (see Executor). A used vote has no other field set; Eval
+	// aborts on it.
+	Used, Other bool
+	Digest      uint64
 }
 
 // branch returns the abort v reports for b.
@@ -170,7 +180,8 @@ func remoteAbort(a Abort) *abortAt {
 // compares before operations: every destination sees the same candidates
 // (its own and those of the votes, which every voting group sends to every
 // other destination), so every destination reports the same abort, with the
-// same text. Any other error comes from r or w, or from a piece or votes
+// same text. A used vote (Vote.Used) aborts the piece at once: its group
+// did not run the transaction. Any other error comes from r or w, or from a piece or votes
 // that do not fit together; after an error from w the caller must discard
 // what w received.
 func Eval(r Reader, w Writer, p *Piece, votes ...Vote) (bool, []OpResult, error) {
@@ -186,6 +197,8 @@ func Eval(r Reader, w Writer, p *Piece, votes ...Vote) (bool, []OpResult, error)
 			return false, nil, fmt.Errorf("txn: piece of group %d: unexpected vote of group %d (voters %s)", p.Group, v.Group, p.Voters)
 		case got.Has(v.Group):
 			return false, nil, fmt.Errorf("txn: piece of group %d: two votes of group %d", p.Group, v.Group)
+		case v.Used:
+			return false, nil, abortf("txn: the transaction's id was already used at group %d", v.Group)
 		}
 		got = got.Add(v.Group)
 		holds = holds && v.Holds

@@ -3,6 +3,7 @@ package txn
 import (
 	"encoding/binary"
 	"fmt"
+	"hash/fnv"
 	"math"
 
 	"github.com/flexkv/flexkv/kv"
@@ -20,6 +21,11 @@ import (
 //	's' index (8 B BE) n (4 B BE)        -> the n-th send of entry index
 //	'v' client (8 B BE) seq (8 B BE) g   -> the vote of group g (1 byte) on
 //	                                        transaction client.seq
+//
+// The executor's results are kv results (kv.Batch.SetResult), under the
+// transaction id, each a result record: the digest of the delivery that
+// ran (digestOf) beside its PieceResult, so that a later delivery
+// under the same id tells a re-submission from another transaction.
 //
 // Big-endian numbers keep each kind's records in numeric order, so the
 // queue comes out in delivery order, each voted mark right after its
@@ -69,6 +75,15 @@ func voteKey(id multicast.MsgID, g partition.GroupID) []byte {
 	return append(votePrefix(id), byte(g))
 }
 
+// parseQueueKey returns the sequence of a queue record's key, and whether
+// the key is the voted mark of that record.
+func parseQueueKey(k []byte) (seq uint64, mark bool, err error) {
+	if len(k) < 9 || k[0] != auxQueue || len(k) > 10 || (len(k) == 10 && k[9] != votedMark) {
+		return 0, false, fmt.Errorf("%w: queue record key %x", kv.ErrCorrupt, k)
+	}
+	return binary.BigEndian.Uint64(k[1:9]), len(k) == 10, nil
+}
+
 // parseVoteKey returns the transaction and the group of a vote record's
 // key.
 func parseVoteKey(k []byte) (multicast.MsgID, partition.GroupID, error) {
@@ -89,14 +104,18 @@ type execMeta struct {
 	junkVotes  uint64
 	votesEarly uint64
 	ranAhead   uint64
+	duplicates uint64
 }
 
-// metaVersion 2: pipelined execution; version 1 kept a queue that only ran
-// from its head, with the head's voted flag in the meta record.
-const metaVersion = 2
+// metaVersion 3: results are result records, with the digest of their
+// delivery, and the meta record counts duplicates. Version 2 stored bare
+// PieceResults; version 1 kept a queue that only ran from its head, with
+// the head's voted flag in the meta record. A store of another version is
+// refused (loadMeta), not converted.
+const metaVersion = 3
 
 func (m *execMeta) fields() []*uint64 {
-	return []*uint64{&m.qNext, &m.queued, &m.votes, &m.executed, &m.aborted, &m.junkVotes, &m.votesEarly, &m.ranAhead}
+	return []*uint64{&m.qNext, &m.queued, &m.votes, &m.executed, &m.aborted, &m.junkVotes, &m.votesEarly, &m.ranAhead, &m.duplicates}
 }
 
 func (m *execMeta) stats() ExecutorStats {
@@ -104,6 +123,7 @@ func (m *execMeta) stats() ExecutorStats {
 		Executed: m.executed, Aborted: m.aborted, Queued: m.queued,
 		VotesStored: m.votes, VotesJunk: m.junkVotes,
 		VotesEarly: m.votesEarly, RanAhead: m.ranAhead,
+		Duplicates: m.duplicates,
 	}
 }
 
@@ -173,8 +193,9 @@ func scanAux(s *kv.Store, start, end []byte, f func(kv.KV) error) error {
 // PayloadMax is not kept: size records its length, for the same abort
 // reason wherever it is examined.
 type delivery struct {
-	msg  multicast.Message
-	size int
+	msg    multicast.Message
+	size   int
+	digest uint64 // digestOf the kept delivery
 }
 
 func newDelivery(m multicast.Message) delivery {
@@ -182,7 +203,61 @@ func newDelivery(m multicast.Message) delivery {
 	if d.size > PayloadMax {
 		d.msg.Payload = nil
 	}
+	d.digest = digestOf(&d)
 	return d
+}
+
+// digestOf identifies the transaction d carries, by what the executor keeps
+// of it: its destination set, payload size and payload (FNV-1a, 64 bits).
+// Two deliveries under one id with the same digest are the same
+// transaction, submitted twice; a collision only makes a reused id look
+// like a re-submission, which the executor skips as well.
+func digestOf(d *delivery) uint64 {
+	h := fnv.New64a()
+	var head [16]byte
+	binary.BigEndian.PutUint64(head[:8], uint64(d.msg.Dst))
+	binary.BigEndian.PutUint64(head[8:], uint64(d.size))
+	_, _ = h.Write(head[:]) // a hash.Hash never fails to write
+	_, _ = h.Write(d.msg.Payload)
+	return h.Sum64()
+}
+
+// The result record of a transaction: version (byte), the digest of its
+// delivery (8 bytes, big endian), then its PieceResult (AppendPieceResult).
+const resultRecordVersion = 1
+
+// resultRecordHead is the length of a result record before its PieceResult.
+const resultRecordHead = 9
+
+func appendResultRecord(b []byte, digest uint64, r *PieceResult) []byte {
+	b = append(b, resultRecordVersion)
+	b = binary.BigEndian.AppendUint64(b, digest)
+	return AppendPieceResult(b, r)
+}
+
+// resultDigest returns the digest of a result record, without decoding its
+// PieceResult.
+func resultDigest(b []byte) (uint64, error) {
+	switch {
+	case len(b) < resultRecordHead:
+		return 0, fmt.Errorf("txn: result record: %w: %d bytes", wire.ErrCorrupt, len(b))
+	case b[0] != resultRecordVersion:
+		return 0, fmt.Errorf("txn: result record: %w: version %d, want %d", wire.ErrCorrupt, b[0], resultRecordVersion)
+	}
+	return binary.BigEndian.Uint64(b[1:resultRecordHead]), nil
+}
+
+// decodeResultRecord reads what appendResultRecord wrote.
+func decodeResultRecord(b []byte) (uint64, PieceResult, error) {
+	digest, err := resultDigest(b)
+	if err != nil {
+		return 0, PieceResult{}, err
+	}
+	r, err := DecodePieceResult(b[resultRecordHead:])
+	if err != nil {
+		return 0, PieceResult{}, fmt.Errorf("txn: result record: %w", err)
+	}
+	return digest, r, nil
 }
 
 // The queue record of a delivery: id, dst (uvarint), size (uvarint),
@@ -215,6 +290,7 @@ func decodeDelivery(b []byte) (delivery, error) {
 	if err := dec.Finish(); err != nil {
 		return delivery{}, fmt.Errorf("txn: queued delivery: %w", err)
 	}
+	d.digest = digestOf(&d)
 	return d, nil
 }
 

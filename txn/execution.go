@@ -26,8 +26,9 @@ type execution struct {
 
 // job is a delivery prepared to run at this group.
 type job struct {
-	id  multicast.MsgID
-	dst partition.GroupSet
+	id     multicast.MsgID
+	dst    partition.GroupSet
+	digest uint64 // the delivery's digest
 	// Exactly one of the following describes the job.
 	reason string // the delivery cannot run: the abort it reports
 	piece  *Piece // this group's piece of a transaction
@@ -85,27 +86,59 @@ func (x *execution) apply(index uint64, deliveries []multicast.Message, inbound 
 	return x.finish(index)
 }
 
-// deliver appends m to the queue, unless it is to be skipped; it reports
-// whether it did.
+// deliver appends m to the queue, unless it is a duplicate; it reports
+// whether it queued m.
 func (x *execution) deliver(m multicast.Message) (bool, error) {
 	e := x.e
+	d := newDelivery(m)
+	digest := d.digest
 	// In delivery order, a delivery whose id is queued ahead would find
 	// that one's result, as one whose id has a result does.
 	for _, q := range e.queue {
-		if q.job.id == m.ID {
-			return false, nil
+		if q.job.id != m.ID {
+			continue
 		}
+		// A re-submission whose queued piece has not voted: that piece's
+		// vote is the one the other destinations wait for.
+		if q.job.digest != digest || q.voted {
+			x.sendUsed(d, q.job.digest != digest)
+		}
+		x.meta.duplicates++
+		return false, nil
 	}
-	_, found, err := x.b.Result(m.ID.String())
-	if err != nil || found {
+	rec, found, err := x.b.Result(m.ID.String())
+	if err != nil {
 		return false, err
 	}
-	d := newDelivery(m)
+	if found {
+		used, err := resultDigest(rec)
+		if err != nil {
+			return false, fmt.Errorf("%w: result of %s: %w", kv.ErrCorrupt, m.ID, err)
+		}
+		x.sendUsed(d, used != digest)
+		x.meta.duplicates++
+		return false, nil
+	}
 	q := e.newQueued(x.meta.qNext, e.prepare(d))
 	q.d = &d
 	x.meta.qNext++
 	e.queue = append(e.queue, q)
 	return true, nil
+}
+
+// sendUsed sends, for a duplicate d whose piece here would vote, a used
+// vote in its place (see Executor, Reused ids); other: the id was used
+// here by another transaction.
+func (x *execution) sendUsed(d delivery, other bool) {
+	j := x.e.prepare(d)
+	if j.piece == nil || j.piece.VoteTo.Empty() {
+		return
+	}
+	v := Vote{Group: x.e.cfg.Self, Used: true, Other: other, Digest: j.digest}
+	payload := AppendVote(nil, j.id, v)
+	for _, g := range j.piece.VoteTo.Slice() {
+		x.sends = append(x.sends, node.AppSend{To: g, About: j.id, Payload: payload})
+	}
 }
 
 // pass goes through the queue in order, applying the two rules of
@@ -130,12 +163,12 @@ func (x *execution) pass() error {
 			}
 		}
 		if q.voted && !ahead.blocksRun(&q.fp) {
-			votes, ok, err := x.votes(q.job)
+			votes, reason, ok, err := x.votes(q.job)
 			if err != nil {
 				return err
 			}
 			if ok {
-				if err := x.run(q.job, votes); err != nil {
+				if err := x.run(q.job, votes, reason); err != nil {
 					return err
 				}
 				if early {
@@ -171,7 +204,7 @@ func (x *execution) vote(j *job) error {
 // becomes a job that reports why.
 func (e *Executor) prepare(d delivery) *job {
 	cfg := &e.cfg
-	j := &job{id: d.msg.ID, dst: d.msg.Dst}
+	j := &job{id: d.msg.ID, dst: d.msg.Dst, digest: d.digest}
 	if !j.dst.Has(cfg.Self) {
 		j.reason = fmt.Sprintf("txn: group %d is not a destination of %s (%s)", cfg.Self, j.id, j.dst)
 		return j
@@ -213,38 +246,65 @@ func (e *Executor) prepare(d delivery) *job {
 }
 
 // votes returns the stored votes j waits for, in group order, if all are
-// there.
-func (x *execution) votes(j *job) ([]Vote, bool, error) {
+// there and j can use them; with a used vote for j among them (see
+// Executor, Reused ids), the abort of j instead, which names the first
+// such voter.
+func (x *execution) votes(j *job) (votes []Vote, reason string, ok bool, err error) {
 	if j.piece == nil || j.piece.Voters.Empty() {
-		return nil, true, nil
+		return nil, "", true, nil
 	}
 	voters := j.piece.Voters
 	if x.e.votes[j.id]&voters != voters {
-		return nil, false, nil
+		return nil, "", false, nil
 	}
-	votes := make([]Vote, 0, voters.Len())
+	votes = make([]Vote, 0, voters.Len())
 	for _, g := range voters.Slice() {
-		raw, ok, err := x.b.GetAux(voteKey(j.id, g))
-		switch {
-		case err != nil:
-			return nil, false, err
-		case !ok:
-			return nil, false, fmt.Errorf("txn: %w: stored vote of group %d on %s missing", kv.ErrCorrupt, g, j.id)
-		}
-		_, v, err := DecodeVote(raw)
+		v, err := x.storedVote(j.id, g)
 		if err != nil {
-			return nil, false, fmt.Errorf("%w: stored vote: %w", kv.ErrCorrupt, err)
+			return nil, "", false, err
+		}
+		switch {
+		case !v.Used:
+		case v.Digest != j.digest:
+			// About another delivery under the id: the real vote
+			// that j needs replaces it.
+			return nil, "", false, nil
+		case reason == "":
+			reason = fmt.Sprintf("txn: id %s was already used at group %s", j.id, x.e.cfg.Topology.Name(g))
+			if v.Other {
+				reason += " by another transaction"
+			}
 		}
 		votes = append(votes, v)
 	}
-	return votes, true, nil
+	return votes, reason, true, nil
+}
+
+// storedVote returns the vote of group g on id, which must be stored.
+func (x *execution) storedVote(id multicast.MsgID, g partition.GroupID) (Vote, error) {
+	raw, ok, err := x.b.GetAux(voteKey(id, g))
+	switch {
+	case err != nil:
+		return Vote{}, err
+	case !ok:
+		return Vote{}, fmt.Errorf("txn: %w: stored vote of group %d on %s missing", kv.ErrCorrupt, g, id)
+	}
+	about, v, err := DecodeVote(raw)
+	switch {
+	case err != nil:
+		return Vote{}, fmt.Errorf("%w: stored vote: %w", kv.ErrCorrupt, err)
+	case about != id || v.Group != g:
+		return Vote{}, fmt.Errorf("txn: %w: the vote stored as group %d's on %s is group %d's on %s", kv.ErrCorrupt, g, id, v.Group, about)
+	}
+	return v, nil
 }
 
 // receive stores an inbound vote; it reports whether it stored it. A
 // payload that is not a vote, a vote whose group is not its sender (or is
 // this group, or none of the topology), a vote on a transaction that has a
 // result here already, and a second vote of a group on a transaction are
-// junk: counted and dropped.
+// junk: counted and dropped; except that a real vote replaces a used vote
+// (see Executor, Reused ids), which counts as junk then.
 func (x *execution) receive(in node.AppInbound) (bool, error) {
 	cfg := &x.e.cfg
 	id, v, err := DecodeVote(in.Payload)
@@ -253,12 +313,27 @@ func (x *execution) receive(in node.AppInbound) (bool, error) {
 		return false, nil
 	}
 	got := x.e.votes[id]
-	found := got.Has(v.Group)
-	if !found {
-		_, found, err = x.b.Result(id.String())
-		if err != nil {
+	if got.Has(v.Group) {
+		replace := false
+		if !v.Used {
+			old, err := x.storedVote(id, v.Group)
+			if err != nil {
+				return false, err
+			}
+			replace = old.Used
+		}
+		x.meta.junkVotes++
+		if !replace {
+			return false, nil
+		}
+		if err := x.b.PutAux(voteKey(id, v.Group), in.Payload); err != nil {
 			return false, err
 		}
+		return true, nil
+	}
+	_, found, err := x.b.Result(id.String())
+	if err != nil {
+		return false, err
 	}
 	if found {
 		x.meta.junkVotes++
@@ -272,14 +347,16 @@ func (x *execution) receive(in node.AppInbound) (bool, error) {
 	return true, nil
 }
 
-// run runs job j with the votes it waited for, stores its result, and drops
-// the votes stored on its id.
-func (x *execution) run(j *job, votes []Vote) error {
+// run runs job j with the votes it waited for, or aborts it for reason,
+// stores its result, and drops the votes stored on its id.
+func (x *execution) run(j *job, votes []Vote, reason string) error {
 	var res PieceResult
 	var err error
 	switch {
 	case j.reason != "":
 		res = abortResult(j.reason)
+	case reason != "":
+		res = abortResult(reason)
 	case j.piece != nil:
 		res, err = x.runPiece(j.piece, votes)
 	default:
@@ -291,10 +368,10 @@ func (x *execution) run(j *job, votes []Vote) error {
 	if err := x.dropVotes(j.id, len(votes)); err != nil {
 		return err
 	}
-	enc := AppendPieceResult(nil, &res)
+	enc := appendResultRecord(nil, j.digest, &res)
 	if len(enc) > kv.ValueMax {
 		res = PieceResult{Succeeded: res.Succeeded, Truncated: true}
-		enc = AppendPieceResult(nil, &res)
+		enc = appendResultRecord(nil, j.digest, &res)
 	}
 	if err := x.b.SetResult(j.id.String(), enc); err != nil {
 		return err

@@ -1,7 +1,6 @@
 package txn
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -44,10 +43,44 @@ import (
 // delivery that cannot run at all (a malformed payload, one that does not
 // fit the partition map, an unknown procedure) gets an aborted PieceResult
 // naming the problem, at once, since it touches no key; every replica
-// records the same. A delivery whose id already has a result, or is queued,
-// is skipped: in delivery order it would find the first one's result. The
+// records the same.
+//
+// # Reused ids
+//
+// A delivery whose id already has a result, or is queued, is skipped (a
+// duplicate): in delivery order it would find the first one's result. The
 // multicast delivers a message once; a re-submitted transaction keeps its
-// first result.
+// first result. But an id comes back in other ways: a client that reuses
+// one for another transaction, or a re-submission accepted again after the
+// entry group forgot the id while a destination still holds its result,
+// and another dropped it (results are kept in bounded number). Then the
+// destinations disagree on whether the delivery is a duplicate, and one
+// that runs it may wait for the vote of one that skipped it. So a skipped
+// delivery whose piece would vote sends a used vote instead (Vote.Used),
+// with the digest of the delivery (dst and payload, stored beside each
+// result and kept with each queued delivery), and says whether the id was
+// used here by another transaction (Vote.Other). A destination that runs a
+// piece with that digest takes a used vote for the voter's vote and aborts
+// the piece: `txn: id c77.1 was already used at group eu` (plus `by another
+// transaction`). It does not run the transaction a second time, nor wait.
+//
+// One exception keeps a plain re-submission harmless: a duplicate with the
+// digest of the queued delivery under its id, whose piece has not voted
+// yet, sends nothing, as that piece's own vote, sent later, is the one the
+// other destinations wait for. A used vote never overrides a real one: a
+// real vote that arrives after a used vote of the same group on the same
+// id replaces it (the used vote was about another delivery, which the
+// digest tells), and a used vote after a real one is junk. A used vote
+// whose digest is not the piece's is no vote for it: the piece waits for
+// the real one that replaces it. Every voter delivers the piece's message
+// too, and sends for it a real vote or a used vote with its digest; as
+// groups deliver any two messages in the same relative order and channels
+// are FIFO, the used votes of a voter on the id that reach a destination
+// before the one it needs are about messages the destination delivered
+// first, whose pieces consume them. So every wait ends. A group that skips
+// a delivery whose piece does not vote holds nobody up, and its part of a
+// reused id does not run: reusing an id is the client's error, and only
+// the waits are guarded against.
 //
 // # Durability
 //
@@ -130,12 +163,15 @@ type ExecutorStats struct {
 	Aborted     uint64 // of which aborted
 	Queued      uint64 // deliveries waiting now
 	VotesStored uint64 // votes stored now
-	VotesJunk   uint64 // votes ignored: undecodable, misdirected, late or repeated
+	VotesJunk   uint64 // votes ignored: undecodable, misdirected, late, repeated or replaced
 	// VotesEarly counts the votes sent while a delivery ahead had not
 	// run, RanAhead the deliveries run before one ahead of them: what
 	// pipelining gained.
 	VotesEarly uint64
 	RanAhead   uint64
+	// Duplicates counts the deliveries skipped because their id was
+	// already used here (see Executor, Reused ids).
+	Duplicates uint64
 }
 
 // NewExecutor returns the executor of cfg.Store, resuming its queue and
@@ -166,12 +202,11 @@ func (e *Executor) load() error {
 	}
 	var queue []*queued
 	err = scanAux(s, []byte{auxQueue}, []byte{auxQueue + 1}, func(r kv.KV) error {
-		k := r.Key
-		if len(k) != 9 && (len(k) != 10 || k[9] != votedMark) {
-			return fmt.Errorf("%w: queue record key %x", kv.ErrCorrupt, k)
+		seq, mark, err := parseQueueKey(r.Key)
+		if err != nil {
+			return err
 		}
-		seq := binary.BigEndian.Uint64(k[1:9])
-		if len(k) == 10 {
+		if mark {
 			// The mark follows its delivery's record.
 			if len(queue) == 0 || queue[len(queue)-1].seq != seq || !queue[len(queue)-1].sendsVote() {
 				return fmt.Errorf("%w: voted mark of queued delivery %d, which does not vote", kv.ErrCorrupt, seq)
@@ -248,7 +283,7 @@ func (e *Executor) Result(id multicast.MsgID) (PieceResult, bool, error) {
 	if err != nil || !ok {
 		return PieceResult{}, false, err
 	}
-	r, err := DecodePieceResult(b)
+	_, r, err := decodeResultRecord(b)
 	if err != nil {
 		return PieceResult{}, false, fmt.Errorf("txn: result of %s: %w", id, err)
 	}

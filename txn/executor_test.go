@@ -34,7 +34,10 @@ type cluster struct {
 	top   *partition.Topology
 	pm    *partition.PartitionMap
 	procs *Registry
-	reps  []*replica
+	// resultsMax is the kv.Options.ResultsMax of the replicas opened from
+	// now on; 0: the store's default.
+	resultsMax int
+	reps       []*replica
 	// twins, when not nil, are a second replica of each group, given the
 	// same entries as reps: they must send the same and end up with the
 	// same bytes.
@@ -78,7 +81,7 @@ func equalSends(a, b []node.AppSend) bool {
 // open opens r's store and a new executor on it.
 func (c *cluster) open(r *replica) {
 	c.t.Helper()
-	s, err := kv.Open(kv.Options{Dir: r.dir, NoSync: true})
+	s, err := kv.Open(kv.Options{Dir: r.dir, NoSync: true, ResultsMax: c.resultsMax})
 	if err != nil {
 		c.t.Fatal(err)
 	}

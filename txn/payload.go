@@ -26,11 +26,14 @@ const (
 	// ProcArgsMax is the length of the longest procedure arguments, in
 	// bytes; the same bound as a transaction's keys and values.
 	ProcArgsMax = BytesMax
-	// PayloadMax bounds an encoded payload, in bytes: a transaction of
-	// BytesMax bytes of keys and values, or a call with ProcArgsMax bytes of
-	// arguments, with room for their encoding. The executor refuses larger
-	// payloads without decoding them.
-	PayloadMax = BytesMax + 64<<10
+	// PayloadMax bounds an encoded payload, in bytes: every transaction
+	// that Validate accepts (at most BytesMax bytes of keys and values) and
+	// every call with a valid name and at most ProcArgsMax bytes of
+	// arguments encodes within it. The executor refuses larger payloads
+	// without decoding them. It must stay at most the largest payload the
+	// replication layer accepts (replication.MessagePayloadMax, 512 KiB),
+	// or valid requests would be refused there.
+	PayloadMax = 512 << 10
 )
 
 // Call is a stored-procedure call: the name a procedure was registered

@@ -222,8 +222,8 @@ func TestPipelineDuplicateDelivery(t *testing.T) {
 	c.deliver(2, head)
 	c.deliver(0, head)
 	c.deliver(0, head)
-	if st := c.reps[0].ex.Stats(); st != (ExecutorStats{Executed: 1}) {
-		t.Errorf("stats %+v, want one run", st)
+	if st := c.reps[0].ex.Stats(); st != (ExecutorStats{Executed: 1, Duplicates: 3}) {
+		t.Errorf("stats %+v, want one run and 3 duplicates", st)
 	}
 }
 

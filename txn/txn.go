@@ -70,8 +70,10 @@ const (
 	ScanLimitMax = 1024
 	// BytesMax bounds the keys, scan ends and values of one transaction
 	// together, in bytes: without it OpsMax values of ValueMax bytes would
-	// make a 4 MiB request.
-	BytesMax = 1 << 20
+	// make a 4 MiB request. With the encoding's overhead (at most 14 bytes
+	// for each of OpsMax compares and operations) a transaction's payload
+	// stays within PayloadMax.
+	BytesMax = 448 << 10
 )
 
 var (

@@ -1,6 +1,7 @@
 package txn
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strings"
 
@@ -14,12 +15,14 @@ import (
 // It is deterministic: equal votes encode to equal bytes.
 //
 //	vote  = version:byte id:msgid group:uvarint flags:byte
-//	        [if:abort] [then:abort] [else:abort]
+//	        ( digest:8 bytes, big endian          when used
+//	        | [if:abort] [then:abort] [else:abort] otherwise )
 //	abort = index:uvarint reason:bytes
 //	flags = bit 0 holds, bit 1 if aborted, bit 2 then aborted,
-//	        bit 3 else aborted; no other bit
+//	        bit 3 else aborted, bit 4 used, bit 5 other; no other bit
 //
-// An abort is present exactly when its flag is set.
+// An abort is present exactly when its flag is set. A used vote has the
+// used flag, maybe the other flag, and no other; other needs used.
 
 const voteVersion = 1
 
@@ -28,7 +31,9 @@ const (
 	voteIfAbort
 	voteThenAbort
 	voteElseAbort
-	voteFlagsAll = voteHolds | voteIfAbort | voteThenAbort | voteElseAbort
+	voteUsed
+	voteOther
+	voteFlagsAll = voteHolds | voteIfAbort | voteThenAbort | voteElseAbort | voteUsed | voteOther
 )
 
 // ReasonMax is the length of the longest abort reason kept, in bytes; a
@@ -49,11 +54,20 @@ func clipReason(reason string) string {
 }
 
 // AppendVote appends the vote v of group v.Group on transaction id to b.
-// Reasons longer than ReasonMax are cut.
+// Reasons longer than ReasonMax are cut. Of a used vote only Group, Other
+// and Digest are written.
 func AppendVote(b []byte, id multicast.MsgID, v Vote) []byte {
 	b = append(b, voteVersion)
 	b = wire.AppendMsgID(b, id)
 	b = wire.AppendUvarint(b, uint64(v.Group))
+	if v.Used {
+		flags := voteUsed
+		if v.Other {
+			flags |= voteOther
+		}
+		b = append(b, flags)
+		return binary.BigEndian.AppendUint64(b, v.Digest)
+	}
 	var flags byte
 	if v.Holds {
 		flags |= voteHolds
@@ -78,8 +92,9 @@ func AppendVote(b []byte, id multicast.MsgID, v Vote) []byte {
 // not alias b. It rejects, with an error wrapping wire.ErrCorrupt, anything
 // AppendVote cannot write: another version, a group outside
 // 0..partition.GroupsMax-1, unknown flag bits, a vote that holds with an
-// aborted compare, an abort index not below OpsMax, an empty reason or one
-// longer than ReasonMax, trailing bytes, more than VoteBytesMax bytes.
+// aborted compare, a used vote with another flag than other, other without
+// used, an abort index not below OpsMax, an empty reason or one longer than
+// ReasonMax, trailing bytes, more than VoteBytesMax bytes.
 func DecodeVote(b []byte) (multicast.MsgID, Vote, error) {
 	if len(b) > VoteBytesMax {
 		return multicast.MsgID{}, Vote{}, fmt.Errorf("txn: decode vote: %w: %d bytes, more than VoteBytesMax (%d)", wire.ErrCorrupt, len(b), VoteBytesMax)
@@ -97,6 +112,18 @@ func DecodeVote(b []byte) (multicast.MsgID, Vote, error) {
 		d.Fail("vote flags %#x", flags)
 	case flags&voteHolds != 0 && flags&voteIfAbort != 0:
 		d.Fail("vote holds with an aborted compare")
+	case flags&voteUsed != 0 && flags&^(voteUsed|voteOther) != 0:
+		d.Fail("used vote with flags %#x", flags)
+	case flags&voteOther != 0 && flags&voteUsed == 0:
+		d.Fail("vote flag other without used")
+	}
+	if flags&voteUsed != 0 {
+		v.Used, v.Other = true, flags&voteOther != 0
+		v.Digest = fixed64(d)
+		if err := d.Finish(); err != nil {
+			return multicast.MsgID{}, Vote{}, fmt.Errorf("txn: decode vote: %w", err)
+		}
+		return id, v, nil
 	}
 	v.Holds = flags&voteHolds != 0
 	for i, a := range []*Abort{&v.If, &v.Then, &v.Else} {
@@ -120,4 +147,13 @@ func DecodeVote(b []byte) (multicast.MsgID, Vote, error) {
 		return multicast.MsgID{}, Vote{}, fmt.Errorf("txn: decode vote: %w", err)
 	}
 	return id, v, nil
+}
+
+// fixed64 reads 8 bytes, big endian, as AppendUint64 writes them.
+func fixed64(d *wire.Decoder) uint64 {
+	var v uint64
+	for range 8 {
+		v = v<<8 | uint64(d.Byte())
+	}
+	return v
 }

@@ -18,6 +18,8 @@ var testVotes = []Vote{
 	{Group: 63, If: Abort{Index: 3, Reason: `txn: if[3]: "w/1" > 0: stored value "x": not an integer`}},
 	{Group: 1, Holds: true, Then: Abort{Index: 0, Reason: "then reason"}, Else: Abort{Index: 63, Reason: "é"}},
 	{Group: 5, Else: Abort{Index: 1, Reason: strings.Repeat("r", ReasonMax)}},
+	{Group: 4, Used: true, Digest: 0x0123456789abcdef},
+	{Group: 63, Used: true, Other: true, Digest: 1<<64 - 1},
 }
 
 func TestVoteRoundTrip(t *testing.T) {
@@ -71,6 +73,11 @@ func TestDecodeVoteRejects(t *testing.T) {
 		{"long reason", enc(head, []byte{voteElseAbort}, abort(0, strings.Repeat("r", ReasonMax+1))), "more than ReasonMax"},
 		{"group out of range", enc([]byte{voteVersion, 3, 17, partition.GroupsMax, 0}), "group 64 out of range"},
 		{"too long", make([]byte, VoteBytesMax+1), "more than VoteBytesMax"},
+		{"used and holds", enc(head, []byte{voteUsed | voteHolds}, make([]byte, 8)), "used vote with flags"},
+		{"used with an abort", enc(head, []byte{voteUsed | voteThenAbort}, make([]byte, 8), abort(0, "r")), "used vote with flags"},
+		{"other without used", enc(head, []byte{voteOther}), "other without used"},
+		{"used, short digest", enc(head, []byte{voteUsed}, make([]byte, 7)), "unexpected end"},
+		{"used, trailing byte", enc(head, []byte{voteUsed}, make([]byte, 9)), "trailing"},
 	} {
 		_, _, err := DecodeVote(tc.b)
 		if !errors.Is(err, wire.ErrCorrupt) || !strings.Contains(err.Error(), tc.want) {
