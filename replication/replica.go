@@ -392,6 +392,55 @@ func (r *Replica) leaderHint() string {
 	return ""
 }
 
+// ReadBarrier returns once this replica's state holds every entry committed
+// before the call, having confirmed that it still leads: after it, a read
+// of the state is linearizable (the raft paper's read index, §6.4). It
+// costs a heartbeat round, not a log write. A leader that has not yet
+// committed an entry of its own term does not know the commit index: it
+// falls back to a barrier entry through the log. On a follower it returns a
+// *NotLeaderError.
+func (r *Replica) ReadBarrier(ctx context.Context) error {
+	if r.raft.State() != raft.Leader {
+		return &NotLeaderError{Leader: r.leaderHint()}
+	}
+	term := r.raft.CurrentTerm()
+	index := r.raft.CommitIndex()
+	var l raft.Log
+	if err := r.store.GetLog(index, &l); err != nil || l.Term != term {
+		return r.leaderErr(r.await(ctx, r.raft.Barrier(r.cfg.ApplyTimeout)))
+	}
+	if err := r.leaderErr(r.await(ctx, r.raft.VerifyLeader())); err != nil {
+		return err
+	}
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	for {
+		var applied uint64
+		r.fsm.withState(func(s *State) { applied = s.Applied() })
+		if applied >= index {
+			return nil
+		}
+		select {
+		case <-t.C:
+		case <-r.stop:
+			return raft.ErrRaftShutdown
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// leaderErr turns raft's leadership errors into a *NotLeaderError.
+func (r *Replica) leaderErr(err error) error {
+	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+		return &NotLeaderError{Leader: r.leaderHint()}
+	}
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("replication: %w", err)
+	}
+	return err
+}
+
 // Leader returns the gRPC address of the group's leader, if known.
 func (r *Replica) Leader() string {
 	if r.IsLeader() {

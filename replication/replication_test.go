@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"errors"
 	"os"
 	"testing"
 	"time"
@@ -126,5 +127,44 @@ func testFollowerWipe(t *testing.T, p multicast.Protocol) {
 	// The log it missed was compacted away: it caught up from a snapshot.
 	if got := c.reps[1][f].r.raft.Stats()["last_snapshot_index"]; got == "0" || got == "" {
 		t.Fatalf("wiped follower: last snapshot index %q, want one installed from the leader", got)
+	}
+}
+
+// TestReadBarrier: at the leader, a read barrier returns with the state
+// holding every entry committed before it; a follower refuses with the
+// leader's address; a leader cut off from its group cannot confirm its
+// leadership and fails instead of serving a stale read.
+func TestReadBarrier(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := newTestClusterWith(t, multicast.FlexCast, 1, 3, clusterOpts{cuttable: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.load(ctx, 1, 2, 50); err != nil {
+		t.Fatal(err)
+	}
+	l := c.leader(0)
+	leader := c.reps[0][l].r
+	commit := leader.raft.CommitIndex()
+	if err := leader.ReadBarrier(ctx); err != nil {
+		t.Fatalf("barrier at the leader: %v", err)
+	}
+	var applied uint64
+	leader.State(func(s *State) { applied = s.Applied() })
+	if applied < commit {
+		t.Errorf("after the barrier the state is at %d, below the commit index %d seen before it", applied, commit)
+	}
+	f := c.reps[0][(l+1)%3].r
+	var nl *NotLeaderError
+	if err := f.ReadBarrier(ctx); !errors.As(err, &nl) || nl.Leader != c.reps[0][l].cfg.Members[l].GRPCAddr {
+		t.Errorf("barrier at a follower: %v, want NotLeader naming %s", err, c.reps[0][l].cfg.Members[l].GRPCAddr)
+	}
+	c.reps[0][l].layer.SetCut(true)
+	defer c.reps[0][l].layer.SetCut(false)
+	cutCtx, cutCancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cutCancel()
+	if err := leader.ReadBarrier(cutCtx); err == nil {
+		t.Errorf("a leader cut off from its group passed a read barrier")
 	}
 }

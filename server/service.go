@@ -347,24 +347,29 @@ func (s *Server) checkLocal(key []byte) error {
 	return nil
 }
 
-// Get implements kvpb.KVServer.
+// Get implements kvpb.KVServer. It reads this replica's state: at the
+// leader after a read barrier (linearizable, DESIGN 6), or as it is with
+// stale set. Transactions delivered here but waiting for another group's
+// vote are not visible yet: none of them has been answered, so a read that
+// misses them is ordered before them.
 func (v *service) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResponse, error) {
 	s := v.s
-	if req.GetStale() {
-		if err := s.checkLocal(req.GetKey()); err != nil {
-			return nil, err
-		}
-		val, found, err := s.store.Get(req.GetKey())
-		if err != nil {
-			return nil, s.status(ctx, err)
-		}
-		return &kvpb.GetResponse{Found: found, Value: val}, nil
-	}
-	res, err := s.single(ctx, req.GetClientId(), req.GetSeq(), txn.Op{Kind: txn.OpGet, Key: req.GetKey()})
-	if err != nil {
+	if _, err := s.requestID(req.GetClientId(), req.GetSeq()); err != nil {
 		return nil, err
 	}
-	return &kvpb.GetResponse{Found: res.Found, Value: res.Value}, nil
+	if err := s.checkLocal(req.GetKey()); err != nil {
+		return nil, err
+	}
+	if !req.GetStale() {
+		if err := s.replica.ReadBarrier(ctx); err != nil {
+			return nil, s.status(ctx, err)
+		}
+	}
+	val, found, err := s.store.Get(req.GetKey())
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	return &kvpb.GetResponse{Found: found, Value: val}, nil
 }
 
 // Put implements kvpb.KVServer.
@@ -394,29 +399,31 @@ func (v *service) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanRe
 	if limit == 0 {
 		limit = txn.ScanLimitMax
 	}
-	if req.GetStale() {
-		if err := s.checkLocal(req.GetStart()); err != nil {
-			return nil, err
-		}
-		t := &txn.Txn{Then: []txn.Op{{Kind: txn.OpScan, Key: req.GetStart(), End: req.GetEnd(), Limit: limit}}}
-		if err := t.Validate(s.pm); err != nil {
-			return nil, invalid(err)
-		}
-		kvs, err := s.store.Scan(req.GetStart(), req.GetEnd(), limit)
-		if err != nil {
-			return nil, s.status(ctx, err)
-		}
-		out := make([]txn.KV, len(kvs))
-		for i, e := range kvs {
-			out[i] = txn.KV{Key: e.Key, Value: e.Value}
-		}
-		return &kvpb.ScanResponse{Kvs: kvpb.KVsToProto(out)}, nil
-	}
-	res, err := s.single(ctx, req.GetClientId(), req.GetSeq(), txn.Op{Kind: txn.OpScan, Key: req.GetStart(), End: req.GetEnd(), Limit: limit})
-	if err != nil {
+	if _, err := s.requestID(req.GetClientId(), req.GetSeq()); err != nil {
 		return nil, err
 	}
-	return &kvpb.ScanResponse{Kvs: kvpb.KVsToProto(res.KVs)}, nil
+	t := &txn.Txn{Then: []txn.Op{{Kind: txn.OpScan, Key: req.GetStart(), End: req.GetEnd(), Limit: limit}}}
+	if err := t.Validate(s.pm); err != nil {
+		return nil, invalid(err)
+	}
+	if err := s.checkLocal(req.GetStart()); err != nil {
+		return nil, err
+	}
+	if !req.GetStale() {
+		// As for Get: linearizable at the leader after a read barrier.
+		if err := s.replica.ReadBarrier(ctx); err != nil {
+			return nil, s.status(ctx, err)
+		}
+	}
+	kvs, err := s.store.Scan(req.GetStart(), req.GetEnd(), limit)
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	out := make([]txn.KV, len(kvs))
+	for i, e := range kvs {
+		out[i] = txn.KV{Key: e.Key, Value: e.Value}
+	}
+	return &kvpb.ScanResponse{Kvs: kvpb.KVsToProto(out)}, nil
 }
 
 // Topology implements kvpb.KVServer.
