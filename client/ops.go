@@ -11,10 +11,13 @@ import (
 	"github.com/flexkv/flexkv/txn"
 )
 
-// The single-key operations run as one-operation transactions through the
-// log of the key's group, at its leader: they are linearizable. A key of a
-// replicated partition is read at the home group; a write to one goes to
-// every group, as a Txn.
+// The single-key operations run at the leader of the key's group and are
+// linearizable: writes as one-operation transactions through the group's
+// log, reads on the leader's state after a read index (the leader confirms
+// it still leads, and its state holds everything committed before the
+// read). GetStale reads any replica's state as it is. A key of a replicated
+// partition is read at the home group; a write to one goes to every group,
+// as a Txn.
 
 // route validates op as a one-operation transaction and returns its
 // destinations.
@@ -67,6 +70,31 @@ func (c *Client) Get(ctx context.Context, key []byte) (value []byte, found bool,
 	}
 	if !resp.GetFound() {
 		return nil, false, nil
+	}
+	value = resp.GetValue()
+	if value == nil {
+		value = []byte{}
+	}
+	return value, true, nil
+}
+
+// GetStale returns the value stored at key as a replica of its group holds
+// it now, without confirming it with the group's leader (DESIGN 6's local
+// read): cheaper, but possibly stale, even older than a value this client
+// wrote or read before.
+func (c *Client) GetStale(ctx context.Context, key []byte) (value []byte, found bool, err error) {
+	_, dst, err := c.route(txn.Op{Kind: txn.OpGet, Key: key})
+	if err != nil {
+		return nil, false, err
+	}
+	var resp *kvpb.GetResponse
+	err = c.invoke(ctx, dst.Min(), false, "stale get", func(ctx context.Context, kv kvpb.KVClient, opts ...grpc.CallOption) error {
+		var err error
+		resp, err = kv.Get(ctx, &kvpb.GetRequest{Key: key, Stale: true}, opts...)
+		return err
+	})
+	if err != nil || !resp.GetFound() {
+		return nil, false, err
 	}
 	value = resp.GetValue()
 	if value == nil {

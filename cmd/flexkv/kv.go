@@ -117,7 +117,7 @@ func kvArgs(names ...string) cobra.PositionalArgs {
 }
 
 func newKVGetCmd() *cobra.Command {
-	var asJSON bool
+	var asJSON, stale bool
 	cmd := &cobra.Command{
 		Use:   "get KEY",
 		Short: "Print the value of KEY (exit 1 when it is missing)",
@@ -131,14 +131,18 @@ func newKVGetCmd() *cobra.Command {
 				_, err := pm.Lookup(key)
 				return err
 			}, func(ctx context.Context, cl *client.Client) error {
-				value, found, err := cl.Get(ctx, key)
+				get := cl.Get
+				if stale {
+					get = cl.GetStale
+				}
+				value, found, err := get(ctx, key)
 				if err != nil {
 					return err
 				}
 				out := c.OutOrStdout()
 				switch {
 				case asJSON:
-					res := kvGetOutput{Key: string(key), Found: found}
+					res := kvGetOutput{Key: string(key), Found: found, Stale: stale}
 					if found {
 						res.Value = new(string(value))
 					}
@@ -158,6 +162,7 @@ func newKVGetCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"key":...,"found":...,"value":...}`)
+	cmd.Flags().BoolVar(&stale, "stale", false, `read a replica's state without asking the leader: faster, possibly stale (with --json, marked "stale":true)`)
 	return cmd
 }
 
@@ -166,6 +171,7 @@ type kvGetOutput struct {
 	Key   string  `json:"key"`
 	Found bool    `json:"found"`
 	Value *string `json:"value,omitempty"`
+	Stale bool    `json:"stale,omitempty"`
 }
 
 // kvWriteOutput is what `kv put --json` and `kv del --json` print.

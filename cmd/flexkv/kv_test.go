@@ -386,6 +386,8 @@ func TestKVCluster(t *testing.T) {
 		{[]string{"get", "w/0001/a"}, want{0, "1\n", ""}},
 		{[]string{"get", "w/0001/b", "--json"}, want{0, `{"key":"w/0001/b","found":true,"value":"two words"}` + "\n", ""}},
 		{[]string{"get", "w/0001/c", "--json"}, want{0, `{"key":"w/0001/c","found":true,"value":"<x>&"}` + "\n", ""}},
+		{[]string{"get", "w/0001/a", "--stale"}, want{0, "1\n", ""}},
+		{[]string{"get", "w/0001/b", "--stale", "--json"}, want{0, `{"key":"w/0001/b","found":true,"value":"two words","stale":true}` + "\n", ""}},
 		{[]string{"get", "w/0001/none"}, want{1, "", `flexkv: kv get: key "w/0001/none" not found`}},
 		{[]string{"get", "w/0001/none", "--json"}, want{1, `{"key":"w/0001/none","found":false}` + "\n", "not found"}},
 		{[]string{"scan", "w/0001/", "w/0002/"}, want{0, "w/0001/a\t1\nw/0001/b\ttwo words\nw/0001/c\t<x>&\n", ""}},
