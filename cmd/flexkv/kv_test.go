@@ -15,8 +15,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/flexkv/flexkv/configs"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/server"
@@ -330,20 +328,7 @@ func freeAddr(t *testing.T) string {
 // of its configuration file: `--config` of that path reaches it.
 func startLocal(t *testing.T) string {
 	t.Helper()
-	cfg, _, err := loadCluster("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range cfg.Groups {
-		r := cfg.Groups[i].Replicas[0]
-		r.Raft, r.GRPC = freeAddr(t), freeAddr(t)
-		cfg.Groups[i].Replicas = []partition.ReplicaConfig{r}
-	}
-	data, err := yaml.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := writeFile(t, "cluster.yaml", data)
+	path, cfg := oneReplicaConfig(t)
 	l, err := server.StartLocal(server.LocalConfig{
 		Cluster: cfg,
 		Dir:     t.TempDir(),
