@@ -87,7 +87,11 @@ func TestAwaitAtCutOffReplica(t *testing.T) {
 	if err := l.SetCut(follower, true); err != nil {
 		t.Fatal(err)
 	}
-	defer l.SetCut(follower, false)
+	defer func() {
+		if err := l.SetCut(follower, false); err != nil {
+			t.Error(err)
+		}
+	}()
 	_, rc, _ := l.cfg.Cluster.Replica(follower)
 	c := dial(t, rc.GRPC)
 	ctx := ctxTimeout(t, 20*time.Second)
