@@ -54,6 +54,14 @@ type Config struct {
 	NoSync            bool          // raft log without fsync: tests only
 	Logger            *slog.Logger  // default: discard
 
+	// WANDelays emulates a wide-area network between the groups (DESIGN
+	// 8): the one-way delay of every frame this group's leader sends to a
+	// group listed (transport.TransmitterConfig.Delays). WANJitter spreads
+	// each delay by up to that fraction, keeping FIFO order
+	// (TransmitterConfig.Jitter). None: no delay.
+	WANDelays map[partition.GroupID]time.Duration
+	WANJitter float64
+
 	// Fault injection, for tests and chaos runs. FrameFilter sees every
 	// batch of frames the leader is about to transmit to a group and returns
 	// what to transmit instead (fewer, duplicated, reordered). RaftLayer
@@ -225,6 +233,7 @@ func Open(cfg Config) (*Replica, error) {
 		RPCTimeout: cfg.ApplyTimeout,
 		BackoffMin: 20 * time.Millisecond, BackoffMax: time.Second,
 		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
+		Delays:      cfg.WANDelays, Jitter: cfg.WANJitter,
 	})
 	if err != nil {
 		return fail(err)

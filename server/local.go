@@ -18,11 +18,15 @@ import (
 // LocalConfig configures a whole cluster in one process (flexkv local,
 // tests): every replica of Cluster, each with its data under Dir/<node id>.
 type LocalConfig struct {
-	Cluster    *partition.ClusterConfig
-	Latency    *partition.Latency
-	Dir        string
-	Procedures *txn.Registry
-	NoSync     bool
+	Cluster *partition.ClusterConfig
+	// Latency, LatencyMode and LatencyJitter emulate the WAN between the
+	// groups, as in Config.
+	Latency       *partition.Latency
+	LatencyMode   LatencyMode
+	LatencyJitter float64
+	Dir           string
+	Procedures    *txn.Registry
+	NoSync        bool
 	// DeliveryLogDir, when set, receives one delivery log per replica,
 	// <node id>.jsonl, appended to across restarts.
 	DeliveryLogDir string
@@ -182,7 +186,7 @@ func (l *Local) Start(id string) error {
 	n.cut = false
 	n.cutMu.Unlock()
 	srv, err := Open(Config{
-		Cluster: l.cfg.Cluster, Latency: l.cfg.Latency, NodeID: id,
+		Cluster: l.cfg.Cluster, Latency: l.cfg.Latency, LatencyMode: l.cfg.LatencyMode, LatencyJitter: l.cfg.LatencyJitter, NodeID: id,
 		Dir: filepath.Join(l.cfg.Dir, id), Procedures: l.cfg.Procedures, NoSync: l.cfg.NoSync,
 		DeliveryLog: dlog, Logger: l.cfg.Logger, RaftLayer: layer, Replication: l.cfg.Replication,
 		FrameFilter: func(_ partition.GroupID, frames []channel.Frame) []channel.Frame {

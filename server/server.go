@@ -40,9 +40,16 @@ import (
 // Config configures one replica's server.
 type Config struct {
 	// Cluster is the cluster configuration (validated by Open); Latency its
-	// latency matrix, if any (served to clients by Topology).
+	// latency matrix, if any: served to clients by Topology, and the delays
+	// of the emulated WAN between groups (DESIGN 8).
 	Cluster *partition.ClusterConfig
 	Latency *partition.Latency
+	// LatencyMode turns Latency's round trips into one-way delays of the
+	// sends from this replica's group, while it leads, to the other groups
+	// ("": LatencyReal). LatencyJitter, from 0 to 1, spreads each delay by
+	// up to that fraction either way, keeping every link's FIFO order.
+	LatencyMode   LatencyMode
+	LatencyJitter float64
 	// NodeID is this replica's id in Cluster.
 	NodeID string
 	// Dir is this replica's data directory: raft log and snapshots, Pebble.
@@ -67,8 +74,8 @@ type Config struct {
 	FrameFilter func(to partition.GroupID, frames []channel.Frame) []channel.Frame
 	RaftLayer   raft.StreamLayer
 	// Replication tunes the replica; its State, ID, Members, Peers, Dir,
-	// Bootstrap, Executor, Services and Observe are set by Open, which adds
-	// an interceptor to its ServerOptions.
+	// Bootstrap, Executor, Services, Observe, WANDelays and WANJitter are
+	// set by Open, which adds an interceptor to its ServerOptions.
 	Replication replication.Config
 }
 
@@ -118,6 +125,18 @@ func Open(cfg Config) (*Server, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("server: no data directory")
 	}
+	mode, err := ParseLatencyMode(string(cfg.LatencyMode))
+	if err != nil {
+		return nil, err
+	}
+	if !(cfg.LatencyJitter >= 0 && cfg.LatencyJitter <= 1) { // NaN fails too
+		return nil, fmt.Errorf("server: latency jitter %v, want from 0 to 1", cfg.LatencyJitter)
+	}
+	if cfg.Latency != nil {
+		if err := cfg.Latency.CheckTopology(top); err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
@@ -161,6 +180,8 @@ func Open(cfg Config) (*Server, error) {
 			rc.Peers[id] = append(rc.Peers[id], r.GRPC)
 		}
 	}
+	rc.WANDelays = wanDelays(top, cfg.Latency, self, mode)
+	rc.WANJitter = cfg.LatencyJitter
 	rc.Dir = filepath.Join(cfg.Dir, "raft")
 	rc.Bootstrap = true
 	rc.Executor = executor{s.exec}

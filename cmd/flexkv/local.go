@@ -40,7 +40,12 @@ Every fault is logged. --seed fixes the random draws; which replica a draw
 hits depends on who leads at that moment.
 
 --metrics ADDR serves the Prometheus metrics of every replica at
-http://ADDR/metrics, labelled by group and replica.`,
+http://ADDR/metrics, labelled by group and replica.
+
+Every flag may also come from the environment: FLEXKV_<FLAG>, e.g.
+FLEXKV_LATENCY_MODE=paper.
+
+` + latencyHelp,
 		Args: cobra.NoArgs,
 	}
 	cmd.Flags().String("config", "", "cluster configuration file (default: the embedded configs/local.yaml)")
@@ -50,6 +55,7 @@ http://ADDR/metrics, labelled by group and replica.`,
 	cmd.Flags().String("delivery-log", "", "write one delivery log per replica (JSON lines, DESIGN 10.1) into DIR")
 	cmd.Flags().String("log-level", "warn", "debug, info, warn or error")
 	cmd.Flags().String("metrics", "", "serve every replica's Prometheus metrics at http://ADDR/metrics (host:port, e.g. 127.0.0.1:9100; default off)")
+	addLatencyFlags(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		v := settings(cmd)
 		faults, err := server.ParseChaos(v.GetString("chaos"))
@@ -60,6 +66,10 @@ http://ADDR/metrics, labelled by group and replica.`,
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}
+		mode, jitter, err := latencyFlags(v)
+		if err != nil {
+			return err
+		}
 		log, err := newLogger(cmd.ErrOrStderr(), v.GetString("log-level"))
 		if err != nil {
 			return err
@@ -68,7 +78,7 @@ http://ADDR/metrics, labelled by group and replica.`,
 		defer stop()
 		start := time.Now()
 		l, err := server.StartLocal(server.LocalConfig{
-			Cluster: cfg, Latency: lat, Dir: v.GetString("data-dir"),
+			Cluster: cfg, Latency: lat, LatencyMode: mode, LatencyJitter: jitter, Dir: v.GetString("data-dir"),
 			DeliveryLogDir: v.GetString("delivery-log"), Logger: log, MetricsAddr: v.GetString("metrics"),
 		})
 		if err != nil {
@@ -88,6 +98,7 @@ http://ADDR/metrics, labelled by group and replica.`,
 			}
 			fmt.Fprintf(out, "  %-14s %s\n", g.Name, strings.Join(addrs, " "))
 		}
+		fmt.Fprintf(out, "emulated WAN: %s\n", latencySummary(lat, mode, jitter))
 		fmt.Fprintf(out, "endpoints: %s\n", strings.Join(l.Endpoints(), ","))
 		if a := l.MetricsAddr(); a != "" {
 			fmt.Fprintf(out, "metrics: http://%s/metrics\n", a)

@@ -9,12 +9,15 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
 
 	"github.com/flexkv/flexkv/multicast/check"
+	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/server"
 )
 
@@ -40,8 +43,9 @@ func newServerCmd() *cobra.Command {
 		Long: `Run one replica: the node ID of the cluster configuration FILE, with its data
 in --data-dir. Every flag may also come from the environment (FLEXKV_CONFIG,
 FLEXKV_NODE, FLEXKV_DATA_DIR, FLEXKV_LOG_LEVEL, FLEXKV_DELIVERY_LOG,
-FLEXKV_METRICS) or from a settings file, --settings FILE (FLEXKV_SETTINGS): a
-YAML map of the same names, e.g.
+FLEXKV_METRICS, FLEXKV_LATENCY_MODE, FLEXKV_LATENCY_JITTER) or from a
+settings file, --settings FILE (FLEXKV_SETTINGS): a YAML map of the same
+names, e.g.
 
   node: r1
   data-dir: /var/lib/flexkv
@@ -49,7 +53,9 @@ YAML map of the same names, e.g.
 
 A flag wins over the environment, which wins over the file. With --metrics
 ADDR it serves Prometheus metrics at http://ADDR/metrics. SIGTERM or SIGINT
-stops it gracefully.`,
+stops it gracefully.
+
+` + latencyHelp,
 		Args: cobra.NoArgs,
 	}
 	cmd.Flags().String("config", "", "cluster configuration file (YAML, DESIGN 8); default: the embedded configs/local.yaml")
@@ -59,6 +65,7 @@ stops it gracefully.`,
 	cmd.Flags().String("delivery-log", "", "append this replica's delivery log (JSON lines, DESIGN 10.1) to FILE")
 	cmd.Flags().String("metrics", "", "serve Prometheus metrics at http://ADDR/metrics (host:port, e.g. :9100; default off)")
 	cmd.Flags().String("settings", "", "a YAML file of settings (node, data-dir, config, ...); flags and FLEXKV_* win over it")
+	addLatencyFlags(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		v := settings(cmd)
 		if err := readSettingsFile(cmd, v); err != nil {
@@ -74,6 +81,10 @@ stops it gracefully.`,
 		}
 		if _, _, ok := cfg.Replica(node); !ok {
 			return &exitError{code: 2, err: fmt.Errorf("server: node %q is not a replica of the configuration (replicas: %s)", node, strings.Join(replicaIDs(cfg.Groups), ", "))}
+		}
+		mode, jitter, err := latencyFlags(v)
+		if err != nil {
+			return err
 		}
 		log, err := newLogger(cmd.ErrOrStderr(), v.GetString("log-level"))
 		if err != nil {
@@ -93,16 +104,65 @@ stops it gracefully.`,
 		ctx, stop := signalContext(cmd.Context())
 		defer stop()
 		srv, err := server.Open(server.Config{
-			Cluster: cfg, Latency: lat, NodeID: node, Dir: dir, DeliveryLog: dlog, Logger: log,
+			Cluster: cfg, Latency: lat, LatencyMode: mode, LatencyJitter: jitter,
+			NodeID: node, Dir: dir, DeliveryLog: dlog, Logger: log,
 			MetricsAddr: v.GetString("metrics"),
 		})
 		if err != nil {
 			return err
 		}
-		log.Info("serving", "node", node, "group", srv.Group(), "grpc", srv.Addr(), "data", dir, "metrics", v.GetString("metrics"))
+		log.Info("serving", "node", node, "group", srv.Group(), "grpc", srv.Addr(), "data", dir, "metrics", v.GetString("metrics"),
+			"latency", latencySummary(lat, mode, jitter))
 		<-ctx.Done()
 		log.Info("stopping", "node", node)
 		return srv.Close()
 	}
 	return cmd
+}
+
+// latencyHelp describes the emulated WAN, for the help of the commands that
+// run replicas.
+const latencyHelp = `The emulated WAN (DESIGN 8): when the cluster configuration names a latency
+matrix (latency:, round trips in ms between regions), every send from one
+group's leader to another group is delayed by the one-way latency between
+their regions; two groups of one region get the matrix's diagonal.
+--latency-mode real (the default) delays a send by half the matrix value, so
+that a round trip takes the value; paper by the full value, as the FlexCast
+paper's emulation did; off delays nothing. --latency-jitter F spreads each
+delay uniformly by up to the fraction F either way, keeping every link's FIFO
+order. Only traffic between groups is delayed: the way between a client and
+the servers (a client is another process) and raft's traffic inside a group
+are not emulated.`
+
+func addLatencyFlags(cmd *cobra.Command) {
+	cmd.Flags().String("latency-mode", string(server.LatencyReal), "emulated WAN between groups, from the configuration's latency matrix: real (one-way = value/2), paper (one-way = value) or off; clients are not delayed")
+	cmd.Flags().Float64("latency-jitter", 0, "spread each emulated delay by up to this fraction (0 to 1) either way, keeping FIFO order")
+}
+
+// latencyFlags reads --latency-mode and --latency-jitter.
+func latencyFlags(v *viper.Viper) (server.LatencyMode, float64, error) {
+	mode, err := server.ParseLatencyMode(v.GetString("latency-mode"))
+	if err != nil {
+		return "", 0, &exitError{code: 2, err: fmt.Errorf("--latency-mode: %w", err)}
+	}
+	s := v.GetString("latency-jitter")
+	jitter, err := strconv.ParseFloat(s, 64)
+	if err != nil || !(jitter >= 0 && jitter <= 1) {
+		return "", 0, &exitError{code: 2, err: fmt.Errorf("--latency-jitter %q: want a fraction from 0 to 1", s)}
+	}
+	return mode, jitter, nil
+}
+
+// latencySummary says, for the logs, what the emulated WAN does.
+func latencySummary(lat *partition.Latency, mode server.LatencyMode, jitter float64) string {
+	switch {
+	case lat == nil:
+		return "off (no latency matrix)"
+	case mode == server.LatencyOff:
+		return "off"
+	case jitter > 0:
+		return fmt.Sprintf("%s, jitter %g", mode, jitter)
+	default:
+		return string(mode)
+	}
 }

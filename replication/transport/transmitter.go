@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -59,6 +61,21 @@ type TransmitterConfig struct {
 	// DialOptions are passed to grpc.NewClient for every replica; they must
 	// choose the transport credentials (grpc.WithTransportCredentials).
 	DialOptions []grpc.DialOption
+
+	// Delays emulate a wide-area network (DESIGN 8): a frame queued for a
+	// peer group listed here leaves no earlier than that one-way delay
+	// after Send took it. Groups not listed, and a zero delay, are not
+	// delayed. Frames waiting out their delay stay in the peer group's
+	// queue: QueueFrames and QueueBytes then bound what is in flight on the
+	// emulated link, as a window does on a real one, and must cover its
+	// rate times its delay if nothing is to be dropped.
+	Delays map[partition.GroupID]time.Duration
+	// Jitter, from 0 to 1, draws each Send's delay uniformly from
+	// [d(1-Jitter), d(1+Jitter)] around the configured d; the frames' due
+	// time is then raised, where needed, to that of the frames queued
+	// before them, so that they still leave in order (DESIGN 8). The draws
+	// come from a generator seeded with the two groups of the link.
+	Jitter float64
 }
 
 // Validate checks c.
@@ -91,6 +108,9 @@ func (c TransmitterConfig) Validate() error {
 		case len(addrs) == 0:
 			return fmt.Errorf("transport: transmitter config: peer group %d has no address", g)
 		}
+		if d := c.Delays[g]; d < 0 {
+			return fmt.Errorf("transport: transmitter config: peer group %d: delay %v, want at least 0", g, d)
+		}
 		for i, a := range addrs {
 			if a == "" {
 				return fmt.Errorf("transport: transmitter config: peer group %d: empty address", g)
@@ -99,6 +119,14 @@ func (c TransmitterConfig) Validate() error {
 				return fmt.Errorf("transport: transmitter config: peer group %d: address %q listed twice", g, a)
 			}
 		}
+	}
+	for _, g := range slices.Sorted(maps.Keys(c.Delays)) {
+		if _, ok := c.Peers[g]; !ok {
+			return fmt.Errorf("transport: transmitter config: delay for group %d, which is not a peer group", g)
+		}
+	}
+	if !(c.Jitter >= 0 && c.Jitter <= 1) { // NaN fails too
+		return fmt.Errorf("transport: transmitter config: jitter %v, want from 0 to 1", c.Jitter)
 	}
 	return nil
 }
@@ -132,6 +160,21 @@ type Stats struct {
 // The receiver may still see a frame twice, or after a later one, when a
 // call that timed out is applied after its retry; the channel layer drops
 // the duplicate or holds the later frame back (DESIGN 4.2).
+//
+// The emulated WAN (TransmitterConfig.Delays) is a delay line in front of
+// the calls, not a wait inside them: Send stamps its frames with the time
+// they are due at the receiver, and the peer's goroutine takes the frames
+// that are due and calls at once. On the network under the emulation (one
+// host, or one LAN) a call answers quickly, so batches queued a moment
+// apart are delivered a moment apart, one delay after they were queued: the
+// link carries many batches in flight, as a pipelined stream over a real
+// WAN does, rather than one per round trip (which a wait before each call
+// would give). The answer's own way back is not emulated where nothing
+// waits for it: the channel layer's acknowledgements travel as frames of
+// the other direction, delayed by the other group's transmitter. Where the
+// transmitter does wait for an answer, before it retries a batch a leader
+// did not accept, the retry waits a round trip (two delays) more: the
+// answer's way back and the retry's way there.
 type Transmitter struct {
 	cfg    TransmitterConfig
 	peers  map[partition.GroupID]*peer // read-only after NewTransmitter
@@ -148,13 +191,15 @@ func NewTransmitter(cfg TransmitterConfig) (*Transmitter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	// The caller keeps its map and slices; the transmitter reads its own.
+	// The caller keeps its maps and slices; the transmitter reads its own.
 	peers := make(map[partition.GroupID][]string, len(cfg.Peers))
 	for _, g := range sortedGroups(cfg.Peers) {
 		peers[g] = slices.Clone(cfg.Peers[g])
 	}
 	cfg.Peers = peers
+	cfg.Delays = maps.Clone(cfg.Delays)
 	t := &Transmitter{cfg: cfg, peers: make(map[partition.GroupID]*peer, len(cfg.Peers))}
+	epoch := time.Now()
 	opts := append([]grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
 		Backoff: backoff.Config{
 			BaseDelay:  cfg.BackoffMin,
@@ -172,6 +217,14 @@ func NewTransmitter(cfg TransmitterConfig) (*Transmitter, error) {
 			addrs: cfg.Peers[g],
 			queue: make([][]byte, cfg.QueueFrames),
 			wake:  make(chan struct{}, 1),
+			delay: cfg.Delays[g],
+			epoch: epoch,
+		}
+		if p.delay > 0 {
+			p.due = make([]time.Duration, cfg.QueueFrames)
+			if cfg.Jitter > 0 {
+				p.jitter = rand.New(rand.NewPCG(uint64(cfg.Self), uint64(g)))
+			}
 		}
 		t.peers[g] = p
 		for _, a := range p.addrs {
@@ -283,11 +336,21 @@ type peer struct {
 	conns   []*grpc.ClientConn
 	clients []transportpb.GroupChannelClient
 	wake    chan struct{} // capacity 1: something was queued
+	delay   time.Duration // one-way delay of the emulated link; 0: none
+	// epoch is the transmitter's start: due times are offsets from it, read
+	// on the monotonic clock, so that a step of the wall clock moves none.
+	epoch time.Time
 
 	mu         sync.Mutex
 	queue      [][]byte // a ring of cfg.QueueFrames encoded frames
 	head, n    int
 	queueBytes int
+	// With a delay: due[i] is when queue[i] may leave, never before the
+	// due time of the frame ahead of it (dueLast, when queued); jitter
+	// draws the spread of each Send's delay (nil without jitter).
+	due     []time.Duration
+	dueLast time.Duration
+	jitter  *rand.Rand
 
 	// Owned by the goroutine of run.
 	leader   int // index in addrs of the replica believed to lead
@@ -299,15 +362,28 @@ type peer struct {
 // enqueue appends what fits of frames to the queue and drops the rest.
 func (p *peer) enqueue(frames [][]byte) {
 	p.mu.Lock()
+	var due time.Duration
+	if p.delay > 0 {
+		// FIFO: never due before a frame queued earlier, whatever the
+		// jitter drew.
+		due = max(time.Since(p.epoch)+p.jittered(), p.dueLast)
+	}
 	kept := 0
 	for _, f := range frames {
 		if p.n == len(p.queue) || p.queueBytes+len(f) > p.cfg.QueueBytes {
 			break
 		}
-		p.queue[(p.head+p.n)%len(p.queue)] = f
+		i := (p.head + p.n) % len(p.queue)
+		p.queue[i] = f
+		if p.due != nil {
+			p.due[i] = due
+		}
 		p.n++
 		p.queueBytes += len(f)
 		kept++
+	}
+	if kept > 0 {
+		p.dueLast = due
 	}
 	p.mu.Unlock()
 	if dropped := len(frames) - kept; dropped > 0 {
@@ -321,14 +397,31 @@ func (p *peer) enqueue(frames [][]byte) {
 	}
 }
 
+// jittered returns the delay of the frames of one Send (p.mu held).
+func (p *peer) jittered() time.Duration {
+	if p.jitter == nil {
+		return p.delay
+	}
+	spread := p.cfg.Jitter * (2*p.jitter.Float64() - 1) // in [-Jitter, Jitter)
+	return time.Duration(math.Round(float64(p.delay) * (1 + spread)))
+}
+
 // take moves the next batch from the head of the queue to batch: at least
 // one frame, at most cfg.BatchFrames frames and cfg.BatchBytes bytes
-// (Send refuses a frame larger than that).
-func (p *peer) take(batch [][]byte) [][]byte {
+// (Send refuses a frame larger than that), of the frames due at now. When
+// frames are queued but none is due, it returns no batch and how long until
+// the first is.
+func (p *peer) take(batch [][]byte, now time.Duration) ([][]byte, time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	size := 0
 	for p.n > 0 && len(batch) < p.cfg.BatchFrames {
+		if p.due != nil && p.due[p.head] > now {
+			if len(batch) == 0 {
+				return batch, p.due[p.head] - now
+			}
+			break
+		}
 		f := p.queue[p.head]
 		if len(batch) > 0 && size+len(f) > p.cfg.BatchBytes {
 			break
@@ -340,15 +433,24 @@ func (p *peer) take(batch [][]byte) [][]byte {
 		p.n--
 		p.queueBytes -= len(f)
 	}
-	return batch
+	return batch, 0
 }
 
 // run drains the queue until ctx ends.
 func (p *peer) run(ctx context.Context) {
 	batch := make([][]byte, 0, p.cfg.BatchFrames)
 	for {
-		batch = p.take(batch[:0])
+		var wait time.Duration
+		batch, wait = p.take(batch[:0], time.Since(p.epoch))
 		if len(batch) == 0 {
+			if wait > 0 {
+				// Frames queued later are due later: only the head's due
+				// time, or the end, needs waking for.
+				if !sleep(ctx, wait) {
+					return
+				}
+				continue
+			}
 			select {
 			case <-p.wake:
 				continue
@@ -386,6 +488,10 @@ func (p *peer) transmit(ctx context.Context, batch [][]byte) bool {
 			p.redirects.Add(1)
 			p.follow(reply.GetLeaderHint())
 			if redirects++; redirects < len(p.addrs) {
+				// The emulated answer's way back and the retry's way there.
+				if !sleep(ctx, 2*p.delay) {
+					return false
+				}
 				continue
 			}
 			// Every replica in turn said it does not lead: an election is
@@ -424,8 +530,9 @@ func (p *peer) follow(hint string) {
 	p.leader = (p.leader + 1) % len(p.addrs)
 }
 
-// backoff waits before the next call, longer after each failure, and
-// returns false if ctx ended first.
+// backoff waits before the next call, longer after each failure, plus a
+// round trip of the emulated link (the failure's way back, the retry's way
+// there), and returns false if ctx ended first.
 func (p *peer) backoff(ctx context.Context) bool {
 	d := p.cfg.BackoffMin
 	for range p.failures {
@@ -439,6 +546,14 @@ func (p *peer) backoff(ctx context.Context) bool {
 	// Jitter, so that the transmitters of several groups that lost the same
 	// leader do not call its successor in step.
 	d = d/2 + rand.N(d/2+1)
+	return sleep(ctx, d+2*p.delay)
+}
+
+// sleep waits for d and returns true, or returns false if ctx ends first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {

@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -327,6 +328,11 @@ func TestTransmitterConfigValidate(t *testing.T) {
 		{"no address", func(c *TransmitterConfig) { c.Peers[1] = nil }, "peer group 1 has no address"},
 		{"empty address", func(c *TransmitterConfig) { c.Peers[1] = []string{""} }, "empty address"},
 		{"twice", func(c *TransmitterConfig) { c.Peers[1] = []string{"a:1", "a:1"} }, `address "a:1" listed twice`},
+		{"negative delay", func(c *TransmitterConfig) { c.Delays = map[partition.GroupID]time.Duration{testTo: -time.Millisecond} }, "peer group 2: delay -1ms"},
+		{"delay to a stranger", func(c *TransmitterConfig) { c.Delays = map[partition.GroupID]time.Duration{1: time.Millisecond} }, "delay for group 1, which is not a peer group"},
+		{"jitter above 1", func(c *TransmitterConfig) { c.Jitter = 1.5 }, "jitter 1.5"},
+		{"jitter negative", func(c *TransmitterConfig) { c.Jitter = -0.1 }, "jitter -0.1"},
+		{"jitter NaN", func(c *TransmitterConfig) { c.Jitter = math.NaN() }, "jitter NaN"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,169 @@
+package server
+
+import (
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flexkv/flexkv/kv/kvpb"
+	"github.com/flexkv/flexkv/partition"
+	"github.com/flexkv/flexkv/replication"
+)
+
+func TestParseLatencyMode(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want LatencyMode
+	}{{"", LatencyReal}, {"real", LatencyReal}, {"paper", LatencyPaper}, {"off", LatencyOff}} {
+		got, err := ParseLatencyMode(tc.in)
+		if err != nil || got != tc.want {
+			t.Errorf("ParseLatencyMode(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"Real", "half", "none"} {
+		if _, err := ParseLatencyMode(bad); err == nil || !strings.Contains(err.Error(), "want real, paper or off") {
+			t.Errorf("ParseLatencyMode(%q): error %v, want one listing the modes", bad, err)
+		}
+	}
+}
+
+func TestLatencyModeOneWay(t *testing.T) {
+	for _, tc := range []struct {
+		mode LatencyMode
+		rtt  float64
+		want time.Duration
+	}{
+		{LatencyReal, 40, 20 * time.Millisecond},
+		{"", 40, 20 * time.Millisecond},
+		{LatencyReal, 0.5, 250 * time.Microsecond},
+		{LatencyPaper, 40, 40 * time.Millisecond},
+		{LatencyOff, 40, 0},
+		{LatencyReal, 0, 0},
+	} {
+		if got := tc.mode.OneWay(tc.rtt); got != tc.want {
+			t.Errorf("%q.OneWay(%v) = %v, want %v", tc.mode, tc.rtt, got, tc.want)
+		}
+	}
+}
+
+// wanMatrix is the round trips between the three regions of testCluster:
+// 40 ms between eu-west-1 and eu-west-3, 4 ms inside a region.
+func wanMatrix(t testing.TB) *partition.Latency {
+	t.Helper()
+	lat, err := partition.NewLatency([]string{"eu-west-1", "eu-west-3", "eu-central-1"}, [][]float64{
+		{4, 40, 30},
+		{40, 4, 20},
+		{30, 20, 4},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lat
+}
+
+func TestWANDelays(t *testing.T) {
+	// Group eu-central-1 moves to region eu-west-1: from eu-west-1, the
+	// diagonal applies.
+	cfg := testCluster(t, "flexcast")
+	cfg.Groups[2].Region = "eu-west-1"
+	top, _, err := cfg.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lat := wanMatrix(t)
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name string
+		lat  *partition.Latency
+		mode LatencyMode
+		self partition.GroupID
+		want map[partition.GroupID]time.Duration
+	}{
+		{"real", lat, LatencyReal, 0, map[partition.GroupID]time.Duration{1: 20 * ms, 2: 2 * ms}},
+		{"paper", lat, LatencyPaper, 0, map[partition.GroupID]time.Duration{1: 40 * ms, 2: 4 * ms}},
+		{"real from eu-west-3", lat, LatencyReal, 1, map[partition.GroupID]time.Duration{0: 20 * ms, 2: 20 * ms}},
+		{"off", lat, LatencyOff, 0, nil},
+		{"no matrix", nil, LatencyPaper, 0, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := wanDelays(top, tc.lat, tc.self, tc.mode); !maps.Equal(got, tc.want) {
+				t.Errorf("delays %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestOpenRejectsLatencySettings(t *testing.T) {
+	cfg := testCluster(t, "flexcast")
+	small, err := partition.NewLatency([]string{"eu-west-1"}, [][]float64{{1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(c *Config)
+		want   string
+	}{
+		{"mode", func(c *Config) { c.LatencyMode = "slow" }, `latency mode "slow"`},
+		{"jitter", func(c *Config) { c.LatencyJitter = 2 }, "latency jitter 2"},
+		{"matrix without the regions", func(c *Config) { c.Latency = small }, `region "eu-west-3", which the latency matrix lacks`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Config{Cluster: cfg, NodeID: "r1", Dir: t.TempDir(), NoSync: true}
+			tc.change(&c)
+			s, err := Open(c)
+			if err == nil {
+				_ = s.Close()
+				t.Fatal("Open accepted the configuration")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestTwoGroupTransferOverWAN: over an emulated round trip of 40 ms between
+// two groups, a transaction to both is not executed at the second before a
+// send from the first has crossed: 20 ms (real mode).
+func TestTwoGroupTransferOverWAN(t *testing.T) {
+	cfg := testCluster(t, "flexcast")
+	l, err := StartLocal(LocalConfig{
+		Cluster: cfg, Latency: wanMatrix(t), Dir: t.TempDir(), NoSync: true,
+		Replication: replication.Config{ElectionTimeout: 200 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	waitLeaders(t, l)
+	a := leaderClient(t, l, "eu-west-1")
+	b := leaderClient(t, l, "eu-west-3")
+	ctx := ctxTimeout(t, 20*time.Second)
+	one := int64(1)
+	tx := &kvpb.Txn{Then: []*kvpb.Op{
+		{Kind: kvpb.OpKind_OP_KIND_ADD, Key: []byte("w/0001/x"), Int: -one},
+		{Kind: kvpb.OpKind_OP_KIND_ADD, Key: []byte("w/0004/x"), Int: one},
+	}}
+	start := time.Now()
+	resp, err := a.Txn(ctx, &kvpb.TxnRequest{ClientId: 7, Seq: 1, Body: &kvpb.TxnRequest_Txn{Txn: tx}})
+	if err != nil {
+		t.Fatalf("txn: %v", err)
+	}
+	aw, err := b.Await(ctx, &kvpb.AwaitRequest{Id: resp.GetPiece().GetId()})
+	if err != nil {
+		t.Fatalf("await: %v", err)
+	}
+	elapsed := time.Since(start)
+	if !aw.GetPiece().GetSucceeded() {
+		t.Fatalf("await answer %v", aw)
+	}
+	if oneWay := 20 * time.Millisecond; elapsed < oneWay {
+		t.Errorf("the transaction was executed at eu-west-3 %v after it was submitted at eu-west-1, want at least the one-way delay %v", elapsed, oneWay)
+	}
+}
