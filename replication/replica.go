@@ -154,8 +154,12 @@ type Replica struct {
 	// started is set once raft is running: the FSM may apply (and call
 	// transmit) before NewRaft returns.
 	started atomic.Bool
-	stop    chan struct{}
-	wg      sync.WaitGroup
+	closing atomic.Bool // set by the first shutdown
+	// termCommitted is the last term in which this replica saw, as
+	// leader, an entry of that term committed (ReadBarrier).
+	termCommitted atomic.Uint64
+	stop          chan struct{}
+	wg            sync.WaitGroup
 }
 
 // Open starts a replica: it reopens its raft state from cfg.Dir if there is
@@ -404,29 +408,48 @@ func (r *Replica) leaderHint() string {
 // ReadBarrier returns once this replica's state holds every entry committed
 // before the call, having confirmed that it still leads: after it, a read
 // of the state is linearizable (the raft paper's read index, §6.4). It
-// costs a heartbeat round, not a log write. A leader that has not yet
-// committed an entry of its own term does not know the commit index: it
-// falls back to a barrier entry through the log. On a follower it returns a
+// costs a heartbeat round, not a log write. On a follower it returns a
 // *NotLeaderError.
+//
+// The steps, and why each: the term is read first, and leadership must be
+// confirmed in that same term afterwards, so that the commit index read in
+// between is the leader's own (a replica deposed and re-elected meanwhile
+// could have read a follower's lagging one). A leader knows the commit index
+// only once an entry of its own term is committed (§5.4.2); until then it
+// commits a barrier entry through the log instead. The state is caught up
+// when it has applied the last command at or below the commit index: the
+// state machine sees commands only, not raft's no-op and barrier entries.
 func (r *Replica) ReadBarrier(ctx context.Context) error {
+	term := r.raft.CurrentTerm()
 	if r.raft.State() != raft.Leader {
 		return &NotLeaderError{Leader: r.leaderHint()}
 	}
-	term := r.raft.CurrentTerm()
 	index := r.raft.CommitIndex()
-	var l raft.Log
-	if err := r.store.GetLog(index, &l); err != nil || l.Term != term {
-		return r.leaderErr(r.await(ctx, r.raft.Barrier(r.cfg.ApplyTimeout)))
+	if r.termCommitted.Load() != term {
+		var l raft.Log
+		if err := r.store.GetLog(index, &l); err != nil || l.Term != term {
+			// A barrier returns once the state machine applied every
+			// entry before it: the read may go ahead.
+			return r.leaderErr(r.await(ctx, r.raft.Barrier(r.cfg.ApplyTimeout)))
+		}
+		r.termCommitted.Store(term)
 	}
 	if err := r.leaderErr(r.await(ctx, r.raft.VerifyLeader())); err != nil {
 		return err
+	}
+	if r.raft.CurrentTerm() != term {
+		return &NotLeaderError{Leader: r.leaderHint()}
+	}
+	target, ok := r.lastCommandAtOrBelow(index)
+	if !ok {
+		return r.leaderErr(r.await(ctx, r.raft.Barrier(r.cfg.ApplyTimeout)))
 	}
 	t := time.NewTicker(time.Millisecond)
 	defer t.Stop()
 	for {
 		var applied uint64
 		r.fsm.withState(func(s *State) { applied = s.Applied() })
-		if applied >= index {
+		if applied >= target {
 			return nil
 		}
 		select {
@@ -437,6 +460,24 @@ func (r *Replica) ReadBarrier(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// lastCommandAtOrBelow returns the index of the last command entry at or
+// below index, which the state machine's applied index reaches; 0 when the
+// entries are gone into a snapshot (which the state holds). It looks back a
+// few entries at most (runs of raft's own entries are short) and reports
+// false past that.
+func (r *Replica) lastCommandAtOrBelow(index uint64) (uint64, bool) {
+	var l raft.Log
+	for i := index; i > 0 && index-i < 64; i-- {
+		if err := r.store.GetLog(i, &l); err != nil {
+			return 0, true
+		}
+		if l.Type == raft.LogCommand {
+			return i, true
+		}
+	}
+	return 0, index < 64
 }
 
 // leaderErr turns raft's leadership errors into a *NotLeaderError.
@@ -546,16 +587,14 @@ func (r *Replica) State(fn func(*State)) { r.fsm.withState(fn) }
 func (r *Replica) Close() error { return r.shutdown() }
 
 func (r *Replica) shutdown() error {
-	select {
-	case <-r.stop:
+	if !r.closing.CompareAndSwap(false, true) {
 		return nil
-	default:
 	}
-	close(r.stop)
 	var errs []error
 	if r.grpc != nil {
 		// Let the calls in flight finish (a client's answer, a batch from
-		// another group) for a moment, then cut the rest.
+		// another group, a read barrier) for a moment, raft still running,
+		// then cut the rest. Only then does stop end the waits.
 		drained := make(chan struct{})
 		go func() {
 			r.grpc.GracefulStop()
@@ -568,6 +607,7 @@ func (r *Replica) shutdown() error {
 			<-drained
 		}
 	}
+	close(r.stop)
 	if r.raft != nil {
 		errs = append(errs, r.raft.Shutdown().Error())
 	}

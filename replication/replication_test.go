@@ -168,3 +168,25 @@ func TestReadBarrier(t *testing.T) {
 		t.Errorf("a leader cut off from its group passed a read barrier")
 	}
 }
+
+// TestReadBarrierAfterNoop: after a restart the leader's commit index is
+// its no-op entry, which the state machine never sees; with no command
+// after it (ticks slowed to one an hour), a read barrier must still return.
+func TestReadBarrierAfterNoop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := newTestClusterWith(t, multicast.FlexCast, 1, 1, clusterOpts{})
+	c.leader(0)
+	c.stop(0, 0)
+	c.reps[0][0].cfg.TickInterval = time.Hour
+	c.start(0, 0)
+	c.leader(0)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for range 3 {
+		if err := c.reps[0][0].r.ReadBarrier(ctx); err != nil {
+			t.Fatalf("read barrier at an idle leader: %v", err)
+		}
+	}
+}

@@ -291,7 +291,7 @@ func NewMetrics(servers func() []*Server) *Metrics {
 
 	m.txnExecuted = d("txn_executions_total", "Transaction pieces executed (results stored).")
 	m.txnAborted = d("txn_aborts_total", "Executed transaction pieces that aborted.")
-	m.txnQueued = d("txn_queued", "Deliveries waiting in the executor for votes.")
+	m.txnQueued = d("txn_queued", "Deliveries waiting in the executor: for votes, or behind a conflicting one that waits.")
 	m.txnVotes = d("txn_votes_stored", "Votes from other groups stored, waiting for their transaction.")
 	m.txnVotesJunk = d("txn_votes_junk_total", "Votes ignored: undecodable, misdirected, late or repeated.")
 	m.txnVotesEarly = d("txn_votes_early_total", "Votes sent while a delivery ahead had not run (pipelining).")

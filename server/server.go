@@ -190,6 +190,9 @@ func Open(cfg Config) (*Server, error) {
 	rc.FrameFilter = cfg.FrameFilter
 	rc.RaftLayer = cfg.RaftLayer
 	s.health = health.NewServer()
+	// NOT_SERVING until the replica is open: the gRPC server answers while
+	// raft replays its log.
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	rc.Services = func(g *grpc.Server) error {
 		kvpb.RegisterKVServer(g, &service{s: s})
 		healthpb.RegisterHealthServer(g, s.health)

@@ -51,7 +51,8 @@ names, e.g.
   data-dir: /var/lib/flexkv
   config: /etc/flexkv/cluster.yaml
 
-A flag wins over the environment, which wins over the file. With --metrics
+A flag wins over the environment, which wins over the file. Relative paths
+in the file are taken from the working directory, like those of flags. With --metrics
 ADDR it serves Prometheus metrics at http://ADDR/metrics. SIGTERM or SIGINT
 stops it gracefully.
 
