@@ -89,11 +89,14 @@ func (c *StateConfig) fill() error {
 		return fmt.Errorf("replication: group %d is not in the topology", c.Self)
 	}
 	c.Channel.Self, c.Channel.Groups = c.Self, c.Topology.Len()
-	// Defaults: resend after 25 ticks (500ms at the default 20ms tick, above
-	// any round trip between regions), hold back up to 1024 frames per peer,
-	// refuse new requests past 4096 unacknowledged envelopes per peer.
+	// Defaults: resend after 50 ticks (1s at the default 20ms tick, above
+	// any round trip between the aws-12 regions even under the emulated
+	// WAN's paper mode, 2 x 341ms: a shorter timeout would resend a whole
+	// outbox for nothing), hold back up to 1024 frames per peer, refuse new
+	// requests past 4096 unacknowledged envelopes per peer. A gap is
+	// repaired sooner, by the receiver's nack.
 	if c.Channel.ResendTicks == 0 {
-		c.Channel.ResendTicks = 25
+		c.Channel.ResendTicks = 50
 	}
 	if c.Channel.HoldbackMax == 0 {
 		c.Channel.HoldbackMax = 1024
