@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,11 +18,16 @@ import (
 
 // TestBankUnderChaos runs concurrent transfers between accounts spread over
 // every partition, each guarded by an `if` on the source balance, while the
-// leaders of random groups are stopped and restarted from disk. Afterwards:
+// leaders of random groups are stopped and restarted from disk, followers
+// restarted and replicas cut off. Afterwards:
 // the total is conserved, no balance is negative, and each account's
 // balance is its opening balance plus the amounts of the acknowledged
 // transfers that moved money in or out of it: every acknowledged transfer
 // applied exactly once (one applied twice, or lost, changes some balance).
+// bankDuration is how long each protocol's bank run injects faults: a
+// longer soak is `go test ./server -run TestBankUnderChaos -bank.duration 2m`.
+var bankDuration = flag.Duration("bank.duration", 6*time.Second, "how long each bank run injects faults")
+
 func TestBankUnderChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos run")
@@ -36,11 +42,10 @@ func runBank(t *testing.T, proto string) {
 		accountsPerPartition = 2
 		opening              = 100
 		workers              = 8
-		runFor               = 6 * time.Second
 	)
 	logDir := t.TempDir()
 	l := startLocalLog(t, testCluster(t, proto), t.TempDir(), logDir)
-	ctx := ctxTimeout(t, 2*time.Minute)
+	ctx := ctxTimeout(t, *bankDuration+2*time.Minute)
 	c, err := client.New(ctx, client.Config{Endpoints: l.Endpoints()})
 	if err != nil {
 		t.Fatal(err)
@@ -59,11 +64,15 @@ func runBank(t *testing.T, proto string) {
 		}
 	}
 
-	runCtx, stopRun := context.WithTimeout(ctx, runFor)
+	runCtx, stopRun := context.WithTimeout(ctx, *bankDuration)
 	defer stopRun()
 	chaos := &Chaos{
 		Local: l, Seed: 7, Down: 700 * time.Millisecond,
-		Faults: []Fault{{Kind: FaultLeaderKill, Every: 1500 * time.Millisecond}},
+		Faults: []Fault{
+			{Kind: FaultLeaderKill, Every: 1500 * time.Millisecond},
+			{Kind: FaultFollowerRestart, Every: 2 * time.Second},
+			{Kind: FaultPartition, Every: 2500 * time.Millisecond},
+		},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	var faults int
@@ -160,5 +169,5 @@ func runBank(t *testing.T, proto string) {
 	// the order of events across groups, which separate files written by
 	// concurrent servers do not give (the simulator checks it).
 	rep := checkLogs(t, l, logDir, false)
-	t.Logf("%s: %d transfers acknowledged (%d moved money), %d leaders killed; log: %s", proto, acked, moved, faults, rep.Summary())
+	t.Logf("%s: %d transfers acknowledged (%d moved money), %d faults; log: %s", proto, acked, moved, faults, rep.Summary())
 }
