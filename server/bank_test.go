@@ -25,7 +25,7 @@ import (
 // transfers that moved money in or out of it: every acknowledged transfer
 // applied exactly once (one applied twice, or lost, changes some balance).
 // bankDuration is how long each protocol's bank run injects faults: a
-// longer soak is `go test ./server -run TestBankUnderChaos -bank.duration 2m`.
+// longer soak is `go test ./server -run TestBankUnderChaos -bank.duration=2m`.
 var bankDuration = flag.Duration("bank.duration", 6*time.Second, "how long each bank run injects faults")
 
 func TestBankUnderChaos(t *testing.T) {
