@@ -282,7 +282,7 @@ func (s *Store) RestoreSnapshot(r io.Reader, index uint64) error {
 	}
 	gen := s.gen + 1
 	dir := filepath.Join(s.dir, genName(gen))
-	h, err := createGen(s.dir, dir)
+	h, err := createGen(s.dir, dir, pebbleOptions(s.opts, false))
 	if err != nil {
 		return fmt.Errorf("kv: restore: %w", err)
 	}
@@ -339,7 +339,7 @@ func (s *Store) hook(step restoreStep) error {
 
 // createGen creates an empty Pebble store in dir, a new entry of parent,
 // replacing whatever an earlier failure left there.
-func createGen(parent, dir string) (*handle, error) {
+func createGen(parent, dir string, po *pebble.Options) (*handle, error) {
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, err
 	}
@@ -349,7 +349,7 @@ func createGen(parent, dir string) (*handle, error) {
 	if err := syncDir(parent); err != nil {
 		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
-	h, err := openHandle(dir, false)
+	h, err := openHandle(dir, po)
 	if err != nil {
 		return nil, errors.Join(err, os.RemoveAll(dir))
 	}

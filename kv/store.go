@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 )
 
 // Options configure a Store.
@@ -27,6 +28,24 @@ type Options struct {
 	// log (see the package comment). Replicas set it; tools that use the
 	// store without a raft log do not.
 	NoSync bool
+	// CacheBytes is the size of Pebble's block cache (0: CacheBytesDefault).
+	CacheBytes int64
+}
+
+// CacheBytesDefault is the block cache of a store whose Options say none.
+const CacheBytesDefault = 32 << 20
+
+// pebbleOptions returns the options of the store's Pebble directories.
+// Bloom filters on every level: most point reads of the executor are of
+// keys that are not there (a new transaction id's result, a first write),
+// which without a filter probe every level's tables.
+func pebbleOptions(opts Options, mustExist bool) *pebble.Options {
+	po := &pebble.Options{Logger: quietPebble{}, ErrorIfNotExists: mustExist, CacheSize: opts.CacheBytes}
+	if po.CacheSize == 0 {
+		po.CacheSize = CacheBytesDefault
+	}
+	po.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
+	return po
 }
 
 // KV is a user key and its value.
@@ -39,6 +58,7 @@ type KV struct {
 // concurrent use; Commit and RestoreSnapshot are serialized.
 type Store struct {
 	dir        string
+	opts       Options
 	resultsMax uint64
 	writeOpts  *pebble.WriteOptions
 
@@ -147,7 +167,8 @@ func Open(opts Options) (*Store, error) {
 	// A fresh store's Pebble directory is created before the marker names
 	// it: a crash in between leaves no marker, and the next Open starts
 	// afresh.
-	h, err := openHandle(filepath.Join(opts.Dir, genName(gen)), !fresh)
+	s.opts = opts
+	h, err := openHandle(filepath.Join(opts.Dir, genName(gen)), pebbleOptions(opts, !fresh))
 	if err != nil {
 		return nil, fmt.Errorf("kv: open: %w", err)
 	}
@@ -166,9 +187,9 @@ func Open(opts Options) (*Store, error) {
 	return s, nil
 }
 
-// openHandle opens the Pebble store in dir; mustExist rejects a missing one.
-func openHandle(dir string, mustExist bool) (*handle, error) {
-	db, err := pebble.Open(dir, &pebble.Options{Logger: quietPebble{}, ErrorIfNotExists: mustExist})
+// openHandle opens the Pebble store in dir with po.
+func openHandle(dir string, po *pebble.Options) (*handle, error) {
+	db, err := pebble.Open(dir, po)
 	if err != nil {
 		return nil, err
 	}
