@@ -137,6 +137,15 @@ type Send struct {
 	Payload []byte
 }
 
+// Timed is implemented by a core that acts on ticks alone (a timeout, a
+// periodic flush). TimerRunning reports whether a tick could make it act
+// now or later without any other input; a core that does not implement
+// Timed never acts on a tick alone, and its group may stop ticking while
+// nothing else happens.
+type Timed interface {
+	TimerRunning() bool
+}
+
 // InputKind says which field of an Input is set.
 type InputKind uint8
 

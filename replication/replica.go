@@ -353,12 +353,24 @@ func (r *Replica) tickLoop() {
 			// is unbuffered: back-pressure); its commit is not awaited, as
 			// raft never answers a future whose entry it dropped at
 			// shutdown.
-			if r.raft.State() == raft.Leader {
+			if r.raft.State() != raft.Leader {
+				continue
+			}
+			// An idle group stops ticking once a tick would change
+			// nothing (no resend, ack or nack due; no timer in its core):
+			// an idle cluster then writes no log entries but rank 0's.
+			var quiet bool
+			r.fsm.withState(func(s *State) { quiet = s.Quiet(quietAfterTicks) })
+			if !quiet {
 				r.raft.Apply(EncodeTick(), r.cfg.ApplyTimeout)
 			}
 		}
 	}
 }
+
+// quietAfterTicks is how many ticks a group applies after its last other
+// entry before it may stop ticking.
+const quietAfterTicks = 5
 
 // appliedUpTo waits until the FSM applied index, or the replica stops or
 // loses leadership. Polling, not a raft Barrier future: raft drops the futures

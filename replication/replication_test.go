@@ -190,3 +190,43 @@ func TestReadBarrierAfterNoop(t *testing.T) {
 		}
 	}
 }
+
+// TestIdleGroupsStopTicking: once traffic stops and every channel has
+// settled, a group whose core keeps no timer stops proposing ticks (its
+// raft log stops growing), while FlexCast's rank 0 keeps ticking for its
+// flush triggers; a new multicast wakes the groups and is delivered.
+func TestIdleGroupsStopTicking(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	for _, p := range []multicast.Protocol{multicast.FlexCast, multicast.Skeen} {
+		t.Run(string(p), func(t *testing.T) {
+			c := newTestCluster(t, p, 3, 3, 0)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := c.load(ctx, 1, 2, 50); err != nil {
+				t.Fatal(err)
+			}
+			c.settle(20 * time.Second)
+			last := func(g int) uint64 { return c.reps[g][c.leader(g)].r.raft.LastIndex() }
+			// Quiet within a second; then no entry for half a second.
+			time.Sleep(time.Second)
+			before := []uint64{last(0), last(1), last(2)}
+			time.Sleep(500 * time.Millisecond)
+			for g := range 3 {
+				grew := last(g) - before[g]
+				timed := p == multicast.FlexCast && g == 0
+				switch {
+				case timed && grew == 0:
+					t.Errorf("group %d (FlexCast rank 0, flush timers) stopped ticking", g)
+				case !timed && grew != 0:
+					t.Errorf("idle group %d appended %d entries in 500ms", g, grew)
+				}
+			}
+			if err := c.load(ctx, 2, 2, 20); err != nil {
+				t.Fatal(err)
+			}
+			c.settle(20 * time.Second)
+		})
+	}
+}

@@ -130,6 +130,10 @@ type State struct {
 	node    *node.Node
 	clients map[uint64]clientRec
 	applied uint64 // index of the last entry applied
+	// idleTicks counts the ticks applied since the last other entry. It
+	// steers only whether the leader proposes ticks (Quiet), not what an
+	// entry does, so it is left out of snapshots.
+	idleTicks int
 }
 
 // NewState returns the initial state of a group.
@@ -168,8 +172,20 @@ func (s *State) Apply(index uint64, data []byte) (node.Output, error) {
 		return node.Output{}, fmt.Errorf("replication: entry %d applied already (at %d)", index, s.applied)
 	}
 	s.applied = index
+	if len(data) > 0 && data[0] == entryTick {
+		s.idleTicks++
+	} else {
+		s.idleTicks = 0
+	}
 	err := s.apply(index, data)
 	return s.node.Ready(), err
+}
+
+// Quiet reports whether the group may stop ticking: at least after ticks
+// were applied since the last other entry, and a tick would change nothing
+// (node.Node.Quiet). The next request or frame wakes it.
+func (s *State) Quiet(after int) bool {
+	return s.idleTicks >= after && s.node.Quiet()
 }
 
 func (s *State) apply(index uint64, data []byte) error {

@@ -353,6 +353,20 @@ func (c *Channel) Busy() bool {
 	return false
 }
 
+// Quiet reports whether the channel has nothing that a tick would move: no
+// unacknowledged envelope (to resend), no out-of-order frame held back (to
+// nack), no acknowledgement owed and no nack sent this tick. A quiet
+// channel stays quiet until an input other than a tick comes.
+func (c *Channel) Quiet() bool {
+	for i := range c.links {
+		l := &c.links[i]
+		if len(l.outbox) != 0 || len(l.holdback) != 0 || l.ackDue || l.nackSent || l.nackServed {
+			return false
+		}
+	}
+	return true
+}
+
 // OutboxLen returns the number of envelopes to group to that are not
 // acknowledged yet.
 func (c *Channel) OutboxLen(to partition.GroupID) int { return len(c.peer(to).outbox) }

@@ -287,6 +287,15 @@ func (c *Core) Step(in multicast.Input) error {
 	return nil
 }
 
+// TimerRunning implements multicast.Timed: the rank-0 group's flush
+// triggers count ticks (FlushTicks, FlushIdleTicks), so it needs them all
+// the time, idle or not (the idle trigger bounds the other groups'
+// histories, which rank 0 cannot see grow). Other groups act on messages
+// only.
+func (c *Core) TimerRunning() bool {
+	return c.self == 0 && (c.cfg.FlushTicks > 0 || c.cfg.FlushIdleTicks > 0)
+}
+
 func (c *Core) afterStep() {
 	if c.self == 0 && c.cfg.FlushEvery > 0 && c.sinceFlush >= c.cfg.FlushEvery {
 		c.flush()

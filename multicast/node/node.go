@@ -218,6 +218,17 @@ func (n *Node) Ready() Output {
 	return out
 }
 
+// Quiet reports whether ticks would change nothing now: the channel is
+// quiet (channel.Channel.Quiet) and the core has no timer running (a core
+// that implements multicast.Timed and says so). The replica's leader may
+// then stop proposing ticks until another input comes.
+func (n *Node) Quiet() bool {
+	if t, ok := n.core.(multicast.Timed); ok && t.TimerRunning() {
+		return false
+	}
+	return n.ch.Quiet()
+}
+
 // Busy reports whether the node refuses new requests (channel.Channel.Busy).
 func (n *Node) Busy() bool { return n.ch.Busy() }
 
