@@ -100,9 +100,14 @@ func startLocal(t testing.TB, cfg *partition.ClusterConfig, dir string) *Local {
 // startLocalLog is startLocal with delivery logs in logDir.
 func startLocalLog(t testing.TB, cfg *partition.ClusterConfig, dir, logDir string) *Local {
 	t.Helper()
+	return startLocalWith(t, cfg, dir, logDir, replication.Config{ElectionTimeout: 200 * time.Millisecond})
+}
+
+// startLocalWith is startLocalLog with replicas tuned by rc.
+func startLocalWith(t testing.TB, cfg *partition.ClusterConfig, dir, logDir string, rc replication.Config) *Local {
+	t.Helper()
 	l, err := StartLocal(LocalConfig{
-		Cluster: cfg, Dir: dir, NoSync: true, DeliveryLogDir: logDir,
-		Replication: replication.Config{ElectionTimeout: 200 * time.Millisecond},
+		Cluster: cfg, Dir: dir, NoSync: true, DeliveryLogDir: logDir, Replication: rc,
 	})
 	if err != nil {
 		t.Fatal(err)

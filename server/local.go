@@ -51,6 +51,8 @@ type Local struct {
 	closed  bool
 	logs    map[string]*check.Writer
 	metrics *MetricsServer // nil unless cfg.MetricsAddr
+	// restored counts the snapshot restores of the servers stopped so far.
+	restored int64
 }
 
 type localNode struct {
@@ -218,8 +220,23 @@ func (l *Local) Stop(id string) error {
 		return nil
 	}
 	err := n.srv.Close()
+	l.restored += n.srv.SnapshotsRestored()
 	n.srv = nil
 	return err
+}
+
+// SnapshotsRestored returns how many times a replica's executor state was
+// replaced by one from a raft snapshot, over the cluster's life.
+func (l *Local) SnapshotsRestored() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.restored
+	for _, id := range l.order {
+		if srv := l.nodes[id].srv; srv != nil {
+			n += srv.SnapshotsRestored()
+		}
+	}
+	return n
 }
 
 // SetCut cuts node id off from its group and the other groups (true), or

@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -99,6 +100,7 @@ type Server struct {
 	// ready is set once replica is: the client API's handlers read it
 	// first (intercept).
 	ready     atomic.Bool
+	restores  atomic.Int64 // executor states installed from raft snapshots
 	stop      chan struct{}
 	closeOnce sync.Once
 	closeErr  error
@@ -184,7 +186,7 @@ func Open(cfg Config) (*Server, error) {
 	rc.WANJitter = cfg.LatencyJitter
 	rc.Dir = filepath.Join(cfg.Dir, "raft")
 	rc.Bootstrap = true
-	rc.Executor = executor{s.exec}
+	rc.Executor = executor{Executor: s.exec, restores: &s.restores}
 	rc.NoSync = cfg.NoSync
 	rc.Logger = cfg.Logger
 	rc.FrameFilter = cfg.FrameFilter
@@ -236,6 +238,10 @@ func (s *Server) Addr() string {
 	return r.GRPC
 }
 
+// SnapshotsRestored returns how many times this server's executor state was
+// replaced by one from a raft snapshot.
+func (s *Server) SnapshotsRestored() int64 { return s.restores.Load() }
+
 // IsLeader reports whether the server leads its group now.
 func (s *Server) IsLeader() bool { return s.replica.IsLeader() }
 
@@ -273,7 +279,17 @@ func (s *Server) waitCtx(ctx context.Context) (context.Context, context.CancelFu
 
 // executor adapts txn.Executor, whose Snapshot returns a concrete type, to
 // replication.Executor.
-type executor struct{ *txn.Executor }
+type executor struct {
+	*txn.Executor
+	restores *atomic.Int64
+}
+
+// RestoreSnapshot counts the executor states installed from a raft
+// snapshot (a replica that fell behind its group's log).
+func (e executor) RestoreSnapshot(r io.Reader, index uint64) error {
+	e.restores.Add(1)
+	return e.Executor.RestoreSnapshot(r, index)
+}
 
 func (e executor) Snapshot() (replication.ExecutorSnapshot, error) {
 	sn, err := e.Executor.Snapshot()
