@@ -105,11 +105,17 @@ func TestLinearizableUnderFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos run")
 	}
+	for _, proto := range []string{"flexcast", "skeen", "tree"} {
+		t.Run(proto, func(t *testing.T) { runLinearizable(t, proto) })
+	}
+}
+
+func runLinearizable(t *testing.T, proto string) {
 	const (
 		workers = 6
-		runFor  = 6 * time.Second
+		runFor  = 5 * time.Second
 	)
-	l := startLocal(t, testCluster(t, "flexcast"), t.TempDir())
+	l := startLocal(t, testCluster(t, proto), t.TempDir())
 	ctx := ctxTimeout(t, 2*time.Minute)
 	c, err := client.New(ctx, client.Config{Endpoints: l.Endpoints()})
 	if err != nil {
@@ -199,5 +205,5 @@ func TestLinearizableUnderFaults(t *testing.T) {
 	if faults == 0 {
 		t.Errorf("no fault injected")
 	}
-	t.Logf("%d operations (%d unknown), %d faults: linearizable", len(history), unknown, faults)
+	t.Logf("%s: %d operations (%d unknown), %d faults: linearizable", proto, len(history), unknown, faults)
 }
