@@ -205,6 +205,14 @@ func runBank(t *testing.T, proto string, snapshots bool) {
 	if faults == 0 {
 		t.Errorf("no fault injected")
 	}
+	if n := chaos.RestartErrors(); n > 0 {
+		t.Logf("%d restarts failed and were tried again", n)
+	}
+	for _, id := range l.Nodes() {
+		if !l.Running(id) {
+			t.Errorf("node %s is not running after the chaos", id)
+		}
+	}
 	// Every replica of every group delivered every transaction, in orders
 	// that agree (the ordering guarantees, checked on what the servers did).
 	// Not genuineness: its notification rule needs the log's order to be
@@ -213,7 +221,7 @@ func runBank(t *testing.T, proto string, snapshots bool) {
 	if snapshots {
 		// A replica that installed a snapshot did not log the deliveries
 		// inside it: its log has gaps, so it is not checked.
-		if n := l.SnapshotsRestored(); n == 0 {
+		if n := l.SnapshotsRestored(""); n == 0 {
 			t.Errorf("no replica caught up from a snapshot: the run did not exercise what it is for")
 		} else {
 			t.Logf("%s with snapshots: %d transfers acknowledged (%d moved money), %d faults, %d snapshots installed", proto, acked, moved, faults, n)

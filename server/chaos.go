@@ -64,9 +64,10 @@ type Chaos struct {
 	Down   time.Duration
 	Logger *slog.Logger
 
-	mu  sync.Mutex
-	rng *rand.Rand
-	n   int // faults injected
+	mu          sync.Mutex
+	rng         *rand.Rand
+	n           int // faults injected
+	restartErrs int // restarts that failed
 }
 
 // Run injects faults until ctx ends, then heals and restarts every node it
@@ -174,9 +175,29 @@ func (c *Chaos) inject(ctx context.Context, f Fault) {
 		c.Logger.Warn("chaos: healed", "node", victim)
 		return
 	}
-	if err := l.Start(victim); err != nil {
-		c.Logger.Error("chaos: restart", "node", victim, "err", err)
+	// A restart can fail for a moment (a port the stopped replica held not
+	// yet free on a loaded machine): try again, for up to a minute, even
+	// after the run ended, so that the cluster is whole when Run returns.
+	var err error
+	for attempt := range 60 {
+		if err = l.Start(victim); err == nil {
+			break
+		}
+		c.Logger.Error("chaos: restart", "node", victim, "attempt", attempt+1, "err", err)
+		c.mu.Lock()
+		c.restartErrs++
+		c.mu.Unlock()
+		time.Sleep(time.Second)
+	}
+	if err != nil {
 		return
 	}
 	c.Logger.Warn("chaos: restarted", "node", victim)
+}
+
+// RestartErrors returns how many restarts failed (and were tried again).
+func (c *Chaos) RestartErrors() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.restartErrs
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -186,9 +187,37 @@ func checkLogs(t testing.TB, l *Local, dir string, genuine bool) check.Report {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	// A replica that caught up from a raft snapshot did not log the
+	// deliveries the snapshot covered: a message missing only there is
+	// expected (and said), anything else fails.
+	excused := 0
 	for _, v := range rep.Violations {
+		if id, ok := missingAt(v); ok && l.SnapshotsRestored(id) > 0 {
+			t.Logf("expected after a snapshot install at %s: %s", id, v)
+			excused++
+			continue
+		}
 		t.Error(v)
+	}
+	if excused == len(rep.Violations) && excused == rep.ViolationsTotal() {
+		return rep
+	}
+	for _, id := range l.Nodes() {
+		if !l.Running(id) {
+			t.Errorf("node %s is not running", id)
+		}
 	}
 	t.Fatalf("delivery logs: %s", rep.Summary())
 	return rep
+}
+
+// missingAt returns the replica an agreement or validity violation says a
+// message is missing at ("... missing at eu-west-3/r4"), if it names one.
+func missingAt(v check.Violation) (string, bool) {
+	_, after, ok := strings.Cut(v.Detail, "missing at ")
+	if !ok || strings.Contains(after, ",") {
+		return "", false
+	}
+	_, id, ok := strings.Cut(after, "/")
+	return id, ok
 }

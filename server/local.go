@@ -51,8 +51,9 @@ type Local struct {
 	closed  bool
 	logs    map[string]*check.Writer
 	metrics *MetricsServer // nil unless cfg.MetricsAddr
-	// restored counts the snapshot restores of the servers stopped so far.
-	restored int64
+	// restored counts, by node, the snapshot restores of its servers
+	// stopped so far.
+	restored map[string]int64
 }
 
 type localNode struct {
@@ -74,7 +75,7 @@ func StartLocal(cfg LocalConfig) (*Local, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	l := &Local{cfg: cfg, nodes: make(map[string]*localNode), logs: make(map[string]*check.Writer)}
+	l := &Local{cfg: cfg, nodes: make(map[string]*localNode), logs: make(map[string]*check.Writer), restored: make(map[string]int64)}
 	if cfg.DeliveryLogDir != "" {
 		if err := os.MkdirAll(cfg.DeliveryLogDir, 0o755); err != nil {
 			return nil, fmt.Errorf("server: local: %w", err)
@@ -220,19 +221,25 @@ func (l *Local) Stop(id string) error {
 		return nil
 	}
 	err := n.srv.Close()
-	l.restored += n.srv.SnapshotsRestored()
+	l.restored[id] += n.srv.SnapshotsRestored()
 	n.srv = nil
 	return err
 }
 
-// SnapshotsRestored returns how many times a replica's executor state was
-// replaced by one from a raft snapshot, over the cluster's life.
-func (l *Local) SnapshotsRestored() int64 {
+// SnapshotsRestored returns how many times the executor state of node id
+// (all nodes: id "") was replaced by one from a raft snapshot, over the
+// cluster's life. Such a replica's delivery log lacks the deliveries the
+// snapshot covered.
+func (l *Local) SnapshotsRestored(id string) int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n := l.restored
-	for _, id := range l.order {
-		if srv := l.nodes[id].srv; srv != nil {
+	var n int64
+	for _, node := range l.order {
+		if id != "" && node != id {
+			continue
+		}
+		n += l.restored[node]
+		if srv := l.nodes[node].srv; srv != nil {
 			n += srv.SnapshotsRestored()
 		}
 	}
