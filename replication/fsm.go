@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 
@@ -68,6 +69,11 @@ type fsm struct {
 	// transmitter takes the frames when it leads).
 	output func(out node.Output)
 
+	// invalid counts the entries the state skipped as malformed (a frame
+	// from a faulty sender, an ack of envelopes never sent): on a healthy
+	// cluster none; one at a single replica would mean its state diverged.
+	invalid atomic.Int64
+
 	mu    sync.Mutex
 	state *State
 	// persisted is the index of the last raft snapshot persisted by this
@@ -97,6 +103,9 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		}
 		out, err := f.state.Apply(l.Index, l.Data)
 		res[i] = err
+		if errors.Is(err, multicast.ErrInvalid) {
+			f.invalid.Add(1)
+		}
 		replayed := false
 		if len(out.Deliveries) > 0 || len(out.App) > 0 {
 			var sends []node.AppSend

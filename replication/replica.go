@@ -503,6 +503,10 @@ func (r *Replica) leaderErr(err error) error {
 	return err
 }
 
+// InvalidEntries returns how many log entries this replica's state skipped
+// as malformed since it opened (see State.Apply).
+func (r *Replica) InvalidEntries() int64 { return r.fsm.invalid.Load() }
+
 // Leader returns the gRPC address of the group's leader, if known.
 func (r *Replica) Leader() string {
 	if r.IsLeader() {

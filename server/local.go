@@ -285,6 +285,20 @@ func (l *Local) Leader(group string) string {
 	return ""
 }
 
+// InvalidEntries returns, for each running node, how many log entries it
+// skipped as malformed since it (re)started.
+func (l *Local) InvalidEntries() map[string]int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]int64)
+	for _, id := range l.order {
+		if srv := l.nodes[id].srv; srv != nil {
+			out[id] = srv.InvalidEntries()
+		}
+	}
+	return out
+}
+
 // Group returns the group of node id.
 func (l *Local) Group(id string) string {
 	g, _, _ := l.cfg.Cluster.Replica(id)

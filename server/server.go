@@ -242,6 +242,10 @@ func (s *Server) Addr() string {
 // replaced by one from a raft snapshot.
 func (s *Server) SnapshotsRestored() int64 { return s.restores.Load() }
 
+// InvalidEntries returns how many log entries the replica skipped as
+// malformed since it opened: none on a healthy cluster.
+func (s *Server) InvalidEntries() int64 { return s.replica.InvalidEntries() }
+
 // IsLeader reports whether the server leads its group now.
 func (s *Server) IsLeader() bool { return s.replica.IsLeader() }
 
