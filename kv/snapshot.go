@@ -115,26 +115,10 @@ func (sn *Snapshot) write(sw *streamWriter) error {
 	if err := sw.write(head); err != nil {
 		return err
 	}
-	it, err := sn.ps.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixData}, UpperBound: dataEnd})
-	if err != nil {
+	if err := sn.writeSection(sw, []byte{prefixData}, dataEnd); err != nil {
 		return err
 	}
-	for ok := it.First(); ok; ok = it.Next() {
-		v, err := it.ValueAndErr()
-		if err == nil {
-			err = sw.record(it.Key()[1:], v)
-		}
-		if err != nil {
-			return errors.Join(err, it.Close())
-		}
-	}
-	if err := it.Close(); err != nil {
-		return err
-	}
-	if err := sw.write([]byte{0}); err != nil {
-		return err
-	}
-	it, err = sn.ps.NewIter(&pebble.IterOptions{LowerBound: resultSeqStart, UpperBound: resultSeqEnd})
+	it, err := sn.ps.NewIter(&pebble.IterOptions{LowerBound: resultSeqStart, UpperBound: resultSeqEnd})
 	if err != nil {
 		return err
 	}
@@ -151,7 +135,16 @@ func (sn *Snapshot) write(sw *streamWriter) error {
 	if seq != sn.resNext {
 		return fmt.Errorf("%w: %d results stored, sequences say %d", ErrCorrupt, seq-sn.resFirst, sn.resNext-sn.resFirst)
 	}
-	it, err = sn.ps.NewIter(&pebble.IterOptions{LowerBound: auxStart, UpperBound: auxEnd})
+	if err := sn.writeSection(sw, auxStart, auxEnd); err != nil {
+		return err
+	}
+	return sw.write(binary.BigEndian.AppendUint32(nil, sw.crc))
+}
+
+// writeSection writes the keys of [lower, upper), without their one-byte
+// kind prefix, with their values, then the zero that ends a section.
+func (sn *Snapshot) writeSection(sw *streamWriter, lower, upper []byte) error {
+	it, err := sn.ps.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return err
 	}
@@ -167,10 +160,7 @@ func (sn *Snapshot) write(sw *streamWriter) error {
 	if err := it.Close(); err != nil {
 		return err
 	}
-	if err := sw.write([]byte{0}); err != nil {
-		return err
-	}
-	return sw.write(binary.BigEndian.AppendUint32(nil, sw.crc))
+	return sw.write([]byte{0})
 }
 
 // writeResult writes the result whose sequence entry it is at, which must
