@@ -127,10 +127,7 @@ func newKVGetCmd() *cobra.Command {
 			if err := partition.CheckKey(key); err != nil {
 				return usageError(fmt.Errorf("%s: %w", name, err))
 			}
-			return execKV(c, func(pm *partition.PartitionMap) error {
-				_, err := pm.Lookup(key)
-				return err
-			}, func(ctx context.Context, cl *client.Client) error {
+			return execKV(c, keyInMap(key), func(ctx context.Context, cl *client.Client) error {
 				get := cl.Get
 				if stale {
 					get = cl.GetStale
@@ -194,22 +191,33 @@ func newKVPutCmd() *cobra.Command {
 			if len(value) > txn.ValueMax {
 				return usageError(fmt.Errorf("%s: value of %d bytes, more than txn.ValueMax (%d)", name, len(value), txn.ValueMax))
 			}
-			return execKV(c, func(pm *partition.PartitionMap) error {
-				_, err := pm.Lookup(key)
-				return err
-			}, func(ctx context.Context, cl *client.Client) error {
+			return execKV(c, keyInMap(key), func(ctx context.Context, cl *client.Client) error {
 				if err := cl.Put(ctx, key, value); err != nil {
 					return err
 				}
-				if asJSON {
-					return writeJSON(c.OutOrStdout(), kvWriteOutput{Key: string(key), OK: true})
-				}
-				return nil
+				return writeDone(c, key, asJSON)
 			})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"key":...,"ok":true}`)
 	return cmd
+}
+
+// keyInMap returns the check that key lies in a partition of the map.
+func keyInMap(key []byte) func(*partition.PartitionMap) error {
+	return func(pm *partition.PartitionMap) error {
+		_, err := pm.Lookup(key)
+		return err
+	}
+}
+
+// writeDone prints what put and del print once done: nothing, or with
+// --json {"key":...,"ok":true}.
+func writeDone(c *cobra.Command, key []byte, asJSON bool) error {
+	if !asJSON {
+		return nil
+	}
+	return writeJSON(c.OutOrStdout(), kvWriteOutput{Key: string(key), OK: true})
 }
 
 func newKVDelCmd() *cobra.Command {
@@ -223,17 +231,11 @@ func newKVDelCmd() *cobra.Command {
 			if err := partition.CheckKey(key); err != nil {
 				return usageError(fmt.Errorf("%s: %w", name, err))
 			}
-			return execKV(c, func(pm *partition.PartitionMap) error {
-				_, err := pm.Lookup(key)
-				return err
-			}, func(ctx context.Context, cl *client.Client) error {
+			return execKV(c, keyInMap(key), func(ctx context.Context, cl *client.Client) error {
 				if err := cl.Delete(ctx, key); err != nil {
 					return err
 				}
-				if asJSON {
-					return writeJSON(c.OutOrStdout(), kvWriteOutput{Key: string(key), OK: true})
-				}
-				return nil
+				return writeDone(c, key, asJSON)
 			})
 		},
 	}
