@@ -324,6 +324,29 @@ func (c *ClusterConfig) Replica(id string) (GroupConfig, ReplicaConfig, bool) {
 	return GroupConfig{}, ReplicaConfig{}, false
 }
 
+// ReplicaIDs returns the id of every replica, in configuration order.
+func (c *ClusterConfig) ReplicaIDs() []string {
+	var ids []string
+	for _, g := range c.Groups {
+		for _, r := range g.Replicas {
+			ids = append(ids, r.ID)
+		}
+	}
+	return ids
+}
+
+// Endpoints returns the gRPC address of every replica, in configuration
+// order: where clients reach the cluster.
+func (c *ClusterConfig) Endpoints() []string {
+	var addrs []string
+	for _, g := range c.Groups {
+		for _, r := range g.Replicas {
+			addrs = append(addrs, r.GRPC)
+		}
+	}
+	return addrs
+}
+
 // LatencyPath returns the path of the latency matrix for a configuration
 // file in directory dir: Latency itself when absolute, else joined to dir.
 // It returns "" when Latency is not set.

@@ -357,3 +357,16 @@ func TestShippedConfigs(t *testing.T) {
 		})
 	}
 }
+
+func TestReplicaIDsAndEndpoints(t *testing.T) {
+	c := &partition.ClusterConfig{Groups: []partition.GroupConfig{
+		{Name: "a", Replicas: []partition.ReplicaConfig{{ID: "r1", GRPC: "h:1"}, {ID: "r2", GRPC: "h:2"}}},
+		{Name: "b", Replicas: []partition.ReplicaConfig{{ID: "r3", GRPC: "h:3"}}},
+	}}
+	if got, want := c.ReplicaIDs(), []string{"r1", "r2", "r3"}; !slices.Equal(got, want) {
+		t.Errorf("ReplicaIDs = %v, want %v", got, want)
+	}
+	if got, want := c.Endpoints(), []string{"h:1", "h:2", "h:3"}; !slices.Equal(got, want) {
+		t.Errorf("Endpoints = %v, want %v", got, want)
+	}
+}

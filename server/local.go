@@ -137,13 +137,7 @@ func (l *Local) Nodes() []string { return append([]string(nil), l.order...) }
 // Endpoints returns the gRPC address of every replica, in configuration
 // order.
 func (l *Local) Endpoints() []string {
-	var out []string
-	for _, g := range l.cfg.Cluster.Groups {
-		for _, r := range g.Replicas {
-			out = append(out, r.GRPC)
-		}
-	}
-	return out
+	return l.cfg.Cluster.Endpoints()
 }
 
 func (l *Local) deliveryLog(id string) (*check.Writer, error) {

@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -118,7 +119,7 @@ func Open(cfg Config) (*Server, error) {
 	}
 	gc, _, ok := cfg.Cluster.Replica(cfg.NodeID)
 	if !ok {
-		return nil, fmt.Errorf("server: node %q is not a replica of the configuration (replicas: %s)", cfg.NodeID, replicaIDs(cfg.Cluster))
+		return nil, fmt.Errorf("server: node %q is not a replica of the configuration (replicas: %s)", cfg.NodeID, strings.Join(cfg.Cluster.ReplicaIDs(), ", "))
 	}
 	self, ok := top.Lookup(gc.Name)
 	if !ok {
@@ -217,16 +218,6 @@ func Open(cfg Config) (*Server, error) {
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	s.health.SetServingStatus(kvpb.KV_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	return s, nil
-}
-
-func replicaIDs(c *partition.ClusterConfig) string {
-	var ids []string
-	for _, g := range c.Groups {
-		for _, r := range g.Replicas {
-			ids = append(ids, r.ID)
-		}
-	}
-	return fmt.Sprint(ids)
 }
 
 // Group returns the name of the server's group.

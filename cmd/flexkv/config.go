@@ -98,14 +98,3 @@ func loadCluster(path string) (*partition.ClusterConfig, *partition.Latency, err
 	}
 	return &cfg, lat, nil
 }
-
-// clientEndpoints returns the gRPC addresses of every replica of cfg.
-func clientEndpoints(cfg *partition.ClusterConfig) []string {
-	var out []string
-	for _, g := range cfg.Groups {
-		for _, r := range g.Replicas {
-			out = append(out, r.GRPC)
-		}
-	}
-	return out
-}

@@ -432,7 +432,7 @@ func kvSettings(c *cobra.Command) (kvConn, error) {
 	}
 	conn.pm = pm
 	if conn.endpoints == nil {
-		conn.endpoints = clientEndpoints(cfg)
+		conn.endpoints = cfg.Endpoints()
 	}
 	return conn, nil
 }

@@ -450,5 +450,5 @@ func clientEndpointsOf(t *testing.T, path string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return clientEndpoints(cfg)
+	return cfg.Endpoints()
 }

@@ -12,16 +12,6 @@ import (
 	"github.com/flexkv/flexkv/server"
 )
 
-func replicaIDs(groups []partition.GroupConfig) []string {
-	var ids []string
-	for _, g := range groups {
-		for _, r := range g.Replicas {
-			ids = append(ids, r.ID)
-		}
-	}
-	return ids
-}
-
 func newLocalCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "local",

@@ -81,7 +81,7 @@ stops it gracefully.
 			return &exitError{code: 2, err: err}
 		}
 		if _, _, ok := cfg.Replica(node); !ok {
-			return &exitError{code: 2, err: fmt.Errorf("server: node %q is not a replica of the configuration (replicas: %s)", node, strings.Join(replicaIDs(cfg.Groups), ", "))}
+			return &exitError{code: 2, err: fmt.Errorf("server: node %q is not a replica of the configuration (replicas: %s)", node, strings.Join(cfg.ReplicaIDs(), ", "))}
 		}
 		mode, jitter, err := latencyFlags(v)
 		if err != nil {
