@@ -12,7 +12,6 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -257,19 +256,6 @@ func (s *Server) Close() error {
 		s.closeErr = errors.Join(append(errs, s.store.Close())...)
 	})
 	return s.closeErr
-}
-
-// waitCtx returns a context that ends with ctx or when the server stops.
-func (s *Server) waitCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(ctx)
-	go func() {
-		select {
-		case <-s.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, cancel
 }
 
 // executor adapts txn.Executor, whose Snapshot returns a concrete type, to

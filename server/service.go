@@ -144,8 +144,6 @@ func (s *Server) run(ctx context.Context, r request) (*kvpb.TxnResponse, error) 
 
 // result waits until this replica executed its piece of id, and returns it.
 func (s *Server) result(ctx context.Context, id multicast.MsgID, wait <-chan struct{}) (*kvpb.PieceResult, error) {
-	ctx, cancel := s.waitCtx(ctx)
-	defer cancel()
 	// The store is checked again on every tick too: a result can arrive
 	// without an execution here (a snapshot installed from the leader).
 	// A replica that has had no leader for a while cannot make progress
@@ -173,6 +171,8 @@ func (s *Server) result(ctx context.Context, id multicast.MsgID, wait <-chan str
 			if leaderless += resultRecheck; leaderless >= s.leaderlessMax() {
 				return nil, status.Errorf(codes.Unavailable, "server: replica %s of group %s has had no leader for %s: ask another replica", s.cfg.NodeID, s.group.Name, leaderless)
 			}
+		case <-s.stop:
+			return nil, status.Error(codes.Unavailable, "server: shutting down")
 		case <-ctx.Done():
 			return nil, s.status(ctx, ctx.Err())
 		}
@@ -233,11 +233,6 @@ func (s *Server) status(ctx context.Context, err error) error {
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	case errors.Is(err, context.Canceled):
-		select {
-		case <-s.stop:
-			return status.Error(codes.Unavailable, "server: shutting down")
-		default:
-		}
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, raft.ErrRaftShutdown):
 		return status.Error(codes.Unavailable, "server: shutting down")
