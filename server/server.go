@@ -82,20 +82,19 @@ type Config struct {
 
 // Server is one running replica.
 type Server struct {
-	cfg      Config
-	log      *slog.Logger
-	top      *partition.Topology
-	pm       *partition.PartitionMap
-	self     partition.GroupID
-	group    partition.GroupConfig
-	replica  *replication.Replica
-	store    *kv.Store
-	exec     *txn.Executor
-	health   *health.Server
-	waiters  *waiters
-	sessions *sessions
-	counts   counters
-	metrics  *MetricsServer // nil unless cfg.MetricsAddr
+	cfg     Config
+	log     *slog.Logger
+	top     *partition.Topology
+	pm      *partition.PartitionMap
+	self    partition.GroupID
+	group   partition.GroupConfig
+	replica *replication.Replica
+	store   *kv.Store
+	exec    *txn.Executor
+	health  *health.Server
+	waiters *waiters
+	counts  counters
+	metrics *MetricsServer // nil unless cfg.MetricsAddr
 
 	// ready is set once replica is: the client API's handlers read it
 	// first (intercept).
@@ -144,10 +143,9 @@ func Open(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, top: top, pm: pm, self: self, group: gc,
-		log:      cfg.Logger.With("group", gc.Name, "replica", cfg.NodeID),
-		waiters:  newWaiters(),
-		sessions: newSessions(),
-		stop:     make(chan struct{}),
+		log:     cfg.Logger.With("group", gc.Name, "replica", cfg.NodeID),
+		waiters: newWaiters(),
+		stop:    make(chan struct{}),
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("server: %w", err)

@@ -45,7 +45,7 @@ const _ = uint(replication.MessagePayloadMax - txn.PayloadMax)
 func (s *Server) requestID(client, seq uint64) (multicast.MsgID, error) {
 	switch {
 	case client == 0 && seq == 0:
-		return s.sessions.next(), nil
+		return freshID(), nil
 	case client == 0:
 		return multicast.MsgID{}, invalid(fmt.Errorf("server: seq %d without a client_id", seq))
 	case seq == 0:

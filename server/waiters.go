@@ -54,23 +54,12 @@ func (w *waiters) done(ids []multicast.MsgID) {
 	}
 }
 
-// sessions gives a request that names no client id one of its own: a
+// freshID gives a request that names no client id one of its own: a
 // random 63-bit client id with sequence number 1. Such a request is not
 // deduplicated across retries: a client that retries must name its id.
-type sessions struct {
-	mu  sync.Mutex
-	rng *rand.Rand
-}
-
-func newSessions() *sessions {
-	return &sessions{rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
-}
-
-func (s *sessions) next() multicast.MsgID {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func freshID() multicast.MsgID {
 	for {
-		if c := s.rng.Uint64() >> 1; c != 0 {
+		if c := rand.Uint64() >> 1; c != 0 {
 			return multicast.MsgID{Client: c, Seq: 1}
 		}
 	}
