@@ -76,6 +76,8 @@ type fsm struct {
 
 	mu    sync.Mutex
 	state *State
+	// advanced is closed, and replaced, whenever the state advances.
+	advanced chan struct{}
 	// persisted is the index of the last raft snapshot persisted by this
 	// process; the one before it bounds what the executor keeps for Sent.
 	persisted uint64
@@ -88,7 +90,21 @@ func newFSM(cfg StateConfig, exec Executor, output func(node.Output)) (*fsm, err
 	if err != nil {
 		return nil, err
 	}
-	return &fsm{cfg: cfg, exec: exec, output: output, state: st}, nil
+	return &fsm{cfg: cfg, exec: exec, output: output, state: st, advanced: make(chan struct{})}, nil
+}
+
+// appliedAtLeast reports whether the state has applied index; if not, it
+// returns a channel closed the next time the state advances.
+func (f *fsm) appliedAtLeast(index uint64) (bool, <-chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.state.Applied() >= index, f.advanced
+}
+
+// signalAdvanced wakes the waiters of appliedAtLeast (with f.mu held).
+func (f *fsm) signalAdvanced() {
+	close(f.advanced)
+	f.advanced = make(chan struct{})
 }
 
 // ApplyBatch applies committed entries in log order. The response of a
@@ -136,6 +152,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 			f.output(out)
 		}
 	}
+	f.signalAdvanced()
 	return res
 }
 
@@ -228,6 +245,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		}
 	}
 	f.state = st
+	f.signalAdvanced()
 	return nil
 }
 

@@ -456,16 +456,13 @@ func (r *Replica) ReadBarrier(ctx context.Context) error {
 	if !ok {
 		return r.leaderErr(r.await(ctx, r.raft.Barrier(r.cfg.ApplyTimeout)))
 	}
-	t := time.NewTicker(time.Millisecond)
-	defer t.Stop()
 	for {
-		var applied uint64
-		r.fsm.withState(func(s *State) { applied = s.Applied() })
-		if applied >= target {
+		done, advanced := r.fsm.appliedAtLeast(target)
+		if done {
 			return nil
 		}
 		select {
-		case <-t.C:
+		case <-advanced:
 		case <-r.stop:
 			return raft.ErrRaftShutdown
 		case <-ctx.Done():
