@@ -16,6 +16,7 @@ import (
 	"github.com/flexkv/flexkv/kv"
 	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/cores"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/replication"
 	"github.com/flexkv/flexkv/txn"
@@ -194,19 +195,14 @@ func (s *Server) leaderlessMax() time.Duration {
 }
 
 // entryGroup returns the group a transaction to dst must be sent to under
-// the cluster's protocol (DESIGN 2): the only destination; else FlexCast's
-// lca (the lowest rank), the tree-lca under the tree protocol, or (Skeen)
-// any destination, for which it returns NoGroup.
+// the cluster's protocol (DESIGN 2; cores.Entry), or NoGroup under Skeen,
+// whose cores take a request at any destination.
 func (s *Server) entryGroup(dst partition.GroupSet) partition.GroupID {
-	switch {
-	case dst.Len() == 1:
-		return dst.Min()
-	case s.cfg.Cluster.Protocol == string(multicast.Tree):
-		return s.top.TreeLCA(dst)
-	case s.cfg.Cluster.Protocol == string(multicast.Skeen):
+	p := multicast.Protocol(s.cfg.Cluster.Protocol)
+	if p == multicast.Skeen {
 		return partition.NoGroup
 	}
-	return dst.Min()
+	return cores.Entry(p, nil, s.top, s.self, dst)
 }
 
 func (s *Server) names(dst partition.GroupSet) []string {
