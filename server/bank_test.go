@@ -50,11 +50,11 @@ func runBank(t *testing.T, proto string, snapshots bool) {
 		workers              = 8
 	)
 	logDir := t.TempDir()
-	rc := replication.Config{ElectionTimeout: 200 * time.Millisecond}
+	var rc replication.Config
 	if snapshots {
 		rc.SnapshotThreshold, rc.TrailingLogs = 64, 16
 	}
-	l := startLocalWith(t, testCluster(t, proto), t.TempDir(), logDir, rc)
+	l := startLocalConfig(t, LocalConfig{Cluster: testCluster(t, proto), Dir: t.TempDir(), DeliveryLogDir: logDir, Replication: rc})
 	ctx := ctxTimeout(t, *bankDuration+2*time.Minute)
 	c, err := client.New(ctx, client.Config{Endpoints: l.Endpoints()})
 	if err != nil {

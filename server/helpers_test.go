@@ -16,7 +16,6 @@ import (
 	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/multicast/check"
 	"github.com/flexkv/flexkv/partition"
-	"github.com/flexkv/flexkv/replication"
 )
 
 func TestMain(m *testing.M) {
@@ -95,21 +94,18 @@ func testCluster(t testing.TB, proto string) *partition.ClusterConfig {
 // it at the end of the test.
 func startLocal(t testing.TB, cfg *partition.ClusterConfig, dir string) *Local {
 	t.Helper()
-	return startLocalLog(t, cfg, dir, "")
+	return startLocalConfig(t, LocalConfig{Cluster: cfg, Dir: dir})
 }
 
-// startLocalLog is startLocal with delivery logs in logDir.
-func startLocalLog(t testing.TB, cfg *partition.ClusterConfig, dir, logDir string) *Local {
+// startLocalConfig is startLocal with more settings: raft logs without
+// fsync, and a 200ms election timeout unless lc.Replication sets one.
+func startLocalConfig(t testing.TB, lc LocalConfig) *Local {
 	t.Helper()
-	return startLocalWith(t, cfg, dir, logDir, replication.Config{ElectionTimeout: 200 * time.Millisecond})
-}
-
-// startLocalWith is startLocalLog with replicas tuned by rc.
-func startLocalWith(t testing.TB, cfg *partition.ClusterConfig, dir, logDir string, rc replication.Config) *Local {
-	t.Helper()
-	l, err := StartLocal(LocalConfig{
-		Cluster: cfg, Dir: dir, NoSync: true, DeliveryLogDir: logDir, Replication: rc,
-	})
+	lc.NoSync = true
+	if lc.Replication.ElectionTimeout == 0 {
+		lc.Replication.ElectionTimeout = 200 * time.Millisecond
+	}
+	l, err := StartLocal(lc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 
 	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/partition"
-	"github.com/flexkv/flexkv/replication"
 )
 
 func TestParseLatencyMode(t *testing.T) {
@@ -129,19 +128,7 @@ func TestOpenRejectsLatencySettings(t *testing.T) {
 // send from the first has crossed: 20 ms (real mode).
 func TestTwoGroupTransferOverWAN(t *testing.T) {
 	cfg := testCluster(t, "flexcast")
-	l, err := StartLocal(LocalConfig{
-		Cluster: cfg, Latency: wanMatrix(t), Dir: t.TempDir(), NoSync: true,
-		Replication: replication.Config{ElectionTimeout: 200 * time.Millisecond},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
-	waitLeaders(t, l)
+	l := startLocalConfig(t, LocalConfig{Cluster: cfg, Latency: wanMatrix(t), Dir: t.TempDir()})
 	a := leaderClient(t, l, "eu-west-1")
 	b := leaderClient(t, l, "eu-west-3")
 	ctx := ctxTimeout(t, 20*time.Second)

@@ -249,19 +249,7 @@ func scrapeHandler(t testing.TB, h http.Handler) families {
 // cluster and checks what its metrics endpoint reports, replica by replica.
 func TestMetricsLocalCluster(t *testing.T) {
 	cfg := testCluster(t, "flexcast")
-	l, err := StartLocal(LocalConfig{
-		Cluster: cfg, Dir: t.TempDir(), NoSync: true, MetricsAddr: "127.0.0.1:0",
-		Replication: replication.Config{ElectionTimeout: 200 * time.Millisecond},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Close(); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
-	waitLeaders(t, l)
+	l := startLocalConfig(t, LocalConfig{Cluster: cfg, Dir: t.TempDir(), MetricsAddr: "127.0.0.1:0"})
 
 	a := leaderClient(t, l, "eu-west-1")
 	b := leaderClient(t, l, "eu-west-3")
