@@ -83,32 +83,7 @@ func runBank(t *testing.T, seed uint64, txns int) {
 		}
 	}
 
-	for steps := 0; ; steps++ {
-		if steps > 100*txns {
-			t.Fatalf("seed %d: no progress after %d steps", seed, steps)
-		}
-		busy := false
-		for g := range c.reps {
-			busy = busy || len(queue[g]) > 0 || c.pending(partition.GroupID(g)) > 0
-		}
-		if !busy {
-			break
-		}
-		g := partition.GroupID(rng.IntN(len(c.reps)))
-		k := min(rng.IntN(4), len(queue[g]))
-		deliveries := queue[g][:k]
-		queue[g] = queue[g][k:]
-		// Hand over a random prefix of each sender's votes: FIFO per
-		// channel, any delay.
-		n := make([]int, len(c.reps))
-		for from := range n {
-			n[from] = rng.IntN(len(c.inbox[g][from]) + 1)
-		}
-		c.execute(g, deliveries, c.take(g, n))
-		if rng.IntN(50) == 0 {
-			c.restart(g)
-		}
-	}
+	c.drive(t, seed, rng, queue, 1, 50, nil)
 
 	total := 0
 	for _, a := range bankAccounts {

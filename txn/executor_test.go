@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -164,6 +165,52 @@ func (c *cluster) take(g partition.GroupID, n []int) []node.AppInbound {
 
 // execute runs one entry at group g with deliveries and inbound, and routes
 // the sends.
+// drive runs the groups in a random order until every queue is delivered
+// and every vote consumed: each step, a random group gets the next 0-3 of
+// its queued deliveries and, from each sender, a random prefix of the
+// votes in flight to it (FIFO per channel, any delay; with holdOdds > 1,
+// only one step in holdOdds hands any over, so that pieces wait and
+// deliveries pile up behind them); one step in restartOdds restarts the
+// group. onSend, when set, sees every vote a group sends. It fails the test
+// after 100 steps per delivery.
+func (c *cluster) drive(t *testing.T, seed uint64, rng *rand.Rand, queue [][]multicast.Message, holdOdds, restartOdds int, onSend func(from partition.GroupID, s node.AppSend)) {
+	t.Helper()
+	total := 0
+	for _, q := range queue {
+		total += len(q)
+	}
+	for steps := 0; ; steps++ {
+		if steps > 100*total {
+			t.Fatalf("seed %d: no progress after %d steps", seed, steps)
+		}
+		busy := false
+		for g := range c.reps {
+			busy = busy || len(queue[g]) > 0 || c.pending(partition.GroupID(g)) > 0
+		}
+		if !busy {
+			return
+		}
+		g := partition.GroupID(rng.IntN(len(c.reps)))
+		k := min(rng.IntN(4), len(queue[g]))
+		deliveries := queue[g][:k]
+		queue[g] = queue[g][k:]
+		n := make([]int, len(c.reps))
+		for from := range n {
+			if holdOdds <= 1 || rng.IntN(holdOdds) == 0 {
+				n[from] = rng.IntN(len(c.inbox[g][from]) + 1)
+			}
+		}
+		for _, s := range c.execute(g, deliveries, c.take(g, n)) {
+			if onSend != nil {
+				onSend(g, s)
+			}
+		}
+		if rng.IntN(restartOdds) == 0 {
+			c.restart(g)
+		}
+	}
+}
+
 func (c *cluster) execute(g partition.GroupID, deliveries []multicast.Message, inbound []node.AppInbound) []node.AppSend {
 	c.t.Helper()
 	r := c.reps[g]

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/node"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -368,39 +369,14 @@ func runPipelineVsSerial(t *testing.T, seed uint64, txns int) ExecutorStats {
 	// sent[about][{from, to}] counts the votes each group sent on each
 	// transaction to each destination.
 	sent := map[multicast.MsgID]map[[2]partition.GroupID]int{}
-	for steps := 0; ; steps++ {
-		if steps > 100*txns {
-			t.Fatalf("seed %d: no progress after %d steps", seed, steps)
+	// Mostly hold votes back, so that pieces wait and later deliveries
+	// pile up behind them.
+	c.drive(t, seed, rng, queue, 3, 40, func(from partition.GroupID, s node.AppSend) {
+		if sent[s.About] == nil {
+			sent[s.About] = map[[2]partition.GroupID]int{}
 		}
-		busy := false
-		for g := range c.reps {
-			busy = busy || len(queue[g]) > 0 || c.pending(partition.GroupID(g)) > 0
-		}
-		if !busy {
-			break
-		}
-		g := partition.GroupID(rng.IntN(len(c.reps)))
-		k := min(rng.IntN(4), len(queue[g]))
-		deliveries := queue[g][:k]
-		queue[g] = queue[g][k:]
-		n := make([]int, len(c.reps))
-		for from := range n {
-			// Mostly hold votes back, so that pieces wait and later
-			// deliveries pile up behind them.
-			if rng.IntN(3) == 0 {
-				n[from] = rng.IntN(len(c.inbox[g][from]) + 1)
-			}
-		}
-		for _, s := range c.execute(g, deliveries, c.take(g, n)) {
-			if sent[s.About] == nil {
-				sent[s.About] = map[[2]partition.GroupID]int{}
-			}
-			sent[s.About][[2]partition.GroupID{g, s.To}]++
-		}
-		if rng.IntN(40) == 0 {
-			c.restart(g)
-		}
-	}
+		sent[s.About][[2]partition.GroupID{from, s.To}]++
+	})
 
 	for _, m := range all {
 		for g, w := range want[m.ID] {
