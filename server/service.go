@@ -150,8 +150,7 @@ func (s *Server) result(ctx context.Context, id multicast.MsgID, wait <-chan str
 	// A replica that has had no leader for a while cannot make progress
 	// (it is cut off, or its group lost its quorum): it says so, and the
 	// client asks another replica.
-	tick := time.NewTicker(resultRecheck)
-	defer tick.Stop()
+	var tick *time.Ticker // made at the first miss: most answers are there at once
 	leaderless := time.Duration(0)
 	for {
 		res, found, err := s.exec.Result(id)
@@ -160,6 +159,10 @@ func (s *Server) result(ctx context.Context, id multicast.MsgID, wait <-chan str
 		}
 		if found {
 			return kvpb.PieceResultToProto(id.String(), s.group.Name, &res), nil
+		}
+		if tick == nil {
+			tick = time.NewTicker(resultRecheck)
+			defer tick.Stop()
 		}
 		select {
 		case <-wait:
