@@ -73,6 +73,9 @@ type fsm struct {
 	// from a faulty sender, an ack of envelopes never sent): on a healthy
 	// cluster none; one at a single replica would mean its state diverged.
 	invalid atomic.Int64
+	// appliedIdx mirrors state.Applied(); applying is the index of the
+	// entry being applied, 0 between batches (see applied).
+	appliedIdx, applying atomic.Uint64
 
 	mu    sync.Mutex
 	state *State
@@ -101,6 +104,13 @@ func (f *fsm) appliedAtLeast(index uint64) (bool, <-chan struct{}) {
 	return f.state.Applied() >= index, f.advanced
 }
 
+// applied returns the state's applied index and the index of the entry
+// being applied now (0: none), without waiting for the state: monitoring
+// reads them while an entry executes.
+func (f *fsm) applied() (applied, applying uint64) {
+	return f.appliedIdx.Load(), f.applying.Load()
+}
+
 // signalAdvanced wakes the waiters of appliedAtLeast (with f.mu held).
 func (f *fsm) signalAdvanced() {
 	close(f.advanced)
@@ -117,6 +127,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		if l.Type != raft.LogCommand || l.Index <= f.state.Applied() {
 			continue
 		}
+		f.applying.Store(l.Index)
 		out, err := f.state.Apply(l.Index, l.Data)
 		res[i] = err
 		if errors.Is(err, multicast.ErrInvalid) {
@@ -152,6 +163,8 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 			f.output(out)
 		}
 	}
+	f.applying.Store(0)
+	f.appliedIdx.Store(f.state.Applied())
 	f.signalAdvanced()
 	return res
 }
@@ -245,6 +258,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		}
 	}
 	f.state = st
+	f.appliedIdx.Store(st.Applied())
 	f.signalAdvanced()
 	return nil
 }

@@ -431,7 +431,28 @@ func (r *Replica) leaderHint() string {
 // commits a barrier entry through the log instead. The state is caught up
 // when it has applied the last command at or below the commit index: the
 // state machine sees commands only, not raft's no-op and barrier entries.
+//
+// A barrier waits at most ApplyTimeout, whatever ctx allows: past that it
+// returns ErrReadTimeout, so that a client tries another replica rather
+// than hang on one that cannot confirm its leadership (cut off from its
+// group, say, before it notices).
 func (r *Replica) ReadBarrier(ctx context.Context) error {
+	bctx, cancel := context.WithTimeout(ctx, r.cfg.ApplyTimeout)
+	defer cancel()
+	err := r.readBarrier(bctx)
+	if err != nil && ctx.Err() == nil && bctx.Err() != nil {
+		rs := r.RaftStatus()
+		r.log.Warn("read barrier timed out", "after", r.cfg.ApplyTimeout, "state", rs.State, "term", rs.Term,
+			"commit", rs.CommitIndex, "applied", rs.StateApplied, "applying", rs.Applying)
+		return fmt.Errorf("%w (after %s)", ErrReadTimeout, r.cfg.ApplyTimeout)
+	}
+	return err
+}
+
+// ErrReadTimeout: a read barrier did not complete within ApplyTimeout.
+var ErrReadTimeout = errors.New("replication: read barrier timed out: leadership not confirmed or state not caught up")
+
+func (r *Replica) readBarrier(ctx context.Context) error {
 	term := r.raft.CurrentTerm()
 	if r.raft.State() != raft.Leader {
 		return &NotLeaderError{Leader: r.leaderHint()}
@@ -522,14 +543,21 @@ type RaftStatus struct {
 	LastIndex    uint64 // last entry in the log
 	CommitIndex  uint64
 	AppliedIndex uint64 // last entry handed to the state machine
+	// StateApplied is the last command entry the protocol state applied,
+	// Applying the one it is applying now (0: none).
+	StateApplied, Applying uint64
+	Leader                 string // gRPC address of the leader, if known
 }
 
 // RaftStatus returns the replica's raft state and indexes.
 func (r *Replica) RaftStatus() RaftStatus {
-	return RaftStatus{
+	st := RaftStatus{
 		State: r.raft.State(), Term: r.raft.CurrentTerm(),
 		LastIndex: r.raft.LastIndex(), CommitIndex: r.raft.CommitIndex(), AppliedIndex: r.raft.AppliedIndex(),
+		Leader: r.Leader(),
 	}
+	st.StateApplied, st.Applying = r.fsm.applied()
+	return st
 }
 
 // Multicast proposes a client request for m at this group, its entry group,

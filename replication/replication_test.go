@@ -191,6 +191,37 @@ func TestReadBarrierAfterNoop(t *testing.T) {
 	}
 }
 
+// TestReadBarrierTimesOut: a barrier that cannot complete within
+// ApplyTimeout (here a nanosecond: no heartbeat round is that fast) returns
+// ErrReadTimeout while the caller's context still runs, so that the
+// caller's client moves to another replica instead of waiting out its
+// deadline on this one.
+func TestReadBarrierTimesOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := newTestClusterWith(t, multicast.FlexCast, 1, 3, clusterOpts{})
+	c.leader(0)
+	for i := range 3 {
+		c.stop(0, i)
+		c.reps[0][i].cfg.ApplyTimeout = time.Nanosecond
+	}
+	for i := range 3 {
+		c.start(0, i)
+	}
+	leader := c.reps[0][c.leader(0)].r
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for range 3 {
+		if err := leader.ReadBarrier(ctx); !errors.Is(err, ErrReadTimeout) {
+			t.Fatalf("read barrier: %v, want ErrReadTimeout", err)
+		}
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("the barriers waited out the caller's context")
+	}
+}
+
 // TestIdleGroupsStopTicking: once traffic stops and every channel has
 // settled, a group whose core keeps no timer stops proposing ticks (its
 // raft log stops growing), while FlexCast's rank 0 keeps ticking for its

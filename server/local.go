@@ -293,6 +293,30 @@ func (l *Local) InvalidEntries() map[string]int64 {
 	return out
 }
 
+// Describe returns a line on each node (Server.Describe, or that it is
+// stopped), for a person debugging the cluster.
+func (l *Local) Describe() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, id := range l.order {
+		n := l.nodes[id]
+		switch {
+		case n.srv == nil:
+			out = append(out, id+": stopped")
+		default:
+			line := n.srv.Describe()
+			n.cutMu.Lock()
+			if n.cut {
+				line += " (cut off)"
+			}
+			n.cutMu.Unlock()
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
 // Group returns the group of node id.
 func (l *Local) Group(id string) string {
 	g, _, _ := l.cfg.Cluster.Replica(id)

@@ -234,6 +234,17 @@ func (s *Server) SnapshotsRestored() int64 { return s.restores.Load() }
 // malformed since it opened: none on a healthy cluster.
 func (s *Server) InvalidEntries() int64 { return s.replica.InvalidEntries() }
 
+// Describe returns one line on the server's state for a person debugging a
+// cluster: raft's state and indexes, how far the protocol state and the
+// executor got, and what the executor holds.
+func (s *Server) Describe() string {
+	rs := s.replica.RaftStatus()
+	xs := s.exec.Stats()
+	return fmt.Sprintf("%s/%s %s term %d log %d commit %d raft-applied %d state-applied %d applying %d executed-index %d queued %d votes %d leader %q",
+		s.group.Name, s.cfg.NodeID, rs.State, rs.Term, rs.LastIndex, rs.CommitIndex, rs.AppliedIndex, rs.StateApplied, rs.Applying,
+		s.exec.AppliedIndex(), xs.Queued, xs.VotesStored, rs.Leader)
+}
+
 // IsLeader reports whether the server leads its group now.
 func (s *Server) IsLeader() bool { return s.replica.IsLeader() }
 
