@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/channel"
 	"github.com/flexkv/flexkv/multicast/check"
@@ -56,38 +56,8 @@ type testReplica struct {
 	cuttable bool
 }
 
-// Ports handed out by freeAddr in this process: each at most once, so that
-// two replicas never get the same one.
-var (
-	portsMu   sync.Mutex
-	portsUsed = map[int]bool{}
-)
-
-// freeAddr returns a loopback address whose port was free a moment ago and
-// was never handed out before in this process. It picks below the kernel's
-// ephemeral range (32768 and up on Linux), which outgoing connections take
-// their source ports from: a port found with "127.0.0.1:0" could be handed to
-// one of them before the replica binds it.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	portsMu.Lock()
-	defer portsMu.Unlock()
-	for range 10000 {
-		port := 20000 + rand.IntN(12000)
-		if portsUsed[port] {
-			continue
-		}
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		l, err := net.Listen("tcp", addr)
-		if err == nil {
-			l.Close()
-			portsUsed[port] = true
-			return addr
-		}
-	}
-	t.Fatal("no free port in 20000-31999")
-	return ""
-}
+// freeAddr returns a loopback address for a replica (testaddr.Replication).
+func freeAddr(t testing.TB) string { return testaddr.Free(t, testaddr.Replication) }
 
 func newTestCluster(t testing.TB, proto multicast.Protocol, groups, replicas int, snapEvery uint64) *testCluster {
 	t.Helper()

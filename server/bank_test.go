@@ -4,8 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -83,7 +81,7 @@ func runBank(t *testing.T, proto string, snapshots bool) {
 			{Kind: FaultFollowerRestart, Every: 2 * time.Second},
 			{Kind: FaultPartition, Every: 2500 * time.Millisecond},
 		},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger: testLogger(t),
 	}
 	var faults int
 	chaosDone := make(chan struct{})
@@ -175,14 +173,14 @@ func runBank(t *testing.T, proto string, snapshots bool) {
 	<-chaosDone
 	<-downDone
 	if len(failures) > 0 {
-		t.Fatalf("%d transfers failed, first: %v", len(failures), failures[0])
+		t.Fatalf("%d transfers failed, first: %v; the nodes:%s", len(failures), failures[0], describe(l))
 	}
 	waitLeaders(t, l)
 	var total int64
 	for _, a := range accounts {
 		v, found, err := c.Get(ctx, []byte(a))
 		if err != nil || !found {
-			t.Fatalf("get %s: found %v, %v", a, found, err)
+			t.Fatalf("get %s: found %v, %v; the nodes:%s", a, found, err, describe(l))
 		}
 		bal, err := strconv.ParseInt(string(v), 10, 64)
 		if err != nil {

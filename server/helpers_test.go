@@ -3,9 +3,8 @@ package server
 import (
 	"context"
 	"fmt"
-	"net"
+	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/multicast/check"
 	"github.com/flexkv/flexkv/partition"
@@ -26,38 +26,25 @@ func TestMain(m *testing.M) {
 	)
 }
 
-var ports struct {
-	sync.Mutex
-	next int
+// freeAddr returns a loopback address for a replica (testaddr.Server).
+func freeAddr(t testing.TB) string { return testaddr.Free(t, testaddr.Server) }
+
+// testLogger returns a logger that writes to t's log, which go test shows
+// when t fails (or with -v). Only for what logs while t runs.
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, nil))
 }
 
-// freeAddr returns a loopback address whose port was free a moment ago,
-// never the same twice in a process, from 32000-40999 (below the ephemeral
-// range, apart from the replication tests' 20000-31999).
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ports.Lock()
-	defer ports.Unlock()
-	if ports.next == 0 {
-		ports.next = 32000 + int(time.Now().UnixNano()%4000)
-	}
-	for range 9000 {
-		p := ports.next
-		ports.next++
-		if ports.next >= 41000 {
-			ports.next = 32000
-		}
-		addr := fmt.Sprintf("127.0.0.1:%d", p)
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return addr
-	}
-	t.Fatal("no free port")
-	return ""
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
 }
+
+// describe returns the state of every node of l, a line each, for failure
+// messages.
+func describe(l *Local) string { return "\n\t" + strings.Join(l.Describe(), "\n\t") }
 
 // testCluster returns the layout of configs/local.yaml (3 groups x 3
 // replicas, six partitions w/0001/..w/0006/, item/ replicated) on free
@@ -124,7 +111,7 @@ func waitLeaders(t testing.TB, l *Local) {
 	for _, g := range l.cfg.Cluster.Groups {
 		for l.Leader(g.Name) == "" {
 			if time.Now().After(deadline) {
-				t.Fatalf("group %s has no leader", g.Name)
+				t.Fatalf("group %s has no leader:%s", g.Name, describe(l))
 			}
 			time.Sleep(10 * time.Millisecond)
 		}

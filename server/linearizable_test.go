@@ -3,8 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -132,7 +130,7 @@ func runLinearizable(t *testing.T, proto string) {
 			{Kind: FaultLeaderKill, Every: 1500 * time.Millisecond},
 			{Kind: FaultPartition, Every: 2 * time.Second},
 		},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger: testLogger(t),
 	}
 	chaosDone := make(chan int, 1)
 	go func() { chaosDone <- chaos.Run(runCtx) }()

@@ -4,18 +4,16 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/flexkv/flexkv/configs"
+	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/server"
 	"github.com/flexkv/flexkv/txn"
@@ -293,35 +291,8 @@ func TestParseEndpoints(t *testing.T) {
 	}
 }
 
-// Ports handed out by freeAddr in this process, each at most once.
-var (
-	freePortsMu   sync.Mutex
-	freePortsUsed = map[int]bool{}
-)
-
-// freeAddr returns a loopback address whose port was free a moment ago. It
-// picks below Linux's ephemeral range (32768 and up), from which outgoing
-// connections take their source ports, so that no connection grabs the
-// port before the server binds it.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	freePortsMu.Lock()
-	defer freePortsMu.Unlock()
-	for range 10000 {
-		port := 20000 + rand.IntN(12000)
-		if freePortsUsed[port] {
-			continue
-		}
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		if l, err := net.Listen("tcp", addr); err == nil {
-			_ = l.Close()
-			freePortsUsed[port] = true
-			return addr
-		}
-	}
-	t.Fatal("no free port in 20000-31999")
-	return ""
-}
+// freeAddr returns a loopback address for a server (testaddr.Command).
+func freeAddr(t *testing.T) string { return testaddr.Free(t, testaddr.Command) }
 
 // startLocal runs the groups and partitions of configs/local.yaml, one
 // replica per group on free ports, in this process, and returns the path
