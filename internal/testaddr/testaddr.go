@@ -30,6 +30,7 @@ var (
 	Replication = Range{20000, 26000}
 	Server      = Range{26000, 32000}
 	Command     = Range{14000, 20000}
+	Gtpcc       = Range{10000, 14000}
 )
 
 var (
