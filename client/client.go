@@ -92,6 +92,14 @@ type Config struct {
 	DialOptions []grpc.DialOption
 	// Logger receives retries and redirects at debug level; nil: none.
 	Logger *slog.Logger
+	// WANDelay, when set, emulates the wide-area network between this
+	// client and the groups (DESIGN 8, client to group): every request to
+	// group (by name) waits WANDelay(group) before it is sent and again
+	// once its answer arrives, the one-way delay each way. Benchmarks set
+	// it from the latency matrix and the client's region, so that a
+	// protocol that makes clients send to a distant group pays for it. It
+	// is called once per group, by New.
+	WANDelay func(group string) time.Duration
 }
 
 // Topology is the cluster as a Client sees it: the configuration the
@@ -121,6 +129,9 @@ type Client struct {
 	closed  bool
 	conns   map[string]*grpc.ClientConn
 	leaders []string // the address that last served a group as leader, or ""
+	// wan is the emulated one-way delay to each group, by GroupID (nil:
+	// none; Config.WANDelay).
+	wan []time.Duration
 
 	// backoffMin and backoffMax bound the wait between two attempts that
 	// must wait (see Client.invoke); tests shorten them.
@@ -178,6 +189,16 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		}
 	}
 	c.leaders = make([]string, view.Groups.Len())
+	if cfg.WANDelay != nil {
+		c.wan = make([]time.Duration, view.Groups.Len())
+		for g := range c.wan {
+			d := cfg.WANDelay(view.Groups.Name(partition.GroupID(g)))
+			if d < 0 {
+				return nil, errors.Join(fmt.Errorf("client: WANDelay(%s) = %s, want >= 0", view.Groups.Name(partition.GroupID(g)), d), c.Close())
+			}
+			c.wan[g] = d
+		}
+	}
 	used := make(map[uint64]bool, n)
 	for range n {
 		id := rand.Uint64() >> 1 // 63 bits: never the reserved 2^64-1

@@ -602,3 +602,42 @@ func TestClose(t *testing.T) {
 		t.Errorf("Txn after Close: %v, want ErrClosed", err)
 	}
 }
+
+// TestWANDelay: with Config.WANDelay every request to a group waits the
+// one-way delay there and back, so each destination's answer comes at
+// least two delays after the call began (lower bounds only: a loaded
+// machine can only add).
+func TestWANDelay(t *testing.T) {
+	cl := newFakeCluster(t, fakeOptions{})
+	delays := map[string]time.Duration{"a": 0, "b": 20 * time.Millisecond, "c": 40 * time.Millisecond}
+	c := newTestClient(t, cl, func(cfg *Config) {
+		cfg.WANDelay = func(g string) time.Duration { return delays[g] }
+	})
+	res, err := c.Txn(context.Background(), &txn.Txn{Then: []txn.Op{add("a/n", 1), add("b/n", 2), add("c/n", 3)}})
+	if err != nil {
+		t.Fatalf("Txn: %v", err)
+	}
+	if len(res.Destinations) != 3 {
+		t.Fatalf("destinations %+v", res.Destinations)
+	}
+	for _, d := range res.Destinations {
+		if min := 2 * delays[d.Group]; d.Ms < float64(min.Milliseconds()) {
+			t.Errorf("group %s answered after %.1f ms, before the emulated round trip of %s", d.Group, d.Ms, min)
+		}
+	}
+	start := time.Now()
+	if _, _, err := c.Get(context.Background(), []byte("c/n")); err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if el := time.Since(start); el < 2*delays["c"] {
+		t.Errorf("get at group c took %s, less than the emulated round trip", el)
+	}
+
+	_, err = New(context.Background(), Config{
+		Endpoints: []string{cl.endpoint(0, 0)},
+		WANDelay:  func(string) time.Duration { return -time.Millisecond },
+	})
+	if err == nil || !strings.Contains(err.Error(), "WANDelay") {
+		t.Errorf("New with a negative delay: %v, want an error naming WANDelay", err)
+	}
+}

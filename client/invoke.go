@@ -58,7 +58,7 @@ func (c *Client) invoke(ctx context.Context, g partition.GroupID, leader bool, w
 			return err
 		}
 		var trailer metadata.MD
-		err = rpc(ctx, kvpb.NewKVClient(conn), grpc.Trailer(&trailer))
+		err = c.wanCall(ctx, g, func() error { return rpc(ctx, kvpb.NewKVClient(conn), grpc.Trailer(&trailer)) })
 		if err == nil {
 			if leader {
 				c.setLeader(g, addr)
@@ -120,6 +120,23 @@ func (c *Client) invoke(ctx context.Context, g partition.GroupID, leader bool, w
 			}
 		}
 	}
+}
+
+// wanCall runs call between two emulated one-way delays to group g (none
+// without Config.WANDelay). A context that ends during a delay ends the
+// call with its error, as a network that loses the request would.
+func (c *Client) wanCall(ctx context.Context, g partition.GroupID, call func() error) error {
+	if c.wan == nil || c.wan[g] == 0 {
+		return call()
+	}
+	if err := c.sleep(ctx, c.wan[g]); err != nil {
+		return err
+	}
+	err := call()
+	if serr := c.sleep(ctx, c.wan[g]); serr != nil && err == nil {
+		return serr
+	}
+	return err
 }
 
 // backoff returns the wait before the n-th (from 1) delayed retry:
