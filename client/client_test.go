@@ -621,8 +621,8 @@ func TestWANDelay(t *testing.T) {
 		t.Fatalf("destinations %+v", res.Destinations)
 	}
 	for _, d := range res.Destinations {
-		if min := 2 * delays[d.Group]; d.Ms < float64(min.Milliseconds()) {
-			t.Errorf("group %s answered after %.1f ms, before the emulated round trip of %s", d.Group, d.Ms, min)
+		if rtt := 2 * delays[d.Group]; d.Ms < float64(rtt.Milliseconds()) {
+			t.Errorf("group %s answered after %.1f ms, before the emulated round trip of %s", d.Group, d.Ms, rtt)
 		}
 	}
 	start := time.Now()

@@ -449,7 +449,8 @@ func (r *Replica) ReadBarrier(ctx context.Context) error {
 	return err
 }
 
-// ErrReadTimeout: a read barrier did not complete within ApplyTimeout.
+// ErrReadTimeout is the error of a read barrier that did not complete
+// within ApplyTimeout.
 var ErrReadTimeout = errors.New("replication: read barrier timed out: leadership not confirmed or state not caught up")
 
 func (r *Replica) readBarrier(ctx context.Context) error {

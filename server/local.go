@@ -301,18 +301,17 @@ func (l *Local) Describe() []string {
 	var out []string
 	for _, id := range l.order {
 		n := l.nodes[id]
-		switch {
-		case n.srv == nil:
+		if n.srv == nil {
 			out = append(out, id+": stopped")
-		default:
-			line := n.srv.Describe()
-			n.cutMu.Lock()
-			if n.cut {
-				line += " (cut off)"
-			}
-			n.cutMu.Unlock()
-			out = append(out, line)
+			continue
 		}
+		line := n.srv.Describe()
+		n.cutMu.Lock()
+		if n.cut {
+			line += " (cut off)"
+		}
+		n.cutMu.Unlock()
+		out = append(out, line)
 	}
 	return out
 }
