@@ -36,6 +36,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -47,6 +48,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/flexkv/flexkv/kv/kvpb"
@@ -67,6 +69,19 @@ var (
 // SessionsDefault is the number of sessions, and so of concurrent
 // requests, of a Client whose Config.Sessions is 0.
 const SessionsDefault = 64
+
+// AttemptTimeoutDefault is the AttemptTimeout of a Config that sets none:
+// longer than a server's own bounds (a read barrier, a proposal wait: 5s),
+// so that a slow but live replica answers within it.
+const AttemptTimeoutDefault = 10 * time.Second
+
+// Connection backoff: a replica that was down is dialled again within
+// reconnectMax (gRPC's default grows to 2 minutes, which would leave a
+// restarted leader unreachable long after it serves again).
+const (
+	reconnectMin = 20 * time.Millisecond
+	reconnectMax = time.Second
+)
 
 // SessionsMax bounds Config.Sessions: each session is one outstanding
 // request, which the servers keep until it is answered.
@@ -92,6 +107,13 @@ type Config struct {
 	DialOptions []grpc.DialOption
 	// Logger receives retries and redirects at debug level; nil: none.
 	Logger *slog.Logger
+	// AttemptTimeout bounds one attempt at one replica (0:
+	// AttemptTimeoutDefault): past it, while the call's context still
+	// runs, the client tries the group's next replica, with the same
+	// transaction id. A replica that accepted the connection but does not
+	// answer (stalled, cut off from its group before it knows) then costs
+	// one attempt, not the whole deadline.
+	AttemptTimeout time.Duration
 	// WANDelay, when set, emulates the wide-area network between this
 	// client and the groups (DESIGN 8, client to group): every request to
 	// group (by name) waits WANDelay(group) before it is sent and again
@@ -133,6 +155,8 @@ type Client struct {
 	// none; Config.WANDelay).
 	wan []time.Duration
 
+	// attempt bounds one attempt at one replica (Config.AttemptTimeout).
+	attempt time.Duration
 	// backoffMin and backoffMax bound the wait between two attempts that
 	// must wait (see Client.invoke); tests shorten them.
 	backoffMin, backoffMax time.Duration
@@ -154,6 +178,9 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if len(cfg.Endpoints) == 0 {
 		return nil, errors.New("client: no endpoints")
 	}
+	if cfg.AttemptTimeout < 0 {
+		return nil, fmt.Errorf("client: attempt timeout %s, want > 0 (0: %s)", cfg.AttemptTimeout, AttemptTimeoutDefault)
+	}
 	n := cfg.Sessions
 	switch {
 	case n == 0:
@@ -166,11 +193,18 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Client{
-		log:        log,
-		dialOpts:   append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, cfg.DialOptions...),
+		log: log,
+		dialOpts: append([]grpc.DialOption{
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithConnectParams(grpc.ConnectParams{
+				Backoff:           backoff.Config{BaseDelay: reconnectMin, Multiplier: 2, Jitter: 0.2, MaxDelay: reconnectMax},
+				MinConnectTimeout: 5 * time.Second,
+			}),
+		}, cfg.DialOptions...),
 		sessions:   make(chan *session, n),
 		done:       make(chan struct{}),
 		conns:      make(map[string]*grpc.ClientConn),
+		attempt:    cmp.Or(cfg.AttemptTimeout, AttemptTimeoutDefault),
 		backoffMin: 10 * time.Millisecond,
 		backoffMax: 500 * time.Millisecond,
 	}

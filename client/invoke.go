@@ -45,7 +45,8 @@ type rpcFunc func(ctx context.Context, kv kvpb.KVClient, opts ...grpc.CallOption
 // replica or a stale leader costs one round trip; after that, with a
 // jittered exponential backoff between backoffMin and backoffMax, so that
 // a group without a leader is not hammered while it elects one.
-// ResourceExhausted always waits.
+// ResourceExhausted always waits. An attempt that gets no answer within
+// AttemptTimeout, while ctx runs, counts as Unavailable without a hint.
 func (c *Client) invoke(ctx context.Context, g partition.GroupID, leader bool, what string, rpc rpcFunc) error {
 	replicas := c.replicas[g]
 	name := c.view.Groups.Name(g)
@@ -58,7 +59,10 @@ func (c *Client) invoke(ctx context.Context, g partition.GroupID, leader bool, w
 			return err
 		}
 		var trailer metadata.MD
-		err = c.wanCall(ctx, g, func() error { return rpc(ctx, kvpb.NewKVClient(conn), grpc.Trailer(&trailer)) })
+		actx, cancel := context.WithTimeout(ctx, c.attempt)
+		err = c.wanCall(actx, g, func() error { return rpc(actx, kvpb.NewKVClient(conn), grpc.Trailer(&trailer)) })
+		timedOut := err != nil && actx.Err() != nil
+		cancel()
 		if err == nil {
 			if leader {
 				c.setLeader(g, addr)
@@ -76,7 +80,12 @@ func (c *Client) invoke(ctx context.Context, g partition.GroupID, leader bool, w
 		last = fmt.Errorf("%s: %w", addr, err)
 		misses++
 		wait := misses > len(replicas)
-		switch code := status.Code(err); code {
+		code := status.Code(err)
+		if timedOut {
+			// Our context runs: this replica did not answer in time.
+			code = codes.Unavailable
+		}
+		switch code {
 		case codes.Unavailable:
 			hint := ""
 			if v := trailer.Get(kvpb.LeaderTrailer); len(v) > 0 {
