@@ -76,11 +76,11 @@ const SessionsDefault = 64
 const AttemptTimeoutDefault = 10 * time.Second
 
 // Connection backoff: a replica that was down is dialled again within
-// reconnectMax (gRPC's default grows to 2 minutes, which would leave a
+// reconnectLongest (gRPC's default grows to 2 minutes, which would leave a
 // restarted leader unreachable long after it serves again).
 const (
-	reconnectMin = 20 * time.Millisecond
-	reconnectMax = time.Second
+	reconnectFirst   = 20 * time.Millisecond
+	reconnectLongest = time.Second
 )
 
 // SessionsMax bounds Config.Sessions: each session is one outstanding
@@ -197,7 +197,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		dialOpts: append([]grpc.DialOption{
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithConnectParams(grpc.ConnectParams{
-				Backoff:           backoff.Config{BaseDelay: reconnectMin, Multiplier: 2, Jitter: 0.2, MaxDelay: reconnectMax},
+				Backoff:           backoff.Config{BaseDelay: reconnectFirst, Multiplier: 2, Jitter: 0.2, MaxDelay: reconnectLongest},
 				MinConnectTimeout: 5 * time.Second,
 			}),
 		}, cfg.DialOptions...),
