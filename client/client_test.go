@@ -392,6 +392,7 @@ func TestDeadline(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Txn error %v, want one matching context.DeadlineExceeded", err)
 	}
+	cl.waitAwaits(t) // the fake's handler of the abandoned Await is no leak of the client
 	goleak.VerifyNone(t, ignore)
 
 	// Cancellation, once b's replica is waiting.
@@ -405,6 +406,7 @@ func TestDeadline(t *testing.T) {
 	if _, err := c.Txn(ctx, tx); !errors.Is(err, context.Canceled) {
 		t.Errorf("Txn error %v, want one matching context.Canceled", err)
 	}
+	cl.waitAwaits(t)
 	goleak.VerifyNone(t, ignore)
 	if len(c.sessions) != 1 {
 		t.Error("the session was not returned")

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -52,6 +53,7 @@ type fakeCluster struct {
 	changed    chan struct{}          // closed and replaced on every execution
 	gates      [groupsN]chan struct{} // when set, Await at the group waits for it
 	flip       [groupsN]bool          // Await at the group reports the other outcome
+	awaits     int                    // Await handlers running, at every replica
 }
 
 // fakeOptions shape a fake cluster.
@@ -121,25 +123,36 @@ func startFake(o fakeOptions) (cl *fakeCluster, stop func(), err error) {
 			stop()
 		}
 	}()
+	dead := 0
 	for g, name := range names {
 		gc := partition.GroupConfig{Name: name, Region: "r" + name}
 		for i := range replicasN {
+			// The raft addresses are never dialed: the client talks to
+			// the gRPC ones alone.
+			rc := partition.ReplicaConfig{ID: fmt.Sprintf("%s%d", name, i), Raft: fmt.Sprintf("127.0.0.1:%d", 101+g*replicasN+i)}
+			if slices.Contains(o.dead, [2]int{g, i}) {
+				// A privileged port nothing listens on refuses
+				// connections; not a port that was free a moment ago,
+				// which another test could take, or, in the ephemeral
+				// range, a dial could connect to itself with.
+				dead++
+				addr, err := refusedAddr(dead)
+				if err != nil {
+					return nil, nil, err
+				}
+				cl.rep[g][i] = &fakeReplica{cl: cl, group: partition.GroupID(g), index: i, addr: addr}
+				rc.GRPC = addr
+				gc.Replicas = append(gc.Replicas, rc)
+				continue
+			}
 			lis, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				return nil, nil, err
 			}
 			r := &fakeReplica{cl: cl, group: partition.GroupID(g), index: i, addr: lis.Addr().String()}
 			cl.rep[g][i] = r
-			gc.Replicas = append(gc.Replicas, partition.ReplicaConfig{
-				ID: fmt.Sprintf("%s%d", name, i), Raft: fmt.Sprintf("127.0.0.1:%d", 1+g*replicasN+i), GRPC: r.addr,
-			})
-			if slices.Contains(o.dead, [2]int{g, i}) {
-				// Closed: the address refuses connections.
-				if err := lis.Close(); err != nil {
-					return nil, nil, err
-				}
-				continue
-			}
+			rc.GRPC = r.addr
+			gc.Replicas = append(gc.Replicas, rc)
 			srv := grpc.NewServer()
 			kvpb.RegisterKVServer(srv, r)
 			servers = append(servers, srv)
@@ -168,6 +181,19 @@ func startFake(o fakeOptions) (cl *fakeCluster, stop func(), err error) {
 	return cl, stop, nil
 }
 
+// refusedAddr returns 127.0.0.1:port, port a privileged one (1, 2, ...)
+// that nothing listens on, so that a dial is refused at once; an error if
+// something accepts a connection there.
+func refusedAddr(port int) (string, error) {
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err == nil {
+		_ = c.Close()
+		return "", fmt.Errorf("fake cluster: something listens on %s, which a dead replica needs to refuse connections", addr)
+	}
+	return addr, nil
+}
+
 // endpoint returns the address of replica i of group g.
 func (cl *fakeCluster) endpoint(g, i int) string { return cl.rep[g][i].addr }
 
@@ -185,6 +211,29 @@ func (cl *fakeCluster) gate(g int) (open func()) {
 	cl.mu.Unlock()
 	var once sync.Once
 	return func() { once.Do(func() { close(ch) }) }
+}
+
+// waitAwaits waits until no Await handler runs at any replica. A call the
+// client gave up on ends at the server only once the server has read the
+// cancellation, which on a loaded machine under -race can take longer than
+// goleak waits for a goroutine to end: a leak check of the client waits
+// for this first, so that it sees the client's goroutines alone.
+func (cl *fakeCluster) waitAwaits(t *testing.T) {
+	t.Helper()
+	const waitMax = 10 * time.Second
+	deadline := time.Now().Add(waitMax)
+	for {
+		cl.mu.Lock()
+		n := cl.awaits
+		cl.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d Await handlers of the fake cluster still run %v after their calls ended", n, waitMax)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // calls returns every call every replica received, by "group/replica".
@@ -312,11 +361,19 @@ func (r *fakeReplica) Txn(ctx context.Context, req *kvpb.TxnRequest) (*kvpb.TxnR
 }
 
 func (r *fakeReplica) Await(ctx context.Context, req *kvpb.AwaitRequest) (*kvpb.AwaitResponse, error) {
+	cl := r.cl
+	cl.mu.Lock()
+	cl.awaits++
+	cl.mu.Unlock()
+	defer func() {
+		cl.mu.Lock()
+		cl.awaits--
+		cl.mu.Unlock()
+	}()
 	r.record("await", req.GetId())
 	if err := r.scripted(ctx, "await"); err != nil {
 		return nil, err
 	}
-	cl := r.cl
 	for {
 		cl.mu.Lock()
 		piece := cl.results[req.GetId()][r.group]

@@ -361,6 +361,10 @@ func (p *childReplica) stderrTail() string {
 	return string(b)
 }
 
+// loadMax bounds the load of TestMultiProcess: long enough for every wait
+// of the test, so that only a hung multicast runs into it.
+const loadMax = 5 * time.Minute
+
 // waitCond polls cond until it returns "", failing the test with cond's
 // last answer (what is still missing) after timeout.
 func waitCond(t *testing.T, timeout time.Duration, cond func() string) {
@@ -494,7 +498,11 @@ func TestMultiProcess(t *testing.T) {
 	// The load: clients multicast to {g0} or {g0,g1} until told to stop.
 	// They are stopped between two multicasts, never in the middle of one,
 	// so that every multicast that may be delivered is acknowledged.
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// The load's context must outlast every wait below that the load spans
+	// (two flowing, two waitLeader and two crash, 15s per wait: 2 minutes
+	// at most), with room for a slow machine running -race, whose children
+	// fsync: a multicast that fails on it fails the test.
+	ctx, cancel := context.WithTimeout(context.Background(), loadMax)
 	defer cancel()
 	const clients = 4
 	stop := make(chan struct{})

@@ -19,9 +19,15 @@ import (
 // naming the problem, and nothing is applied.
 func TestBadRequests(t *testing.T) {
 	l := startLocal(t, testCluster(t, "flexcast"), t.TempDir())
-	c := leaderClient(t, l, "eu-west-1")
-	ctx := ctxTimeout(t, 30*time.Second)
-	if _, err := c.Put(ctx, &kvpb.PutRequest{Key: []byte("w/0001/sentinel"), Value: []byte("kept")}); err != nil {
+	ctx := ctxTimeout(t, 60*time.Second)
+	// Each call goes to eu-west-1's leader, found again if it answers
+	// Unavailable (a leader deposed in a stall); the codes the cases want
+	// are returned at once.
+	err := callLeader(t, l, "eu-west-1", func(c kvpb.KVClient) error {
+		_, err := c.Put(ctx, &kvpb.PutRequest{Key: []byte("w/0001/sentinel"), Value: []byte("kept")})
+		return err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	big := strings.Repeat("v", txn.ValueMax+1)
@@ -32,124 +38,124 @@ func TestBadRequests(t *testing.T) {
 	for range txn.OpsMax + 1 {
 		tooMany.Then = append(tooMany.Then, add("w/0001/sentinel"))
 	}
-	type call func(context.Context) error
+	type call func(context.Context, kvpb.KVClient) error
 	cases := []struct {
 		name string
 		call call
 		code codes.Code
 		want string // in the message
 	}{
-		{"put empty key", func(ctx context.Context) error {
+		{"put empty key", func(ctx context.Context, c kvpb.KVClient) error {
 			_, err := c.Put(ctx, &kvpb.PutRequest{Key: nil, Value: []byte("x")})
 			return err
 		}, codes.InvalidArgument, "empty"},
-		{"put key in no partition", func(ctx context.Context) error {
+		{"put key in no partition", func(ctx context.Context, c kvpb.KVClient) error {
 			_, err := c.Put(ctx, &kvpb.PutRequest{Key: []byte("zzz"), Value: []byte("x")})
 			return err
 		}, codes.InvalidArgument, "zzz"},
-		{"put oversized value", func(ctx context.Context) error {
+		{"put oversized value", func(ctx context.Context, c kvpb.KVClient) error {
 			_, err := c.Put(ctx, &kvpb.PutRequest{Key: []byte("w/0001/sentinel"), Value: []byte(big)})
 			return err
 		}, codes.InvalidArgument, "value"},
-		{"put key too long", func(ctx context.Context) error {
+		{"put key too long", func(ctx context.Context, c kvpb.KVClient) error {
 			_, err := c.Put(ctx, &kvpb.PutRequest{Key: []byte("w/0001/" + strings.Repeat("k", 5000)), Value: []byte("x")})
 			return err
 		}, codes.InvalidArgument, "key"},
-		{"put key of another group", func(ctx context.Context) error {
+		{"put key of another group", func(ctx context.Context, c kvpb.KVClient) error {
 			_, err := c.Put(ctx, &kvpb.PutRequest{Key: []byte("w/0004/x"), Value: []byte("x")})
 			return err
 		}, codes.FailedPrecondition, "eu-west-3"},
-		{"get empty key", func(ctx context.Context) error {
+		{"get empty key", func(ctx context.Context, c kvpb.KVClient) error {
 			_, err := c.Get(ctx, &kvpb.GetRequest{})
 			return err
 		}, codes.InvalidArgument, "empty"},
-		{"get key in no partition", func(ctx context.Context) error {
+		{"get key in no partition", func(ctx context.Context, c kvpb.KVClient) error {
 			_, err := c.Get(ctx, &kvpb.GetRequest{Key: []byte("a/b")})
 			return err
 		}, codes.InvalidArgument, "a/b"},
-		{"stale get of another group's key", func(ctx context.Context) error {
+		{"stale get of another group's key", func(ctx context.Context, c kvpb.KVClient) error {
 			_, err := c.Get(ctx, &kvpb.GetRequest{Key: []byte("w/0005/x"), Stale: true})
 			return err
 		}, codes.FailedPrecondition, "eu-central-1"},
-		{"delete empty key", func(ctx context.Context) error {
+		{"delete empty key", func(ctx context.Context, c kvpb.KVClient) error {
 			_, err := c.Delete(ctx, &kvpb.DeleteRequest{})
 			return err
 		}, codes.InvalidArgument, "empty"},
-		{"scan across partitions", func(ctx context.Context) error {
+		{"scan across partitions", func(ctx context.Context, c kvpb.KVClient) error {
 			_, err := c.Scan(ctx, &kvpb.ScanRequest{Start: []byte("w/0001/"), End: []byte("w/0003/")})
 			return err
 		}, codes.InvalidArgument, "scan"},
-		{"scan end before start", func(ctx context.Context) error {
+		{"scan end before start", func(ctx context.Context, c kvpb.KVClient) error {
 			_, err := c.Scan(ctx, &kvpb.ScanRequest{Start: []byte("w/0001/b"), End: []byte("w/0001/a")})
 			return err
 		}, codes.InvalidArgument, "end"},
-		{"scan limit too large", func(ctx context.Context) error {
+		{"scan limit too large", func(ctx context.Context, c kvpb.KVClient) error {
 			_, err := c.Scan(ctx, &kvpb.ScanRequest{Start: []byte("w/0001/"), End: []byte("w/0001/z"), Limit: txn.ScanLimitMax + 1})
 			return err
 		}, codes.InvalidArgument, "limit"},
-		{"txn without body", func(ctx context.Context) error {
+		{"txn without body", func(ctx context.Context, c kvpb.KVClient) error {
 			_, err := c.Txn(ctx, &kvpb.TxnRequest{})
 			return err
 		}, codes.InvalidArgument, "neither"},
-		{"txn with no operations", func(ctx context.Context) error {
+		{"txn with no operations", func(ctx context.Context, c kvpb.KVClient) error {
 			_, err := c.Txn(ctx, txnReq(&kvpb.Txn{}))
 			return err
 		}, codes.InvalidArgument, "no"},
-		{"txn op without kind", func(ctx context.Context) error {
+		{"txn op without kind", func(ctx context.Context, c kvpb.KVClient) error {
 			_, err := c.Txn(ctx, txnReq(&kvpb.Txn{Then: []*kvpb.Op{{Key: []byte("w/0001/x")}}}))
 			return err
 		}, codes.InvalidArgument, "then[0]"},
-		{"txn unknown op kind", func(ctx context.Context) error {
+		{"txn unknown op kind", func(ctx context.Context, c kvpb.KVClient) error {
 			_, err := c.Txn(ctx, txnReq(&kvpb.Txn{Then: []*kvpb.Op{{Kind: 42, Key: []byte("w/0001/x")}}}))
 			return err
 		}, codes.InvalidArgument, "then[0]"},
-		{"txn compare without operand", func(ctx context.Context) error {
+		{"txn compare without operand", func(ctx context.Context, c kvpb.KVClient) error {
 			_, err := c.Txn(ctx, txnReq(&kvpb.Txn{If: []*kvpb.Compare{{Key: []byte("w/0001/x"), Cmp: kvpb.Cmp_CMP_EQUAL}}, Then: []*kvpb.Op{add("w/0001/x")}}))
 			return err
 		}, codes.InvalidArgument, "if[0]"},
-		{"txn compare without relation", func(ctx context.Context) error {
+		{"txn compare without relation", func(ctx context.Context, c kvpb.KVClient) error {
 			_, err := c.Txn(ctx, txnReq(&kvpb.Txn{If: []*kvpb.Compare{{Key: []byte("w/0001/x"), Operand: &kvpb.Compare_Int{Int: 1}}}, Then: []*kvpb.Op{add("w/0001/x")}}))
 			return err
 		}, codes.InvalidArgument, "if[0]"},
-		{"txn too many operations", func(ctx context.Context) error {
+		{"txn too many operations", func(ctx context.Context, c kvpb.KVClient) error {
 			_, err := c.Txn(ctx, txnReq(tooMany))
 			return err
 		}, codes.InvalidArgument, "operations"},
-		{"txn put with an int", func(ctx context.Context) error {
+		{"txn put with an int", func(ctx context.Context, c kvpb.KVClient) error {
 			_, err := c.Txn(ctx, txnReq(&kvpb.Txn{Then: []*kvpb.Op{{Kind: kvpb.OpKind_OP_KIND_PUT, Key: []byte("w/0001/x"), Int: 3}}}))
 			return err
 		}, codes.InvalidArgument, "then[0]"},
-		{"txn key in no partition", func(ctx context.Context) error {
+		{"txn key in no partition", func(ctx context.Context, c kvpb.KVClient) error {
 			_, err := c.Txn(ctx, txnReq(&kvpb.Txn{Then: []*kvpb.Op{add("w/0001/x"), add("nowhere")}}))
 			return err
 		}, codes.InvalidArgument, "nowhere"},
-		{"txn oversized value", func(ctx context.Context) error {
+		{"txn oversized value", func(ctx context.Context, c kvpb.KVClient) error {
 			_, err := c.Txn(ctx, txnReq(&kvpb.Txn{Then: []*kvpb.Op{{Kind: kvpb.OpKind_OP_KIND_PUT, Key: []byte("w/0001/x"), Value: []byte(big)}}}))
 			return err
 		}, codes.InvalidArgument, "value"},
-		{"txn unknown home group", func(ctx context.Context) error {
+		{"txn unknown home group", func(ctx context.Context, c kvpb.KVClient) error {
 			r := txnReq(&kvpb.Txn{Then: []*kvpb.Op{{Kind: kvpb.OpKind_OP_KIND_GET, Key: []byte("item/1")}}})
 			r.HomeGroup = "mars-1"
 			_, err := c.Txn(ctx, r)
 			return err
 		}, codes.InvalidArgument, "mars-1"},
-		{"txn at a group that is not its entry", func(ctx context.Context) error {
+		{"txn at a group that is not its entry", func(ctx context.Context, c kvpb.KVClient) error {
 			_, err := c.Txn(ctx, txnReq(&kvpb.Txn{Then: []*kvpb.Op{add("w/0003/x"), add("w/0005/x")}}))
 			return err
 		}, codes.FailedPrecondition, "entry"},
-		{"txn seq without client", func(ctx context.Context) error {
+		{"txn seq without client", func(ctx context.Context, c kvpb.KVClient) error {
 			r := txnReq(&kvpb.Txn{Then: []*kvpb.Op{add("w/0001/x")}})
 			r.Seq = 3
 			_, err := c.Txn(ctx, r)
 			return err
 		}, codes.InvalidArgument, "client_id"},
-		{"txn client without seq", func(ctx context.Context) error {
+		{"txn client without seq", func(ctx context.Context, c kvpb.KVClient) error {
 			r := txnReq(&kvpb.Txn{Then: []*kvpb.Op{add("w/0001/x")}})
 			r.ClientId = 3
 			_, err := c.Txn(ctx, r)
 			return err
 		}, codes.InvalidArgument, "seq"},
-		{"txn larger than a request may carry", func(ctx context.Context) error {
+		{"txn larger than a request may carry", func(ctx context.Context, c kvpb.KVClient) error {
 			tx := &kvpb.Txn{}
 			for i := range 10 {
 				tx.Then = append(tx.Then, &kvpb.Op{Kind: kvpb.OpKind_OP_KIND_PUT, Key: []byte(fmt.Sprintf("w/0001/big%d", i)), Value: []byte(strings.Repeat("b", 60000))})
@@ -157,23 +163,23 @@ func TestBadRequests(t *testing.T) {
 			_, err := c.Txn(ctx, txnReq(tx))
 			return err
 		}, codes.InvalidArgument, "more than BytesMax"},
-		{"raw put of a replicated key", func(ctx context.Context) error {
+		{"raw put of a replicated key", func(ctx context.Context, c kvpb.KVClient) error {
 			_, err := c.Put(ctx, &kvpb.PutRequest{Key: []byte("item/1"), Value: []byte("x")})
 			return err
 		}, codes.FailedPrecondition, "replicated"},
-		{"unknown procedure", func(ctx context.Context) error {
+		{"unknown procedure", func(ctx context.Context, c kvpb.KVClient) error {
 			_, err := c.Txn(ctx, &kvpb.TxnRequest{Body: &kvpb.TxnRequest_Call{Call: &kvpb.Call{Name: "new-order"}}})
 			return err
 		}, codes.InvalidArgument, "new-order"},
-		{"await malformed id", func(ctx context.Context) error {
+		{"await malformed id", func(ctx context.Context, c kvpb.KVClient) error {
 			_, err := c.Await(ctx, &kvpb.AwaitRequest{Id: "17"})
 			return err
 		}, codes.InvalidArgument, "17"},
-		{"await empty id", func(ctx context.Context) error {
+		{"await empty id", func(ctx context.Context, c kvpb.KVClient) error {
 			_, err := c.Await(ctx, &kvpb.AwaitRequest{})
 			return err
 		}, codes.InvalidArgument, "id"},
-		{"await never executed", func(ctx context.Context) error {
+		{"await never executed", func(ctx context.Context, c kvpb.KVClient) error {
 			ctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 			defer cancel()
 			_, err := c.Await(ctx, &kvpb.AwaitRequest{Id: "c99.1"})
@@ -182,14 +188,18 @@ func TestBadRequests(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			err := tc.call(ctx)
+			err := callLeader(t, l, "eu-west-1", func(c kvpb.KVClient) error { return tc.call(ctx, c) })
 			st, _ := status.FromError(err)
 			if st.Code() != tc.code || !strings.Contains(st.Message(), tc.want) {
 				t.Errorf("got %v %q, want %v containing %q", st.Code(), st.Message(), tc.code, tc.want)
 			}
 		})
 	}
-	got, err := c.Get(ctx, &kvpb.GetRequest{Key: []byte("w/0001/sentinel")})
+	var got *kvpb.GetResponse
+	err = callLeader(t, l, "eu-west-1", func(c kvpb.KVClient) (err error) {
+		got, err = c.Get(ctx, &kvpb.GetRequest{Key: []byte("w/0001/sentinel")})
+		return err
+	})
 	if err != nil || string(got.GetValue()) != "kept" {
 		t.Errorf("sentinel = %q, %v: a bad request changed it", got.GetValue(), err)
 	}
@@ -198,7 +208,11 @@ func TestBadRequests(t *testing.T) {
 		if k == "w/0003/x" {
 			g = "eu-west-3"
 		}
-		got, err := leaderClient(t, l, g).Get(ctx, &kvpb.GetRequest{Key: []byte(k)})
+		var got *kvpb.GetResponse
+		err := callLeader(t, l, g, func(c kvpb.KVClient) (err error) {
+			got, err = c.Get(ctx, &kvpb.GetRequest{Key: []byte(k)})
+			return err
+		})
 		if err != nil || got.GetFound() {
 			t.Errorf("%s = %q (found %v, err %v): a bad request wrote it", k, got.GetValue(), got.GetFound(), err)
 		}

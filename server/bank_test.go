@@ -48,7 +48,9 @@ func runBank(t *testing.T, proto string, snapshots bool) {
 		workers              = 8
 	)
 	logDir := t.TempDir()
-	var rc replication.Config
+	// A 200ms election timeout: fast failover under the faults; the client
+	// retries at the new leaders.
+	rc := replication.Config{ElectionTimeout: 200 * time.Millisecond}
 	if snapshots {
 		rc.SnapshotThreshold, rc.TrailingLogs = 64, 16
 	}

@@ -10,7 +10,9 @@ import (
 
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/kv/kvpb"
@@ -85,12 +87,16 @@ func startLocal(t testing.TB, cfg *partition.ClusterConfig, dir string) *Local {
 }
 
 // startLocalConfig is startLocal with more settings: raft logs without
-// fsync, and a 200ms election timeout unless lc.Replication sets one.
+// fsync, and a 1s election timeout unless lc.Replication sets one. A leader
+// holds its lease for half the election timeout: with less, a stall of a
+// slow, loaded machine deposes the leader a test is talking to. The chaos
+// tests, which want fast failover and retry through the client, ask for
+// 200ms.
 func startLocalConfig(t testing.TB, lc LocalConfig) *Local {
 	t.Helper()
 	lc.NoSync = true
 	if lc.Replication.ElectionTimeout == 0 {
-		lc.Replication.ElectionTimeout = 200 * time.Millisecond
+		lc.Replication.ElectionTimeout = time.Second
 	}
 	l, err := StartLocal(lc)
 	if err != nil {
@@ -129,15 +135,52 @@ func dial(t testing.TB, addr string) kvpb.KVClient {
 	return kvpb.NewKVClient(cc)
 }
 
-// leaderClient returns a raw client of group's leader.
-func leaderClient(t testing.TB, l *Local, group string) kvpb.KVClient {
+// leaderRetryMax is how long callLeader keeps retrying a call that its
+// group's leader answered with Unavailable.
+const leaderRetryMax = 10 * time.Second
+
+// callLeader calls f with a raw client of group's leader and returns f's
+// error. A leader can lose its lease while the machine stalls, and then
+// answers Unavailable (not the leader) until an election elects another:
+// while f fails with Unavailable, callLeader finds the leader again and
+// calls f again, for up to leaderRetryMax. Any other outcome is returned at
+// once, so that a test expecting InvalidArgument still sees it. f must be
+// safe to repeat (a write with a client id and seq is applied once).
+func callLeader(t testing.TB, l *Local, group string, f func(kvpb.KVClient) error) error {
+	t.Helper()
+	deadline := time.Now().Add(leaderRetryMax)
+	last := ""
+	for {
+		err := callLeaderOnce(t, l, group, f)
+		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
+			return err
+		}
+		if err.Error() != last { // once per answer, not once per try
+			last = err.Error()
+			t.Logf("group %s: %v; finding its leader again", group, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// callLeaderOnce calls f once with a raw client of group's current leader,
+// on a connection of its own that it closes afterwards.
+func callLeaderOnce(t testing.TB, l *Local, group string, f func(kvpb.KVClient) error) error {
 	t.Helper()
 	id := l.Leader(group)
 	if id == "" {
-		t.Fatalf("group %s has no leader", group)
+		return status.Errorf(codes.Unavailable, "group %s has no leader", group)
 	}
-	_, rc, _ := l.cfg.Cluster.Replica(id)
-	return dial(t, rc.GRPC)
+	_, rc, ok := l.cfg.Cluster.Replica(id)
+	if !ok {
+		t.Fatalf("leader %s of group %s is not in the configuration", id, group)
+	}
+	cc, err := grpc.NewClient(rc.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	return f(kvpb.NewKVClient(cc))
 }
 
 func ctxTimeout(t testing.TB, d time.Duration) context.Context {

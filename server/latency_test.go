@@ -129,20 +129,28 @@ func TestOpenRejectsLatencySettings(t *testing.T) {
 func TestTwoGroupTransferOverWAN(t *testing.T) {
 	cfg := testCluster(t, "flexcast")
 	l := startLocalConfig(t, LocalConfig{Cluster: cfg, Latency: wanMatrix(t), Dir: t.TempDir()})
-	a := leaderClient(t, l, "eu-west-1")
-	b := leaderClient(t, l, "eu-west-3")
-	ctx := ctxTimeout(t, 20*time.Second)
+	ctx := ctxTimeout(t, 30*time.Second)
 	one := int64(1)
 	tx := &kvpb.Txn{Then: []*kvpb.Op{
 		{Kind: kvpb.OpKind_OP_KIND_ADD, Key: []byte("w/0001/x"), Int: -one},
 		{Kind: kvpb.OpKind_OP_KIND_ADD, Key: []byte("w/0004/x"), Int: one},
 	}}
+	// A retry (callLeader) only makes the elapsed time longer: the bound
+	// below is a lower one.
 	start := time.Now()
-	resp, err := a.Txn(ctx, &kvpb.TxnRequest{ClientId: 7, Seq: 1, Body: &kvpb.TxnRequest_Txn{Txn: tx}})
+	var resp *kvpb.TxnResponse
+	err := callLeader(t, l, "eu-west-1", func(c kvpb.KVClient) (err error) {
+		resp, err = c.Txn(ctx, &kvpb.TxnRequest{ClientId: 7, Seq: 1, Body: &kvpb.TxnRequest_Txn{Txn: tx}})
+		return err
+	})
 	if err != nil {
 		t.Fatalf("txn: %v", err)
 	}
-	aw, err := b.Await(ctx, &kvpb.AwaitRequest{Id: resp.GetPiece().GetId()})
+	var aw *kvpb.AwaitResponse
+	err = callLeader(t, l, "eu-west-3", func(c kvpb.KVClient) (err error) {
+		aw, err = c.Await(ctx, &kvpb.AwaitRequest{Id: resp.GetPiece().GetId()})
+		return err
+	})
 	if err != nil {
 		t.Fatalf("await: %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/flexkv/flexkv/client"
+	"github.com/flexkv/flexkv/replication"
 	"github.com/flexkv/flexkv/txn"
 )
 
@@ -24,8 +25,10 @@ type kvInput struct {
 	delta int64  // add
 }
 
-// Its outcome. unknown: the call failed, so it may or may not have taken
-// effect, and any result fits.
+// Its outcome. unknown: the call (a put or an add) failed, so it may or may
+// not have taken effect, and any result fits. A failed get is not kept at
+// all: it has no effect on the state, and as an operation that never
+// returns it would only widen porcupine's search.
 type kvOutput struct {
 	unknown bool
 	found   bool   // get
@@ -113,7 +116,10 @@ func runLinearizable(t *testing.T, proto string) {
 		workers = 6
 		runFor  = 5 * time.Second
 	)
-	l := startLocal(t, testCluster(t, proto), t.TempDir())
+	// A 200ms election timeout: fast failover under the faults; the client
+	// retries at the new leaders.
+	l := startLocalConfig(t, LocalConfig{Cluster: testCluster(t, proto), Dir: t.TempDir(),
+		Replication: replication.Config{ElectionTimeout: 200 * time.Millisecond}})
 	ctx := ctxTimeout(t, 2*time.Minute)
 	c, err := client.New(ctx, client.Config{Endpoints: l.Endpoints()})
 	if err != nil {
@@ -138,9 +144,10 @@ func runLinearizable(t *testing.T, proto string) {
 	start := time.Now()
 	now := func() int64 { return int64(time.Since(start)) }
 	var (
-		mu      sync.Mutex
-		history []porcupine.Operation
-		unknown int
+		mu         sync.Mutex
+		history    []porcupine.Operation
+		unknown    int // failed writes, kept as operations that may take effect any time after their call
+		failedGets int // dropped from the history
 	)
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -178,14 +185,18 @@ func runLinearizable(t *testing.T, proto string) {
 				}
 				ret := now()
 				cancel()
-				if err != nil {
-					// It may take effect at any time after the call.
-					out, ret = kvOutput{unknown: true}, math.MaxInt64
-				}
 				mu.Lock()
-				history = append(history, porcupine.Operation{ClientId: w, Input: in, Call: call, Output: out, Return: ret})
-				if err != nil {
+				switch {
+				case err != nil && in.op == "get":
+					// A read changes nothing: leaving it out leaves every
+					// linearization of the rest as it was.
+					failedGets++
+				case err != nil:
+					// It may take effect at any time after the call.
+					history = append(history, porcupine.Operation{ClientId: w, Input: in, Call: call, Output: kvOutput{unknown: true}, Return: math.MaxInt64})
 					unknown++
+				default:
+					history = append(history, porcupine.Operation{ClientId: w, Input: in, Call: call, Output: out, Return: ret})
 				}
 				mu.Unlock()
 			}
@@ -193,8 +204,15 @@ func runLinearizable(t *testing.T, proto string) {
 	}
 	wg.Wait()
 	faults := <-chaosDone
-	res, _ := porcupine.CheckOperationsVerbose(kvModel, history, time.Minute)
-	if res != porcupine.Ok {
+	// Only Illegal is a violation (TestModelRejectsStaleRead shows the
+	// model finds one). Unknown means the search ran out of its budget,
+	// which a slow machine and many failed writes can cause: it proves
+	// nothing either way, and is said, not failed.
+	switch res := porcupine.CheckOperationsTimeout(kvModel, history, time.Minute); res {
+	case porcupine.Ok:
+	case porcupine.Unknown:
+		t.Logf("%s: the check of %d operations (%d unknown) ran out of its time budget: linearizability not decided", proto, len(history), unknown)
+	default:
 		t.Fatalf("history of %d operations (%d unknown): %s", len(history), unknown, res)
 	}
 	if len(history)-unknown < 100 {
@@ -203,5 +221,5 @@ func runLinearizable(t *testing.T, proto string) {
 	if faults == 0 {
 		t.Errorf("no fault injected")
 	}
-	t.Logf("%s: %d operations (%d unknown), %d faults: linearizable", proto, len(history), unknown, faults)
+	t.Logf("%s: %d operations (%d unknown, %d failed gets left out), %d faults", proto, len(history), unknown, failedGets, faults)
 }

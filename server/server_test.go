@@ -9,16 +9,24 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/flexkv/flexkv/kv/kvpb"
+	"github.com/flexkv/flexkv/replication"
 )
 
 func TestPutGetThroughTheLog(t *testing.T) {
 	l := startLocal(t, testCluster(t, "flexcast"), t.TempDir())
-	c := leaderClient(t, l, "eu-west-1")
-	ctx := ctxTimeout(t, 10*time.Second)
-	if _, err := c.Put(ctx, &kvpb.PutRequest{ClientId: 7, Seq: 1, Key: []byte("w/0001/x"), Value: []byte("5")}); err != nil {
+	ctx := ctxTimeout(t, 20*time.Second)
+	err := callLeader(t, l, "eu-west-1", func(c kvpb.KVClient) error {
+		_, err := c.Put(ctx, &kvpb.PutRequest{ClientId: 7, Seq: 1, Key: []byte("w/0001/x"), Value: []byte("5")})
+		return err
+	})
+	if err != nil {
 		t.Fatalf("put: %v", err)
 	}
-	got, err := c.Get(ctx, &kvpb.GetRequest{ClientId: 7, Seq: 2, Key: []byte("w/0001/x")})
+	var got *kvpb.GetResponse
+	err = callLeader(t, l, "eu-west-1", func(c kvpb.KVClient) (err error) {
+		got, err = c.Get(ctx, &kvpb.GetRequest{ClientId: 7, Seq: 2, Key: []byte("w/0001/x")})
+		return err
+	})
 	if err != nil {
 		t.Fatalf("get: %v", err)
 	}
@@ -29,10 +37,12 @@ func TestPutGetThroughTheLog(t *testing.T) {
 
 func TestTwoGroupTransfer(t *testing.T) {
 	l := startLocal(t, testCluster(t, "flexcast"), t.TempDir())
-	a := leaderClient(t, l, "eu-west-1")
-	b := leaderClient(t, l, "eu-west-3")
-	ctx := ctxTimeout(t, 10*time.Second)
-	if _, err := a.Put(ctx, &kvpb.PutRequest{ClientId: 7, Seq: 1, Key: []byte("w/0001/x"), Value: []byte("5")}); err != nil {
+	ctx := ctxTimeout(t, 30*time.Second)
+	err := callLeader(t, l, "eu-west-1", func(c kvpb.KVClient) error {
+		_, err := c.Put(ctx, &kvpb.PutRequest{ClientId: 7, Seq: 1, Key: []byte("w/0001/x"), Value: []byte("5")})
+		return err
+	})
+	if err != nil {
 		t.Fatalf("put: %v", err)
 	}
 	one := int64(5)
@@ -43,14 +53,24 @@ func TestTwoGroupTransfer(t *testing.T) {
 			{Kind: kvpb.OpKind_OP_KIND_ADD, Key: []byte("w/0004/x"), Int: one},
 		},
 	}
-	resp, err := a.Txn(ctx, &kvpb.TxnRequest{ClientId: 7, Seq: 2, Body: &kvpb.TxnRequest_Txn{Txn: tx}})
+	// A retry carries the same client id and seq: the transfer is applied
+	// once however often it is sent.
+	var resp *kvpb.TxnResponse
+	err = callLeader(t, l, "eu-west-1", func(c kvpb.KVClient) (err error) {
+		resp, err = c.Txn(ctx, &kvpb.TxnRequest{ClientId: 7, Seq: 2, Body: &kvpb.TxnRequest_Txn{Txn: tx}})
+		return err
+	})
 	if err != nil {
 		t.Fatalf("txn: %v", err)
 	}
 	if !resp.GetExecuted() || !resp.GetPiece().GetSucceeded() || resp.GetPiece().GetAborted() != "" {
 		t.Fatalf("txn answer %v", resp)
 	}
-	aw, err := b.Await(ctx, &kvpb.AwaitRequest{Id: resp.GetPiece().GetId()})
+	var aw *kvpb.AwaitResponse
+	err = callLeader(t, l, "eu-west-3", func(c kvpb.KVClient) (err error) {
+		aw, err = c.Await(ctx, &kvpb.AwaitRequest{Id: resp.GetPiece().GetId()})
+		return err
+	})
 	if err != nil {
 		t.Fatalf("await: %v", err)
 	}
@@ -58,10 +78,13 @@ func TestTwoGroupTransfer(t *testing.T) {
 		t.Fatalf("await answer %v", aw)
 	}
 	for _, kv := range []struct {
-		c         kvpb.KVClient
-		key, want string
-	}{{a, "w/0001/x", "0"}, {b, "w/0004/x", "5"}} {
-		got, err := kv.c.Get(ctx, &kvpb.GetRequest{Key: []byte(kv.key)})
+		group, key, want string
+	}{{"eu-west-1", "w/0001/x", "0"}, {"eu-west-3", "w/0004/x", "5"}} {
+		var got *kvpb.GetResponse
+		err := callLeader(t, l, kv.group, func(c kvpb.KVClient) (err error) {
+			got, err = c.Get(ctx, &kvpb.GetRequest{Key: []byte(kv.key)})
+			return err
+		})
 		if err != nil {
 			t.Fatalf("get %s: %v", kv.key, err)
 		}
@@ -74,8 +97,12 @@ func TestTwoGroupTransfer(t *testing.T) {
 // TestAwaitAtCutOffReplica: a replica cut off from its group cannot make
 // progress; a client waiting there is told so (Unavailable), and can ask
 // another replica, instead of waiting for its deadline.
+//
+// A 200ms election timeout: the cut-off replica learns it has no leader
+// after about one, and gives up after max(4 election timeouts, 1s).
 func TestAwaitAtCutOffReplica(t *testing.T) {
-	l := startLocal(t, testCluster(t, "flexcast"), t.TempDir())
+	l := startLocalConfig(t, LocalConfig{Cluster: testCluster(t, "flexcast"), Dir: t.TempDir(),
+		Replication: replication.Config{ElectionTimeout: 200 * time.Millisecond}})
 	leader := l.Leader("eu-west-3")
 	var follower string
 	for _, id := range l.Nodes() {

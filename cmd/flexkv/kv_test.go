@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/flexkv/flexkv/configs"
 	"github.com/flexkv/flexkv/internal/testaddr"
@@ -67,17 +69,16 @@ func newSilentServer(t *testing.T) *silentServer {
 	return s
 }
 
-// refusedAddr returns a loopback address that nothing listens on: a dial
-// is refused at once.
-func refusedAddr(t *testing.T) string {
+// refusedAddr returns 127.0.0.1:port, where port is a privileged one that
+// nothing listens on (1, 2): a dial is refused at once. Not a port that
+// was free a moment ago: another package's test could take it, or, from
+// the ephemeral range, a dial could connect to itself (internal/testaddr).
+func refusedAddr(t *testing.T, port int) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		t.Fatal(err)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	if c, err := net.DialTimeout("tcp", addr, 5*time.Second); err == nil {
+		_ = c.Close()
+		t.Fatalf("something listens on %s: this test needs an address that refuses connections", addr)
 	}
 	return addr
 }
@@ -216,7 +217,7 @@ func TestKVDefaultConfigChecksKeys(t *testing.T) {
 // Endpoints from FLEXKV_ENDPOINTS and a transaction from stdin or a file
 // reach the same point, which shows that each was read and accepted.
 func TestKVUnreachable(t *testing.T) {
-	a, b := refusedAddr(t), refusedAddr(t)
+	a, b := refusedAddr(t, 1), refusedAddr(t, 2)
 	good := `{"if":[{"key":"w/0001/acct","cmp":">=","int":5}],"then":[{"op":"add","key":"w/0001/acct","int":-5},{"op":"add","key":"w/0003/acct","int":5}],"else":[]}`
 	file := writeFile(t, "txn.json", []byte(good))
 	tests := []struct {
@@ -275,8 +276,15 @@ func TestKVTimeout(t *testing.T) {
 			t.Errorf("stderr %q lacks %q", stderr, want)
 		}
 	}
-	if srv.accepted.Load() == 0 {
-		t.Error("the command never connected to the server")
+	// The command's connection may be accepted after it gave up: wait for
+	// the accepting goroutine, for long enough that only a command that
+	// never connected runs out.
+	deadline := time.Now().Add(10 * time.Second)
+	for srv.accepted.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the command never connected to the server")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

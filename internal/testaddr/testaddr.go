@@ -12,12 +12,18 @@
 //
 // Each test package gets a Range of its own: packages run concurrently, and
 // one must not pick a port of another's server that is down for a moment.
+//
+// On Linux, Free checks that its range lies outside the kernel's ephemeral
+// range (/proc/sys/net/ipv4/ip_local_port_range), and fails the test with
+// what to do if it does not: on such a machine the ports are no safer than
+// port 0.
 package testaddr
 
 import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
 	"sync"
 	"testing"
 )
@@ -31,7 +37,30 @@ var (
 	Server      = Range{26000, 32000}
 	Command     = Range{14000, 20000}
 	Gtpcc       = Range{10000, 14000}
+	Transport   = Range{8000, 10000}
 )
+
+// ephemeralRangeFile holds Linux's ephemeral port range: "lo\thi\n", both
+// inclusive.
+const ephemeralRangeFile = "/proc/sys/net/ipv4/ip_local_port_range"
+
+// ephemeral is the kernel's ephemeral port range as a Range, read once per
+// process; ok is false where it cannot be read (not Linux), and then no
+// check is made.
+var ephemeral = sync.OnceValues(func() (Range, bool) {
+	b, err := os.ReadFile(ephemeralRangeFile)
+	if err != nil {
+		return Range{}, false
+	}
+	var lo, hi int
+	if _, err := fmt.Sscan(string(b), &lo, &hi); err != nil || lo > hi {
+		return Range{}, false
+	}
+	return Range{lo, hi + 1}, true
+})
+
+// overlaps reports whether r and o share a port.
+func (r Range) overlaps(o Range) bool { return r.Lo < o.Hi && o.Lo < r.Hi }
 
 var (
 	mu   sync.Mutex
@@ -42,6 +71,13 @@ var (
 // and was never handed out before in this process.
 func Free(t testing.TB, r Range) string {
 	t.Helper()
+	if eph, ok := ephemeral(); ok && r.overlaps(eph) {
+		t.Fatalf("testaddr: the test ports %d-%d overlap the kernel's ephemeral port range %d-%d (%s), "+
+			"from which outgoing connections take their source ports, so that a restarted test server can find its port taken: "+
+			"run the tests on a machine whose ephemeral range starts above 32767, or set it so: "+
+			"sysctl -w net.ipv4.ip_local_port_range=\"32768 60999\"",
+			r.Lo, r.Hi-1, eph.Lo, eph.Hi-1, ephemeralRangeFile)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	for range 4 * (r.Hi - r.Lo) {

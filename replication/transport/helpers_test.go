@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/multicast/channel"
 	"github.com/flexkv/flexkv/partition"
 )
@@ -89,7 +90,10 @@ func newFakeGroup(t *testing.T, n, leader int, cfg ServerConfig) *fakeGroup {
 	t.Helper()
 	g := &fakeGroup{t: t, cfg: cfg, leader: leader, byReplica: make([]int, n), servers: make([]*grpc.Server, n)}
 	for i := range n {
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		// A port of testaddr.Transport, not port 0: restart binds it again,
+		// and a port of the ephemeral range can meanwhile be taken as the
+		// source port of a connection (testaddr).
+		lis, err := net.Listen("tcp", testaddr.Free(t, testaddr.Transport))
 		if err != nil {
 			t.Fatal(err)
 		}
