@@ -1,0 +1,121 @@
+package gtpcc
+
+import (
+	"fmt"
+
+	"github.com/flexkv/flexkv/txn"
+)
+
+// customerDataMax is the length of C_DATA (clause 1.3.1).
+const customerDataMax = 500
+
+// paymentProc is payment (TPC-C clause 2.5): the home group adds the
+// amount to the warehouse and district and writes the history row; the
+// group of the customer's warehouse charges the customer.
+type paymentProc struct{}
+
+var _ txn.Procedure = paymentProc{}
+
+// Keys returns the home warehouse's key and the customer warehouse's.
+func (paymentProc) Keys(args []byte) ([][]byte, error) {
+	a, err := parsePayment(args)
+	if err != nil {
+		return nil, err
+	}
+	return appendKey([][]byte{WarehouseKey(a.W)}, WarehouseKey(a.CW)), nil
+}
+
+// Run runs one group's piece: the home part if it owns warehouse W, the
+// customer part if it owns warehouse CW, both if it owns both.
+func (paymentProc) Run(p *txn.ProcPiece) (txn.PieceResult, error) {
+	a, err := parsePayment(p.Args)
+	if err != nil {
+		return txn.PieceResult{}, err
+	}
+	r := procRows{p: p, proc: ProcPayment}
+	var (
+		cust    Customer
+		custKey []byte
+		cid     = a.CID
+	)
+	ownsCustomer := p.Owns(WarehouseKey(a.CW))
+	if ownsCustomer {
+		if cid, custKey, cust, err = r.customer(a.CW, a.CD, a.CID, a.CLast); err != nil {
+			return txn.PieceResult{}, err
+		}
+	}
+	res := txn.PieceResult{Succeeded: true}
+	if p.Owns(WarehouseKey(a.W)) {
+		o, err := r.paymentHome(&a, cid)
+		if err != nil {
+			return txn.PieceResult{}, err
+		}
+		res.Results = append(res.Results, o)
+	}
+	if ownsCustomer {
+		o, err := r.paymentCustomer(&a, cid, custKey, &cust)
+		if err != nil {
+			return txn.PieceResult{}, err
+		}
+		res.Results = append(res.Results, o)
+	}
+	return res, nil
+}
+
+// paymentHome adds the payment to the home warehouse's and district's
+// year-to-date and writes the history row, under the call's id. cid is the
+// customer's id, or 0 when this group cannot know it (named by last name
+// at a warehouse it does not own): the row records the last name instead.
+func (r procRows) paymentHome(a *PaymentArgs, cid int) (txn.OpResult, error) {
+	var (
+		wh   Warehouse
+		dist District
+	)
+	whKey, distKey := WarehouseKey(a.W), DistrictKey(a.W, a.D)
+	if err := r.must(whKey, &wh); err != nil {
+		return txn.OpResult{}, err
+	}
+	if err := r.must(distKey, &dist); err != nil {
+		return txn.OpResult{}, err
+	}
+	wh.YTD += a.Amount
+	dist.YTD += a.Amount
+	if err := r.put(whKey, &wh); err != nil {
+		return txn.OpResult{}, err
+	}
+	if err := r.put(distKey, &dist); err != nil {
+		return txn.OpResult{}, err
+	}
+	h := History{
+		CID: cid, CD: a.CD, CW: a.CW, D: a.D, W: a.W,
+		Date: a.Date, Amount: a.Amount,
+		Data: wh.Name + "    " + dist.Name, // clause 2.5.2.2: W_NAME, 4 spaces, D_NAME
+	}
+	if cid == 0 {
+		h.CLast = a.CLast
+	}
+	key := HistoryKey(a.W, r.p.ID.String())
+	if err := r.put(key, &h); err != nil {
+		return txn.OpResult{}, err
+	}
+	return txn.OpResult{Index: IndexHome, Kind: txn.OpPut, Key: key}, nil
+}
+
+// paymentCustomer charges customer cid (row c at key) and returns the
+// PaymentOutput.
+func (r procRows) paymentCustomer(a *PaymentArgs, cid int, key []byte, c *Customer) (txn.OpResult, error) {
+	c.Balance -= a.Amount
+	c.YTDPayment += a.Amount
+	c.PaymentCnt++
+	if c.Credit == "BC" {
+		// Clause 2.5.2.2: the ids and the amount, before the old data,
+		// keeping the first 500 characters.
+		entry := fmt.Sprintf("%d %d %d %d %d %d|", cid, a.CD, a.CW, a.D, a.W, a.Amount)
+		c.Data = truncateRunes(entry+c.Data, customerDataMax)
+	}
+	if err := r.put(key, c); err != nil {
+		return txn.OpResult{}, err
+	}
+	out := PaymentOutput{CW: a.CW, CD: a.CD, CID: cid, Credit: c.Credit, BalanceCents: c.Balance}
+	return output(IndexCustomer, key, &out), nil
+}

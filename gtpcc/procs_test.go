@@ -1,0 +1,932 @@
+package gtpcc
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/partition"
+	"github.com/flexkv/flexkv/txn"
+)
+
+// procGroup is one group's store for the procedure tests: a map-backed
+// txn.Reader and txn.Writer that, as the executor's view does, refuses to
+// read a key the group neither owns nor holds a copy of (the item table)
+// and to write a key it does not own, and records those attempts.
+type procGroup struct {
+	id     partition.GroupID
+	owned  []int // warehouses
+	kv     map[string]string
+	writes []string // the keys written or deleted, in call order
+	denied []string
+}
+
+func newProcGroup(id partition.GroupID, owned ...int) *procGroup {
+	return &procGroup{id: id, owned: owned, kv: map[string]string{}}
+}
+
+func (g *procGroup) owns(key []byte) bool {
+	w, ok := ParseWarehouse(key)
+	return ok && slices.Contains(g.owned, w)
+}
+
+func (g *procGroup) readable(key []byte) bool {
+	return g.owns(key) || bytes.HasPrefix(key, []byte("item/"))
+}
+
+func (g *procGroup) deny(format string, args ...any) error {
+	err := fmt.Errorf(format, args...)
+	g.denied = append(g.denied, err.Error())
+	return err
+}
+
+func (g *procGroup) Get(key []byte) ([]byte, bool, error) {
+	if !g.readable(key) {
+		return nil, false, g.deny("get %q: not held by group %d", key, g.id)
+	}
+	v, ok := g.kv[string(key)]
+	if !ok {
+		return nil, false, nil
+	}
+	return []byte(v), true, nil
+}
+
+func (g *procGroup) Scan(start, end []byte, limit int) ([]txn.KV, error) {
+	if !g.readable(start) || bytes.Compare(start, end) >= 0 || limit < 1 || limit > txn.ScanLimitMax {
+		return nil, g.deny("scan [%q, %q) limit %d: not allowed at group %d", start, end, limit, g.id)
+	}
+	if w, _ := ParseWarehouse(start); !bytes.HasPrefix(start, []byte("item/")) && bytes.Compare(end, WarehouseEnd(w)) > 0 {
+		return nil, g.deny("scan [%q, %q) leaves warehouse %d", start, end, w)
+	}
+	var out []txn.KV
+	for _, k := range g.keys() {
+		if k >= string(start) && k < string(end) && len(out) < limit {
+			out = append(out, txn.KV{Key: []byte(k), Value: []byte(g.kv[k])})
+		}
+	}
+	return out, nil
+}
+
+func (g *procGroup) Put(key, value []byte) error {
+	if !g.owns(key) {
+		return g.deny("put %q: not owned by group %d", key, g.id)
+	}
+	g.kv[string(key)] = string(value)
+	g.writes = append(g.writes, string(key))
+	return nil
+}
+
+func (g *procGroup) Delete(key []byte) error {
+	if !g.owns(key) {
+		return g.deny("delete %q: not owned by group %d", key, g.id)
+	}
+	delete(g.kv, string(key))
+	g.writes = append(g.writes, string(key))
+	return nil
+}
+
+// keys returns the stored keys in order.
+func (g *procGroup) keys() []string {
+	keys := make([]string, 0, len(g.kv))
+	for k := range g.kv { //flexkv:unordered sorted below
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// clone returns a copy of g's rows under another group with other
+// warehouses.
+func (g *procGroup) clone(id partition.GroupID, owned ...int) *procGroup {
+	c := newProcGroup(id, owned...)
+	for k, v := range g.kv { //flexkv:unordered copying into a map
+		c.kv[k] = v
+	}
+	return c
+}
+
+// set stores row at key (a string value is stored as it is).
+func (g *procGroup) set(key []byte, row any) {
+	if s, ok := row.(string); ok {
+		g.kv[string(key)] = s
+		return
+	}
+	g.kv[string(key)] = string(Encode(row))
+}
+
+// row decodes the row at key into row, failing the test when there is none.
+func (g *procGroup) row(t *testing.T, key []byte, row any) {
+	t.Helper()
+	v, ok := g.kv[string(key)]
+	if !ok {
+		t.Fatalf("group %d: no row %q", g.id, key)
+	}
+	if err := Decode(key, []byte(v), row); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testCallID is the id of every call of these tests.
+var testCallID = multicast.MsgID{Client: 7, Seq: 3}
+
+// run runs g's piece of a call of proc with args, and checks what a
+// piece must do whatever its outcome: read and write only what the group
+// holds, and report a result the executor accepts (it round-trips through
+// the stored form, whose decoder applies PieceResult's checks).
+func (g *procGroup) run(t *testing.T, proc txn.Procedure, args []byte, dst partition.GroupSet) (txn.PieceResult, error) {
+	t.Helper()
+	p := &txn.ProcPiece{ID: testCallID, Group: g.id, Dst: dst, Args: args, Reader: g, Writer: g, Owns: g.owns}
+	res, err := proc.Run(p)
+	if len(g.denied) > 0 {
+		t.Fatalf("group %d: the piece made accesses the executor refuses: %q", g.id, g.denied)
+	}
+	if err != nil {
+		return res, err
+	}
+	got, derr := txn.DecodePieceResult(txn.AppendPieceResult(nil, &res))
+	if derr != nil {
+		t.Fatalf("group %d: result %+v is not one the executor stores: %v", g.id, res, derr)
+	}
+	if !cmp.Equal(got.Results, res.Results, cmp.Comparer(func(a, b []byte) bool { return bytes.Equal(a, b) })) {
+		t.Fatalf("group %d: result %+v reads back as %+v", g.id, res, got)
+	}
+	return res, nil
+}
+
+// Fixture: warehouses 1 and 2, each with 10 districts (tax 5%, next order
+// 3001), customers 1..3 of every district (discount 10%, named
+// BARBARBAR), stock of items 1..5 (quantity 20); items 1..5 priced
+// 100*i+1 cents. Warehouse tax 10%.
+const (
+	fixtureNextOID = 3001
+	fixtureItems   = 5
+	fixtureLast    = "BARBARBAR"
+)
+
+func itemPrice(i int) int64 { return int64(100*i + 1) }
+
+func fixture(owned ...int) *procGroup {
+	g := newProcGroup(0, owned...)
+	for i := 1; i <= fixtureItems; i++ {
+		g.set(ItemKey(i), Item{Image: i, Name: fmt.Sprintf("item%d", i), Price: itemPrice(i), Data: "data"})
+	}
+	for _, w := range []int{1, 2} {
+		g.set(WarehouseKey(w), Warehouse{Name: fmt.Sprintf("wh%d", w), Tax: 1000, YTD: 30000000})
+		for d := 1; d <= DistrictsPerWarehouse; d++ {
+			g.set(DistrictKey(w, d), District{Name: fmt.Sprintf("dist%d", d), Tax: 500, YTD: 3000000, NextOID: fixtureNextOID})
+			for c := 1; c <= 3; c++ {
+				first := fmt.Sprintf("F%d", c)
+				g.set(CustomerKey(w, d, c), Customer{First: first, Last: fixtureLast, Credit: "GC", Discount: 1000, Balance: -1000, Data: "cdata"})
+				g.set(CustomerNameKey(w, d, fixtureLast, first, c), "")
+			}
+		}
+		for i := 1; i <= fixtureItems; i++ {
+			g.set(StockKey(w, i), Stock{Quantity: 20, Data: "sdata"})
+		}
+	}
+	return g
+}
+
+// split returns two groups, 0 owning warehouse 1 and 1 owning warehouse
+// 2, with the fixture's rows of both (a group holds only what it owns;
+// the others are never read, which procGroup checks).
+func split() (*procGroup, *procGroup) {
+	f := fixture()
+	return f.clone(0, 1), f.clone(1, 2)
+}
+
+// merge merges the pieces as the client does.
+func merge(t *testing.T, pieces ...txn.PieceResult) *txn.Result {
+	t.Helper()
+	res, err := txn.MergeResults(testCallID.String(), pieces)
+	if err != nil {
+		t.Fatalf("MergeResults: %v", err)
+	}
+	return &res
+}
+
+// owner returns the group of gs that owns key.
+func owner(t *testing.T, key []byte, gs ...*procGroup) *procGroup {
+	t.Helper()
+	for _, g := range gs {
+		if g.owns(key) {
+			return g
+		}
+	}
+	t.Fatalf("no group owns %q", key)
+	return nil
+}
+
+func TestNewOrder(t *testing.T) {
+	args := NewOrderArgs{W: 1, D: 4, C: 2, EntryD: 1234, Lines: []NewOrderLine{
+		{Item: 1, SupplyW: 1, Quantity: 3},  // 20 >= 13: 17
+		{Item: 2, SupplyW: 2, Quantity: 5},  // 20 >= 15: 15, remote
+		{Item: 2, SupplyW: 2, Quantity: 4},  // same stock: 15 >= 14: 11, remote
+		{Item: 3, SupplyW: 1, Quantity: 10}, // 20 >= 20: 10
+		{Item: 3, SupplyW: 1, Quantity: 7},  // same stock, 10 < 17: 10 - 7 + 91 = 94
+	}}
+	wantQty := []int{17, 15, 11, 10, 94}
+	wantStock := map[string]Stock{
+		string(StockKey(1, 1)): {Quantity: 17, YTD: 3, OrderCnt: 1, Data: "sdata"},
+		string(StockKey(2, 2)): {Quantity: 11, YTD: 9, OrderCnt: 2, RemoteCnt: 2, Data: "sdata"},
+		string(StockKey(1, 3)): {Quantity: 94, YTD: 17, OrderCnt: 2, Data: "sdata"},
+	}
+	// 3*101 + 5*201 + 4*201 + 10*301 + 7*301 = 303 + 1809 + 5117 = 7229;
+	// * 0.9 * 1.15 = 7482.015 cents, rounded: 7482.
+	var sum int64
+	for _, l := range args.Lines {
+		sum += int64(l.Quantity) * itemPrice(l.Item)
+	}
+	if sum != 7229 {
+		t.Fatalf("fixture: sum %d, want 7229", sum)
+	}
+	const wantTotal = 7482
+	b := EncodeArgs(args)
+	keys, err := ProcedureKeys(ProcNewOrder, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantKeys := []string{"w/0001/wh", "w/0001/s/000001", "w/0002/s/000002", "w/0001/s/000003"}
+	if got := keyStrings(keys); !slices.Equal(got, wantKeys) {
+		t.Fatalf("Keys = %q, want %q", got, wantKeys)
+	}
+
+	a0, a1 := split()
+	for _, tc := range []struct {
+		name   string
+		groups []*procGroup
+	}{
+		{"one group owns both", []*procGroup{fixture(1, 2)}},
+		{"home and supply groups", []*procGroup{a0, a1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var pieces []txn.PieceResult
+			dst := partition.SetOf()
+			for _, g := range tc.groups {
+				dst = dst.Add(g.id)
+			}
+			for _, g := range tc.groups {
+				res, err := g.run(t, newOrderProc{}, b, dst)
+				if err != nil || !res.Succeeded {
+					t.Fatalf("group %d: %+v, %v", g.id, res, err)
+				}
+				pieces = append(pieces, res)
+			}
+			out, err := DecodeNewOrder(merge(t, pieces...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.OID != fixtureNextOID || out.TotalCents != wantTotal || len(out.Lines) != len(args.Lines) {
+				t.Fatalf("output %+v, want o_id %d, total %d, %d lines", out, fixtureNextOID, wantTotal, len(args.Lines))
+			}
+			for i, l := range out.Lines {
+				want := NewOrderLineOutput{Line: i + 1, Item: args.Lines[i].Item, SupplyW: args.Lines[i].SupplyW, StockQuantity: wantQty[i]}
+				if l != want {
+					t.Errorf("line output %d = %+v, want %+v", i, l, want)
+				}
+			}
+
+			home := owner(t, WarehouseKey(1), tc.groups...)
+			var dist District
+			home.row(t, DistrictKey(1, 4), &dist)
+			if dist.NextOID != fixtureNextOID+1 {
+				t.Errorf("district next_o_id %d, want %d", dist.NextOID, fixtureNextOID+1)
+			}
+			var order Order
+			home.row(t, OrderKey(1, 4, fixtureNextOID), &order)
+			if want := (Order{CID: 2, EntryD: 1234, OLCnt: 5, AllLocal: false}); order != want {
+				t.Errorf("order %+v, want %+v", order, want)
+			}
+			if v, ok := home.kv[string(NewOrderKey(1, 4, fixtureNextOID))]; !ok || v != "" {
+				t.Errorf("new-order row %q, %t, want an empty value", v, ok)
+			}
+			for i, l := range args.Lines {
+				var got OrderLine
+				home.row(t, OrderLineKey(1, 4, fixtureNextOID, i+1), &got)
+				want := OrderLine{Item: l.Item, SupplyW: l.SupplyW, Quantity: l.Quantity,
+					Amount: int64(l.Quantity) * itemPrice(l.Item), DistInfo: StockDist(l.SupplyW, l.Item, 4)}
+				if got != want {
+					t.Errorf("order line %d = %+v, want %+v", i+1, got, want)
+				}
+			}
+			var c Customer
+			home.row(t, CustomerKey(1, 4, 2), &c)
+			if c.LastOrder != fixtureNextOID {
+				t.Errorf("customer last order %d, want %d", c.LastOrder, fixtureNextOID)
+			}
+			for key, want := range wantStock { //flexkv:unordered each key checked alone
+				var s Stock
+				owner(t, []byte(key), tc.groups...).row(t, []byte(key), &s)
+				if s != want {
+					t.Errorf("stock %s = %+v, want %+v", key, s, want)
+				}
+			}
+			if len(tc.groups) == 2 {
+				// The supply group wrote its stock row and nothing else.
+				if want := []string{string(StockKey(2, 2))}; !slices.Equal(tc.groups[1].writes, want) {
+					t.Errorf("supply group wrote %q, want %q", tc.groups[1].writes, want)
+				}
+			}
+		})
+	}
+}
+
+func TestNewOrderRollsBackEverywhere(t *testing.T) {
+	a0, a1 := split()
+	before0, before1 := a0.clone(0, 1), a1.clone(1, 2)
+	b := EncodeArgs(NewOrderArgs{W: 1, D: 1, C: 1, Lines: []NewOrderLine{
+		{Item: 1, SupplyW: 1, Quantity: 1},
+		{Item: 2, SupplyW: 2, Quantity: 1},
+		{Item: fixtureItems + 1, SupplyW: 1, Quantity: 1}, // not in the item table
+	}})
+	var pieces []txn.PieceResult
+	for _, g := range []*procGroup{a0, a1} {
+		res, err := g.run(t, newOrderProc{}, b, partition.SetOf(0, 1))
+		if err != nil || res.Succeeded || res.Aborted || len(res.Results) != 0 {
+			t.Fatalf("group %d: %+v, %v; want a roll back (not succeeded, no results)", g.id, res, err)
+		}
+		if len(g.writes) != 0 {
+			t.Errorf("group %d wrote %q", g.id, g.writes)
+		}
+		pieces = append(pieces, res)
+	}
+	if !cmp.Equal(a0.kv, before0.kv) || !cmp.Equal(a1.kv, before1.kv) {
+		t.Error("a rolled-back new-order changed the stores")
+	}
+	if _, err := DecodeNewOrder(merge(t, pieces...)); !errors.Is(err, ErrRolledBack) {
+		t.Errorf("DecodeNewOrder: %v, want ErrRolledBack", err)
+	}
+}
+
+func TestNewOrderMissingRow(t *testing.T) {
+	a0, a1 := split()
+	delete(a1.kv, string(StockKey(2, 4)))
+	delete(a0.kv, string(DistrictKey(1, 1)))
+	b := EncodeArgs(NewOrderArgs{W: 1, D: 1, C: 1, Lines: []NewOrderLine{{Item: 4, SupplyW: 2, Quantity: 1}}})
+	for _, tc := range []struct {
+		g    *procGroup
+		want string
+	}{{a0, "w/0001/d/01"}, {a1, "w/0002/s/000004"}} {
+		_, err := tc.g.run(t, newOrderProc{}, b, partition.SetOf(0, 1))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("group %d: %v, want an error naming %s", tc.g.id, err, tc.want)
+		}
+	}
+}
+
+func TestNewOrderTotal(t *testing.T) {
+	for _, tc := range []struct {
+		sum, discount, wTax, dTax, want int64
+	}{
+		{1, 5000, 0, 0, 1}, // 0.5 rounds up
+		{1, 5001, 0, 0, 0}, // 0.4999
+		{7229, 1000, 1000, 500, 7482},
+		{7230, 1000, 1000, 500, 7483}, // 7483.05
+		{100, 0, 0, 0, 100},
+		// The largest total the checked ranges allow does not overflow.
+		{OrderLinesMax * lineAmountMax, 0, rateMax, rateMax, 3 * OrderLinesMax * lineAmountMax},
+	} {
+		if got := newOrderTotal(tc.sum, tc.discount, tc.wTax, tc.dTax); got != tc.want {
+			t.Errorf("newOrderTotal(%d, %d, %d, %d) = %d, want %d", tc.sum, tc.discount, tc.wTax, tc.dTax, got, tc.want)
+		}
+	}
+}
+
+// setNamed adds customers of district d of warehouse w named last with the
+// given first names, ids from cid on.
+func setNamed(g *procGroup, w, d, cid int, last string, firsts ...string) {
+	for i, first := range firsts {
+		c := cid + i
+		g.set(CustomerKey(w, d, c), Customer{First: first, Last: last, Credit: "GC", Balance: -1000})
+		g.set(CustomerNameKey(w, d, last, first, c), "")
+	}
+}
+
+func TestPayment(t *testing.T) {
+	const amount = 12345
+	type want struct {
+		cw, cd, cid int
+		histCID     int
+		histLast    string
+	}
+	for _, tc := range []struct {
+		name   string
+		args   PaymentArgs
+		setup  func(g *procGroup)
+		remote bool // the customer's warehouse is another group's
+		want   want
+	}{
+		{"local by id", PaymentArgs{W: 1, D: 1, CW: 1, CD: 2, CID: 3}, nil, false, want{1, 2, 3, 3, ""}},
+		{"remote by id", PaymentArgs{W: 1, D: 1, CW: 2, CD: 2, CID: 3}, nil, true, want{2, 2, 3, 3, ""}},
+		{"remote by name of 3", PaymentArgs{W: 1, D: 5, CW: 2, CD: 2, CLast: "PRESESEABLE"}, func(g *procGroup) {
+			// Sorted by first name: AAA(6) BBB(7) CCC(5); ceil(3/2) = 2: BBB.
+			setNamed(g, 2, 2, 5, "PRESESEABLE", "CCC", "AAA", "BBB")
+			setNamed(g, 2, 2, 8, "PRESESEABLEX", "AAB") // a longer name is not a match
+			setNamed(g, 2, 3, 9, "PRESESEABLE", "AAC")  // nor another district
+		}, true, want{2, 2, 7, 0, "PRESESEABLE"}},
+		{"local by name of 4", PaymentArgs{W: 2, D: 1, CW: 2, CD: 3, CLast: "OUGHTABLE"}, func(g *procGroup) {
+			// Sorted: AAA(9) BBB(11) CCC(10) DDD(8); ceil(4/2) = 2: BBB.
+			setNamed(g, 2, 3, 8, "OUGHTABLE", "DDD", "AAA", "CCC", "BBB")
+		}, false, want{2, 3, 11, 11, ""}},
+		{"by name of 1", PaymentArgs{W: 1, D: 1, CW: 1, CD: 1, CLast: "ABLE"}, func(g *procGroup) {
+			setNamed(g, 1, 1, 20, "ABLE", "ZED")
+		}, false, want{1, 1, 20, 20, ""}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.args.Amount, tc.args.Date = amount, 99
+			f := fixture()
+			if tc.setup != nil {
+				tc.setup(f)
+			}
+			groups := []*procGroup{f.clone(0, tc.args.W)}
+			if tc.remote {
+				groups = append(groups, f.clone(1, tc.args.CW))
+			}
+			dst := partition.SetOf(0)
+			if tc.remote {
+				dst = partition.SetOf(0, 1)
+			}
+			b := EncodeArgs(tc.args)
+			keys, err := ProcedureKeys(ProcPayment, b)
+			if err != nil || len(keys) != len(groups) {
+				t.Fatalf("Keys = %q, %v; want %d", keyStrings(keys), err, len(groups))
+			}
+			var pieces []txn.PieceResult
+			for _, g := range groups {
+				res, err := g.run(t, paymentProc{}, b, dst)
+				if err != nil || !res.Succeeded {
+					t.Fatalf("group %d: %+v, %v", g.id, res, err)
+				}
+				pieces = append(pieces, res)
+			}
+			if tc.remote && (len(pieces[0].Results) != 1 || len(pieces[1].Results) != 1) {
+				t.Fatalf("pieces report %d and %d results, want one each", len(pieces[0].Results), len(pieces[1].Results))
+			}
+			out, err := DecodePayment(merge(t, pieces...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var before, c Customer
+			f.row(t, CustomerKey(tc.want.cw, tc.want.cd, tc.want.cid), &before)
+			cg := owner(t, WarehouseKey(tc.args.CW), groups...)
+			cg.row(t, CustomerKey(tc.want.cw, tc.want.cd, tc.want.cid), &c)
+			if c.Balance != before.Balance-amount || c.YTDPayment != before.YTDPayment+amount || c.PaymentCnt != before.PaymentCnt+1 || c.Data != before.Data {
+				t.Errorf("customer %d after payment %+v, before %+v", tc.want.cid, c, before)
+			}
+			wantOut := PaymentOutput{CW: tc.want.cw, CD: tc.want.cd, CID: tc.want.cid, Credit: "GC", BalanceCents: before.Balance - amount}
+			if out != wantOut {
+				t.Errorf("output %+v, want %+v", out, wantOut)
+			}
+
+			home := groups[0]
+			var wh Warehouse
+			var dist District
+			home.row(t, WarehouseKey(tc.args.W), &wh)
+			home.row(t, DistrictKey(tc.args.W, tc.args.D), &dist)
+			if wh.YTD != 30000000+amount || dist.YTD != 3000000+amount {
+				t.Errorf("ytd: warehouse %d, district %d; want +%d", wh.YTD, dist.YTD, amount)
+			}
+			var h History
+			home.row(t, HistoryKey(tc.args.W, "c7.3"), &h)
+			wantH := History{CID: tc.want.histCID, CLast: tc.want.histLast, CD: tc.args.CD, CW: tc.args.CW, D: tc.args.D, W: tc.args.W,
+				Date: 99, Amount: amount, Data: fmt.Sprintf("wh%d    dist%d", tc.args.W, tc.args.D)}
+			if h != wantH {
+				t.Errorf("history %+v, want %+v", h, wantH)
+			}
+		})
+	}
+}
+
+func TestPaymentBadCredit(t *testing.T) {
+	for _, tc := range []struct {
+		name, data, want string
+	}{
+		{"short", "old", "3 2 2 1 1 12345|old"},
+		{"cut to 500", strings.Repeat("x", 499), "3 2 2 1 1 12345|" + strings.Repeat("x", 500-len("3 2 2 1 1 12345|"))},
+		{"cut by characters", strings.Repeat("é", 499), "3 2 2 1 1 12345|" + strings.Repeat("é", 500-len("3 2 2 1 1 12345|"))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := fixture(1, 2)
+			g.set(CustomerKey(2, 2, 3), Customer{First: "F3", Last: fixtureLast, Credit: "BC", Balance: 50, Data: tc.data})
+			res, err := g.run(t, paymentProc{}, EncodeArgs(PaymentArgs{W: 1, D: 1, CW: 2, CD: 2, CID: 3, Amount: 12345}), partition.SetOf(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := DecodePayment(merge(t, res))
+			if err != nil || out.Credit != "BC" || out.BalanceCents != 50-12345 {
+				t.Fatalf("output %+v, %v", out, err)
+			}
+			var c Customer
+			g.row(t, CustomerKey(2, 2, 3), &c)
+			if c.Data != tc.want {
+				t.Errorf("data %q (%d characters), want %q", c.Data, len([]rune(c.Data)), tc.want)
+			}
+		})
+	}
+}
+
+func TestPaymentUnknownName(t *testing.T) {
+	g := fixture(1)
+	_, err := g.run(t, paymentProc{}, EncodeArgs(PaymentArgs{W: 1, D: 1, CW: 1, CD: 1, CLast: "NOBODY", Amount: 1}), partition.SetOf(0))
+	if err == nil || !strings.Contains(err.Error(), `"NOBODY"`) {
+		t.Errorf("payment to an unknown name: %v, want an error naming it", err)
+	}
+	if len(g.writes) != 0 {
+		t.Errorf("wrote %q", g.writes)
+	}
+}
+
+// setOrder stores order o of district d of warehouse w for customer cid,
+// its lines (item, quantity, amount each) and, if undelivered, its
+// new-order row.
+func setOrder(g *procGroup, w, d, o, cid int, undelivered bool, lines ...OrderLine) {
+	g.set(OrderKey(w, d, o), Order{CID: cid, EntryD: int64(o), OLCnt: len(lines), AllLocal: true})
+	for i, l := range lines {
+		l.SupplyW = w
+		g.set(OrderLineKey(w, d, o, i+1), l)
+	}
+	if undelivered {
+		g.set(NewOrderKey(w, d, o), "")
+	}
+}
+
+func TestDelivery(t *testing.T) {
+	g := fixture(1)
+	// District 1: orders 9 and 10 undelivered (10 sorts after 9 as a
+	// number; as text "10" < "9"); 9 is the oldest.
+	setOrder(g, 1, 1, 8, 1, false, OrderLine{Item: 1, Quantity: 1, Amount: 1})
+	setOrder(g, 1, 1, 9, 2, true, OrderLine{Item: 1, Quantity: 1, Amount: 101}, OrderLine{Item: 2, Quantity: 2, Amount: 404})
+	setOrder(g, 1, 1, 10, 3, true, OrderLine{Item: 3, Quantity: 1, Amount: 303})
+	// District 2: none. District 3: order 7.
+	setOrder(g, 1, 3, 7, 1, true, OrderLine{Item: 4, Quantity: 1, Amount: 404})
+	res, err := g.run(t, deliveryProc{}, EncodeArgs(DeliveryArgs{W: 1, Carrier: 4, Date: 555}), partition.SetOf(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := DecodeDelivery(merge(t, res))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []DeliveredOrder{{D: 1, OID: 9}, {D: 3, OID: 7}}; !slices.Equal(out.Delivered, want) {
+		t.Fatalf("delivered %+v, want %+v", out.Delivered, want)
+	}
+	for _, k := range [][]byte{NewOrderKey(1, 1, 9), NewOrderKey(1, 3, 7)} {
+		if _, ok := g.kv[string(k)]; ok {
+			t.Errorf("new-order row %s not deleted", k)
+		}
+	}
+	if _, ok := g.kv[string(NewOrderKey(1, 1, 10))]; !ok {
+		t.Error("new-order row of order 10 deleted")
+	}
+	for _, tc := range []struct {
+		d, o, lines, cid int
+		sum              int64
+	}{{1, 9, 2, 2, 505}, {3, 7, 1, 1, 404}} {
+		var o Order
+		g.row(t, OrderKey(1, tc.d, tc.o), &o)
+		if o.Carrier != 4 {
+			t.Errorf("order %d/%d carrier %d, want 4", tc.d, tc.o, o.Carrier)
+		}
+		for n := 1; n <= tc.lines; n++ {
+			var l OrderLine
+			g.row(t, OrderLineKey(1, tc.d, tc.o, n), &l)
+			if l.DeliveryD != 555 {
+				t.Errorf("line %d/%d/%d delivery date %d, want 555", tc.d, tc.o, n, l.DeliveryD)
+			}
+		}
+		var c Customer
+		g.row(t, CustomerKey(1, tc.d, tc.cid), &c)
+		if c.Balance != -1000+tc.sum || c.DeliveryCnt != 1 {
+			t.Errorf("customer %d/%d: balance %d, deliveries %d; want %d, 1", tc.d, tc.cid, c.Balance, c.DeliveryCnt, -1000+tc.sum)
+		}
+	}
+	var o Order
+	g.row(t, OrderKey(1, 1, 10), &o)
+	if o.Carrier != 0 {
+		t.Errorf("order 10 carrier %d, want undelivered", o.Carrier)
+	}
+}
+
+func TestStockLevel(t *testing.T) {
+	g := fixture(1)
+	g.set(DistrictKey(1, 4), District{Name: "d4", NextOID: 25})
+	// Orders 5..24 are the last 20; order 4 is not.
+	setOrder(g, 1, 4, 4, 1, false, OrderLine{Item: 5})
+	for o := 5; o <= 24; o++ {
+		setOrder(g, 1, 4, o, 1, false, OrderLine{Item: 1 + o%3})
+	}
+	setOrder(g, 1, 4, 24, 1, false, OrderLine{Item: 3}, OrderLine{Item: 4})
+	// Another district's lines are not counted.
+	setOrder(g, 1, 5, 10, 1, false, OrderLine{Item: 5})
+	for i, q := range []int{1: 10, 2: 15, 3: 3, 4: 50, 5: 1} {
+		if i > 0 {
+			g.set(StockKey(1, i), Stock{Quantity: q})
+		}
+	}
+	// Items 1..4; below 15: items 1 and 3.
+	res, err := g.run(t, stockLevelProc{}, EncodeArgs(StockLevelArgs{W: 1, D: 4, Threshold: 15}), partition.SetOf(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := DecodeStockLevel(merge(t, res))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (StockLevelOutput{Count: 2, Items: 4}); out != want {
+		t.Errorf("stock level %+v, want %+v", out, want)
+	}
+	if len(g.writes) != 0 {
+		t.Errorf("stock-level wrote %q", g.writes)
+	}
+
+	// A district with no orders yet.
+	res, err = g.run(t, stockLevelProc{}, EncodeArgs(StockLevelArgs{W: 1, D: 6, Threshold: 15}), partition.SetOf(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := DecodeStockLevel(merge(t, res)); err != nil || out != (StockLevelOutput{}) {
+		t.Errorf("stock level of a district without lines: %+v, %v", out, err)
+	}
+}
+
+func TestOrderStatus(t *testing.T) {
+	g := fixture(1)
+	setOrder(g, 1, 2, 7, 2, false, OrderLine{Item: 1, Quantity: 2, Amount: 202}, OrderLine{Item: 3, Quantity: 1, Amount: 303})
+	setOrder(g, 1, 2, 70, 2, false, OrderLine{Item: 4}) // not its last order
+	c := Customer{First: "F2", Last: fixtureLast, Balance: 77, LastOrder: 7}
+	g.set(CustomerKey(1, 2, 2), c)
+	wantLines := []OrderLine{
+		{Item: 1, SupplyW: 1, Quantity: 2, Amount: 202},
+		{Item: 3, SupplyW: 1, Quantity: 1, Amount: 303},
+	}
+	for _, tc := range []struct {
+		name string
+		args OrderStatusArgs
+		want OrderStatusOutput
+	}{
+		{"by id", OrderStatusArgs{W: 1, D: 2, CID: 2},
+			OrderStatusOutput{CID: 2, First: "F2", Last: fixtureLast, BalanceCents: 77, OID: 7, EntryD: 7, Lines: wantLines}},
+		// F1, F2, F3: the second.
+		{"by name", OrderStatusArgs{W: 1, D: 2, CLast: fixtureLast},
+			OrderStatusOutput{CID: 2, First: "F2", Last: fixtureLast, BalanceCents: 77, OID: 7, EntryD: 7, Lines: wantLines}},
+		{"no order", OrderStatusArgs{W: 1, D: 2, CID: 3},
+			OrderStatusOutput{CID: 3, First: "F3", Last: fixtureLast, BalanceCents: -1000, Lines: []OrderLine{}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := g.run(t, orderStatusProc{}, EncodeArgs(tc.args), partition.SetOf(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := DecodeOrderStatus(merge(t, res))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, out); diff != "" {
+				t.Errorf("output (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if len(g.writes) != 0 {
+		t.Errorf("order-status wrote %q", g.writes)
+	}
+}
+
+func keyStrings(keys [][]byte) []string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = string(k)
+	}
+	return out
+}
+
+func TestProcedureKeys(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args any
+		want []string
+	}{
+		{ProcNewOrder, NewOrderArgs{W: 3, D: 1, C: 1, Lines: []NewOrderLine{{Item: 9, SupplyW: 3, Quantity: 1}, {Item: 9, SupplyW: 3, Quantity: 2}}},
+			[]string{"w/0003/wh", "w/0003/s/000009"}},
+		{ProcPayment, PaymentArgs{W: 3, D: 1, CW: 4, CD: 2, CID: 1, Amount: 1}, []string{"w/0003/wh", "w/0004/wh"}},
+		{ProcPayment, PaymentArgs{W: 3, D: 1, CW: 3, CD: 2, CLast: "ABLE", Amount: 1}, []string{"w/0003/wh"}},
+		{ProcOrderStatus, OrderStatusArgs{W: 5, D: 1, CLast: "ABLE"}, []string{"w/0005/wh"}},
+		{ProcDelivery, DeliveryArgs{W: 6, Carrier: 1}, []string{"w/0006/wh"}},
+		{ProcStockLevel, StockLevelArgs{W: 7, D: 10, Threshold: 10}, []string{"w/0007/wh"}},
+		{ProcLoad, LoadArgs{W: 8, Table: "stock", From: 1, To: 10, Scale: Small}, []string{"w/0008/wh"}},
+	} {
+		keys, err := ProcedureKeys(tc.name, EncodeArgs(tc.args))
+		if err != nil || !slices.Equal(keyStrings(keys), tc.want) {
+			t.Errorf("ProcedureKeys(%s, %+v) = %q, %v; want %q", tc.name, tc.args, keyStrings(keys), err, tc.want)
+		}
+	}
+}
+
+func TestProcedureKeysErrors(t *testing.T) {
+	line := func(i, w, q int) NewOrderLine { return NewOrderLine{Item: i, SupplyW: w, Quantity: q} }
+	ok := []NewOrderLine{line(1, 1, 1)}
+	for _, tc := range []struct {
+		name string
+		args any // a string is sent as it is
+		want string
+	}{
+		{"gtpcc.nope", "{}", `unknown procedure "gtpcc.nope"`},
+		{ProcNewOrder, "{", "arguments"},
+		{ProcNewOrder, `{"w":1,"d":1,"c":1,"lines":[{"i":1,"supply_w":1,"qty":1}],"x":1}`, "unknown field"},
+		{ProcNewOrder, `{"w":1} {}`, "data after"},
+		{ProcNewOrder, NewOrderArgs{W: 0, D: 1, C: 1, Lines: ok}, "w 0"},
+		{ProcNewOrder, NewOrderArgs{W: WarehouseMax + 1, D: 1, C: 1, Lines: ok}, "w 10000"},
+		{ProcNewOrder, NewOrderArgs{W: 1, D: 11, C: 1, Lines: ok}, "d 11"},
+		{ProcNewOrder, NewOrderArgs{W: 1, D: 1, C: 0, Lines: ok}, "c 0"},
+		{ProcNewOrder, NewOrderArgs{W: 1, D: 1, C: 1}, "0 order lines"},
+		{ProcNewOrder, NewOrderArgs{W: 1, D: 1, C: 1, Lines: make([]NewOrderLine, 16)}, "16 order lines"},
+		{ProcNewOrder, NewOrderArgs{W: 1, D: 1, C: 1, Lines: []NewOrderLine{line(1, 1, 1), line(0, 1, 1)}}, "lines[1].i 0"},
+		{ProcNewOrder, NewOrderArgs{W: 1, D: 1, C: 1, Lines: []NewOrderLine{line(1, 0, 1)}}, "lines[0].supply_w 0"},
+		{ProcNewOrder, NewOrderArgs{W: 1, D: 1, C: 1, Lines: []NewOrderLine{line(1, 1, 11)}}, "lines[0].qty 11"},
+		{ProcNewOrder, NewOrderArgs{W: 1, D: 1, C: 1, Lines: []NewOrderLine{line(1, 1, 0)}}, "lines[0].qty 0"},
+		{ProcPayment, PaymentArgs{W: 1, D: 1, CW: 1, CD: 1, CID: 1}, "amount_cents 0"},
+		{ProcPayment, PaymentArgs{W: 1, D: 1, CW: 1, CD: 1, CID: 1, Amount: -5}, "amount_cents -5"},
+		{ProcPayment, PaymentArgs{W: 1, D: 1, CW: 0, CD: 1, CID: 1, Amount: 1}, "c_w 0"},
+		{ProcPayment, PaymentArgs{W: 1, D: 1, CW: 1, CD: 0, CID: 1, Amount: 1}, "c_d 0"},
+		{ProcPayment, PaymentArgs{W: 1, D: 1, CW: 1, CD: 1, Amount: 1}, "neither"},
+		{ProcPayment, PaymentArgs{W: 1, D: 1, CW: 1, CD: 1, CID: 1, CLast: "ABLE", Amount: 1}, "both"},
+		{ProcPayment, PaymentArgs{W: 1, D: 1, CW: 1, CD: 1, CID: -1, Amount: 1}, "c_id -1"},
+		{ProcPayment, PaymentArgs{W: 1, D: 1, CW: 1, CD: 1, CLast: "A/B", Amount: 1}, "last name"},
+		{ProcPayment, PaymentArgs{W: 1, D: 1, CW: 1, CD: 1, CLast: strings.Repeat("A", 17), Amount: 1}, "17 bytes"},
+		{ProcOrderStatus, OrderStatusArgs{W: 1, D: 0, CID: 1}, "d 0"},
+		{ProcOrderStatus, OrderStatusArgs{W: 1, D: 1}, "neither"},
+		{ProcDelivery, DeliveryArgs{W: 1, Carrier: 0}, "carrier 0"},
+		{ProcDelivery, DeliveryArgs{W: 1, Carrier: 11}, "carrier 11"},
+		{ProcDelivery, DeliveryArgs{W: -1, Carrier: 1}, "w -1"},
+		{ProcStockLevel, StockLevelArgs{W: 1, D: 1}, "threshold 0"},
+		{ProcStockLevel, StockLevelArgs{W: 1, D: 0, Threshold: 10}, "d 0"},
+		{ProcLoad, LoadArgs{W: 0, Table: "stock"}, "w 0"},
+		{ProcLoad, `{"w":1,"bogus":2}`, "unknown field"},
+	} {
+		b, isString := tc.args.(string)
+		if !isString {
+			b = string(EncodeArgs(tc.args))
+		}
+		_, err := ProcedureKeys(tc.name, []byte(b))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ProcedureKeys(%s, %s) = %v, want an error containing %q", tc.name, b, err, tc.want)
+		}
+	}
+}
+
+// TestRouting routes calls with the procedures' Keys through a txn.Registry
+// and a partition map: warehouses 1 and 2 in group 0, 3 in group 1, items
+// replicated.
+func TestRouting(t *testing.T) {
+	top, err := partition.NewTopology(partition.Spec{Groups: []partition.Group{{Name: "a"}, {Name: "b"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	item := partition.Partition{Name: "item", Start: []byte("item/"), End: []byte("item0"), Group: partition.NoGroup, Replicated: true}
+	parts := []partition.Partition{item}
+	for w, g := range []partition.GroupID{1: 0, 2: 0, 3: 1} {
+		if w > 0 {
+			parts = append(parts, partition.Partition{Name: fmt.Sprintf("w%04d", w), Start: WarehousePrefix(w), End: WarehouseEnd(w), Group: g})
+		}
+	}
+	pm, err := partition.NewPartitionMap(top, parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := txn.NewRegistry()
+	for name, p := range map[string]txn.Procedure{ //flexkv:unordered registering each alone
+		ProcNewOrder: newOrderProc{}, ProcPayment: paymentProc{}, ProcOrderStatus: orderStatusProc{},
+		ProcDelivery: deliveryProc{}, ProcStockLevel: stockLevelProc{},
+	} {
+		if err := reg.Register(name, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		args any
+		want partition.GroupSet
+	}{
+		{ProcNewOrder, NewOrderArgs{W: 1, D: 1, C: 1, Lines: []NewOrderLine{{Item: 1, SupplyW: 2, Quantity: 1}}}, partition.SetOf(0)},
+		{ProcNewOrder, NewOrderArgs{W: 1, D: 1, C: 1, Lines: []NewOrderLine{{Item: 1, SupplyW: 1, Quantity: 1}, {Item: 2, SupplyW: 3, Quantity: 1}}}, partition.SetOf(0, 1)},
+		{ProcPayment, PaymentArgs{W: 3, D: 1, CW: 1, CD: 1, CID: 1, Amount: 1}, partition.SetOf(0, 1)},
+		{ProcDelivery, DeliveryArgs{W: 3, Carrier: 1}, partition.SetOf(1)},
+	} {
+		got, err := reg.Destinations(txn.Call{Name: tc.name, Args: EncodeArgs(tc.args)}, pm, top, 0)
+		if err != nil || got != tc.want {
+			t.Errorf("Destinations(%s %+v) = %s, %v; want %s", tc.name, tc.args, got, err, tc.want)
+		}
+	}
+}
+
+// procsByName are the procedures of this file, for the junk tests.
+var procsByName = []struct {
+	name string
+	proc txn.Procedure
+}{
+	{ProcNewOrder, newOrderProc{}},
+	{ProcPayment, paymentProc{}},
+	{ProcOrderStatus, orderStatusProc{}},
+	{ProcDelivery, deliveryProc{}},
+	{ProcStockLevel, stockLevelProc{}},
+}
+
+// junkArgs are arguments that every procedure must refuse or run without
+// panicking.
+var junkArgs = []string{
+	"", "null", "{}", "[]", "{", `"x"`, "1", `{"w":1}`, `{"w":null}`,
+	`{"w":1,"d":1,"c":1,"lines":null}`,
+	`{"w":1,"d":1,"c":1,"lines":[null]}`,
+	`{"w":1,"d":1,"c":1,"lines":[{"i":1,"supply_w":1,"qty":1}]}`,
+	`{"w":1,"d":1,"c":1,"lines":[{"i":999999,"supply_w":9999,"qty":10}]}`,
+	`{"w":1,"d":1,"c":1,"lines":[{"i":1e99,"supply_w":1,"qty":1}]}`,
+	`{"w":9223372036854775807,"d":1,"c":1,"lines":[{"i":1,"supply_w":1,"qty":1}]}`,
+	`{"w":1,"d":1,"c_w":1,"c_d":1,"c_id":1,"amount_cents":1}`,
+	`{"w":1,"d":1,"c_w":2,"c_d":1,"c_last":"BARBARBAR","amount_cents":100000000000}`,
+	`{"w":1,"d":1,"c_w":1,"c_d":1,"c_last":"\u0000","amount_cents":1}`,
+	`{"w":1,"d":1,"c_last":"BARBARBAR"}`,
+	`{"w":1,"d":1,"c_id":3}`,
+	`{"w":1,"carrier":1,"date_ms":-1}`,
+	`{"w":1,"d":1,"threshold":9223372036854775807}`,
+	`{"w":2,"d":10,"threshold":1}`,
+}
+
+// junkValues are stored values no procedure may panic on.
+var junkValues = []string{
+	"", "{", "null", "[]", `"s"`, "0", `{"next_o_id":-5}`, `{"next_o_id":99999999}`, `{"next_o_id":100000000}`,
+	`{"tax_bp":99999999999}`, `{"discount_bp":-1}`, `{"price_cents":9223372036854775807}`,
+	`{"quantity":9223372036854775807,"ytd":9223372036854775807}`, `{"quantity":-9223372036854775808}`,
+	`{"balance_cents":-9223372036854775808,"credit":"BC","data":"` + strings.Repeat("x", 600) + `"}`,
+	`{"last_o_id":-1}`, `{"last_o_id":1}`, `{"c_id":0}`, `{"c_id":99999}`, `{"i_id":0}`, `{"i_id":1}`,
+	`{"amount_cents":-1}`, `{"amount_cents":9223372036854775807}`, `{"name":1}`,
+}
+
+// junkKeys are keys a scan may meet that no procedure may panic on.
+var junkKeys = []string{
+	"w/0001/no/01/abc", "w/0001/no/01/00000000", "w/0001/no/02/-0000001",
+	"w/0001/cl/01/BARBARBAR/A/xyz", "w/0001/cl/01/BARBARBAR/A/00000",
+	"w/0001/ol/01/00003000/01", "w/0001/ol/01/00003000/99", "w/0001/o/01/00003000",
+}
+
+// TestJunkNeverPanics runs every procedure with junk arguments, and with
+// valid ones over stores whose rows are replaced by junk: each call must
+// fail with an error or give a result the executor accepts (run checks
+// it), never panic.
+func TestJunkNeverPanics(t *testing.T) {
+	for _, p := range procsByName {
+		for _, a := range junkArgs {
+			_, _ = ProcedureKeys(p.name, []byte(a))
+			g := fixture(1)
+			_, _ = g.run(t, p.proc, []byte(a), partition.SetOf(0))
+		}
+	}
+	valid := []struct {
+		proc txn.Procedure
+		args any
+	}{
+		{newOrderProc{}, NewOrderArgs{W: 1, D: 1, C: 1, Lines: []NewOrderLine{{Item: 1, SupplyW: 1, Quantity: 5}, {Item: 2, SupplyW: 2, Quantity: 5}}}},
+		{paymentProc{}, PaymentArgs{W: 1, D: 1, CW: 1, CD: 1, CLast: fixtureLast, Amount: 5}},
+		{paymentProc{}, PaymentArgs{W: 1, D: 1, CW: 2, CD: 1, CID: 1, Amount: 5}},
+		{orderStatusProc{}, OrderStatusArgs{W: 1, D: 1, CLast: fixtureLast}},
+		{deliveryProc{}, DeliveryArgs{W: 1, Carrier: 1}},
+		{stockLevelProc{}, StockLevelArgs{W: 1, D: 1, Threshold: 10}},
+	}
+	base := fixture()
+	setOrder(base, 1, 1, 3000, 1, true, OrderLine{Item: 1, Amount: 5}, OrderLine{Item: 2, Amount: 5})
+	c := Customer{First: "F1", Last: fixtureLast, LastOrder: 3000}
+	base.set(CustomerKey(1, 1, 1), c)
+	keys := base.keys()
+	for seed := uint64(1); seed <= 300; seed++ {
+		r := rand.New(rand.NewPCG(seed, 0))
+		g := base.clone(0, 1)
+		for range 1 + r.IntN(20) {
+			if r.IntN(4) == 0 {
+				g.kv[junkKeys[r.IntN(len(junkKeys))]] = junkValues[r.IntN(len(junkValues))]
+			} else {
+				g.kv[keys[r.IntN(len(keys))]] = junkValues[r.IntN(len(junkValues))]
+			}
+		}
+		v := valid[r.IntN(len(valid))]
+		_, _ = g.run(t, v.proc, EncodeArgs(v.args), partition.SetOf(0, 1))
+	}
+}
+
+// FuzzProcedures runs every procedure on the fixture with fuzzed
+// arguments: no panic, and any result is one the executor accepts.
+func FuzzProcedures(f *testing.F) {
+	for _, a := range junkArgs {
+		f.Add(uint8(0), []byte(a))
+	}
+	f.Fuzz(func(t *testing.T, which uint8, args []byte) {
+		p := procsByName[int(which)%len(procsByName)]
+		_, _ = ProcedureKeys(p.name, args)
+		g := fixture(1)
+		_, _ = g.run(t, p.proc, args, partition.SetOf(0))
+	})
+}

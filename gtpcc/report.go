@@ -1,0 +1,397 @@
+package gtpcc
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// Report is the outcome of a run. Its JSON form is the results JSON of
+// DESIGN 10.3, read by tools outside the code: keep its names. Run fills
+// everything but Traffic, Overhead and Check, which the caller fills from
+// the servers' metrics and the consistency check.
+type Report struct {
+	Protocol string       `json:"protocol"`
+	Config   ReportConfig `json:"config"`
+	// DurationS is the length of the measured window (the run less its
+	// warm-up and cool-down), in seconds; TxnPerS is TxnTotal over it.
+	DurationS float64 `json:"duration_s"`
+	// TxnTotal counts the transactions that completed in the window,
+	// rolled-back new-orders included (TPC-C counts them); Errors the
+	// calls that failed in it. RolledBack is the part of TxnTotal that
+	// rolled back: an addition to DESIGN 10.3's fields.
+	TxnTotal   int64         `json:"txn_total"`
+	TxnPerS    float64       `json:"txn_per_s"`
+	Errors     int64         `json:"errors"`
+	RolledBack int64         `json:"rolled_back"`
+	Latency    LatencyReport `json:"latency_ms"`
+	// Traffic is per node (replica id), Overhead per group; empty when
+	// the caller has no metrics.
+	Traffic  map[string]NodeTraffic   `json:"traffic"`
+	Overhead map[string]GroupOverhead `json:"overhead"`
+	// Check is the consistency check's outcome, nil (JSON null) when none
+	// ran.
+	Check *CheckSummary `json:"check"`
+
+	// ErrorSamples are the first distinct error texts of the window, for
+	// the table; Timeline counts completions per second of the whole
+	// run, warm-up and cool-down included, for plots. Neither is in the
+	// JSON.
+	ErrorSamples []string        `json:"-"`
+	Timeline     []TimelinePoint `json:"-"`
+	hists        map[string]*hdrhistogram.Histogram
+}
+
+// ReportConfig is the configuration of a run, as its report records it.
+type ReportConfig struct {
+	Workload WorkloadConfig `json:"workload"`
+	Clients  int            `json:"clients"`
+	// Homes counts the clients of each home warehouse.
+	Homes    map[int]int `json:"homes"`
+	RunS     float64     `json:"run_s"` // the whole run, warm-up and cool-down included
+	WarmUp   float64     `json:"warm_up"`
+	CoolDown float64     `json:"cool_down"`
+	Seed     uint64      `json:"seed"`
+	// Extra is what the caller adds: the cluster's configuration file,
+	// the latency mode, ...
+	Extra map[string]string `json:"extra,omitempty"`
+}
+
+// TimelinePoint counts the calls that completed in one second of a run.
+type TimelinePoint struct {
+	Second int   // from the start of the run
+	Txns   int64 // completed, rolled back included
+	Errors int64
+}
+
+// LatencyStats summarizes latencies, in milliseconds.
+type LatencyStats struct {
+	Count int64   `json:"count"`
+	Mean  float64 `json:"mean"`
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	P95   float64 `json:"p95"`
+	P99   float64 `json:"p99"`
+	Max   float64 `json:"max"`
+}
+
+// LatencyReport holds the latencies of a run: the total latency of each
+// kind of transaction, and under ByDestination the latency of the 1st,
+// 2nd and 3rd destination group to answer a global transaction (one of
+// two or more destination groups).
+type LatencyReport struct {
+	NewOrder      LatencyStats       `json:"new_order"`
+	Payment       LatencyStats       `json:"payment"`
+	OrderStatus   LatencyStats       `json:"order_status"`
+	Delivery      LatencyStats       `json:"delivery"`
+	StockLevel    LatencyStats       `json:"stock_level"`
+	ByDestination DestinationLatency `json:"by_destination"`
+}
+
+// DestinationLatency holds latencies by answer order.
+type DestinationLatency struct {
+	First  LatencyStats `json:"1st"`
+	Second LatencyStats `json:"2nd"`
+	Third  LatencyStats `json:"3rd"`
+}
+
+// destNames name the answer orders, in the JSON and the tables.
+var destNames = [destOrders]string{"1st", "2nd", "3rd"}
+
+// RowNames returns the names of the latency rows, in the order of the
+// tables: the kinds of transaction, then "1st", "2nd", "3rd".
+func RowNames() []string { return append(slices.Clone(kinds[:]), destNames[:]...) }
+
+// stat returns a pointer to the stats of row name (a kind or a
+// destination order), nil for another name.
+func (l *LatencyReport) stat(name string) *LatencyStats {
+	switch name {
+	case KindNewOrder:
+		return &l.NewOrder
+	case KindPayment:
+		return &l.Payment
+	case KindOrderStatus:
+		return &l.OrderStatus
+	case KindDelivery:
+		return &l.Delivery
+	case KindStockLevel:
+		return &l.StockLevel
+	case destNames[0]:
+		return &l.ByDestination.First
+	case destNames[1]:
+		return &l.ByDestination.Second
+	case destNames[2]:
+		return &l.ByDestination.Third
+	}
+	return nil
+}
+
+// Get returns the stats of row name: a kind (KindNewOrder, ...) or a
+// destination order ("1st", "2nd", "3rd"). Another name gets zero stats.
+func (l *LatencyReport) Get(name string) LatencyStats {
+	if s := l.stat(name); s != nil {
+		return *s
+	}
+	return LatencyStats{}
+}
+
+func (l *LatencyReport) set(name string, s LatencyStats) {
+	p := l.stat(name)
+	if p == nil {
+		panic(fmt.Sprintf("gtpcc: report: unknown latency row %q", name)) // callers pass RowNames only
+	}
+	*p = s
+}
+
+// Histogram returns the latency histogram of row name (see Get), in
+// microseconds, for plots; nil for a report read from JSON, or an unknown
+// name. The caller may modify it: it is a copy.
+func (r *Report) Histogram(name string) *hdrhistogram.Histogram {
+	h := r.hists[name]
+	if h == nil {
+		return nil
+	}
+	return h.Clone()
+}
+
+// NodeTraffic is one node's traffic over the run.
+type NodeTraffic struct {
+	MsgsPerS    float64 `json:"msgs_per_s"`
+	BytesPerS   float64 `json:"bytes_per_s"`
+	AvgMsgBytes float64 `json:"avg_msg_bytes"`
+}
+
+// NewNodeTraffic returns the traffic of msgs messages of bytes bytes in
+// all over seconds.
+func NewNodeTraffic(msgs, bytes int64, seconds float64) NodeTraffic {
+	var t NodeTraffic
+	if seconds > 0 {
+		t.MsgsPerS = float64(msgs) / seconds
+		t.BytesPerS = float64(bytes) / seconds
+	}
+	if msgs > 0 {
+		t.AvgMsgBytes = float64(bytes) / float64(msgs)
+	}
+	return t
+}
+
+// GroupOverhead holds a group's overhead figures by name (for instance
+// the messages per second it handled that were not addressed to it);
+// the caller chooses them.
+type GroupOverhead map[string]float64
+
+// CheckSummary is the outcome of the consistency check: passed, and the
+// failed conditions.
+type CheckSummary struct {
+	Passed   bool     `json:"passed"`
+	Failures []string `json:"failures"`
+}
+
+// NewCheckSummary turns a check's report into a CheckSummary through its
+// JSON form, which must have "passed" (a boolean) and "failures" (a list
+// or null): a failure that is a string is kept as it is, any other as its
+// compact JSON text.
+func NewCheckSummary(checkReport any) (*CheckSummary, error) {
+	b, err := json.Marshal(checkReport)
+	if err != nil {
+		return nil, fmt.Errorf("gtpcc: check report: %w", err)
+	}
+	var raw struct {
+		Passed   *bool             `json:"passed"`
+		Failures []json.RawMessage `json:"failures"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return nil, fmt.Errorf("gtpcc: check report: %w", err)
+	}
+	if raw.Passed == nil {
+		return nil, fmt.Errorf("gtpcc: check report %.100s: no \"passed\"", b)
+	}
+	s := &CheckSummary{Passed: *raw.Passed, Failures: []string{}}
+	for _, f := range raw.Failures {
+		var text string
+		if err := json.Unmarshal(f, &text); err != nil {
+			var buf bytes.Buffer
+			if err := json.Compact(&buf, f); err != nil {
+				return nil, fmt.Errorf("gtpcc: check report failure: %w", err)
+			}
+			text = buf.String()
+		}
+		s.Failures = append(s.Failures, text)
+	}
+	return s, nil
+}
+
+// MarshalJSON writes r with empty maps as {} and failures as a list, so
+// that readers need not handle null, except for Check when no check ran.
+func (r Report) MarshalJSON() ([]byte, error) {
+	type plain Report // without the method
+	out := plain(r)
+	if out.Traffic == nil {
+		out.Traffic = map[string]NodeTraffic{}
+	}
+	if out.Overhead == nil {
+		out.Overhead = map[string]GroupOverhead{}
+	}
+	if out.Config.Homes == nil {
+		out.Config.Homes = map[int]int{}
+	}
+	if out.Config.Workload.Warehouses == nil {
+		out.Config.Workload.Warehouses = []int{}
+	}
+	if out.Check != nil && out.Check.Failures == nil {
+		c := *out.Check
+		c.Failures = []string{}
+		out.Check = &c
+	}
+	return json.Marshal(out)
+}
+
+// WriteTable writes r as a table for people: the throughput, then a row
+// per kind of transaction and per destination order with count, mean,
+// p50, p90, p95, p99 and max in ms, then traffic, overhead, the check and
+// sample errors when there are any.
+func (r *Report) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	p := &printer{w: tw}
+	p.printf("protocol %s: %d txn in %.1f s = %.1f txn/s; %d errors; %d rolled back\n\n",
+		orNone(r.Protocol), r.TxnTotal, r.DurationS, r.TxnPerS, r.Errors, r.RolledBack)
+	width := labelWidth(RowNames())
+	p.printf("%-*s\tcount\tmean\tp50\tp90\tp95\tp99\tmax\t\n", width, "latency (ms)")
+	for _, name := range RowNames() {
+		s := r.Latency.Get(name)
+		p.printf("%-*s\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t\n", width, rowLabel(name), s.Count, s.Mean, s.P50, s.P90, s.P95, s.P99, s.Max)
+	}
+	if len(r.Traffic) > 0 {
+		nodes := sortedKeys(r.Traffic)
+		width := max(labelWidth(nodes), len("traffic (node)"))
+		p.printf("\n%-*s\tmsgs/s\tbytes/s\tavg msg bytes\t\n", width, "traffic (node)")
+		for _, node := range nodes {
+			t := r.Traffic[node]
+			p.printf("%-*s\t%.1f\t%.0f\t%.1f\t\n", width, node, t.MsgsPerS, t.BytesPerS, t.AvgMsgBytes)
+		}
+	}
+	if len(r.Overhead) > 0 {
+		p.printf("\n")
+	}
+	for _, g := range sortedKeys(r.Overhead) {
+		var parts []string
+		for _, name := range sortedKeys(r.Overhead[g]) {
+			parts = append(parts, fmt.Sprintf("%s=%.3g", name, r.Overhead[g][name]))
+		}
+		p.printf("overhead %s: %s\n", g, strings.Join(parts, " "))
+	}
+	if c := r.Check; c != nil {
+		if c.Passed {
+			p.printf("\ncheck: passed\n")
+		} else {
+			p.printf("\ncheck: FAILED, %d failures\n", len(c.Failures))
+			for _, f := range c.Failures {
+				p.printf("  %s\n", f)
+			}
+		}
+	}
+	if len(r.ErrorSamples) > 0 {
+		p.printf("\nfirst errors:\n")
+	}
+	for _, e := range r.ErrorSamples {
+		p.printf("  %s\n", e)
+	}
+	p.flush()
+	return p.err
+}
+
+// CompareTable writes reports side by side (the paper's Table 3 layout):
+// a column per report's protocol; a row for the throughput, then a row
+// per kind of transaction and per destination order whose cells are the
+// mean and p99 latency in ms ("-" where a report has none).
+func CompareTable(w io.Writer, reports []*Report) error {
+	for i, r := range reports {
+		if r == nil {
+			return fmt.Errorf("gtpcc: compare: report %d is nil", i)
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	p := &printer{w: tw}
+	width := max(labelWidth(RowNames()), len("mean / p99 ms"))
+	p.printf("%-*s", width, "mean / p99 ms")
+	for _, r := range reports {
+		p.printf("\t%s", orNone(r.Protocol))
+	}
+	p.printf("\t\n")
+	p.printf("%-*s", width, "txn/s")
+	for _, r := range reports {
+		p.printf("\t%.1f", r.TxnPerS)
+	}
+	p.printf("\t\n")
+	for _, name := range RowNames() {
+		p.printf("%-*s", width, rowLabel(name))
+		for _, r := range reports {
+			if s := r.Latency.Get(name); s.Count > 0 {
+				p.printf("\t%.1f / %.1f", s.Mean, s.P99)
+			} else {
+				p.printf("\t-")
+			}
+		}
+		p.printf("\t\n")
+	}
+	p.flush()
+	return p.err
+}
+
+// rowLabel names a latency row in tables.
+func rowLabel(name string) string {
+	if slices.Contains(destNames[:], name) {
+		return name + " destination"
+	}
+	return name
+}
+
+// labelWidth returns the width of the widest row label of names: labels
+// padded to it stay left-aligned in a right-aligned table.
+func labelWidth(names []string) int {
+	w := 0
+	for _, n := range names {
+		w = max(w, len(rowLabel(n)))
+	}
+	return w
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// printer writes to a tabwriter and keeps the first error.
+type printer struct {
+	w   *tabwriter.Writer
+	err error
+}
+
+func (p *printer) printf(format string, a ...any) {
+	if p.err == nil {
+		_, p.err = fmt.Fprintf(p.w, format, a...)
+	}
+}
+
+func (p *printer) flush() {
+	if p.err == nil {
+		p.err = p.w.Flush()
+	}
+}

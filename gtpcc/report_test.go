@@ -1,0 +1,267 @@
+package gtpcc
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flexkv/flexkv/txn"
+)
+
+// testReport returns the report of a few recorded calls, as Run makes it,
+// with traffic, overhead and a check as the CLI adds them.
+func testReport(t *testing.T, protocol string, scale float64) *Report {
+	t.Helper()
+	start := time.Unix(1000, 0)
+	// newRecorder takes the fractions as they are: 0 trims nothing.
+	cfg := RunConfig{Protocol: protocol, Workload: testWorkload(3), Duration: 10 * time.Second,
+		Seed: 5, Extra: map[string]string{"latency_mode": "rtt"}}
+	cfg.Clients = []ClientSpec{{Home: 1}, {Home: 2}}
+	rec := newRecorder(start, cfg)
+	at := start.Add(time.Second)
+	for i, k := range kinds {
+		ms := scale * float64(10*(i+1))
+		res := &txn.Result{Succeeded: true, Destinations: []txn.DestLatency{{Ms: ms / 3}, {Ms: ms / 2}, {Ms: ms}}}
+		rec.record(Op{Kind: k}, at, at.Add(time.Duration(ms*float64(time.Millisecond))), res, nil)
+	}
+	rep := rec.report(cfg)
+	rep.Traffic["r1"] = NewNodeTraffic(100, 25000, 10)
+	rep.Overhead["g1"] = GroupOverhead{"relayed_msgs_per_s": 1.5}
+	rep.Check = &CheckSummary{Passed: false, Failures: []string{"condition 1: warehouse 1"}}
+	return rep
+}
+
+// keysOf returns the keys of a JSON object, sorted.
+func keysOf(t *testing.T, v any, where string) []string {
+	t.Helper()
+	m, ok := v.(map[string]any)
+	if !ok {
+		t.Fatalf("%s is %T, want an object", where, v)
+	}
+	return slices.Sorted(maps.Keys(m))
+}
+
+func wantKeys(t *testing.T, v any, where string, want ...string) {
+	t.Helper()
+	slices.Sort(want)
+	if got := keysOf(t, v, where); !slices.Equal(got, want) {
+		t.Errorf("%s has keys %v, want %v", where, got, want)
+	}
+}
+
+// TestReportJSONFields checks the results JSON against DESIGN 10.3.
+func TestReportJSONFields(t *testing.T) {
+	b, err := json.Marshal(testReport(t, "flexcast", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	// DESIGN 10.3's fields, and rolled_back.
+	wantKeys(t, m, "results", "protocol", "config", "duration_s", "txn_total", "txn_per_s", "errors", "rolled_back",
+		"latency_ms", "traffic", "overhead", "check")
+	stats := []string{"count", "mean", "p50", "p90", "p95", "p99", "max"}
+	lat := m["latency_ms"].(map[string]any)
+	wantKeys(t, lat, "latency_ms", append(slices.Clone(kinds[:]), "by_destination")...)
+	for _, k := range kinds {
+		wantKeys(t, lat[k], "latency_ms."+k, stats...)
+	}
+	byDest := lat["by_destination"].(map[string]any)
+	wantKeys(t, byDest, "latency_ms.by_destination", "1st", "2nd", "3rd")
+	for _, d := range destNames {
+		wantKeys(t, byDest[d], "latency_ms.by_destination."+d, stats...)
+	}
+	wantKeys(t, m["traffic"], "traffic", "r1")
+	wantKeys(t, m["traffic"].(map[string]any)["r1"], "traffic.r1", "msgs_per_s", "bytes_per_s", "avg_msg_bytes")
+	wantKeys(t, m["overhead"], "overhead", "g1")
+	wantKeys(t, m["check"], "check", "passed", "failures")
+	if m["protocol"] != "flexcast" || m["txn_total"] != 5.0 {
+		t.Errorf("protocol %v, txn_total %v", m["protocol"], m["txn_total"])
+	}
+	if got := lat[KindPayment].(map[string]any)["mean"]; got != 20.0 {
+		t.Errorf("payment mean %v, want 20", got)
+	}
+	if got := byDest["3rd"].(map[string]any)["count"]; got != 5.0 {
+		t.Errorf("3rd destination count %v, want 5", got)
+	}
+
+	// A report read back is the same report.
+	var back Report
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	b2, err := json.Marshal(&back)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b, b2) {
+		t.Errorf("JSON changed through a round trip:\n%s\n%s", b, b2)
+	}
+}
+
+// TestReportJSONEmpty: a report without traffic, overhead or check has {}
+// and null, not missing fields.
+func TestReportJSONEmpty(t *testing.T) {
+	b, err := json.Marshal(&Report{Protocol: "skeen"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"traffic":{}`, `"overhead":{}`, `"check":null`, `"by_destination":{"1st":{"count":0`} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("%s lacks %s", b, want)
+		}
+	}
+	b, err = json.Marshal(Report{Check: &CheckSummary{Passed: true}}) // a value, not a pointer
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b, []byte(`"check":{"passed":true,"failures":[]}`)) || !bytes.Contains(b, []byte(`"traffic":{}`)) {
+		t.Errorf("%s: want failures as []", b)
+	}
+}
+
+func TestNewCheckSummary(t *testing.T) {
+	s, err := NewCheckSummary(CheckReport{Passed: false, Failures: []string{"condition 2: warehouse 1 district 3"}, FailuresOmitted: 2})
+	if err != nil || s.Passed || !slices.Equal(s.Failures, []string{"condition 2: warehouse 1 district 3"}) {
+		t.Errorf("NewCheckSummary(CheckReport) = %+v, %v", s, err)
+	}
+	s, err = NewCheckSummary(map[string]any{"passed": true, "failures": nil})
+	if err != nil || !s.Passed || s.Failures == nil || len(s.Failures) != 0 {
+		t.Errorf("passed with null failures: %+v, %v", s, err)
+	}
+	s, err = NewCheckSummary(map[string]any{"passed": false, "failures": []any{map[string]any{"cond": 1, "w": 2}}})
+	if err != nil || !slices.Equal(s.Failures, []string{`{"cond":1,"w":2}`}) {
+		t.Errorf("object failures: %+v, %v", s, err)
+	}
+	if _, err := NewCheckSummary(map[string]any{"failures": []string{}}); err == nil {
+		t.Error("a check report without passed was accepted")
+	}
+}
+
+func TestNewNodeTraffic(t *testing.T) {
+	if got, want := NewNodeTraffic(200, 50000, 10), (NodeTraffic{MsgsPerS: 20, BytesPerS: 5000, AvgMsgBytes: 250}); got != want {
+		t.Errorf("NewNodeTraffic = %+v, want %+v", got, want)
+	}
+	if got := NewNodeTraffic(0, 0, 0); got != (NodeTraffic{}) {
+		t.Errorf("NewNodeTraffic of nothing = %+v, want zeros", got)
+	}
+}
+
+func TestWriteTable(t *testing.T) {
+	rep := testReport(t, "flexcast", 1)
+	rep.ErrorSamples = []string{"client: unavailable"}
+	var buf bytes.Buffer
+	if err := rep.WriteTable(&buf); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	t.Log("\n" + out)
+	lines := strings.Split(out, "\n")
+	row := func(label string) []string {
+		t.Helper()
+		for _, l := range lines {
+			if f := strings.Fields(l); len(f) > 0 && strings.HasPrefix(strings.TrimSpace(l), label+" ") {
+				return f
+			}
+		}
+		t.Fatalf("no row %q in\n%s", label, out)
+		return nil
+	}
+	if !strings.Contains(lines[0], "protocol flexcast: 5 txn in 10.0 s = 0.5 txn/s; 0 errors; 0 rolled back") {
+		t.Errorf("first line %q", lines[0])
+	}
+	if h := row("latency (ms)"); !slices.Equal(h[2:], []string{"count", "mean", "p50", "p90", "p95", "p99", "max"}) {
+		t.Errorf("header %q", h)
+	}
+	for i, k := range kinds {
+		f := row(k)
+		fig := fmt.Sprintf("%.1f", float64(10*(i+1)))
+		if len(f) != 8 || f[1] != "1" || slices.ContainsFunc(f[2:], func(s string) bool { return s != fig }) {
+			t.Errorf("row %q, want %s with count 1 and every figure %s", f, k, fig)
+		}
+	}
+	for _, d := range destNames {
+		if f := row(d + " destination"); len(f) != 9 || f[2] != "5" {
+			t.Errorf("row %q, want the %s destination with count 5", f, d)
+		}
+	}
+	for _, want := range []string{"traffic (node)", "r1", "10.0", "2500", "250.0", "overhead g1: relayed_msgs_per_s=1.5",
+		"check: FAILED, 1 failures", "condition 1: warehouse 1", "client: unavailable"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q", want)
+		}
+	}
+}
+
+func TestCompareTable(t *testing.T) {
+	reports := []*Report{testReport(t, "flexcast", 1), testReport(t, "skeen", 2), testReport(t, "tree", 3)}
+	reports[2].Latency.OrderStatus = LatencyStats{} // a row the tree run lacks
+	var buf bytes.Buffer
+	if err := CompareTable(&buf, reports); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	t.Log("\n" + out)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if want := 2 + len(RowNames()); len(lines) != want {
+		t.Fatalf("%d lines, want %d", len(lines), want)
+	}
+	// Right-aligned columns: every line equally long, and each column
+	// ends at the same place on every line.
+	for i, l := range lines {
+		if len(l) != len(lines[0]) {
+			t.Errorf("line %d %q is %d long, want %d like the header", i, l, len(l), len(lines[0]))
+		}
+	}
+	header := strings.Fields(lines[0])
+	if !slices.Equal(header[len(header)-3:], []string{"flexcast", "skeen", "tree"}) {
+		t.Errorf("header %q, want the three protocols", lines[0])
+	}
+	// Cells are separated by two spaces or more; inside one, by one.
+	cellEnds := func(l string) []int {
+		var e []int
+		for _, loc := range regexp.MustCompile(`\S+( \S+)*`).FindAllStringIndex(l, -1) {
+			e = append(e, loc[1])
+		}
+		return e
+	}
+	for _, l := range lines[1:] {
+		if got, want := cellEnds(l), cellEnds(lines[0]); !slices.Equal(got[1:], want[len(want)-3:]) {
+			t.Errorf("line %q: cells end at %v, the header's at %v", l, got, want)
+		}
+	}
+	for i := range lines {
+		lines[i] = strings.TrimSpace(lines[i])
+	}
+	if !strings.HasPrefix(lines[1], "txn/s") || !strings.Contains(lines[1], "0.5") {
+		t.Errorf("throughput line %q", lines[1])
+	}
+	for i, name := range RowNames() {
+		l := lines[2+i]
+		if !strings.HasPrefix(l, rowLabel(name)) {
+			t.Errorf("line %q, want row %s", l, rowLabel(name))
+		}
+		cells := strings.Count(l, " / ")
+		if name == KindOrderStatus {
+			if cells != 2 || !strings.HasSuffix(l, " -") {
+				t.Errorf("line %q, want two cells and a -", l)
+			}
+		} else if cells != 3 {
+			t.Errorf("line %q, want three mean / p99 cells", l)
+		}
+	}
+	if !strings.Contains(lines[2], "10.0 / 10.0") || !strings.Contains(lines[2], "20.0 / 20.0") || !strings.Contains(lines[2], "30.0 / 30.0") {
+		t.Errorf("new-order line %q, want 10, 20 and 30 ms", lines[2])
+	}
+	if err := CompareTable(&buf, []*Report{nil}); err == nil {
+		t.Error("CompareTable accepted a nil report")
+	}
+}

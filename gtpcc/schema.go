@@ -1,0 +1,295 @@
+// Package gtpcc is geo TPC-C on FlexKV (DESIGN 9): warehouses are
+// partitions, new-order and payment are stored procedures multicast to the
+// groups of the warehouses they touch, and a driver loads a cluster, runs
+// closed-loop clients, checks the TPC-C consistency conditions and reports
+// latency by destination order.
+//
+// # Schema
+//
+// Every row of a warehouse lives under the warehouse's partition prefix
+// "w/NNNN/" (WarehousePrefix), so that a warehouse is one partition of the
+// cluster configuration; items live under "item/", a range the
+// configuration replicates at every group. Numbers in keys are fixed-width
+// decimal so that keys sort as the numbers do:
+//
+//	w/0001/wh                      warehouse
+//	w/0001/d/01                    district 1 of warehouse 1
+//	w/0001/c/01/0042               customer 42 of district 1
+//	w/0001/cl/01/LAST/FIRST/0042   customer name index (value empty): by last name, then first
+//	w/0001/h/ID                    history row of payment ID (the transaction id)
+//	w/0001/o/01/00000007           order 7 of district 1
+//	w/0001/no/01/00000007          new-order row of order 7 (value empty)
+//	w/0001/ol/01/00000007/03       order line 3 of order 7
+//	w/0001/s/000123                stock of item 123 in warehouse 1
+//	item/000123                    item 123 (replicated)
+//
+// Rows are JSON objects (see the row types), so that `flexkv kv get` shows
+// them plainly. Money is in cents and rates (tax, discount) in basis points,
+// all int64: the executors of every replica must compute the same values,
+// and integer arithmetic, unlike floating point (fused multiply-add differs
+// between architectures), is exact everywhere.
+//
+// The columns TPC-C fills with random text (addresses, stock district
+// strings, item data) come from deterministic functions of the row's key
+// (text, StockDist), so that a new-order's home group can compute a remote
+// stock row's district string without reading it.
+package gtpcc
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+)
+
+// Fixed sizes of TPC-C (clause 1.2 and 4.3).
+const (
+	DistrictsPerWarehouse = 10
+	// WarehouseMax is the largest warehouse number keys can hold.
+	WarehouseMax = 9999
+	// OrderLinesMin and OrderLinesMax bound the lines of a new-order.
+	OrderLinesMin = 5
+	OrderLinesMax = 15
+)
+
+// Scale sizes a population. TPC-C's is Full; smaller ones make runs that
+// load in seconds, keeping every rule that does not depend on the counts.
+type Scale struct {
+	Items                int `json:"items"`                  // items (and stock rows per warehouse)
+	CustomersPerDistrict int `json:"customers_per_district"` // customers per district
+	OrdersPerDistrict    int `json:"orders_per_district"`    // initial orders per district (one per customer, OrdersPerDistrict <= CustomersPerDistrict)
+	// NewOrdersPerDistrict is how many of the last initial orders are
+	// undelivered (have a new-order row).
+	NewOrdersPerDistrict int `json:"new_orders_per_district"`
+}
+
+// Full is TPC-C's population (clause 4.3.3.1).
+var Full = Scale{Items: 100000, CustomersPerDistrict: 3000, OrdersPerDistrict: 3000, NewOrdersPerDistrict: 900}
+
+// Small is a population that loads in seconds on a laptop: the demo's.
+var Small = Scale{Items: 1000, CustomersPerDistrict: 100, OrdersPerDistrict: 100, NewOrdersPerDistrict: 30}
+
+// Validate reports whether s is a population the workload can run on.
+func (s Scale) Validate() error {
+	switch {
+	case s.Items < 1 || s.Items > 999999:
+		return fmt.Errorf("gtpcc: scale: %d items, want 1..999999", s.Items)
+	case s.CustomersPerDistrict < 1 || s.CustomersPerDistrict > 9999:
+		return fmt.Errorf("gtpcc: scale: %d customers per district, want 1..9999", s.CustomersPerDistrict)
+	case s.OrdersPerDistrict < 0 || s.OrdersPerDistrict > s.CustomersPerDistrict:
+		return fmt.Errorf("gtpcc: scale: %d orders per district, want 0..customers per district (%d)", s.OrdersPerDistrict, s.CustomersPerDistrict)
+	case s.NewOrdersPerDistrict < 0 || s.NewOrdersPerDistrict > s.OrdersPerDistrict:
+		return fmt.Errorf("gtpcc: scale: %d new orders per district, want 0..orders per district (%d)", s.NewOrdersPerDistrict, s.OrdersPerDistrict)
+	}
+	return nil
+}
+
+// WarehousePrefix returns "w/NNNN/", the key prefix (and partition start)
+// of warehouse w.
+func WarehousePrefix(w int) []byte { return fmt.Appendf(nil, "w/%04d/", w) }
+
+// WarehouseEnd returns the end of warehouse w's key range: the next
+// warehouse's prefix.
+func WarehouseEnd(w int) []byte { return WarehousePrefix(w + 1) }
+
+// ParseWarehouse returns the warehouse of a key under some WarehousePrefix.
+func ParseWarehouse(key []byte) (int, bool) {
+	if len(key) < 7 || !bytes.HasPrefix(key, []byte("w/")) || key[6] != '/' {
+		return 0, false
+	}
+	w, err := strconv.Atoi(string(key[2:6]))
+	if err != nil || w < 1 {
+		return 0, false
+	}
+	return w, true
+}
+
+// WarehouseKey is the key of warehouse w's row.
+func WarehouseKey(w int) []byte { return fmt.Appendf(nil, "w/%04d/wh", w) }
+
+// DistrictKey is the key of district d of warehouse w.
+func DistrictKey(w, d int) []byte { return fmt.Appendf(nil, "w/%04d/d/%02d", w, d) }
+
+// CustomerKey is the key of customer c of district d of warehouse w.
+func CustomerKey(w, d, c int) []byte { return fmt.Appendf(nil, "w/%04d/c/%02d/%04d", w, d, c) }
+
+// HistoryKey is the key of the history row of payment id at warehouse w.
+func HistoryKey(w int, id string) []byte { return fmt.Appendf(nil, "w/%04d/h/%s", w, id) }
+
+// OrderKey is the key of order o of district d of warehouse w.
+func OrderKey(w, d, o int) []byte { return fmt.Appendf(nil, "w/%04d/o/%02d/%08d", w, d, o) }
+
+// NewOrderKey is the key of the new-order row of order o.
+func NewOrderKey(w, d, o int) []byte { return fmt.Appendf(nil, "w/%04d/no/%02d/%08d", w, d, o) }
+
+// OrderLineKey is the key of line n of order o.
+func OrderLineKey(w, d, o, n int) []byte {
+	return fmt.Appendf(nil, "w/%04d/ol/%02d/%08d/%02d", w, d, o, n)
+}
+
+// StockKey is the key of the stock of item i at warehouse w.
+func StockKey(w, i int) []byte { return fmt.Appendf(nil, "w/%04d/s/%06d", w, i) }
+
+// ItemKey is the key of item i, in the replicated item range.
+func ItemKey(i int) []byte { return fmt.Appendf(nil, "item/%06d", i) }
+
+// CustomerNameKey is the index entry of customer c of district d, found by
+// its last and first names.
+func CustomerNameKey(w, d int, last, first string, c int) []byte {
+	return fmt.Appendf(nil, "w/%04d/cl/%02d/%s/%s/%04d", w, d, last, first, c)
+}
+
+// CustomerNamePrefix is the prefix of the index entries of district d's
+// customers named last; CustomerNameKey entries under it sort by first
+// name.
+func CustomerNamePrefix(w, d int, last string) []byte {
+	return fmt.Appendf(nil, "w/%04d/cl/%02d/%s/", w, d, last)
+}
+
+// OrderPrefix is the prefix of district d's order keys.
+func OrderPrefix(w, d int) []byte { return fmt.Appendf(nil, "w/%04d/o/%02d/", w, d) }
+
+// NewOrderPrefix is the prefix of district d's new-order keys.
+func NewOrderPrefix(w, d int) []byte { return fmt.Appendf(nil, "w/%04d/no/%02d/", w, d) }
+
+// OrderLinePrefix is the prefix of district d's order-line keys.
+func OrderLinePrefix(w, d int) []byte { return fmt.Appendf(nil, "w/%04d/ol/%02d/", w, d) }
+
+// HistoryPrefix is the prefix of warehouse w's history keys.
+func HistoryPrefix(w int) []byte { return fmt.Appendf(nil, "w/%04d/h/", w) }
+
+// PrefixEnd returns the first key after every key that starts with prefix
+// (prefix with its last byte incremented; the prefixes here end in '/').
+func PrefixEnd(prefix []byte) []byte {
+	end := bytes.Clone(prefix)
+	end[len(end)-1]++
+	return end
+}
+
+// ParseLastNumber returns the number after the last '/' of key (the order
+// id of an order or new-order key, the line number of an order line).
+func ParseLastNumber(key []byte) (int, bool) {
+	i := bytes.LastIndexByte(key, '/')
+	if i < 0 {
+		return 0, false
+	}
+	n, err := strconv.Atoi(string(key[i+1:]))
+	return n, err == nil
+}
+
+// Warehouse is a warehouse row.
+type Warehouse struct {
+	Name    string  `json:"name"`
+	Address Address `json:"address"`
+	Tax     int64   `json:"tax_bp"`    // basis points
+	YTD     int64   `json:"ytd_cents"` // year to date payments
+}
+
+// Address is the street address columns of a row.
+type Address struct {
+	Street1 string `json:"street_1"`
+	Street2 string `json:"street_2"`
+	City    string `json:"city"`
+	State   string `json:"state"`
+	Zip     string `json:"zip"`
+}
+
+// District is a district row.
+type District struct {
+	Name    string  `json:"name"`
+	Address Address `json:"address"`
+	Tax     int64   `json:"tax_bp"`
+	YTD     int64   `json:"ytd_cents"`
+	NextOID int     `json:"next_o_id"` // the id the next order gets
+}
+
+// Customer is a customer row.
+type Customer struct {
+	First       string  `json:"first"`
+	Middle      string  `json:"middle"`
+	Last        string  `json:"last"`
+	Address     Address `json:"address"`
+	Phone       string  `json:"phone"`
+	Since       int64   `json:"since_ms"`
+	Credit      string  `json:"credit"` // "GC" or "BC"
+	CreditLimit int64   `json:"credit_lim_cents"`
+	Discount    int64   `json:"discount_bp"`
+	Balance     int64   `json:"balance_cents"`
+	YTDPayment  int64   `json:"ytd_payment_cents"`
+	PaymentCnt  int     `json:"payment_cnt"`
+	DeliveryCnt int     `json:"delivery_cnt"`
+	Data        string  `json:"data"`
+	// LastOrder is the id of the customer's latest order in its district
+	// (0: none), for order-status.
+	LastOrder int `json:"last_o_id"`
+}
+
+// History is a history row, written by payment at the warehouse paid to
+// (the home warehouse). CID is 0 when the payment named the customer by
+// last name at another warehouse: the home group does not read the
+// customer's warehouse, so it records the name (CLast) instead.
+type History struct {
+	CID    int    `json:"c_id"`
+	CLast  string `json:"c_last,omitempty"`
+	CD     int    `json:"c_d_id"`
+	CW     int    `json:"c_w_id"`
+	D      int    `json:"d_id"`
+	W      int    `json:"w_id"`
+	Date   int64  `json:"date_ms"`
+	Amount int64  `json:"amount_cents"`
+	Data   string `json:"data"`
+}
+
+// Order is an order row.
+type Order struct {
+	CID      int   `json:"c_id"`
+	EntryD   int64 `json:"entry_d_ms"`
+	Carrier  int   `json:"carrier_id"` // 0: not delivered
+	OLCnt    int   `json:"ol_cnt"`
+	AllLocal bool  `json:"all_local"`
+}
+
+// OrderLine is an order-line row.
+type OrderLine struct {
+	Item      int    `json:"i_id"`
+	SupplyW   int    `json:"supply_w_id"`
+	DeliveryD int64  `json:"delivery_d_ms"` // 0: not delivered
+	Quantity  int    `json:"quantity"`
+	Amount    int64  `json:"amount_cents"`
+	DistInfo  string `json:"dist_info"`
+}
+
+// Stock is a stock row. Its district strings are StockDist(w, i, d).
+type Stock struct {
+	Quantity  int    `json:"quantity"`
+	YTD       int    `json:"ytd"`
+	OrderCnt  int    `json:"order_cnt"`
+	RemoteCnt int    `json:"remote_cnt"`
+	Data      string `json:"data"`
+}
+
+// Item is an item row.
+type Item struct {
+	Image int    `json:"im_id"`
+	Name  string `json:"name"`
+	Price int64  `json:"price_cents"`
+	Data  string `json:"data"`
+}
+
+// Encode returns the stored form of a row.
+func Encode(row any) []byte {
+	b, err := json.Marshal(row)
+	if err != nil {
+		// Rows are plain structs of strings and numbers.
+		panic(fmt.Sprintf("gtpcc: encode %T: %v", row, err))
+	}
+	return b
+}
+
+// Decode parses the stored form of a row of key into row.
+func Decode(key, value []byte, row any) error {
+	if err := json.Unmarshal(value, row); err != nil {
+		return fmt.Errorf("gtpcc: row %q: %w", key, err)
+	}
+	return nil
+}

@@ -1,0 +1,600 @@
+package gtpcc
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/flexkv/flexkv/partition"
+)
+
+// The workload (DESIGN 9): what one closed-loop client of home warehouse W
+// submits, one transaction after another. TPC-C's rules (clause 2.4 to 2.8,
+// 5.2.3) with the geo-distribution of gTPC-C: a remote warehouse is chosen
+// by distance from the home warehouse, the nearest with probability
+// Locality.
+
+// The kinds of transaction, as the report names them (DESIGN 10.3).
+const (
+	KindNewOrder    = "new_order"
+	KindPayment     = "payment"
+	KindOrderStatus = "order_status"
+	KindDelivery    = "delivery"
+	KindStockLevel  = "stock_level"
+)
+
+// kinds lists the kinds in the order of reports and of the Mix's fields.
+var kinds = [...]string{KindNewOrder, KindPayment, KindOrderStatus, KindDelivery, KindStockLevel}
+
+// kindIndex returns the position of kind in kinds, or -1.
+func kindIndex(kind string) int { return slices.Index(kinds[:], kind) }
+
+// Workload defaults (DESIGN 9).
+const (
+	// RemoteItemTPCC is TPC-C's probability that a new-order line is
+	// supplied by a remote warehouse (clause 2.4.1.5); the FlexCast paper
+	// used RemoteItemPaper.
+	RemoteItemTPCC  = 0.01
+	RemoteItemPaper = 0.02
+	// RemotePaymentDefault is TPC-C's probability that a payment is made
+	// by a customer of a remote warehouse (clause 2.5.1.2).
+	RemotePaymentDefault = 0.15
+	// LocalityDefault is the probability that a remote warehouse is the
+	// one nearest to the home warehouse.
+	LocalityDefault = 0.9
+	// globalWarehousesMax bounds the warehouses of a transaction under
+	// GlobalOnly: the paper's latency runs left out larger ones.
+	globalWarehousesMax = 3
+	// globalAttemptsMax bounds the new-orders drawn, under GlobalOnly,
+	// to find one of at most globalWarehousesMax warehouses; the last
+	// attempt restricts the remote warehouses instead (see newOrder).
+	globalAttemptsMax = 64
+)
+
+// Bounds of the generated arguments (TPC-C clauses 2.4.1, 2.5.1, 2.7.1, 2.8.1).
+const (
+	quantityMax       = 10
+	amountCentsMin    = 100
+	amountCentsMax    = 500000
+	carrierMax        = 10
+	thresholdMin      = 10
+	thresholdMax      = 20
+	rollbackPercent   = 1  // new-orders with an unused item (clause 2.4.1.4)
+	byLastNamePercent = 60 // payments and order-statuses naming the customer by last name
+)
+
+// Mix weighs the kinds of transaction: each is drawn with probability
+// weight/total. TPC-C's minimum mix (clause 5.2.3) is DefaultMix.
+type Mix struct {
+	NewOrder    int `json:"new_order"`
+	Payment     int `json:"payment"`
+	OrderStatus int `json:"order_status"`
+	Delivery    int `json:"delivery"`
+	StockLevel  int `json:"stock_level"`
+}
+
+// DefaultMix is the mix of DESIGN 9: new-order 45%, payment 43%,
+// order-status, delivery and stock-level 4% each.
+var DefaultMix = Mix{NewOrder: 45, Payment: 43, OrderStatus: 4, Delivery: 4, StockLevel: 4}
+
+// weights returns the weights in the order of kinds.
+func (m Mix) weights() [len(kinds)]int {
+	return [len(kinds)]int{m.NewOrder, m.Payment, m.OrderStatus, m.Delivery, m.StockLevel}
+}
+
+// NURandC are the run-time constants C of TPC-C's NURand (clause 2.1.6)
+// for customer last names, customer ids and item ids. Every client of a
+// run should use the same ones; any value is valid.
+type NURandC struct {
+	Last       int `json:"c_last"`
+	CustomerID int `json:"c_id"`
+	Item       int `json:"ol_i_id"`
+}
+
+// WorkloadConfig configures the transactions of every client of a run.
+type WorkloadConfig struct {
+	// Warehouses are all the warehouses of the cluster, each in
+	// 1..WarehouseMax, once.
+	Warehouses []int `json:"warehouses"`
+	Scale      Scale `json:"scale"`
+	// Locality is the probability that a remote warehouse is the nearest
+	// one to the home warehouse; else the next nearest with probability
+	// Locality, and so on: the k-th nearest (from 0) with probability
+	// proportional to Locality*(1-Locality)^k over the other warehouses.
+	// 0 picks among the other warehouses uniformly. In 0..1.
+	Locality float64 `json:"locality"`
+	// RemoteItem is the probability that a new-order line is supplied by
+	// a remote warehouse (RemoteItemTPCC, RemoteItemPaper). In 0..1.
+	RemoteItem float64 `json:"remote_item"`
+	// RemotePayment is the probability that a payment is made by a
+	// customer of a remote warehouse (RemotePaymentDefault). In 0..1.
+	RemotePayment float64 `json:"remote_payment"`
+	// GlobalOnly keeps only transactions of two or three warehouses, as
+	// the paper's latency runs did: new-orders with at least one remote
+	// line, payments by a remote customer. The other kinds are local and
+	// are left out; so are new-orders of more than three warehouses.
+	GlobalOnly bool `json:"global_only"`
+	// Mix weighs the kinds of transaction; the zero Mix is DefaultMix.
+	Mix Mix `json:"mix"`
+	// C are NURand's run-time constants.
+	C NURandC `json:"nurand_c"`
+	// Distance is the distance between two warehouses, such as the
+	// latency between their groups' regions (LatencyDistance): remote
+	// warehouses are ranked by it, ties by warehouse number. Nil: all are
+	// equally far, so ranked by number.
+	Distance func(a, b int) float64 `json:"-"`
+}
+
+// DefaultWorkload returns the workload of DESIGN 9 on warehouses of
+// population scale: TPC-C's mix and remote probabilities, LocalityDefault.
+func DefaultWorkload(warehouses []int, scale Scale) WorkloadConfig {
+	return WorkloadConfig{
+		Warehouses:    slices.Clone(warehouses),
+		Scale:         scale,
+		Locality:      LocalityDefault,
+		RemoteItem:    RemoteItemTPCC,
+		RemotePayment: RemotePaymentDefault,
+		Mix:           DefaultMix,
+		// Fixed rather than random, so that a run is a function of its
+		// seed; each within TPC-C's range [0, A].
+		C: NURandC{Last: 157, CustomerID: 259, Item: 7911},
+	}
+}
+
+// validate checks c for a client of warehouse home.
+func (c *WorkloadConfig) validate(home int) error {
+	if len(c.Warehouses) == 0 {
+		return errors.New("gtpcc: workload: no warehouses")
+	}
+	seen := make(map[int]bool, len(c.Warehouses))
+	for _, w := range c.Warehouses {
+		if w < 1 || w > WarehouseMax {
+			return fmt.Errorf("gtpcc: workload: warehouse %d, want 1..%d", w, WarehouseMax)
+		}
+		if seen[w] {
+			return fmt.Errorf("gtpcc: workload: warehouse %d listed twice", w)
+		}
+		seen[w] = true
+	}
+	if !seen[home] {
+		return fmt.Errorf("gtpcc: workload: home warehouse %d is not one of the warehouses", home)
+	}
+	if err := c.Scale.Validate(); err != nil {
+		return fmt.Errorf("gtpcc: workload: %w", err)
+	}
+	for _, p := range []struct {
+		name string
+		v    float64
+	}{{"locality", c.Locality}, {"remote item probability", c.RemoteItem}, {"remote payment probability", c.RemotePayment}} {
+		if !(p.v >= 0 && p.v <= 1) { // also rejects NaN
+			return fmt.Errorf("gtpcc: workload: %s %v, want 0..1", p.name, p.v)
+		}
+	}
+	total := 0
+	for i, w := range c.mix().weights() {
+		if w < 0 {
+			return fmt.Errorf("gtpcc: workload: mix weight of %s is %d, want >= 0", kinds[i], w)
+		}
+		total += w
+	}
+	if total == 0 || total > 1<<30 {
+		return fmt.Errorf("gtpcc: workload: mix weights sum to %d, want 1..%d", total, 1<<30)
+	}
+	if c.GlobalOnly {
+		return c.validateGlobal()
+	}
+	return nil
+}
+
+// validateGlobal checks that a GlobalOnly workload can draw a transaction.
+func (c *WorkloadConfig) validateGlobal() error {
+	m := c.mix()
+	switch {
+	case len(c.Warehouses) < 2:
+		return errors.New("gtpcc: workload: global-only needs two or more warehouses")
+	case m.NewOrder == 0 && m.Payment == 0:
+		return errors.New("gtpcc: workload: global-only needs new-orders or payments in the mix (the other kinds are local)")
+	case m.NewOrder > 0 && c.RemoteItem == 0:
+		return errors.New("gtpcc: workload: global-only with new-orders needs a remote item probability above 0")
+	case m.Payment > 0 && c.RemotePayment == 0:
+		return errors.New("gtpcc: workload: global-only with payments needs a remote payment probability above 0")
+	}
+	return nil
+}
+
+// mix returns the mix in effect: DefaultMix for the zero Mix.
+func (c *WorkloadConfig) mix() Mix {
+	if c.Mix == (Mix{}) {
+		return DefaultMix
+	}
+	return c.Mix
+}
+
+// Op is one transaction of the workload: a call of procedure Proc with
+// Args.
+type Op struct {
+	// Kind is one of KindNewOrder, KindPayment, ...
+	Kind string
+	// Proc is the procedure to call (ProcNewOrder, ...) and Args its
+	// arguments (EncodeArgs of NewOrderArgs, ...).
+	Proc string
+	Args []byte
+	// Warehouses are the distinct warehouses the transaction touches,
+	// ascending.
+	Warehouses []int
+	// Rollback tells a new-order with an unused item, which TPC-C expects
+	// to roll back (clause 2.4.2.3).
+	Rollback bool
+}
+
+// Generator draws the transactions of one client. It is deterministic:
+// the same configuration, home, seed and times give the same Ops. It is
+// not safe for concurrent use: each client has its own.
+type Generator struct {
+	cfg  WorkloadConfig
+	home int
+	rng  *rand.Rand
+	// remotes are the other warehouses, nearest first; remoteCum[k] is
+	// the probability of drawing one of remotes[:k+1].
+	remotes   []int
+	remoteCum []float64
+	// kindCum[i] is the sum of the weights of kinds[:i+1] that may be
+	// drawn (under GlobalOnly, new-order and payment only).
+	kindCum [len(kinds)]int
+	// NURand's A for customer ids, item ids and last names, scaled to
+	// the population; lastMax is the largest last name number loaded.
+	aCustomer, aItem, aLast, lastMax int
+}
+
+// NewGenerator returns the generator of the client of warehouse home,
+// seeded by seed.
+func NewGenerator(cfg WorkloadConfig, home int, seed uint64) (*Generator, error) {
+	if err := cfg.validate(home); err != nil {
+		return nil, err
+	}
+	cfg.Warehouses = slices.Clone(cfg.Warehouses)
+	cfg.Mix = cfg.mix()
+	g := &Generator{
+		cfg:  cfg,
+		home: home,
+		// The home in the stream: clients of one seed differ.
+		rng: rand.New(rand.NewPCG(seed, uint64(home)^0x6a09e667f3bcc909)),
+	}
+	var err error
+	if g.remotes, err = rankRemotes(cfg.Warehouses, home, cfg.Distance); err != nil {
+		return nil, err
+	}
+	g.remoteCum = localityCumulative(len(g.remotes), cfg.Locality)
+	sum := 0
+	for i, w := range cfg.Mix.weights() {
+		if cfg.GlobalOnly && kinds[i] != KindNewOrder && kinds[i] != KindPayment {
+			w = 0
+		}
+		sum += w
+		g.kindCum[i] = sum
+	}
+	s := cfg.Scale
+	g.lastMax = min(999, s.CustomersPerDistrict-1)
+	g.aCustomer = scaledA(1023, s.CustomersPerDistrict, Full.CustomersPerDistrict)
+	g.aItem = scaledA(8191, s.Items, Full.Items)
+	g.aLast = scaledA(255, g.lastMax+1, 1000)
+	return g, nil
+}
+
+// rankRemotes returns the warehouses other than home, nearest to home
+// first, ties by number.
+func rankRemotes(warehouses []int, home int, distance func(a, b int) float64) ([]int, error) {
+	type ranked struct {
+		w int
+		d float64
+	}
+	var rs []ranked
+	for _, w := range warehouses {
+		if w == home {
+			continue
+		}
+		d := 0.0
+		if distance != nil {
+			d = distance(home, w)
+		}
+		if math.IsNaN(d) {
+			return nil, fmt.Errorf("gtpcc: workload: distance from warehouse %d to %d is NaN", home, w)
+		}
+		rs = append(rs, ranked{w, d})
+	}
+	slices.SortFunc(rs, func(a, b ranked) int {
+		if c := cmp.Compare(a.d, b.d); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.w, b.w)
+	})
+	out := make([]int, len(rs))
+	for i, r := range rs {
+		out[i] = r.w
+	}
+	return out, nil
+}
+
+// localityCumulative returns the cumulative probabilities of drawing the
+// k-th nearest of n remote warehouses: proportional to
+// locality*(1-locality)^k, a geometric distribution truncated to n (a
+// draw past the farthest starts again from the nearest); uniform for
+// locality 0.
+func localityCumulative(n int, locality float64) []float64 {
+	cum := make([]float64, n)
+	total := 0.0
+	for k := range n {
+		w := 1.0
+		if locality > 0 {
+			w = locality * math.Pow(1-locality, float64(k))
+		}
+		total += w
+		cum[k] = total
+	}
+	for k := range cum {
+		cum[k] /= total
+	}
+	return cum
+}
+
+// scaledA returns NURand's constant A for a range of n values, TPC-C's a
+// being for nFull values: a+1 scaled by n/nFull, rounded down to a power
+// of two, minus one. On a small population TPC-C's A would cover the
+// whole range several times over and the skew would vanish; this keeps
+// about the same share of hot values.
+func scaledA(a, n, nFull int) int {
+	if n >= nFull {
+		return a
+	}
+	target := n * (a + 1) / nFull
+	p := 1
+	for p*2 <= target {
+		p *= 2
+	}
+	if target < 1 {
+		return 0
+	}
+	return p - 1
+}
+
+// Next returns the client's next transaction; now gives its dates
+// (procedures have no clock).
+func (g *Generator) Next(now time.Time) Op {
+	date := now.UnixMilli()
+	switch kinds[g.drawKind()] {
+	case KindNewOrder:
+		return g.newOrder(date)
+	case KindPayment:
+		return g.payment(date)
+	case KindOrderStatus:
+		args := OrderStatusArgs{W: g.home, D: g.district()}
+		args.CID, args.CLast = g.customer()
+		return g.op(KindOrderStatus, ProcOrderStatus, args, []int{g.home}, false)
+	case KindDelivery:
+		args := DeliveryArgs{W: g.home, Carrier: g.between(1, carrierMax), Date: date}
+		return g.op(KindDelivery, ProcDelivery, args, []int{g.home}, false)
+	default: // KindStockLevel
+		args := StockLevelArgs{W: g.home, D: g.district(), Threshold: g.between(thresholdMin, thresholdMax)}
+		return g.op(KindStockLevel, ProcStockLevel, args, []int{g.home}, false)
+	}
+}
+
+// op assembles an Op.
+func (g *Generator) op(kind, proc string, args any, warehouses []int, rollback bool) Op {
+	slices.Sort(warehouses)
+	return Op{Kind: kind, Proc: proc, Args: EncodeArgs(args), Warehouses: slices.Compact(warehouses), Rollback: rollback}
+}
+
+// drawKind returns the index in kinds of the next transaction's kind.
+func (g *Generator) drawKind() int {
+	x := g.rng.IntN(g.kindCum[len(kinds)-1])
+	for i, c := range g.kindCum {
+		if x < c {
+			return i
+		}
+	}
+	panic("gtpcc: workload: kind draw past the mix") // validate made the total positive
+}
+
+// between returns a uniform integer in [lo, hi].
+func (g *Generator) between(lo, hi int) int { return lo + g.rng.IntN(hi-lo+1) }
+
+// chance returns true with probability p.
+func (g *Generator) chance(p float64) bool { return g.rng.Float64() < p }
+
+func (g *Generator) district() int { return g.between(1, DistrictsPerWarehouse) }
+
+// customer returns a customer of a district as TPC-C names it (clause
+// 2.5.1.2, 2.6.1.2): by last name 60% of the time (id 0), else by id. The
+// last names drawn are those the loader gives to customers 1..1000, so
+// that at any scale the name exists.
+func (g *Generator) customer() (id int, last string) {
+	if g.between(1, 100) <= byLastNamePercent {
+		return 0, LastName(NURand(g.rng, g.aLast, 0, g.lastMax, g.cfg.C.Last))
+	}
+	return NURand(g.rng, g.aCustomer, 1, g.cfg.Scale.CustomersPerDistrict, g.cfg.C.CustomerID), ""
+}
+
+// remote returns a warehouse other than home, by locality; there must be
+// one.
+func (g *Generator) remote() int {
+	x := g.rng.Float64()
+	for k, c := range g.remoteCum {
+		if x < c {
+			return g.remotes[k]
+		}
+	}
+	return g.remotes[len(g.remotes)-1] // rounding: the cumulative sum may end just below 1
+}
+
+// payment draws a payment (clause 2.5.1): to district D of the home
+// warehouse, by a customer of a remote warehouse with probability
+// RemotePayment (always under GlobalOnly).
+func (g *Generator) payment(date int64) Op {
+	args := PaymentArgs{W: g.home, D: g.district(), Amount: int64(g.between(amountCentsMin, amountCentsMax)), Date: date}
+	args.CW, args.CD = args.W, args.D
+	if len(g.remotes) > 0 && (g.cfg.GlobalOnly || g.chance(g.cfg.RemotePayment)) {
+		args.CW, args.CD = g.remote(), g.district()
+	}
+	args.CID, args.CLast = g.customer()
+	return g.op(KindPayment, ProcPayment, args, []int{args.W, args.CW}, false)
+}
+
+// newOrder draws a new-order (clause 2.4.1). Under GlobalOnly, one with
+// at least one remote line (drawn from the distribution conditioned on
+// that, see remoteLines) and at most globalWarehousesMax warehouses: a
+// larger one is left out and drawn again; after globalAttemptsMax
+// attempts, which only a very low locality over many warehouses with a
+// high RemoteItem reaches, the last draw reuses an earlier remote
+// warehouse where it would add one too many.
+func (g *Generator) newOrder(date int64) Op {
+	for attempt := 1; ; attempt++ {
+		limit := g.cfg.GlobalOnly && attempt == globalAttemptsMax
+		args, rollback := g.drawNewOrder(date, limit)
+		ws := []int{args.W}
+		for _, l := range args.Lines {
+			ws = append(ws, l.SupplyW)
+		}
+		op := g.op(KindNewOrder, ProcNewOrder, args, ws, rollback)
+		if !g.cfg.GlobalOnly || len(op.Warehouses) <= globalWarehousesMax {
+			return op
+		}
+		if limit {
+			panic(fmt.Sprintf("gtpcc: workload: limited new-order has %d warehouses", len(op.Warehouses)))
+		}
+	}
+}
+
+// drawNewOrder draws a new-order's arguments and whether it is one of the
+// 1% with an unused item on its last line. With limit set, a line never
+// adds a third remote warehouse: it gets the first one.
+func (g *Generator) drawNewOrder(date int64, limit bool) (NewOrderArgs, bool) {
+	args := NewOrderArgs{W: g.home, D: g.district(), EntryD: date}
+	args.C = NURand(g.rng, g.aCustomer, 1, g.cfg.Scale.CustomersPerDistrict, g.cfg.C.CustomerID)
+	remote := g.remoteLines()
+	args.Lines = make([]NewOrderLine, len(remote))
+	var chosen []int // distinct remote warehouses so far
+	for i := range args.Lines {
+		l := &args.Lines[i]
+		l.Item = NURand(g.rng, g.aItem, 1, g.cfg.Scale.Items, g.cfg.C.Item)
+		l.Quantity = g.between(1, quantityMax)
+		l.SupplyW = g.home
+		if remote[i] {
+			w := g.remote()
+			if !slices.Contains(chosen, w) {
+				if limit && len(chosen) == globalWarehousesMax-1 {
+					w = chosen[0]
+				} else {
+					chosen = append(chosen, w)
+				}
+			}
+			l.SupplyW = w
+		}
+	}
+	// Item ids have six digits: with 999999 items no id is unused, and
+	// no new-order rolls back.
+	rollback := g.between(1, 100) <= rollbackPercent && g.cfg.Scale.Items < 999999
+	if rollback {
+		args.Lines[len(args.Lines)-1].Item = g.cfg.Scale.Items + 1
+	}
+	return args, rollback
+}
+
+// remoteLines draws a new-order's line count (5..15) and which lines are
+// supplied by a remote warehouse: each with probability RemoteItem, none
+// when the cluster has one warehouse. Under GlobalOnly the draw is
+// conditioned on at least one remote line, exactly rather than by
+// drawing again (which a small RemoteItem would make slow): the count k
+// with weight 1-(1-p)^k, then the first remote line i with weight
+// (1-p)^(i-1), then the lines after it independently.
+func (g *Generator) remoteLines() []bool {
+	p := g.cfg.RemoteItem
+	if len(g.remotes) == 0 {
+		p = 0
+	}
+	if !g.cfg.GlobalOnly {
+		remote := make([]bool, g.between(OrderLinesMin, OrderLinesMax))
+		for i := range remote {
+			remote[i] = g.chance(p)
+		}
+		return remote
+	}
+	var counts [OrderLinesMax - OrderLinesMin + 1]float64
+	for i := range counts {
+		counts[i] = -math.Expm1(float64(OrderLinesMin+i) * math.Log1p(-p)) // 1-(1-p)^k, exact for small p
+	}
+	remote := make([]bool, OrderLinesMin+g.pick(counts[:]))
+	firsts := make([]float64, len(remote))
+	for i := range firsts {
+		firsts[i] = math.Pow(1-p, float64(i))
+	}
+	first := g.pick(firsts)
+	remote[first] = true
+	for i := first + 1; i < len(remote); i++ {
+		remote[i] = g.chance(p)
+	}
+	return remote
+}
+
+// pick returns an index of weights (non-negative, not all zero) with
+// probability proportional to its weight.
+func (g *Generator) pick(weights []float64) int {
+	total := 0.0
+	for _, w := range weights {
+		total += w
+	}
+	x := g.rng.Float64() * total
+	for i, w := range weights {
+		if x < w {
+			return i
+		}
+		x -= w
+	}
+	// Rounding: the last index of positive weight.
+	for i := len(weights) - 1; i > 0; i-- {
+		if weights[i] > 0 {
+			return i
+		}
+	}
+	return 0
+}
+
+// LatencyDistance returns a WorkloadConfig.Distance for a cluster: the
+// round-trip latency between the regions of the groups owning two
+// warehouses. It fails when a warehouse is in no partition, or in a
+// replicated one, or when the matrix lacks a group's region. A nil matrix
+// makes every distance 0 (warehouses ranked by number).
+func LatencyDistance(parts *partition.PartitionMap, groups *partition.Topology, lat *partition.Latency, warehouses []int) (func(a, b int) float64, error) {
+	owner := make(map[int]partition.GroupID, len(warehouses))
+	for _, w := range warehouses {
+		if w < 1 || w > WarehouseMax {
+			return nil, fmt.Errorf("gtpcc: warehouse %d, want 1..%d", w, WarehouseMax)
+		}
+		g, replicated, err := parts.Owner(WarehouseKey(w))
+		if err != nil {
+			return nil, fmt.Errorf("gtpcc: warehouse %d: %w", w, err)
+		}
+		if replicated {
+			return nil, fmt.Errorf("gtpcc: warehouse %d is in a replicated partition", w)
+		}
+		owner[w] = g
+	}
+	if lat == nil {
+		return func(int, int) float64 { return 0 }, nil
+	}
+	if err := lat.CheckTopology(groups); err != nil {
+		return nil, fmt.Errorf("gtpcc: %w", err)
+	}
+	return func(a, b int) float64 {
+		ga, okA := owner[a]
+		gb, okB := owner[b]
+		if !okA || !okB {
+			return math.Inf(1) // not a warehouse of the cluster: farthest
+		}
+		return lat.GroupRTTMs(groups, ga, gb)
+	}, nil
+}
