@@ -515,7 +515,17 @@ func Load(ctx context.Context, c *client.Client, cfg LoadConfig) error {
 	if err := runJobs(ctx, c, cfg.Concurrency, items, p); err != nil {
 		return err
 	}
-	return runJobs(ctx, c, cfg.Concurrency, warehouses, p)
+	if err := runJobs(ctx, c, cfg.Concurrency, warehouses, p); err != nil {
+		return err
+	}
+	// Last, each warehouse's scale: a warehouse that has it is loaded
+	// whole, and a run finds the population it must draw ids from.
+	for _, w := range cfg.Warehouses {
+		if err := c.Put(ctx, ScaleKey(w), Encode(cfg.Scale)); err != nil {
+			return fmt.Errorf("gtpcc: load warehouse %d: scale: %w", w, err)
+		}
+	}
+	return nil
 }
 
 // progress counts the calls done and reports them, one at a time.

@@ -414,6 +414,25 @@ func TestLoadCluster(t *testing.T) {
 		t.Errorf("progress: %d calls reported, last %v, total %d; want %d", len(calls), calls[len(calls)-1:], total, want)
 	}
 
+	if s, err := ReadScale(ctx, c, testWarehouses); err != nil || s != loadTestScale {
+		t.Errorf("ReadScale after load: %+v, %v; want %+v", s, err, loadTestScale)
+	}
+	if err := c.Delete(ctx, ScaleKey(3)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadScale(ctx, c, testWarehouses); err == nil || !strings.Contains(err.Error(), "warehouse 3 is not loaded") {
+		t.Errorf("ReadScale without warehouse 3's scale: %v", err)
+	}
+	if err := c.Put(ctx, ScaleKey(3), Encode(Small)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadScale(ctx, c, testWarehouses); err == nil || !strings.Contains(err.Error(), "one scale") {
+		t.Errorf("ReadScale with warehouse 3 at another scale: %v", err)
+	}
+	if err := c.Put(ctx, ScaleKey(3), Encode(loadTestScale)); err != nil {
+		t.Fatal(err)
+	}
+
 	rep, err := Check(ctx, c, testWarehouses)
 	if err != nil || !rep.Passed {
 		t.Fatalf("Check after load: %+v, %v", rep, err)
