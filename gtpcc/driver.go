@@ -73,6 +73,10 @@ const (
 	ErrorPauseDefault = 10 * time.Millisecond
 	// ClientsMax bounds the clients of a run.
 	ClientsMax = 1 << 16
+	// DrainMax bounds the wait, after a run's deadline, for the calls
+	// still in flight; past it they are cancelled (and may still take
+	// effect).
+	DrainMax = time.Minute
 	// DurationMax bounds a run: the timeline holds a point per second.
 	DurationMax = 7 * 24 * time.Hour
 	// errorSamplesMax bounds the distinct error texts a report keeps;
@@ -93,8 +97,8 @@ type RunConfig struct {
 	// home among Workload.Warehouses.
 	Clients []ClientSpec
 	// Duration is how long the clients submit transactions (at most
-	// DurationMax). Calls still running at its end, by the wall clock,
-	// are cancelled.
+	// DurationMax). Calls still running at its end are awaited, up to
+	// DrainMax.
 	Duration time.Duration
 	// WarmUp and CoolDown are the fractions of Duration at the start and
 	// at the end whose results are dropped: a result counts when its
@@ -192,9 +196,13 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 	deadline := start.Add(cfg.Duration)
 	rec := newRecorder(start, cfg)
 
-	// Calls in flight at the end are cancelled: they complete after the
-	// measured window, so their results would be dropped anyway.
-	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	// No call starts after the deadline, and the calls in flight then
+	// are awaited (up to DrainMax): their results fall after the measured
+	// window and are dropped, but a run that returns has nothing in
+	// flight, so that a consistency check after it sees every transaction
+	// it submitted applied everywhere (a call cancelled at the deadline
+	// would still be delivered and executed, during the check).
+	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration+DrainMax)
 	defer cancel()
 	var wg sync.WaitGroup
 	for i, c := range cfg.Clients {
@@ -230,7 +238,7 @@ func runClient(ctx context.Context, cfg RunConfig, gen *Generator, caller Caller
 			res, err = caller.Call(ctx, op.Proc, op.Args, keys)
 		}
 		rec.record(op, begin, cfg.Clock(), res, err)
-		if err != nil && cfg.ErrorPause > 0 {
+		if err != nil && cfg.ErrorPause > 0 && cfg.Clock().Before(deadline) {
 			pause(ctx, cfg.ErrorPause)
 		}
 	}

@@ -257,3 +257,27 @@ func TestExecutorProcedures(t *testing.T) {
 		t.Errorf("scanner: %s, want %s", got, want)
 	}
 }
+
+// TestExecutorProceduresInOneEntry: calls delivered together, in one
+// Execute, run one after the other, each reading what the one before it
+// wrote.
+func TestExecutorProceduresInOneEntry(t *testing.T) {
+	c := newCluster(t, testRegistry(t))
+	for g := range c.reps {
+		c.seed(partition.GroupID(g), map[string]string{"item/1": "pen"})
+	}
+	c.seed(0, map[string]string{"w/0001/a": "10"})
+	c.seed(2, map[string]string{"w/0004/a": "1"})
+	m1 := c.callMsg(1, "move", "w/0001/a w/0004/a 4 item/1")
+	m2 := c.callMsg(2, "move", "w/0001/a w/0004/a 3 item/1")
+	m3 := c.callMsg(3, "move", "w/0001/a w/0004/a 2 item/1")
+	c.deliver(0, m1, m2, m3)
+	c.deliver(2, m1, m2)
+	c.deliver(2, m3)
+	if got, want := c.data(0), "item/1=pen w/0001/a=1"; got != want {
+		t.Errorf("group 0: %s, want %s", got, want)
+	}
+	if got, want := c.data(2), "item/1=pen w/0004/a=10"; got != want {
+		t.Errorf("group 2: %s, want %s", got, want)
+	}
+}

@@ -1,6 +1,6 @@
-// Command flexkv runs FlexKV: the simulator and log checker of its multicast
-// protocols, and (as they land) servers, a local cluster, a client and the
-// gTPC-C driver.
+// Command flexkv runs FlexKV: servers, a local cluster, the gTPC-C demo and
+// driver, a client, and the simulator and log checker of its multicast
+// protocols.
 package main
 
 import (
@@ -25,7 +25,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServerCmd(), newLocalCmd(), newKVCmd(), newSimCmd(), newCheckLogCmd())
+	root.AddCommand(newServerCmd(), newLocalCmd(), newDemoCmd(), newKVCmd(), newGtpccCmd(), newSimCmd(), newCheckLogCmd())
 	return root
 }
 

@@ -1,0 +1,911 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
+
+	"github.com/flexkv/flexkv/client"
+	"github.com/flexkv/flexkv/configs"
+	"github.com/flexkv/flexkv/gtpcc"
+	"github.com/flexkv/flexkv/partition"
+	"github.com/flexkv/flexkv/server"
+)
+
+// The gTPC-C commands (DESIGN 9): load, run and check a cluster that is
+// already running (--endpoints, or the addresses of --config), or, with
+// --local, start a fresh cluster in this process for each protocol, load
+// it, run, check and compare. `flexkv demo` is the last with defaults that
+// show FlexCast on the emulated WAN in under a minute.
+
+func newGtpccCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "gtpcc load|run|check",
+		Short: "Geo TPC-C: load a cluster, run the workload, check consistency",
+		Long: `Geo TPC-C on FlexKV (DESIGN 9). Every partition w/NNNN/ of the cluster
+configuration is warehouse NNNN; the item table is the replicated range item/.
+
+  flexkv gtpcc load    load the TPC-C population (--scale small|full|...)
+  flexkv gtpcc run     closed-loop clients for --duration, then a report
+  flexkv gtpcc check   the TPC-C consistency conditions 1-9
+
+Against a running cluster: --endpoints host:port,... (default: the gRPC
+addresses of --config, itself by default the embedded configs/local.yaml).
+'gtpcc run --local' starts a fresh cluster in this process for each protocol
+of --protocols instead, loads it, runs, checks and prints the protocols side
+by side; 'flexkv demo' is that with demo defaults.`,
+		Args: cobra.NoArgs,
+	}
+	cmd.AddCommand(newGtpccLoadCmd(), newGtpccRunCmd(), newGtpccCheckCmd())
+	return cmd
+}
+
+// addClusterFlags adds the flags that name a running cluster.
+func addClusterFlags(cmd *cobra.Command) {
+	cmd.Flags().String("endpoints", "", "gRPC addresses host:port,... of cluster servers (default: those of --config)")
+	cmd.Flags().String("config", "", "cluster configuration YAML (default: embedded "+defaultConfigName+")")
+	cmd.Flags().String("warehouses", "all", warehousesHelp)
+}
+
+const warehousesHelp = "warehouses: all (every w/NNNN/ partition of the cluster), first-per-group (the lowest of each group), or a list such as 1-3,5"
+
+func newGtpccLoadCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "load",
+		Short: "Load the TPC-C population into a running cluster",
+		Long: `Load the TPC-C population of --scale into the warehouses of a running cluster:
+the replicated items, then each warehouse's rows, written by a stored
+procedure that generates them from their keys. Loading again writes the same
+rows. Each warehouse records its scale last, so that run and check know it.
+
+--scale: small (1000 items, 100 customers and orders per district: loads in
+seconds), full (TPC-C's 100000 items, 3000 customers), or
+items=N,customers=N,orders=N,new-orders=N.`,
+		Args: cobra.NoArgs,
+	}
+	addClusterFlags(cmd)
+	cmd.Flags().String("scale", "small", "population: small, full or items=N,customers=N,orders=N,new-orders=N")
+	cmd.Flags().Int("concurrency", gtpcc.LoadConcurrencyDefault, "load calls in flight")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		v := settings(cmd)
+		scale, err := parseScale(v.GetString("scale"))
+		if err != nil {
+			return usageError(err)
+		}
+		ctx, stop := signalContext(cmd.Context())
+		defer stop()
+		c, ws, err := connectBench(ctx, v)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = c.Close() }()
+		start := time.Now()
+		err = gtpcc.Load(ctx, c, gtpcc.LoadConfig{
+			Warehouses: ws, Scale: scale, Concurrency: v.GetInt("concurrency"), Date: start.UnixMilli(),
+			Progress: loadProgress(cmd.ErrOrStderr()),
+		})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "loaded warehouses %s at scale %s in %s\n", formatWarehouses(ws), formatScale(scale), time.Since(start).Round(time.Millisecond))
+		return nil
+	}
+	return cmd
+}
+
+func newGtpccCheckCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "check",
+		Short: "Check the TPC-C consistency conditions on a quiescent cluster",
+		Long: `Check TPC-C's consistency conditions 1-9 (clause 3.3.2) on every warehouse:
+warehouse and district year-to-date sums against each other and against the
+history, order ids against new-order rows, order-line counts, carriers and
+delivery dates. Run it when no transaction is in flight. Prints one line
+(--json: the check object of DESIGN 10.3); exits 1 when a condition fails.`,
+		Args: cobra.NoArgs,
+	}
+	addClusterFlags(cmd)
+	cmd.Flags().Bool("json", false, "print the result as JSON")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		v := settings(cmd)
+		ctx, stop := signalContext(cmd.Context())
+		defer stop()
+		c, ws, err := connectBench(ctx, v)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = c.Close() }()
+		rep, err := gtpcc.Check(ctx, c, ws)
+		if err != nil {
+			return err
+		}
+		out := cmd.OutOrStdout()
+		if v.GetBool("json") {
+			if err := writeJSON(out, rep); err != nil {
+				return err
+			}
+		} else {
+			printCheck(out, ws, rep)
+		}
+		if !rep.Passed {
+			return &exitError{code: 1, err: fmt.Errorf("gtpcc check: %d condition failures", len(rep.Failures)+rep.FailuresOmitted)}
+		}
+		return nil
+	}
+	return cmd
+}
+
+// printCheck prints a check's outcome for a person.
+func printCheck(w io.Writer, ws []int, rep gtpcc.CheckReport) {
+	if rep.Passed {
+		fmt.Fprintf(w, "check passed: warehouses %s, conditions 1-9 (%d districts, %d orders, %d order lines, %d new orders, %d history rows)\n",
+			formatWarehouses(ws), rep.Checked.Districts, rep.Checked.Orders, rep.Checked.OrderLines, rep.Checked.NewOrders, rep.Checked.History)
+		return
+	}
+	fmt.Fprintf(w, "check FAILED: %d failures\n", len(rep.Failures)+rep.FailuresOmitted)
+	for _, f := range rep.Failures {
+		fmt.Fprintf(w, "  %s\n", f)
+	}
+	if rep.FailuresOmitted > 0 {
+		fmt.Fprintf(w, "  ... and %d more\n", rep.FailuresOmitted)
+	}
+}
+
+// addRunFlags adds the workload and report flags of gtpcc run and demo,
+// with the given defaults.
+func addRunFlags(cmd *cobra.Command, d runDefaults) {
+	f := cmd.Flags()
+	f.String("warehouses", d.warehouses, warehousesHelp)
+	f.Duration("duration", d.duration, "how long the clients run")
+	f.Int("clients", d.clients, "closed-loop clients per warehouse, each in its warehouse's region")
+	f.Float64("warm-up", gtpcc.TrimDefault, "fraction of the run at its start whose results are dropped")
+	f.Float64("cool-down", gtpcc.TrimDefault, "fraction of the run at its end whose results are dropped")
+	f.Float64("locality", gtpcc.LocalityDefault, "probability that a remote warehouse is the nearest one (else the next nearest, and so on)")
+	f.Float64("remote-item", d.remoteItem, "probability that a new-order line is supplied by a remote warehouse (TPC-C 0.01, the FlexCast paper 0.02)")
+	f.Float64("remote-payment", gtpcc.RemotePaymentDefault, "probability that a payment's customer belongs to a remote warehouse")
+	f.Bool("global-only", d.globalOnly, "only transactions with 2 or 3 warehouses (the paper's latency runs)")
+	f.Uint64("seed", 1, "seed of the workload: the same seed draws the same transactions")
+	f.String("json", "", "write the results JSON (DESIGN 10.3) to FILE; with several protocols, a JSON array of them")
+	f.String("plots", "", "write PNG plots (latency CDF by destination order, throughput over time) into DIR")
+	f.Duration("progress", 5*time.Second, "print a progress line every interval on stderr (0: none)")
+	f.Bool("check", true, "check the consistency conditions after the run")
+	f.String("latency-mode", string(server.LatencyReal), "emulated WAN from the latency matrix: real (one-way = value/2), paper (one-way = value) or off; delays clients' requests to groups too")
+}
+
+// runDefaults are the defaults that differ between gtpcc run and demo.
+type runDefaults struct {
+	warehouses string
+	duration   time.Duration
+	clients    int
+	remoteItem float64
+	globalOnly bool
+}
+
+func newGtpccRunCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run the gTPC-C workload and report throughput and latency",
+		Long: `Run closed-loop gTPC-C clients (--clients per warehouse, each in its
+warehouse's region) for --duration: new-order 45%, payment 43%, order-status,
+delivery and stock-level 4% each. Prints progress, then a table of throughput
+and latency (mean, p50, p90, p95, p99, max) by transaction type and, for
+transactions with several destinations, by destination order (1st, 2nd, 3rd
+answer); checks consistency afterwards (--check). --json FILE writes the
+results JSON of DESIGN 10.3.
+
+Against a running, loaded cluster: --endpoints or --config. Every client's
+request to a group waits the emulated one-way latency from its region there
+and back (--latency-mode), as the servers' traffic between groups does.
+
+--local starts a fresh cluster of --config in this process for each protocol
+of --protocols, one after the other, loads it at --scale, runs the same
+seeded workload, checks it, reports traffic per node, and prints the
+protocols side by side.`,
+		Args: cobra.NoArgs,
+	}
+	addRunFlags(cmd, runDefaults{warehouses: "all", duration: 30 * time.Second, clients: 2, remoteItem: gtpcc.RemoteItemTPCC})
+	f := cmd.Flags()
+	f.String("endpoints", "", "gRPC addresses host:port,... of a running cluster (default: those of --config)")
+	f.String("config", "", "cluster configuration YAML (default: embedded "+defaultConfigName+")")
+	addLocalRunFlags(cmd, "flexcast", "flexkv-data/gtpcc")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		v := settings(cmd)
+		if v.GetBool("local") {
+			return runLocalBench(cmd, v)
+		}
+		return runRemoteBench(cmd, v)
+	}
+	return cmd
+}
+
+// addLocalRunFlags adds the flags of a run on clusters started in this
+// process.
+func addLocalRunFlags(cmd *cobra.Command, protocols, dataDir string) {
+	f := cmd.Flags()
+	f.Bool("local", false, "start a fresh cluster of --config in this process for each of --protocols")
+	f.String("protocols", protocols, "with --local: the protocols to run and compare, e.g. flexcast,skeen,tree")
+	f.String("scale", "small", "with --local: population to load (small, full or items=N,customers=N,orders=N,new-orders=N)")
+	f.String("data-dir", dataDir, "with --local: data directory, a fresh subdirectory per protocol")
+	f.String("delivery-log", "", "with --local: write each replica's delivery log (DESIGN 10.1) into DIR/<protocol>")
+	f.Float64("latency-jitter", 0, "with --local: spread each emulated delay by up to this fraction either way")
+	f.String("log-level", "error", "with --local: servers' log level: debug, info, warn or error")
+}
+
+func newDemoCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run gTPC-C on a local 3-region cluster with an emulated WAN",
+		Long: `Start the embedded 3-region cluster (configs/local.yaml: eu-west-1, eu-west-3,
+eu-central-1, 3 replicas each) in this process, with the AWS latencies between
+the regions emulated, load a small TPC-C population, run closed-loop clients
+for --duration, check the TPC-C consistency conditions, and print throughput
+and latency by transaction type and by destination order.
+
+As the FlexCast paper's latency runs, the demo keeps only global transactions
+(--global-only: new-orders with remote lines, payments by remote customers)
+on one warehouse per region (--warehouses first-per-group), so that every
+transaction is atomically multicast to two or three groups. --global-only=false
+--warehouses all runs TPC-C's whole mix on every warehouse instead.
+
+--protocols flexcast,skeen,tree runs the same seeded workload on a fresh
+cluster for each protocol and prints them side by side. Every flag of
+'flexkv gtpcc run' applies; the data goes to a temporary directory unless
+--data-dir is given.`,
+		Args: cobra.NoArgs,
+	}
+	addRunFlags(cmd, runDefaults{warehouses: "first-per-group", duration: 20 * time.Second, clients: 8, remoteItem: gtpcc.RemoteItemPaper, globalOnly: true})
+	cmd.Flags().String("config", "", "cluster configuration YAML (default: embedded "+defaultConfigName+" with the AWS latencies of its regions)")
+	addLocalRunFlags(cmd, "flexcast", "")
+	_ = cmd.Flags().MarkHidden("local")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		v := settings(cmd)
+		return runLocalBench(cmd, v)
+	}
+	return cmd
+}
+
+// connectBench connects to the running cluster the flags name and returns
+// the warehouses of --warehouses.
+func connectBench(ctx context.Context, v *viper.Viper) (*client.Client, []int, error) {
+	endpoints, err := benchEndpoints(v)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := client.New(ctx, client.Config{Endpoints: endpoints, Sessions: 256, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, nil, &exitError{code: kvExitUnreachable, err: fmt.Errorf("cannot reach the cluster at %s: %w", strings.Join(endpoints, ","), err)}
+	}
+	ws, err := selectWarehouses(c.Topology(), v.GetString("warehouses"))
+	if err != nil {
+		_ = c.Close()
+		return nil, nil, usageError(err)
+	}
+	return c, ws, nil
+}
+
+// benchEndpoints returns --endpoints, or the gRPC addresses of --config.
+func benchEndpoints(v *viper.Viper) ([]string, error) {
+	if s := v.GetString("endpoints"); s != "" {
+		eps, err := parseEndpoints(s)
+		if err != nil {
+			return nil, usageError(err)
+		}
+		return eps, nil
+	}
+	cfg, _, err := loadCluster(v.GetString("config"))
+	if err != nil {
+		return nil, usageError(err)
+	}
+	return cfg.Endpoints(), nil
+}
+
+// runRemoteBench runs the workload against a running, loaded cluster.
+func runRemoteBench(cmd *cobra.Command, v *viper.Viper) error {
+	if err := rejectLocalOnly(cmd); err != nil {
+		return err
+	}
+	opts, err := readRunOptions(v)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signalContext(cmd.Context())
+	defer stop()
+	c, ws, err := connectBench(ctx, v)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close() }()
+	scale, err := gtpcc.ReadScale(ctx, c, ws)
+	if err != nil {
+		return err
+	}
+	endpoints, _ := benchEndpoints(v)
+	b := &bench{opts: opts, endpoints: endpoints, loader: c, warehouses: ws, scale: scale, configName: configName(v)}
+	rep, err := b.run(ctx, cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	if err := rep.WriteTable(cmd.OutOrStdout()); err != nil {
+		return err
+	}
+	return finishBench(cmd, opts, []*gtpcc.Report{rep})
+}
+
+// rejectLocalOnly refuses flags that only a --local run uses.
+func rejectLocalOnly(cmd *cobra.Command) error {
+	for _, name := range []string{"protocols", "scale", "data-dir", "delivery-log", "latency-jitter", "log-level"} {
+		if cmd.Flags().Changed(name) {
+			return usageError(fmt.Errorf("--%s needs --local (a run against a running cluster uses it as it is)", name))
+		}
+	}
+	return nil
+}
+
+// runOptions are the flags of a run, read and checked.
+type runOptions struct {
+	duration, progress   time.Duration
+	clients              int
+	warmUp, coolDown     float64
+	locality, remoteItem float64
+	remotePayment        float64
+	globalOnly, check    bool
+	seed                 uint64
+	jsonPath, plotDir    string
+	mode                 server.LatencyMode
+	warehouses           string
+}
+
+func readRunOptions(v *viper.Viper) (runOptions, error) {
+	o := runOptions{
+		duration: v.GetDuration("duration"), progress: v.GetDuration("progress"), clients: v.GetInt("clients"),
+		warmUp: v.GetFloat64("warm-up"), coolDown: v.GetFloat64("cool-down"),
+		locality: v.GetFloat64("locality"), remoteItem: v.GetFloat64("remote-item"), remotePayment: v.GetFloat64("remote-payment"),
+		globalOnly: v.GetBool("global-only"), check: v.GetBool("check"), seed: v.GetUint64("seed"),
+		jsonPath: v.GetString("json"), plotDir: v.GetString("plots"), warehouses: v.GetString("warehouses"),
+	}
+	mode, err := server.ParseLatencyMode(v.GetString("latency-mode"))
+	if err != nil {
+		return o, usageError(fmt.Errorf("--latency-mode: %w", err))
+	}
+	o.mode = mode
+	for _, p := range []struct {
+		name string
+		v    float64
+	}{{"locality", o.locality}, {"remote-item", o.remoteItem}, {"remote-payment", o.remotePayment}} {
+		if !(p.v >= 0 && p.v <= 1) {
+			return o, usageError(fmt.Errorf("--%s %v: want a probability from 0 to 1", p.name, p.v))
+		}
+	}
+	switch {
+	case o.duration <= 0:
+		return o, usageError(fmt.Errorf("--duration %s: want more than 0", o.duration))
+	case o.clients < 1:
+		return o, usageError(fmt.Errorf("--clients %d: want at least 1 per warehouse", o.clients))
+	case o.progress < 0:
+		return o, usageError(fmt.Errorf("--progress %s: want 0 (none) or more", o.progress))
+	case !(o.warmUp >= 0 && o.coolDown >= 0 && o.warmUp+o.coolDown < 1):
+		return o, usageError(fmt.Errorf("--warm-up %v and --cool-down %v: want fractions that leave some of the run", o.warmUp, o.coolDown))
+	}
+	return o, nil
+}
+
+// bench is one run of the workload on one cluster.
+type bench struct {
+	opts       runOptions
+	endpoints  []string
+	loader     *client.Client // without emulated delays: loading and checking
+	warehouses []int
+	scale      gtpcc.Scale
+	protocol   string
+	configName string        // the cluster configuration's file, for the report
+	local      *server.Local // nil against a running cluster
+}
+
+// run runs the workload and the check, and returns the report.
+func (b *bench) run(ctx context.Context, progress io.Writer) (*gtpcc.Report, error) {
+	view := b.loader.Topology()
+	if b.protocol == "" {
+		b.protocol = view.Config.Protocol
+	}
+	dist, err := gtpcc.LatencyDistance(view.Partitions, view.Groups, view.Latency, b.warehouses)
+	if err != nil {
+		return nil, err
+	}
+	wl := gtpcc.DefaultWorkload(b.warehouses, b.scale)
+	wl.Locality, wl.RemoteItem, wl.RemotePayment, wl.GlobalOnly = b.opts.locality, b.opts.remoteItem, b.opts.remotePayment, b.opts.globalOnly
+	wl.Distance = dist
+
+	// One client per region, shared by the clients of the warehouses
+	// whose groups are there: its requests wait the emulated latency from
+	// that region to each group.
+	callers := make(map[string]*client.Client)
+	defer func() {
+		for _, c := range callers {
+			_ = c.Close()
+		}
+	}()
+	perRegion := make(map[string]int)
+	regionOf := func(w int) (string, error) {
+		g, _, err := view.Partitions.Owner(gtpcc.WarehouseKey(w))
+		if err != nil {
+			return "", err
+		}
+		return view.Groups.Group(g).Region, nil
+	}
+	for _, w := range b.warehouses {
+		r, err := regionOf(w)
+		if err != nil {
+			return nil, err
+		}
+		perRegion[r] += b.opts.clients
+	}
+	specs, err := gtpcc.ClientsPerWarehouse(b.warehouses, b.opts.clients, func(home, _ int) (gtpcc.Caller, error) {
+		region, err := regionOf(home)
+		if err != nil {
+			return nil, err
+		}
+		if c, ok := callers[region]; ok {
+			return c, nil
+		}
+		c, err := client.New(ctx, client.Config{
+			Endpoints: b.endpoints, Region: region, Sessions: perRegion[region],
+			Logger:   slog.New(slog.DiscardHandler),
+			WANDelay: wanDelay(view, region, b.opts.mode),
+		})
+		if err != nil {
+			return nil, err
+		}
+		callers[region] = c
+		return c, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var before map[string]server.Traffic
+	if b.local != nil {
+		before = b.local.Traffic()
+	}
+	cfg := gtpcc.RunConfig{
+		Protocol: b.protocol, Workload: wl, Clients: specs, Duration: b.opts.duration,
+		WarmUp: trim(b.opts.warmUp), CoolDown: trim(b.opts.coolDown), Seed: b.opts.seed,
+		Extra: map[string]string{"cluster_config": b.configName, "latency_mode": string(b.opts.mode), "scale": formatScale(b.scale)},
+	}
+	if b.opts.progress > 0 {
+		cfg.Progress, cfg.ProgressEvery = progress, b.opts.progress
+	}
+	rep, err := gtpcc.Run(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if b.local != nil {
+		b.traffic(rep, before, b.local.Traffic())
+	}
+	if b.opts.check {
+		cr, err := gtpcc.Check(ctx, b.loader, b.warehouses)
+		if err != nil {
+			return nil, fmt.Errorf("gtpcc: check after the run: %w", err)
+		}
+		if rep.Check, err = gtpcc.NewCheckSummary(cr); err != nil {
+			return nil, err
+		}
+	}
+	return rep, nil
+}
+
+// trim turns a --warm-up or --cool-down fraction into RunConfig's form,
+// where 0 means the default.
+func trim(f float64) float64 {
+	if f == 0 {
+		return gtpcc.TrimNone
+	}
+	return f
+}
+
+// wanDelay returns the emulated one-way delay from region to each group.
+func wanDelay(view *client.Topology, region string, mode server.LatencyMode) func(string) time.Duration {
+	lat := view.Latency
+	if lat == nil || mode == server.LatencyOff || !lat.Has(region) {
+		return nil
+	}
+	return func(group string) time.Duration {
+		g, ok := view.Groups.Lookup(group)
+		if !ok {
+			return 0
+		}
+		return mode.OneWay(lat.RTTMs(region, view.Groups.Group(g).Region))
+	}
+}
+
+// traffic fills the report's traffic per node and overhead per group from
+// the servers' counts before and after the run (its whole length, warm-up
+// and cool-down included). A group's overhead: the messages its leaders
+// sent per second, and per message it delivered.
+func (b *bench) traffic(rep *gtpcc.Report, before, after map[string]server.Traffic) {
+	secs := rep.Config.RunS
+	rep.Traffic = make(map[string]gtpcc.NodeTraffic)
+	type groupCount struct{ sends, deliveries uint64 }
+	groups := make(map[string]*groupCount)
+	for id, a := range after {
+		p := before[id] // zero for a node restarted or not running before
+		sends, bytes := a.Sends-min(a.Sends, p.Sends), a.SendBytes-min(a.SendBytes, p.SendBytes)
+		rep.Traffic[id] = gtpcc.NewNodeTraffic(int64(sends), int64(bytes), secs)
+		g := b.local.Group(id)
+		gc := groups[g]
+		if gc == nil {
+			gc = &groupCount{}
+			groups[g] = gc
+		}
+		gc.sends += sends
+		gc.deliveries = max(gc.deliveries, a.Deliveries-min(a.Deliveries, p.Deliveries))
+	}
+	rep.Overhead = make(map[string]gtpcc.GroupOverhead)
+	for g, gc := range groups {
+		o := gtpcc.GroupOverhead{"msgs_per_s": 0, "msgs_per_delivery": 0}
+		if secs > 0 {
+			o["msgs_per_s"] = float64(gc.sends) / secs
+		}
+		if gc.deliveries > 0 {
+			o["msgs_per_delivery"] = float64(gc.sends) / float64(gc.deliveries)
+		}
+		rep.Overhead[g] = o
+	}
+}
+
+// configName names the cluster configuration of --config for reports.
+func configName(v *viper.Viper) string {
+	if p := v.GetString("config"); p != "" {
+		return p
+	}
+	if v.GetString("endpoints") != "" {
+		return ""
+	}
+	return defaultConfigName
+}
+
+// runLocalBench runs the workload on a fresh local cluster for each
+// protocol of --protocols.
+func runLocalBench(cmd *cobra.Command, v *viper.Viper) error {
+	opts, err := readRunOptions(v)
+	if err != nil {
+		return err
+	}
+	if cmd.Flags().Changed("endpoints") {
+		return usageError(errors.New("--endpoints names a running cluster; --local starts its own"))
+	}
+	protocols, err := parseProtocols(v.GetString("protocols"))
+	if err != nil {
+		return usageError(err)
+	}
+	scale, err := parseScale(v.GetString("scale"))
+	if err != nil {
+		return usageError(err)
+	}
+	cfg, lat, err := loadCluster(v.GetString("config"))
+	if err != nil {
+		return usageError(err)
+	}
+	if lat == nil && v.GetString("config") == "" {
+		// The embedded configuration's regions are AWS regions: the demo
+		// emulates their latencies.
+		if lat, err = configs.AWS12Latency(); err != nil {
+			return err
+		}
+	}
+	jitter := v.GetFloat64("latency-jitter")
+	if !(jitter >= 0 && jitter <= 1) {
+		return usageError(fmt.Errorf("--latency-jitter %v: want a fraction from 0 to 1", jitter))
+	}
+	logger, err := newLogger(cmd.ErrOrStderr(), v.GetString("log-level"))
+	if err != nil {
+		return err
+	}
+	dataDir := v.GetString("data-dir")
+	if dataDir == "" {
+		if dataDir, err = os.MkdirTemp("", "flexkv-demo-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(dataDir)
+	}
+	ctx, stop := signalContext(cmd.Context())
+	defer stop()
+	out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	var reports []*gtpcc.Report
+	for _, proto := range protocols {
+		lr := localBench{
+			cfg: cfg, lat: lat, mode: opts.mode, jitter: jitter, dir: dataDir, deliveryLog: v.GetString("delivery-log"),
+			logger: logger, protocol: proto, scale: scale, opts: opts, configName: configName(v),
+		}
+		rep, err := lr.run(ctx, out, errOut)
+		if err != nil {
+			return fmt.Errorf("%s: %w", proto, err)
+		}
+		fmt.Fprintln(out)
+		if err := rep.WriteTable(out); err != nil {
+			return err
+		}
+		reports = append(reports, rep)
+	}
+	return finishBench(cmd, opts, reports)
+}
+
+// localBench is one protocol's run on a fresh cluster in this process.
+type localBench struct {
+	cfg         *partition.ClusterConfig
+	lat         *partition.Latency
+	mode        server.LatencyMode
+	jitter      float64
+	dir         string
+	deliveryLog string
+	logger      *slog.Logger
+	protocol    string
+	scale       gtpcc.Scale
+	opts        runOptions
+	configName  string
+}
+
+func (lb *localBench) run(ctx context.Context, out, errOut io.Writer) (*gtpcc.Report, error) {
+	cfg := *lb.cfg
+	cfg.Protocol = lb.protocol
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	dir := lb.dir + string(os.PathSeparator) + lb.protocol
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
+	dlog := ""
+	if lb.deliveryLog != "" {
+		dlog = lb.deliveryLog + string(os.PathSeparator) + lb.protocol
+	}
+	start := time.Now()
+	l, err := server.StartLocal(server.LocalConfig{
+		Cluster: &cfg, Latency: lb.lat, LatencyMode: lb.mode, LatencyJitter: lb.jitter, Dir: dir,
+		DeliveryLogDir: dlog, Logger: lb.logger, Procedures: gtpcc.Registry(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	if err := waitLeaders(ctx, l, &cfg); err != nil {
+		return nil, err
+	}
+	loader, err := client.New(ctx, client.Config{Endpoints: l.Endpoints(), Sessions: 256, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = loader.Close() }()
+	ws, err := selectWarehouses(loader.Topology(), lb.opts.warehouses)
+	if err != nil {
+		return nil, usageError(err)
+	}
+	fmt.Fprintf(out, "%s: %d groups x %d replicas ready in %s; emulated WAN: %s\n", lb.protocol, len(cfg.Groups), len(l.Nodes())/len(cfg.Groups),
+		time.Since(start).Round(time.Millisecond), latencySummary(lb.lat, lb.mode, lb.jitter))
+	start = time.Now()
+	err = gtpcc.Load(ctx, loader, gtpcc.LoadConfig{
+		Warehouses: ws, Scale: lb.scale, Date: start.UnixMilli(), Progress: loadProgress(errOut),
+	})
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "%s: loaded warehouses %s at scale %s in %s; running %d clients for %s\n", lb.protocol, formatWarehouses(ws),
+		formatScale(lb.scale), time.Since(start).Round(time.Millisecond), lb.opts.clients*len(ws), lb.opts.duration)
+	b := &bench{opts: lb.opts, endpoints: l.Endpoints(), loader: loader, warehouses: ws, scale: lb.scale, protocol: lb.protocol, local: l, configName: lb.configName}
+	rep, err := b.run(ctx, errOut)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.Close(); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// finishBench prints the comparison of several protocols, writes the JSON
+// and the plots, and
+// turns a failed check into exit code 1.
+func finishBench(cmd *cobra.Command, opts runOptions, reports []*gtpcc.Report) error {
+	out := cmd.OutOrStdout()
+	if len(reports) > 1 {
+		fmt.Fprintln(out)
+		if err := gtpcc.CompareTable(out, reports); err != nil {
+			return err
+		}
+	}
+	if opts.jsonPath != "" {
+		var v any = reports[0]
+		if len(reports) > 1 {
+			v = reports
+		}
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(opts.jsonPath, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "results: %s\n", opts.jsonPath)
+	}
+	if opts.plotDir != "" {
+		paths, err := gtpcc.WritePlots(opts.plotDir, reports)
+		if err != nil {
+			return err
+		}
+		for _, p := range paths {
+			fmt.Fprintf(out, "plot: %s\n", p)
+		}
+	}
+	var failed []string
+	for _, r := range reports {
+		if r.Check != nil && !r.Check.Passed {
+			failed = append(failed, r.Protocol)
+		}
+	}
+	if len(failed) > 0 {
+		return &exitError{code: 1, err: fmt.Errorf("consistency check failed under %s", strings.Join(failed, ", "))}
+	}
+	return nil
+}
+
+// loadProgress reports a load's progress on w at every quarter.
+func loadProgress(w io.Writer) func(done, total int) {
+	last := 0
+	return func(done, total int) {
+		if q := done * 4 / max(total, 1); q != last {
+			last = q
+			fmt.Fprintf(w, "loading: %d/%d calls\n", done, total)
+		}
+	}
+}
+
+// parseProtocols parses --protocols.
+func parseProtocols(s string) ([]string, error) {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		if !slices.Contains(partition.ProtocolNames, p) {
+			return nil, fmt.Errorf("--protocols %q: unknown protocol %q (want %s)", s, p, strings.Join(partition.ProtocolNames, ", "))
+		}
+		if slices.Contains(out, p) {
+			return nil, fmt.Errorf("--protocols %q: %s twice", s, p)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// parseScale parses --scale.
+func parseScale(s string) (gtpcc.Scale, error) {
+	var sc gtpcc.Scale
+	switch s {
+	case "small":
+		sc = gtpcc.Small
+	case "full":
+		sc = gtpcc.Full
+	default:
+		fields := map[string]*int{
+			"items": &sc.Items, "customers": &sc.CustomersPerDistrict,
+			"orders": &sc.OrdersPerDistrict, "new-orders": &sc.NewOrdersPerDistrict,
+		}
+		seen := map[string]bool{}
+		for _, kv := range strings.Split(s, ",") {
+			k, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
+			p, known := fields[k]
+			if !ok || !known {
+				return sc, fmt.Errorf("--scale %q: want small, full or items=N,customers=N,orders=N,new-orders=N", s)
+			}
+			n, err := strconv.Atoi(val)
+			if err != nil {
+				return sc, fmt.Errorf("--scale %q: %s=%q is not a number", s, k, val)
+			}
+			*p, seen[k] = n, true
+		}
+		if len(seen) != len(fields) {
+			return sc, fmt.Errorf("--scale %q: give all of items, customers, orders and new-orders", s)
+		}
+	}
+	if err := sc.Validate(); err != nil {
+		return sc, fmt.Errorf("--scale %q: %w", s, err)
+	}
+	return sc, nil
+}
+
+func formatScale(s gtpcc.Scale) string {
+	switch s {
+	case gtpcc.Small:
+		return "small"
+	case gtpcc.Full:
+		return "full"
+	}
+	return fmt.Sprintf("items=%d,customers=%d,orders=%d,new-orders=%d", s.Items, s.CustomersPerDistrict, s.OrdersPerDistrict, s.NewOrdersPerDistrict)
+}
+
+// clusterWarehouses returns the warehouses of a cluster: the partitions
+// whose range is exactly one warehouse prefix w/NNNN/, in order.
+func clusterWarehouses(view *client.Topology) []int {
+	var ws []int
+	for _, p := range view.Config.Partitions {
+		w, ok := gtpcc.ParseWarehouse([]byte(p.Start))
+		if ok && !p.Replicated && p.Start == string(gtpcc.WarehousePrefix(w)) && p.End == string(gtpcc.WarehouseEnd(w)) {
+			ws = append(ws, w)
+		}
+	}
+	slices.Sort(ws)
+	return ws
+}
+
+// selectWarehouses parses --warehouses against the cluster's warehouses.
+func selectWarehouses(view *client.Topology, s string) ([]int, error) {
+	all := clusterWarehouses(view)
+	if len(all) == 0 {
+		return nil, errors.New("the cluster has no warehouse partitions (partitions w/NNNN/ to w/NNNN+1/)")
+	}
+	switch s {
+	case "", "all":
+		return all, nil
+	case "first-per-group":
+		// The lowest warehouse of each group: every remote warehouse is
+		// in another group, so every transaction that has one is global.
+		var ws []int
+		seen := map[partition.GroupID]bool{}
+		for _, w := range all {
+			g, _, err := view.Partitions.Owner(gtpcc.WarehouseKey(w))
+			if err == nil && !seen[g] {
+				seen[g] = true
+				ws = append(ws, w)
+			}
+		}
+		return ws, nil
+	}
+	var ws []int
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(strings.TrimSpace(part), "-")
+		a, err1 := strconv.Atoi(lo)
+		b := a
+		var err2 error
+		if isRange {
+			b, err2 = strconv.Atoi(hi)
+		}
+		if err1 != nil || err2 != nil || a < 1 || b < a {
+			return nil, fmt.Errorf("--warehouses %q: want all, first-per-group, or numbers and ranges such as 1-3,5", s)
+		}
+		for w := a; w <= b; w++ {
+			if !slices.Contains(all, w) {
+				return nil, fmt.Errorf("--warehouses %q: warehouse %d is not a partition of the cluster (it has %s)", s, w, formatWarehouses(all))
+			}
+			if !slices.Contains(ws, w) {
+				ws = append(ws, w)
+			}
+		}
+	}
+	slices.Sort(ws)
+	return ws, nil
+}
+
+// formatWarehouses writes warehouses as ranges: 1-6,9.
+func formatWarehouses(ws []int) string {
+	var parts []string
+	for i := 0; i < len(ws); {
+		j := i
+		for j+1 < len(ws) && ws[j+1] == ws[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d-%d", ws[i], ws[j]))
+		} else {
+			parts = append(parts, strconv.Itoa(ws[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}
