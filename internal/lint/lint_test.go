@@ -571,6 +571,9 @@ type arrow struct {
 	deny  []string // import paths, each with everything below it; a trailing * matches any suffix
 	allow []string // exceptions to deny
 	why   string
+	// code: the rule binds the package's code, not its tests (a test may
+	// start a cluster to run the package against).
+	code bool
 }
 
 // arrows are DESIGN 1's import rules among the packages that exist so far.
@@ -589,6 +592,17 @@ var arrows = []arrow{
 		from: "txn",
 		deny: []string{modulePath + "/replication", modulePath + "/client", modulePath + "/gtpcc", modulePath + "/cmd"},
 		why:  "txn never imports replication (DESIGN 1)",
+	},
+	{
+		from: "gtpcc",
+		deny: []string{modulePath + "/server", modulePath + "/replication", modulePath + "/cmd", "github.com/cockroachdb/pebble*", "github.com/hashicorp/raft*"},
+		why:  "gtpcc talks to a cluster through the client only: cmd -> gtpcc -> client (DESIGN 1)",
+		code: true,
+	},
+	{
+		from: "client",
+		deny: []string{modulePath + "/server", modulePath + "/replication", modulePath + "/gtpcc", modulePath + "/cmd", "github.com/cockroachdb/pebble*", "github.com/hashicorp/raft*"},
+		why:  "the client is a library of its own: it imports nothing of the servers (DESIGN 1)",
 	},
 	{
 		from:  "partition",
@@ -645,6 +659,9 @@ func TestImportArrows(t *testing.T) {
 				checked++
 				for _, imp := range f.Imports {
 					path, _ := strconv.Unquote(imp.Path.Value)
+					if a.code && strings.HasSuffix(name, "_test.go") {
+						continue
+					}
 					if why := arrowProblem(dir, path); why != "" {
 						t.Errorf("%s:%d: arrow: imports %q: %s", rel, fset.Position(imp.Pos()).Line, path, why)
 					}
