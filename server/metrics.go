@@ -90,6 +90,12 @@ type counters struct {
 	// on time and load rather than on the clients' messages.
 	sends     [256]atomic.Uint64
 	sendBytes [256]atomic.Uint64
+	// accepted counts the client requests the group accepted (every
+	// replica applies them); payloadTo, by destination GroupID, the sends
+	// that carry a message's payload (msg, relay) while this replica led:
+	// what the other groups receive, for the overhead of DESIGN 3.4.
+	accepted  atomic.Uint64
+	payloadTo []atomic.Uint64
 
 	// delivery: from proposing a client request to delivering it here, at
 	// the replica that proposed it (the entry group's leader, when the
@@ -118,6 +124,11 @@ func (c *counters) observe(out node.Output, leader bool) {
 			c.delivery.observe(time.Since(start))
 		}
 	}
+	for _, m := range out.Requests {
+		if !m.ID.IsFlush() {
+			c.accepted.Add(1)
+		}
+	}
 	if !leader {
 		return
 	}
@@ -128,6 +139,9 @@ func (c *counters) observe(out node.Output, leader bool) {
 		}
 		c.sends[k].Add(1)
 		c.sendBytes[k].Add(uint64(len(snd.Payload)))
+		if (k == multicast.KindMsg || k == multicast.KindRelay) && int(snd.To) < len(c.payloadTo) {
+			c.payloadTo[snd.To].Add(1)
+		}
 	}
 }
 

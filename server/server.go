@@ -147,6 +147,7 @@ func Open(cfg Config) (*Server, error) {
 		waiters: newWaiters(),
 		stop:    make(chan struct{}),
 	}
+	s.counts.payloadTo = make([]atomic.Uint64, top.Len())
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}

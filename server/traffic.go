@@ -1,15 +1,26 @@
 package server
 
+import "github.com/flexkv/flexkv/partition"
+
 // Traffic is what a replica counted since its server opened: the envelopes
 // its group sent to other groups while this replica led it (the protocols'
 // own flush traffic included: it is part of what a protocol costs), their
 // payload bytes, and the messages it delivered (flushes excluded). The
 // gTPC-C driver reports it per node (DESIGN 9: messages and bytes per node
 // per second).
+//
+// For a group's overhead (DESIGN 3.4: 1 - delivered/received payload
+// messages), Requests counts the client requests its group accepted and
+// PayloadTo, by group name, the sends carrying a message's payload (msg,
+// relay) to each group while this replica led: what a group receives is
+// its requests plus the payload sends to it, summed over every replica of
+// every group (each send is counted once, by the replica that led then).
 type Traffic struct {
 	Sends      uint64
 	SendBytes  uint64
 	Deliveries uint64
+	Requests   uint64
+	PayloadTo  map[string]uint64
 }
 
 // Traffic returns the server's counts.
@@ -20,6 +31,15 @@ func (s *Server) Traffic() Traffic {
 		t.SendBytes += s.counts.sendBytes[k].Load()
 	}
 	t.Deliveries = s.counts.deliveriesLocal.Load() + s.counts.deliveriesGlobal.Load()
+	t.Requests = s.counts.accepted.Load()
+	for g := range s.counts.payloadTo {
+		if n := s.counts.payloadTo[g].Load(); n > 0 {
+			if t.PayloadTo == nil {
+				t.PayloadTo = make(map[string]uint64)
+			}
+			t.PayloadTo[s.top.Name(partition.GroupID(g))] = n
+		}
+	}
 	return t
 }
 

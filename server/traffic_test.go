@@ -1,0 +1,69 @@
+package server
+
+import (
+	"testing"
+	"time"
+
+	"github.com/flexkv/flexkv/client"
+	"github.com/flexkv/flexkv/txn"
+)
+
+// TestTrafficOverhead: under the tree protocol a transaction for eu-west-3
+// and eu-central-1 enters at their tree-lca, the root eu-west-1, which
+// receives it and forwards it without delivering it (DESIGN 3.4's
+// overhead), while under FlexCast only the destinations receive it. The
+// counts of Local.Traffic tell the two apart.
+func TestTrafficOverhead(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	for _, tc := range []struct {
+		proto        string
+		rootReceives bool
+	}{
+		{"tree", true},
+		{"flexcast", false},
+	} {
+		t.Run(tc.proto, func(t *testing.T) {
+			l := startLocal(t, testCluster(t, tc.proto), t.TempDir())
+			ctx := ctxTimeout(t, time.Minute)
+			c, err := client.New(ctx, client.Config{Endpoints: l.Endpoints()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			// w/0003/ is eu-west-3's, w/0005/ eu-central-1's.
+			tx := &txn.Txn{Then: []txn.Op{{Kind: txn.OpPut, Key: []byte("w/0003/k"), Value: []byte("a")}, {Kind: txn.OpPut, Key: []byte("w/0005/k"), Value: []byte("b")}}}
+			if _, err := c.Txn(ctx, tx); err != nil {
+				t.Fatal(err)
+			}
+			// A group receives the requests it accepted (every replica
+			// counts them) and the payloads sent to it (counted once, by
+			// the sender's leader).
+			received := map[string]uint64{}
+			delivered := map[string]uint64{}
+			traffic := l.Traffic()
+			for id, tr := range traffic {
+				g := l.Group(id)
+				received[g] = max(received[g], tr.Requests)
+				delivered[g] = max(delivered[g], tr.Deliveries)
+			}
+			for _, tr := range traffic {
+				for to, n := range tr.PayloadTo {
+					received[to] += n
+				}
+			}
+			if got := received["eu-west-1"] > 0; got != tc.rootReceives {
+				t.Errorf("eu-west-1 received %d payload messages, delivered %d", received["eu-west-1"], delivered["eu-west-1"])
+			}
+			if delivered["eu-west-1"] != 0 {
+				t.Errorf("eu-west-1 delivered %d messages, not a destination of any", delivered["eu-west-1"])
+			}
+			for _, g := range []string{"eu-west-3", "eu-central-1"} {
+				if received[g] == 0 || delivered[g] != 1 {
+					t.Errorf("%s received %d and delivered %d, want at least 1 and exactly 1", g, received[g], delivered[g])
+				}
+			}
+		})
+	}
+}
