@@ -100,14 +100,10 @@ type LoadArgs struct {
 	Date int64 `json:"date_ms"`
 }
 
-// EncodeArgs returns the encoded arguments of a procedure call.
-func EncodeArgs(args any) []byte {
-	b, err := json.Marshal(args)
-	if err != nil {
-		panic(fmt.Sprintf("gtpcc: encode %T: %v", args, err))
-	}
-	return b
-}
+// EncodeArgs returns the encoded arguments of a procedure call: their
+// JSON, as Encode writes rows (the argument structs, like the rows, are
+// plain structs of strings and numbers).
+func EncodeArgs(args any) []byte { return Encode(args) }
 
 // decodeArgs parses the arguments of a call to proc into args, strictly:
 // unknown fields are an error.

@@ -65,8 +65,8 @@ const (
 	TrimDefault = 0.1
 	TrimNone    = -1.0
 	// ProgressEveryDefault is the interval of progress lines when
-	// RunConfig.ProgressEvery is 0.
-	ProgressEveryDefault = 10 * time.Second
+	// RunConfig.ProgressEvery is 0, and the CLI's default.
+	ProgressEveryDefault = 5 * time.Second
 	// ErrorPauseDefault is how long a client waits after a failed call
 	// when RunConfig.ErrorPause is 0, so that a cluster that fails at
 	// once does not make the clients spin.
@@ -389,19 +389,27 @@ func newRecorder(start time.Time, cfg RunConfig) *recorder {
 }
 
 // outcome classifies a call: failed (an error), or completed, rolled back
-// or not. A new-order that TPC-C expects to roll back counts as rolled
-// back whether the procedure reports it as an outcome (Succeeded false)
-// or as an abort.
+// or not. Only a new-order marked Rollback may roll back, and it must: the
+// procedures report the unknown item as Succeeded false (ErrRolledBack),
+// taken alike at every destination from the replicated item table. So a
+// marked new-order that succeeds (an item table that has the unused item),
+// an unmarked call that rolls back, and an abort of any call (a missing
+// or corrupt row, a bad argument) are failures: hiding them would hide
+// the only sign that the groups' tables differ.
 func outcome(op Op, res *txn.Result, err error) (rolledBack bool, failure error) {
 	switch {
-	case err != nil && op.Rollback && errors.Is(err, txn.ErrAborted):
-		return true, nil
+	case err != nil && errors.Is(err, txn.ErrAborted):
+		return false, fmt.Errorf("%s: aborted: %w", op.Kind, err)
 	case err != nil:
 		return false, err
 	case res == nil:
-		return false, fmt.Errorf("gtpcc: %s returned neither a result nor an error", op.Proc)
+		return false, fmt.Errorf("%s: %s returned neither a result nor an error", op.Kind, op.Proc)
+	case op.Rollback && res.Succeeded:
+		return false, fmt.Errorf("%s: expected a rollback (unused item), got success", op.Kind)
+	case !op.Rollback && !res.Succeeded:
+		return false, fmt.Errorf("%s: expected success, got a rollback", op.Kind)
 	}
-	return !res.Succeeded, nil
+	return op.Rollback, nil
 }
 
 // record records a call of op that ran from begin to end.

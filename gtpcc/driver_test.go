@@ -60,15 +60,15 @@ type scriptedCall struct {
 }
 
 // scriptedCaller answers call i after advancing the clock by the call's
-// fakeLatency: every 10th call fails, every 7th new-order rolls back, the
-// others succeed with 1 + i%3 destinations answering after 10, 20 and
-// 30 ms.
+// fakeLatency: every 10th call fails, a new-order with an unused item
+// (Small's) rolls back, the others succeed with 1 + i%3 destinations
+// answering after 10, 20 and 30 ms.
 type scriptedCaller struct {
 	clock *fakeClock
 	log   []scriptedCall
 }
 
-func (c *scriptedCaller) Call(_ context.Context, proc string, _ []byte, keys [][]byte) (*txn.Result, error) {
+func (c *scriptedCaller) Call(_ context.Context, proc string, args []byte, keys [][]byte) (*txn.Result, error) {
 	i := len(c.log)
 	end := c.clock.Advance(fakeLatency[proc])
 	call := scriptedCall{proc: proc, end: end, keys: keys}
@@ -78,9 +78,15 @@ func (c *scriptedCaller) Call(_ context.Context, proc string, _ []byte, keys [][
 		return nil, fmt.Errorf("boom %d", i%3)
 	}
 	res := &txn.Result{ID: fmt.Sprint(i), Succeeded: true}
-	if proc == ProcNewOrder && i%7 == 3 {
-		res.Succeeded = false
-		call.rolledBack = true
+	if proc == ProcNewOrder {
+		var a NewOrderArgs
+		if err := decodeArgs(proc, args, &a); err != nil {
+			return nil, err
+		}
+		if slices.ContainsFunc(a.Lines, func(l NewOrderLine) bool { return l.Item > Small.Items }) {
+			res.Succeeded = false
+			call.rolledBack = true
+		}
 	}
 	call.dests = 1 + i%3
 	for j := range call.dests {
@@ -251,30 +257,88 @@ func TestRunTrimNone(t *testing.T) {
 }
 
 func TestOutcome(t *testing.T) {
-	aborted := fmt.Errorf("client: %w: gtpcc: unknown item", txn.ErrAborted)
+	aborted := fmt.Errorf("client: %w: gtpcc: missing row", txn.ErrAborted)
 	ok := &txn.Result{Succeeded: true}
 	for _, tc := range []struct {
-		name        string
-		rollback    bool
-		res         *txn.Result
-		err         error
+		name     string
+		kind     string
+		rollback bool
+		res      *txn.Result
+		err      error
+		// wantFailure is the failure's text, "" for none.
 		wantRolled  bool
-		wantFailure bool
+		wantFailure string
 	}{
-		{"success", false, ok, nil, false, false},
-		{"rolled back", true, &txn.Result{}, nil, true, false},
-		{"else branch", false, &txn.Result{}, nil, true, false},
-		{"expected abort", true, nil, aborted, true, false},
-		{"unexpected abort", false, nil, aborted, false, true},
-		{"other error of a rollback", true, nil, errors.New("unavailable"), false, true},
-		{"no result", false, nil, nil, false, true},
+		{"success", KindNewOrder, false, ok, nil, false, ""},
+		{"payment success", KindPayment, false, ok, nil, false, ""},
+		{"rolled back", KindNewOrder, true, &txn.Result{}, nil, true, ""},
+		{"rollback succeeded", KindNewOrder, true, ok, nil, false, "new_order: expected a rollback (unused item), got success"},
+		{"unexpected rollback", KindNewOrder, false, &txn.Result{}, nil, false, "new_order: expected success, got a rollback"},
+		{"payment rolled back", KindPayment, false, &txn.Result{}, nil, false, "payment: expected success, got a rollback"},
+		{"abort of a rollback", KindNewOrder, true, nil, aborted, false, "new_order: aborted: client: txn: aborted: gtpcc: missing row"},
+		{"abort", KindDelivery, false, nil, aborted, false, "delivery: aborted: client: txn: aborted: gtpcc: missing row"},
+		{"other error of a rollback", KindNewOrder, true, nil, errors.New("unavailable"), false, "unavailable"},
+		{"no result", KindStockLevel, false, nil, nil, false, "stock_level: gtpcc.stock_level returned neither a result nor an error"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rolled, failure := outcome(Op{Proc: ProcNewOrder, Rollback: tc.rollback}, tc.res, tc.err)
-			if rolled != tc.wantRolled || (failure != nil) != tc.wantFailure {
-				t.Errorf("outcome = %v, %v; want rolled back %v, failure %v", rolled, failure, tc.wantRolled, tc.wantFailure)
+			proc := map[string]string{KindNewOrder: ProcNewOrder, KindPayment: ProcPayment, KindDelivery: ProcDelivery, KindStockLevel: ProcStockLevel}[tc.kind]
+			rolled, failure := outcome(Op{Kind: tc.kind, Proc: proc, Rollback: tc.rollback}, tc.res, tc.err)
+			text := ""
+			if failure != nil {
+				text = failure.Error()
+			}
+			if rolled != tc.wantRolled || text != tc.wantFailure {
+				t.Errorf("outcome = %v, %q; want rolled back %v, failure %q", rolled, text, tc.wantRolled, tc.wantFailure)
+			}
+			if tc.err != nil && !errors.Is(failure, tc.err) {
+				t.Errorf("failure %v does not wrap the call's error %v", failure, tc.err)
 			}
 		})
+	}
+}
+
+// TestRecorderOutcomes: a rolled-back new-order is a transaction, counted
+// in rolled_back too; a wrong outcome or an abort is an error, its text
+// sampled.
+func TestRecorderOutcomes(t *testing.T) {
+	start := time.Unix(1000, 0)
+	rec := newRecorder(start, RunConfig{Duration: 10 * time.Second})
+	at := start.Add(5 * time.Second)
+	newOrder := Op{Kind: KindNewOrder, Proc: ProcNewOrder}
+	rollback := Op{Kind: KindNewOrder, Proc: ProcNewOrder, Rollback: true}
+	payment := Op{Kind: KindPayment, Proc: ProcPayment}
+	ok, rolled := &txn.Result{Succeeded: true}, &txn.Result{}
+	for _, c := range []struct {
+		op  Op
+		res *txn.Result
+		err error
+	}{
+		{newOrder, ok, nil},
+		{rollback, rolled, nil},
+		{rollback, rolled, nil},
+		{payment, ok, nil},
+		{rollback, ok, nil},
+		{newOrder, rolled, nil},
+		{payment, rolled, nil},
+		{payment, nil, fmt.Errorf("%w: gtpcc: payment: no customer", txn.ErrAborted)},
+	} {
+		rec.record(c.op, at, at.Add(10*time.Millisecond), c.res, c.err)
+	}
+	rep := rec.report(RunConfig{Duration: 10 * time.Second})
+	if rep.TxnTotal != 4 || rep.RolledBack != 2 || rep.Errors != 4 {
+		t.Errorf("report: %d txn, %d rolled back, %d errors; want 4, 2, 4", rep.TxnTotal, rep.RolledBack, rep.Errors)
+	}
+	if n := rep.Latency.Get(KindNewOrder).Count; n != 3 {
+		t.Errorf("new-order latency count %d, want 3 (rolled back included)", n)
+	}
+	want := []string{
+		"new_order: expected a rollback (unused item), got success",
+		"new_order: expected success, got a rollback",
+		"payment: expected success, got a rollback",
+		"payment: aborted: txn: aborted: gtpcc: payment: no customer",
+	}
+	if !slices.Equal(rep.ErrorSamples, want) {
+		t.Errorf("error samples %q, want %q", rep.ErrorSamples, want)
 	}
 }
 
@@ -337,7 +401,8 @@ func TestProgressLine(t *testing.T) {
 	}
 }
 
-// homeCaller counts calls by the home warehouse of their arguments.
+// homeCaller counts calls by the home warehouse of their arguments; it
+// rolls back the new-orders with an unused item (Small's).
 type homeCaller struct {
 	mu    sync.Mutex
 	homes map[int]int
@@ -356,7 +421,15 @@ func (c *homeCaller) Call(ctx context.Context, proc string, args []byte, _ [][]b
 	c.mu.Unlock()
 	c.calls.Add(1)
 	pause(ctx, time.Millisecond) // not a busy loop
-	return &txn.Result{Succeeded: true, Destinations: []txn.DestLatency{{Ms: 1}, {Ms: 2}}}, nil
+	succeeded := true
+	if proc == ProcNewOrder {
+		var a NewOrderArgs
+		if err := decodeArgs(proc, args, &a); err != nil {
+			return nil, err
+		}
+		succeeded = !slices.ContainsFunc(a.Lines, func(l NewOrderLine) bool { return l.Item > Small.Items })
+	}
+	return &txn.Result{Succeeded: succeeded, Destinations: []txn.DestLatency{{Ms: 1}, {Ms: 2}}}, nil
 }
 
 // syncBuffer is a bytes.Buffer safe for the progress writer and the test.

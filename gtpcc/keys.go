@@ -40,7 +40,8 @@ const (
 // ProcedureKeys returns the keys that route a call to the gTPC-C procedure
 // name with args, the keys a client passes to client.Call: the procedure's
 // Keys. For ProcLoad they are the loaded warehouse's WarehouseKey. Bad
-// arguments, or a name that is not a gTPC-C procedure, are an error.
+// arguments (loadProc checks all of a load call's, as its Run does), or a
+// name that is not a gTPC-C procedure, are an error.
 func ProcedureKeys(name string, args []byte) ([][]byte, error) {
 	switch name {
 	case ProcNewOrder:
@@ -54,23 +55,9 @@ func ProcedureKeys(name string, args []byte) ([][]byte, error) {
 	case ProcStockLevel:
 		return stockLevelProc{}.Keys(args)
 	case ProcLoad:
-		return loadKeys(args)
+		return loadProc{}.Keys(args)
 	}
 	return nil, fmt.Errorf("gtpcc: unknown procedure %q", name)
-}
-
-// loadKeys returns the keys of a ProcLoad call: the WarehouseKey of the
-// warehouse it loads, whose group runs it. It checks only the warehouse;
-// the load procedure checks the rest.
-func loadKeys(args []byte) ([][]byte, error) {
-	var a LoadArgs
-	if err := decodeArgs(ProcLoad, args, &a); err != nil {
-		return nil, err
-	}
-	if err := checkWarehouse(ProcLoad, "w", a.W); err != nil {
-		return nil, err
-	}
-	return [][]byte{WarehouseKey(a.W)}, nil
 }
 
 // appendKey appends key to keys unless it is there already.
@@ -127,20 +114,45 @@ func checkLastName(proc, last string) error {
 	return nil
 }
 
+// checkDate checks a date argument: a Unix time in ms, at least 1,
+// because 0 is the null of the date columns (OrderLine.DeliveryD 0 is "not
+// delivered": a delivery dated 0 would set the carrier and leave its lines
+// undelivered, breaking condition 7).
+func checkDate(proc, field string, ms int64) error {
+	if ms < 1 {
+		return fmt.Errorf("gtpcc: %s: %s %d, want a Unix time in ms of at least 1 (0 is the null date)", proc, field, ms)
+	}
+	return nil
+}
+
+// decodeHome decodes the arguments of proc from b into a (a pointer) and
+// checks its home warehouse *w and, unless d is nil, its district *d,
+// fields of *a read after the decoding: the opening every parse function
+// shares.
+func decodeHome(proc string, b []byte, a any, w, d *int) error {
+	if err := decodeArgs(proc, b, a); err != nil {
+		return err
+	}
+	if err := checkWarehouse(proc, "w", *w); err != nil {
+		return err
+	}
+	if d == nil {
+		return nil
+	}
+	return checkDistrict(proc, "d", *d)
+}
+
 // parseNewOrder decodes and checks new-order arguments.
 func parseNewOrder(b []byte) (NewOrderArgs, error) {
 	const proc = ProcNewOrder
 	var a NewOrderArgs
-	if err := decodeArgs(proc, b, &a); err != nil {
-		return a, err
-	}
-	if err := checkWarehouse(proc, "w", a.W); err != nil {
-		return a, err
-	}
-	if err := checkDistrict(proc, "d", a.D); err != nil {
+	if err := decodeHome(proc, b, &a, &a.W, &a.D); err != nil {
 		return a, err
 	}
 	if err := checkRange(proc, "c", a.C, 1, customerIDMax); err != nil {
+		return a, err
+	}
+	if err := checkDate(proc, "entry_d_ms", a.EntryD); err != nil {
 		return a, err
 	}
 	// TPC-C orders 5..15 lines; fewer are accepted for tests and small runs.
@@ -166,13 +178,7 @@ func parseNewOrder(b []byte) (NewOrderArgs, error) {
 func parsePayment(b []byte) (PaymentArgs, error) {
 	const proc = ProcPayment
 	var a PaymentArgs
-	if err := decodeArgs(proc, b, &a); err != nil {
-		return a, err
-	}
-	if err := checkWarehouse(proc, "w", a.W); err != nil {
-		return a, err
-	}
-	if err := checkDistrict(proc, "d", a.D); err != nil {
+	if err := decodeHome(proc, b, &a, &a.W, &a.D); err != nil {
 		return a, err
 	}
 	if err := checkWarehouse(proc, "c_w", a.CW); err != nil {
@@ -187,20 +193,14 @@ func parsePayment(b []byte) (PaymentArgs, error) {
 	if a.Amount < 1 || a.Amount > paymentAmountMax {
 		return a, fmt.Errorf("gtpcc: %s: amount_cents %d, want 1..%d", proc, a.Amount, int64(paymentAmountMax))
 	}
-	return a, nil
+	return a, checkDate(proc, "date_ms", a.Date)
 }
 
 // parseOrderStatus decodes and checks order-status arguments.
 func parseOrderStatus(b []byte) (OrderStatusArgs, error) {
 	const proc = ProcOrderStatus
 	var a OrderStatusArgs
-	if err := decodeArgs(proc, b, &a); err != nil {
-		return a, err
-	}
-	if err := checkWarehouse(proc, "w", a.W); err != nil {
-		return a, err
-	}
-	if err := checkDistrict(proc, "d", a.D); err != nil {
+	if err := decodeHome(proc, b, &a, &a.W, &a.D); err != nil {
 		return a, err
 	}
 	return a, checkCustomerRef(proc, a.CID, a.CLast)
@@ -210,13 +210,13 @@ func parseOrderStatus(b []byte) (OrderStatusArgs, error) {
 func parseDelivery(b []byte) (DeliveryArgs, error) {
 	const proc = ProcDelivery
 	var a DeliveryArgs
-	if err := decodeArgs(proc, b, &a); err != nil {
+	if err := decodeHome(proc, b, &a, &a.W, nil); err != nil {
 		return a, err
 	}
-	if err := checkWarehouse(proc, "w", a.W); err != nil {
+	if err := checkRange(proc, "carrier", a.Carrier, 1, deliveryCarrierMax); err != nil {
 		return a, err
 	}
-	return a, checkRange(proc, "carrier", a.Carrier, 1, deliveryCarrierMax)
+	return a, checkDate(proc, "date_ms", a.Date)
 }
 
 // parseStockLevel decodes and checks stock-level arguments. TPC-C's
@@ -224,13 +224,7 @@ func parseDelivery(b []byte) (DeliveryArgs, error) {
 func parseStockLevel(b []byte) (StockLevelArgs, error) {
 	const proc = ProcStockLevel
 	var a StockLevelArgs
-	if err := decodeArgs(proc, b, &a); err != nil {
-		return a, err
-	}
-	if err := checkWarehouse(proc, "w", a.W); err != nil {
-		return a, err
-	}
-	if err := checkDistrict(proc, "d", a.D); err != nil {
+	if err := decodeHome(proc, b, &a, &a.W, &a.D); err != nil {
 		return a, err
 	}
 	if a.Threshold < 1 {

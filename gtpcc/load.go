@@ -16,10 +16,18 @@ import (
 // (loadProc), at the group that owns the warehouse: a call names a table
 // and a range of row numbers, and every replica generates the rows from
 // their keys alone (keyRand and the text functions of gen.go), so that the
-// call stays small and every replica writes the same bytes. Loading again
-// writes the same rows over the old ones. Items live in a replicated range,
-// which a procedure may not write, so Load writes them with ordinary
-// transactions.
+// call stays small and every replica writes the same bytes. Items live in a
+// replicated range, which a procedure may not write, so Load writes them
+// with ordinary transactions.
+//
+// A warehouse is loaded once: Load refuses, before writing anything, a
+// warehouse that has its ScaleKey (written last, once it is loaded whole).
+// Loading it again would write the initial rows over rows that runs have
+// changed (D_NEXT_O_ID, the YTDs, the stock and customer counters) but
+// keep the orders, history rows and payment records written since, which
+// then break the consistency conditions. A load that did not finish wrote
+// no ScaleKey and can be run again: it writes the same rows over the ones
+// it wrote.
 
 // Tables of LoadArgs.Table.
 const (
@@ -319,9 +327,13 @@ func customerRow(a *LoadArgs, d, c int) Customer {
 	return row
 }
 
+// loadHistoryIDPrefix starts the ids of the loader's history rows, which
+// no transaction id ("c...") starts with.
+const loadHistoryIDPrefix = "load-"
+
 // loadHistoryID returns the history id of customer c of district d's
-// initial payment: "load-DD-CCCC", which no transaction id ("c...") takes.
-func loadHistoryID(d, c int) string { return fmt.Sprintf("load-%02d-%04d", d, c) }
+// initial payment: "load-DD-CCCC".
+func loadHistoryID(d, c int) string { return fmt.Sprintf(loadHistoryIDPrefix+"%02d-%04d", d, c) }
 
 // writeCustomers writes customers From..To of every district, with their
 // name index entries and initial history rows.
@@ -500,12 +512,16 @@ func loadJobs(cfg LoadConfig) (items, warehouses []loadJob) {
 
 // Load writes the initial population of cfg.Warehouses through c: the
 // items first, then every warehouse's tables, with cfg.Concurrency calls in
-// flight. Loading again writes the same rows over the old ones (rows that
-// transactions added since stay). It stops at the first error, which names
-// the warehouse and table, or the items, that failed.
+// flight. It refuses, before writing anything, when a warehouse was loaded
+// already (has its ScaleKey): the cluster must be empty, or hold only the
+// rows of loads that did not finish. It stops at the first error, which
+// names the warehouse and table, or the items, that failed.
 func Load(ctx context.Context, c *client.Client, cfg LoadConfig) error {
 	cfg, err := checkLoadConfig(cfg)
 	if err != nil {
+		return err
+	}
+	if err := checkNotLoaded(ctx, c, cfg.Warehouses); err != nil {
 		return err
 	}
 	items, warehouses := loadJobs(cfg)
@@ -523,6 +539,22 @@ func Load(ctx context.Context, c *client.Client, cfg LoadConfig) error {
 	for _, w := range cfg.Warehouses {
 		if err := c.Put(ctx, ScaleKey(w), Encode(cfg.Scale)); err != nil {
 			return fmt.Errorf("gtpcc: load warehouse %d: scale: %w", w, err)
+		}
+	}
+	return nil
+}
+
+// checkNotLoaded returns an error naming the first of warehouses that has
+// its ScaleKey, that is, was loaded whole already.
+func checkNotLoaded(ctx context.Context, c *client.Client, warehouses []int) error {
+	for _, w := range warehouses {
+		_, found, err := c.Get(ctx, ScaleKey(w))
+		switch {
+		case err != nil:
+			return fmt.Errorf("gtpcc: load warehouse %d: read %s: %w", w, ScaleKey(w), err)
+		case found:
+			return fmt.Errorf("gtpcc: load: warehouse %d is loaded already (%s exists): loading again would reset its counters "+
+				"and keep the orders and history written since; start from an empty cluster", w, ScaleKey(w))
 		}
 	}
 	return nil
@@ -593,12 +625,22 @@ func runJob(ctx context.Context, c *client.Client, j loadJob) error {
 	if j.items {
 		err = putItems(ctx, c, j.args.From, j.args.To)
 	} else {
-		_, err = c.Call(ctx, ProcLoad, EncodeArgs(j.args), [][]byte{WarehouseKey(j.args.W)})
+		err = callLoad(ctx, c, EncodeArgs(j.args))
 	}
 	if err != nil {
 		return fmt.Errorf("gtpcc: load %s: %w", j, err)
 	}
 	return nil
+}
+
+// callLoad calls the load procedure with args, routed by its Keys.
+func callLoad(ctx context.Context, c *client.Client, args []byte) error {
+	keys, err := loadProc{}.Keys(args)
+	if err != nil {
+		return err
+	}
+	_, err = c.Call(ctx, ProcLoad, args, keys)
+	return err
 }
 
 // putItems writes items from..to (at most itemsPerTxn) in one transaction.

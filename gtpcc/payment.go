@@ -11,8 +11,26 @@ const customerDataMax = 500
 
 // paymentProc is payment (TPC-C clause 2.5): the home group adds the
 // amount to the warehouse and district and writes the history row; the
-// group of the customer's warehouse charges the customer.
+// group of the customer's warehouse charges the customer and writes the
+// payment's CustomerPayment record.
 type paymentProc struct{}
+
+// CustomerPayment is the customer-side record of a payment, at
+// CustomerPaymentKey(CW, id) where id is the payment's transaction id, as
+// its history row's HistoryKey(W, id). TPC-C has no such row: the history
+// row is written at the home warehouse, which may belong to another group
+// than the customer's, and may not know the customer's id (named by last
+// name). This record lets a check match the customer's piece of every
+// payment with the home piece (Check's condition g2) and sum a customer's
+// payments (conditions 10 and 12) within the customer's warehouse.
+type CustomerPayment struct {
+	CD     int   `json:"c_d"`
+	CID    int   `json:"c_id"` // resolved, also when named by last name
+	W      int   `json:"w"`    // the home warehouse, paid to
+	D      int   `json:"d"`
+	Amount int64 `json:"amount_cents"`
+	Date   int64 `json:"date_ms"`
+}
 
 var _ txn.Procedure = paymentProc{}
 
@@ -101,8 +119,8 @@ func (r procRows) paymentHome(a *PaymentArgs, cid int) (txn.OpResult, error) {
 	return txn.OpResult{Index: IndexHome, Kind: txn.OpPut, Key: key}, nil
 }
 
-// paymentCustomer charges customer cid (row c at key) and returns the
-// PaymentOutput.
+// paymentCustomer charges customer cid (row c at key), writes the
+// payment's CustomerPayment record and returns the PaymentOutput.
 func (r procRows) paymentCustomer(a *PaymentArgs, cid int, key []byte, c *Customer) (txn.OpResult, error) {
 	c.Balance -= a.Amount
 	c.YTDPayment += a.Amount
@@ -114,6 +132,10 @@ func (r procRows) paymentCustomer(a *PaymentArgs, cid int, key []byte, c *Custom
 		c.Data = truncateRunes(entry+c.Data, customerDataMax)
 	}
 	if err := r.put(key, c); err != nil {
+		return txn.OpResult{}, err
+	}
+	rec := CustomerPayment{CD: a.CD, CID: cid, W: a.W, D: a.D, Amount: a.Amount, Date: a.Date}
+	if err := r.put(CustomerPaymentKey(a.CW, r.p.ID.String()), &rec); err != nil {
 		return txn.OpResult{}, err
 	}
 	out := PaymentOutput{CW: a.CW, CD: a.CD, CID: cid, Credit: c.Credit, BalanceCents: c.Balance}

@@ -341,7 +341,7 @@ func TestNewOrder(t *testing.T) {
 func TestNewOrderRollsBackEverywhere(t *testing.T) {
 	a0, a1 := split()
 	before0, before1 := a0.clone(0, 1), a1.clone(1, 2)
-	b := EncodeArgs(NewOrderArgs{W: 1, D: 1, C: 1, Lines: []NewOrderLine{
+	b := EncodeArgs(NewOrderArgs{EntryD: 1, W: 1, D: 1, C: 1, Lines: []NewOrderLine{
 		{Item: 1, SupplyW: 1, Quantity: 1},
 		{Item: 2, SupplyW: 2, Quantity: 1},
 		{Item: fixtureItems + 1, SupplyW: 1, Quantity: 1}, // not in the item table
@@ -369,7 +369,7 @@ func TestNewOrderMissingRow(t *testing.T) {
 	a0, a1 := split()
 	delete(a1.kv, string(StockKey(2, 4)))
 	delete(a0.kv, string(DistrictKey(1, 1)))
-	b := EncodeArgs(NewOrderArgs{W: 1, D: 1, C: 1, Lines: []NewOrderLine{{Item: 4, SupplyW: 2, Quantity: 1}}})
+	b := EncodeArgs(NewOrderArgs{EntryD: 1, W: 1, D: 1, C: 1, Lines: []NewOrderLine{{Item: 4, SupplyW: 2, Quantity: 1}}})
 	for _, tc := range []struct {
 		g    *procGroup
 		want string
@@ -423,19 +423,19 @@ func TestPayment(t *testing.T) {
 		remote bool // the customer's warehouse is another group's
 		want   want
 	}{
-		{"local by id", PaymentArgs{W: 1, D: 1, CW: 1, CD: 2, CID: 3}, nil, false, want{1, 2, 3, 3, ""}},
-		{"remote by id", PaymentArgs{W: 1, D: 1, CW: 2, CD: 2, CID: 3}, nil, true, want{2, 2, 3, 3, ""}},
-		{"remote by name of 3", PaymentArgs{W: 1, D: 5, CW: 2, CD: 2, CLast: "PRESESEABLE"}, func(g *procGroup) {
+		{"local by id", PaymentArgs{Date: 1, W: 1, D: 1, CW: 1, CD: 2, CID: 3}, nil, false, want{1, 2, 3, 3, ""}},
+		{"remote by id", PaymentArgs{Date: 1, W: 1, D: 1, CW: 2, CD: 2, CID: 3}, nil, true, want{2, 2, 3, 3, ""}},
+		{"remote by name of 3", PaymentArgs{Date: 1, W: 1, D: 5, CW: 2, CD: 2, CLast: "PRESESEABLE"}, func(g *procGroup) {
 			// Sorted by first name: AAA(6) BBB(7) CCC(5); ceil(3/2) = 2: BBB.
 			setNamed(g, 2, 2, 5, "PRESESEABLE", "CCC", "AAA", "BBB")
 			setNamed(g, 2, 2, 8, "PRESESEABLEX", "AAB") // a longer name is not a match
 			setNamed(g, 2, 3, 9, "PRESESEABLE", "AAC")  // nor another district
 		}, true, want{2, 2, 7, 0, "PRESESEABLE"}},
-		{"local by name of 4", PaymentArgs{W: 2, D: 1, CW: 2, CD: 3, CLast: "OUGHTABLE"}, func(g *procGroup) {
+		{"local by name of 4", PaymentArgs{Date: 1, W: 2, D: 1, CW: 2, CD: 3, CLast: "OUGHTABLE"}, func(g *procGroup) {
 			// Sorted: AAA(9) BBB(11) CCC(10) DDD(8); ceil(4/2) = 2: BBB.
 			setNamed(g, 2, 3, 8, "OUGHTABLE", "DDD", "AAA", "CCC", "BBB")
 		}, false, want{2, 3, 11, 11, ""}},
-		{"by name of 1", PaymentArgs{W: 1, D: 1, CW: 1, CD: 1, CLast: "ABLE"}, func(g *procGroup) {
+		{"by name of 1", PaymentArgs{Date: 1, W: 1, D: 1, CW: 1, CD: 1, CLast: "ABLE"}, func(g *procGroup) {
 			setNamed(g, 1, 1, 20, "ABLE", "ZED")
 		}, false, want{1, 1, 20, 20, ""}},
 	} {
@@ -500,6 +500,19 @@ func TestPayment(t *testing.T) {
 			if h != wantH {
 				t.Errorf("history %+v, want %+v", h, wantH)
 			}
+
+			// The customer's group records its piece under the same id.
+			var rec CustomerPayment
+			cg.row(t, CustomerPaymentKey(tc.args.CW, "c7.3"), &rec)
+			wantRec := CustomerPayment{CD: tc.want.cd, CID: tc.want.cid, W: tc.args.W, D: tc.args.D, Amount: amount, Date: 99}
+			if rec != wantRec {
+				t.Errorf("customer-side record %+v, want %+v", rec, wantRec)
+			}
+			if tc.remote {
+				if _, ok := home.kv[string(CustomerPaymentKey(tc.args.CW, "c7.3"))]; ok {
+					t.Error("the home group wrote the customer-side record")
+				}
+			}
 		})
 	}
 }
@@ -515,7 +528,7 @@ func TestPaymentBadCredit(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := fixture(1, 2)
 			g.set(CustomerKey(2, 2, 3), Customer{First: "F3", Last: fixtureLast, Credit: "BC", Balance: 50, Data: tc.data})
-			res, err := g.run(t, paymentProc{}, EncodeArgs(PaymentArgs{W: 1, D: 1, CW: 2, CD: 2, CID: 3, Amount: 12345}), partition.SetOf(0))
+			res, err := g.run(t, paymentProc{}, EncodeArgs(PaymentArgs{Date: 1, W: 1, D: 1, CW: 2, CD: 2, CID: 3, Amount: 12345}), partition.SetOf(0))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -534,7 +547,7 @@ func TestPaymentBadCredit(t *testing.T) {
 
 func TestPaymentUnknownName(t *testing.T) {
 	g := fixture(1)
-	_, err := g.run(t, paymentProc{}, EncodeArgs(PaymentArgs{W: 1, D: 1, CW: 1, CD: 1, CLast: "NOBODY", Amount: 1}), partition.SetOf(0))
+	_, err := g.run(t, paymentProc{}, EncodeArgs(PaymentArgs{Date: 1, W: 1, D: 1, CW: 1, CD: 1, CLast: "NOBODY", Amount: 1}), partition.SetOf(0))
 	if err == nil || !strings.Contains(err.Error(), `"NOBODY"`) {
 		t.Errorf("payment to an unknown name: %v, want an error naming it", err)
 	}
@@ -558,6 +571,15 @@ func setOrder(g *procGroup, w, d, o, cid int, undelivered bool, lines ...OrderLi
 }
 
 func TestDelivery(t *testing.T) {
+	// A delivery dated 0 (the null date) would leave its lines undelivered
+	// under a carrier: refused, nothing written.
+	g0 := fixture(1)
+	setOrder(g0, 1, 2, 5, 1, true, OrderLine{Item: 1, Quantity: 1, Amount: 1})
+	if _, err := g0.run(t, deliveryProc{}, EncodeArgs(DeliveryArgs{W: 1, Carrier: 4}), partition.SetOf(0)); err == nil ||
+		!strings.Contains(err.Error(), "date_ms 0") || len(g0.writes) != 0 {
+		t.Fatalf("delivery dated 0: %v, wrote %q; want an error naming date_ms", err, g0.writes)
+	}
+
 	g := fixture(1)
 	// District 1: orders 9 and 10 undelivered (10 sorts after 9 as a
 	// number; as text "10" < "9"); 9 is the oldest.
@@ -712,14 +734,14 @@ func TestProcedureKeys(t *testing.T) {
 		args any
 		want []string
 	}{
-		{ProcNewOrder, NewOrderArgs{W: 3, D: 1, C: 1, Lines: []NewOrderLine{{Item: 9, SupplyW: 3, Quantity: 1}, {Item: 9, SupplyW: 3, Quantity: 2}}},
+		{ProcNewOrder, NewOrderArgs{EntryD: 1, W: 3, D: 1, C: 1, Lines: []NewOrderLine{{Item: 9, SupplyW: 3, Quantity: 1}, {Item: 9, SupplyW: 3, Quantity: 2}}},
 			[]string{"w/0003/wh", "w/0003/s/000009"}},
-		{ProcPayment, PaymentArgs{W: 3, D: 1, CW: 4, CD: 2, CID: 1, Amount: 1}, []string{"w/0003/wh", "w/0004/wh"}},
-		{ProcPayment, PaymentArgs{W: 3, D: 1, CW: 3, CD: 2, CLast: "ABLE", Amount: 1}, []string{"w/0003/wh"}},
+		{ProcPayment, PaymentArgs{Date: 1, W: 3, D: 1, CW: 4, CD: 2, CID: 1, Amount: 1}, []string{"w/0003/wh", "w/0004/wh"}},
+		{ProcPayment, PaymentArgs{Date: 1, W: 3, D: 1, CW: 3, CD: 2, CLast: "ABLE", Amount: 1}, []string{"w/0003/wh"}},
 		{ProcOrderStatus, OrderStatusArgs{W: 5, D: 1, CLast: "ABLE"}, []string{"w/0005/wh"}},
-		{ProcDelivery, DeliveryArgs{W: 6, Carrier: 1}, []string{"w/0006/wh"}},
+		{ProcDelivery, DeliveryArgs{Date: 1, W: 6, Carrier: 1}, []string{"w/0006/wh"}},
 		{ProcStockLevel, StockLevelArgs{W: 7, D: 10, Threshold: 10}, []string{"w/0007/wh"}},
-		{ProcLoad, LoadArgs{W: 8, Table: "stock", From: 1, To: 10, Scale: Small}, []string{"w/0008/wh"}},
+		{ProcLoad, LoadArgs{W: 8, Table: "stock", From: 1, To: 10, Scale: Small, Date: 1}, []string{"w/0008/wh"}},
 	} {
 		keys, err := ProcedureKeys(tc.name, EncodeArgs(tc.args))
 		if err != nil || !slices.Equal(keyStrings(keys), tc.want) {
@@ -740,33 +762,44 @@ func TestProcedureKeysErrors(t *testing.T) {
 		{ProcNewOrder, "{", "arguments"},
 		{ProcNewOrder, `{"w":1,"d":1,"c":1,"lines":[{"i":1,"supply_w":1,"qty":1}],"x":1}`, "unknown field"},
 		{ProcNewOrder, `{"w":1} {}`, "data after"},
-		{ProcNewOrder, NewOrderArgs{W: 0, D: 1, C: 1, Lines: ok}, "w 0"},
-		{ProcNewOrder, NewOrderArgs{W: WarehouseMax + 1, D: 1, C: 1, Lines: ok}, "w 10000"},
-		{ProcNewOrder, NewOrderArgs{W: 1, D: 11, C: 1, Lines: ok}, "d 11"},
-		{ProcNewOrder, NewOrderArgs{W: 1, D: 1, C: 0, Lines: ok}, "c 0"},
-		{ProcNewOrder, NewOrderArgs{W: 1, D: 1, C: 1}, "0 order lines"},
-		{ProcNewOrder, NewOrderArgs{W: 1, D: 1, C: 1, Lines: make([]NewOrderLine, 16)}, "16 order lines"},
-		{ProcNewOrder, NewOrderArgs{W: 1, D: 1, C: 1, Lines: []NewOrderLine{line(1, 1, 1), line(0, 1, 1)}}, "lines[1].i 0"},
-		{ProcNewOrder, NewOrderArgs{W: 1, D: 1, C: 1, Lines: []NewOrderLine{line(1, 0, 1)}}, "lines[0].supply_w 0"},
-		{ProcNewOrder, NewOrderArgs{W: 1, D: 1, C: 1, Lines: []NewOrderLine{line(1, 1, 11)}}, "lines[0].qty 11"},
-		{ProcNewOrder, NewOrderArgs{W: 1, D: 1, C: 1, Lines: []NewOrderLine{line(1, 1, 0)}}, "lines[0].qty 0"},
-		{ProcPayment, PaymentArgs{W: 1, D: 1, CW: 1, CD: 1, CID: 1}, "amount_cents 0"},
-		{ProcPayment, PaymentArgs{W: 1, D: 1, CW: 1, CD: 1, CID: 1, Amount: -5}, "amount_cents -5"},
-		{ProcPayment, PaymentArgs{W: 1, D: 1, CW: 0, CD: 1, CID: 1, Amount: 1}, "c_w 0"},
-		{ProcPayment, PaymentArgs{W: 1, D: 1, CW: 1, CD: 0, CID: 1, Amount: 1}, "c_d 0"},
-		{ProcPayment, PaymentArgs{W: 1, D: 1, CW: 1, CD: 1, Amount: 1}, "neither"},
-		{ProcPayment, PaymentArgs{W: 1, D: 1, CW: 1, CD: 1, CID: 1, CLast: "ABLE", Amount: 1}, "both"},
-		{ProcPayment, PaymentArgs{W: 1, D: 1, CW: 1, CD: 1, CID: -1, Amount: 1}, "c_id -1"},
-		{ProcPayment, PaymentArgs{W: 1, D: 1, CW: 1, CD: 1, CLast: "A/B", Amount: 1}, "last name"},
-		{ProcPayment, PaymentArgs{W: 1, D: 1, CW: 1, CD: 1, CLast: strings.Repeat("A", 17), Amount: 1}, "17 bytes"},
+		{ProcNewOrder, NewOrderArgs{EntryD: 1, W: 0, D: 1, C: 1, Lines: ok}, "w 0"},
+		{ProcNewOrder, NewOrderArgs{EntryD: 1, W: WarehouseMax + 1, D: 1, C: 1, Lines: ok}, "w 10000"},
+		{ProcNewOrder, NewOrderArgs{EntryD: 1, W: 1, D: 11, C: 1, Lines: ok}, "d 11"},
+		{ProcNewOrder, NewOrderArgs{EntryD: 1, W: 1, D: 1, C: 0, Lines: ok}, "c 0"},
+		{ProcNewOrder, NewOrderArgs{EntryD: 1, W: 1, D: 1, C: 1}, "0 order lines"},
+		{ProcNewOrder, NewOrderArgs{EntryD: 1, W: 1, D: 1, C: 1, Lines: make([]NewOrderLine, 16)}, "16 order lines"},
+		{ProcNewOrder, NewOrderArgs{EntryD: 1, W: 1, D: 1, C: 1, Lines: []NewOrderLine{line(1, 1, 1), line(0, 1, 1)}}, "lines[1].i 0"},
+		{ProcNewOrder, NewOrderArgs{EntryD: 1, W: 1, D: 1, C: 1, Lines: []NewOrderLine{line(1, 0, 1)}}, "lines[0].supply_w 0"},
+		{ProcNewOrder, NewOrderArgs{EntryD: 1, W: 1, D: 1, C: 1, Lines: []NewOrderLine{line(1, 1, 11)}}, "lines[0].qty 11"},
+		{ProcNewOrder, NewOrderArgs{EntryD: 1, W: 1, D: 1, C: 1, Lines: []NewOrderLine{line(1, 1, 0)}}, "lines[0].qty 0"},
+		{ProcPayment, PaymentArgs{Date: 1, W: 1, D: 1, CW: 1, CD: 1, CID: 1}, "amount_cents 0"},
+		{ProcPayment, PaymentArgs{Date: 1, W: 1, D: 1, CW: 1, CD: 1, CID: 1, Amount: -5}, "amount_cents -5"},
+		{ProcPayment, PaymentArgs{Date: 1, W: 1, D: 1, CW: 0, CD: 1, CID: 1, Amount: 1}, "c_w 0"},
+		{ProcPayment, PaymentArgs{Date: 1, W: 1, D: 1, CW: 1, CD: 0, CID: 1, Amount: 1}, "c_d 0"},
+		{ProcPayment, PaymentArgs{Date: 1, W: 1, D: 1, CW: 1, CD: 1, Amount: 1}, "neither"},
+		{ProcPayment, PaymentArgs{Date: 1, W: 1, D: 1, CW: 1, CD: 1, CID: 1, CLast: "ABLE", Amount: 1}, "both"},
+		{ProcPayment, PaymentArgs{Date: 1, W: 1, D: 1, CW: 1, CD: 1, CID: -1, Amount: 1}, "c_id -1"},
+		{ProcPayment, PaymentArgs{Date: 1, W: 1, D: 1, CW: 1, CD: 1, CLast: "A/B", Amount: 1}, "last name"},
+		{ProcPayment, PaymentArgs{Date: 1, W: 1, D: 1, CW: 1, CD: 1, CLast: strings.Repeat("A", 17), Amount: 1}, "17 bytes"},
 		{ProcOrderStatus, OrderStatusArgs{W: 1, D: 0, CID: 1}, "d 0"},
 		{ProcOrderStatus, OrderStatusArgs{W: 1, D: 1}, "neither"},
-		{ProcDelivery, DeliveryArgs{W: 1, Carrier: 0}, "carrier 0"},
-		{ProcDelivery, DeliveryArgs{W: 1, Carrier: 11}, "carrier 11"},
-		{ProcDelivery, DeliveryArgs{W: -1, Carrier: 1}, "w -1"},
+		{ProcDelivery, DeliveryArgs{Date: 1, W: 1, Carrier: 0}, "carrier 0"},
+		{ProcDelivery, DeliveryArgs{Date: 1, W: 1, Carrier: 11}, "carrier 11"},
+		{ProcDelivery, DeliveryArgs{Date: 1, W: -1, Carrier: 1}, "w -1"},
+		// Dates are at least 1: 0 is the null of the date columns.
+		{ProcNewOrder, NewOrderArgs{W: 1, D: 1, C: 1, Lines: ok}, "entry_d_ms 0"},
+		{ProcNewOrder, NewOrderArgs{W: 1, D: 1, C: 1, Lines: ok, EntryD: -7}, "entry_d_ms -7"},
+		{ProcPayment, PaymentArgs{W: 1, D: 1, CW: 1, CD: 1, CID: 1, Amount: 1}, "date_ms 0"},
+		{ProcPayment, PaymentArgs{W: 1, D: 1, CW: 1, CD: 1, CID: 1, Amount: 1, Date: -3}, "date_ms -3"},
+		{ProcDelivery, DeliveryArgs{W: 1, Carrier: 1}, "date_ms 0"},
+		{ProcDelivery, DeliveryArgs{W: 1, Carrier: 1, Date: -1}, "date_ms -1"},
 		{ProcStockLevel, StockLevelArgs{W: 1, D: 1}, "threshold 0"},
 		{ProcStockLevel, StockLevelArgs{W: 1, D: 0, Threshold: 10}, "d 0"},
-		{ProcLoad, LoadArgs{W: 0, Table: "stock"}, "w 0"},
+		{ProcLoad, LoadArgs{W: 0, Table: "stock"}, "warehouse 0"},
+		// The keys of a load call are its procedure's: every argument
+		// is checked, not only the warehouse.
+		{ProcLoad, LoadArgs{W: 1, Table: "nope", Scale: Small, Date: 1}, `table "nope"`},
+		{ProcLoad, LoadArgs{W: 1, Table: TableStock, From: 1, To: Small.Items + 1, Scale: Small, Date: 1}, "rows 1..1001"},
 		{ProcLoad, `{"w":1,"bogus":2}`, "unknown field"},
 	} {
 		b, isString := tc.args.(string)
@@ -813,10 +846,10 @@ func TestRouting(t *testing.T) {
 		args any
 		want partition.GroupSet
 	}{
-		{ProcNewOrder, NewOrderArgs{W: 1, D: 1, C: 1, Lines: []NewOrderLine{{Item: 1, SupplyW: 2, Quantity: 1}}}, partition.SetOf(0)},
-		{ProcNewOrder, NewOrderArgs{W: 1, D: 1, C: 1, Lines: []NewOrderLine{{Item: 1, SupplyW: 1, Quantity: 1}, {Item: 2, SupplyW: 3, Quantity: 1}}}, partition.SetOf(0, 1)},
-		{ProcPayment, PaymentArgs{W: 3, D: 1, CW: 1, CD: 1, CID: 1, Amount: 1}, partition.SetOf(0, 1)},
-		{ProcDelivery, DeliveryArgs{W: 3, Carrier: 1}, partition.SetOf(1)},
+		{ProcNewOrder, NewOrderArgs{EntryD: 1, W: 1, D: 1, C: 1, Lines: []NewOrderLine{{Item: 1, SupplyW: 2, Quantity: 1}}}, partition.SetOf(0)},
+		{ProcNewOrder, NewOrderArgs{EntryD: 1, W: 1, D: 1, C: 1, Lines: []NewOrderLine{{Item: 1, SupplyW: 1, Quantity: 1}, {Item: 2, SupplyW: 3, Quantity: 1}}}, partition.SetOf(0, 1)},
+		{ProcPayment, PaymentArgs{Date: 1, W: 3, D: 1, CW: 1, CD: 1, CID: 1, Amount: 1}, partition.SetOf(0, 1)},
+		{ProcDelivery, DeliveryArgs{Date: 1, W: 3, Carrier: 1}, partition.SetOf(1)},
 	} {
 		got, err := reg.Destinations(txn.Call{Name: tc.name, Args: EncodeArgs(tc.args)}, pm, top, 0)
 		if err != nil || got != tc.want {
@@ -890,11 +923,11 @@ func TestJunkNeverPanics(t *testing.T) {
 		proc txn.Procedure
 		args any
 	}{
-		{newOrderProc{}, NewOrderArgs{W: 1, D: 1, C: 1, Lines: []NewOrderLine{{Item: 1, SupplyW: 1, Quantity: 5}, {Item: 2, SupplyW: 2, Quantity: 5}}}},
-		{paymentProc{}, PaymentArgs{W: 1, D: 1, CW: 1, CD: 1, CLast: fixtureLast, Amount: 5}},
-		{paymentProc{}, PaymentArgs{W: 1, D: 1, CW: 2, CD: 1, CID: 1, Amount: 5}},
+		{newOrderProc{}, NewOrderArgs{EntryD: 1, W: 1, D: 1, C: 1, Lines: []NewOrderLine{{Item: 1, SupplyW: 1, Quantity: 5}, {Item: 2, SupplyW: 2, Quantity: 5}}}},
+		{paymentProc{}, PaymentArgs{Date: 1, W: 1, D: 1, CW: 1, CD: 1, CLast: fixtureLast, Amount: 5}},
+		{paymentProc{}, PaymentArgs{Date: 1, W: 1, D: 1, CW: 2, CD: 1, CID: 1, Amount: 5}},
 		{orderStatusProc{}, OrderStatusArgs{W: 1, D: 1, CLast: fixtureLast}},
-		{deliveryProc{}, DeliveryArgs{W: 1, Carrier: 1}},
+		{deliveryProc{}, DeliveryArgs{Date: 1, W: 1, Carrier: 1}},
 		{stockLevelProc{}, StockLevelArgs{W: 1, D: 1, Threshold: 10}},
 	}
 	base := fixture()

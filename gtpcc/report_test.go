@@ -128,21 +128,29 @@ func TestReportJSONEmpty(t *testing.T) {
 	}
 }
 
-func TestNewCheckSummary(t *testing.T) {
-	s, err := NewCheckSummary(CheckReport{Passed: false, Failures: []string{"condition 2: warehouse 1 district 3"}, FailuresOmitted: 2})
-	if err != nil || s.Passed || !slices.Equal(s.Failures, []string{"condition 2: warehouse 1 district 3"}) {
-		t.Errorf("NewCheckSummary(CheckReport) = %+v, %v", s, err)
+// TestCheckReportSummary: the summary keeps the failures and the count of
+// those omitted, and writes the count only when there are some.
+func TestCheckReportSummary(t *testing.T) {
+	cr := CheckReport{Passed: false, Failures: []string{"condition 2: warehouse 1 district 3"}, FailuresOmitted: 2}
+	s := cr.Summary()
+	if s.Passed || !slices.Equal(s.Failures, cr.Failures) || s.FailuresOmitted != 2 {
+		t.Errorf("Summary() = %+v, want the failures and 2 omitted", s)
 	}
-	s, err = NewCheckSummary(map[string]any{"passed": true, "failures": nil})
-	if err != nil || !s.Passed || s.Failures == nil || len(s.Failures) != 0 {
-		t.Errorf("passed with null failures: %+v, %v", s, err)
+	b, err := json.Marshal(s)
+	if err != nil || !bytes.Contains(b, []byte(`"failures_omitted":2`)) {
+		t.Errorf("summary JSON %s, %v: want failures_omitted 2", b, err)
 	}
-	s, err = NewCheckSummary(map[string]any{"passed": false, "failures": []any{map[string]any{"cond": 1, "w": 2}}})
-	if err != nil || !slices.Equal(s.Failures, []string{`{"cond":1,"w":2}`}) {
-		t.Errorf("object failures: %+v, %v", s, err)
+	s.Failures[0] = "changed"
+	if cr.Failures[0] == "changed" {
+		t.Error("the summary shares the report's failures")
 	}
-	if _, err := NewCheckSummary(map[string]any{"failures": []string{}}); err == nil {
-		t.Error("a check report without passed was accepted")
+
+	s = CheckReport{Passed: true}.Summary()
+	if !s.Passed || s.Failures == nil || len(s.Failures) != 0 {
+		t.Errorf("passed with nil failures: %+v, want [] failures", s)
+	}
+	if b, _ := json.Marshal(s); string(b) != `{"passed":true,"failures":[]}` {
+		t.Errorf("passed summary JSON %s, want no failures_omitted", b)
 	}
 }
 

@@ -17,11 +17,17 @@
 //	w/0001/c/01/0042               customer 42 of district 1
 //	w/0001/cl/01/LAST/FIRST/0042   customer name index (value empty): by last name, then first
 //	w/0001/h/ID                    history row of payment ID (the transaction id)
+//	w/0001/cp/ID                   customer-side record of payment ID, at the customer's warehouse
 //	w/0001/o/01/00000007           order 7 of district 1
 //	w/0001/no/01/00000007          new-order row of order 7 (value empty)
 //	w/0001/ol/01/00000007/03       order line 3 of order 7
 //	w/0001/s/000123                stock of item 123 in warehouse 1
 //	item/000123                    item 123 (replicated)
+//
+// A payment writes its history row at the home warehouse and its
+// customer-side record (CustomerPayment) at the customer's, each group the
+// row of its own warehouse, so that a check can match the two pieces of
+// every payment across groups (Check's condition g2).
 //
 // Rows are JSON objects (see the row types), so that `flexkv kv get` shows
 // them plainly. Money is in cents and rates (tax, discount) in basis points,
@@ -116,6 +122,10 @@ func CustomerKey(w, d, c int) []byte { return fmt.Appendf(nil, "w/%04d/c/%02d/%0
 // HistoryKey is the key of the history row of payment id at warehouse w.
 func HistoryKey(w int, id string) []byte { return fmt.Appendf(nil, "w/%04d/h/%s", w, id) }
 
+// CustomerPaymentKey is the key of the customer-side record of payment id
+// (the transaction id) at the customer's warehouse cw.
+func CustomerPaymentKey(cw int, id string) []byte { return fmt.Appendf(nil, "w/%04d/cp/%s", cw, id) }
+
 // OrderKey is the key of order o of district d of warehouse w.
 func OrderKey(w, d, o int) []byte { return fmt.Appendf(nil, "w/%04d/o/%02d/%08d", w, d, o) }
 
@@ -154,6 +164,16 @@ func NewOrderPrefix(w, d int) []byte { return fmt.Appendf(nil, "w/%04d/no/%02d/"
 
 // OrderLinePrefix is the prefix of district d's order-line keys.
 func OrderLinePrefix(w, d int) []byte { return fmt.Appendf(nil, "w/%04d/ol/%02d/", w, d) }
+
+// CustomerPrefix is the prefix of district d's customer keys.
+func CustomerPrefix(w, d int) []byte { return fmt.Appendf(nil, "w/%04d/c/%02d/", w, d) }
+
+// CustomerPaymentPrefix is the prefix of warehouse cw's customer-side
+// payment records.
+func CustomerPaymentPrefix(cw int) []byte { return fmt.Appendf(nil, "w/%04d/cp/", cw) }
+
+// StockPrefix is the prefix of warehouse w's stock keys.
+func StockPrefix(w int) []byte { return fmt.Appendf(nil, "w/%04d/s/", w) }
 
 // HistoryPrefix is the prefix of warehouse w's history keys.
 func HistoryPrefix(w int) []byte { return fmt.Appendf(nil, "w/%04d/h/", w) }

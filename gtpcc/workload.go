@@ -14,9 +14,10 @@ import (
 
 // The workload (DESIGN 9): what one closed-loop client of home warehouse W
 // submits, one transaction after another. TPC-C's rules (clause 2.4 to 2.8,
-// 5.2.3) with the geo-distribution of gTPC-C: a remote warehouse is chosen
-// by distance from the home warehouse, the nearest with probability
-// Locality.
+// 5.2.3) with the geo-distribution of gTPC-C: a remote warehouse is one of
+// another group (another region), so that a transaction with one is
+// atomically multicast to several groups; it is chosen by distance from
+// the home warehouse, the nearest with probability Locality.
 
 // The kinds of transaction, as the report names them (DESIGN 10.3).
 const (
@@ -46,12 +47,12 @@ const (
 	// LocalityDefault is the probability that a remote warehouse is the
 	// one nearest to the home warehouse.
 	LocalityDefault = 0.9
-	// globalWarehousesMax bounds the warehouses of a transaction under
+	// globalGroupsMax bounds the groups of a transaction under
 	// GlobalOnly: the paper's latency runs left out larger ones.
-	globalWarehousesMax = 3
+	globalGroupsMax = 3
 	// globalAttemptsMax bounds the new-orders drawn, under GlobalOnly,
-	// to find one of at most globalWarehousesMax warehouses; the last
-	// attempt restricts the remote warehouses instead (see newOrder).
+	// to find one of at most globalGroupsMax groups; the last attempt
+	// restricts the remote warehouses instead (see newOrder).
 	globalAttemptsMax = 64
 )
 
@@ -102,10 +103,13 @@ type WorkloadConfig struct {
 	Warehouses []int `json:"warehouses"`
 	Scale      Scale `json:"scale"`
 	// Locality is the probability that a remote warehouse is the nearest
-	// one to the home warehouse; else the next nearest with probability
-	// Locality, and so on: the k-th nearest (from 0) with probability
-	// proportional to Locality*(1-Locality)^k over the other warehouses.
-	// 0 picks among the other warehouses uniformly. In 0..1.
+	// candidate to the home warehouse; else the next nearest with
+	// probability Locality, and so on: the k-th nearest (from 0) with
+	// probability proportional to Locality*(1-Locality)^k over the
+	// candidates. 0 picks among them uniformly. In 0..1. The candidates
+	// are the warehouses of the groups other than the home's (see Group),
+	// ranked by Distance, ties by number; in a cluster of one group, the
+	// other warehouses of that group.
 	Locality float64 `json:"locality"`
 	// RemoteItem is the probability that a new-order line is supplied by
 	// a remote warehouse (RemoteItemTPCC, RemoteItemPaper). In 0..1.
@@ -113,20 +117,26 @@ type WorkloadConfig struct {
 	// RemotePayment is the probability that a payment is made by a
 	// customer of a remote warehouse (RemotePaymentDefault). In 0..1.
 	RemotePayment float64 `json:"remote_payment"`
-	// GlobalOnly keeps only transactions of two or three warehouses, as
-	// the paper's latency runs did: new-orders with at least one remote
-	// line, payments by a remote customer. The other kinds are local and
-	// are left out; so are new-orders of more than three warehouses.
+	// GlobalOnly keeps only transactions of two or three groups, as the
+	// paper's latency runs did: new-orders with at least one remote line,
+	// payments by a remote customer. The other kinds are local and are
+	// left out; so are new-orders of more than three groups. It needs
+	// warehouses in two or more groups.
 	GlobalOnly bool `json:"global_only"`
 	// Mix weighs the kinds of transaction; the zero Mix is DefaultMix.
 	Mix Mix `json:"mix"`
 	// C are NURand's run-time constants.
 	C NURandC `json:"nurand_c"`
 	// Distance is the distance between two warehouses, such as the
-	// latency between their groups' regions (LatencyDistance): remote
+	// latency between their groups' regions (ClusterLayout): remote
 	// warehouses are ranked by it, ties by warehouse number. Nil: all are
 	// equally far, so ranked by number.
 	Distance func(a, b int) float64 `json:"-"`
+	// Group returns the group (>= 0) that owns a warehouse of Warehouses,
+	// such as its partition's raft group (ClusterLayout): remote
+	// warehouses are taken from other groups, and GlobalOnly counts
+	// groups. Nil: every warehouse is its own group.
+	Group func(w int) int `json:"-"`
 }
 
 // DefaultWorkload returns the workload of DESIGN 9 on warehouses of
@@ -165,6 +175,11 @@ func (c *WorkloadConfig) validate(home int) error {
 	if !seen[home] {
 		return fmt.Errorf("gtpcc: workload: home warehouse %d is not one of the warehouses", home)
 	}
+	for _, w := range c.Warehouses {
+		if g := c.groupOf(w); g < 0 {
+			return fmt.Errorf("gtpcc: workload: warehouse %d is in group %d, want a group >= 0", w, g)
+		}
+	}
 	if err := c.Scale.Validate(); err != nil {
 		return fmt.Errorf("gtpcc: workload: %w", err)
 	}
@@ -196,8 +211,8 @@ func (c *WorkloadConfig) validate(home int) error {
 func (c *WorkloadConfig) validateGlobal() error {
 	m := c.mix()
 	switch {
-	case len(c.Warehouses) < 2:
-		return errors.New("gtpcc: workload: global-only needs two or more warehouses")
+	case len(c.groups(c.Warehouses)) < 2:
+		return errors.New("gtpcc: workload: global-only needs warehouses in two or more groups")
 	case m.NewOrder == 0 && m.Payment == 0:
 		return errors.New("gtpcc: workload: global-only needs new-orders or payments in the mix (the other kinds are local)")
 	case m.NewOrder > 0 && c.RemoteItem == 0:
@@ -206,6 +221,25 @@ func (c *WorkloadConfig) validateGlobal() error {
 		return errors.New("gtpcc: workload: global-only with payments needs a remote payment probability above 0")
 	}
 	return nil
+}
+
+// groupOf returns the group of warehouse w: c.Group's, or w itself when
+// c.Group is nil.
+func (c *WorkloadConfig) groupOf(w int) int {
+	if c.Group == nil {
+		return w
+	}
+	return c.Group(w)
+}
+
+// groups returns the distinct groups of warehouses, ascending.
+func (c *WorkloadConfig) groups(warehouses []int) []int {
+	gs := make([]int, len(warehouses))
+	for i, w := range warehouses {
+		gs[i] = c.groupOf(w)
+	}
+	slices.Sort(gs)
+	return slices.Compact(gs)
 }
 
 // mix returns the mix in effect: DefaultMix for the zero Mix.
@@ -228,6 +262,10 @@ type Op struct {
 	// Warehouses are the distinct warehouses the transaction touches,
 	// ascending.
 	Warehouses []int
+	// Groups are the distinct groups of Warehouses (WorkloadConfig.Group;
+	// the warehouse numbers when it is nil), ascending: the transaction
+	// is global when there are two or more.
+	Groups []int
 	// Rollback tells a new-order with an unused item, which TPC-C expects
 	// to roll back (clause 2.4.2.3).
 	Rollback bool
@@ -240,8 +278,9 @@ type Generator struct {
 	cfg  WorkloadConfig
 	home int
 	rng  *rand.Rand
-	// remotes are the other warehouses, nearest first; remoteCum[k] is
-	// the probability of drawing one of remotes[:k+1].
+	// remotes are the candidate remote warehouses (see rankRemotes),
+	// nearest first; remoteCum[k] is the probability of drawing one of
+	// remotes[:k+1].
 	remotes   []int
 	remoteCum []float64
 	// kindCum[i] is the sum of the weights of kinds[:i+1] that may be
@@ -267,7 +306,7 @@ func NewGenerator(cfg WorkloadConfig, home int, seed uint64) (*Generator, error)
 		rng: rand.New(rand.NewPCG(seed, uint64(home)^0x6a09e667f3bcc909)),
 	}
 	var err error
-	if g.remotes, err = rankRemotes(cfg.Warehouses, home, cfg.Distance); err != nil {
+	if g.remotes, err = rankRemotes(cfg.Warehouses, home, cfg.Distance, cfg.groupOf); err != nil {
 		return nil, err
 	}
 	g.remoteCum = localityCumulative(len(g.remotes), cfg.Locality)
@@ -287,16 +326,20 @@ func NewGenerator(cfg WorkloadConfig, home int, seed uint64) (*Generator, error)
 	return g, nil
 }
 
-// rankRemotes returns the warehouses other than home, nearest to home
-// first, ties by number.
-func rankRemotes(warehouses []int, home int, distance func(a, b int) float64) ([]int, error) {
+// rankRemotes returns the candidate remote warehouses of a client of home,
+// nearest to home first, ties by number: the warehouses of groups other
+// than home's, or, when every warehouse is in home's group, the other
+// warehouses of that group.
+func rankRemotes(warehouses []int, home int, distance func(a, b int) float64, group func(w int) int) ([]int, error) {
 	type ranked struct {
 		w int
 		d float64
 	}
+	homeGroup := group(home)
+	otherGroups := slices.ContainsFunc(warehouses, func(w int) bool { return group(w) != homeGroup })
 	var rs []ranked
 	for _, w := range warehouses {
-		if w == home {
+		if w == home || (otherGroups && group(w) == homeGroup) {
 			continue
 		}
 		d := 0.0
@@ -388,7 +431,11 @@ func (g *Generator) Next(now time.Time) Op {
 // op assembles an Op.
 func (g *Generator) op(kind, proc string, args any, warehouses []int, rollback bool) Op {
 	slices.Sort(warehouses)
-	return Op{Kind: kind, Proc: proc, Args: EncodeArgs(args), Warehouses: slices.Compact(warehouses), Rollback: rollback}
+	warehouses = slices.Compact(warehouses)
+	return Op{
+		Kind: kind, Proc: proc, Args: EncodeArgs(args),
+		Warehouses: warehouses, Groups: g.cfg.groups(warehouses), Rollback: rollback,
+	}
 }
 
 // drawKind returns the index in kinds of the next transaction's kind.
@@ -421,8 +468,8 @@ func (g *Generator) customer() (id int, last string) {
 	return NURand(g.rng, g.aCustomer, 1, g.cfg.Scale.CustomersPerDistrict, g.cfg.C.CustomerID), ""
 }
 
-// remote returns a warehouse other than home, by locality; there must be
-// one.
+// remote returns a candidate remote warehouse (one of another group, if
+// any), by locality; there must be one.
 func (g *Generator) remote() int {
 	x := g.rng.Float64()
 	for k, c := range g.remoteCum {
@@ -448,11 +495,11 @@ func (g *Generator) payment(date int64) Op {
 
 // newOrder draws a new-order (clause 2.4.1). Under GlobalOnly, one with
 // at least one remote line (drawn from the distribution conditioned on
-// that, see remoteLines) and at most globalWarehousesMax warehouses: a
-// larger one is left out and drawn again; after globalAttemptsMax
-// attempts, which only a very low locality over many warehouses with a
-// high RemoteItem reaches, the last draw reuses an earlier remote
-// warehouse where it would add one too many.
+// that, see remoteLines) and at most globalGroupsMax groups: a larger one
+// is left out and drawn again; after globalAttemptsMax attempts, which
+// only a very low locality over many groups with a high RemoteItem
+// reaches, the last draw reuses an earlier remote warehouse where it
+// would add a group too many.
 func (g *Generator) newOrder(date int64) Op {
 	for attempt := 1; ; attempt++ {
 		limit := g.cfg.GlobalOnly && attempt == globalAttemptsMax
@@ -462,24 +509,26 @@ func (g *Generator) newOrder(date int64) Op {
 			ws = append(ws, l.SupplyW)
 		}
 		op := g.op(KindNewOrder, ProcNewOrder, args, ws, rollback)
-		if !g.cfg.GlobalOnly || len(op.Warehouses) <= globalWarehousesMax {
+		if !g.cfg.GlobalOnly || len(op.Groups) <= globalGroupsMax {
 			return op
 		}
 		if limit {
-			panic(fmt.Sprintf("gtpcc: workload: limited new-order has %d warehouses", len(op.Warehouses)))
+			panic(fmt.Sprintf("gtpcc: workload: limited new-order has %d groups", len(op.Groups)))
 		}
 	}
 }
 
 // drawNewOrder draws a new-order's arguments and whether it is one of the
 // 1% with an unused item on its last line. With limit set, a line never
-// adds a third remote warehouse: it gets the first one.
+// adds a group past globalGroupsMax: it gets the first remote warehouse
+// drawn instead.
 func (g *Generator) drawNewOrder(date int64, limit bool) (NewOrderArgs, bool) {
 	args := NewOrderArgs{W: g.home, D: g.district(), EntryD: date}
 	args.C = NURand(g.rng, g.aCustomer, 1, g.cfg.Scale.CustomersPerDistrict, g.cfg.C.CustomerID)
 	remote := g.remoteLines()
 	args.Lines = make([]NewOrderLine, len(remote))
-	var chosen []int // distinct remote warehouses so far
+	first := 0                             // the first remote warehouse drawn, 0 before
+	groups := []int{g.cfg.groupOf(g.home)} // distinct groups so far
 	for i := range args.Lines {
 		l := &args.Lines[i]
 		l.Item = NURand(g.rng, g.aItem, 1, g.cfg.Scale.Items, g.cfg.C.Item)
@@ -487,11 +536,14 @@ func (g *Generator) drawNewOrder(date int64, limit bool) (NewOrderArgs, bool) {
 		l.SupplyW = g.home
 		if remote[i] {
 			w := g.remote()
-			if !slices.Contains(chosen, w) {
-				if limit && len(chosen) == globalWarehousesMax-1 {
-					w = chosen[0]
+			if first == 0 {
+				first = w
+			}
+			if gw := g.cfg.groupOf(w); !slices.Contains(groups, gw) {
+				if limit && len(groups) == globalGroupsMax {
+					w = first
 				} else {
-					chosen = append(chosen, w)
+					groups = append(groups, gw)
 				}
 			}
 			l.SupplyW = w
@@ -565,38 +617,52 @@ func (g *Generator) pick(weights []float64) int {
 	return 0
 }
 
-// LatencyDistance returns a WorkloadConfig.Distance for a cluster: the
-// round-trip latency between the regions of the groups owning two
-// warehouses. It fails when a warehouse is in no partition, or in a
-// replicated one, or when the matrix lacks a group's region. A nil matrix
-// makes every distance 0 (warehouses ranked by number).
-func LatencyDistance(parts *partition.PartitionMap, groups *partition.Topology, lat *partition.Latency, warehouses []int) (func(a, b int) float64, error) {
+// ClusterLayout returns a WorkloadConfig's Distance and Group for the
+// warehouses of a cluster. A warehouse's group is the group that owns its
+// partition (a partition.GroupID); -1 for a warehouse not among
+// warehouses. The distance between two warehouses is the round-trip
+// latency between their groups' regions: the matrix's diagonal within a
+// group, +Inf when one is not among warehouses, and 0 for all without a
+// matrix (lat nil: remote warehouses ranked by number). It fails when a
+// warehouse is in no partition, or in a replicated one, or when the
+// matrix lacks a group's region.
+func ClusterLayout(parts *partition.PartitionMap, groups *partition.Topology, lat *partition.Latency, warehouses []int) (distance func(a, b int) float64, group func(w int) int, err error) {
 	owner := make(map[int]partition.GroupID, len(warehouses))
 	for _, w := range warehouses {
 		if w < 1 || w > WarehouseMax {
-			return nil, fmt.Errorf("gtpcc: warehouse %d, want 1..%d", w, WarehouseMax)
+			return nil, nil, fmt.Errorf("gtpcc: warehouse %d, want 1..%d", w, WarehouseMax)
 		}
 		g, replicated, err := parts.Owner(WarehouseKey(w))
 		if err != nil {
-			return nil, fmt.Errorf("gtpcc: warehouse %d: %w", w, err)
+			return nil, nil, fmt.Errorf("gtpcc: warehouse %d: %w", w, err)
 		}
 		if replicated {
-			return nil, fmt.Errorf("gtpcc: warehouse %d is in a replicated partition", w)
+			return nil, nil, fmt.Errorf("gtpcc: warehouse %d is in a replicated partition", w)
+		}
+		if g < 0 {
+			return nil, nil, fmt.Errorf("gtpcc: warehouse %d is owned by group %d", w, g)
 		}
 		owner[w] = g
 	}
+	group = func(w int) int {
+		if g, ok := owner[w]; ok {
+			return int(g)
+		}
+		return -1
+	}
 	if lat == nil {
-		return func(int, int) float64 { return 0 }, nil
+		return func(int, int) float64 { return 0 }, group, nil
 	}
 	if err := lat.CheckTopology(groups); err != nil {
-		return nil, fmt.Errorf("gtpcc: %w", err)
+		return nil, nil, fmt.Errorf("gtpcc: %w", err)
 	}
-	return func(a, b int) float64 {
+	distance = func(a, b int) float64 {
 		ga, okA := owner[a]
 		gb, okB := owner[b]
 		if !okA || !okB {
 			return math.Inf(1) // not a warehouse of the cluster: farthest
 		}
 		return lat.GroupRTTMs(groups, ga, gb)
-	}, nil
+	}
+	return distance, group, nil
 }

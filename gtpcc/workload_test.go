@@ -211,11 +211,12 @@ func TestGeneratorGlobalOnlyConditioned(t *testing.T) {
 	within(t, "mean remote lines", gotRemote, wantRemote, 0.05)
 }
 
-// remoteChoices returns the remote warehouses drawn by n global-only
-// payments of home.
+// remoteChoices returns the remote warehouses drawn by n payments of
+// home, all by remote customers.
 func remoteChoices(t *testing.T, cfg WorkloadConfig, home, n int) []int {
-	cfg.GlobalOnly = true
+	cfg.GlobalOnly = false
 	cfg.Mix = Mix{Payment: 1}
+	cfg.RemotePayment = 1
 	var out []int
 	for _, op := range drawOps(mustGenerator(t, cfg, home, 5), n) {
 		var a PaymentArgs
@@ -223,7 +224,7 @@ func remoteChoices(t *testing.T, cfg WorkloadConfig, home, n int) []int {
 			t.Fatal(err)
 		}
 		if a.CW == home {
-			t.Fatalf("global-only payment of a home customer: %+v", a)
+			t.Fatalf("remote payment of a home customer: %+v", a)
 		}
 		out = append(out, a.CW)
 	}
@@ -280,19 +281,33 @@ func TestGeneratorLocality(t *testing.T) {
 }
 
 func TestRankRemotes(t *testing.T) {
+	own := func(w int) int { return w }
 	far := map[int]float64{1: 0, 2: 30, 3: 10, 4: 10, 5: 5}
-	got, err := rankRemotes([]int{5, 4, 3, 2, 1}, 1, func(a, b int) float64 { return far[b] - far[a] })
+	dist := func(a, b int) float64 { return far[b] - far[a] }
+	got, err := rankRemotes([]int{5, 4, 3, 2, 1}, 1, dist, own)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := []int{5, 3, 4, 2}; !slices.Equal(got, want) {
 		t.Errorf("rankRemotes = %v, want %v (by distance, ties by number)", got, want)
 	}
-	if got, _ := rankRemotes([]int{3, 1, 2}, 2, nil); !slices.Equal(got, []int{1, 3}) {
+	if got, _ := rankRemotes([]int{3, 1, 2}, 2, nil, own); !slices.Equal(got, []int{1, 3}) {
 		t.Errorf("rankRemotes without distance = %v, want [1 3]", got)
 	}
-	if _, err := rankRemotes([]int{1, 2}, 1, func(int, int) float64 { return math.NaN() }); err == nil {
+	if _, err := rankRemotes([]int{1, 2}, 1, func(int, int) float64 { return math.NaN() }, own); err == nil {
 		t.Error("rankRemotes accepted a NaN distance")
+	}
+	// Warehouse 5 shares group 1 with home 1: though nearest, it is no
+	// candidate while other groups exist.
+	groupOf := map[int]int{1: 1, 5: 1, 2: 2, 3: 3, 4: 3}
+	pairs := func(w int) int { return groupOf[w] }
+	if got, _ := rankRemotes([]int{5, 4, 3, 2, 1}, 1, dist, pairs); !slices.Equal(got, []int{3, 4, 2}) {
+		t.Errorf("rankRemotes by group = %v, want [3 4 2] (group 1's 5 left out)", got)
+	}
+	// One group: the other warehouses of it.
+	one := func(int) int { return 0 }
+	if got, _ := rankRemotes([]int{5, 4, 3, 2, 1}, 1, dist, one); !slices.Equal(got, []int{5, 3, 4, 2}) {
+		t.Errorf("rankRemotes in one group = %v, want [5 3 4 2]", got)
 	}
 }
 
@@ -367,6 +382,16 @@ func checkOp(t *testing.T, cfg WorkloadConfig, home int, op Op) {
 	if _, err := ProcedureKeys(op.Proc, op.Args); err != nil {
 		bad("ProcedureKeys: %v", err)
 	}
+	// A remote warehouse is of another group than home's, unless the
+	// cluster has one group.
+	homeGroup := cfg.groupOf(home)
+	otherGroups := slices.ContainsFunc(cfg.Warehouses, func(w int) bool { return cfg.groupOf(w) != homeGroup })
+	remoteOK := func(w int) {
+		t.Helper()
+		if w != home && otherGroups && cfg.groupOf(w) == homeGroup {
+			bad("remote warehouse %d is in home's group %d", w, homeGroup)
+		}
+	}
 	touched := []int{home}
 	var proc string
 	switch op.Kind {
@@ -394,6 +419,7 @@ func checkOp(t *testing.T, cfg WorkloadConfig, home int, op Op) {
 			if !slices.Contains(cfg.Warehouses, l.SupplyW) {
 				bad("supply warehouse %d not in the cluster", l.SupplyW)
 			}
+			remoteOK(l.SupplyW)
 			touched = append(touched, l.SupplyW)
 		}
 	case KindPayment:
@@ -411,6 +437,7 @@ func checkOp(t *testing.T, cfg WorkloadConfig, home int, op Op) {
 		if a.CW == a.W && a.CD != a.D {
 			bad("a home customer of district %d paying at district %d", a.CD, a.D)
 		}
+		remoteOK(a.CW)
 		customer(a.CID, a.CLast)
 		touched = append(touched, a.CW)
 	case KindOrderStatus:
@@ -445,6 +472,14 @@ func checkOp(t *testing.T, cfg WorkloadConfig, home int, op Op) {
 	slices.Sort(touched)
 	if touched = slices.Compact(touched); !slices.Equal(touched, op.Warehouses) {
 		bad("Warehouses %v, want %v", op.Warehouses, touched)
+	}
+	var groups []int
+	for _, w := range touched {
+		groups = append(groups, cfg.groupOf(w))
+	}
+	slices.Sort(groups)
+	if groups = slices.Compact(groups); !slices.Equal(groups, op.Groups) {
+		bad("Groups %v, want %v", op.Groups, groups)
 	}
 	if op.Rollback && op.Kind != KindNewOrder {
 		bad("a rollback that is not a new-order")
@@ -567,7 +602,9 @@ func TestNewGeneratorErrors(t *testing.T) {
 		{"locality", 1, func(c *WorkloadConfig) { c.Locality = 1.5 }, "locality"},
 		{"remote NaN", 1, func(c *WorkloadConfig) { c.RemoteItem = math.NaN() }, "remote item"},
 		{"negative weight", 1, func(c *WorkloadConfig) { c.Mix = Mix{NewOrder: 5, Delivery: -1} }, "delivery"},
-		{"global one warehouse", 1, func(c *WorkloadConfig) { c.Warehouses = []int{1}; c.GlobalOnly = true }, "two or more"},
+		{"global one warehouse", 1, func(c *WorkloadConfig) { c.Warehouses = []int{1}; c.GlobalOnly = true }, "two or more groups"},
+		{"global one group", 1, func(c *WorkloadConfig) { c.Group = func(int) int { return 4 }; c.GlobalOnly = true }, "two or more groups"},
+		{"negative group", 1, func(c *WorkloadConfig) { c.Group = func(w int) int { return 1 - w } }, "warehouse 2 is in group -1"},
 		{"global local mix", 1, func(c *WorkloadConfig) { c.GlobalOnly = true; c.Mix = Mix{Delivery: 1} }, "new-orders or payments"},
 		{"global no remote item", 1, func(c *WorkloadConfig) { c.GlobalOnly = true; c.RemoteItem = 0 }, "remote item"},
 		{"global no remote payment", 1, func(c *WorkloadConfig) { c.GlobalOnly = true; c.RemotePayment = 0 }, "remote payment"},
@@ -589,26 +626,40 @@ func TestNewGeneratorErrors(t *testing.T) {
 	}
 }
 
-func TestLatencyDistance(t *testing.T) {
-	top, err := partition.NewTopology(partition.Spec{Groups: []partition.Group{
-		{Name: "g0", Region: "eu"}, {Name: "g1", Region: "us"}, {Name: "g2", Region: "ap"},
-	}})
+// testCluster returns the partitions, topology and latency matrix of a
+// cluster of groups g0, g1, ... in regions r0, r1, ..., group i owning
+// the warehouses of members[i], with round trips rtt between regions.
+func testCluster(t *testing.T, members [][]int, rtt [][]float64) (*partition.PartitionMap, *partition.Topology, *partition.Latency) {
+	t.Helper()
+	var spec partition.Spec
+	var regions []string
+	parts := []partition.Partition{{Name: "item", Start: []byte("item/"), End: []byte("item0"), Group: partition.NoGroup, Replicated: true}}
+	for g, ws := range members {
+		region := "r" + itoa2(g)
+		regions = append(regions, region)
+		spec.Groups = append(spec.Groups, partition.Group{Name: "g" + itoa2(g), Region: region})
+		for _, w := range ws {
+			parts = append(parts, partition.Partition{Start: WarehousePrefix(w), End: WarehouseEnd(w), Group: partition.GroupID(g)})
+		}
+	}
+	top, err := partition.NewTopology(spec)
 	if err != nil {
 		t.Fatal(err)
-	}
-	parts := []partition.Partition{{Name: "item", Start: []byte("item/"), End: []byte("item0"), Group: partition.NoGroup, Replicated: true}}
-	for w, g := range map[int]partition.GroupID{1: 0, 2: 1, 3: 2, 4: 0} {
-		parts = append(parts, partition.Partition{Start: WarehousePrefix(w), End: WarehouseEnd(w), Group: g})
 	}
 	pm, err := partition.NewPartitionMap(top, parts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lat, err := partition.NewLatency([]string{"eu", "us", "ap"}, [][]float64{{1, 80, 200}, {80, 2, 150}, {200, 150, 3}})
+	lat, err := partition.NewLatency(regions, rtt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dist, err := LatencyDistance(pm, top, lat, []int{1, 2, 3, 4})
+	return pm, top, lat
+}
+
+func TestClusterLayout(t *testing.T) {
+	pm, top, lat := testCluster(t, [][]int{{1, 4}, {2}, {3}}, [][]float64{{1, 80, 200}, {80, 2, 150}, {200, 150, 3}})
+	dist, group, err := ClusterLayout(pm, top, lat, []int{1, 2, 3, 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -620,15 +671,141 @@ func TestLatencyDistance(t *testing.T) {
 			t.Errorf("distance(%d, %d) = %v, want %v", tc.a, tc.b, got, tc.want)
 		}
 	}
-	// Warehouse 1's client: 4 (same region) first, then 2, then 3.
-	got, err := rankRemotes([]int{1, 2, 3, 4}, 1, dist)
-	if err != nil || !slices.Equal(got, []int{4, 2, 3}) {
-		t.Errorf("ranked %v, %v; want [4 2 3]", got, err)
+	for w, want := range map[int]int{1: 0, 4: 0, 2: 1, 3: 2, 9: -1} {
+		if got := group(w); got != want {
+			t.Errorf("group(%d) = %d, want %d", w, got, want)
+		}
 	}
-	if _, err := LatencyDistance(pm, top, lat, []int{1, 5}); err == nil {
-		t.Error("LatencyDistance accepted warehouse 5, which is in no partition")
+	// Warehouse 1's client: 4 is nearest but in its own group, so
+	// 2, then 3.
+	got, err := rankRemotes([]int{1, 2, 3, 4}, 1, dist, group)
+	if err != nil || !slices.Equal(got, []int{2, 3}) {
+		t.Errorf("ranked %v, %v; want [2 3]", got, err)
 	}
-	if d, err := LatencyDistance(pm, top, nil, []int{1, 2}); err != nil || d(1, 2) != 0 {
-		t.Errorf("without a matrix: %v, want distance 0", err)
+	if _, _, err := ClusterLayout(pm, top, lat, []int{1, 5}); err == nil {
+		t.Error("ClusterLayout accepted warehouse 5, which is in no partition")
+	}
+	if d, g, err := ClusterLayout(pm, top, nil, []int{1, 2}); err != nil || d(1, 2) != 0 || g(2) != 1 {
+		t.Errorf("without a matrix: %v, want distance 0 and groups still", err)
+	}
+}
+
+// TestGeneratorGroups: with several warehouses per group, remote
+// warehouses are in other groups, ranked by their groups' latency; in a
+// cluster of one group they are the home group's other warehouses.
+func TestGeneratorGroups(t *testing.T) {
+	// Groups 0, 1, 2 own warehouses 1-2, 3-4 and 5-6; group 0 sees
+	// group 1 at 10 ms and group 2 at 20 ms, the diagonal at 1 ms.
+	pm, top, lat := testCluster(t, [][]int{{1, 2}, {3, 4}, {5, 6}}, [][]float64{{1, 10, 20}, {10, 1, 15}, {20, 15, 1}})
+	ws := []int{1, 2, 3, 4, 5, 6}
+	dist, group, err := ClusterLayout(pm, top, lat, ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultWorkload(ws, Small)
+	cfg.Distance, cfg.Group = dist, group
+
+	t.Run("nearest other group", func(t *testing.T) {
+		cfg := cfg
+		cfg.Locality = 1
+		// The nearest other group's lowest warehouse, never the home
+		// group's other one (at the diagonal's 1 ms).
+		for home, want := range map[int]int{1: 3, 2: 3, 4: 1, 6: 3} {
+			for _, w := range remoteChoices(t, cfg, home, 300) {
+				if w != want {
+					t.Fatalf("locality 1 from warehouse %d picked %d, want %d", home, w, want)
+				}
+			}
+		}
+		cfg.Mix, cfg.RemoteItem = Mix{NewOrder: 1}, 0.5
+		for _, op := range drawOps(mustGenerator(t, cfg, 2, 3), 300) {
+			if !slices.Equal(op.Warehouses, []int{2}) && !slices.Equal(op.Warehouses, []int{2, 3}) {
+				t.Fatalf("locality 1 new-order of warehouse 2 touches %v, want [2] or [2 3]", op.Warehouses)
+			}
+		}
+	})
+	t.Run("locality", func(t *testing.T) {
+		cfg := cfg
+		const n = 8000
+		counts := map[int]int{}
+		for _, w := range remoteChoices(t, cfg, 1, n) {
+			counts[w]++
+		}
+		if counts[2] != 0 {
+			t.Fatalf("home group's warehouse 2 drawn %d times of %d", counts[2], n)
+		}
+		// Ranked 3, 4 (10 ms), 5, 6 (20 ms): the k-th with probability
+		// 0.9 * 0.1^k / (1 - 0.1^4).
+		for k, w := range []int{3, 4, 5} {
+			p := 0.9 * math.Pow(0.1, float64(k)) / (1 - math.Pow(0.1, 4))
+			within(t, "share of warehouse "+itoa2(w), float64(counts[w])/n, p, binomialTol(p, n))
+		}
+	})
+	t.Run("global only", func(t *testing.T) {
+		cfg := cfg
+		cfg.GlobalOnly = true
+		cfg.Locality, cfg.RemoteItem = 0, 0.5
+		counts := map[string]int{}
+		for _, op := range drawOps(mustGenerator(t, cfg, 5, 8), 3000) {
+			counts[op.Kind]++
+			checkOp(t, cfg, 5, op)
+			if len(op.Groups) < 2 || len(op.Groups) > 3 {
+				t.Fatalf("global-only %s touches groups %v, want 2..3", op.Kind, op.Groups)
+			}
+		}
+		if counts[KindNewOrder] == 0 || counts[KindPayment] == 0 {
+			t.Fatalf("global-only drew %v, want new-orders and payments", counts)
+		}
+	})
+	t.Run("one group", func(t *testing.T) {
+		cfg := cfg
+		cfg.Group = func(int) int { return 0 }
+		cfg.Distance = lineDistance
+		cfg.Locality = 1
+		// Home 3: 2 and 4 are both at distance 1; the tie goes to 2.
+		for _, w := range remoteChoices(t, cfg, 3, 300) {
+			if w != 2 {
+				t.Fatalf("locality 1 in one group picked %d, want 2", w)
+			}
+		}
+		cfg.Locality = 0
+		seen := map[int]bool{}
+		for _, op := range drawOps(mustGenerator(t, cfg, 3, 4), 3000) {
+			checkOp(t, cfg, 3, op)
+			if !slices.Equal(op.Groups, []int{0}) {
+				t.Fatalf("op of one group touches groups %v", op.Groups)
+			}
+			for _, w := range op.Warehouses {
+				seen[w] = true
+			}
+		}
+		if len(seen) != len(ws) {
+			t.Errorf("ops of one group touched warehouses %v, want all of %v", seen, ws)
+		}
+	})
+}
+
+// TestGeneratorGlobalOnlyGroups: global-only bounds groups, not
+// warehouses: with two warehouses per group a new-order may touch more
+// than three warehouses, never more than three groups.
+func TestGeneratorGlobalOnlyGroups(t *testing.T) {
+	ws := makeRange(1, 12)
+	cfg := DefaultWorkload(ws, Small)
+	cfg.Group = func(w int) int { return (w - 1) / 2 } // six groups of two
+	cfg.Distance = lineDistance
+	cfg.GlobalOnly, cfg.Locality, cfg.RemoteItem = true, 0, 0.5
+	cfg.Mix = Mix{NewOrder: 1}
+	wide := 0
+	for _, op := range drawOps(mustGenerator(t, cfg, 6, 2), 2000) {
+		checkOp(t, cfg, 6, op)
+		if len(op.Groups) < 2 || len(op.Groups) > 3 {
+			t.Fatalf("global-only new-order touches groups %v, want 2..3", op.Groups)
+		}
+		if len(op.Warehouses) > 3 {
+			wide++
+		}
+	}
+	if wide == 0 {
+		t.Error("no new-order touched more than three warehouses: the test proves nothing")
 	}
 }

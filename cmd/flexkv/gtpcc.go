@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,17 +39,46 @@ configuration is warehouse NNNN; the item table is the replicated range item/.
 
   flexkv gtpcc load    load the TPC-C population (--scale small|full|...)
   flexkv gtpcc run     closed-loop clients for --duration, then a report
-  flexkv gtpcc check   the TPC-C consistency conditions 1-9
+  flexkv gtpcc check   the TPC-C consistency conditions, and gTPC-C's across groups
 
 Against a running cluster: --endpoints host:port,... (default: the gRPC
 addresses of --config, itself by default the embedded configs/local.yaml).
 'gtpcc run --local' starts a fresh cluster in this process for each protocol
 of --protocols instead, loads it, runs, checks and prints the protocols side
-by side; 'flexkv demo' is that with demo defaults.`,
-		Args: cobra.NoArgs,
+by side; 'flexkv demo' is that with demo defaults.
+
+Exit codes: 0 done; 1 the consistency check failed, or the run or load
+failed; 2 bad usage (nothing was started); 3 cluster unreachable; 130
+interrupted (the report so far is printed).`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageError(fmt.Errorf("gtpcc: unknown command %q (want load, run or check)", args[0]))
+			}
+			return nil
+		},
+		RunE: func(*cobra.Command, []string) error {
+			return usageError(errors.New("gtpcc: want a command: load, run or check"))
+		},
 	}
+	setUsageErrors(cmd)
 	cmd.AddCommand(newGtpccLoadCmd(), newGtpccRunCmd(), newGtpccCheckCmd())
 	return cmd
+}
+
+// setUsageErrors makes cobra's own errors on cmd and its subcommands (an
+// unknown flag, a bad flag value) usage errors: exit code 2.
+func setUsageErrors(cmd *cobra.Command) {
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return usageError(fmt.Errorf("%s: %w", c.CommandPath(), err))
+	})
+}
+
+// noArgs refuses positional arguments with a usage error.
+func noArgs(c *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageError(fmt.Errorf("%s: unexpected argument %q (every setting is a flag: see --help)", c.CommandPath(), args[0]))
+	}
+	return nil
 }
 
 // addClusterFlags adds the flags that name a running cluster.
@@ -72,7 +102,7 @@ rows. Each warehouse records its scale last, so that run and check know it.
 --scale: small (1000 items, 100 customers and orders per district: loads in
 seconds), full (TPC-C's 100000 items, 3000 customers), or
 items=N,customers=N,orders=N,new-orders=N.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 	}
 	addClusterFlags(cmd)
 	cmd.Flags().String("scale", "small", "population: small, full or items=N,customers=N,orders=N,new-orders=N")
@@ -83,23 +113,18 @@ items=N,customers=N,orders=N,new-orders=N.`,
 		if err != nil {
 			return usageError(err)
 		}
-		ctx, stop := signalContext(cmd.Context())
-		defer stop()
-		c, ws, err := connectBench(ctx, v)
-		if err != nil {
-			return err
-		}
-		defer func() { _ = c.Close() }()
-		start := time.Now()
-		err = gtpcc.Load(ctx, c, gtpcc.LoadConfig{
-			Warehouses: ws, Scale: scale, Concurrency: v.GetInt("concurrency"), Date: start.UnixMilli(),
-			Progress: loadProgress(cmd.ErrOrStderr()),
+		return withCluster(cmd, v, func(ctx context.Context, c *client.Client, ws []int) error {
+			start := time.Now()
+			err := gtpcc.Load(ctx, c, gtpcc.LoadConfig{
+				Warehouses: ws, Scale: scale, Concurrency: v.GetInt("concurrency"), Date: start.UnixMilli(),
+				Progress: loadProgress(cmd.ErrOrStderr()),
+			})
+			if err != nil {
+				return interrupted(ctx, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "loaded warehouses %s at scale %s in %s\n", formatWarehouses(ws), formatScale(scale), time.Since(start).Round(time.Millisecond))
+			return nil
 		})
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(cmd.OutOrStdout(), "loaded warehouses %s at scale %s in %s\n", formatWarehouses(ws), formatScale(scale), time.Since(start).Round(time.Millisecond))
-		return nil
 	}
 	return cmd
 }
@@ -108,49 +133,61 @@ func newGtpccCheckCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "check",
 		Short: "Check the TPC-C consistency conditions on a quiescent cluster",
-		Long: `Check TPC-C's consistency conditions 1-9 (clause 3.3.2) on every warehouse:
-warehouse and district year-to-date sums against each other and against the
-history, order ids against new-order rows, order-line counts, carriers and
-delivery dates. Run it when no transaction is in flight. Prints one line
-(--json: the check object of DESIGN 10.3); exits 1 when a condition fails.`,
-		Args: cobra.NoArgs,
+		Long: `Check TPC-C's consistency conditions (clause 3.3.2: 1-10 and 12) on every
+warehouse: warehouse and district year-to-date sums against each other and
+against the history, order ids against new-order rows, order-line counts,
+carriers and delivery dates, customers' balances against their delivered
+orders and payments. And gTPC-C's conditions across groups, which tie the
+pieces of one transaction at different groups together: g1, every stock row
+against the new-order lines it supplied, in every warehouse; g2, every
+payment's history row at the home warehouse against its record at the
+customer's warehouse. Check every warehouse of a run (the default), when no
+transaction is in flight. Prints one line (--json: the check object of DESIGN
+10.3); exits 1 when a condition fails.`,
+		Args: noArgs,
 	}
 	addClusterFlags(cmd)
 	cmd.Flags().Bool("json", false, "print the result as JSON")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		v := settings(cmd)
-		ctx, stop := signalContext(cmd.Context())
-		defer stop()
-		c, ws, err := connectBench(ctx, v)
-		if err != nil {
-			return err
-		}
-		defer func() { _ = c.Close() }()
-		rep, err := gtpcc.Check(ctx, c, ws)
-		if err != nil {
-			return err
-		}
-		out := cmd.OutOrStdout()
-		if v.GetBool("json") {
-			if err := writeJSON(out, rep); err != nil {
-				return err
+		return withCluster(cmd, v, func(ctx context.Context, c *client.Client, ws []int) error {
+			// A warehouse not loaded whole is not checked: it would only
+			// list the rows it lacks.
+			if _, err := gtpcc.ReadScale(ctx, c, ws); err != nil {
+				return interrupted(ctx, err)
 			}
-		} else {
-			printCheck(out, ws, rep)
-		}
-		if !rep.Passed {
-			return &exitError{code: 1, err: fmt.Errorf("gtpcc check: %d condition failures", len(rep.Failures)+rep.FailuresOmitted)}
-		}
-		return nil
+			rep, err := gtpcc.Check(ctx, c, ws)
+			if err != nil {
+				return interrupted(ctx, err)
+			}
+			out := cmd.OutOrStdout()
+			if v.GetBool("json") {
+				if err := writeJSON(out, rep); err != nil {
+					return err
+				}
+			} else {
+				printCheck(out, ws, rep)
+			}
+			if !rep.Passed {
+				return &exitError{code: 1, err: fmt.Errorf("gtpcc check: %d condition failures", len(rep.Failures)+rep.FailuresOmitted)}
+			}
+			return nil
+		})
 	}
 	return cmd
 }
 
 // printCheck prints a check's outcome for a person.
 func printCheck(w io.Writer, ws []int, rep gtpcc.CheckReport) {
+	defer func() {
+		for _, s := range rep.Skipped {
+			fmt.Fprintf(w, "  not checked: %s\n", s)
+		}
+	}()
 	if rep.Passed {
-		fmt.Fprintf(w, "check passed: warehouses %s, conditions 1-9 (%d districts, %d orders, %d order lines, %d new orders, %d history rows)\n",
-			formatWarehouses(ws), rep.Checked.Districts, rep.Checked.Orders, rep.Checked.OrderLines, rep.Checked.NewOrders, rep.Checked.History)
+		fmt.Fprintf(w, "check passed: warehouses %s, %s (%d districts, %d customers, %d orders, %d order lines, %d new orders, %d history rows, %d payment records, %d stock rows)\n",
+			formatWarehouses(ws), gtpcc.CheckedConditions, rep.Checked.Districts, rep.Checked.Customers, rep.Checked.Orders, rep.Checked.OrderLines,
+			rep.Checked.NewOrders, rep.Checked.History, rep.Checked.CustomerPayments, rep.Checked.Stock)
 		return
 	}
 	fmt.Fprintf(w, "check FAILED: %d failures\n", len(rep.Failures)+rep.FailuresOmitted)
@@ -176,9 +213,9 @@ func addRunFlags(cmd *cobra.Command, d runDefaults) {
 	f.Float64("remote-payment", gtpcc.RemotePaymentDefault, "probability that a payment's customer belongs to a remote warehouse")
 	f.Bool("global-only", d.globalOnly, "only transactions with 2 or 3 warehouses (the paper's latency runs)")
 	f.Uint64("seed", 1, "seed of the workload: the same seed draws the same transactions")
-	f.String("json", "", "write the results JSON (DESIGN 10.3) to FILE; with several protocols, a JSON array of them")
+	f.String("json", "", "write the results JSON (DESIGN 10.3) to FILE; with several protocols, one file each, FILE with -<protocol> before its extension")
 	f.String("plots", "", "write PNG plots (latency CDF by destination order, throughput over time) into DIR")
-	f.Duration("progress", 5*time.Second, "print a progress line every interval on stderr (0: none)")
+	f.Duration("progress", gtpcc.ProgressEveryDefault, "print a progress line every interval on stderr (0: none)")
 	f.Bool("check", true, "check the consistency conditions after the run")
 	f.String("latency-mode", string(server.LatencyReal), "emulated WAN from the latency matrix: real (one-way = value/2), paper (one-way = value) or off; delays clients' requests to groups too")
 }
@@ -206,19 +243,21 @@ results JSON of DESIGN 10.3.
 
 Against a running, loaded cluster: --endpoints or --config. Every client's
 request to a group waits the emulated one-way latency from its region there
-and back (--latency-mode), as the servers' traffic between groups does.
+and back (--latency-mode, from the cluster's latency matrix). That sets only
+the driver's delays: the servers' own, between groups, are set when they
+start (flexkv server --latency-mode).
 
 --local starts a fresh cluster of --config in this process for each protocol
 of --protocols, one after the other, loads it at --scale, runs the same
 seeded workload, checks it, reports traffic per node, and prints the
 protocols side by side.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 	}
 	addRunFlags(cmd, runDefaults{warehouses: "all", duration: 30 * time.Second, clients: 2, remoteItem: gtpcc.RemoteItemTPCC})
 	f := cmd.Flags()
 	f.String("endpoints", "", "gRPC addresses host:port,... of a running cluster (default: those of --config)")
 	f.String("config", "", "cluster configuration YAML (default: embedded "+defaultConfigName+")")
-	addLocalRunFlags(cmd, "flexcast", "flexkv-data/gtpcc")
+	addLocalRunFlags(cmd, "flexcast", "flexkv-data/gtpcc", "with --local: ")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		v := settings(cmd)
 		if v.GetBool("local") {
@@ -230,16 +269,21 @@ protocols side by side.`,
 }
 
 // addLocalRunFlags adds the flags of a run on clusters started in this
-// process.
-func addLocalRunFlags(cmd *cobra.Command, protocols, dataDir string) {
+// process; with is the prefix of their help ("with --local: " where they
+// need that flag).
+func addLocalRunFlags(cmd *cobra.Command, protocols, dataDir, with string) {
 	f := cmd.Flags()
 	f.Bool("local", false, "start a fresh cluster of --config in this process for each of --protocols")
-	f.String("protocols", protocols, "with --local: the protocols to run and compare, e.g. flexcast,skeen,tree")
-	f.String("scale", "small", "with --local: population to load (small, full or items=N,customers=N,orders=N,new-orders=N)")
-	f.String("data-dir", dataDir, "with --local: data directory, a fresh subdirectory per protocol")
-	f.String("delivery-log", "", "with --local: write each replica's delivery log (DESIGN 10.1) into DIR/<protocol>")
-	f.Float64("latency-jitter", 0, "with --local: spread each emulated delay by up to this fraction either way")
-	f.String("log-level", "error", "with --local: servers' log level: debug, info, warn or error")
+	f.String("protocols", protocols, with+"the protocols to run and compare, e.g. flexcast,skeen,tree")
+	f.String("scale", "small", with+"population to load (small, full or items=N,customers=N,orders=N,new-orders=N)")
+	dirHelp := "data directory, a fresh subdirectory per protocol"
+	if dataDir == "" {
+		dirHelp += " (default: a temporary directory, removed at the end)"
+	}
+	f.String("data-dir", dataDir, with+dirHelp)
+	f.String("delivery-log", "", with+"write each replica's delivery log (DESIGN 10.1) into DIR/<protocol>")
+	f.Float64("latency-jitter", 0, with+"spread each emulated delay by up to this fraction either way")
+	f.String("log-level", "error", with+"servers' log level: debug, info, warn or error")
 }
 
 func newDemoCmd() *cobra.Command {
@@ -253,26 +297,50 @@ for --duration, check the TPC-C consistency conditions, and print throughput
 and latency by transaction type and by destination order.
 
 As the FlexCast paper's latency runs, the demo keeps only global transactions
-(--global-only: new-orders with remote lines, payments by remote customers)
-on one warehouse per region (--warehouses first-per-group), so that every
-transaction is atomically multicast to two or three groups. --global-only=false
---warehouses all runs TPC-C's whole mix on every warehouse instead.
+(--global-only: new-orders with lines from remote warehouses, payments by
+remote customers, a remote warehouse being one of another region's group), so
+that every transaction is atomically multicast to two or three groups.
+--global-only=false runs TPC-C's whole mix instead.
 
 --protocols flexcast,skeen,tree runs the same seeded workload on a fresh
 cluster for each protocol and prints them side by side. Every flag of
 'flexkv gtpcc run' applies; the data goes to a temporary directory unless
 --data-dir is given.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 	}
-	addRunFlags(cmd, runDefaults{warehouses: "first-per-group", duration: 20 * time.Second, clients: 8, remoteItem: gtpcc.RemoteItemPaper, globalOnly: true})
+	addRunFlags(cmd, runDefaults{warehouses: "all", duration: 20 * time.Second, clients: 4, remoteItem: gtpcc.RemoteItemPaper, globalOnly: true})
 	cmd.Flags().String("config", "", "cluster configuration YAML (default: embedded "+defaultConfigName+" with the AWS latencies of its regions)")
-	addLocalRunFlags(cmd, "flexcast", "")
+	addLocalRunFlags(cmd, "flexcast", "", "")
 	_ = cmd.Flags().MarkHidden("local")
+	setUsageErrors(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		v := settings(cmd)
 		return runLocalBench(cmd, v)
 	}
 	return cmd
+}
+
+// withCluster runs do with a client of the running cluster the flags name
+// and the warehouses of --warehouses, under a context that SIGINT and
+// SIGTERM end.
+func withCluster(cmd *cobra.Command, v *viper.Viper, do func(ctx context.Context, c *client.Client, ws []int) error) error {
+	ctx, stop := signalContext(cmd.Context())
+	defer stop()
+	c, ws, err := connectBench(ctx, v)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close() }()
+	return do(ctx, c, ws)
+}
+
+// interrupted gives err exit code 130 when ctx ended because of SIGINT or
+// SIGTERM (the shell's code for an interrupted command).
+func interrupted(ctx context.Context, err error) error {
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return &exitError{code: 130, err: fmt.Errorf("interrupted: %w", err)}
+	}
+	return err
 }
 
 // connectBench connects to the running cluster the flags name and returns
@@ -284,7 +352,7 @@ func connectBench(ctx context.Context, v *viper.Viper) (*client.Client, []int, e
 	}
 	c, err := client.New(ctx, client.Config{Endpoints: endpoints, Sessions: 256, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
-		return nil, nil, &exitError{code: kvExitUnreachable, err: fmt.Errorf("cannot reach the cluster at %s: %w", strings.Join(endpoints, ","), err)}
+		return nil, nil, &exitError{code: kvExitUnreachable, err: oneLine{fmt.Errorf("cannot reach the cluster at %s: %w", strings.Join(endpoints, ","), err)}}
 	}
 	ws, err := selectWarehouses(c.Topology(), v.GetString("warehouses"))
 	if err != nil {
@@ -319,27 +387,24 @@ func runRemoteBench(cmd *cobra.Command, v *viper.Viper) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signalContext(cmd.Context())
-	defer stop()
-	c, ws, err := connectBench(ctx, v)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = c.Close() }()
-	scale, err := gtpcc.ReadScale(ctx, c, ws)
-	if err != nil {
-		return err
-	}
-	endpoints, _ := benchEndpoints(v)
-	b := &bench{opts: opts, endpoints: endpoints, loader: c, warehouses: ws, scale: scale, configName: configName(v)}
-	rep, err := b.run(ctx, cmd.ErrOrStderr())
-	if err != nil {
-		return err
-	}
-	if err := rep.WriteTable(cmd.OutOrStdout()); err != nil {
-		return err
-	}
-	return finishBench(cmd, opts, []*gtpcc.Report{rep})
+	return withCluster(cmd, v, func(ctx context.Context, c *client.Client, ws []int) error {
+		scale, err := gtpcc.ReadScale(ctx, c, ws)
+		if err != nil {
+			return interrupted(ctx, err)
+		}
+		endpoints, _ := benchEndpoints(v)
+		b := &bench{opts: opts, endpoints: endpoints, loader: c, warehouses: ws, scale: scale, configName: configName(v)}
+		rep, err := b.run(ctx, cmd.ErrOrStderr())
+		if rep != nil {
+			if werr := rep.WriteTable(cmd.OutOrStdout()); werr != nil && err == nil {
+				err = werr
+			}
+		}
+		if err != nil {
+			return interrupted(ctx, err)
+		}
+		return finishBench(cmd, opts, []*gtpcc.Report{rep})
+	})
 }
 
 // rejectLocalOnly refuses flags that only a --local run uses.
@@ -418,13 +483,12 @@ func (b *bench) run(ctx context.Context, progress io.Writer) (*gtpcc.Report, err
 	if b.protocol == "" {
 		b.protocol = view.Config.Protocol
 	}
-	dist, err := gtpcc.LatencyDistance(view.Partitions, view.Groups, view.Latency, b.warehouses)
-	if err != nil {
-		return nil, err
-	}
 	wl := gtpcc.DefaultWorkload(b.warehouses, b.scale)
 	wl.Locality, wl.RemoteItem, wl.RemotePayment, wl.GlobalOnly = b.opts.locality, b.opts.remoteItem, b.opts.remotePayment, b.opts.globalOnly
-	wl.Distance = dist
+	var err error
+	if wl.Distance, wl.Group, err = gtpcc.ClusterLayout(view.Partitions, view.Groups, view.Latency, b.warehouses); err != nil {
+		return nil, err
+	}
 
 	// One client per region, shared by the clients of the warehouses
 	// whose groups are there: its requests wait the emulated latency from
@@ -486,7 +550,8 @@ func (b *bench) run(ctx context.Context, progress io.Writer) (*gtpcc.Report, err
 	}
 	rep, err := gtpcc.Run(ctx, cfg)
 	if err != nil {
-		return nil, err
+		// Interrupted: the report so far, without traffic or check.
+		return rep, err
 	}
 	if b.local != nil {
 		b.traffic(rep, before, b.local.Traffic())
@@ -496,9 +561,7 @@ func (b *bench) run(ctx context.Context, progress io.Writer) (*gtpcc.Report, err
 		if err != nil {
 			return nil, fmt.Errorf("gtpcc: check after the run: %w", err)
 		}
-		if rep.Check, err = gtpcc.NewCheckSummary(cr); err != nil {
-			return nil, err
-		}
+		rep.Check = cr.Summary()
 	}
 	return rep, nil
 }
@@ -528,35 +591,36 @@ func wanDelay(view *client.Topology, region string, mode server.LatencyMode) fun
 }
 
 // traffic fills the report's traffic per node and overhead per group from
-// the servers' counts before and after the run (its whole length, warm-up
-// and cool-down included). A group's overhead: the messages its leaders
-// sent per second, and per message it delivered.
+// the servers' counts before and after the run (its whole length, warm-up,
+// cool-down and the wait for the last calls included; rates are over the
+// run's duration). A group's overhead is DESIGN 3.4's: 1 - delivered /
+// received payload messages, where a group receives the client requests it
+// accepts and the payloads other groups send it (every replica applies the
+// same requests and deliveries: the group's count is its replicas'
+// largest; each payload send is counted once, by the replica that led).
 func (b *bench) traffic(rep *gtpcc.Report, before, after map[string]server.Traffic) {
 	secs := rep.Config.RunS
+	diff := func(a, p uint64) uint64 { return a - min(a, p) } // a node restarted counts from 0
 	rep.Traffic = make(map[string]gtpcc.NodeTraffic)
-	type groupCount struct{ sends, deliveries uint64 }
-	groups := make(map[string]*groupCount)
+	received := make(map[string]uint64)
+	delivered := make(map[string]uint64)
 	for id, a := range after {
-		p := before[id] // zero for a node restarted or not running before
-		sends, bytes := a.Sends-min(a.Sends, p.Sends), a.SendBytes-min(a.SendBytes, p.SendBytes)
-		rep.Traffic[id] = gtpcc.NewNodeTraffic(int64(sends), int64(bytes), secs)
+		p := before[id]
+		rep.Traffic[id] = gtpcc.NewNodeTraffic(int64(diff(a.Sends, p.Sends)), int64(diff(a.SendBytes, p.SendBytes)), secs)
 		g := b.local.Group(id)
-		gc := groups[g]
-		if gc == nil {
-			gc = &groupCount{}
-			groups[g] = gc
+		received[g] = max(received[g], diff(a.Requests, p.Requests))
+		delivered[g] = max(delivered[g], diff(a.Deliveries, p.Deliveries))
+	}
+	for id, a := range after {
+		for to, n := range a.PayloadTo {
+			received[to] += diff(n, before[id].PayloadTo[to])
 		}
-		gc.sends += sends
-		gc.deliveries = max(gc.deliveries, a.Deliveries-min(a.Deliveries, p.Deliveries))
 	}
 	rep.Overhead = make(map[string]gtpcc.GroupOverhead)
-	for g, gc := range groups {
-		o := gtpcc.GroupOverhead{"msgs_per_s": 0, "msgs_per_delivery": 0}
-		if secs > 0 {
-			o["msgs_per_s"] = float64(gc.sends) / secs
-		}
-		if gc.deliveries > 0 {
-			o["msgs_per_delivery"] = float64(gc.sends) / float64(gc.deliveries)
+	for g, r := range received {
+		o := gtpcc.GroupOverhead{"received": float64(r), "delivered": float64(delivered[g]), "overhead": 0}
+		if r > 0 && delivered[g] < r {
+			o["overhead"] = 1 - float64(delivered[g])/float64(r)
 		}
 		rep.Overhead[g] = o
 	}
@@ -595,6 +659,14 @@ func runLocalBench(cmd *cobra.Command, v *viper.Viper) error {
 	if err != nil {
 		return usageError(err)
 	}
+	// The warehouses are checked before any cluster starts.
+	top, pm, err := cfg.Build()
+	if err != nil {
+		return usageError(err)
+	}
+	if _, err := selectWarehouses(&client.Topology{Config: cfg, Groups: top, Partitions: pm}, opts.warehouses); err != nil {
+		return usageError(err)
+	}
 	if lat == nil && v.GetString("config") == "" {
 		// The embedded configuration's regions are AWS regions: the demo
 		// emulates their latencies.
@@ -627,12 +699,14 @@ func runLocalBench(cmd *cobra.Command, v *viper.Viper) error {
 			logger: logger, protocol: proto, scale: scale, opts: opts, configName: configName(v),
 		}
 		rep, err := lr.run(ctx, out, errOut)
-		if err != nil {
-			return fmt.Errorf("%s: %w", proto, err)
+		if rep != nil {
+			fmt.Fprintln(out)
+			if werr := rep.WriteTable(out); werr != nil && err == nil {
+				err = werr
+			}
 		}
-		fmt.Fprintln(out)
-		if err := rep.WriteTable(out); err != nil {
-			return err
+		if err != nil {
+			return interrupted(ctx, fmt.Errorf("%s: %w", proto, err))
 		}
 		reports = append(reports, rep)
 	}
@@ -660,13 +734,13 @@ func (lb *localBench) run(ctx context.Context, out, errOut io.Writer) (*gtpcc.Re
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	dir := lb.dir + string(os.PathSeparator) + lb.protocol
+	dir := filepath.Join(lb.dir, lb.protocol)
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, err
 	}
 	dlog := ""
 	if lb.deliveryLog != "" {
-		dlog = lb.deliveryLog + string(os.PathSeparator) + lb.protocol
+		dlog = filepath.Join(lb.deliveryLog, lb.protocol)
 	}
 	start := time.Now()
 	l, err := server.StartLocal(server.LocalConfig{
@@ -703,7 +777,7 @@ func (lb *localBench) run(ctx context.Context, out, errOut io.Writer) (*gtpcc.Re
 	b := &bench{opts: lb.opts, endpoints: l.Endpoints(), loader: loader, warehouses: ws, scale: lb.scale, protocol: lb.protocol, local: l, configName: lb.configName}
 	rep, err := b.run(ctx, errOut)
 	if err != nil {
-		return nil, err
+		return rep, err
 	}
 	if err := l.Close(); err != nil {
 		return nil, err
@@ -723,18 +797,20 @@ func finishBench(cmd *cobra.Command, opts runOptions, reports []*gtpcc.Report) e
 		}
 	}
 	if opts.jsonPath != "" {
-		var v any = reports[0]
-		if len(reports) > 1 {
-			v = reports
+		for _, r := range reports {
+			path := opts.jsonPath
+			if len(reports) > 1 {
+				path = protocolPath(path, r.Protocol)
+			}
+			b, err := json.MarshalIndent(r, "", "  ")
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "results: %s\n", path)
 		}
-		b, err := json.MarshalIndent(v, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(opts.jsonPath, append(b, '\n'), 0o644); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "results: %s\n", opts.jsonPath)
 	}
 	if opts.plotDir != "" {
 		paths, err := gtpcc.WritePlots(opts.plotDir, reports)
@@ -755,6 +831,14 @@ func finishBench(cmd *cobra.Command, opts runOptions, reports []*gtpcc.Report) e
 		return &exitError{code: 1, err: fmt.Errorf("consistency check failed under %s", strings.Join(failed, ", "))}
 	}
 	return nil
+}
+
+// protocolPath returns the results file of one protocol of several: FILE
+// with the protocol's name before its extension (results-skeen.json), so
+// that each file holds one results object of DESIGN 10.3.
+func protocolPath(path, protocol string) string {
+	ext := filepath.Ext(path)
+	return strings.TrimSuffix(path, ext) + "-" + protocol + ext
 }
 
 // loadProgress reports a load's progress on w at every quarter.
@@ -830,23 +914,9 @@ func formatScale(s gtpcc.Scale) string {
 	return fmt.Sprintf("items=%d,customers=%d,orders=%d,new-orders=%d", s.Items, s.CustomersPerDistrict, s.OrdersPerDistrict, s.NewOrdersPerDistrict)
 }
 
-// clusterWarehouses returns the warehouses of a cluster: the partitions
-// whose range is exactly one warehouse prefix w/NNNN/, in order.
-func clusterWarehouses(view *client.Topology) []int {
-	var ws []int
-	for _, p := range view.Config.Partitions {
-		w, ok := gtpcc.ParseWarehouse([]byte(p.Start))
-		if ok && !p.Replicated && p.Start == string(gtpcc.WarehousePrefix(w)) && p.End == string(gtpcc.WarehouseEnd(w)) {
-			ws = append(ws, w)
-		}
-	}
-	slices.Sort(ws)
-	return ws
-}
-
 // selectWarehouses parses --warehouses against the cluster's warehouses.
 func selectWarehouses(view *client.Topology, s string) ([]int, error) {
-	all := clusterWarehouses(view)
+	all := gtpcc.ClusterWarehouses(view)
 	if len(all) == 0 {
 		return nil, errors.New("the cluster has no warehouse partitions (partitions w/NNNN/ to w/NNNN+1/)")
 	}
