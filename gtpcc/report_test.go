@@ -32,7 +32,7 @@ func testReport(t *testing.T, protocol string, scale float64) *Report {
 	}
 	rep := rec.report(cfg)
 	rep.Traffic["r1"] = NewNodeTraffic(100, 25000, 10)
-	rep.Overhead["g1"] = GroupOverhead{"relayed_msgs_per_s": 1.5}
+	rep.Overhead["g1"] = GroupOverhead{Overhead: 0.25, Received: 4, Delivered: 3}
 	rep.Check = &CheckSummary{Passed: false, Failures: []string{"condition 1: warehouse 1"}}
 	return rep
 }
@@ -82,6 +82,7 @@ func TestReportJSONFields(t *testing.T) {
 	wantKeys(t, m["traffic"], "traffic", "r1")
 	wantKeys(t, m["traffic"].(map[string]any)["r1"], "traffic.r1", "msgs_per_s", "bytes_per_s", "avg_msg_bytes")
 	wantKeys(t, m["overhead"], "overhead", "g1")
+	wantKeys(t, m["overhead"].(map[string]any)["g1"], "overhead.g1", "overhead", "received", "delivered")
 	wantKeys(t, m["check"], "check", "passed", "failures")
 	if m["protocol"] != "flexcast" || m["txn_total"] != 5.0 {
 		t.Errorf("protocol %v, txn_total %v", m["protocol"], m["txn_total"])
@@ -201,7 +202,7 @@ func TestWriteTable(t *testing.T) {
 			t.Errorf("row %q, want the %s destination with count 5", f, d)
 		}
 	}
-	for _, want := range []string{"traffic (node)", "r1", "10.0", "2500", "250.0", "overhead g1: relayed_msgs_per_s=1.5",
+	for _, want := range []string{"traffic (node)", "r1", "10.0", "2500", "250.0", "overhead g1: 25.0% (received 4, delivered 3)",
 		"check: FAILED, 1 failures", "condition 1: warehouse 1", "client: unavailable"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q", want)

@@ -618,9 +618,9 @@ func (b *bench) traffic(rep *gtpcc.Report, before, after map[string]server.Traff
 	}
 	rep.Overhead = make(map[string]gtpcc.GroupOverhead)
 	for g, r := range received {
-		o := gtpcc.GroupOverhead{"received": float64(r), "delivered": float64(delivered[g]), "overhead": 0}
+		o := gtpcc.GroupOverhead{Received: r, Delivered: delivered[g]}
 		if r > 0 && delivered[g] < r {
-			o["overhead"] = 1 - float64(delivered[g])/float64(r)
+			o.Overhead = 1 - float64(delivered[g])/float64(r)
 		}
 		rep.Overhead[g] = o
 	}
