@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -747,6 +748,9 @@ func (lb *localBench) run(ctx context.Context, out, errOut io.Writer) (*gtpcc.Re
 		Cluster: &cfg, Latency: lb.lat, LatencyMode: lb.mode, LatencyJitter: lb.jitter, Dir: dir,
 		DeliveryLogDir: dlog, Logger: lb.logger, Procedures: gtpcc.Registry(),
 	})
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("%w (is a flexkv local or demo using the addresses of the configuration?)", err)
+	}
 	if err != nil {
 		return nil, err
 	}
