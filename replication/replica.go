@@ -537,6 +537,17 @@ func (r *Replica) Leader() string {
 // IsLeader reports whether this replica leads its group now.
 func (r *Replica) IsLeader() bool { return r.raft.State() == raft.Leader }
 
+// Snapshot takes a raft snapshot now, as raft does every
+// SnapshotThreshold entries: the log before it (but TrailingLogs entries)
+// is dropped, and a follower that needs those entries catches up from the
+// snapshot instead. For operators and tests.
+func (r *Replica) Snapshot() error {
+	if err := r.raft.Snapshot().Error(); err != nil {
+		return fmt.Errorf("replication: snapshot: %w", err)
+	}
+	return nil
+}
+
 // RaftStatus is what a replica's raft reports, for monitoring.
 type RaftStatus struct {
 	State        raft.RaftState

@@ -293,6 +293,20 @@ func (l *Local) InvalidEntries() map[string]int64 {
 	return out
 }
 
+// Snapshot makes node id take a raft snapshot now (Replica.Snapshot).
+func (l *Local) Snapshot(id string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n, ok := l.nodes[id]
+	switch {
+	case !ok:
+		return fmt.Errorf("server: local: no node %q", id)
+	case n.srv == nil:
+		return fmt.Errorf("server: local: node %s is stopped", id)
+	}
+	return n.srv.replica.Snapshot()
+}
+
 // Describe returns a line on each node (Server.Describe, or that it is
 // stopped), for a person debugging the cluster.
 func (l *Local) Describe() []string {
