@@ -19,6 +19,16 @@
 // not fit in a full queue are dropped and counted: the channel layer sends
 // them again after its resend timeout or on the peer's nack, so the
 // transmitter may lose frames but never reorders the ones it sends.
+//
+// DESIGN 4.1 sketches a gRPC stream per link; a link here is one unary
+// call per batch, one call at a time per peer group. Each batch gets its
+// own answer (taken, or the address of the leader to go to), which a
+// stream would have to correlate with its batch, and a call that fails
+// fails alone, where a broken stream would have to be reopened and its
+// unanswered batches found. The cost is a round trip per batch on a real
+// WAN under load, which a stream with several batches in flight would
+// save; the emulated WAN does not pay it (see Transmitter: its delay line
+// keeps many batches in flight).
 package transport
 
 import (
