@@ -217,21 +217,7 @@ func TestGtpccBadInvocations(t *testing.T) {
 			args := slices.Concat(tt.args[:words], defaults, tt.args[words:])
 			before := srv.accepted.Load()
 			code, stdout, stderr := runRoot(t, args...)
-			if code != tt.code {
-				t.Errorf("exit code %d, want %d (stderr %q)", code, tt.code, stderr)
-			}
-			if !strings.Contains(stderr, tt.want) {
-				t.Errorf("stderr %q, want it to contain %q", stderr, tt.want)
-			}
-			if !strings.HasPrefix(stderr, "flexkv: ") || strings.Count(stderr, "\n") != 1 {
-				t.Errorf("stderr %q, want one line starting with \"flexkv: \"", stderr)
-			}
-			if stdout != "" {
-				t.Errorf("stdout %q, want nothing", stdout)
-			}
-			if n := srv.accepted.Load() - before; n != 0 {
-				t.Errorf("%d connections reached the server, want none", n)
-			}
+			checkRefused(t, code, stdout, stderr, tt.code, tt.want, srv.accepted.Load()-before)
 		})
 	}
 }

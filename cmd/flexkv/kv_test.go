@@ -180,22 +180,31 @@ func TestKVBadInvocations(t *testing.T) {
 			}
 			before := srv.accepted.Load()
 			code, stdout, stderr := runKVCmd(t, stdin, args...)
-			if code != tt.code {
-				t.Errorf("exit code %d, want %d (stderr %q)", code, tt.code, stderr)
-			}
-			if !strings.Contains(stderr, tt.want) {
-				t.Errorf("stderr %q, want it to contain %q", stderr, tt.want)
-			}
-			if !strings.HasPrefix(stderr, "flexkv: ") || strings.Count(stderr, "\n") != 1 {
-				t.Errorf("stderr %q, want one line starting with \"flexkv: \"", stderr)
-			}
-			if stdout != "" {
-				t.Errorf("stdout %q, want nothing", stdout)
-			}
-			if n := srv.accepted.Load() - before; n != 0 {
-				t.Errorf("%d connections reached the server, want none", n)
-			}
+			checkRefused(t, code, stdout, stderr, tt.code, tt.want, srv.accepted.Load()-before)
 		})
+	}
+}
+
+// checkRefused checks the outcome of a bad invocation: exit code wantCode,
+// one line on stderr that starts with "flexkv: " and contains want, nothing
+// on stdout, and no connection made (connections: how many the test's
+// server accepted during the command).
+func checkRefused(t *testing.T, code int, stdout, stderr string, wantCode int, want string, connections int64) {
+	t.Helper()
+	if code != wantCode {
+		t.Errorf("exit code %d, want %d (stderr %q)", code, wantCode, stderr)
+	}
+	if !strings.Contains(stderr, want) {
+		t.Errorf("stderr %q, want it to contain %q", stderr, want)
+	}
+	if !strings.HasPrefix(stderr, "flexkv: ") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("stderr %q, want one line starting with \"flexkv: \"", stderr)
+	}
+	if stdout != "" {
+		t.Errorf("stdout %q, want nothing", stdout)
+	}
+	if connections != 0 {
+		t.Errorf("%d connections reached the server, want none", connections)
 	}
 }
 
