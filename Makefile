@@ -37,11 +37,12 @@ GOLANGCI_LINT ?= $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lin
 help: ## list the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z]+:.*## / { printf "  %-8s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
-test: ## vet, every test (the simulator runs 2000 seeds per protocol), the shell packages again under -race
+test: ## vet, every test (the simulator runs 2000 seeds per protocol), the shell packages and the gTPC-C driver again under -race
 	$(GO) vet ./...
 	$(GO) test -shuffle=on -timeout 20m ./...
 	$(GO) test -race -shuffle=on -timeout 20m ./replication/...
 	$(GO) test -race -short -shuffle=on -timeout 10m ./server/... ./client/... ./txn/...
+	$(GO) test -race -shuffle=on -timeout 5m -run 'TestRunTrims|TestRunTrimNone|TestRunConcurrent|TestRunCancelled|TestRecorder|TestOutcome|TestProgressLine' ./gtpcc/
 
 race: ## the race detector on every package but the simulator, in -short mode
 	$(GO) test -race -short -timeout 10m $$($(GO) list ./... | grep -v '/multicast/sim$$')
