@@ -71,16 +71,21 @@ var (
 const SessionsDefault = 64
 
 // AttemptTimeoutDefault is the AttemptTimeout of a Config that sets none:
-// longer than a server's own bounds (a read barrier, a proposal wait: 5s),
-// so that a slow but live replica answers within it.
+// longer than a server's read barrier may wait (5s), so that a live leader
+// answers a read within it. A transaction's wait for its result has no
+// bound of its own at the server: one that takes longer is asked for again,
+// with the same id, at the group's next replica, which sends the client
+// back to the leader, where the retry waits for the same result.
 const AttemptTimeoutDefault = 10 * time.Second
 
 // Connection backoff: a replica that was down is dialled again within
-// reconnectLongest (gRPC's default grows to 2 minutes, which would leave a
-// restarted leader unreachable long after it serves again).
+// reconnectLongest, give or take 20% (gRPC's default grows to 2 minutes,
+// which would leave a restarted leader unreachable long after it serves
+// again); one attempt at a connection gets connectAttempt at least.
 const (
 	reconnectFirst   = 20 * time.Millisecond
 	reconnectLongest = time.Second
+	connectAttempt   = 5 * time.Second
 )
 
 // SessionsMax bounds Config.Sessions: each session is one outstanding
@@ -198,7 +203,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithConnectParams(grpc.ConnectParams{
 				Backoff:           backoff.Config{BaseDelay: reconnectFirst, Multiplier: 2, Jitter: 0.2, MaxDelay: reconnectLongest},
-				MinConnectTimeout: 5 * time.Second,
+				MinConnectTimeout: connectAttempt,
 			}),
 		}, cfg.DialOptions...),
 		sessions:   make(chan *session, n),

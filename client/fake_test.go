@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/partition"
@@ -136,7 +137,7 @@ func startFake(o fakeOptions) (cl *fakeCluster, stop func(), err error) {
 				// which another test could take, or, in the ephemeral
 				// range, a dial could connect to itself with.
 				dead++
-				addr, err := refusedAddr(dead)
+				addr, err := testaddr.RefusedAddr(dead)
 				if err != nil {
 					return nil, nil, err
 				}
@@ -179,19 +180,6 @@ func startFake(o fakeOptions) (cl *fakeCluster, stop func(), err error) {
 		cl.stores[g] = &memStore{kv: map[string][]byte{}}
 	}
 	return cl, stop, nil
-}
-
-// refusedAddr returns 127.0.0.1:port, port a privileged one (1, 2, ...)
-// that nothing listens on, so that a dial is refused at once; an error if
-// something accepts a connection there.
-func refusedAddr(port int) (string, error) {
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err == nil {
-		_ = c.Close()
-		return "", fmt.Errorf("fake cluster: something listens on %s, which a dead replica needs to refuse connections", addr)
-	}
-	return addr, nil
 }
 
 // endpoint returns the address of replica i of group g.

@@ -214,11 +214,12 @@ func Run(ctx context.Context, cfg RunConfig) (*Report, error) {
 	}
 	wg.Wait()
 	stopProgress()
-	report := rec.report(cfg)
 	if err := ctx.Err(); err != nil {
-		return report, fmt.Errorf("gtpcc: run stopped early: %w", err)
+		// The measured window ends where the run stopped.
+		rec.cut(cfg.Clock())
+		return rec.report(cfg), fmt.Errorf("gtpcc: run stopped early: %w", err)
 	}
-	return report, nil
+	return rec.report(cfg), nil
 }
 
 // runClient is one closed-loop client: it submits a transaction, waits for
@@ -236,6 +237,11 @@ func runClient(ctx context.Context, cfg RunConfig, gen *Generator, caller Caller
 			err = fmt.Errorf("gtpcc: keys of %s: %w", op.Proc, err)
 		} else {
 			res, err = caller.Call(ctx, op.Proc, op.Args, keys)
+		}
+		if err != nil && ctx.Err() != nil {
+			// Cut short by the run's end or the caller's: not an
+			// outcome of the transaction, which may still take effect.
+			return
 		}
 		rec.record(op, begin, cfg.Clock(), res, err)
 		if err != nil && cfg.ErrorPause > 0 && cfg.Clock().Before(deadline) {
@@ -480,6 +486,19 @@ func (r *recorder) progressLine(now time.Time) string {
 	r.lastAt, r.lastTxns = now, r.allTxns
 	return fmt.Sprintf("gtpcc: %6.1fs  %8.1f txn/s  %d txn  %d errors  p50 %.1f ms  p99 %.1f ms",
 		now.Sub(r.start).Seconds(), rate, r.allTxns, r.allErrs, r.all.percentileMs(50), r.all.percentileMs(99))
+}
+
+// cut ends the measured window at now, if it ends later: a run stopped
+// early reports the rate over the time it ran.
+func (r *recorder) cut(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if now.Before(r.to) {
+		r.to = now
+	}
+	if r.to.Before(r.from) {
+		r.to = r.from
+	}
 }
 
 // report returns the report of the measured window.

@@ -499,6 +499,11 @@ func TestRunCancelled(t *testing.T) {
 	if !errors.Is(err, context.Canceled) || rep == nil {
 		t.Fatalf("Run = %v, %v; want a report and context.Canceled", rep, err)
 	}
+	// The calls the cancel cut short are no outcome: not errors. The
+	// window ends where the run stopped, far before its hour.
+	if rep.Errors != 0 || rep.DurationS > 60 {
+		t.Errorf("report of the cancelled run: %d errors, window %.1f s; want 0 errors and the time it ran", rep.Errors, rep.DurationS)
+	}
 }
 
 type callerFunc func(ctx context.Context) (*txn.Result, error)

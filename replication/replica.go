@@ -440,7 +440,10 @@ func (r *Replica) ReadBarrier(ctx context.Context) error {
 	bctx, cancel := context.WithTimeout(ctx, r.cfg.ApplyTimeout)
 	defer cancel()
 	err := r.readBarrier(bctx)
-	if err != nil && ctx.Err() == nil && bctx.Err() != nil {
+	// Only the barrier's own deadline (or raft's, queueing the barrier
+	// entry): a NotLeaderError (with its hint) or a shutdown stays what it
+	// is.
+	if (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, raft.ErrEnqueueTimeout)) && ctx.Err() == nil {
 		rs := r.RaftStatus()
 		r.log.Warn("read barrier timed out", "after", r.cfg.ApplyTimeout, "state", rs.State, "term", rs.Term,
 			"commit", rs.CommitIndex, "applied", rs.StateApplied, "applying", rs.Applying)
@@ -453,6 +456,7 @@ func (r *Replica) ReadBarrier(ctx context.Context) error {
 // within ApplyTimeout.
 var ErrReadTimeout = errors.New("replication: read barrier timed out: leadership not confirmed or state not caught up")
 
+// readBarrier is ReadBarrier without its bound of ApplyTimeout.
 func (r *Replica) readBarrier(ctx context.Context) error {
 	term := r.raft.CurrentTerm()
 	if r.raft.State() != raft.Leader {

@@ -14,7 +14,10 @@ import "github.com/flexkv/flexkv/partition"
 // PayloadTo, by group name, the sends carrying a message's payload (msg,
 // relay) to each group while this replica led: what a group receives is
 // its requests plus the payload sends to it, summed over every replica of
-// every group (each send is counted once, by the replica that led then).
+// every group. A send is counted by the replica that believed it led when
+// it applied the entry: across a leader change, a new leader that applies
+// entries its predecessor applied as leader counts their sends again, so
+// the figures are exact for runs without failover (the driver's).
 type Traffic struct {
 	Sends      uint64
 	SendBytes  uint64

@@ -31,6 +31,7 @@ import (
 // it, run, check and compare. `flexkv demo` is the last with defaults that
 // show FlexCast on the emulated WAN in under a minute.
 
+// newGtpccCmd returns `flexkv gtpcc`, the parent of load, run and check.
 func newGtpccCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "gtpcc load|run|check",
@@ -91,14 +92,17 @@ func addClusterFlags(cmd *cobra.Command) {
 
 const warehousesHelp = "warehouses: all (every w/NNNN/ partition of the cluster), first-per-group (the lowest of each group), or a list such as 1-3,5"
 
+// newGtpccLoadCmd returns `flexkv gtpcc load`.
 func newGtpccLoadCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "load",
 		Short: "Load the TPC-C population into a running cluster",
 		Long: `Load the TPC-C population of --scale into the warehouses of a running cluster:
 the replicated items, then each warehouse's rows, written by a stored
-procedure that generates them from their keys. Loading again writes the same
-rows. Each warehouse records its scale last, so that run and check know it.
+procedure that generates them from their keys. Each warehouse records its
+scale last, so that run and check know it. A warehouse loaded already is
+refused (loading again would reset counters that transactions moved on since):
+load an empty cluster.
 
 --scale: small (1000 items, 100 customers and orders per district: loads in
 seconds), full (TPC-C's 100000 items, 3000 customers), or
@@ -130,6 +134,7 @@ items=N,customers=N,orders=N,new-orders=N.`,
 	return cmd
 }
 
+// newGtpccCheckCmd returns `flexkv gtpcc check`.
 func newGtpccCheckCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "check",
@@ -230,6 +235,7 @@ type runDefaults struct {
 	globalOnly bool
 }
 
+// newGtpccRunCmd returns `flexkv gtpcc run`.
 func newGtpccRunCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -277,16 +283,18 @@ func addLocalRunFlags(cmd *cobra.Command, protocols, dataDir, with string) {
 	f.Bool("local", false, "start a fresh cluster of --config in this process for each of --protocols")
 	f.String("protocols", protocols, with+"the protocols to run and compare, e.g. flexcast,skeen,tree")
 	f.String("scale", "small", with+"population to load (small, full or items=N,customers=N,orders=N,new-orders=N)")
-	dirHelp := "data directory, a fresh subdirectory per protocol"
+	dirHelp := "data directory: a subdirectory per protocol, removed first (a fresh cluster each run)"
 	if dataDir == "" {
 		dirHelp += " (default: a temporary directory, removed at the end)"
 	}
 	f.String("data-dir", dataDir, with+dirHelp)
-	f.String("delivery-log", "", with+"write each replica's delivery log (DESIGN 10.1) into DIR/<protocol>")
+	f.String("delivery-log", "", with+"write each replica's delivery log (DESIGN 10.1) into DIR/<protocol>, removed first")
 	f.Float64("latency-jitter", 0, with+"spread each emulated delay by up to this fraction either way")
 	f.String("log-level", "error", with+"servers' log level: debug, info, warn or error")
 }
 
+// newDemoCmd returns `flexkv demo`: gtpcc run --local with the demo's
+// defaults.
 func newDemoCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -432,6 +440,8 @@ type runOptions struct {
 	warehouses           string
 }
 
+// readRunOptions reads the run flags of v and checks them: usage errors
+// name the flag.
 func readRunOptions(v *viper.Viper) (runOptions, error) {
 	o := runOptions{
 		duration: v.GetDuration("duration"), progress: v.GetDuration("progress"), clients: v.GetInt("clients"),
@@ -729,6 +739,9 @@ type localBench struct {
 	configName  string
 }
 
+// run starts a fresh cluster for lb's protocol, loads it, runs the
+// workload, checks it and stops the cluster. Interrupted, it returns the
+// report so far with the error.
 func (lb *localBench) run(ctx context.Context, out, errOut io.Writer) (*gtpcc.Report, error) {
 	cfg := *lb.cfg
 	cfg.Protocol = lb.protocol
@@ -741,7 +754,11 @@ func (lb *localBench) run(ctx context.Context, out, errOut io.Writer) (*gtpcc.Re
 	}
 	dlog := ""
 	if lb.deliveryLog != "" {
+		// The logs append: a fresh cluster gets fresh logs.
 		dlog = filepath.Join(lb.deliveryLog, lb.protocol)
+		if err := os.RemoveAll(dlog); err != nil {
+			return nil, err
+		}
 	}
 	start := time.Now()
 	l, err := server.StartLocal(server.LocalConfig{
@@ -790,8 +807,7 @@ func (lb *localBench) run(ctx context.Context, out, errOut io.Writer) (*gtpcc.Re
 }
 
 // finishBench prints the comparison of several protocols, writes the JSON
-// and the plots, and
-// turns a failed check into exit code 1.
+// and the plots, and turns a failed check into exit code 1.
 func finishBench(cmd *cobra.Command, opts runOptions, reports []*gtpcc.Report) error {
 	out := cmd.OutOrStdout()
 	if len(reports) > 1 {
@@ -908,6 +924,7 @@ func parseScale(s string) (gtpcc.Scale, error) {
 	return sc, nil
 }
 
+// formatScale writes s as --scale takes it.
 func formatScale(s gtpcc.Scale) string {
 	switch s {
 	case gtpcc.Small:

@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/flexkv/flexkv/gtpcc"
+	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/server"
 )
@@ -225,7 +226,7 @@ func TestGtpccBadInvocations(t *testing.T) {
 // TestGtpccUnreachable: load, check and run against an address that
 // refuses connections exit 3 (kvExitUnreachable) and name it.
 func TestGtpccUnreachable(t *testing.T) {
-	addr := refusedAddr(t, 1)
+	addr := testaddr.Refused(t, 1)
 	for _, args := range [][]string{
 		{"gtpcc", "check", "--endpoints", addr},
 		{"gtpcc", "load", "--endpoints", addr, "--scale", testScale},
@@ -533,8 +534,8 @@ func TestDemo(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep := checkResultsJSON(t, data, "flexcast")
-	// --global-only: every transaction has 2 or 3 warehouses, each in its
-	// own group (--warehouses first-per-group).
+	// --global-only: every transaction touches 2 or 3 groups (a remote
+	// warehouse is one of another group).
 	if first, second := rep.Latency.ByDestination["1st"], rep.Latency.ByDestination["2nd"]; first.Count == 0 || second.Count != first.Count {
 		t.Errorf("demo: by_destination 1st %d, 2nd %d; want every transaction answered by 2 groups at least", first.Count, second.Count)
 	}
@@ -560,8 +561,8 @@ func TestDemo(t *testing.T) {
 }
 
 // TestDemoCompare runs the demo under two protocols, one after the other
-// (one replica per group, to keep it short): the results JSON is an array
-// of their two objects, in order, and stdout ends with the side-by-side
+// (one replica per group, to keep it short): each protocol's results
+// JSON goes to a file of its own, and stdout ends with the side-by-side
 // table.
 func TestDemoCompare(t *testing.T) {
 	if testing.Short() {

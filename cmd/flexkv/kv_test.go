@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -67,20 +66,6 @@ func newSilentServer(t *testing.T) *silentServer {
 		}
 	})
 	return s
-}
-
-// refusedAddr returns 127.0.0.1:port, where port is a privileged one that
-// nothing listens on (1, 2): a dial is refused at once. Not a port that
-// was free a moment ago: another package's test could take it, or, from
-// the ephemeral range, a dial could connect to itself (internal/testaddr).
-func refusedAddr(t *testing.T, port int) string {
-	t.Helper()
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	if c, err := net.DialTimeout("tcp", addr, 5*time.Second); err == nil {
-		_ = c.Close()
-		t.Fatalf("something listens on %s: this test needs an address that refuses connections", addr)
-	}
-	return addr
 }
 
 // writeFile writes data to name in a fresh temporary directory.
@@ -226,7 +211,7 @@ func TestKVDefaultConfigChecksKeys(t *testing.T) {
 // Endpoints from FLEXKV_ENDPOINTS and a transaction from stdin or a file
 // reach the same point, which shows that each was read and accepted.
 func TestKVUnreachable(t *testing.T) {
-	a, b := refusedAddr(t, 1), refusedAddr(t, 2)
+	a, b := testaddr.Refused(t, 1), testaddr.Refused(t, 2)
 	good := `{"if":[{"key":"w/0001/acct","cmp":">=","int":5}],"then":[{"op":"add","key":"w/0001/acct","int":-5},{"op":"add","key":"w/0003/acct","int":5}],"else":[]}`
 	file := writeFile(t, "txn.json", []byte(good))
 	tests := []struct {

@@ -571,9 +571,9 @@ type arrow struct {
 	deny  []string // import paths, each with everything below it; a trailing * matches any suffix
 	allow []string // exceptions to deny
 	why   string
-	// code: the rule binds the package's code, not its tests (a test may
-	// start a cluster to run the package against).
-	code bool
+	// skipTests: the rule binds the package's code, not its tests (a test
+	// may start a cluster to run the package against).
+	skipTests bool
 }
 
 // arrows are DESIGN 1's import rules among the packages that exist so far.
@@ -594,10 +594,10 @@ var arrows = []arrow{
 		why:  "txn never imports replication (DESIGN 1)",
 	},
 	{
-		from: "gtpcc",
-		deny: []string{modulePath + "/server", modulePath + "/replication", modulePath + "/cmd", "github.com/cockroachdb/pebble*", "github.com/hashicorp/raft*"},
-		why:  "gtpcc talks to a cluster through the client only: cmd -> gtpcc -> client (DESIGN 1)",
-		code: true,
+		from:      "gtpcc",
+		deny:      []string{modulePath + "/server", modulePath + "/replication", modulePath + "/cmd", "github.com/cockroachdb/pebble*", "github.com/hashicorp/raft*"},
+		why:       "gtpcc talks to a cluster through the client only: cmd -> gtpcc -> client (DESIGN 1)",
+		skipTests: true,
 	},
 	{
 		from: "client",
@@ -659,7 +659,7 @@ func TestImportArrows(t *testing.T) {
 				checked++
 				for _, imp := range f.Imports {
 					path, _ := strconv.Unquote(imp.Path.Value)
-					if a.code && strings.HasSuffix(name, "_test.go") {
+					if a.skipTests && strings.HasSuffix(name, "_test.go") {
 						continue
 					}
 					if why := arrowProblem(dir, path); why != "" {

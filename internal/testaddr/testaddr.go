@@ -26,6 +26,7 @@ import (
 	"os"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Range is a half-open range of ports [Lo, Hi), below 32768.
@@ -96,4 +97,32 @@ func Free(t testing.TB, r Range) string {
 	}
 	t.Fatalf("testaddr: no free port in %d-%d", r.Lo, r.Hi-1)
 	return ""
+}
+
+// Refused returns "127.0.0.1:PORT" for a port below 1024 where nothing
+// listens (a test's machine serves nothing there), for a test that needs an
+// address that refuses connections: unlike a port freed a moment ago, no
+// other test's server can take it meanwhile. It fails t if something
+// accepts a connection there.
+func Refused(t testing.TB, port int) string {
+	t.Helper()
+	addr, err := RefusedAddr(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+// RefusedAddr is Refused for code without a testing.TB: an error if port
+// is not below 1024 or something accepts a connection there.
+func RefusedAddr(port int) (string, error) {
+	if port < 1 || port > 1023 {
+		return "", fmt.Errorf("testaddr: refused port %d, want 1..1023", port)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	if c, err := net.DialTimeout("tcp", addr, 5*time.Second); err == nil {
+		_ = c.Close()
+		return "", fmt.Errorf("testaddr: something listens on %s: the test needs an address that refuses connections", addr)
+	}
+	return addr, nil
 }
