@@ -280,7 +280,12 @@ func (c *Client) fetchTopology(ctx context.Context, endpoints []string) (*Topolo
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("client: topology: %w (%w)", err, errors.Join(errs...))
 	}
-	return nil, fmt.Errorf("client: topology: no endpoint answered: %w", errors.Join(errs...))
+	if len(errs) == 1 {
+		return nil, fmt.Errorf("client: topology: no endpoint answered: %w", errs[0])
+	}
+	// The first error is the one to read: the others are most often the
+	// same refusal from the other servers of a cluster that is down.
+	return nil, fmt.Errorf("client: topology: no endpoint answered (%d tried; the first: %w)", len(errs), errs[0])
 }
 
 // homeGroup returns the lowest-ranked group in region, or group 0.
