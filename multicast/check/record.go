@@ -350,6 +350,17 @@ func (w *Writer) Write(r Record) error {
 		return err
 	}
 	w.line = line
+	// Whole lines only reach the file: a line that does not fit in the
+	// buffer's room flushes the lines before it first (bufio would write
+	// the part that fits), so that a reader of a log still being written,
+	// such as a check waiting for the last deliveries, never meets half a
+	// line. A line longer than the buffer is written whole, at once.
+	if len(line) > w.buf.Available() && w.buf.Buffered() > 0 {
+		if err := w.buf.Flush(); err != nil {
+			w.err = fmt.Errorf("check: write log: %w", err)
+			return w.err
+		}
+	}
 	if _, err := w.buf.Write(line); err != nil {
 		w.err = fmt.Errorf("check: write log: %w", err)
 		return w.err

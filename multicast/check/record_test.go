@@ -304,3 +304,36 @@ func FuzzReadRecord(f *testing.F) {
 		}
 	})
 }
+
+// chunks records every Write it gets.
+type chunks struct{ got [][]byte }
+
+func (c *chunks) Write(p []byte) (int, error) {
+	c.got = append(c.got, bytes.Clone(p))
+	return len(p), nil
+}
+
+// TestWriterWholeLines: what reaches the file, write by write, is whole
+// lines, however the records fall against the buffer's size: a reader of
+// a log still being written never meets half a line.
+func TestWriterWholeLines(t *testing.T) {
+	var c chunks
+	w := NewWriter(&c)
+	for i := range 20000 {
+		id := fmt.Sprintf("c%d.%d", i%7, i)
+		if err := w.Deliver("eu-west-1", "r1", id, []string{"eu-west-1", "g" + strings.Repeat("x", i%50)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.got) < 10 {
+		t.Fatalf("%d writes: the test did not fill the buffer", len(c.got))
+	}
+	for i, b := range c.got {
+		if len(b) == 0 || b[len(b)-1] != '\n' {
+			t.Fatalf("write %d of %d ends inside a line: %q", i, len(c.got), b[max(0, len(b)-40):])
+		}
+	}
+}
