@@ -63,8 +63,8 @@ func auxBounds(start, end []byte) (lower, upper []byte, err error) {
 }
 
 func auxScanBounds(start, end []byte, limit int) (lower, upper []byte, err error) {
-	if limit <= 0 || limit > ScanLimitMax {
-		return nil, nil, fmt.Errorf("kv: %w: scan limit %d, want 1..ScanLimitMax (%d)", ErrInvalid, limit, ScanLimitMax)
+	if err := checkScanLimit(limit); err != nil {
+		return nil, nil, err
 	}
 	return auxBounds(start, end)
 }

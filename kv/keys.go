@@ -120,8 +120,8 @@ func checkResultID(id string) error {
 // returns the Pebble bounds. An empty start is the first key; an empty end
 // is no upper bound (as partition.Partition.End).
 func scanBounds(start, end []byte, limit int) (lower, upper []byte, err error) {
-	if limit <= 0 || limit > ScanLimitMax {
-		return nil, nil, fmt.Errorf("kv: %w: scan limit %d, want 1..ScanLimitMax (%d)", ErrInvalid, limit, ScanLimitMax)
+	if err := checkScanLimit(limit); err != nil {
+		return nil, nil, err
 	}
 	if len(start) > 0 {
 		if err := checkKey(start); err != nil {
@@ -139,6 +139,15 @@ func scanBounds(start, end []byte, limit int) (lower, upper []byte, err error) {
 		upper = dataKey(end)
 	}
 	return dataKey(start), upper, nil
+}
+
+// checkScanLimit returns an error wrapping ErrInvalid unless limit is in
+// 1..ScanLimitMax.
+func checkScanLimit(limit int) error {
+	if limit <= 0 || limit > ScanLimitMax {
+		return fmt.Errorf("kv: %w: scan limit %d, want 1..ScanLimitMax (%d)", ErrInvalid, limit, ScanLimitMax)
+	}
+	return nil
 }
 
 // quoteMax is how many bytes of a key an error message shows.

@@ -442,13 +442,13 @@ func load(r io.Reader, index uint64, db *pebble.DB) (first, next uint64, err err
 	case first > next:
 		return 0, 0, fmt.Errorf("%w: oldest result sequence %d after the next %d", ErrCorrupt, first, next)
 	}
-	if err := loadData(sr, l); err != nil {
+	if err := loadSection(sr, l, "", prefixData, KeyMax, ValueMax); err != nil {
 		return 0, 0, err
 	}
 	if err := loadResults(sr, l, first, next); err != nil {
 		return 0, 0, err
 	}
-	if err := loadAux(sr, l); err != nil {
+	if err := loadSection(sr, l, "aux ", prefixAux, AuxKeyMax, AuxValueMax); err != nil {
 		return 0, 0, err
 	}
 	want := sr.crc
@@ -474,10 +474,14 @@ func load(r io.Reader, index uint64, db *pebble.DB) (first, next uint64, err err
 	return first, next, nil
 }
 
-func loadData(sr *streamReader, l *loader) error {
+// loadSection reads a section that writeSection wrote: records of keys
+// (1..keyMax bytes, strictly increasing) and values (0..valueMax bytes),
+// stored under prefix, up to the zero that ends it. kind ("" or "aux ")
+// names them in errors.
+func loadSection(sr *streamReader, l *loader, kind string, prefix byte, keyMax, valueMax int) error {
 	var prev []byte
 	for {
-		n, err := sr.length("key", KeyMax)
+		n, err := sr.length(kind+"key", keyMax)
 		if err != nil {
 			return err
 		}
@@ -489,43 +493,11 @@ func loadData(sr *streamReader, l *loader) error {
 			return err
 		}
 		if prev != nil && bytes.Compare(prev, key) >= 0 {
-			return fmt.Errorf("%w: key %s not after %s", ErrCorrupt, quote(key), quote(prev))
+			return fmt.Errorf("%w: %skey %s not after %s", ErrCorrupt, kind, quote(key), quote(prev))
 		}
 		prev = append(prev[:0], key...)
-		k := dataKey(key)
-		if n, err = sr.length("value", ValueMax); err != nil {
-			return err
-		}
-		v, err := sr.next(n)
-		if err != nil {
-			return err
-		}
-		if err := l.set(k, v); err != nil {
-			return err
-		}
-	}
-}
-
-func loadAux(sr *streamReader, l *loader) error {
-	var prev []byte
-	for {
-		n, err := sr.length("aux key", AuxKeyMax)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return nil
-		}
-		key, err := sr.next(n)
-		if err != nil {
-			return err
-		}
-		if prev != nil && bytes.Compare(prev, key) >= 0 {
-			return fmt.Errorf("%w: aux key %x not after %x", ErrCorrupt, key, prev)
-		}
-		prev = append(prev[:0], key...)
-		k := auxKey(key)
-		if n, err = sr.length("aux value", AuxValueMax); err != nil {
+		k := append([]byte{prefix}, key...)
+		if n, err = sr.length(kind+"value", valueMax); err != nil {
 			return err
 		}
 		v, err := sr.next(n)

@@ -538,8 +538,9 @@ func get(r reader, k []byte) ([]byte, bool, error) {
 	return out, true, nil
 }
 
-// scan returns up to limit user entries in the Pebble range [lower, upper),
-// which lies within the user data.
+// scan returns up to limit entries in the Pebble range [lower, upper),
+// which lies within one kind of keys (user data or aux), with their kind
+// prefix stripped.
 func scan(r reader, lower, upper []byte, limit int) ([]KV, error) {
 	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {

@@ -40,7 +40,10 @@ type job struct {
 type queued struct {
 	seq uint64
 	job *job
-	fp  footprint
+	// fp is the job's footprint, once a pass needed it (footprint): a job
+	// with nothing queued ahead of it is checked against nothing.
+	fp    footprint
+	hasFP bool
 	// voted: the piece sent its vote, or sends none.
 	voted bool
 	// d is the delivery until its queue record is stored; its payload
@@ -52,9 +55,17 @@ type queued struct {
 }
 
 func (e *Executor) newQueued(seq uint64, j *job) *queued {
-	q := &queued{seq: seq, job: j, fp: footprintOf(j)}
+	q := &queued{seq: seq, job: j}
 	q.voted = !q.sendsVote()
 	return q
+}
+
+// footprint returns q's footprint, computing it on first use.
+func (q *queued) footprint() *footprint {
+	if !q.hasFP {
+		q.fp, q.hasFP = footprintOf(q.job), true
+	}
+	return &q.fp
 }
 
 // sendsVote reports whether q's piece sends a vote.
@@ -153,7 +164,8 @@ func (x *execution) pass() error {
 	kept := e.queue[:0]
 	for _, q := range e.queue {
 		early := ahead.jobs > 0
-		if !q.voted && !ahead.blocksVote(&q.fp) {
+		// With nothing ahead, neither rule needs q's footprint.
+		if !q.voted && !(early && ahead.blocksVote(q.footprint())) {
 			if err := x.vote(q.job); err != nil {
 				return err
 			}
@@ -162,7 +174,7 @@ func (x *execution) pass() error {
 				x.meta.votesEarly++
 			}
 		}
-		if q.voted && !ahead.blocksRun(&q.fp) {
+		if q.voted && !(early && ahead.blocksRun(q.footprint())) {
 			votes, reason, ok, err := x.votes(q.job)
 			if err != nil {
 				return err
@@ -178,7 +190,7 @@ func (x *execution) pass() error {
 				continue
 			}
 		}
-		ahead.add(&q.fp)
+		ahead.add(q.footprint())
 		kept = append(kept, q)
 	}
 	clear(e.queue[len(kept):])
@@ -231,18 +243,14 @@ func (e *Executor) prepare(d delivery) *job {
 		j.call, j.proc = p.Call, proc
 		return j
 	}
-	pieces, err := p.Txn.Pieces(cfg.Partitions, cfg.Topology, j.dst)
+	// dst has Self (checked above).
+	piece, err := p.Txn.pieceOf(cfg.Partitions, cfg.Topology, j.dst, cfg.Self)
 	if err != nil {
 		j.reason = err.Error()
 		return j
 	}
-	for i := range pieces {
-		if pieces[i].Group == cfg.Self {
-			j.piece = &pieces[i]
-			return j
-		}
-	}
-	panic(fmt.Sprintf("txn: invariant violated: no piece of destination %d among the pieces of %s", cfg.Self, j.dst))
+	j.piece = piece
+	return j
 }
 
 // votes returns the stored votes j waits for, in group order, if all are

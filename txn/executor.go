@@ -344,24 +344,18 @@ func (e *Executor) Sent(index uint64) ([]node.AppSend, error) {
 		return nil, fmt.Errorf("txn: sent: %w: index %d after the applied index %d", kv.ErrInvalid, index, applied)
 	}
 	var sends []node.AppSend
-	start, end := sentKey(index, 0), sentPrefixEnd(index)
-	for {
-		kvs, err := e.cfg.Store.ScanAux(start, end, kv.ScanLimitMax)
+	err := scanAux(e.cfg.Store, sentKey(index, 0), sentPrefixEnd(index), func(r kv.KV) error {
+		s, err := decodeSend(r.Value)
 		if err != nil {
-			return nil, fmt.Errorf("txn: sent %d: %w", index, err)
+			return err
 		}
-		for _, r := range kvs {
-			s, err := decodeSend(r.Value)
-			if err != nil {
-				return nil, fmt.Errorf("txn: sent %d: %w", index, err)
-			}
-			sends = append(sends, s)
-		}
-		if len(kvs) < kv.ScanLimitMax {
-			return sends, nil
-		}
-		start = append(kvs[len(kvs)-1].Key, 0)
+		sends = append(sends, s)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("txn: sent %d: %w", index, err)
 	}
+	return sends, nil
 }
 
 // ForgetSent drops the Sent records of the entries at or below index: the

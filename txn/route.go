@@ -148,55 +148,80 @@ func (p *Piece) ops(b branch) []int {
 // Destinations returns, the home group included. It validates t as Validate
 // does. The pieces share t, which must not change while they are used.
 func (t *Txn) Pieces(pm *partition.PartitionMap, top *partition.Topology, dst partition.GroupSet) ([]Piece, error) {
-	pl, err := t.place(pm)
+	pl, voters, err := t.split(pm, top, dst)
 	if err != nil {
 		return nil, err
 	}
-	want, err := pl.destinations(t, top)
+	pieces := make([]Piece, 0, dst.Len())
+	for _, g := range dst.Slice() {
+		pieces = append(pieces, pl.piece(t, g, dst, voters))
+	}
+	return pieces, nil
+}
+
+// pieceOf returns the piece of group g, which must be in dst, that Pieces
+// returns among the others: the executor needs only its own.
+func (t *Txn) pieceOf(pm *partition.PartitionMap, top *partition.Topology, dst partition.GroupSet, g partition.GroupID) (*Piece, error) {
+	pl, voters, err := t.split(pm, top, dst)
 	if err != nil {
 		return nil, err
+	}
+	p := pl.piece(t, g, dst, voters)
+	return &p, nil
+}
+
+// split places t, checks dst as Pieces does, and returns the placement and
+// the voting groups.
+func (t *Txn) split(pm *partition.PartitionMap, top *partition.Topology, dst partition.GroupSet) (placement, partition.GroupSet, error) {
+	pl, err := t.place(pm)
+	if err != nil {
+		return placement{}, 0, err
+	}
+	want, err := pl.destinations(t, top)
+	if err != nil {
+		return placement{}, 0, err
 	}
 	switch {
 	case want.Empty():
 		if dst.Len() != 1 || !top.ValidSet(dst) {
-			return nil, fmt.Errorf("txn: destination set %s: a transaction that only reads replicated keys has one destination of the topology (0..%d)",
+			return placement{}, 0, fmt.Errorf("txn: destination set %s: a transaction that only reads replicated keys has one destination of the topology (0..%d)",
 				dst, top.Len()-1)
 		}
 	case dst != want:
-		return nil, fmt.Errorf("txn: destination set %s, want %s", dst, want)
+		return placement{}, 0, fmt.Errorf("txn: destination set %s, want %s", dst, want)
 	}
+	return pl, pl.voters(t, dst), nil
+}
+
+// piece returns the piece of group g of dst, with voters the voting groups.
+func (pl *placement) piece(t *Txn, g partition.GroupID, dst, voters partition.GroupSet) Piece {
 	lca := dst.Min()
-	voters := pl.voters(t, dst)
-	pieces := make([]Piece, 0, dst.Len())
-	for _, g := range dst.Slice() {
-		pc := Piece{Group: g, Txn: t, If: make([]PieceCompare, len(t.If))}
-		for i, p := range pl.ifs {
-			pc.If[i] = PieceCompare{Local: p.replicated || p.group == g, Owner: p.group}
-		}
-		pc.Voters = voters.Remove(g)
-		if voters.Has(g) {
-			pc.VoteTo = dst.Remove(g)
-		}
-		for _, b := range []branch{thenBranch, elseBranch} {
-			var idx []int
-			for i, p := range pl.ops[b] {
-				run := p.group == g
-				if p.replicated {
-					run = t.ops(b)[i].Kind.Writes() || g == lca
-				}
-				if run {
-					idx = append(idx, i)
-				}
-			}
-			if b == thenBranch {
-				pc.Then = idx
-			} else {
-				pc.Else = idx
-			}
-		}
-		pieces = append(pieces, pc)
+	pc := Piece{Group: g, Txn: t, If: make([]PieceCompare, len(t.If))}
+	for i, p := range pl.ifs {
+		pc.If[i] = PieceCompare{Local: p.replicated || p.group == g, Owner: p.group}
 	}
-	return pieces, nil
+	pc.Voters = voters.Remove(g)
+	if voters.Has(g) {
+		pc.VoteTo = dst.Remove(g)
+	}
+	for _, b := range []branch{thenBranch, elseBranch} {
+		var idx []int
+		for i, p := range pl.ops[b] {
+			run := p.group == g
+			if p.replicated {
+				run = t.ops(b)[i].Kind.Writes() || g == lca
+			}
+			if run {
+				idx = append(idx, i)
+			}
+		}
+		if b == thenBranch {
+			pc.Then = idx
+		} else {
+			pc.Else = idx
+		}
+	}
+	return pc
 }
 
 // voters returns the groups that vote on t (see Piece): the owners of its
