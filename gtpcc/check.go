@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -112,19 +111,10 @@ const CheckedConditions = "TPC-C 1-10 and 12, gTPC-C g1 and g2"
 // loaded whole (ReadScale), a warehouse listed twice.
 func Check(ctx context.Context, c *client.Client, warehouses []int) (CheckReport, error) {
 	rep := CheckReport{Passed: true, Failures: []string{}}
-	if len(warehouses) == 0 {
-		return rep, errors.New("gtpcc: check: no warehouses")
-	}
-	checked := make(map[int]bool, len(warehouses))
-	for _, w := range warehouses {
-		switch {
-		case w < 1 || w > WarehouseMax:
-			return rep, fmt.Errorf("gtpcc: check: warehouse %d, want 1..%d", w, WarehouseMax)
-		case checked[w]:
-			// It would count its orders twice toward g1.
-			return rep, fmt.Errorf("gtpcc: check: warehouse %d listed twice", w)
-		}
-		checked[w] = true
+	// A warehouse listed twice would count its orders twice toward g1.
+	checked, err := warehouseSet("check", warehouses)
+	if err != nil {
+		return rep, err
 	}
 	scale, err := ReadScale(ctx, c, warehouses)
 	if err != nil {
@@ -268,9 +258,10 @@ func (ck *checker) get(ctx context.Context, key []byte, row any) error {
 	return Decode(key, v, row)
 }
 
-// scan calls fn on every row of [start, end), reading pages of
-// txn.ScanLimitMax rows.
-func (ck *checker) scan(ctx context.Context, start, end []byte, fn func(kv txn.KV) error) error {
+// scan calls fn on every row whose key starts with prefix, reading pages
+// of txn.ScanLimitMax rows.
+func (ck *checker) scan(ctx context.Context, prefix []byte, fn func(kv txn.KV) error) error {
+	start, end := prefix, PrefixEnd(prefix)
 	for {
 		kvs, err := ck.c.Scan(ctx, start, end, txn.ScanLimitMax)
 		if err != nil {
@@ -292,7 +283,7 @@ func (ck *checker) scan(ctx context.Context, start, end []byte, fn func(kv txn.K
 // scanPrefix calls fn on every row whose key starts with prefix, with the
 // rest of its key.
 func (ck *checker) scanPrefix(ctx context.Context, prefix []byte, fn func(kv txn.KV, rest string) error) error {
-	return ck.scan(ctx, prefix, PrefixEnd(prefix), func(kv txn.KV) error {
+	return ck.scan(ctx, prefix, func(kv txn.KV) error {
 		return fn(kv, string(kv.Key[len(prefix):]))
 	})
 }
@@ -505,7 +496,7 @@ func (ck *checker) orders(ctx context.Context, w, d int) (map[int]*checkedOrder,
 	orders := make(map[int]*checkedOrder)
 	var ids []int
 	prefix := OrderPrefix(w, d)
-	err := ck.scan(ctx, prefix, PrefixEnd(prefix), func(kv txn.KV) error {
+	err := ck.scan(ctx, prefix, func(kv txn.KV) error {
 		o, err := parseIDs(kv.Key, prefix, 1)
 		if err != nil {
 			return err
@@ -527,7 +518,7 @@ func (ck *checker) orders(ctx context.Context, w, d int) (map[int]*checkedOrder,
 func (ck *checker) newOrders(ctx context.Context, w, d int) ([]int, error) {
 	var ids []int
 	prefix := NewOrderPrefix(w, d)
-	err := ck.scan(ctx, prefix, PrefixEnd(prefix), func(kv txn.KV) error {
+	err := ck.scan(ctx, prefix, func(kv txn.KV) error {
 		o, err := parseIDs(kv.Key, prefix, 1)
 		if err != nil {
 			return err
@@ -547,7 +538,7 @@ func (ck *checker) newOrders(ctx context.Context, w, d int) ([]int, error) {
 func (ck *checker) orderLines(ctx context.Context, w, d int, orders map[int]*checkedOrder, customers map[customerRef]*customerSums) (int, error) {
 	n := 0
 	prefix := OrderLinePrefix(w, d)
-	err := ck.scan(ctx, prefix, PrefixEnd(prefix), func(kv txn.KV) error {
+	err := ck.scan(ctx, prefix, func(kv txn.KV) error {
 		ids, err := parseIDs(kv.Key, prefix, 2)
 		if err != nil {
 			return err
@@ -593,7 +584,7 @@ func (ck *checker) orderLines(ctx context.Context, w, d int, orders map[int]*che
 // of warehouse w against their sums, which it removes from customers.
 func (ck *checker) customers(ctx context.Context, w, d int, customers map[customerRef]*customerSums) error {
 	prefix := CustomerPrefix(w, d)
-	return ck.scan(ctx, prefix, PrefixEnd(prefix), func(kv txn.KV) error {
+	return ck.scan(ctx, prefix, func(kv txn.KV) error {
 		id, err := parseIDs(kv.Key, prefix, 1)
 		if err != nil {
 			return err
@@ -657,7 +648,7 @@ func (ck *checker) unknownCustomers(w int, customers map[customerRef]*customerSu
 // they supplied (gathered by orderLines from every checked warehouse).
 func (ck *checker) stock(ctx context.Context, w int) error {
 	prefix := StockPrefix(w)
-	err := ck.scan(ctx, prefix, PrefixEnd(prefix), func(kv txn.KV) error {
+	err := ck.scan(ctx, prefix, func(kv txn.KV) error {
 		id, err := parseIDs(kv.Key, prefix, 1)
 		if err != nil {
 			return err

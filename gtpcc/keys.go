@@ -43,19 +43,10 @@ const (
 // arguments (loadProc checks all of a load call's, as its Run does), or a
 // name that is not a gTPC-C procedure, are an error.
 func ProcedureKeys(name string, args []byte) ([][]byte, error) {
-	switch name {
-	case ProcNewOrder:
-		return newOrderProc{}.Keys(args)
-	case ProcPayment:
-		return paymentProc{}.Keys(args)
-	case ProcOrderStatus:
-		return orderStatusProc{}.Keys(args)
-	case ProcDelivery:
-		return deliveryProc{}.Keys(args)
-	case ProcStockLevel:
-		return stockLevelProc{}.Keys(args)
-	case ProcLoad:
-		return loadProc{}.Keys(args)
+	for _, p := range procedures {
+		if p.name == name {
+			return p.proc.Keys(args)
+		}
 	}
 	return nil, fmt.Errorf("gtpcc: unknown procedure %q", name)
 }

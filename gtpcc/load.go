@@ -2,7 +2,6 @@ package gtpcc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -449,18 +448,8 @@ func (j loadJob) String() string {
 
 // checkLoadConfig validates cfg and fills its defaults.
 func checkLoadConfig(cfg LoadConfig) (LoadConfig, error) {
-	if len(cfg.Warehouses) == 0 {
-		return cfg, errors.New("gtpcc: load: no warehouses")
-	}
-	seen := make(map[int]bool, len(cfg.Warehouses))
-	for _, w := range cfg.Warehouses {
-		switch {
-		case w < 1 || w > WarehouseMax:
-			return cfg, fmt.Errorf("gtpcc: load: warehouse %d, want 1..%d", w, WarehouseMax)
-		case seen[w]:
-			return cfg, fmt.Errorf("gtpcc: load: warehouse %d listed twice", w)
-		}
-		seen[w] = true
+	if _, err := warehouseSet("load", cfg.Warehouses); err != nil {
+		return cfg, err
 	}
 	if err := cfg.Scale.Validate(); err != nil {
 		return cfg, fmt.Errorf("gtpcc: load: %w", err)

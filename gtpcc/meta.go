@@ -40,3 +40,23 @@ func ReadScale(ctx context.Context, c *client.Client, warehouses []int) (Scale, 
 	}
 	return first, nil
 }
+
+// warehouseSet checks a list of warehouses for op ("load", "check", ...):
+// not empty, each in 1..WarehouseMax, none twice. It returns them as a
+// set.
+func warehouseSet(op string, warehouses []int) (map[int]bool, error) {
+	if len(warehouses) == 0 {
+		return nil, fmt.Errorf("gtpcc: %s: no warehouses", op)
+	}
+	set := make(map[int]bool, len(warehouses))
+	for _, w := range warehouses {
+		switch {
+		case w < 1 || w > WarehouseMax:
+			return nil, fmt.Errorf("gtpcc: %s: warehouse %d, want 1..%d", op, w, WarehouseMax)
+		case set[w]:
+			return nil, fmt.Errorf("gtpcc: %s: warehouse %d listed twice", op, w)
+		}
+		set[w] = true
+	}
+	return set, nil
+}

@@ -858,17 +858,9 @@ func TestRouting(t *testing.T) {
 	}
 }
 
-// procsByName are the procedures of this file, for the junk tests.
-var procsByName = []struct {
-	name string
-	proc txn.Procedure
-}{
-	{ProcNewOrder, newOrderProc{}},
-	{ProcPayment, paymentProc{}},
-	{ProcOrderStatus, orderStatusProc{}},
-	{ProcDelivery, deliveryProc{}},
-	{ProcStockLevel, stockLevelProc{}},
-}
+// junkProcs are the procedures of Register but the loader (tested in
+// load_test.go), for the junk tests.
+var junkProcs = slices.DeleteFunc(slices.Clone(procedures), func(p namedProc) bool { return p.name == ProcLoad })
 
 // junkArgs are arguments that every procedure must refuse or run without
 // panicking.
@@ -912,7 +904,7 @@ var junkKeys = []string{
 // fail with an error or give a result the executor accepts (run checks
 // it), never panic.
 func TestJunkNeverPanics(t *testing.T) {
-	for _, p := range procsByName {
+	for _, p := range junkProcs {
 		for _, a := range junkArgs {
 			_, _ = ProcedureKeys(p.name, []byte(a))
 			g := fixture(1)
@@ -957,7 +949,7 @@ func FuzzProcedures(f *testing.F) {
 		f.Add(uint8(0), []byte(a))
 	}
 	f.Fuzz(func(t *testing.T, which uint8, args []byte) {
-		p := procsByName[int(which)%len(procsByName)]
+		p := junkProcs[int(which)%len(junkProcs)]
 		_, _ = ProcedureKeys(p.name, args)
 		g := fixture(1)
 		_, _ = g.run(t, p.proc, args, partition.SetOf(0))

@@ -2,20 +2,26 @@ package gtpcc
 
 import "github.com/flexkv/flexkv/txn"
 
+// namedProc is a procedure and the name it is registered under.
+type namedProc struct {
+	name string
+	proc txn.Procedure
+}
+
+// procedures are the gTPC-C procedures.
+var procedures = []namedProc{
+	{ProcNewOrder, newOrderProc{}},
+	{ProcPayment, paymentProc{}},
+	{ProcOrderStatus, orderStatusProc{}},
+	{ProcDelivery, deliveryProc{}},
+	{ProcStockLevel, stockLevelProc{}},
+	{ProcLoad, loadProc{}},
+}
+
 // Register registers the gTPC-C procedures in r. Every server of a cluster
 // that runs gTPC-C must register them (flexkv server and flexkv local do).
 func Register(r *txn.Registry) error {
-	for _, p := range []struct {
-		name string
-		proc txn.Procedure
-	}{
-		{ProcNewOrder, newOrderProc{}},
-		{ProcPayment, paymentProc{}},
-		{ProcOrderStatus, orderStatusProc{}},
-		{ProcDelivery, deliveryProc{}},
-		{ProcStockLevel, stockLevelProc{}},
-		{ProcLoad, loadProc{}},
-	} {
+	for _, p := range procedures {
 		if err := r.Register(p.name, p.proc); err != nil {
 			return err
 		}

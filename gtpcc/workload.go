@@ -159,18 +159,9 @@ func DefaultWorkload(warehouses []int, scale Scale) WorkloadConfig {
 
 // validate checks c for a client of warehouse home.
 func (c *WorkloadConfig) validate(home int) error {
-	if len(c.Warehouses) == 0 {
-		return errors.New("gtpcc: workload: no warehouses")
-	}
-	seen := make(map[int]bool, len(c.Warehouses))
-	for _, w := range c.Warehouses {
-		if w < 1 || w > WarehouseMax {
-			return fmt.Errorf("gtpcc: workload: warehouse %d, want 1..%d", w, WarehouseMax)
-		}
-		if seen[w] {
-			return fmt.Errorf("gtpcc: workload: warehouse %d listed twice", w)
-		}
-		seen[w] = true
+	seen, err := warehouseSet("workload", c.Warehouses)
+	if err != nil {
+		return err
 	}
 	if !seen[home] {
 		return fmt.Errorf("gtpcc: workload: home warehouse %d is not one of the warehouses", home)

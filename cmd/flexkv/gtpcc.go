@@ -52,16 +52,8 @@ by side; 'flexkv demo' is that with demo defaults.
 Exit codes: 0 done; 1 the consistency check failed, or the run or load
 failed; 2 bad usage (nothing was started); 3 cluster unreachable; 130
 interrupted (the report so far is printed).`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return usageError(fmt.Errorf("gtpcc: unknown command %q (want load, run or check)", args[0]))
-			}
-			return nil
-		},
-		RunE: func(*cobra.Command, []string) error {
-			return usageError(errors.New("gtpcc: want a command: load, run or check"))
-		},
 	}
+	needSubcommand(cmd, "load, run or check")
 	setUsageErrors(cmd)
 	cmd.AddCommand(newGtpccLoadCmd(), newGtpccRunCmd(), newGtpccCheckCmd())
 	return cmd
@@ -90,7 +82,7 @@ func addClusterFlags(cmd *cobra.Command) {
 	cmd.Flags().String("warehouses", "all", warehousesHelp)
 }
 
-const warehousesHelp = "warehouses: all (every w/NNNN/ partition of the cluster), first-per-group (the lowest of each group), or a list such as 1-3,5"
+const warehousesHelp = "warehouses: all (every w/NNNN/ partition of the cluster), or a list such as 1-3,5"
 
 // newGtpccLoadCmd returns `flexkv gtpcc load`.
 func newGtpccLoadCmd() *cobra.Command {
@@ -944,19 +936,6 @@ func selectWarehouses(view *client.Topology, s string) ([]int, error) {
 	switch s {
 	case "", "all":
 		return all, nil
-	case "first-per-group":
-		// The lowest warehouse of each group: every remote warehouse is
-		// in another group, so every transaction that has one is global.
-		var ws []int
-		seen := map[partition.GroupID]bool{}
-		for _, w := range all {
-			g, _, err := view.Partitions.Owner(gtpcc.WarehouseKey(w))
-			if err == nil && !seen[g] {
-				seen[g] = true
-				ws = append(ws, w)
-			}
-		}
-		return ws, nil
 	}
 	var ws []int
 	for _, part := range strings.Split(s, ",") {
@@ -968,7 +947,7 @@ func selectWarehouses(view *client.Topology, s string) ([]int, error) {
 			b, err2 = strconv.Atoi(hi)
 		}
 		if err1 != nil || err2 != nil || a < 1 || b < a {
-			return nil, fmt.Errorf("--warehouses %q: want all, first-per-group, or numbers and ranges such as 1-3,5", s)
+			return nil, fmt.Errorf("--warehouses %q: want all, or numbers and ranges such as 1-3,5", s)
 		}
 		for w := a; w <= b; w++ {
 			if !slices.Contains(all, w) {

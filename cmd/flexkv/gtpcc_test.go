@@ -271,7 +271,7 @@ func TestGtpccCluster(t *testing.T) {
 	for _, tc := range []struct{ warehouses, want string }{
 		{"7", `--warehouses "7": warehouse 7 is not a partition of the cluster (it has 1-6)`},
 		{"1,5-8", "warehouse 7 is not a partition"},
-		{"junk", `--warehouses "junk": want all, first-per-group, or numbers and ranges such as 1-3,5`},
+		{"junk", `--warehouses "junk": want all, or numbers and ranges such as 1-3,5`},
 		{"3-1", `--warehouses "3-1": want all`},
 		{"0", `--warehouses "0": want all`},
 	} {

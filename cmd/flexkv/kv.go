@@ -71,16 +71,8 @@ environment: FLEXKV_ENDPOINTS, FLEXKV_CONFIG, FLEXKV_TIMEOUT, FLEXKV_REGION.
 Exit codes: 0 ok; 1 key not found, transaction aborted or request refused;
 2 bad usage or input (nothing was sent); 3 cluster unreachable or --timeout
 reached.`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) > 0 {
-				return usageError(fmt.Errorf("kv: unknown command %q (want get, put, del, scan or txn)", args[0]))
-			}
-			return nil
-		},
-		RunE: func(*cobra.Command, []string) error {
-			return usageError(errors.New("kv: want a command: get, put, del, scan or txn"))
-		},
 	}
+	needSubcommand(cmd, "get, put, del, scan or txn")
 	pf := cmd.PersistentFlags()
 	pf.String("endpoints", "", "gRPC addresses host:port,... of cluster servers (default: those of --config)")
 	pf.String("config", "", "cluster configuration YAML, for the default endpoints and the partition map (default: embedded "+defaultConfigName+")")

@@ -38,6 +38,20 @@ type exitError struct {
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
+// needSubcommand makes cmd, a command of subcommands (want lists them),
+// refuse to run alone or with an unknown subcommand: a usage error.
+func needSubcommand(cmd *cobra.Command, want string) {
+	cmd.Args = func(c *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return usageError(fmt.Errorf("%s: unknown command %q (want %s)", c.Name(), args[0], want))
+		}
+		return nil
+	}
+	cmd.RunE = func(c *cobra.Command, _ []string) error {
+		return usageError(fmt.Errorf("%s: want a command: %s", c.Name(), want))
+	}
+}
+
 func exitCode(err error) int {
 	if e := (*exitError)(nil); errors.As(err, &e) {
 		return e.code
