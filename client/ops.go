@@ -103,9 +103,12 @@ func (c *Client) GetStale(ctx context.Context, key []byte) (value []byte, found 
 	return value, true, nil
 }
 
-// Put stores value at key.
-func (c *Client) Put(ctx context.Context, key, value []byte) error {
-	t, dst, err := c.route(txn.Op{Kind: txn.OpPut, Key: key, Value: value})
+// write runs the write op: through rpc at the leader of the key's group, or
+// as a Txn when the key is replicated (every group holds it).
+func (c *Client) write(ctx context.Context, what string, op txn.Op,
+	rpc func(ctx context.Context, kv kvpb.KVClient, client, seq uint64, opts ...grpc.CallOption) error,
+) error {
+	t, dst, err := c.route(op)
 	if err != nil {
 		return err
 	}
@@ -113,7 +116,12 @@ func (c *Client) Put(ctx context.Context, key, value []byte) error {
 		_, err := c.Txn(ctx, t)
 		return err
 	}
-	return c.single(ctx, "put", dst, func(ctx context.Context, kv kvpb.KVClient, client, seq uint64, opts ...grpc.CallOption) error {
+	return c.single(ctx, what, dst, rpc)
+}
+
+// Put stores value at key.
+func (c *Client) Put(ctx context.Context, key, value []byte) error {
+	return c.write(ctx, "put", txn.Op{Kind: txn.OpPut, Key: key, Value: value}, func(ctx context.Context, kv kvpb.KVClient, client, seq uint64, opts ...grpc.CallOption) error {
 		_, err := kv.Put(ctx, &kvpb.PutRequest{ClientId: client, Seq: seq, Key: key, Value: value}, opts...)
 		return err
 	})
@@ -121,15 +129,7 @@ func (c *Client) Put(ctx context.Context, key, value []byte) error {
 
 // Delete removes key; deleting a missing key is no error.
 func (c *Client) Delete(ctx context.Context, key []byte) error {
-	t, dst, err := c.route(txn.Op{Kind: txn.OpDelete, Key: key})
-	if err != nil {
-		return err
-	}
-	if dst.Len() > 1 {
-		_, err := c.Txn(ctx, t)
-		return err
-	}
-	return c.single(ctx, "delete", dst, func(ctx context.Context, kv kvpb.KVClient, client, seq uint64, opts ...grpc.CallOption) error {
+	return c.write(ctx, "delete", txn.Op{Kind: txn.OpDelete, Key: key}, func(ctx context.Context, kv kvpb.KVClient, client, seq uint64, opts ...grpc.CallOption) error {
 		_, err := kv.Delete(ctx, &kvpb.DeleteRequest{ClientId: client, Seq: seq, Key: key}, opts...)
 		return err
 	})

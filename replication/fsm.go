@@ -79,7 +79,9 @@ type fsm struct {
 
 	mu    sync.Mutex
 	state *State
-	// advanced is closed, and replaced, whenever the state advances.
+	// advanced, made when a reader waits (appliedAtLeast), is closed at the
+	// next advance of the state; nil while none waits, so that a batch
+	// applied with no reader waiting allocates nothing.
 	advanced chan struct{}
 	// persisted is the index of the last raft snapshot persisted by this
 	// process; the one before it bounds what the executor keeps for Sent.
@@ -93,7 +95,7 @@ func newFSM(cfg StateConfig, exec Executor, output func(node.Output)) (*fsm, err
 	if err != nil {
 		return nil, err
 	}
-	return &fsm{cfg: cfg, exec: exec, output: output, state: st, advanced: make(chan struct{})}, nil
+	return &fsm{cfg: cfg, exec: exec, output: output, state: st}, nil
 }
 
 // appliedAtLeast reports whether the state has applied index; if not, it
@@ -101,7 +103,13 @@ func newFSM(cfg StateConfig, exec Executor, output func(node.Output)) (*fsm, err
 func (f *fsm) appliedAtLeast(index uint64) (bool, <-chan struct{}) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.state.Applied() >= index, f.advanced
+	if f.state.Applied() >= index {
+		return true, nil
+	}
+	if f.advanced == nil {
+		f.advanced = make(chan struct{})
+	}
+	return false, f.advanced
 }
 
 // applied returns the state's applied index and the index of the entry
@@ -111,10 +119,13 @@ func (f *fsm) applied() (applied, applying uint64) {
 	return f.appliedIdx.Load(), f.applying.Load()
 }
 
-// signalAdvanced wakes the waiters of appliedAtLeast (with f.mu held).
+// signalAdvanced wakes the waiters of appliedAtLeast, if any (with f.mu
+// held).
 func (f *fsm) signalAdvanced() {
-	close(f.advanced)
-	f.advanced = make(chan struct{})
+	if f.advanced != nil {
+		close(f.advanced)
+		f.advanced = nil
+	}
 }
 
 // ApplyBatch applies committed entries in log order. The response of a

@@ -155,14 +155,23 @@ func (l *Local) deliveryLog(id string) (*check.Writer, error) {
 	return w, nil
 }
 
+// node returns node id (with l.mu held).
+func (l *Local) node(id string) (*localNode, error) {
+	n, ok := l.nodes[id]
+	if !ok {
+		return nil, fmt.Errorf("server: local: no node %q", id)
+	}
+	return n, nil
+}
+
 // Start starts node id (again), on its data.
 func (l *Local) Start(id string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n, ok := l.nodes[id]
+	n, err := l.node(id)
 	switch {
-	case !ok:
-		return fmt.Errorf("server: local: no node %q", id)
+	case err != nil:
+		return err
 	case l.closed:
 		return errors.New("server: local: closed")
 	case n.srv != nil:
@@ -207,14 +216,11 @@ func (l *Local) Start(id string) error {
 func (l *Local) Stop(id string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n, ok := l.nodes[id]
-	if !ok {
-		return fmt.Errorf("server: local: no node %q", id)
+	n, err := l.node(id)
+	if err != nil || n.srv == nil {
+		return err
 	}
-	if n.srv == nil {
-		return nil
-	}
-	err := n.srv.Close()
+	err = n.srv.Close()
 	l.restored[id] += n.srv.SnapshotsRestored()
 	n.srv = nil
 	return err
@@ -245,9 +251,9 @@ func (l *Local) SnapshotsRestored(id string) int64 {
 func (l *Local) SetCut(id string, cut bool) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n, ok := l.nodes[id]
-	if !ok {
-		return fmt.Errorf("server: local: no node %q", id)
+	n, err := l.node(id)
+	if err != nil {
+		return err
 	}
 	n.cutMu.Lock()
 	n.cut = cut
@@ -297,10 +303,10 @@ func (l *Local) InvalidEntries() map[string]int64 {
 func (l *Local) Snapshot(id string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n, ok := l.nodes[id]
+	n, err := l.node(id)
 	switch {
-	case !ok:
-		return fmt.Errorf("server: local: no node %q", id)
+	case err != nil:
+		return err
 	case n.srv == nil:
 		return fmt.Errorf("server: local: node %s is stopped", id)
 	}

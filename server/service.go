@@ -328,8 +328,9 @@ func (s *Server) notOwner(key []byte, dst partition.GroupSet) error {
 	return status.Errorf(codes.FailedPrecondition, "server: key %q belongs to group %s, not to %s: send it there", key, strings.Join(s.names(dst), ", "), s.group.Name)
 }
 
-// local reads key from this replica's store, without the log: possibly
-// stale. The key must be one this group holds.
+// checkLocal checks that this group holds key, for a read of this
+// replica's store (Get, Scan): InvalidArgument for a key in no partition,
+// FailedPrecondition naming the owner for another group's key.
 func (s *Server) checkLocal(key []byte) error {
 	owner, replicated, err := s.pm.Owner(key)
 	if err != nil {

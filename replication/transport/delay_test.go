@@ -200,16 +200,7 @@ func TestTransmitterDelayQueueHoldsInFlight(t *testing.T) {
 	if got := tr.Stats().Drops; got != 4 {
 		t.Errorf("drops %d, want 4", got)
 	}
-	closed := make(chan error, 1)
-	go func() { closed <- tr.Close() }()
-	select {
-	case err := <-closed:
-		if err != nil {
-			t.Errorf("close: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("close waited for the emulated delay")
-	}
+	closeSoon(t, tr, "close waited for the emulated delay")
 	if got := g.logLen(); got != 0 {
 		t.Errorf("%d frames arrived before an hour's delay", got)
 	}

@@ -41,6 +41,22 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 	}
 }
 
+// closeSoon closes tr, failing the test with stuck if Close has not
+// returned within a bound far beyond what it needs on a loaded machine.
+func closeSoon(t testing.TB, tr *Transmitter, stuck string) {
+	t.Helper()
+	closed := make(chan error, 1)
+	go func() { closed <- tr.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Errorf("close: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal(stuck)
+	}
+}
+
 // dataFrames returns n data frames from testFrom to testTo with seqs
 // first, first+1, ..., each with a payload naming its seq; all encode to
 // the same size while seqs stay below 128.

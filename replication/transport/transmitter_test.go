@@ -287,16 +287,7 @@ func TestTransmitterCloseAbandonsCall(t *testing.T) {
 	<-entered
 	sendAll(t, tr, dataFrames(2, 3), 3)
 
-	closed := make(chan error, 1)
-	go func() { closed <- tr.Close() }()
-	select {
-	case err := <-closed:
-		if err != nil {
-			t.Errorf("close: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("close did not return while a call was in flight")
-	}
+	closeSoon(t, tr, "close did not return while a call was in flight")
 	if err := tr.Close(); err != nil {
 		t.Errorf("second close: %v", err)
 	}
