@@ -88,16 +88,8 @@ func checkCall(name string, args []byte, keys [][]byte) error {
 	invalid := func(format string, a ...any) error {
 		return &classError{class: txn.ErrInvalid, err: fmt.Errorf(format, a...)}
 	}
-	if name == "" || len(name) > txn.ProcNameMax {
-		return invalid("client: procedure name of %d bytes, want 1..ProcNameMax (%d)", len(name), txn.ProcNameMax)
-	}
-	for i := 0; i < len(name); i++ {
-		if b := name[i]; (b < 'a' || b > 'z') && (b < '0' || b > '9') && b != '_' && b != '-' && b != '.' {
-			return invalid("client: procedure name %q: byte %q not in [a-z0-9_.-]", name, b)
-		}
-	}
-	if len(args) > txn.ProcArgsMax {
-		return invalid("client: call %q: %d bytes of arguments, more than ProcArgsMax (%d)", name, len(args), txn.ProcArgsMax)
+	if err := (&txn.Call{Name: name, Args: args}).Validate(); err != nil {
+		return &classError{class: txn.ErrInvalid, err: fmt.Errorf("client: %w", err)}
 	}
 	if len(keys) > txn.KeysMax {
 		return invalid("client: call %q: %d keys, more than KeysMax (%d)", name, len(keys), txn.KeysMax)

@@ -43,8 +43,12 @@ type Call struct {
 	Args []byte
 }
 
-// check returns an error matching ErrInvalid unless c has a valid name and
-// arguments within ProcArgsMax.
+// Validate returns an error matching ErrInvalid unless c has a valid
+// procedure name and at most ProcArgsMax bytes of arguments: what a server
+// refuses, so that a client can refuse it first.
+func (c *Call) Validate() error { return c.check() }
+
+// check is Validate.
 func (c *Call) check() error {
 	if err := checkProcName(c.Name); err != nil {
 		return err
