@@ -51,6 +51,7 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/flexkv/flexkv/api"
 	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/partition"
 )
@@ -267,7 +268,7 @@ func (c *Client) fetchTopology(ctx context.Context, endpoints []string) (*Topolo
 			}
 			continue
 		}
-		cfg, lat, err := kvpb.ConfigFromProto(resp)
+		cfg, lat, err := api.ConfigFromProto(resp)
 		if err != nil {
 			return nil, fmt.Errorf("client: topology from %s: %w", ep, err)
 		}

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/flexkv/flexkv/api"
 	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/multicast"
@@ -319,7 +320,7 @@ func idOf(client, seq uint64) string { return multicast.MsgID{Client: client, Se
 
 func (r *fakeReplica) Topology(context.Context, *kvpb.TopologyRequest) (*kvpb.TopologyResponse, error) {
 	r.record("topology", "")
-	return kvpb.ConfigToProto(r.cl.cfg, r.cl.lat), nil
+	return api.ConfigToProto(r.cl.cfg, r.cl.lat), nil
 }
 
 func (r *fakeReplica) Txn(ctx context.Context, req *kvpb.TxnRequest) (*kvpb.TxnResponse, error) {
@@ -401,7 +402,7 @@ func (r *fakeReplica) single(ctx context.Context, method string, client, seq uin
 	}
 	t := &txn.Txn{Then: []txn.Op{op}}
 	dst, err := r.cl.execute(id, &kvpb.TxnRequest{
-		Body: &kvpb.TxnRequest_Txn{Txn: kvpb.TxnToProto(t)}, HomeGroup: r.cl.top.Name(r.group),
+		Body: &kvpb.TxnRequest_Txn{Txn: api.TxnToProto(t)}, HomeGroup: r.cl.top.Name(r.group),
 	})
 	if err != nil {
 		return txn.OpResult{}, status.Error(codes.InvalidArgument, err.Error())
@@ -409,7 +410,7 @@ func (r *fakeReplica) single(ctx context.Context, method string, client, seq uin
 	if dst != partition.SetOf(r.group) {
 		return txn.OpResult{}, status.Errorf(codes.FailedPrecondition, "fake: %s is not for group %s", id, r.cl.top.Name(r.group))
 	}
-	p, err := kvpb.PieceResultFromProto(r.cl.piece(id, r.group))
+	p, err := api.PieceResultFromProto(r.cl.piece(id, r.group))
 	if err != nil || len(p.Results) != 1 {
 		return txn.OpResult{}, status.Errorf(codes.Internal, "fake: %s: %v %v", id, p, err)
 	}
@@ -446,7 +447,7 @@ func (r *fakeReplica) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.Sc
 	if err != nil {
 		return nil, err
 	}
-	return &kvpb.ScanResponse{Kvs: kvpb.KVsToProto(res.KVs)}, nil
+	return &kvpb.ScanResponse{Kvs: api.KVsToProto(res.KVs)}, nil
 }
 
 // piece returns group g's result for id.
@@ -475,7 +476,7 @@ func (cl *fakeCluster) execute(id string, req *kvpb.TxnRequest) (partition.Group
 	var dst partition.GroupSet
 	switch {
 	case req.GetTxn() != nil:
-		t, err := kvpb.TxnFromProto(req.GetTxn())
+		t, err := api.TxnFromProto(req.GetTxn())
 		if err != nil {
 			return 0, err
 		}
@@ -514,7 +515,7 @@ func (cl *fakeCluster) execute(id string, req *kvpb.TxnRequest) (partition.Group
 			default:
 				res = txn.PieceResult{Succeeded: ok, Results: ops}
 			}
-			results[p.Group] = kvpb.PieceResultToProto(id, cl.top.Name(p.Group), &res)
+			results[p.Group] = api.PieceResultToProto(id, cl.top.Name(p.Group), &res)
 		}
 	case req.GetCall() != nil:
 		var err error

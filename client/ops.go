@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/flexkv/flexkv/api"
 	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/txn"
@@ -155,5 +156,5 @@ func (c *Client) Scan(ctx context.Context, start, end []byte, limit int) ([]txn.
 	if err != nil {
 		return nil, err
 	}
-	return kvpb.KVsFromProto(resp.GetKvs()), nil
+	return api.KVsFromProto(resp.GetKvs()), nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/flexkv/flexkv/api"
 	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/partition"
@@ -35,7 +36,7 @@ func (c *Client) Txn(ctx context.Context, t *txn.Txn) (*txn.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	req := &kvpb.TxnRequest{Body: &kvpb.TxnRequest_Txn{Txn: kvpb.TxnToProto(t)}, HomeGroup: v.Groups.Name(v.Home)}
+	req := &kvpb.TxnRequest{Body: &kvpb.TxnRequest_Txn{Txn: api.TxnToProto(t)}, HomeGroup: v.Groups.Name(v.Home)}
 	res, err := c.run(ctx, start, req, dst)
 	if res == nil {
 		return nil, err
@@ -241,7 +242,7 @@ func (c *Client) merge(tl *tally) (*txn.Result, error) {
 	pieces := make([]txn.PieceResult, len(tl.got))
 	dests := make([]txn.DestLatency, len(tl.got))
 	for i, a := range tl.got {
-		p, err := kvpb.PieceResultFromProto(a.piece)
+		p, err := api.PieceResultFromProto(a.piece)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInconsistent, err)
 		}

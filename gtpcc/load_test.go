@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/flexkv/flexkv/api"
 	"github.com/flexkv/flexkv/client"
 	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/txn"
@@ -695,7 +696,7 @@ func replicaRows(ctx context.Context, t *testing.T, kv kvpb.KVClient, start, end
 		if err != nil {
 			t.Fatalf("stale scan %s: %v", start, err)
 		}
-		kvs := kvpb.KVsFromProto(resp.GetKvs())
+		kvs := api.KVsFromProto(resp.GetKvs())
 		for _, e := range kvs {
 			out[string(e.Key)] = e.Value
 		}

@@ -445,7 +445,7 @@ func (r *Replica) ReadBarrier(ctx context.Context) error {
 	// is.
 	if (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, raft.ErrEnqueueTimeout)) && ctx.Err() == nil {
 		rs := r.RaftStatus()
-		r.log.Warn("read barrier timed out", "after", r.cfg.ApplyTimeout, "state", rs.State, "term", rs.Term,
+		r.log.Warn("read barrier timed out", "after", r.cfg.ApplyTimeout, "role", rs.Role, "term", rs.Term,
 			"commit", rs.CommitIndex, "applied", rs.StateApplied, "applying", rs.Applying)
 		return fmt.Errorf("%w (after %s)", ErrReadTimeout, r.cfg.ApplyTimeout)
 	}
@@ -552,9 +552,52 @@ func (r *Replica) Snapshot() error {
 	return nil
 }
 
+// Role is a replica's place in its raft group.
+type Role uint8
+
+// The roles of raft.
+const (
+	RoleFollower Role = iota
+	RoleCandidate
+	RoleLeader
+	RoleShutdown
+)
+
+// Roles lists every role, for metrics that export one series a role.
+var Roles = [...]Role{RoleFollower, RoleCandidate, RoleLeader, RoleShutdown}
+
+var roleNames = [...]string{"follower", "candidate", "leader", "shutdown"}
+
+func (r Role) String() string {
+	if int(r) < len(roleNames) {
+		return roleNames[r]
+	}
+	return fmt.Sprintf("role(%d)", uint8(r))
+}
+
+func roleOf(s raft.RaftState) Role {
+	switch s {
+	case raft.Follower:
+		return RoleFollower
+	case raft.Candidate:
+		return RoleCandidate
+	case raft.Leader:
+		return RoleLeader
+	default:
+		return RoleShutdown
+	}
+}
+
+// ErrShutdown is the error of a call on a replica that is shutting down.
+var ErrShutdown = raft.ErrRaftShutdown
+
+// StreamLayer is what carries raft's traffic between the replicas of a
+// group (raft's own interface: Config.RaftLayer replaces its TCP layer).
+type StreamLayer = raft.StreamLayer
+
 // RaftStatus is what a replica's raft reports, for monitoring.
 type RaftStatus struct {
-	State        raft.RaftState
+	Role         Role
 	Term         uint64
 	LastIndex    uint64 // last entry in the log
 	CommitIndex  uint64
@@ -568,7 +611,7 @@ type RaftStatus struct {
 // RaftStatus returns the replica's raft state and indexes.
 func (r *Replica) RaftStatus() RaftStatus {
 	st := RaftStatus{
-		State: r.raft.State(), Term: r.raft.CurrentTerm(),
+		Role: roleOf(r.raft.State()), Term: r.raft.CurrentTerm(),
 		LastIndex: r.raft.LastIndex(), CommitIndex: r.raft.CommitIndex(), AppliedIndex: r.raft.AppliedIndex(),
 		Leader: r.Leader(),
 	}

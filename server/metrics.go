@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -443,9 +442,9 @@ func (m *Metrics) collect(ch chan<- prometheus.Metric, s *Server) {
 	}
 
 	rs := s.replica.RaftStatus()
-	gauge(m.raftLeader, boolValue(rs.State == raft.Leader))
-	for _, st := range [...]raft.RaftState{raft.Follower, raft.Candidate, raft.Leader, raft.Shutdown} {
-		gauge(m.raftState, boolValue(rs.State == st), strings.ToLower(st.String()))
+	gauge(m.raftLeader, boolValue(rs.Role == replication.RoleLeader))
+	for _, role := range replication.Roles {
+		gauge(m.raftState, boolValue(rs.Role == role), role.String())
 	}
 	gauge(m.raftTerm, float64(rs.Term))
 	gauge(m.raftLast, float64(rs.LastIndex))

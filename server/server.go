@@ -23,7 +23,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -36,6 +35,7 @@ import (
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/replication"
 	"github.com/flexkv/flexkv/txn"
+	"github.com/flexkv/flexkv/txn/executor"
 )
 
 // Config configures one replica's server.
@@ -73,7 +73,7 @@ type Config struct {
 
 	// Fault injection (chaos runs, tests): see replication.Config.
 	FrameFilter func(to partition.GroupID, frames []channel.Frame) []channel.Frame
-	RaftLayer   raft.StreamLayer
+	RaftLayer   replication.StreamLayer
 	// Replication tunes the replica; its State, ID, Members, Peers, Dir,
 	// Bootstrap, Executor, Services, Observe, WANDelays and WANJitter are
 	// set by Open, which adds an interceptor to its ServerOptions.
@@ -90,7 +90,7 @@ type Server struct {
 	group   partition.GroupConfig
 	replica *replication.Replica
 	store   *kv.Store
-	exec    *txn.Executor
+	exec    *executor.Executor
 	health  *health.Server
 	waiters *waiters
 	counts  counters
@@ -155,7 +155,7 @@ func Open(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	s.exec, err = txn.NewExecutor(txn.ExecutorConfig{
+	s.exec, err = executor.NewExecutor(executor.ExecutorConfig{
 		Store: s.store, Partitions: pm, Topology: top, Self: self,
 		Procedures: cfg.Procedures, OnExecuted: s.waiters.done,
 	})
@@ -185,7 +185,7 @@ func Open(cfg Config) (*Server, error) {
 	rc.WANJitter = cfg.LatencyJitter
 	rc.Dir = filepath.Join(cfg.Dir, "raft")
 	rc.Bootstrap = true
-	rc.Executor = executor{Executor: s.exec, restores: &s.restores}
+	rc.Executor = replicaExecutor{Executor: s.exec, restores: &s.restores}
 	rc.NoSync = cfg.NoSync
 	rc.Logger = cfg.Logger
 	rc.FrameFilter = cfg.FrameFilter
@@ -242,7 +242,7 @@ func (s *Server) Describe() string {
 	rs := s.replica.RaftStatus()
 	xs := s.exec.Stats()
 	return fmt.Sprintf("%s/%s %s term %d log %d commit %d raft-applied %d state-applied %d applying %d executed-index %d queued %d votes %d leader %q",
-		s.group.Name, s.cfg.NodeID, rs.State, rs.Term, rs.LastIndex, rs.CommitIndex, rs.AppliedIndex, rs.StateApplied, rs.Applying,
+		s.group.Name, s.cfg.NodeID, rs.Role, rs.Term, rs.LastIndex, rs.CommitIndex, rs.AppliedIndex, rs.StateApplied, rs.Applying,
 		s.exec.AppliedIndex(), xs.Queued, xs.VotesStored, rs.Leader)
 }
 
@@ -268,21 +268,21 @@ func (s *Server) Close() error {
 	return s.closeErr
 }
 
-// executor adapts txn.Executor, whose Snapshot returns a concrete type, to
+// replicaExecutor adapts executor.Executor, whose Snapshot returns a concrete type, to
 // replication.Executor.
-type executor struct {
-	*txn.Executor
+type replicaExecutor struct {
+	*executor.Executor
 	restores *atomic.Int64
 }
 
 // RestoreSnapshot counts the executor states installed from a raft
 // snapshot (a replica that fell behind its group's log).
-func (e executor) RestoreSnapshot(r io.Reader, index uint64) error {
+func (e replicaExecutor) RestoreSnapshot(r io.Reader, index uint64) error {
 	e.restores.Add(1)
 	return e.Executor.RestoreSnapshot(r, index)
 }
 
-func (e executor) Snapshot() (replication.ExecutorSnapshot, error) {
+func (e replicaExecutor) Snapshot() (replication.ExecutorSnapshot, error) {
 	sn, err := e.Executor.Snapshot()
 	if err != nil {
 		return nil, err

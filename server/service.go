@@ -7,12 +7,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/flexkv/flexkv/api"
 	"github.com/flexkv/flexkv/kv"
 	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/multicast"
@@ -158,7 +158,7 @@ func (s *Server) result(ctx context.Context, id multicast.MsgID, wait <-chan str
 			return nil, status.Error(codes.Unavailable, err.Error())
 		}
 		if found {
-			return kvpb.PieceResultToProto(id.String(), s.group.Name, &res), nil
+			return api.PieceResultToProto(id.String(), s.group.Name, &res), nil
 		}
 		if tick == nil {
 			tick = time.NewTicker(resultRecheck)
@@ -233,7 +233,7 @@ func (s *Server) status(ctx context.Context, err error) error {
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
-	case errors.Is(err, raft.ErrRaftShutdown):
+	case errors.Is(err, replication.ErrShutdown):
 		return status.Error(codes.Unavailable, "server: shutting down")
 	}
 	return status.Error(codes.Unavailable, err.Error())
@@ -249,7 +249,7 @@ func (v *service) Txn(ctx context.Context, req *kvpb.TxnRequest) (*kvpb.TxnRespo
 	var r request
 	switch {
 	case req.GetTxn() != nil:
-		t, err := kvpb.TxnFromProto(req.GetTxn())
+		t, err := api.TxnFromProto(req.GetTxn())
 		if err != nil {
 			return nil, invalid(err)
 		}
@@ -319,7 +319,7 @@ func (s *Server) single(ctx context.Context, client, seq uint64, op txn.Op) (txn
 	if len(p.GetResults()) != 1 {
 		return txn.OpResult{}, status.Errorf(codes.Internal, "server: %s: %d results for one operation", id, len(p.GetResults()))
 	}
-	return kvpb.ResultFromProto(p.GetResults()[0])
+	return api.ResultFromProto(p.GetResults()[0])
 }
 
 // notOwner answers a single-key request sent to a group that does not own
@@ -418,10 +418,10 @@ func (v *service) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanRe
 	for i, e := range kvs {
 		out[i] = txn.KV{Key: e.Key, Value: e.Value}
 	}
-	return &kvpb.ScanResponse{Kvs: kvpb.KVsToProto(out)}, nil
+	return &kvpb.ScanResponse{Kvs: api.KVsToProto(out)}, nil
 }
 
 // Topology implements kvpb.KVServer.
 func (v *service) Topology(context.Context, *kvpb.TopologyRequest) (*kvpb.TopologyResponse, error) {
-	return kvpb.ConfigToProto(v.s.cfg.Cluster, v.s.cfg.Latency), nil
+	return api.ConfigToProto(v.s.cfg.Cluster, v.s.cfg.Latency), nil
 }

@@ -288,6 +288,38 @@ func (p *Piece) check() error {
 	return nil
 }
 
+// Overlay holds a piece's writes back over a Reader until the piece
+// completes, as Eval does for a transaction's piece: reads see the writes,
+// Flush hands the final state of each written key to a Writer, in key
+// order. The executor runs stored procedures over one.
+type Overlay struct{ e evaluator }
+
+// NewOverlay returns an empty overlay over r.
+func NewOverlay(r Reader) *Overlay { return &Overlay{e: evaluator{r: r}} }
+
+// Get reads key, seeing the overlay's writes.
+func (o *Overlay) Get(key []byte) ([]byte, bool, error) { return o.e.get(key) }
+
+// Scan reads [start, end), at most limit keys, seeing the overlay's writes.
+func (o *Overlay) Scan(start, end []byte, limit int) ([]KV, error) {
+	return o.e.scan(start, end, limit)
+}
+
+// Put holds a write of value at key.
+func (o *Overlay) Put(key, value []byte) { o.e.set(key, value, false) }
+
+// Delete holds a delete of key.
+func (o *Overlay) Delete(key []byte) { o.e.set(key, nil, true) }
+
+// Holds reports whether the overlay holds a write of key.
+func (o *Overlay) Holds(key []byte) bool { _, ok := o.e.find(key); return ok }
+
+// Len returns the number of keys written.
+func (o *Overlay) Len() int { return len(o.e.writes) }
+
+// Flush hands the held writes to w in key order.
+func (o *Overlay) Flush(w Writer) error { return o.e.flush(w) }
+
 // write is a pending write of the piece being evaluated.
 type write struct {
 	key, value []byte

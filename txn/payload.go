@@ -96,6 +96,11 @@ func AppendCallPayload(b []byte, c Call) []byte {
 }
 
 // errPayloadSize is the error about a payload of n bytes, over PayloadMax.
+// PayloadSizeError is the error of a payload of n bytes, more than
+// PayloadMax: the executor reports it as the reason of a delivery it cannot
+// decode, in the same words as DecodePayload.
+func PayloadSizeError(n int) error { return errPayloadSize(n) }
+
 func errPayloadSize(n int) error {
 	return fmt.Errorf("txn: decode payload: %w: %d bytes, more than PayloadMax (%d)", wire.ErrCorrupt, n, PayloadMax)
 }

@@ -65,6 +65,10 @@ const (
 // 1..ReasonMax bytes and nothing else, or an outcome with no reason; results
 // with valid kinds, indices ascending from 0 and below math.MaxInt32, and
 // no field their kind does not take.
+// Check reports whether r is well formed: an abort with a reason and no
+// outcome, results in ascending index order, within the bounds.
+func (r *PieceResult) Check() error { return r.check() }
+
 func (r *PieceResult) check() error {
 	switch {
 	case r.Aborted && (r.Succeeded || r.Truncated || len(r.Results) > 0):

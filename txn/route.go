@@ -3,6 +3,7 @@ package txn
 import (
 	"errors"
 	"fmt"
+	"iter"
 
 	"github.com/flexkv/flexkv/partition"
 )
@@ -136,6 +137,21 @@ type PieceCompare struct {
 }
 
 // ops returns the operation positions of b.
+// Ops yields the operations of the piece, those of Then and then those of
+// Else, each with its branch's index.
+func (p *Piece) Ops() iter.Seq[*Op] {
+	return func(yield func(*Op) bool) {
+		for _, b := range []branch{thenBranch, elseBranch} {
+			ops := p.Txn.ops(b)
+			for _, i := range p.ops(b) {
+				if !yield(&ops[i]) {
+					return
+				}
+			}
+		}
+	}
+}
+
 func (p *Piece) ops(b branch) []int {
 	if b == thenBranch {
 		return p.Then
@@ -161,6 +177,12 @@ func (t *Txn) Pieces(pm *partition.PartitionMap, top *partition.Topology, dst pa
 
 // pieceOf returns the piece of group g, which must be in dst, that Pieces
 // returns among the others: the executor needs only its own.
+// PieceOf returns group g's piece of t multicast to dst, checked as Pieces
+// checks, without building the other destinations' pieces.
+func (t *Txn) PieceOf(pm *partition.PartitionMap, top *partition.Topology, dst partition.GroupSet, g partition.GroupID) (*Piece, error) {
+	return t.pieceOf(pm, top, dst, g)
+}
+
 func (t *Txn) pieceOf(pm *partition.PartitionMap, top *partition.Topology, dst partition.GroupSet, g partition.GroupID) (*Piece, error) {
 	pl, voters, err := t.split(pm, top, dst)
 	if err != nil {

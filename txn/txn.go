@@ -2,8 +2,9 @@
 // transaction is a list of compares (If) and two lists of operations (Then,
 // Else), all known when it is submitted, in the style of etcd's Txn.
 //
-// The package holds what every layer agrees on about a transaction, and no
-// I/O:
+// The package holds what every layer agrees on about a transaction, what a
+// client needs and nothing that touches storage (the executor, which runs
+// deliveries on Pebble, is package txn/executor):
 //   - the model (Txn, Compare, Op) and its bounds (OpsMax, ValueMax,
 //     ScanLimitMax, BytesMax), checked by Validate;
 //   - the JSON form of DESIGN 7 (ParseJSON, Txn.MarshalJSON) and of results
@@ -20,9 +21,7 @@
 //     destination alike (Vote, AppendVote, DecodeVote);
 //   - stored procedures (Procedure, Registry);
 //   - what a group reports for its piece (PieceResult) and how a client
-//     merges the reports (MergeResults);
-//   - the Executor, which runs a group replica's deliveries on its
-//     kv.Store in delivery order, exchanging votes with the other groups.
+//     merges the reports (MergeResults).
 //
 // # Integers
 //
@@ -110,6 +109,9 @@ func (e *classError) Is(target error) bool { return target == e.class }
 func invalidf(format string, args ...any) error {
 	return &classError{class: ErrInvalid, err: fmt.Errorf(format, args...)}
 }
+
+// Abortf returns an error matching ErrAborted; %w verbs wrap as usual.
+func Abortf(format string, args ...any) error { return abortf(format, args...) }
 
 // abortf returns an error matching ErrAborted.
 func abortf(format string, args ...any) error {
@@ -443,6 +445,9 @@ const quoteMax = 64
 
 // quote formats a key or value for an error message: Go-quoted, so that any
 // byte shows, and cut after quoteMax bytes.
+// Quote quotes key b for an error message, cut after a few dozen bytes.
+func Quote(b []byte) string { return quote(b) }
+
 func quote(b []byte) string {
 	if len(b) <= quoteMax {
 		return strconv.Quote(string(b))

@@ -46,6 +46,10 @@ const VoteBytesMax = 64 + 3*(ReasonMax+16)
 
 // clipReason cuts reason to ReasonMax bytes without splitting a UTF-8
 // sequence, the same way everywhere.
+// ClipReason cuts an abort reason to ReasonMax bytes (of valid UTF-8), as
+// votes and piece results carry it.
+func ClipReason(reason string) string { return clipReason(reason) }
+
 func clipReason(reason string) string {
 	if len(reason) <= ReasonMax {
 		return reason

@@ -574,6 +574,8 @@ type arrow struct {
 	// skipTests: the rule binds the package's code, not its tests (a test
 	// may start a cluster to run the package against).
 	skipTests bool
+	// only: the rule binds the package at from, not those below it.
+	only bool
 }
 
 // arrows are DESIGN 1's import rules among the packages that exist so far.
@@ -590,8 +592,29 @@ var arrows = []arrow{
 	},
 	{
 		from: "txn",
-		deny: []string{modulePath + "/replication", modulePath + "/client", modulePath + "/gtpcc", modulePath + "/cmd"},
+		deny: []string{modulePath + "/replication", modulePath + "/client", modulePath + "/gtpcc", modulePath + "/cmd", modulePath + "/server"},
 		why:  "txn never imports replication (DESIGN 1)",
+	},
+	{
+		// The model, not its executor: txn itself, none of its
+		// subpackages.
+		from:  "txn",
+		deny:  []string{modulePath + "/kv", modulePath + "/txn/executor", "github.com/cockroachdb/pebble*"},
+		allow: []string{modulePath + "/kv/kvpb"},
+		why:   "the transaction model touches no storage: what needs kv is txn/executor (DESIGN 1)",
+		only:  true,
+	},
+	{
+		from:  "kv/kvpb",
+		deny:  []string{modulePath + "/*"},
+		allow: []string{modulePath + "/kv/kvpb"},
+		why:   "generated code imports no hand-written package above it; the conversions are package api (DESIGN 1)",
+	},
+	{
+		from:  "api",
+		deny:  []string{modulePath + "/kv", modulePath + "/txn/executor", modulePath + "/replication", modulePath + "/server", "github.com/cockroachdb/pebble*", "github.com/hashicorp/raft*"},
+		allow: []string{modulePath + "/kv/kvpb"},
+		why:   "the API's conversions are linked by the client: they reach no server code (DESIGN 1)",
 	},
 	{
 		from:      "gtpcc",
@@ -625,7 +648,7 @@ func matchImport(path, pattern string) bool {
 // import path, or "".
 func arrowProblem(dir, path string) string {
 	for _, a := range arrows {
-		if !underDir(dir, a.from) {
+		if !underDir(dir, a.from) || (a.only && dir != a.from) {
 			continue
 		}
 		denied := slices.ContainsFunc(a.deny, func(p string) bool { return matchImport(path, p) })
@@ -934,7 +957,12 @@ func TestArrowProblem(t *testing.T) {
 		{"multicast/check", "github.com/hashicorp/raft-boltdb/v2", false},
 		{"multicast/channel", "google.golang.org/grpc/codes", false},
 		{"multicast", modulePath + "/kvstore", true}, // a sibling of kv, not kv
-		{"txn", modulePath + "/kv", true},
+		{"txn", modulePath + "/kv", false},
+		{"txn", modulePath + "/kv/kvpb", true},
+		{"txn/executor", modulePath + "/kv", true},
+		{"kv/kvpb", modulePath + "/txn", false},
+		{"api", modulePath + "/kv/kvpb", true},
+		{"api", modulePath + "/kv", false},
 		{"txn", modulePath + "/replication", false},
 		{"partition", modulePath + "/partition", true},
 		{"partition", "fmt", true},

@@ -1,7 +1,7 @@
 // Package kvpb holds the protobuf messages and the gRPC service of FlexKV's
-// client API (DESIGN 7), generated from kv.proto by gen.sh, and the
-// conversions between them and the types of packages txn and partition
-// (convert.go).
+// client API (DESIGN 7), generated from kv.proto by gen.sh. It imports no
+// hand-written package: the conversions between its messages and the types
+// of packages txn and partition are package api.
 //
 // # Status codes
 //

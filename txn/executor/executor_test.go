@@ -1,4 +1,4 @@
-package txn
+package executor
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/node"
 	"github.com/flexkv/flexkv/partition"
+	"github.com/flexkv/flexkv/txn"
 )
 
 // replica is one replica of a group in a test cluster: a store in its own
@@ -34,7 +35,7 @@ type cluster struct {
 	t     testing.TB
 	top   *partition.Topology
 	pm    *partition.PartitionMap
-	procs *Registry
+	procs *txn.Registry
 	// resultsMax is the kv.Options.ResultsMax of the replicas opened from
 	// now on; 0: the store's default.
 	resultsMax int
@@ -47,7 +48,7 @@ type cluster struct {
 	inbox [][][]node.AppInbound
 }
 
-func newCluster(t testing.TB, procs *Registry) *cluster {
+func newCluster(t testing.TB, procs *txn.Registry) *cluster {
 	t.Helper()
 	top := testTopology(t)
 	c := &cluster{t: t, top: top, pm: testPartitionMap(t, top), procs: procs}
@@ -268,11 +269,11 @@ func (c *cluster) msg(seq uint64, js string) multicast.Message {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	return multicast.Message{ID: multicast.MsgID{Client: 1, Seq: seq}, Dst: dst, Payload: AppendTxnPayload(nil, tx)}
+	return multicast.Message{ID: multicast.MsgID{Client: 1, Seq: seq}, Dst: dst, Payload: txn.AppendTxnPayload(nil, tx)}
 }
 
 // result returns group g's result of m, failing if there is none.
-func (c *cluster) result(g partition.GroupID, m multicast.Message) PieceResult {
+func (c *cluster) result(g partition.GroupID, m multicast.Message) txn.PieceResult {
 	c.t.Helper()
 	r, ok, err := c.reps[g].ex.Result(m.ID)
 	if err != nil || !ok {
@@ -292,13 +293,13 @@ func (c *cluster) hasResult(g partition.GroupID, m multicast.Message) bool {
 }
 
 // merged merges the results of m at each of its destinations.
-func (c *cluster) merged(m multicast.Message) (Result, error) {
+func (c *cluster) merged(m multicast.Message) (txn.Result, error) {
 	c.t.Helper()
-	var prs []PieceResult
+	var prs []txn.PieceResult
 	for _, g := range m.Dst.Slice() {
 		prs = append(prs, c.result(g, m))
 	}
-	return MergeResults(m.ID.String(), prs)
+	return txn.MergeResults(m.ID.String(), prs)
 }
 
 // data returns group g's user keys as "k=v ...".
@@ -330,7 +331,7 @@ func (c *cluster) snapshot(g partition.GroupID) []byte {
 	return buf.Bytes()
 }
 
-func describeResult(r PieceResult) string {
+func describeResult(r txn.PieceResult) string {
 	switch {
 	case r.Aborted:
 		return "aborted: " + r.Reason
@@ -615,7 +616,7 @@ func TestExecutorAddAbortIsAtomic(t *testing.T) {
 				}
 			}
 			_, err := c.merged(m)
-			if tc.abort != "" && (!errors.Is(err, ErrAborted) || err.Error() != tc.abort) {
+			if tc.abort != "" && (!errors.Is(err, txn.ErrAborted) || err.Error() != tc.abort) {
 				t.Errorf("merged: %v, want the abort", err)
 			}
 			if tc.abort == "" && err != nil {
@@ -742,7 +743,7 @@ func TestExecutorJunk(t *testing.T) {
 	c := newCluster(t, nil)
 	id := func(seq uint64) multicast.MsgID { return multicast.MsgID{Client: 7, Seq: seq} }
 	good := c.msg(100, designTransfer)
-	tooBig := make([]byte, PayloadMax+1)
+	tooBig := make([]byte, txn.PayloadMax+1)
 	tooBig[0] = payloadCall
 	for _, tc := range []struct {
 		m    multicast.Message
@@ -752,10 +753,10 @@ func TestExecutorJunk(t *testing.T) {
 		{multicast.Message{ID: id(2), Dst: partition.SetOf(0)}, "txn: decode payload: wire: corrupt encoding: empty"},
 		{multicast.Message{ID: id(3), Dst: partition.SetOf(0, 1), Payload: good.Payload}, "txn: destination set {0,1}, want {0}"},
 		{multicast.Message{ID: id(4), Dst: partition.SetOf(1), Payload: good.Payload}, "txn: group 0 is not a destination of c7.4 ({1})"},
-		{multicast.Message{ID: id(5), Dst: partition.SetOf(0), Payload: AppendTxnPayload(nil, mustParse(t, `{"then":[{"op":"get","key":"x/1"}]}`))}, "txn: then[0].key: partition: key \"x/1\""},
-		{multicast.Message{ID: id(6), Dst: partition.SetOf(0), Payload: AppendCallPayload(nil, Call{Name: "nope"})}, `txn: unknown procedure "nope"`},
-		{multicast.Message{ID: id(7), Dst: partition.SetOf(0), Payload: tooBig}, fmt.Sprintf("txn: decode payload: wire: corrupt encoding: %d bytes, more than PayloadMax", PayloadMax+1)},
-		{multicast.Message{ID: id(8), Dst: partition.SetOf(0), Payload: AppendCallPayload(nil, Call{Name: "Bad Name"})}, `txn: procedure name "Bad Name"`},
+		{multicast.Message{ID: id(5), Dst: partition.SetOf(0), Payload: txn.AppendTxnPayload(nil, mustParse(t, `{"then":[{"op":"get","key":"x/1"}]}`))}, "txn: then[0].key: partition: key \"x/1\""},
+		{multicast.Message{ID: id(6), Dst: partition.SetOf(0), Payload: txn.AppendCallPayload(nil, txn.Call{Name: "nope"})}, `txn: unknown procedure "nope"`},
+		{multicast.Message{ID: id(7), Dst: partition.SetOf(0), Payload: tooBig}, fmt.Sprintf("txn: decode payload: wire: corrupt encoding: %d bytes, more than PayloadMax", txn.PayloadMax+1)},
+		{multicast.Message{ID: id(8), Dst: partition.SetOf(0), Payload: txn.AppendCallPayload(nil, txn.Call{Name: "Bad Name"})}, `txn: procedure name "Bad Name"`},
 	} {
 		c.deliver(0, tc.m)
 		r := c.result(0, tc.m)
@@ -774,13 +775,13 @@ func TestExecutorJunk(t *testing.T) {
 	c.deliver(2, head)
 	c.deliver(0)
 
-	vote := AppendVote(nil, id(50), Vote{Group: 2, Holds: true})
+	vote := txn.AppendVote(nil, id(50), txn.Vote{Group: 2, Holds: true})
 	before := c.reps[0].ex.Stats()
 	c.execute(0, nil, []node.AppInbound{
 		{From: 2, Payload: []byte("junk")},
 		{From: 1, Payload: vote}, // not its sender's
-		{From: 0, Payload: AppendVote(nil, id(50), Vote{Group: 0, Holds: true})},  // this group's own
-		{From: 2, Payload: AppendVote(nil, head.ID, Vote{Group: 2, Holds: true})}, // its transaction ran
+		{From: 0, Payload: txn.AppendVote(nil, id(50), txn.Vote{Group: 0, Holds: true})},  // this group's own
+		{From: 2, Payload: txn.AppendVote(nil, head.ID, txn.Vote{Group: 2, Holds: true})}, // its transaction ran
 		{From: 2, Payload: vote}, // stored
 		{From: 2, Payload: vote}, // twice
 	})
@@ -803,9 +804,9 @@ func TestExecutorJunk(t *testing.T) {
 // client learns that the reads are lost.
 func TestExecutorTruncatesLargeResults(t *testing.T) {
 	c := newCluster(t, nil)
-	big := strings.Repeat("v", ValueMax)
+	big := strings.Repeat("v", txn.ValueMax)
 	seed := map[string]string{}
-	for i := range kv.ValueMax/ValueMax + 1 {
+	for i := range kv.ValueMax/txn.ValueMax + 1 {
 		seed[fmt.Sprintf("w/0001/k%02d", i)] = big
 	}
 	c.seed(0, seed)
@@ -814,7 +815,7 @@ func TestExecutorTruncatesLargeResults(t *testing.T) {
 	if r := c.result(0, m); !r.Truncated || !r.Succeeded || r.Results != nil {
 		t.Errorf("result %s, want truncated", describeResult(r))
 	}
-	if _, err := c.merged(m); !errors.Is(err, ErrTruncated) {
+	if _, err := c.merged(m); !errors.Is(err, txn.ErrTruncated) {
 		t.Errorf("merged: %v, want ErrTruncated", err)
 	}
 	if v, ok, err := c.reps[0].store.Get([]byte("w/0001/after")); err != nil || !ok || string(v) != "1" {

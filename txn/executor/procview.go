@@ -1,4 +1,4 @@
-package txn
+package executor
 
 import (
 	"bytes"
@@ -6,13 +6,14 @@ import (
 
 	"github.com/flexkv/flexkv/kv"
 	"github.com/flexkv/flexkv/partition"
+	"github.com/flexkv/flexkv/txn"
 )
 
 // procView is the Reader and Writer a procedure's piece gets: reads see the
 // piece's writes, which are held back until the piece completes, and every
 // access is checked against what the group holds.
 type procView struct {
-	e    *evaluator
+	e    *txn.Overlay
 	pm   *partition.PartitionMap
 	self partition.GroupID
 	// ioErr is the first error of the store: it fails Execute, whatever
@@ -24,7 +25,7 @@ type procView struct {
 }
 
 func (v *procView) deny(format string, args ...any) error {
-	err := abortf(format, args...)
+	err := txn.Abortf(format, args...)
 	if v.denied == nil {
 		v.denied = err
 	}
@@ -56,34 +57,34 @@ func (v *procView) readable(key []byte) (partition.Partition, bool) {
 
 func (v *procView) Get(key []byte) ([]byte, bool, error) {
 	if _, ok := v.readable(key); !ok {
-		return nil, false, v.deny("txn: get %s: a key group %d does not hold", quote(key), v.self)
+		return nil, false, v.deny("txn: get %s: a key group %d does not hold", txn.Quote(key), v.self)
 	}
-	val, found, err := v.e.get(key)
+	val, found, err := v.e.Get(key)
 	if err != nil {
 		return nil, false, v.store(err)
 	}
 	return bytes.Clone(val), found, nil
 }
 
-func (v *procView) Scan(start, end []byte, limit int) ([]KV, error) {
+func (v *procView) Scan(start, end []byte, limit int) ([]txn.KV, error) {
 	p, ok := v.readable(start)
 	switch {
 	case !ok:
-		return nil, v.deny("txn: scan from %s: a key group %d does not hold", quote(start), v.self)
+		return nil, v.deny("txn: scan from %s: a key group %d does not hold", txn.Quote(start), v.self)
 	case partition.CheckKey(end) != nil || bytes.Compare(start, end) >= 0:
-		return nil, v.deny("txn: scan [%s, %s): end is not a key after start", quote(start), quote(end))
+		return nil, v.deny("txn: scan [%s, %s): end is not a key after start", txn.Quote(start), txn.Quote(end))
 	case len(p.End) > 0 && bytes.Compare(end, p.End) > 0:
-		return nil, v.deny("txn: scan [%s, %s) leaves partition %s", quote(start), quote(end), p)
-	case limit < 1 || limit > ScanLimitMax:
-		return nil, v.deny("txn: scan limit %d, want 1..ScanLimitMax (%d)", limit, ScanLimitMax)
+		return nil, v.deny("txn: scan [%s, %s) leaves partition %s", txn.Quote(start), txn.Quote(end), p)
+	case limit < 1 || limit > txn.ScanLimitMax:
+		return nil, v.deny("txn: scan limit %d, want 1..ScanLimitMax (%d)", limit, txn.ScanLimitMax)
 	}
-	kvs, err := v.e.scan(start, end, limit)
+	kvs, err := v.e.Scan(start, end, limit)
 	if err != nil {
 		return nil, v.store(err)
 	}
-	out := make([]KV, len(kvs))
+	out := make([]txn.KV, len(kvs))
 	for i, p := range kvs {
-		out[i] = KV{Key: bytes.Clone(p.Key), Value: bytes.Clone(p.Value)}
+		out[i] = txn.KV{Key: bytes.Clone(p.Key), Value: bytes.Clone(p.Value)}
 	}
 	return out, nil
 }
@@ -93,9 +94,9 @@ func (v *procView) Put(key, value []byte) error {
 		return err
 	}
 	if len(value) > kv.ValueMax {
-		return v.deny("txn: put %s: value of %d bytes, more than %d", quote(key), len(value), kv.ValueMax)
+		return v.deny("txn: put %s: value of %d bytes, more than %d", txn.Quote(key), len(value), kv.ValueMax)
 	}
-	v.e.set(bytes.Clone(key), bytes.Clone(value), false)
+	v.e.Put(bytes.Clone(key), bytes.Clone(value))
 	return nil
 }
 
@@ -103,7 +104,7 @@ func (v *procView) Delete(key []byte) error {
 	if err := v.writable(key); err != nil {
 		return err
 	}
-	v.e.set(bytes.Clone(key), nil, true)
+	v.e.Delete(bytes.Clone(key))
 	return nil
 }
 
@@ -111,19 +112,19 @@ func (v *procView) Delete(key []byte) error {
 // is one of the first ProcWritesMax keys the piece writes.
 func (v *procView) writable(key []byte) error {
 	if !v.owns(key) {
-		return v.deny("txn: write %s: a key group %d does not own", quote(key), v.self)
+		return v.deny("txn: write %s: a key group %d does not own", txn.Quote(key), v.self)
 	}
-	if _, ok := v.e.find(key); !ok && len(v.e.writes) >= ProcWritesMax {
-		return v.deny("txn: write %s: more than ProcWritesMax (%d) keys written", quote(key), ProcWritesMax)
+	if !v.e.Holds(key) && v.e.Len() >= txn.ProcWritesMax {
+		return v.deny("txn: write %s: more than ProcWritesMax (%d) keys written", txn.Quote(key), txn.ProcWritesMax)
 	}
 	return nil
 }
 
 // runCall runs the procedure of job j at this group.
-func (x *execution) runCall(j *job) (PieceResult, error) {
+func (x *execution) runCall(j *job) (txn.PieceResult, error) {
 	cfg := &x.e.cfg
-	v := &procView{e: &evaluator{r: x.rw}, pm: cfg.Partitions, self: cfg.Self}
-	p := &ProcPiece{
+	v := &procView{e: txn.NewOverlay(x.rw), pm: cfg.Partitions, self: cfg.Self}
+	p := &txn.ProcPiece{
 		ID: j.id, Group: cfg.Self, Dst: j.dst, Args: j.call.Args,
 		Reader: v, Writer: v, Owns: v.owns,
 	}
@@ -131,7 +132,7 @@ func (x *execution) runCall(j *job) (PieceResult, error) {
 	prefix := fmt.Sprintf("txn: procedure %q: ", j.call.Name)
 	switch {
 	case v.ioErr != nil:
-		return PieceResult{}, v.ioErr
+		return txn.PieceResult{}, v.ioErr
 	case v.denied != nil:
 		return abortResult(prefix + v.denied.Error()), nil
 	case err != nil:
@@ -142,11 +143,11 @@ func (x *execution) runCall(j *job) (PieceResult, error) {
 	if res.Truncated {
 		return abortResult(prefix + "bad result: truncated, which only the executor decides"), nil
 	}
-	if err := res.check(); err != nil {
+	if err := res.Check(); err != nil {
 		return abortResult(prefix + "bad result: " + err.Error()), nil
 	}
-	if err := v.e.flush(x.rw); err != nil {
-		return PieceResult{}, err
+	if err := v.e.Flush(x.rw); err != nil {
+		return txn.PieceResult{}, err
 	}
 	return res, nil
 }

@@ -1,4 +1,4 @@
-package txn
+package executor
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/partition"
+	"github.com/flexkv/flexkv/txn"
 )
 
 // bankAccounts are two accounts in each warehouse of testPartitionMap:
@@ -113,7 +114,7 @@ func runBank(t *testing.T, seed uint64, txns int) {
 		}
 		_, err := c.merged(m)
 		switch {
-		case errors.Is(err, ErrAborted):
+		case errors.Is(err, txn.ErrAborted):
 			aborted++
 		case err != nil:
 			t.Errorf("%s: %v", m.ID, err)

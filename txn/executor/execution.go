@@ -1,4 +1,4 @@
-package txn
+package executor
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/node"
 	"github.com/flexkv/flexkv/partition"
+	"github.com/flexkv/flexkv/txn"
 )
 
 // execution is the work of one Execute call: everything goes into b, and
@@ -30,10 +31,10 @@ type job struct {
 	dst    partition.GroupSet
 	digest uint64 // the delivery's digest
 	// Exactly one of the following describes the job.
-	reason string // the delivery cannot run: the abort it reports
-	piece  *Piece // this group's piece of a transaction
-	call   *Call  // a procedure call, with its procedure
-	proc   Procedure
+	reason string     // the delivery cannot run: the abort it reports
+	piece  *txn.Piece // this group's piece of a transaction
+	call   *txn.Call  // a procedure call, with its procedure
+	proc   txn.Procedure
 }
 
 // queued is a delivery in the executor's queue.
@@ -145,8 +146,8 @@ func (x *execution) sendUsed(d delivery, other bool) {
 	if j.piece == nil || j.piece.VoteTo.Empty() {
 		return
 	}
-	v := Vote{Group: x.e.cfg.Self, Used: true, Other: other, Digest: j.digest}
-	payload := AppendVote(nil, j.id, v)
+	v := txn.Vote{Group: x.e.cfg.Self, Used: true, Other: other, Digest: j.digest}
+	payload := txn.AppendVote(nil, j.id, v)
 	for _, g := range j.piece.VoteTo.Slice() {
 		x.sends = append(x.sends, node.AppSend{To: g, About: j.id, Payload: payload})
 	}
@@ -201,11 +202,11 @@ func (x *execution) pass() error {
 // vote evaluates the vote of j's piece on the current state and sends it.
 func (x *execution) vote(j *job) error {
 	p := j.piece
-	v, err := EvalVote(x.rw, p)
+	v, err := txn.EvalVote(x.rw, p)
 	if err != nil {
 		return err
 	}
-	payload := AppendVote(nil, j.id, v)
+	payload := txn.AppendVote(nil, j.id, v)
 	for _, g := range p.VoteTo.Slice() {
 		x.sends = append(x.sends, node.AppSend{To: g, About: j.id, Payload: payload})
 	}
@@ -221,11 +222,11 @@ func (e *Executor) prepare(d delivery) *job {
 		j.reason = fmt.Sprintf("txn: group %d is not a destination of %s (%s)", cfg.Self, j.id, j.dst)
 		return j
 	}
-	if d.size > PayloadMax {
-		j.reason = errPayloadSize(d.size).Error()
+	if d.size > txn.PayloadMax {
+		j.reason = txn.PayloadSizeError(d.size).Error()
 		return j
 	}
-	p, err := DecodePayload(d.msg.Payload)
+	p, err := txn.DecodePayload(d.msg.Payload)
 	if err != nil {
 		j.reason = err.Error()
 		return j
@@ -236,7 +237,7 @@ func (e *Executor) prepare(d delivery) *job {
 			j.reason = fmt.Sprintf("txn: unknown procedure %q", p.Call.Name)
 			return j
 		}
-		if err := cfg.Procedures.checkCallDestinations(*p.Call, cfg.Partitions, cfg.Topology, j.dst); err != nil {
+		if err := cfg.Procedures.CheckCallDestinations(*p.Call, cfg.Partitions, cfg.Topology, j.dst); err != nil {
 			j.reason = err.Error()
 			return j
 		}
@@ -244,7 +245,7 @@ func (e *Executor) prepare(d delivery) *job {
 		return j
 	}
 	// dst has Self (checked above).
-	piece, err := p.Txn.pieceOf(cfg.Partitions, cfg.Topology, j.dst, cfg.Self)
+	piece, err := p.Txn.PieceOf(cfg.Partitions, cfg.Topology, j.dst, cfg.Self)
 	if err != nil {
 		j.reason = err.Error()
 		return j
@@ -257,7 +258,7 @@ func (e *Executor) prepare(d delivery) *job {
 // there and j can use them; with a used vote for j among them (see
 // Executor, Reused ids), the abort of j instead, which names the first
 // such voter.
-func (x *execution) votes(j *job) (votes []Vote, reason string, ok bool, err error) {
+func (x *execution) votes(j *job) (votes []txn.Vote, reason string, ok bool, err error) {
 	if j.piece == nil || j.piece.Voters.Empty() {
 		return nil, "", true, nil
 	}
@@ -265,7 +266,7 @@ func (x *execution) votes(j *job) (votes []Vote, reason string, ok bool, err err
 	if x.e.votes[j.id]&voters != voters {
 		return nil, "", false, nil
 	}
-	votes = make([]Vote, 0, voters.Len())
+	votes = make([]txn.Vote, 0, voters.Len())
 	for _, g := range voters.Slice() {
 		v, err := x.storedVote(j.id, g)
 		if err != nil {
@@ -289,20 +290,20 @@ func (x *execution) votes(j *job) (votes []Vote, reason string, ok bool, err err
 }
 
 // storedVote returns the vote of group g on id, which must be stored.
-func (x *execution) storedVote(id multicast.MsgID, g partition.GroupID) (Vote, error) {
+func (x *execution) storedVote(id multicast.MsgID, g partition.GroupID) (txn.Vote, error) {
 	raw, ok, err := x.b.GetAux(voteKey(id, g))
 	switch {
 	case err != nil:
-		return Vote{}, err
+		return txn.Vote{}, err
 	case !ok:
-		return Vote{}, fmt.Errorf("txn: %w: stored vote of group %d on %s missing", kv.ErrCorrupt, g, id)
+		return txn.Vote{}, fmt.Errorf("txn: %w: stored vote of group %d on %s missing", kv.ErrCorrupt, g, id)
 	}
-	about, v, err := DecodeVote(raw)
+	about, v, err := txn.DecodeVote(raw)
 	switch {
 	case err != nil:
-		return Vote{}, fmt.Errorf("%w: stored vote: %w", kv.ErrCorrupt, err)
+		return txn.Vote{}, fmt.Errorf("%w: stored vote: %w", kv.ErrCorrupt, err)
 	case about != id || v.Group != g:
-		return Vote{}, fmt.Errorf("txn: %w: the vote stored as group %d's on %s is group %d's on %s", kv.ErrCorrupt, g, id, v.Group, about)
+		return txn.Vote{}, fmt.Errorf("txn: %w: the vote stored as group %d's on %s is group %d's on %s", kv.ErrCorrupt, g, id, v.Group, about)
 	}
 	return v, nil
 }
@@ -315,7 +316,7 @@ func (x *execution) storedVote(id multicast.MsgID, g partition.GroupID) (Vote, e
 // (see Executor, Reused ids), which counts as junk then.
 func (x *execution) receive(in node.AppInbound) (bool, error) {
 	cfg := &x.e.cfg
-	id, v, err := DecodeVote(in.Payload)
+	id, v, err := txn.DecodeVote(in.Payload)
 	if err != nil || v.Group != in.From || !cfg.Topology.Valid(v.Group) || v.Group == cfg.Self {
 		x.meta.junkVotes++
 		return false, nil
@@ -357,8 +358,8 @@ func (x *execution) receive(in node.AppInbound) (bool, error) {
 
 // run runs job j with the votes it waited for, or aborts it for reason,
 // stores its result, and drops the votes stored on its id.
-func (x *execution) run(j *job, votes []Vote, reason string) error {
-	var res PieceResult
+func (x *execution) run(j *job, votes []txn.Vote, reason string) error {
+	var res txn.PieceResult
 	var err error
 	switch {
 	case j.reason != "":
@@ -378,7 +379,7 @@ func (x *execution) run(j *job, votes []Vote, reason string) error {
 	}
 	enc := appendResultRecord(nil, j.digest, &res)
 	if len(enc) > kv.ValueMax {
-		res = PieceResult{Succeeded: res.Succeeded, Truncated: true}
+		res = txn.PieceResult{Succeeded: res.Succeeded, Truncated: true}
 		enc = appendResultRecord(nil, j.digest, &res)
 	}
 	if err := x.b.SetResult(j.id.String(), enc); err != nil {
@@ -392,22 +393,22 @@ func (x *execution) run(j *job, votes []Vote, reason string) error {
 	return nil
 }
 
-func abortResult(reason string) PieceResult {
+func abortResult(reason string) txn.PieceResult {
 	if reason == "" {
 		reason = "txn: aborted"
 	}
-	return PieceResult{Aborted: true, Reason: clipReason(reason)}
+	return txn.PieceResult{Aborted: true, Reason: txn.ClipReason(reason)}
 }
 
-func (x *execution) runPiece(p *Piece, votes []Vote) (PieceResult, error) {
-	holds, results, err := Eval(x.rw, x.rw, p, votes...)
+func (x *execution) runPiece(p *txn.Piece, votes []txn.Vote) (txn.PieceResult, error) {
+	holds, results, err := txn.Eval(x.rw, x.rw, p, votes...)
 	switch {
-	case errors.Is(err, ErrAborted):
+	case errors.Is(err, txn.ErrAborted):
 		return abortResult(err.Error()), nil
 	case err != nil:
-		return PieceResult{}, err
+		return txn.PieceResult{}, err
 	}
-	return PieceResult{Succeeded: holds, Results: results}, nil
+	return txn.PieceResult{Succeeded: holds, Results: results}, nil
 }
 
 // dropVotes deletes the votes stored on id, of which used were consumed;

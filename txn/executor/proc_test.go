@@ -1,4 +1,4 @@
-package txn
+package executor
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/partition"
+	"github.com/flexkv/flexkv/txn"
 )
 
 // moveProc moves an amount between two keys, which may belong to different
@@ -34,19 +35,19 @@ func (moveProc) Keys(args []byte) ([][]byte, error) {
 	return [][]byte{[]byte(from), []byte(to), []byte(item)}, nil
 }
 
-func (moveProc) Run(p *ProcPiece) (PieceResult, error) {
+func (moveProc) Run(p *txn.ProcPiece) (txn.PieceResult, error) {
 	from, to, amt, item, err := parseMove(p.Args)
 	if err != nil {
-		return PieceResult{}, err
+		return txn.PieceResult{}, err
 	}
 	_, ok, err := p.Reader.Get([]byte(item))
 	switch {
 	case err != nil:
-		return PieceResult{}, fmt.Errorf("item %s: %w", item, err)
+		return txn.PieceResult{}, fmt.Errorf("item %s: %w", item, err)
 	case !ok:
-		return PieceResult{}, fmt.Errorf("unknown item %s", item)
+		return txn.PieceResult{}, fmt.Errorf("unknown item %s", item)
 	}
-	res := PieceResult{Succeeded: true}
+	res := txn.PieceResult{Succeeded: true}
 	for i, step := range []struct {
 		key   string
 		delta int64
@@ -56,14 +57,14 @@ func (moveProc) Run(p *ProcPiece) (PieceResult, error) {
 		}
 		v, _, err := p.Reader.Get([]byte(step.key))
 		if err != nil {
-			return PieceResult{}, err
+			return txn.PieceResult{}, err
 		}
 		n, _ := strconv.ParseInt(string(v), 10, 64)
 		n += step.delta
 		if err := p.Writer.Put([]byte(step.key), []byte(strconv.FormatInt(n, 10))); err != nil {
-			return PieceResult{}, err
+			return txn.PieceResult{}, err
 		}
-		res.Results = append(res.Results, OpResult{Index: i, Kind: OpAdd, Key: []byte(step.key), Int: n})
+		res.Results = append(res.Results, txn.OpResult{Index: i, Kind: txn.OpAdd, Key: []byte(step.key), Int: n})
 	}
 	return res, nil
 }
@@ -71,11 +72,11 @@ func (moveProc) Run(p *ProcPiece) (PieceResult, error) {
 // funcProc adapts functions to a Procedure.
 type funcProc struct {
 	keys func(args []byte) ([][]byte, error)
-	run  func(p *ProcPiece) (PieceResult, error)
+	run  func(p *txn.ProcPiece) (txn.PieceResult, error)
 }
 
-func (f funcProc) Keys(args []byte) ([][]byte, error)    { return f.keys(args) }
-func (f funcProc) Run(p *ProcPiece) (PieceResult, error) { return f.run(p) }
+func (f funcProc) Keys(args []byte) ([][]byte, error)            { return f.keys(args) }
+func (f funcProc) Run(p *txn.ProcPiece) (txn.PieceResult, error) { return f.run(p) }
 
 func fixedKeys(keys ...string) func([]byte) ([][]byte, error) {
 	return func([]byte) ([][]byte, error) {
@@ -87,45 +88,45 @@ func fixedKeys(keys ...string) func([]byte) ([][]byte, error) {
 	}
 }
 
-func testRegistry(t *testing.T) *Registry {
+func testRegistry(t *testing.T) *txn.Registry {
 	t.Helper()
-	r := NewRegistry()
-	for name, p := range map[string]Procedure{
+	r := txn.NewRegistry()
+	for name, p := range map[string]txn.Procedure{
 		"move": moveProc{},
 		// peek reads a key of group 1 from every destination.
-		"peek": funcProc{fixedKeys("w/0001/a", "w/0003/a"), func(p *ProcPiece) (PieceResult, error) {
+		"peek": funcProc{fixedKeys("w/0001/a", "w/0003/a"), func(p *txn.ProcPiece) (txn.PieceResult, error) {
 			_, _, err := p.Reader.Get([]byte("w/0003/a"))
-			return PieceResult{Succeeded: true}, err
+			return txn.PieceResult{Succeeded: true}, err
 		}},
 		// sneak writes a key of group 1, swallowing the error.
-		"sneak": funcProc{fixedKeys("w/0001/a"), func(p *ProcPiece) (PieceResult, error) {
+		"sneak": funcProc{fixedKeys("w/0001/a"), func(p *txn.ProcPiece) (txn.PieceResult, error) {
 			_ = p.Writer.Put([]byte("w/0001/a"), []byte("mine"))
 			_ = p.Writer.Put([]byte("w/0003/a"), []byte("theirs"))
-			return PieceResult{Succeeded: true}, nil
+			return txn.PieceResult{Succeeded: true}, nil
 		}},
 		// garbled reports results out of order.
-		"garbled": funcProc{fixedKeys("w/0001/a"), func(p *ProcPiece) (PieceResult, error) {
+		"garbled": funcProc{fixedKeys("w/0001/a"), func(p *txn.ProcPiece) (txn.PieceResult, error) {
 			if err := p.Writer.Put([]byte("w/0001/a"), []byte("x")); err != nil {
-				return PieceResult{}, err
+				return txn.PieceResult{}, err
 			}
-			return PieceResult{Succeeded: true, Results: []OpResult{{Index: 1, Kind: OpPut}, {Index: 0, Kind: OpPut}}}, nil
+			return txn.PieceResult{Succeeded: true, Results: []txn.OpResult{{Index: 1, Kind: txn.OpPut}, {Index: 0, Kind: txn.OpPut}}}, nil
 		}},
 		// scanner scans its partition and a replicated one.
-		"scanner": funcProc{fixedKeys("w/0001/a"), func(p *ProcPiece) (PieceResult, error) {
+		"scanner": funcProc{fixedKeys("w/0001/a"), func(p *txn.ProcPiece) (txn.PieceResult, error) {
 			if err := p.Writer.Put([]byte("w/0001/c"), []byte("new")); err != nil {
-				return PieceResult{}, err
+				return txn.PieceResult{}, err
 			}
 			own, err := p.Reader.Scan([]byte("w/0001/"), []byte("w/0002/"), 10)
 			if err != nil {
-				return PieceResult{}, err
+				return txn.PieceResult{}, err
 			}
 			items, err := p.Reader.Scan([]byte("item/"), []byte("item0"), 10)
 			if err != nil {
-				return PieceResult{}, err
+				return txn.PieceResult{}, err
 			}
-			return PieceResult{Succeeded: true, Results: []OpResult{
-				{Index: 0, Kind: OpScan, Key: []byte("w/0001/"), KVs: own},
-				{Index: 1, Kind: OpScan, Key: []byte("item/"), KVs: items},
+			return txn.PieceResult{Succeeded: true, Results: []txn.OpResult{
+				{Index: 0, Kind: txn.OpScan, Key: []byte("w/0001/"), KVs: own},
+				{Index: 1, Kind: txn.OpScan, Key: []byte("item/"), KVs: items},
 			}}, nil
 		}},
 	} { //flexkv:unordered registration order does not matter
@@ -141,8 +142,8 @@ func TestRegistry(t *testing.T) {
 	if err := r.Register("move", moveProc{}); err == nil {
 		t.Error("a name registered twice")
 	}
-	for _, name := range []string{"", "Move", "a b", strings.Repeat("x", ProcNameMax+1)} {
-		if err := r.Register(name, moveProc{}); !errors.Is(err, ErrInvalid) {
+	for _, name := range []string{"", "Move", "a b", strings.Repeat("x", txn.ProcNameMax+1)} {
+		if err := r.Register(name, moveProc{}); !errors.Is(err, txn.ErrInvalid) {
 			t.Errorf("Register(%q): %v, want ErrInvalid", name, err)
 		}
 	}
@@ -170,15 +171,15 @@ func TestRegistry(t *testing.T) {
 		{"w/0001/a x/1 5 item/1", 1, 0, `key "x/1"`},
 		{"too few", 1, 0, "want 4 args"},
 	} {
-		got, err := r.Destinations(Call{Name: "move", Args: []byte(tc.args)}, pm, top, tc.home)
+		got, err := r.Destinations(txn.Call{Name: "move", Args: []byte(tc.args)}, pm, top, tc.home)
 		switch {
-		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err) || !errors.Is(err, ErrInvalid)):
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err) || !errors.Is(err, txn.ErrInvalid)):
 			t.Errorf("%s: %v, want ErrInvalid with %q", tc.args, err, tc.err)
 		case tc.err == "" && (err != nil || got != tc.want):
 			t.Errorf("%s: %s, %v; want %s", tc.args, got, err, tc.want)
 		}
 	}
-	if _, err := r.Destinations(Call{Name: "absent"}, pm, top, 0); !errors.Is(err, ErrInvalid) {
+	if _, err := r.Destinations(txn.Call{Name: "absent"}, pm, top, 0); !errors.Is(err, txn.ErrInvalid) {
 		t.Errorf("unknown procedure: %v", err)
 	}
 }
@@ -186,12 +187,12 @@ func TestRegistry(t *testing.T) {
 // callMsg is call seq of client 2, addressed as the registry routes it.
 func (c *cluster) callMsg(seq uint64, name, args string) multicast.Message {
 	c.t.Helper()
-	call := Call{Name: name, Args: []byte(args)}
+	call := txn.Call{Name: name, Args: []byte(args)}
 	dst, err := c.procs.Destinations(call, c.pm, c.top, 0)
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	return multicast.Message{ID: multicast.MsgID{Client: 2, Seq: seq}, Dst: dst, Payload: AppendCallPayload(nil, call)}
+	return multicast.Message{ID: multicast.MsgID{Client: 2, Seq: seq}, Dst: dst, Payload: txn.AppendCallPayload(nil, call)}
 }
 
 func TestExecutorProcedures(t *testing.T) {

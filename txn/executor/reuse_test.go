@@ -1,4 +1,4 @@
-package txn
+package executor
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/partition"
+	"github.com/flexkv/flexkv/txn"
 )
 
 // msgAs is transaction js under id, addressed to its destinations (home
@@ -18,9 +19,9 @@ func (c *cluster) msgAs(id multicast.MsgID, js string) multicast.Message {
 }
 
 // voteOf decodes the vote a send carries.
-func voteOf(t *testing.T, s []byte) Vote {
+func voteOf(t *testing.T, s []byte) txn.Vote {
 	t.Helper()
-	_, v, err := DecodeVote(s)
+	_, v, err := txn.DecodeVote(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,8 +224,8 @@ func TestEvalUsedVoteAborts(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := newStore(nil)
-	_, _, err = Eval(st, st, &pieces[0], Vote{Group: 2, Used: true})
-	if !errors.Is(err, ErrAborted) || err.Error() != "txn: the transaction's id was already used at group 2" {
+	_, _, err = txn.Eval(st, st, &pieces[0], txn.Vote{Group: 2, Used: true})
+	if !errors.Is(err, txn.ErrAborted) || err.Error() != "txn: the transaction's id was already used at group 2" {
 		t.Errorf("Eval with a used vote: %v", err)
 	}
 	if len(st.writes) != 0 {

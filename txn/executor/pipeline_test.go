@@ -1,4 +1,4 @@
-package txn
+package executor
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/node"
 	"github.com/flexkv/flexkv/partition"
+	"github.com/flexkv/flexkv/txn"
 )
 
 // A piece queued behind a waiting one votes at once when the waiting piece
@@ -38,7 +39,7 @@ func TestPipelineEarlyVote(t *testing.T) {
 	if len(sends) != 1 || sends[0].About != conflicting.ID {
 		t.Fatalf("group 0 sent %+v, want its vote on %s", sends, conflicting.ID)
 	}
-	if _, v, err := DecodeVote(sends[0].Payload); err != nil || !v.Holds {
+	if _, v, err := txn.DecodeVote(sends[0].Payload); err != nil || !v.Holds {
 		t.Errorf("vote on %s: %+v, %v: want it to hold on head's write", conflicting.ID, v, err)
 	}
 	c.settle()
@@ -273,9 +274,9 @@ func randomTxn(rng *rand.Rand) string {
 	var ifs, then, els []string
 	for range rng.IntN(3) {
 		if rng.IntN(2) == 0 {
-			ifs = append(ifs, fmt.Sprintf(`{"key":%q,"cmp":"%s","int":%d}`, key(), cmpNames[1+rng.IntN(6)], rng.IntN(4)))
+			ifs = append(ifs, fmt.Sprintf(`{"key":%q,"cmp":"%s","int":%d}`, key(), txn.Cmp(1+rng.IntN(6)), rng.IntN(4)))
 		} else {
-			ifs = append(ifs, fmt.Sprintf(`{"key":%q,"cmp":"%s","value":%q}`, key(), cmpNames[1+rng.IntN(6)], serialValues[rng.IntN(len(serialValues))]))
+			ifs = append(ifs, fmt.Sprintf(`{"key":%q,"cmp":"%s","value":%q}`, key(), txn.Cmp(1+rng.IntN(6)), serialValues[rng.IntN(len(serialValues))]))
 		}
 	}
 	op := func() string {
@@ -308,11 +309,11 @@ func randomTxn(rng *rand.Rand) string {
 
 // serialResults executes t on the whole store s, as one piece that owns
 // every key, and returns what each destination of dst must report.
-func serialResults(t *testing.T, c *cluster, s *memStore, tx *Txn, dst partition.GroupSet) map[partition.GroupID]PieceResult {
+func serialResults(t *testing.T, c *cluster, s *memStore, tx *txn.Txn, dst partition.GroupSet) map[partition.GroupID]txn.PieceResult {
 	t.Helper()
-	whole := Piece{Group: 0, Txn: tx, If: make([]PieceCompare, len(tx.If))}
+	whole := txn.Piece{Group: 0, Txn: tx, If: make([]txn.PieceCompare, len(tx.If))}
 	for i := range whole.If {
-		whole.If[i] = PieceCompare{Local: true, Owner: partition.NoGroup}
+		whole.If[i] = txn.PieceCompare{Local: true, Owner: partition.NoGroup}
 	}
 	for i := range tx.Then {
 		whole.Then = append(whole.Then, i)
@@ -320,24 +321,24 @@ func serialResults(t *testing.T, c *cluster, s *memStore, tx *Txn, dst partition
 	for i := range tx.Else {
 		whole.Else = append(whole.Else, i)
 	}
-	holds, results, err := Eval(s, s, &whole)
+	holds, results, err := txn.Eval(s, s, &whole)
 	pieces, perr := tx.Pieces(c.pm, c.top, dst)
 	if perr != nil {
 		t.Fatal(perr)
 	}
-	out := map[partition.GroupID]PieceResult{}
+	out := map[partition.GroupID]txn.PieceResult{}
 	for _, p := range pieces {
 		if err != nil {
 			out[p.Group] = abortResult(err.Error())
 			continue
 		}
-		b := thenBranch
+		ops := p.Then
 		if !holds {
-			b = elseBranch
+			ops = p.Else
 		}
-		r := PieceResult{Succeeded: holds}
+		r := txn.PieceResult{Succeeded: holds}
 		for _, o := range results {
-			if slices.Contains(p.ops(b), o.Index) {
+			if slices.Contains(ops, o.Index) {
 				r.Results = append(r.Results, o)
 			}
 		}
@@ -353,7 +354,7 @@ func runPipelineVsSerial(t *testing.T, seed uint64, txns int) ExecutorStats {
 	ref := newStore(nil)
 
 	var all []multicast.Message
-	want := map[multicast.MsgID]map[partition.GroupID]PieceResult{}
+	want := map[multicast.MsgID]map[partition.GroupID]txn.PieceResult{}
 	queue := make([][]multicast.Message, len(c.reps))
 	for i := range txns {
 		js := randomTxn(rng)
@@ -381,11 +382,11 @@ func runPipelineVsSerial(t *testing.T, seed uint64, txns int) ExecutorStats {
 	for _, m := range all {
 		for g, w := range want[m.ID] {
 			got := c.result(g, m)
-			if string(AppendPieceResult(nil, &got)) != string(AppendPieceResult(nil, &w)) {
+			if string(txn.AppendPieceResult(nil, &got)) != string(txn.AppendPieceResult(nil, &w)) {
 				t.Errorf("seed %d: %s at group %d: %s, serial execution %s", seed, m.ID, g, describeResult(got), describeResult(w))
 			}
 		}
-		p, err := DecodePayload(m.Payload)
+		p, err := txn.DecodePayload(m.Payload)
 		if err != nil {
 			t.Fatal(err)
 		}

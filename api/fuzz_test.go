@@ -1,4 +1,4 @@
-package kvpb
+package api
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/txn"
 )
 
@@ -22,7 +23,7 @@ func FuzzTxnFromProto(f *testing.F) {
 	}
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var p Txn
+		var p kvpb.Txn
 		if err := (proto.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(data, &p); err != nil {
 			return
 		}

@@ -1,4 +1,4 @@
-package txn
+package executor
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"github.com/flexkv/flexkv/multicast/node"
 	"github.com/flexkv/flexkv/multicast/wire"
 	"github.com/flexkv/flexkv/partition"
+	"github.com/flexkv/flexkv/txn"
 )
 
 // corrupt reports whether err says that the store holds something the
@@ -37,7 +38,7 @@ func FuzzDecodeDelivery(f *testing.F) {
 	for _, d := range []delivery{
 		newDelivery(multicast.Message{ID: multicast.MsgID{Client: 1, Seq: 2}, Dst: partition.SetOf(0, 2), Payload: []byte{payloadTxn, 1}}),
 		newDelivery(multicast.Message{ID: multicast.MsgID{Client: 1 << 60, Seq: 7}, Dst: partition.SetOf(63)}),
-		newDelivery(multicast.Message{ID: multicast.MsgID{Seq: 1}, Dst: partition.SetOf(1), Payload: make([]byte, PayloadMax+1)}),
+		newDelivery(multicast.Message{ID: multicast.MsgID{Seq: 1}, Dst: partition.SetOf(1), Payload: make([]byte, txn.PayloadMax+1)}),
 	} {
 		f.Add(d.append(nil))
 	}
@@ -180,7 +181,7 @@ func FuzzExecutorState(f *testing.F) {
 	for _, kvs := range executorStates(f) {
 		f.Add(appendRecords(nil, kvs), []byte(nil))
 	}
-	f.Add(appendRecords(nil, nil), appendResultRecord(nil, 1, &PieceResult{Succeeded: true}))
+	f.Add(appendRecords(nil, nil), appendResultRecord(nil, 1, &txn.PieceResult{Succeeded: true}))
 	f.Add(appendRecords(nil, nil), []byte{resultRecordVersion, 1, 2})
 	top := testTopology(f)
 	pm := testPartitionMap(f, top)
@@ -193,7 +194,7 @@ func FuzzExecutorState(f *testing.F) {
 			f.Error(err)
 		}
 	})
-	probe := AppendTxnPayload(nil, mustParse(f, remoteCompare))
+	probe := txn.AppendTxnPayload(nil, mustParse(f, remoteCompare))
 	seq := uint64(0)
 	f.Fuzz(func(t *testing.T, records, result []byte) {
 		b := s.NewBatch()
@@ -239,7 +240,7 @@ func FuzzExecutorState(f *testing.F) {
 			t.Fatalf("Sent: %v, not about corruption", err)
 		}
 		m := multicast.Message{ID: id, Dst: partition.SetOf(0, 2), Payload: probe}
-		in := []node.AppInbound{{From: 2, Payload: AppendVote(nil, id, Vote{Group: 2, Holds: true})}}
+		in := []node.AppInbound{{From: 2, Payload: txn.AppendVote(nil, id, txn.Vote{Group: 2, Holds: true})}}
 		if _, err := ex.Execute(s.AppliedIndex()+1, []multicast.Message{m}, in); err != nil && !corrupt(err) {
 			t.Fatalf("Execute: %v, not about corruption", err)
 		}

@@ -1,4 +1,9 @@
-package kvpb
+// Package api converts between the messages of FlexKV's client API (package
+// kvpb, generated) and FlexKV's own types: transactions and results of
+// package txn, the cluster configuration of package partition. The client
+// and the server both convert through it, so the two sides of the wire agree
+// by construction, and the generated code imports nothing hand-written.
+package api
 
 import (
 	"fmt"
@@ -6,6 +11,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/txn"
 )
@@ -25,21 +31,21 @@ func invalidf(format string, args ...any) error {
 // TxnToProto converts t. It keeps what makes t invalid (an unknown kind, a
 // compare without operand, a limit out of range), so that the receiver's
 // validation reports it; it returns nil for a nil t.
-func TxnToProto(t *txn.Txn) *Txn {
+func TxnToProto(t *txn.Txn) *kvpb.Txn {
 	if t == nil {
 		return nil
 	}
-	p := &Txn{}
+	p := &kvpb.Txn{}
 	if len(t.If) > 0 {
-		p.If = make([]*Compare, len(t.If))
+		p.If = make([]*kvpb.Compare, len(t.If))
 	}
 	for i, c := range t.If {
-		pc := &Compare{Key: c.Key, Cmp: Cmp(c.Cmp)}
+		pc := &kvpb.Compare{Key: c.Key, Cmp: kvpb.Cmp(c.Cmp)}
 		switch {
 		case c.Int != nil:
-			pc.Operand = &Compare_Int{Int: *c.Int}
+			pc.Operand = &kvpb.Compare_Int{Int: *c.Int}
 		case c.Value != nil:
-			pc.Operand = &Compare_Value{Value: c.Value}
+			pc.Operand = &kvpb.Compare_Value{Value: c.Value}
 		}
 		p.If[i] = pc
 	}
@@ -48,17 +54,17 @@ func TxnToProto(t *txn.Txn) *Txn {
 	return p
 }
 
-func opsToProto(ops []txn.Op) []*Op {
+func opsToProto(ops []txn.Op) []*kvpb.Op {
 	if len(ops) == 0 {
 		return nil
 	}
-	out := make([]*Op, len(ops))
+	out := make([]*kvpb.Op, len(ops))
 	for i, o := range ops {
 		limit := uint32(math.MaxUint32) // out of range stays out of range
 		if o.Limit >= 0 && uint64(o.Limit) < math.MaxUint32 {
 			limit = uint32(o.Limit)
 		}
-		out[i] = &Op{Kind: OpKind(o.Kind), Key: o.Key, Value: o.Value, Int: o.Int, End: o.End, Limit: limit}
+		out[i] = &kvpb.Op{Kind: kvpb.OpKind(o.Kind), Key: o.Key, Value: o.Value, Int: o.Int, End: o.End, Limit: limit}
 	}
 	return out
 }
@@ -84,7 +90,7 @@ var catchAll = func() *partition.PartitionMap {
 // Errors match txn.ErrInvalid and name the field: `kvpb: then[1].kind:
 // unknown op kind 9`. The Txn shares p's byte slices. Validate it against
 // the cluster's partition map before routing it.
-func TxnFromProto(p *Txn) (*txn.Txn, error) {
+func TxnFromProto(p *kvpb.Txn) (*txn.Txn, error) {
 	if p == nil {
 		return nil, invalidf("kvpb: txn: missing")
 	}
@@ -101,10 +107,10 @@ func TxnFromProto(p *Txn) (*txn.Txn, error) {
 			return nil, invalidf("kvpb: if[%d].cmp: unknown relation %d", i, pc.Cmp)
 		}
 		switch op := pc.Operand.(type) {
-		case *Compare_Int:
+		case *kvpb.Compare_Int:
 			v := op.Int
 			c.Int = &v
-		case *Compare_Value:
+		case *kvpb.Compare_Value:
 			c.Value = op.Value
 			if c.Value == nil {
 				c.Value = []byte{} // set: the empty value, not no operand
@@ -127,7 +133,7 @@ func TxnFromProto(p *Txn) (*txn.Txn, error) {
 	return t, nil
 }
 
-func opsFromProto(branch string, ops []*Op) ([]txn.Op, error) {
+func opsFromProto(branch string, ops []*kvpb.Op) ([]txn.Op, error) {
 	if len(ops) == 0 {
 		return nil, nil
 	}
@@ -151,20 +157,20 @@ func opsFromProto(branch string, ops []*Op) ([]txn.Op, error) {
 }
 
 // KVsToProto converts the pairs of a scan.
-func KVsToProto(kvs []txn.KV) []*KeyValue {
+func KVsToProto(kvs []txn.KV) []*kvpb.KeyValue {
 	if len(kvs) == 0 {
 		return nil
 	}
-	out := make([]*KeyValue, len(kvs))
+	out := make([]*kvpb.KeyValue, len(kvs))
 	for i, kv := range kvs {
-		out[i] = &KeyValue{Key: kv.Key, Value: kv.Value}
+		out[i] = &kvpb.KeyValue{Key: kv.Key, Value: kv.Value}
 	}
 	return out
 }
 
 // KVsFromProto converts the pairs of a scan; a missing pair is an empty
 // one.
-func KVsFromProto(kvs []*KeyValue) []txn.KV {
+func KVsFromProto(kvs []*kvpb.KeyValue) []txn.KV {
 	if len(kvs) == 0 {
 		return nil
 	}
@@ -177,20 +183,20 @@ func KVsFromProto(kvs []*KeyValue) []txn.KV {
 
 // ResultToProto converts the result of one operation. A negative Index
 // (never produced by the executor) becomes the largest index.
-func ResultToProto(r txn.OpResult) *OpResult {
+func ResultToProto(r txn.OpResult) *kvpb.OpResult {
 	index := uint32(math.MaxUint32)
 	if r.Index >= 0 && uint64(r.Index) < math.MaxUint32 {
 		index = uint32(r.Index)
 	}
-	return &OpResult{
-		Index: index, Kind: OpKind(r.Kind), Key: r.Key, Found: r.Found, Value: r.Value, Int: r.Int,
+	return &kvpb.OpResult{
+		Index: index, Kind: kvpb.OpKind(r.Kind), Key: r.Key, Found: r.Found, Value: r.Value, Int: r.Int,
 		Kvs: KVsToProto(r.KVs),
 	}
 }
 
 // ResultFromProto converts the result of one operation; an unknown kind or
 // an index beyond txn.OpsMax is an error.
-func ResultFromProto(p *OpResult) (txn.OpResult, error) {
+func ResultFromProto(p *kvpb.OpResult) (txn.OpResult, error) {
 	if p == nil {
 		return txn.OpResult{}, fmt.Errorf("kvpb: result: missing")
 	}
@@ -208,11 +214,11 @@ func ResultFromProto(p *OpResult) (txn.OpResult, error) {
 }
 
 // ResultsToProto converts the results of a piece.
-func ResultsToProto(rs []txn.OpResult) []*OpResult {
+func ResultsToProto(rs []txn.OpResult) []*kvpb.OpResult {
 	if len(rs) == 0 {
 		return nil
 	}
-	out := make([]*OpResult, len(rs))
+	out := make([]*kvpb.OpResult, len(rs))
 	for i, r := range rs {
 		out[i] = ResultToProto(r)
 	}
@@ -220,7 +226,7 @@ func ResultsToProto(rs []txn.OpResult) []*OpResult {
 }
 
 // ResultsFromProto converts the results of a piece.
-func ResultsFromProto(ps []*OpResult) ([]txn.OpResult, error) {
+func ResultsFromProto(ps []*kvpb.OpResult) ([]txn.OpResult, error) {
 	if len(ps) == 0 {
 		return nil, nil
 	}
@@ -237,8 +243,8 @@ func ResultsFromProto(ps []*OpResult) ([]txn.OpResult, error) {
 
 // PieceResultToProto converts group's result for its piece of transaction
 // id ("c<client_id>.<seq>").
-func PieceResultToProto(id, group string, r *txn.PieceResult) *PieceResult {
-	p := &PieceResult{
+func PieceResultToProto(id, group string, r *txn.PieceResult) *kvpb.PieceResult {
+	p := &kvpb.PieceResult{
 		Id: id, Group: group, Succeeded: r.Succeeded, Results: ResultsToProto(r.Results), Truncated: r.Truncated,
 	}
 	if r.Aborted {
@@ -252,7 +258,7 @@ func PieceResultToProto(id, group string, r *txn.PieceResult) *PieceResult {
 
 // PieceResultFromProto converts a piece's result (its id and group aside,
 // which the caller checks against what it asked).
-func PieceResultFromProto(p *PieceResult) (txn.PieceResult, error) {
+func PieceResultFromProto(p *kvpb.PieceResult) (txn.PieceResult, error) {
 	if p == nil {
 		return txn.PieceResult{}, fmt.Errorf("kvpb: piece result: missing")
 	}
@@ -269,32 +275,32 @@ func PieceResultFromProto(p *PieceResult) (txn.PieceResult, error) {
 // (nil: none) for a Topology answer. The overlay is always given in full
 // (an empty Overlay means the order of the groups); the tree is sorted by
 // child; the matrix is given whole, every region of it.
-func ConfigToProto(cfg *partition.ClusterConfig, lat *partition.Latency) *TopologyResponse {
-	p := &TopologyResponse{Protocol: cfg.Protocol, Overlay: slices.Clone(cfg.Overlay)}
+func ConfigToProto(cfg *partition.ClusterConfig, lat *partition.Latency) *kvpb.TopologyResponse {
+	p := &kvpb.TopologyResponse{Protocol: cfg.Protocol, Overlay: slices.Clone(cfg.Overlay)}
 	if len(p.Overlay) == 0 {
 		for _, g := range cfg.Groups {
 			p.Overlay = append(p.Overlay, g.Name)
 		}
 	}
 	for _, child := range slices.Sorted(maps.Keys(cfg.Tree)) {
-		p.Tree = append(p.Tree, &TreeEdge{Child: child, Parent: cfg.Tree[child]})
+		p.Tree = append(p.Tree, &kvpb.TreeEdge{Child: child, Parent: cfg.Tree[child]})
 	}
 	for _, g := range cfg.Groups {
-		pg := &Group{Name: g.Name, Region: g.Region}
+		pg := &kvpb.Group{Name: g.Name, Region: g.Region}
 		for _, r := range g.Replicas {
-			pg.Replicas = append(pg.Replicas, &Replica{Id: r.ID, Raft: r.Raft, Grpc: r.GRPC})
+			pg.Replicas = append(pg.Replicas, &kvpb.Replica{Id: r.ID, Raft: r.Raft, Grpc: r.GRPC})
 		}
 		p.Groups = append(p.Groups, pg)
 	}
 	for _, part := range cfg.Partitions {
-		p.Partitions = append(p.Partitions, &Partition{
+		p.Partitions = append(p.Partitions, &kvpb.Partition{
 			Name: part.Name, Start: []byte(part.Start), End: []byte(part.End), Group: part.Group, Replicated: part.Replicated,
 		})
 	}
 	if lat != nil {
 		p.Regions = lat.Regions()
 		for _, from := range p.Regions {
-			row := &LatencyRow{Region: from, RttMs: make([]float64, len(p.Regions))}
+			row := &kvpb.LatencyRow{Region: from, RttMs: make([]float64, len(p.Regions))}
 			for j, to := range p.Regions {
 				row.RttMs[j] = lat.RTTMs(from, to)
 			}
@@ -309,7 +315,7 @@ func ConfigToProto(cfg *partition.ClusterConfig, lat *partition.Latency) *Topolo
 // its latency matrix, nil when the answer has none. Every group's region
 // must be in the matrix. The configuration's Latency path is empty: the
 // matrix is returned instead.
-func ConfigFromProto(p *TopologyResponse) (*partition.ClusterConfig, *partition.Latency, error) {
+func ConfigFromProto(p *kvpb.TopologyResponse) (*partition.ClusterConfig, *partition.Latency, error) {
 	if p == nil {
 		return nil, nil, fmt.Errorf("kvpb: topology: missing")
 	}

@@ -1,4 +1,4 @@
-package txn
+package executor
 
 import (
 	"encoding/binary"
@@ -11,6 +11,7 @@ import (
 	"github.com/flexkv/flexkv/multicast/node"
 	"github.com/flexkv/flexkv/multicast/wire"
 	"github.com/flexkv/flexkv/partition"
+	"github.com/flexkv/flexkv/txn"
 )
 
 // The executor's records in the store's aux namespace:
@@ -200,7 +201,7 @@ type delivery struct {
 
 func newDelivery(m multicast.Message) delivery {
 	d := delivery{msg: m, size: len(m.Payload)}
-	if d.size > PayloadMax {
+	if d.size > txn.PayloadMax {
 		d.msg.Payload = nil
 	}
 	d.digest = digestOf(&d)
@@ -229,10 +230,10 @@ const resultRecordVersion = 1
 // resultRecordHead is the length of a result record before its PieceResult.
 const resultRecordHead = 9
 
-func appendResultRecord(b []byte, digest uint64, r *PieceResult) []byte {
+func appendResultRecord(b []byte, digest uint64, r *txn.PieceResult) []byte {
 	b = append(b, resultRecordVersion)
 	b = binary.BigEndian.AppendUint64(b, digest)
-	return AppendPieceResult(b, r)
+	return txn.AppendPieceResult(b, r)
 }
 
 // resultDigest returns the digest of a result record, without decoding its
@@ -248,14 +249,14 @@ func resultDigest(b []byte) (uint64, error) {
 }
 
 // decodeResultRecord reads what appendResultRecord wrote.
-func decodeResultRecord(b []byte) (uint64, PieceResult, error) {
+func decodeResultRecord(b []byte) (uint64, txn.PieceResult, error) {
 	digest, err := resultDigest(b)
 	if err != nil {
-		return 0, PieceResult{}, err
+		return 0, txn.PieceResult{}, err
 	}
-	r, err := DecodePieceResult(b[resultRecordHead:])
+	r, err := txn.DecodePieceResult(b[resultRecordHead:])
 	if err != nil {
-		return 0, PieceResult{}, fmt.Errorf("txn: result record: %w", err)
+		return 0, txn.PieceResult{}, fmt.Errorf("txn: result record: %w", err)
 	}
 	return digest, r, nil
 }
@@ -281,9 +282,9 @@ func decodeDelivery(b []byte) (delivery, error) {
 	case dec.Err() != nil:
 	case size > math.MaxInt32:
 		dec.Fail("payload size %d", size)
-	case size <= PayloadMax && size != uint64(len(d.msg.Payload)):
+	case size <= txn.PayloadMax && size != uint64(len(d.msg.Payload)):
 		dec.Fail("payload of %d bytes, recorded as %d", len(d.msg.Payload), size)
-	case size > PayloadMax && len(d.msg.Payload) != 0:
+	case size > txn.PayloadMax && len(d.msg.Payload) != 0:
 		dec.Fail("oversized payload kept")
 	}
 	d.size = int(size)

@@ -1,4 +1,6 @@
-package txn
+package executor
+
+import "github.com/flexkv/flexkv/txn"
 
 // Pipelined execution: the two rules by which the executor lets a queued
 // piece vote, and run, before the deliveries ahead of it have run.
@@ -89,25 +91,21 @@ func footprintOf(j *job) footprint {
 			f.votes = append(f.votes, k)
 		}
 	}
-	for _, b := range []branch{thenBranch, elseBranch} {
-		ops := p.Txn.ops(b)
-		for _, i := range p.ops(b) {
-			o := &ops[i]
-			k := string(o.Key)
-			switch o.Kind {
-			case OpGet:
-				f.reads = append(f.reads, k)
-			case OpPut, OpDelete:
-				f.writes = append(f.writes, k)
-			case OpAdd:
-				f.reads = append(f.reads, k)
-				f.writes = append(f.writes, k)
-				if votes {
-					f.votes = append(f.votes, k)
-				}
-			case OpScan:
-				f.scans = append(f.scans, span{start: k, end: string(o.End)})
+	for o := range p.Ops() {
+		k := string(o.Key)
+		switch o.Kind {
+		case txn.OpGet:
+			f.reads = append(f.reads, k)
+		case txn.OpPut, txn.OpDelete:
+			f.writes = append(f.writes, k)
+		case txn.OpAdd:
+			f.reads = append(f.reads, k)
+			f.writes = append(f.writes, k)
+			if votes {
+				f.votes = append(f.votes, k)
 			}
+		case txn.OpScan:
+			f.scans = append(f.scans, span{start: k, end: string(o.End)})
 		}
 	}
 	return f

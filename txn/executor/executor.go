@@ -1,4 +1,12 @@
-package txn
+// Package executor is FlexKV's deterministic transaction executor (DESIGN
+// 2.5, 6): it runs a group replica's deliveries, transactions and
+// stored-procedure calls of package txn, on the replica's kv.Store in
+// delivery order, one Pebble batch per log entry, and exchanges the votes by
+// which a transaction commits or aborts at every destination alike. It keeps
+// results by transaction id, its queue of deliveries that wait, and what
+// each entry sent, so that a restarted replica neither runs anything twice
+// nor forgets a vote.
+package executor
 
 import (
 	"errors"
@@ -10,6 +18,7 @@ import (
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/node"
 	"github.com/flexkv/flexkv/partition"
+	"github.com/flexkv/flexkv/txn"
 )
 
 // Executor runs the deliveries of one group replica on its kv.Store
@@ -147,7 +156,7 @@ type ExecutorConfig struct {
 	// Self is the group the replica belongs to.
 	Self partition.GroupID
 	// Procedures are the stored procedures calls may name; nil: none.
-	Procedures *Registry
+	Procedures *txn.Registry
 	// OnExecuted, when not nil, is called after each commit with the ids of
 	// the transactions whose results the commit stored, in the order they
 	// ran (which may differ from delivery order, see Executor). It must
@@ -278,14 +287,14 @@ func (e *Executor) Sync() error { return e.cfg.Store.Sync() }
 
 // Result returns the committed result of transaction id at this group, if
 // it is still kept. Safe to call concurrently with Execute.
-func (e *Executor) Result(id multicast.MsgID) (PieceResult, bool, error) {
+func (e *Executor) Result(id multicast.MsgID) (txn.PieceResult, bool, error) {
 	b, ok, err := e.cfg.Store.Result(id.String())
 	if err != nil || !ok {
-		return PieceResult{}, false, err
+		return txn.PieceResult{}, false, err
 	}
 	_, r, err := decodeResultRecord(b)
 	if err != nil {
-		return PieceResult{}, false, fmt.Errorf("txn: result of %s: %w", id, err)
+		return txn.PieceResult{}, false, fmt.Errorf("txn: result of %s: %w", id, err)
 	}
 	return r, true, nil
 }
@@ -425,14 +434,14 @@ type batchRW struct{ b *kv.Batch }
 
 func (rw batchRW) Get(key []byte) ([]byte, bool, error) { return rw.b.Get(key) }
 
-func (rw batchRW) Scan(start, end []byte, limit int) ([]KV, error) {
+func (rw batchRW) Scan(start, end []byte, limit int) ([]txn.KV, error) {
 	kvs, err := rw.b.Scan(start, end, limit)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]KV, len(kvs))
+	out := make([]txn.KV, len(kvs))
 	for i, p := range kvs {
-		out[i] = KV{Key: p.Key, Value: p.Value}
+		out[i] = txn.KV{Key: p.Key, Value: p.Value}
 	}
 	return out, nil
 }

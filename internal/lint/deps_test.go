@@ -1,0 +1,138 @@
+package lint
+
+import (
+	"go/build"
+	"go/parser"
+	"go/token"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// serverOnly are the import paths a program that only talks to FlexKV must
+// not link (DESIGN 1): the executor, the store and its engine, raft and the
+// replication shell, the server. Each entry covers what is below it; kv's
+// generated API (kv/kvpb) is the exception.
+var serverOnly = []string{
+	modulePath + "/kv",
+	modulePath + "/txn/executor",
+	modulePath + "/replication",
+	modulePath + "/server",
+	"github.com/cockroachdb/pebble",
+	"github.com/cockroachdb/pebble/v2",
+	"github.com/hashicorp/raft",
+}
+
+// linksServerCode returns the entry of serverOnly that dep falls under, or "".
+func linksServerCode(dep string) string {
+	if dep == modulePath+"/kv/kvpb" {
+		return ""
+	}
+	for _, p := range serverOnly {
+		if dep == p || strings.HasPrefix(dep, p+"/") || strings.HasPrefix(dep, p+"-") {
+			return p
+		}
+	}
+	return ""
+}
+
+func goTool() string {
+	if p := filepath.Join(build.Default.GOROOT, "bin", "go"); fileExists(p) {
+		return p
+	}
+	return "go"
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// TestClientLinksNoServerCode checks, transitively, that the client library
+// and what it is built from link no storage engine, raft or server code: a
+// Go program that only talks to FlexKV must not (DESIGN 1).
+func TestClientLinksNoServerCode(t *testing.T) {
+	root := repoRoot(t)
+	for _, pkg := range []string{"client", "api", "txn", "kv/kvpb", "partition"} {
+		t.Run(pkg, func(t *testing.T) {
+			cmd := exec.Command(goTool(), "list", "-deps", modulePath+"/"+pkg)
+			cmd.Dir = root
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("go list -deps %s: %v", pkg, err)
+			}
+			deps := strings.Fields(string(out))
+			if !slices.Contains(deps, modulePath+"/"+pkg) {
+				t.Fatalf("go list -deps %s does not list the package itself: %q", pkg, out)
+			}
+			for _, d := range deps {
+				if p := linksServerCode(d); p != "" {
+					t.Errorf("%s links %s (under %s): the client side reaches no server code (DESIGN 1)", pkg, d, p)
+				}
+			}
+		})
+	}
+}
+
+func TestLinksServerCode(t *testing.T) {
+	for _, tc := range []struct {
+		dep  string
+		want bool
+	}{
+		{modulePath + "/kv", true},
+		{modulePath + "/kv/kvpb", false},
+		{modulePath + "/txn", false},
+		{modulePath + "/txn/executor", true},
+		{modulePath + "/replication/raftstore", true},
+		{modulePath + "/server", true},
+		{"github.com/cockroachdb/pebble/v2/vfs", true},
+		{"github.com/hashicorp/raft", true},
+		{"github.com/hashicorp/raft-boltdb/v2", true},
+		{"google.golang.org/grpc", false},
+		{modulePath + "/kvstore", false},
+	} {
+		if got := linksServerCode(tc.dep) != ""; got != tc.want {
+			t.Errorf("linksServerCode(%q) = %v, want %v", tc.dep, got, tc.want)
+		}
+	}
+}
+
+// TestRaftOnlyInReplication checks that no package but replication (and
+// those below it) imports hashicorp/raft: the rest of the tree reaches raft
+// through the shell's own types (DESIGN 1).
+func TestRaftOnlyInReplication(t *testing.T) {
+	root := repoRoot(t)
+	fset := token.NewFileSet()
+	checked := 0
+	for _, dir := range packageDirs(t, root, ".") {
+		if underDir(dir, "replication") {
+			continue
+		}
+		names, err := goFiles(filepath.Join(root, filepath.FromSlash(dir)), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range names {
+			rel := filepath.ToSlash(filepath.Join(dir, name))
+			f, err := parser.ParseFile(fset, rel, readFile(t, filepath.Join(root, filepath.FromSlash(rel))), parser.ImportsOnly)
+			if err != nil {
+				t.Error(err)
+				continue
+			}
+			checked++
+			for _, imp := range f.Imports {
+				path, _ := strconv.Unquote(imp.Path.Value)
+				if matchImport(path, "github.com/hashicorp/raft*") {
+					t.Errorf("%s:%d: imports %q: only replication imports raft (DESIGN 1)", rel, fset.Position(imp.Pos()).Line, path)
+				}
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no Go file checked: the directory walk is broken")
+	}
+}
