@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/channel"
@@ -107,7 +108,7 @@ func newTestClusterWith(t testing.TB, proto multicast.Protocol, groups, replicas
 				}
 			}
 			tr := &testReplica{cfg: Config{
-				State:             StateConfig{Protocol: proto, Topology: top, Self: partition.GroupID(g)},
+				State:             group.Config{Protocol: proto, Topology: top, Self: partition.GroupID(g)},
 				ID:                members[g][i].ID,
 				Members:           members[g],
 				Peers:             peers,
@@ -207,7 +208,7 @@ func (c *testCluster) multicast(ctx context.Context, client uint64, dst partitio
 		} else {
 			err = r.Multicast(ctx, m)
 		}
-		if err == nil || errors.Is(err, ErrDuplicate) {
+		if err == nil || errors.Is(err, group.ErrDuplicate) {
 			c.leaderGuess[entry].Store(int32(try % len(c.reps[entry])))
 			c.mu.Lock()
 			c.accepted[m.ID] = dst

@@ -11,40 +11,24 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/multicast"
-	"github.com/flexkv/flexkv/multicast/node"
 )
 
-// Executor runs a group replica's deliveries, in delivery order (package txn
-// implements it on Pebble; Recorder records them).
+// Executor is what the shell needs of a group replica's executor: the
+// state machine's contract (group.Executor: Execute, Sent, AppliedIndex,
+// and the replay rule's obligations) and what raft's snapshots and restarts
+// add.
 //
-// Durability and restart: the raft log is the write-ahead log. Execute need
-// not sync, but must store the entry's index atomically with its effects, so
-// that AppliedIndex after a crash names the last entry whose effects
-// survived. On restart raft restores its latest snapshot and replays the
-// entries after it; the FSM rebuilds the protocol state from all of them but
-// hands Execute only entries above AppliedIndex, so nothing is executed
-// twice. Sync is called before each raft snapshot is taken, so AppliedIndex
-// never falls behind the snapshot that replay starts from.
-//
-// Votes. A transaction whose piece needs another group's vote (DESIGN 6)
-// travels on the group's channels: Execute receives the application
-// payloads (votes) the entry brought, and returns those to send, which the
-// state queues on its channels like the core's envelopes. Those sends are
-// part of the replicated state, so a replica that replays an entry its
-// executor applied before a restart must queue them again without executing:
-// Sent returns what Execute returned for that entry, which the executor keeps
-// with its effects until ForgetSent says a durable raft snapshot covers it.
+// On restart raft restores its latest snapshot and replays the entries after
+// it; the machine rebuilds the protocol state from all of them and runs the
+// executor only on entries above AppliedIndex (group.Machine.Apply). Sync is
+// called before each raft snapshot is taken, so AppliedIndex never falls
+// behind the snapshot that replay starts from.
 type Executor interface {
-	// Execute runs the deliveries of entry index, in delivery order, and
-	// the application payloads it brought, in channel order; it returns
-	// the application payloads to send.
-	Execute(index uint64, deliveries []multicast.Message, inbound []node.AppInbound) ([]node.AppSend, error)
-	// Sent returns what Execute returned for entry index <= AppliedIndex.
-	Sent(index uint64) ([]node.AppSend, error)
+	group.Executor
 	// ForgetSent drops what Sent keeps for entries at or below index.
 	ForgetSent(index uint64) error
-	AppliedIndex() uint64
 	Sync() error
 	// Snapshot captures the executor's state as of AppliedIndex; it is
 	// called between two Executes, and written out later, concurrently
@@ -63,11 +47,11 @@ type ExecutorSnapshot interface {
 
 // fsm is the raft state machine of a group replica.
 type fsm struct {
-	cfg  StateConfig
+	cfg  group.Config
 	exec Executor
 	// output receives what each applied entry produced (the replica's
 	// transmitter takes the frames when it leads).
-	output func(out node.Output)
+	output func(out group.Output)
 
 	// invalid counts the entries the state skipped as malformed (a frame
 	// from a faulty sender, an ack of envelopes never sent): on a healthy
@@ -77,8 +61,8 @@ type fsm struct {
 	// entry being applied, 0 between batches (see applied).
 	appliedIdx, applying atomic.Uint64
 
-	mu    sync.Mutex
-	state *State
+	mu sync.Mutex
+	m  *group.Machine
 	// advanced, made when a reader waits (appliedAtLeast), is closed at the
 	// next advance of the state; nil while none waits, so that a batch
 	// applied with no reader waiting allocates nothing.
@@ -90,12 +74,12 @@ type fsm struct {
 
 var _ raft.BatchingFSM = (*fsm)(nil)
 
-func newFSM(cfg StateConfig, exec Executor, output func(node.Output)) (*fsm, error) {
-	st, err := NewState(cfg)
+func newFSM(cfg group.Config, exec Executor, output func(group.Output)) (*fsm, error) {
+	m, err := group.NewMachine(cfg, exec)
 	if err != nil {
 		return nil, err
 	}
-	return &fsm{cfg: cfg, exec: exec, output: output, state: st}, nil
+	return &fsm{cfg: cfg, exec: exec, output: output, m: m}, nil
 }
 
 // appliedAtLeast reports whether the state has applied index; if not, it
@@ -103,7 +87,7 @@ func newFSM(cfg StateConfig, exec Executor, output func(node.Output)) (*fsm, err
 func (f *fsm) appliedAtLeast(index uint64) (bool, <-chan struct{}) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.state.Applied() >= index {
+	if f.m.State().Applied() >= index {
 		return true, nil
 	}
 	if f.advanced == nil {
@@ -129,53 +113,33 @@ func (f *fsm) signalAdvanced() {
 }
 
 // ApplyBatch applies committed entries in log order. The response of a
-// command is the error of State.Apply (nil: accepted).
+// command is the outcome of the request it carries (group.Machine.Apply;
+// nil: accepted).
 func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	res := make([]any, len(logs))
 	for i, l := range logs {
-		if l.Type != raft.LogCommand || l.Index <= f.state.Applied() {
+		if l.Type != raft.LogCommand || l.Index <= f.m.State().Applied() {
 			continue
 		}
 		f.applying.Store(l.Index)
-		out, err := f.state.Apply(l.Index, l.Data)
-		res[i] = err
-		if errors.Is(err, multicast.ErrInvalid) {
+		out, result, err := f.m.Apply(l.Index, l.Data)
+		if err != nil {
+			// The replica can no longer keep its state: stop it rather
+			// than diverge from the group.
+			panic(fmt.Sprintf("replication: %v", err))
+		}
+		res[i] = result
+		if errors.Is(result, multicast.ErrInvalid) {
 			f.invalid.Add(1)
-		}
-		replayed := false
-		if len(out.Deliveries) > 0 || len(out.App) > 0 {
-			var sends []node.AppSend
-			var xerr error
-			if l.Index > f.exec.AppliedIndex() {
-				sends, xerr = f.exec.Execute(l.Index, out.Deliveries, out.App)
-			} else {
-				sends, xerr = f.exec.Sent(l.Index)
-				replayed = true
-			}
-			if xerr != nil {
-				// The replica can no longer keep its state: stop it rather
-				// than diverge from the group.
-				panic(fmt.Sprintf("replication: group %d: executing entry %d: %v", f.cfg.Self, l.Index, xerr))
-			}
-			if len(sends) > 0 {
-				more := f.state.SendApp(sends)
-				out.Frames = append(out.Frames, more.Frames...)
-				out.Sends = append(out.Sends, more.Sends...)
-			}
-		}
-		if replayed {
-			// Observers saw this entry's deliveries before the restart:
-			// only its frames are new (to the transmitter).
-			out.Deliveries, out.Sends, out.Requests = nil, nil, nil
 		}
 		if f.output != nil {
 			f.output(out)
 		}
 	}
 	f.applying.Store(0)
-	f.appliedIdx.Store(f.state.Applied())
+	f.appliedIdx.Store(f.m.State().Applied())
 	f.signalAdvanced()
 	return res
 }
@@ -184,10 +148,10 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 func (f *fsm) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
 
 // withState runs fn with the state locked (reads by the replica).
-func (f *fsm) withState(fn func(*State)) {
+func (f *fsm) withState(fn func(*group.State)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	fn(f.state)
+	fn(f.m.State())
 }
 
 // Snapshot captures the protocol state and makes the executor durable up to
@@ -202,7 +166,8 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replication: snapshot: %w", err)
 	}
-	return &fsmSnapshot{fsm: f, index: f.state.Applied(), state: f.state.AppendSnapshot(nil), exec: es, execIndex: f.exec.AppliedIndex()}, nil
+	st := f.m.State()
+	return &fsmSnapshot{fsm: f, index: st.Applied(), state: st.AppendSnapshot(nil), exec: es, execIndex: f.exec.AppliedIndex()}, nil
 }
 
 // persistedSnapshot records that the raft snapshot at index is durable: the
@@ -250,9 +215,9 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if _, err := io.ReadFull(r, b); err != nil {
 		return fmt.Errorf("replication: restore: %w", err)
 	}
-	st, err := RestoreState(f.cfg, b)
+	st, err := group.RestoreState(f.cfg, b)
 	if err != nil {
-		return err
+		return fmt.Errorf("replication: restore: %w", err)
 	}
 	var execIndex uint64
 	if err := binary.Read(r, binary.BigEndian, &execIndex); err != nil {
@@ -268,7 +233,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 			return fmt.Errorf("replication: restore executor: %w", err)
 		}
 	}
-	f.state = st
+	f.m.Restore(st)
 	f.appliedIdx.Store(st.Applied())
 	f.signalAdvanced()
 	return nil

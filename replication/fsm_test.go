@@ -8,8 +8,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/raft"
 
+	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/multicast"
-	"github.com/flexkv/flexkv/multicast/node"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -21,27 +21,27 @@ type fakeExec struct {
 	ids      []multicast.MsgID
 	restores int
 	voteTo   partition.GroupID
-	sent     map[uint64][]node.AppSend
+	sent     map[uint64][]group.AppSend
 	executed []uint64 // indexes Execute was called with
 }
 
-func (e *fakeExec) Execute(index uint64, ds []multicast.Message, _ []node.AppInbound) ([]node.AppSend, error) {
+func (e *fakeExec) Execute(index uint64, ds []multicast.Message, _ []group.AppInbound) ([]group.AppSend, error) {
 	e.executed = append(e.executed, index)
-	var sends []node.AppSend
+	var sends []group.AppSend
 	for _, m := range ds {
 		e.ids = append(e.ids, m.ID)
 		if e.voteTo != 0 {
-			sends = append(sends, node.AppSend{To: e.voteTo, About: m.ID, Payload: []byte(m.ID.String())})
+			sends = append(sends, group.AppSend{To: e.voteTo, About: m.ID, Payload: []byte(m.ID.String())})
 		}
 	}
 	if e.sent == nil {
-		e.sent = make(map[uint64][]node.AppSend)
+		e.sent = make(map[uint64][]group.AppSend)
 	}
 	e.sent[index] = sends
 	e.applied = index
 	return sends, nil
 }
-func (e *fakeExec) Sent(index uint64) ([]node.AppSend, error) { return e.sent[index], nil }
+func (e *fakeExec) Sent(index uint64) ([]group.AppSend, error) { return e.sent[index], nil }
 func (e *fakeExec) ForgetSent(index uint64) error {
 	for i := range e.sent { //flexkv:unordered deleting every match is order-free
 		if i <= index {
@@ -85,7 +85,7 @@ func TestRestoreKeepsCurrentExecutor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := StateConfig{Protocol: multicast.FlexCast, Topology: top, Self: 0}
+	cfg := group.Config{Protocol: multicast.FlexCast, Topology: top, Self: 0}
 	exec := &fakeExec{}
 	f, err := newFSM(cfg, exec, nil)
 	if err != nil {
@@ -93,9 +93,9 @@ func TestRestoreKeepsCurrentExecutor(t *testing.T) {
 	}
 	m := multicast.Message{ID: multicast.MsgID{Client: 1, Seq: 1}, Dst: partition.SetOf(0)}
 	logs := []*raft.Log{
-		{Index: 1, Type: raft.LogCommand, Data: EncodeRequest(m)},
-		{Index: 2, Type: raft.LogCommand, Data: EncodeTick()},
-		{Index: 3, Type: raft.LogCommand, Data: EncodeTick()},
+		{Index: 1, Type: raft.LogCommand, Data: group.EncodeRequest(m)},
+		{Index: 2, Type: raft.LogCommand, Data: group.EncodeTick()},
+		{Index: 3, Type: raft.LogCommand, Data: group.EncodeTick()},
 	}
 	for i, res := range f.ApplyBatch(logs) {
 		if res != nil {
@@ -133,7 +133,7 @@ func TestRestoreKeepsCurrentExecutor(t *testing.T) {
 			if x.restores != tc.wantRestores {
 				t.Fatalf("executor restores: got %d, want %d", x.restores, tc.wantRestores)
 			}
-			if got := g.state.Applied(); got != 3 {
+			if got := g.m.State().Applied(); got != 3 {
 				t.Fatalf("state applied: got %d, want 3", got)
 			}
 		})
@@ -149,11 +149,11 @@ func TestReplayResendsExecutorSends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := StateConfig{Protocol: multicast.FlexCast, Topology: top, Self: 0}
+	cfg := group.Config{Protocol: multicast.FlexCast, Topology: top, Self: 0}
 	var logs []*raft.Log
 	for i := uint64(1); i <= 6; i++ {
 		m := multicast.Message{ID: multicast.MsgID{Client: 1, Seq: i}, Dst: partition.SetOf(0)}
-		logs = append(logs, &raft.Log{Index: i, Type: raft.LogCommand, Data: EncodeRequest(m)})
+		logs = append(logs, &raft.Log{Index: i, Type: raft.LogCommand, Data: group.EncodeRequest(m)})
 	}
 	// The reference replica applies everything.
 	ref := &fakeExec{voteTo: 1}
@@ -179,7 +179,7 @@ func TestReplayResendsExecutorSends(t *testing.T) {
 	}
 	ahead := &fakeExec{voteTo: 1}
 	ahead.applied = 5
-	ahead.sent = map[uint64][]node.AppSend{}
+	ahead.sent = map[uint64][]group.AppSend{}
 	for i := uint64(3); i <= 5; i++ {
 		ahead.sent[i] = ref.sent[i]
 	}
@@ -194,10 +194,10 @@ func TestReplayResendsExecutorSends(t *testing.T) {
 	if diff := cmp.Diff([]uint64{6}, ahead.executed); diff != "" {
 		t.Errorf("entries executed after the restart (-want +got):\n%s", diff)
 	}
-	if !bytes.Equal(a.state.AppendSnapshot(nil), c.state.AppendSnapshot(nil)) {
+	if !bytes.Equal(a.m.State().AppendSnapshot(nil), c.m.State().AppendSnapshot(nil)) {
 		t.Errorf("the restarted replica's state differs from the reference's")
 	}
-	if got, want := c.state.Node().OutboxLen(1), 6; got != want {
+	if got, want := c.m.State().Node().OutboxLen(1), 6; got != want {
 		t.Errorf("outbox to group 1 holds %d votes, want %d", got, want)
 	}
 	// Without the replayed sends the states would differ: the check above
@@ -210,7 +210,7 @@ func TestReplayResendsExecutorSends(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.ApplyBatch(logs[2:])
-	if bytes.Equal(a.state.AppendSnapshot(nil), d.state.AppendSnapshot(nil)) {
+	if bytes.Equal(a.m.State().AppendSnapshot(nil), d.m.State().AppendSnapshot(nil)) {
 		t.Errorf("a replica that lost its executor's sends matches the reference: the test cannot tell")
 	}
 }

@@ -22,8 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/multicast"
-	"github.com/flexkv/flexkv/multicast/node"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -69,7 +69,7 @@ func (s replicaSpec) config() (Config, error) {
 		peers[g] = addrs
 	}
 	return Config{
-		State:     StateConfig{Protocol: s.Protocol, Topology: top, Self: self},
+		State:     group.Config{Protocol: s.Protocol, Topology: top, Self: self},
 		ID:        s.ID,
 		Members:   s.Members,
 		Peers:     peers,
@@ -86,7 +86,7 @@ type countingRecorder struct {
 	delivered atomic.Int64
 }
 
-func (c *countingRecorder) Execute(index uint64, ds []multicast.Message, in []node.AppInbound) ([]node.AppSend, error) {
+func (c *countingRecorder) Execute(index uint64, ds []multicast.Message, in []group.AppInbound) ([]group.AppSend, error) {
 	sends, err := c.Recorder.Execute(index, ds, in)
 	if err != nil {
 		return nil, err
@@ -455,7 +455,7 @@ func TestMultiProcess(t *testing.T) {
 	c.reps = [][]*testReplica{nil}
 	for i, m := range members[g0] {
 		c.reps[g0] = append(c.reps[g0], &testReplica{cfg: Config{
-			State:     StateConfig{Protocol: c.proto, Topology: top, Self: g0},
+			State:     group.Config{Protocol: c.proto, Topology: top, Self: g0},
 			ID:        m.ID,
 			Members:   members[g0],
 			Peers:     map[partition.GroupID][]string{g1: c.peers[g1]},
@@ -650,7 +650,7 @@ func TestMultiProcess(t *testing.T) {
 		outbox := -1
 		for _, tr := range c.reps[g0] {
 			if tr.r.IsLeader() {
-				tr.r.State(func(s *State) { outbox = s.Node().OutboxLen(g1) })
+				tr.r.State(func(s *group.State) { outbox = s.Node().OutboxLen(g1) })
 			}
 		}
 		if outbox != 0 {

@@ -18,9 +18,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/channel"
-	"github.com/flexkv/flexkv/multicast/node"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/replication/raftstore"
 	"github.com/flexkv/flexkv/replication/transport"
@@ -35,7 +35,7 @@ type Member struct {
 
 // Config configures a Replica.
 type Config struct {
-	State   StateConfig
+	State   group.Config
 	ID      string   // this replica's Member.ID
 	Members []Member // every replica of the group, this one included
 	// Peers holds the gRPC addresses of every other group's replicas.
@@ -81,11 +81,11 @@ type Config struct {
 	// core's and the executor's sends), with whether this replica led when
 	// it applied it: for delivery logs and metrics. It runs with the state
 	// locked, in log order: it must be quick and must not call the replica.
-	Observe func(out node.Output, leader bool)
+	Observe func(out group.Output, leader bool)
 }
 
 func (c *Config) fill() error {
-	if err := c.State.fill(); err != nil {
+	if err := c.State.Fill(); err != nil {
 		return err
 	}
 	if c.Executor == nil {
@@ -232,8 +232,8 @@ func Open(cfg Config) (*Replica, error) {
 	// The transmitter exists before raft starts applying entries.
 	r.tx, err = transport.NewTransmitter(transport.TransmitterConfig{
 		Self: cfg.State.Self, Peers: cfg.Peers,
-		BatchFrames: InboundFramesMax, BatchBytes: InboundBytesMax,
-		QueueFrames: 4 * InboundFramesMax, QueueBytes: 4 * InboundBytesMax,
+		BatchFrames: group.InboundFramesMax, BatchBytes: group.InboundBytesMax,
+		QueueFrames: 4 * group.InboundFramesMax, QueueBytes: 4 * group.InboundBytesMax,
 		RPCTimeout: cfg.ApplyTimeout,
 		BackoffMin: 20 * time.Millisecond, BackoffMax: time.Second,
 		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
@@ -253,7 +253,7 @@ func Open(cfg Config) (*Replica, error) {
 	}
 	r.grpc = grpc.NewServer(cfg.ServerOptions...)
 	if n := cfg.State.Topology.Len(); n > 1 {
-		scfg := transport.ServerConfig{Self: cfg.State.Self, Groups: n, FramesMax: InboundFramesMax, BytesMax: InboundBytesMax}
+		scfg := transport.ServerConfig{Self: cfg.State.Self, Groups: n, FramesMax: group.InboundFramesMax, BytesMax: group.InboundBytesMax}
 		if err := transport.Register(r.grpc, scfg, r); err != nil {
 			lis.Close()
 			return fail(err)
@@ -277,7 +277,7 @@ func Open(cfg Config) (*Replica, error) {
 
 // transmit hands the frames an applied entry produced to the transmitter,
 // when this replica leads (called by the FSM, with the state locked).
-func (r *Replica) transmit(out node.Output) {
+func (r *Replica) transmit(out group.Output) {
 	leader := r.started.Load() && r.raft.State() == raft.Leader
 	if r.cfg.Observe != nil {
 		r.cfg.Observe(out, leader)
@@ -324,7 +324,7 @@ func (r *Replica) leaderLoop() {
 				continue
 			}
 			r.log.Info("leader")
-			r.fsm.withState(func(s *State) {
+			r.fsm.withState(func(s *group.State) {
 				for h := range r.cfg.State.Topology.Len() {
 					to := partition.GroupID(h)
 					if to == r.cfg.State.Self {
@@ -360,9 +360,9 @@ func (r *Replica) tickLoop() {
 			// nothing (no resend, ack or nack due; no timer in its core):
 			// an idle cluster then writes no log entries but rank 0's.
 			var quiet bool
-			r.fsm.withState(func(s *State) { quiet = s.Quiet(quietAfterTicks) })
+			r.fsm.withState(func(s *group.State) { quiet = s.Quiet(quietAfterTicks) })
 			if !quiet {
-				r.raft.Apply(EncodeTick(), r.cfg.ApplyTimeout)
+				r.raft.Apply(group.EncodeTick(), r.cfg.ApplyTimeout)
 			}
 		}
 	}
@@ -623,7 +623,7 @@ func (r *Replica) RaftStatus() RaftStatus {
 // and waits until it is applied. It returns nil once the group accepted it
 // (it will be delivered at every destination), a *NotLeaderError on a
 // follower, or why the group refused it (multicast.ErrBusy,
-// multicast.ErrNotEntry, ErrDuplicate, ...).
+// multicast.ErrNotEntry, group.ErrDuplicate, ...).
 func (r *Replica) Multicast(ctx context.Context, m multicast.Message) error {
 	if err := multicast.ValidateRequest(r.cfg.State.Topology, m); err != nil {
 		return err
@@ -631,7 +631,7 @@ func (r *Replica) Multicast(ctx context.Context, m multicast.Message) error {
 	if r.raft.State() != raft.Leader {
 		return &NotLeaderError{Leader: r.leaderHint()}
 	}
-	return r.propose(ctx, EncodeRequest(m))
+	return r.propose(ctx, group.EncodeRequest(m))
 }
 
 func (r *Replica) propose(ctx context.Context, data []byte) error {
@@ -661,7 +661,7 @@ func (r *Replica) Deliver(ctx context.Context, from partition.GroupID, frames []
 	if r.raft.State() != raft.Leader {
 		return r.leaderHint(), transport.ErrNotLeader
 	}
-	err := r.propose(ctx, EncodeInbound(from, frames))
+	err := r.propose(ctx, group.EncodeInbound(from, frames))
 	var nl *NotLeaderError
 	switch {
 	case err == nil:
@@ -680,7 +680,7 @@ func (r *Replica) Deliver(ctx context.Context, from partition.GroupID, frames []
 
 // State runs fn on the replica's state, read only, between two applied
 // entries.
-func (r *Replica) State(fn func(*State)) { r.fsm.withState(fn) }
+func (r *Replica) State(fn func(*group.State)) { r.fsm.withState(fn) }
 
 // Close stops the replica: no more serving, raft stopped, stores closed.
 // The executor is the caller's to close.

@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/multicast"
 )
 
@@ -151,7 +152,7 @@ func TestReadBarrier(t *testing.T) {
 		t.Fatalf("barrier at the leader: %v", err)
 	}
 	var applied uint64
-	leader.State(func(s *State) { applied = s.Applied() })
+	leader.State(func(s *group.State) { applied = s.Applied() })
 	if applied < commit {
 		t.Errorf("after the barrier the state is at %d, below the commit index %d seen before it", applied, commit)
 	}

@@ -19,10 +19,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/flexcast"
-	"github.com/flexkv/flexkv/multicast/node"
 	"github.com/flexkv/flexkv/multicast/skeen"
 	"github.com/flexkv/flexkv/multicast/tree"
 	"github.com/flexkv/flexkv/partition"
@@ -109,7 +109,7 @@ type counters struct {
 // observe counts what an applied entry produced. It runs in the raft FSM,
 // with the group's state locked: it only adds, and looks up a proposal
 // time when some call waits for one.
-func (c *counters) observe(out node.Output, leader bool) {
+func (c *counters) observe(out group.Output, leader bool) {
 	for _, m := range out.Deliveries {
 		if m.ID.IsFlush() {
 			continue
@@ -341,7 +341,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 // snapshot is what Collect reads from a server's replicated state, copied
 // with the state locked so that the lock is held briefly.
 type snapshot struct {
-	node   node.Stats
+	node   group.Stats
 	busy   bool
 	outbox []int // by group id; this group's own entry is unused
 	// The core's stats: one of them is set.
@@ -351,12 +351,12 @@ type snapshot struct {
 }
 
 func (m *Metrics) collect(ch chan<- prometheus.Metric, s *Server) {
-	group, replica := s.group.Name, s.cfg.NodeID
+	groupName, replica := s.group.Name, s.cfg.NodeID
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), append([]string{group, replica}, labels...)...)
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), append([]string{groupName, replica}, labels...)...)
 	}
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{group, replica}, labels...)...)
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{groupName, replica}, labels...)...)
 	}
 	c := &s.counts
 
@@ -368,9 +368,9 @@ func (m *Metrics) collect(ch chan<- prometheus.Metric, s *Server) {
 	}
 	counter(m.sends, c.sends[0].Load(), "flush")
 	counter(m.sendBytes, c.sendBytes[0].Load(), "flush")
-	ch <- c.delivery.metric(m.delivery, group, replica)
+	ch <- c.delivery.metric(m.delivery, groupName, replica)
 	for i, name := range requestMethods {
-		ch <- c.requests[i].metric(m.requests, group, replica, name)
+		ch <- c.requests[i].metric(m.requests, groupName, replica, name)
 		for code := range requestCodes {
 			if n := c.requestErrors[i][code].Load(); n > 0 {
 				counter(m.requestErrors, n, name, codes.Code(code).String())
@@ -379,7 +379,7 @@ func (m *Metrics) collect(ch chan<- prometheus.Metric, s *Server) {
 	}
 
 	var sn snapshot
-	s.replica.State(func(st *replication.State) {
+	s.replica.State(func(st *group.State) {
 		nd := st.Node()
 		sn.node, sn.busy = nd.Stats(), nd.Busy()
 		sn.outbox = make([]int, s.top.Len())

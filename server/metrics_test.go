@@ -16,9 +16,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/multicast"
-	"github.com/flexkv/flexkv/multicast/node"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/replication"
 )
@@ -139,7 +139,7 @@ func TestCountersObserve(t *testing.T) {
 	id := func(seq uint64) multicast.MsgID { return multicast.MsgID{Client: 1, Seq: seq} }
 	forget := c.proposals.add(id(2))
 	defer forget()
-	out := node.Output{
+	out := group.Output{
 		Deliveries: []multicast.Message{
 			{ID: id(1), Dst: partition.SetOf(0)},
 			{ID: id(2), Dst: partition.SetOf(0, 1)},
@@ -152,7 +152,7 @@ func TestCountersObserve(t *testing.T) {
 		},
 	}
 	c.observe(out, false)
-	c.observe(node.Output{Sends: out.Sends}, true)
+	c.observe(group.Output{Sends: out.Sends}, true)
 	for _, tc := range []struct {
 		name      string
 		got, want uint64

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/flexkv/flexkv/api"
+	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/kv"
 	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/multicast"
@@ -39,7 +40,7 @@ func invalid(err error) error { return status.Error(codes.InvalidArgument, err.E
 
 // Every transaction and call that txn validates fits in a message: this
 // fails to build if the bounds ever cross.
-const _ = uint(replication.MessagePayloadMax - txn.PayloadMax)
+const _ = uint(group.MessagePayloadMax - txn.PayloadMax)
 
 // requestID returns the transaction id of a request: the client's, or a
 // fresh one when it names none.
@@ -112,8 +113,8 @@ func (s *Server) run(ctx context.Context, r request) (*kvpb.TxnResponse, error) 
 		return nil, status.Errorf(codes.FailedPrecondition, "server: group %s is not the entry group of %s under %s: send it to %s",
 			s.group.Name, r.id, s.cfg.Cluster.Protocol, want)
 	}
-	if len(r.payload) > replication.MessagePayloadMax {
-		return nil, invalid(fmt.Errorf("server: %s encodes to %d bytes, more than a message may carry (%d)", r.id, len(r.payload), replication.MessagePayloadMax))
+	if len(r.payload) > group.MessagePayloadMax {
+		return nil, invalid(fmt.Errorf("server: %s encodes to %d bytes, more than a message may carry (%d)", r.id, len(r.payload), group.MessagePayloadMax))
 	}
 	m := multicast.Message{ID: r.id, Dst: r.dst, Payload: r.payload}
 	var wait <-chan struct{}
@@ -125,7 +126,7 @@ func (s *Server) run(ctx context.Context, r request) (*kvpb.TxnResponse, error) 
 	}
 	err := s.replica.Multicast(ctx, m)
 	switch {
-	case err == nil, errors.Is(err, replication.ErrDuplicate):
+	case err == nil, errors.Is(err, group.ErrDuplicate):
 		// A duplicate is a retry of a request the group accepted before:
 		// it is answered with the first result.
 	default:

@@ -31,7 +31,7 @@ const (
 	// every call with a valid name and at most ProcArgsMax bytes of
 	// arguments encodes within it. The executor refuses larger payloads
 	// without decoding them. It must stay at most the largest payload the
-	// replication layer accepts (replication.MessagePayloadMax, 512 KiB),
+	// replication layer accepts (group.MessagePayloadMax, 512 KiB),
 	// or valid requests would be refused there.
 	PayloadMax = 512 << 10
 )

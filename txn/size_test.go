@@ -11,7 +11,7 @@ import (
 	"github.com/flexkv/flexkv/partition"
 )
 
-// messagePayloadMax is replication.MessagePayloadMax, the largest payload
+// messagePayloadMax is group.MessagePayloadMax, the largest payload
 // the replication layer accepts, which txn does not import.
 const messagePayloadMax = 512 << 10
 
@@ -75,7 +75,7 @@ func TestEncodingOverheadPerElement(t *testing.T) {
 // is within what the replication layer accepts.
 func TestLargestPayloadsFit(t *testing.T) {
 	if PayloadMax > messagePayloadMax {
-		t.Fatalf("PayloadMax %d, more than replication.MessagePayloadMax (%d)", PayloadMax, messagePayloadMax)
+		t.Fatalf("PayloadMax %d, more than group.MessagePayloadMax (%d)", PayloadMax, messagePayloadMax)
 	}
 	pm := testPartitionMap(t, testTopology(t))
 	// OpsMax elements of KeyMax-byte keys, the compares with the longest

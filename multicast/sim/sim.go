@@ -30,10 +30,10 @@ import (
 	"math/rand/v2"
 	"strings"
 
+	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/channel"
 	"github.com/flexkv/flexkv/multicast/check"
-	"github.com/flexkv/flexkv/multicast/node"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -164,7 +164,7 @@ type simulation struct {
 	rng   *rand.Rand
 	w     *world
 	names []string
-	nodes []*node.Node
+	nodes []*group.Node
 
 	jobs      []job
 	jobOf     map[multicast.MsgID]int
@@ -276,7 +276,7 @@ func newSimulation(cfg Config) (*simulation, error) {
 		if cfg.wrapCore != nil {
 			core = cfg.wrapCore(partition.GroupID(g), core)
 		}
-		nd, err := node.New(core, channel.Config{
+		nd, err := group.New(core, channel.Config{
 			Self: partition.GroupID(g), Groups: n,
 			ResendTicks: resendTicks, HoldbackMax: holdbackMax, OutboxMax: outboxMax,
 		})

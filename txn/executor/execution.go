@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/kv"
 	"github.com/flexkv/flexkv/multicast"
-	"github.com/flexkv/flexkv/multicast/node"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/txn"
 )
@@ -19,7 +19,7 @@ type execution struct {
 	b     *kv.Batch
 	rw    batchRW
 	meta  execMeta
-	sends []node.AppSend
+	sends []group.AppSend
 	ids   []multicast.MsgID // results stored, in the order they ran
 	// ran are the queue entries run by this execution, to delete.
 	ran []*queued
@@ -74,7 +74,7 @@ func (q *queued) sendsVote() bool { return q.job.piece != nil && !q.job.piece.Vo
 
 // apply runs the entry: deliveries, inbound votes, then a pass over the
 // queue, and writes the state the entry leaves.
-func (x *execution) apply(index uint64, deliveries []multicast.Message, inbound []node.AppInbound) error {
+func (x *execution) apply(index uint64, deliveries []multicast.Message, inbound []group.AppInbound) error {
 	changed := false
 	for _, m := range deliveries {
 		ok, err := x.deliver(m)
@@ -149,7 +149,7 @@ func (x *execution) sendUsed(d delivery, other bool) {
 	v := txn.Vote{Group: x.e.cfg.Self, Used: true, Other: other, Digest: j.digest}
 	payload := txn.AppendVote(nil, j.id, v)
 	for _, g := range j.piece.VoteTo.Slice() {
-		x.sends = append(x.sends, node.AppSend{To: g, About: j.id, Payload: payload})
+		x.sends = append(x.sends, group.AppSend{To: g, About: j.id, Payload: payload})
 	}
 }
 
@@ -208,7 +208,7 @@ func (x *execution) vote(j *job) error {
 	}
 	payload := txn.AppendVote(nil, j.id, v)
 	for _, g := range p.VoteTo.Slice() {
-		x.sends = append(x.sends, node.AppSend{To: g, About: j.id, Payload: payload})
+		x.sends = append(x.sends, group.AppSend{To: g, About: j.id, Payload: payload})
 	}
 	return nil
 }
@@ -314,7 +314,7 @@ func (x *execution) storedVote(id multicast.MsgID, g partition.GroupID) (txn.Vot
 // result here already, and a second vote of a group on a transaction are
 // junk: counted and dropped; except that a real vote replaces a used vote
 // (see Executor, Reused ids), which counts as junk then.
-func (x *execution) receive(in node.AppInbound) (bool, error) {
+func (x *execution) receive(in group.AppInbound) (bool, error) {
 	cfg := &x.e.cfg
 	id, v, err := txn.DecodeVote(in.Payload)
 	if err != nil || v.Group != in.From || !cfg.Topology.Valid(v.Group) || v.Group == cfg.Self {

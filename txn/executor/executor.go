@@ -14,9 +14,9 @@ import (
 	"io"
 	"sync"
 
+	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/kv"
 	"github.com/flexkv/flexkv/multicast"
-	"github.com/flexkv/flexkv/multicast/node"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/txn"
 )
@@ -307,7 +307,7 @@ func (e *Executor) Result(id multicast.MsgID) (txn.PieceResult, bool, error) {
 // entry's pieces sent, in queue order, for the channel layer. An error is
 // the store's (the replica must stop) or an invalid index; bad input never
 // fails Execute.
-func (e *Executor) Execute(index uint64, deliveries []multicast.Message, inbound []node.AppInbound) ([]node.AppSend, error) {
+func (e *Executor) Execute(index uint64, deliveries []multicast.Message, inbound []group.AppInbound) ([]group.AppSend, error) {
 	sends, ids, err := e.execute(index, deliveries, inbound)
 	if err != nil {
 		return nil, err
@@ -318,7 +318,7 @@ func (e *Executor) Execute(index uint64, deliveries []multicast.Message, inbound
 	return sends, nil
 }
 
-func (e *Executor) execute(index uint64, deliveries []multicast.Message, inbound []node.AppInbound) ([]node.AppSend, []multicast.MsgID, error) {
+func (e *Executor) execute(index uint64, deliveries []multicast.Message, inbound []group.AppInbound) ([]group.AppSend, []multicast.MsgID, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.stale {
@@ -346,13 +346,13 @@ func (e *Executor) execute(index uint64, deliveries []multicast.Message, inbound
 
 // Sent returns what Execute returned for entry index (nil if nothing, or
 // if ForgetSent dropped it); index must not be above AppliedIndex.
-func (e *Executor) Sent(index uint64) ([]node.AppSend, error) {
+func (e *Executor) Sent(index uint64) ([]group.AppSend, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if applied := e.cfg.Store.AppliedIndex(); index > applied {
 		return nil, fmt.Errorf("txn: sent: %w: index %d after the applied index %d", kv.ErrInvalid, index, applied)
 	}
-	var sends []node.AppSend
+	var sends []group.AppSend
 	err := scanAux(e.cfg.Store, sentKey(index, 0), sentPrefixEnd(index), func(r kv.KV) error {
 		s, err := decodeSend(r.Value)
 		if err != nil {

@@ -1,80 +1,18 @@
-// Package replication turns each group into a fault-tolerant process: a
-// hashicorp/raft group of replicas whose log holds the group's inputs (client
-// requests, frame batches from other groups, ticks) and whose state machine
-// steps the channel layer and the protocol core of package multicast with
-// them, in log order (DESIGN 5). Every replica computes the same sends and
-// deliveries; only the leader transmits, and every replica executes the
-// deliveries.
-//
-// State is that state machine, deterministic and free of I/O; the raft FSM
-// wraps it with the executor; Replica wires raft, the transport between
-// groups and the ticks.
-package replication
+package group
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/channel"
 	"github.com/flexkv/flexkv/multicast/cores"
-	"github.com/flexkv/flexkv/multicast/node"
 	"github.com/flexkv/flexkv/multicast/wire"
 	"github.com/flexkv/flexkv/partition"
 )
 
-// The kinds of log entries.
-const (
-	entryRequest byte = 1 // a client request: the message (its id is the client id and sequence number)
-	entryInbound byte = 2 // a batch of frames from another group, in the order they arrived
-	entryTick    byte = 3 // a logical tick proposed by the leader
-)
-
-// Bounds of a log entry.
-const (
-	// InboundFramesMax and InboundBytesMax bound one inbound batch: its
-	// frames and their encoded bytes.
-	InboundFramesMax = 4096
-	InboundBytesMax  = 1 << 20
-	// DefaultClientsMax bounds the clients whose last request is remembered
-	// for deduplication.
-	DefaultClientsMax = 1 << 16
-	// MessagePayloadMax bounds the payload of a client request. A message
-	// travels in envelopes (with the protocol's own data: FlexCast's
-	// history, Skeen's timestamps) in frames of at most InboundBytesMax: a
-	// payload the channel could not carry would stay at the head of its
-	// FIFO queue for ever, and block everything behind it.
-	MessagePayloadMax = InboundBytesMax / 2
-)
-
-// ErrDuplicate says that a request with this id (or a later one of its
-// client) was accepted before: it is not applied again.
-var ErrDuplicate = errors.New("replication: duplicate request")
-
-// EncodeRequest returns the log entry of a client request.
-func EncodeRequest(m multicast.Message) []byte {
-	return wire.AppendMessage([]byte{entryRequest}, m)
-}
-
-// EncodeInbound returns the log entry of frames received from group from.
-func EncodeInbound(from partition.GroupID, frames []channel.Frame) []byte {
-	b := []byte{entryInbound}
-	b = wire.AppendUvarint(b, uint64(from))
-	b = wire.AppendUvarint(b, uint64(len(frames)))
-	var fb []byte
-	for _, f := range frames {
-		fb = channel.AppendFrame(fb[:0], f)
-		b = wire.AppendBytes(b, fb)
-	}
-	return b
-}
-
-// EncodeTick returns the log entry of a tick.
-func EncodeTick() []byte { return []byte{entryTick} }
-
-// StateConfig configures a group's State.
-type StateConfig struct {
+// Config configures a group's State.
+type Config struct {
 	Protocol multicast.Protocol
 	Topology *partition.Topology
 	Self     partition.GroupID
@@ -84,9 +22,13 @@ type StateConfig struct {
 	ClientsMax int // 0: DefaultClientsMax
 }
 
-func (c *StateConfig) fill() error {
+// Fill sets the defaults of the fields left zero and validates the
+// configuration.
+func (c *Config) Fill() error { return c.fill() }
+
+func (c *Config) fill() error {
 	if c.Topology == nil || !c.Topology.Valid(c.Self) {
-		return fmt.Errorf("replication: group %d is not in the topology", c.Self)
+		return fmt.Errorf("group: group %d is not in the topology", c.Self)
 	}
 	c.Channel.Self, c.Channel.Groups = c.Self, c.Topology.Len()
 	// Defaults: resend after 50 ticks (1s at the default 20ms tick, above
@@ -108,7 +50,7 @@ func (c *StateConfig) fill() error {
 		c.ClientsMax = DefaultClientsMax
 	}
 	if c.ClientsMax < 0 {
-		return fmt.Errorf("replication: ClientsMax %d < 0", c.ClientsMax)
+		return fmt.Errorf("group: ClientsMax %d < 0", c.ClientsMax)
 	}
 	return c.Channel.Validate()
 }
@@ -120,14 +62,14 @@ type clientRec struct {
 }
 
 // State is the replicated state of one group: the channel layer and the
-// protocol core (a node.Node), and the client table that deduplicates
+// protocol core (a group.Node), and the client table that deduplicates
 // requests. It is deterministic: the same entries at the same indexes give
 // the same outputs and the same snapshot on every replica. It is not safe
 // for concurrent use.
 type State struct {
-	cfg     StateConfig
+	cfg     Config
 	core    multicast.Core
-	node    *node.Node
+	node    *Node
 	clients map[uint64]clientRec
 	applied uint64 // index of the last entry applied
 	// idleTicks counts the ticks applied since the last other entry. It
@@ -137,7 +79,7 @@ type State struct {
 }
 
 // NewState returns the initial state of a group.
-func NewState(cfg StateConfig) (*State, error) {
+func NewState(cfg Config) (*State, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
@@ -145,7 +87,7 @@ func NewState(cfg StateConfig) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, err := node.New(core, cfg.Channel)
+	n, err := New(core, cfg.Channel)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +98,7 @@ func NewState(cfg StateConfig) (*State, error) {
 func (s *State) Applied() uint64 { return s.applied }
 
 // Node returns the group's node, for reads (Unacked, OutboxLen, Stats).
-func (s *State) Node() *node.Node { return s.node }
+func (s *State) Node() *Node { return s.node }
 
 // Core returns the group's protocol core, for reads (its Stats): stepping
 // it would bypass the node and the log.
@@ -167,9 +109,9 @@ func (s *State) Core() multicast.Core { return s.core }
 // (multicast.ErrBusy, multicast.ErrInvalid, ...) or a duplicate
 // (ErrDuplicate). A malformed entry is skipped with an error; state is then
 // unchanged but for the applied index, the same way on every replica.
-func (s *State) Apply(index uint64, data []byte) (node.Output, error) {
+func (s *State) Apply(index uint64, data []byte) (Output, error) {
 	if index <= s.applied {
-		return node.Output{}, fmt.Errorf("replication: entry %d applied already (at %d)", index, s.applied)
+		return Output{}, fmt.Errorf("group: entry %d applied already (at %d)", index, s.applied)
 	}
 	s.applied = index
 	if len(data) > 0 && data[0] == entryTick {
@@ -183,21 +125,21 @@ func (s *State) Apply(index uint64, data []byte) (node.Output, error) {
 
 // Quiet reports whether the group may stop ticking: at least after ticks
 // were applied since the last other entry, and a tick would change nothing
-// (node.Node.Quiet). The next request or frame wakes it.
+// (group.Node.Quiet). The next request or frame wakes it.
 func (s *State) Quiet(after int) bool {
 	return s.idleTicks >= after && s.node.Quiet()
 }
 
 func (s *State) apply(index uint64, data []byte) error {
 	if len(data) == 0 {
-		return fmt.Errorf("%w: replication: empty log entry %d", multicast.ErrInvalid, index)
+		return fmt.Errorf("%w: group: empty log entry %d", multicast.ErrInvalid, index)
 	}
 	d := wire.NewDecoder(data[1:])
 	switch data[0] {
 	case entryRequest:
 		m := d.Message(s.cfg.Topology.Len())
 		if err := d.Finish(); err != nil {
-			return fmt.Errorf("%w: replication: request entry %d: %w", multicast.ErrInvalid, index, err)
+			return fmt.Errorf("%w: group: request entry %d: %w", multicast.ErrInvalid, index, err)
 		}
 		return s.request(index, m)
 	case entryInbound:
@@ -219,22 +161,22 @@ func (s *State) apply(index uint64, data []byte) error {
 			frames = append(frames, f)
 		}
 		if err := d.Finish(); err != nil {
-			return fmt.Errorf("%w: replication: inbound entry %d: %w", multicast.ErrInvalid, index, err)
+			return fmt.Errorf("%w: group: inbound entry %d: %w", multicast.ErrInvalid, index, err)
 		}
 		for _, f := range frames {
 			if err := s.node.Receive(f); err != nil {
-				return fmt.Errorf("replication: inbound entry %d: %w", index, err)
+				return fmt.Errorf("group: inbound entry %d: %w", index, err)
 			}
 		}
 		return nil
 	case entryTick:
 		if err := d.Finish(); err != nil {
-			return fmt.Errorf("%w: replication: tick entry %d: %w", multicast.ErrInvalid, index, err)
+			return fmt.Errorf("%w: group: tick entry %d: %w", multicast.ErrInvalid, index, err)
 		}
 		s.node.Tick()
 		return nil
 	default:
-		return fmt.Errorf("%w: replication: entry %d of unknown kind %d", multicast.ErrInvalid, index, data[0])
+		return fmt.Errorf("%w: group: entry %d of unknown kind %d", multicast.ErrInvalid, index, data[0])
 	}
 }
 
@@ -250,7 +192,7 @@ func (s *State) apply(index uint64, data []byte) error {
 // after ClientsMax other clients came since would be applied again.
 func (s *State) request(index uint64, m multicast.Message) error {
 	if len(m.Payload) > MessagePayloadMax {
-		return fmt.Errorf("%w: replication: request %s carries %d bytes, more than MessagePayloadMax (%d)", multicast.ErrInvalid, m.ID, len(m.Payload), MessagePayloadMax)
+		return fmt.Errorf("%w: group: request %s carries %d bytes, more than MessagePayloadMax (%d)", multicast.ErrInvalid, m.ID, len(m.Payload), MessagePayloadMax)
 	}
 	rec, known := s.clients[m.ID.Client]
 	if known && m.ID.Seq <= rec.seq {
@@ -271,7 +213,7 @@ func (s *State) request(index uint64, m multicast.Message) error {
 func (s *State) evictClient() {
 	var victim uint64
 	oldest := ^uint64(0)
-	for id, rec := range s.clients {
+	for id, rec := range s.clients { //flexkv:unordered the minimum of unique indexes
 		if rec.used < oldest {
 			victim, oldest = id, rec.used
 		}
@@ -283,7 +225,7 @@ func (s *State) evictClient() {
 // group's channels and returns the frames to transmit, with one Send of kind
 // vote each for logs and metrics. It is part of applying an entry: every
 // replica calls it with the same payloads after the same entry.
-func (s *State) SendApp(sends []node.AppSend) node.Output {
+func (s *State) SendApp(sends []AppSend) Output {
 	s.node.SendApp(sends)
 	out := s.node.Ready()
 	for _, a := range sends {
@@ -303,14 +245,14 @@ const stateSnapshotVersion = 1
 func (s *State) AppendSnapshot(b []byte) []byte {
 	sn, ok := s.core.(snapshotter)
 	if !ok {
-		panic(fmt.Sprintf("replication: the %s core cannot be snapshotted", s.cfg.Protocol))
+		panic(fmt.Sprintf("group: the %s core cannot be snapshotted", s.cfg.Protocol))
 	}
 	b = append(b, stateSnapshotVersion)
 	b = wire.AppendUvarint(b, s.applied)
 	b = wire.AppendBytes(b, sn.AppendSnapshot(nil))
 	b = wire.AppendBytes(b, s.node.AppendSnapshot(nil))
 	ids := make([]uint64, 0, len(s.clients))
-	for id := range s.clients {
+	for id := range s.clients { //flexkv:unordered sorted below
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
@@ -325,13 +267,13 @@ func (s *State) AppendSnapshot(b []byte) []byte {
 }
 
 // RestoreState rebuilds a state from AppendSnapshot's output.
-func RestoreState(cfg StateConfig, b []byte) (*State, error) {
+func RestoreState(cfg Config, b []byte) (*State, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
 	d := wire.NewDecoder(b)
 	if v := d.Byte(); d.Err() == nil && v != stateSnapshotVersion {
-		return nil, fmt.Errorf("replication: snapshot version %d, want %d", v, stateSnapshotVersion)
+		return nil, fmt.Errorf("group: snapshot version %d, want %d", v, stateSnapshotVersion)
 	}
 	applied := d.Uvarint()
 	coreSnap := d.Bytes()
@@ -346,15 +288,15 @@ func RestoreState(cfg StateConfig, b []byte) (*State, error) {
 		clients[id] = clientRec{seq: d.Uvarint(), used: d.Uvarint()}
 	}
 	if err := d.Finish(); err != nil {
-		return nil, fmt.Errorf("replication: snapshot: %w", err)
+		return nil, fmt.Errorf("group: snapshot: %w", err)
 	}
 	core, err := cores.Restore(cfg.Protocol, cfg.Self, cfg.Topology, coreSnap)
 	if err != nil {
-		return nil, fmt.Errorf("replication: snapshot: %w", err)
+		return nil, fmt.Errorf("group: snapshot: %w", err)
 	}
-	nd, err := node.Restore(core, cfg.Channel, nodeSnap)
+	nd, err := Restore(core, cfg.Channel, nodeSnap)
 	if err != nil {
-		return nil, fmt.Errorf("replication: snapshot: %w", err)
+		return nil, fmt.Errorf("group: snapshot: %w", err)
 	}
 	return &State{cfg: cfg, core: core, node: nd, clients: clients, applied: applied}, nil
 }

@@ -1,12 +1,18 @@
-// Package node stacks the reliable channel layer under a protocol core: a
-// Node is the deterministic state machine of one group (DESIGN 4, 5), which
-// the replication shell feeds with the entries of the group's log (client
-// requests, frames from other groups, ticks) and whose Ready output the
-// leader transmits.
-//
-// Like its parts, a Node reads no clock, draws no random numbers, starts no
-// goroutine and does no I/O: the same inputs in the same order give the same
-// outputs and the same state on every replica.
+package group
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/channel"
+	"github.com/flexkv/flexkv/multicast/wire"
+	"github.com/flexkv/flexkv/partition"
+)
+
+// Node is a protocol core over the channel layer: the part of a group's
+// state machine that the ordering simulator (multicast/sim) drives alone.
+// It is not safe for concurrent use.
 //
 // Flow. A client request goes to the core unless the channel is Busy (the
 // group's admission control, which bounds the outboxes). A frame goes to the
@@ -28,20 +34,6 @@
 // payload; those received come out in Output.App, in channel order, and never
 // reach the core. An envelope with another tag is rejected like one the core
 // rejects.
-package node
-
-import (
-	"errors"
-	"fmt"
-
-	"github.com/flexkv/flexkv/multicast"
-	"github.com/flexkv/flexkv/multicast/channel"
-	"github.com/flexkv/flexkv/multicast/wire"
-	"github.com/flexkv/flexkv/partition"
-)
-
-// Node is one group's state machine: a protocol core over the channel layer.
-// It is not safe for concurrent use.
 type Node struct {
 	core     multicast.Core
 	ch       *channel.Channel

@@ -1,0 +1,23 @@
+// Package group is the replicated state machine of one group replica (DESIGN
+// 1, 4, 5): everything a replica computes from its group's raft log, and
+// nothing else. The replication shell (package replication) hands it the
+// committed entries in log order and carries out what it returns; the
+// whole-database simulator (package dbsim) drives the same code with no raft.
+//
+// Layers, bottom up:
+//   - Node: the reliable channel layer (multicast/channel) under a protocol
+//     core (multicast/...), and the application payloads (votes) that ride
+//     the same channels;
+//   - State: the Node, the log-entry codec (client request, inbound batch,
+//     tick: EncodeRequest, EncodeInbound, EncodeTick) and the client table
+//     that admits each request once;
+//   - Machine: a State and the Executor that runs its deliveries, joined by
+//     the replay rule (Machine.Apply): an entry the executor already ran
+//     before a restart is not run again, but its sends are queued again.
+//
+// Like the protocol cores, the package reads no clock, draws no random
+// numbers, starts no goroutine and does no I/O (internal/lint checks it):
+// the same entries at the same indexes give the same outputs and the same
+// snapshot on every replica. The Executor is the one door to storage, and it
+// is the caller's.
+package group

@@ -1,0 +1,59 @@
+package group
+
+import (
+	"errors"
+
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/channel"
+	"github.com/flexkv/flexkv/multicast/wire"
+	"github.com/flexkv/flexkv/partition"
+)
+
+// The kinds of log entries.
+const (
+	entryRequest byte = 1 // a client request: the message (its id is the client id and sequence number)
+	entryInbound byte = 2 // a batch of frames from another group, in the order they arrived
+	entryTick    byte = 3 // a logical tick proposed by the leader
+)
+
+// Bounds of a log entry.
+const (
+	// InboundFramesMax and InboundBytesMax bound one inbound batch: its
+	// frames and their encoded bytes.
+	InboundFramesMax = 4096
+	InboundBytesMax  = 1 << 20
+	// DefaultClientsMax bounds the clients whose last request is remembered
+	// for deduplication.
+	DefaultClientsMax = 1 << 16
+	// MessagePayloadMax bounds the payload of a client request. A message
+	// travels in envelopes (with the protocol's own data: FlexCast's
+	// history, Skeen's timestamps) in frames of at most InboundBytesMax: a
+	// payload the channel could not carry would stay at the head of its
+	// FIFO queue for ever, and block everything behind it.
+	MessagePayloadMax = InboundBytesMax / 2
+)
+
+// ErrDuplicate says that a request with this id (or a later one of its
+// client) was accepted before: it is not applied again.
+var ErrDuplicate = errors.New("group: duplicate request")
+
+// EncodeRequest returns the log entry of a client request.
+func EncodeRequest(m multicast.Message) []byte {
+	return wire.AppendMessage([]byte{entryRequest}, m)
+}
+
+// EncodeInbound returns the log entry of frames received from group from.
+func EncodeInbound(from partition.GroupID, frames []channel.Frame) []byte {
+	b := []byte{entryInbound}
+	b = wire.AppendUvarint(b, uint64(from))
+	b = wire.AppendUvarint(b, uint64(len(frames)))
+	var fb []byte
+	for _, f := range frames {
+		fb = channel.AppendFrame(fb[:0], f)
+		b = wire.AppendBytes(b, fb)
+	}
+	return b
+}
+
+// EncodeTick returns the log entry of a tick.
+func EncodeTick() []byte { return []byte{entryTick} }
