@@ -12,6 +12,7 @@ import (
 	"slices"
 
 	"github.com/flexkv/flexkv/kv/kvpb"
+	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/txn"
 )
@@ -342,7 +343,7 @@ func ConfigFromProto(p *kvpb.TopologyResponse) (*partition.ClusterConfig, *parti
 			Group: part.GetGroup(), Replicated: part.GetReplicated(),
 		})
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := protocol.Validate(cfg); err != nil {
 		return nil, nil, fmt.Errorf("kvpb: topology: %w", err)
 	}
 	if len(p.Regions) == 0 && len(p.Latency) == 0 {

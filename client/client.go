@@ -53,6 +53,7 @@ import (
 
 	"github.com/flexkv/flexkv/api"
 	"github.com/flexkv/flexkv/kv/kvpb"
+	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -149,6 +150,10 @@ type Client struct {
 	log      *slog.Logger
 	dialOpts []grpc.DialOption
 	view     *Topology
+	// proto is the cluster's protocol, and origin where this client sends
+	// from: together they choose each request's entry group (DESIGN 2).
+	proto    *protocol.Protocol
+	origin   protocol.Origin
 	replicas [][]string // gRPC addresses of each group's replicas, by GroupID
 	sessions chan *session
 	done     chan struct{} // closed by Close
@@ -214,13 +219,19 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		backoffMin: 10 * time.Millisecond,
 		backoffMax: 500 * time.Millisecond,
 	}
-	view, err := c.fetchTopology(ctx, cfg.Endpoints)
+	view, proto, err := c.fetchTopology(ctx, cfg.Endpoints)
 	if err != nil {
 		return nil, errors.Join(err, c.Close())
 	}
 	view.Region = cfg.Region
 	view.Home = homeGroup(view.Groups, cfg.Region)
-	c.view = view
+	c.view, c.proto = view, proto
+	// The entry group is measured from the client's region; its home group
+	// stands for it only when the region has one (Config.Region).
+	c.origin = protocol.Origin{Group: partition.NoGroup, Region: cfg.Region}
+	if cfg.Region != "" && view.Groups.Group(view.Home).Region == cfg.Region {
+		c.origin.Group = view.Home
+	}
 	c.replicas = make([][]string, view.Groups.Len())
 	for _, g := range view.Config.Groups {
 		id, _ := view.Groups.Lookup(g.Name) // Build checked the names
@@ -252,7 +263,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 }
 
 // fetchTopology asks each endpoint in turn for the topology and builds it.
-func (c *Client) fetchTopology(ctx context.Context, endpoints []string) (*Topology, error) {
+func (c *Client) fetchTopology(ctx context.Context, endpoints []string) (*Topology, *protocol.Protocol, error) {
 	var errs []error
 	for _, ep := range endpoints {
 		conn, err := c.conn(ep)
@@ -270,23 +281,23 @@ func (c *Client) fetchTopology(ctx context.Context, endpoints []string) (*Topolo
 		}
 		cfg, lat, err := api.ConfigFromProto(resp)
 		if err != nil {
-			return nil, fmt.Errorf("client: topology from %s: %w", ep, err)
+			return nil, nil, fmt.Errorf("client: topology from %s: %w", ep, err)
 		}
-		top, pm, err := cfg.Build()
+		proto, top, pm, err := protocol.Build(cfg)
 		if err != nil {
-			return nil, fmt.Errorf("client: topology from %s: %w", ep, err)
+			return nil, nil, fmt.Errorf("client: topology from %s: %w", ep, err)
 		}
-		return &Topology{Config: cfg, Groups: top, Partitions: pm, Latency: lat}, nil
+		return &Topology{Config: cfg, Groups: top, Partitions: pm, Latency: lat}, proto, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("client: topology: %w (%w)", err, errors.Join(errs...))
+		return nil, nil, fmt.Errorf("client: topology: %w (%w)", err, errors.Join(errs...))
 	}
 	if len(errs) == 1 {
-		return nil, fmt.Errorf("client: topology: no endpoint answered: %w", errs[0])
+		return nil, nil, fmt.Errorf("client: topology: no endpoint answered: %w", errs[0])
 	}
 	// The first error is the one to read: the others are most often the
 	// same refusal from the other servers of a cluster that is down.
-	return nil, fmt.Errorf("client: topology: no endpoint answered (%d tried; the first: %w)", len(errs), errs[0])
+	return nil, nil, fmt.Errorf("client: topology: no endpoint answered (%d tried; the first: %w)", len(errs), errs[0])
 }
 
 // homeGroup returns the lowest-ranked group in region, or group 0.

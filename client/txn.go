@@ -164,7 +164,7 @@ func (c *Client) run(ctx context.Context, start time.Time, req *kvpb.TxnRequest,
 	s.seq++
 	req.ClientId, req.Seq = s.client, s.seq
 	id := multicast.MsgID{Client: s.client, Seq: s.seq}.String()
-	entry := c.entry(dst)
+	entry := c.proto.Entry(c.view.Groups, c.view.Latency, c.origin, dst)
 	tl := &tally{c: c, start: start, id: id}
 
 	// The awaits end with the call: cancel them, then wait for them, so
@@ -262,34 +262,6 @@ func (c *Client) merge(tl *tally) (*txn.Result, error) {
 	}
 	res.Destinations = dests
 	return &res, nil
-}
-
-// entry returns the group a transaction with destinations dst is sent to
-// (DESIGN 2): FlexCast, the lowest-ranked destination; Skeen, the
-// destination nearest to the client's region (ties: the lower rank), or
-// the lowest-ranked one without a latency matrix holding that region; tree,
-// the tree-lca of the destinations.
-func (c *Client) entry(dst partition.GroupSet) partition.GroupID {
-	v := c.view
-	switch v.Config.Protocol {
-	case "skeen":
-		if v.Latency == nil || !v.Latency.Has(v.Region) {
-			return dst.Min()
-		}
-		best, bestMs := partition.NoGroup, 0.0
-		for _, g := range dst.Slice() {
-			ms := v.Latency.RTTMs(v.Region, v.Groups.Group(g).Region)
-			if best == partition.NoGroup || ms < bestMs {
-				best, bestMs = g, ms
-			}
-		}
-		return best
-	case "tree":
-		if g := v.Groups.TreeLCA(dst); g != partition.NoGroup {
-			return g
-		}
-	}
-	return dst.Min()
 }
 
 // names returns the names of the groups of s in rank order.

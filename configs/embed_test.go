@@ -13,6 +13,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -53,7 +54,7 @@ func decode(t *testing.T, text []byte) *partition.ClusterConfig {
 	if err := dec.Decode(&c); err != nil {
 		t.Fatalf("decode: %v", err)
 	}
-	if _, err := multicast.ParseProtocol(c.Protocol); err != nil {
+	if _, err := protocol.Lookup(multicast.Protocol(c.Protocol)); err != nil {
 		t.Errorf("protocol: %v", err)
 	}
 	return &c
@@ -74,7 +75,7 @@ func owners(top *partition.Topology, pm *partition.PartitionMap) []string {
 
 func TestLocalYAML(t *testing.T) {
 	c := decode(t, LocalYAML())
-	top, pm, err := c.Build()
+	_, top, pm, err := protocol.Build(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +132,7 @@ func TestLocalYAML(t *testing.T) {
 
 func TestAWS12YAML(t *testing.T) {
 	c := decode(t, AWS12YAML())
-	top, pm, err := c.Build()
+	_, top, pm, err := protocol.Build(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,18 +190,6 @@ func TestYAMLCopies(t *testing.T) {
 	}
 }
 
-// partition cannot import multicast (it sits below it), so it keeps its own
-// list of protocol names; the two lists must agree.
-func TestProtocolNames(t *testing.T) {
-	var want []string
-	for _, p := range multicast.Protocols {
-		want = append(want, string(p))
-	}
-	if !slices.Equal(partition.ProtocolNames, want) {
-		t.Errorf("partition.ProtocolNames = %v, want multicast.Protocols %v", partition.ProtocolNames, want)
-	}
-}
-
 // TestDockerYAML: the compose cluster's configuration has the local
 // cluster's groups, partitions and protocol, on container names.
 func TestDockerYAML(t *testing.T) {
@@ -209,7 +198,7 @@ func TestDockerYAML(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, l := decode(t, b), decode(t, LocalYAML())
-	if _, _, err := d.Build(); err != nil {
+	if err := protocol.Validate(d); err != nil {
 		t.Fatal(err)
 	}
 	if d.Protocol != l.Protocol || !slices.Equal(d.Overlay, l.Overlay) || !reflect.DeepEqual(d.Partitions, l.Partitions) {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/channel"
-	"github.com/flexkv/flexkv/multicast/cores"
+	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/multicast/wire"
 	"github.com/flexkv/flexkv/partition"
 )
@@ -83,7 +83,7 @@ func NewState(cfg Config) (*State, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	core, err := cores.New(cfg.Protocol, cfg.Self, cfg.Topology)
+	core, err := protocol.New(cfg.Protocol, cfg.Self, cfg.Topology)
 	if err != nil {
 		return nil, err
 	}
@@ -290,7 +290,7 @@ func RestoreState(cfg Config, b []byte) (*State, error) {
 	if err := d.Finish(); err != nil {
 		return nil, fmt.Errorf("group: snapshot: %w", err)
 	}
-	core, err := cores.Restore(cfg.Protocol, cfg.Self, cfg.Topology, coreSnap)
+	core, err := protocol.Restore(cfg.Protocol, cfg.Self, cfg.Topology, coreSnap)
 	if err != nil {
 		return nil, fmt.Errorf("group: snapshot: %w", err)
 	}

@@ -206,32 +206,10 @@ var (
 	ErrInvalid = errors.New("multicast: invalid input")
 )
 
-// Protocol names an ordering protocol.
+// Protocol names an ordering protocol, as configurations, flags and reports
+// spell it. The registry in package multicast/protocol lists the protocols
+// and says everything else about them (DESIGN 1).
 type Protocol string
-
-// The protocols FlexKV implements.
-const (
-	FlexCast Protocol = "flexcast"
-	Skeen    Protocol = "skeen"
-	Tree     Protocol = "tree"
-)
-
-// Protocols lists every protocol, in the order reports show them.
-var Protocols = []Protocol{FlexCast, Skeen, Tree}
-
-// ParseProtocol checks that s names a protocol.
-func ParseProtocol(s string) (Protocol, error) {
-	for _, p := range Protocols {
-		if string(p) == s {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("multicast: unknown protocol %q (want flexcast, skeen or tree)", s)
-}
-
-// Genuine reports whether only the entry and the destinations of a message
-// exchange envelopes about it under protocol p.
-func (p Protocol) Genuine() bool { return p == FlexCast || p == Skeen }
 
 // ValidateRequest checks a client request against the topology: a known,
 // non-empty destination set and an application (non-flush) id.

@@ -22,14 +22,16 @@ import (
 // viper lower-cases map keys, the tree's child names among them, so a name
 // with a capital would not match itself after loading.
 type ClusterConfig struct {
-	// Protocol is the ordering protocol: one of ProtocolNames.
+	// Protocol is the ordering protocol, by name. Package partition lies
+	// below the protocols and does not know them: the registry in
+	// multicast/protocol checks the name (protocol.Build).
 	Protocol string `yaml:"protocol" mapstructure:"protocol"`
 	// Overlay lists every group once, by name, lowest FlexCast rank first:
 	// it gives each group its GroupID. Empty: the order of Groups.
 	Overlay []string `yaml:"overlay,omitempty" mapstructure:"overlay"`
 	// Tree maps each group but the root to its parent in the tree of the
-	// hierarchical protocol. Required when Protocol is "tree"; optional (and
-	// checked when given) otherwise.
+	// hierarchical protocol. Required by the tree protocol (protocol.Build
+	// checks that); checked whenever given.
 	Tree map[string]string `yaml:"tree,omitempty" mapstructure:"tree"`
 	// Latency is the path of a latency matrix CSV (like
 	// configs/aws-12-regions-latency-ms.csv), relative to the directory of
@@ -69,10 +71,6 @@ type PartitionConfig struct { //nolint:revive // partition.Config would not say 
 	Group      string `yaml:"group,omitempty" mapstructure:"group"`
 	Replicated bool   `yaml:"replicated,omitempty" mapstructure:"replicated"`
 }
-
-// ProtocolNames lists the protocols a configuration may name, spelt as
-// package multicast spells them (multicast.Protocols).
-var ProtocolNames = []string{"flexcast", "skeen", "tree"}
 
 // NameMax is the length of the longest name of a group, replica or
 // partition, in bytes. Names are made of lower-case ASCII letters, digits,
@@ -121,21 +119,20 @@ func checkAddr(field, s string) error {
 	return nil
 }
 
-// Validate checks c; it returns the first problem found, in the order of the
-// fields, naming the field and its value. A configuration that Validate
-// accepts builds. Validate reads no file: LoadLatency checks the matrix.
+// Validate checks c but for its protocol; it returns the first problem
+// found, in the order of the fields, naming the field and its value. A
+// configuration that Validate accepts builds. Validate reads no file:
+// LoadLatency checks the matrix. The protocol and what it needs (a tree) are
+// the registry's to check: protocol.Validate does both.
 func (c *ClusterConfig) Validate() error {
 	_, _, err := c.Build()
 	return err
 }
 
-// Build validates c and returns its topology (GroupIDs in overlay order) and
-// its partition map.
+// Build validates c as Validate does and returns its topology (GroupIDs in
+// overlay order) and its partition map. protocol.Build also checks the
+// protocol.
 func (c *ClusterConfig) Build() (*Topology, *PartitionMap, error) {
-	if !slices.Contains(ProtocolNames, c.Protocol) {
-		return nil, nil, fmt.Errorf("partition: protocol: %q is not one of %s",
-			c.Protocol, strings.Join(ProtocolNames, ", "))
-	}
 	groups, err := c.checkGroups()
 	if err != nil {
 		return nil, nil, err
@@ -154,8 +151,6 @@ func (c *ClusterConfig) Build() (*Topology, *PartitionMap, error) {
 			return nil, nil, err
 		}
 		spec.Parent = maps.Clone(c.Tree)
-	} else if c.Protocol == "tree" {
-		return nil, nil, errors.New("partition: tree: missing, and protocol tree needs one (child: parent)")
 	}
 	top, err := NewTopology(spec)
 	if err != nil {

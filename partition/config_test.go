@@ -153,17 +153,23 @@ func TestConfigValid(t *testing.T) {
 	}
 }
 
+// TestConfigProtocolUnchecked: package partition lies below the protocols
+// and leaves their names, and whether one needs a tree, to the registry
+// (multicast/protocol's Build, tested there).
+func TestConfigProtocolUnchecked(t *testing.T) {
+	c := validConfig()
+	c.Protocol, c.Tree = "paxos", nil
+	if err := c.Validate(); err != nil {
+		t.Errorf("Validate with protocol %q: %v, want it left to the registry", c.Protocol, err)
+	}
+}
+
 func TestConfigInvalid(t *testing.T) {
 	tests := []struct {
 		name   string
 		change func(c *partition.ClusterConfig)
 		want   string
 	}{
-		{"no protocol", func(c *partition.ClusterConfig) { c.Protocol = "" },
-			`protocol: "" is not one of flexcast, skeen, tree`},
-		{"unknown protocol", func(c *partition.ClusterConfig) { c.Protocol = "paxos" },
-			`protocol: "paxos" is not one of flexcast, skeen, tree`},
-		{"protocol in capitals", func(c *partition.ClusterConfig) { c.Protocol = "FlexCast" }, `protocol: "FlexCast"`},
 		{"no groups", func(c *partition.ClusterConfig) { c.Groups = nil }, "groups: none"},
 		{"too many groups", func(c *partition.ClusterConfig) {
 			c.Groups = make([]partition.GroupConfig, partition.GroupsMax+1)
@@ -224,8 +230,6 @@ func TestConfigInvalid(t *testing.T) {
 			`tree has two roots, "a" and "c"`},
 		{"tree with a cycle", func(c *partition.ClusterConfig) { c.Tree = map[string]string{"a": "b", "b": "c", "c": "a"} },
 			"tree has no root"},
-		{"protocol tree without a tree", func(c *partition.ClusterConfig) { c.Protocol, c.Tree = "tree", nil },
-			"tree: missing, and protocol tree needs one"},
 		{"no partitions", func(c *partition.ClusterConfig) { c.Partitions = nil }, "partitions: none"},
 		{"partition without a name", func(c *partition.ClusterConfig) { c.Partitions[1].Name = "" },
 			`partitions[1].name: "" is not a valid name`},

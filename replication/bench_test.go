@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -22,7 +23,7 @@ import (
 //
 //	go test ./replication -run '^$' -bench Cluster -benchtime 20000x
 func BenchmarkCluster(b *testing.B) {
-	for _, p := range multicast.Protocols {
+	for _, p := range protocol.Names() {
 		for _, groups := range []int{1, 2} {
 			b.Run(fmt.Sprintf("%s/dst=%d", p, groups), func(b *testing.B) {
 				benchCluster(b, p, groups)

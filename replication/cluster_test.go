@@ -18,7 +18,7 @@ import (
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/channel"
 	"github.com/flexkv/flexkv/multicast/check"
-	"github.com/flexkv/flexkv/multicast/cores"
+	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -198,7 +198,11 @@ func (c *testCluster) multicast(ctx context.Context, client uint64, dst partitio
 	c.nextSeq++
 	m := multicast.Message{ID: multicast.MsgID{Client: client, Seq: c.nextSeq}, Dst: dst, Payload: []byte("x")}
 	c.mu.Unlock()
-	entry := int(cores.Entry(c.proto, nil, c.top, dst.Min(), dst))
+	p, err := protocol.Lookup(c.proto)
+	if err != nil {
+		return err
+	}
+	entry := int(p.Entry(c.top, nil, protocol.HomeOrigin(dst.Min()), dst))
 	try := int(c.leaderGuess[entry].Load())
 	for {
 		tr := c.reps[entry][try%len(c.reps[entry])]

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/channel"
+	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -55,7 +55,7 @@ func TestPartitionAndLossyLinks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	for _, p := range multicast.Protocols {
+	for _, p := range protocol.Names() {
 		t.Run(string(p), func(t *testing.T) {
 			c := newTestClusterWith(t, p, 3, 3, clusterOpts{filter: lossy(7, 0.1, 0.1), cuttable: true})
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -85,7 +86,7 @@ func TestRestoreKeepsCurrentExecutor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := group.Config{Protocol: multicast.FlexCast, Topology: top, Self: 0}
+	cfg := group.Config{Protocol: protocol.FlexCast, Topology: top, Self: 0}
 	exec := &fakeExec{}
 	f, err := newFSM(cfg, exec, nil)
 	if err != nil {
@@ -149,7 +150,7 @@ func TestReplayResendsExecutorSends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := group.Config{Protocol: multicast.FlexCast, Topology: top, Self: 0}
+	cfg := group.Config{Protocol: protocol.FlexCast, Topology: top, Self: 0}
 	var logs []*raft.Log
 	for i := uint64(1); i <= 6; i++ {
 		m := multicast.Message{ID: multicast.MsgID{Client: 1, Seq: i}, Dst: partition.SetOf(0)}

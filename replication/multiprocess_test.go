@@ -24,6 +24,7 @@ import (
 
 	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -408,7 +409,7 @@ func TestMultiProcess(t *testing.T) {
 	}
 	g0, g1 := partition.GroupID(0), partition.GroupID(1)
 	dir := t.TempDir()
-	c := &testCluster{t: t, proto: multicast.FlexCast, top: top, dir: dir,
+	c := &testCluster{t: t, proto: protocol.FlexCast, top: top, dir: dir,
 		peers: map[partition.GroupID][]string{}, accepted: map[multicast.MsgID]partition.GroupSet{}}
 	members := make([][]Member, len(names))
 	for g := range names {

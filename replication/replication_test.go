@@ -11,6 +11,7 @@ import (
 
 	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/protocol"
 )
 
 func TestMain(m *testing.M) {
@@ -37,7 +38,7 @@ func TestProtocols(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	for _, p := range multicast.Protocols {
+	for _, p := range protocol.Names() {
 		t.Run(string(p), func(t *testing.T) {
 			c := newTestCluster(t, p, 3, 3, 0)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -56,7 +57,7 @@ func TestLeaderKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	for _, p := range multicast.Protocols {
+	for _, p := range protocol.Names() {
 		t.Run(string(p), func(t *testing.T) {
 			c := newTestCluster(t, p, 3, 3, 0)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -86,7 +87,7 @@ func TestFollowerWipe(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	for _, p := range multicast.Protocols {
+	for _, p := range protocol.Names() {
 		t.Run(string(p), func(t *testing.T) { testFollowerWipe(t, p) })
 	}
 }
@@ -139,7 +140,7 @@ func TestReadBarrier(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := newTestClusterWith(t, multicast.FlexCast, 1, 3, clusterOpts{cuttable: true})
+	c := newTestClusterWith(t, protocol.FlexCast, 1, 3, clusterOpts{cuttable: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := c.load(ctx, 1, 2, 50); err != nil {
@@ -189,7 +190,7 @@ func TestReadBarrierAfterNoop(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := newTestClusterWith(t, multicast.FlexCast, 1, 1, clusterOpts{})
+	c := newTestClusterWith(t, protocol.FlexCast, 1, 1, clusterOpts{})
 	c.leader(0)
 	c.stop(0, 0)
 	c.reps[0][0].cfg.TickInterval = time.Hour
@@ -213,7 +214,7 @@ func TestReadBarrierTimesOut(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	c := newTestClusterWith(t, multicast.FlexCast, 1, 3, clusterOpts{})
+	c := newTestClusterWith(t, protocol.FlexCast, 1, 3, clusterOpts{})
 	c.leader(0)
 	for i := range 3 {
 		c.stop(0, i)
@@ -243,7 +244,7 @@ func TestIdleGroupsStopTicking(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test")
 	}
-	for _, p := range []multicast.Protocol{multicast.FlexCast, multicast.Skeen} {
+	for _, p := range []multicast.Protocol{protocol.FlexCast, protocol.Skeen} {
 		t.Run(string(p), func(t *testing.T) {
 			c := newTestCluster(t, p, 3, 3, 0)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -253,7 +254,7 @@ func TestIdleGroupsStopTicking(t *testing.T) {
 			}
 			c.settle(20 * time.Second)
 			last := func(g int) uint64 { return c.reps[g][c.leader(g)].r.raft.LastIndex() }
-			timed := func(g int) bool { return p == multicast.FlexCast && g == 0 }
+			timed := func(g int) bool { return p == protocol.FlexCast && g == 0 }
 			// Every untimed group must come to a stop: its log then holds
 			// still for 25 tick intervals (500ms), which a ticking group's
 			// never does. A group that never stops fails at the deadline.
@@ -273,7 +274,7 @@ func TestIdleGroupsStopTicking(t *testing.T) {
 					}
 				}
 			}
-			if p == multicast.FlexCast {
+			if p == protocol.FlexCast {
 				before := last(0)
 				time.Sleep(500 * time.Millisecond)
 				if last(0) == before {

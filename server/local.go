@@ -10,6 +10,7 @@ import (
 
 	"github.com/flexkv/flexkv/multicast/channel"
 	"github.com/flexkv/flexkv/multicast/check"
+	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/replication"
 	"github.com/flexkv/flexkv/txn"
@@ -69,7 +70,7 @@ func StartLocal(cfg LocalConfig) (*Local, error) {
 	if cfg.Cluster == nil {
 		return nil, errors.New("server: local: no cluster configuration")
 	}
-	if err := cfg.Cluster.Validate(); err != nil {
+	if err := protocol.Validate(cfg.Cluster); err != nil {
 		return nil, fmt.Errorf("server: local: %w", err)
 	}
 	if cfg.Logger == nil {

@@ -29,9 +29,9 @@ import (
 
 	"github.com/flexkv/flexkv/kv"
 	"github.com/flexkv/flexkv/kv/kvpb"
-	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/channel"
 	"github.com/flexkv/flexkv/multicast/check"
+	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/replication"
 	"github.com/flexkv/flexkv/txn"
@@ -84,6 +84,7 @@ type Config struct {
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
+	proto   *protocol.Protocol // the cluster's: its entry groups, its core's stats
 	top     *partition.Topology
 	pm      *partition.PartitionMap
 	self    partition.GroupID
@@ -111,7 +112,7 @@ func Open(cfg Config) (*Server, error) {
 	if cfg.Cluster == nil {
 		return nil, errors.New("server: no cluster configuration")
 	}
-	top, pm, err := cfg.Cluster.Build()
+	proto, top, pm, err := protocol.Build(cfg.Cluster)
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
@@ -142,7 +143,7 @@ func Open(cfg Config) (*Server, error) {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	s := &Server{
-		cfg: cfg, top: top, pm: pm, self: self, group: gc,
+		cfg: cfg, proto: proto, top: top, pm: pm, self: self, group: gc,
 		log:     cfg.Logger.With("group", gc.Name, "replica", cfg.NodeID),
 		waiters: newWaiters(),
 		stop:    make(chan struct{}),
@@ -163,7 +164,7 @@ func Open(cfg Config) (*Server, error) {
 		return nil, errors.Join(fmt.Errorf("server: %w", err), s.store.Close())
 	}
 	rc := cfg.Replication
-	rc.State.Protocol = multicast.Protocol(cfg.Cluster.Protocol)
+	rc.State.Protocol = proto.Name()
 	rc.State.Topology = top
 	rc.State.Self = self
 	rc.ID = cfg.NodeID

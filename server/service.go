@@ -17,7 +17,6 @@ import (
 	"github.com/flexkv/flexkv/kv"
 	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/multicast"
-	"github.com/flexkv/flexkv/multicast/cores"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/replication"
 	"github.com/flexkv/flexkv/txn"
@@ -105,10 +104,10 @@ func (s *Server) prepareCall(id multicast.MsgID, c *kvpb.Call) (request, error) 
 func (s *Server) run(ctx context.Context, r request) (*kvpb.TxnResponse, error) {
 	// Refused before a log entry is spent on it: the core would refuse it
 	// at apply time (multicast.ErrNotEntry).
-	if e := s.entryGroup(r.dst); (e == partition.NoGroup && !r.dst.Has(s.self)) || (e != partition.NoGroup && e != s.self) {
-		want := "one of its destinations, " + strings.Join(s.names(r.dst), ", ")
-		if e != partition.NoGroup {
-			want = s.top.Name(e)
+	if at := s.proto.Entries(s.top, r.dst); !at.Has(s.self) {
+		want := s.top.Name(at.Min())
+		if at.Len() > 1 { // Skeen: any destination
+			want = "one of its destinations, " + strings.Join(s.names(at), ", ")
 		}
 		return nil, status.Errorf(codes.FailedPrecondition, "server: group %s is not the entry group of %s under %s: send it to %s",
 			s.group.Name, r.id, s.cfg.Cluster.Protocol, want)
@@ -196,17 +195,6 @@ func (s *Server) leaderlessMax() time.Duration {
 		et = 300 * time.Millisecond
 	}
 	return max(4*et, time.Second)
-}
-
-// entryGroup returns the group a transaction to dst must be sent to under
-// the cluster's protocol (DESIGN 2; cores.Entry), or NoGroup under Skeen,
-// whose cores take a request at any destination.
-func (s *Server) entryGroup(dst partition.GroupSet) partition.GroupID {
-	p := multicast.Protocol(s.cfg.Cluster.Protocol)
-	if p == multicast.Skeen {
-		return partition.NoGroup
-	}
-	return cores.Entry(p, nil, s.top, s.self, dst)
 }
 
 func (s *Server) names(dst partition.GroupSet) []string {

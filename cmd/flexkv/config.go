@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/flexkv/flexkv/configs"
+	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -80,7 +81,7 @@ func loadCluster(path string) (*partition.ClusterConfig, *partition.Latency, err
 	if err := v.UnmarshalExact(&cfg); err != nil {
 		return nil, nil, fmt.Errorf("config %s: %w", name, err)
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := protocol.Validate(&cfg); err != nil {
 		return nil, nil, fmt.Errorf("config %s: %w", name, err)
 	}
 	var lat *partition.Latency

@@ -21,6 +21,8 @@ import (
 	"github.com/flexkv/flexkv/client"
 	"github.com/flexkv/flexkv/configs"
 	"github.com/flexkv/flexkv/gtpcc"
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/server"
 )
@@ -663,7 +665,7 @@ func runLocalBench(cmd *cobra.Command, v *viper.Viper) error {
 		return usageError(err)
 	}
 	// The warehouses are checked before any cluster starts.
-	top, pm, err := cfg.Build()
+	_, top, pm, err := protocol.Build(cfg)
 	if err != nil {
 		return usageError(err)
 	}
@@ -737,7 +739,7 @@ type localBench struct {
 func (lb *localBench) run(ctx context.Context, out, errOut io.Writer) (*gtpcc.Report, error) {
 	cfg := *lb.cfg
 	cfg.Protocol = lb.protocol
-	if err := cfg.Validate(); err != nil {
+	if err := protocol.Validate(&cfg); err != nil {
 		return nil, err
 	}
 	dir := filepath.Join(lb.dir, lb.protocol)
@@ -869,8 +871,8 @@ func parseProtocols(s string) ([]string, error) {
 	var out []string
 	for _, p := range strings.Split(s, ",") {
 		p = strings.TrimSpace(p)
-		if !slices.Contains(partition.ProtocolNames, p) {
-			return nil, fmt.Errorf("--protocols %q: unknown protocol %q (want %s)", s, p, strings.Join(partition.ProtocolNames, ", "))
+		if _, err := protocol.Lookup(multicast.Protocol(p)); err != nil {
+			return nil, fmt.Errorf("--protocols %q: unknown protocol %q (want %s)", s, p, protocolNames())
 		}
 		if slices.Contains(out, p) {
 			return nil, fmt.Errorf("--protocols %q: %s twice", s, p)
@@ -878,6 +880,15 @@ func parseProtocols(s string) ([]string, error) {
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// protocolNames lists the registry's protocols: "flexcast, skeen, tree".
+func protocolNames() string {
+	var names []string
+	for _, p := range protocol.Names() {
+		names = append(names, string(p))
+	}
+	return strings.Join(names, ", ")
 }
 
 // parseScale parses --scale.

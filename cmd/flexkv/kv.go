@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/flexkv/flexkv/client"
+	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/txn"
 )
@@ -418,7 +419,7 @@ func kvSettings(c *cobra.Command) (kvConn, error) {
 	if err != nil {
 		return conn, err
 	}
-	_, pm, err := cfg.Build()
+	_, _, pm, err := protocol.Build(cfg)
 	if err != nil {
 		return conn, fmt.Errorf("config: %w", err)
 	}

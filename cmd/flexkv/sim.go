@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/multicast/sim"
 )
 
@@ -21,7 +22,7 @@ import (
 func newSimCmd() *cobra.Command {
 	var (
 		cfg         sim.Config
-		protocol    string
+		protoName   string
 		latencyMode string
 		logPath     string
 		verbose     bool
@@ -45,10 +46,10 @@ run exactly. Exits 0 when ok, 1 on a violated property, 2 on a bad flag.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if protocol == "" {
+			if protoName == "" {
 				return usageError(errors.New("sim: --protocol is required (flexcast, skeen or tree)"))
 			}
-			p, err := multicast.ParseProtocol(protocol)
+			p, err := protocol.Lookup(multicast.Protocol(protoName))
 			if err != nil {
 				return usageError(fmt.Errorf("sim: --protocol: %w", err))
 			}
@@ -56,7 +57,7 @@ run exactly. Exits 0 when ok, 1 on a violated property, 2 on a bad flag.`,
 			if err != nil {
 				return usageError(fmt.Errorf("sim: --latency-mode: %w", err))
 			}
-			cfg.Protocol, cfg.LatencyMode = p, mode
+			cfg.Protocol, cfg.LatencyMode = p.Name(), mode
 			// Check the configuration before creating the log file, so that
 			// a bad flag leaves no file behind.
 			if err := cfg.Validate(); err != nil {
@@ -89,7 +90,7 @@ run exactly. Exits 0 when ok, 1 on a violated property, 2 on a bad flag.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&protocol, "protocol", "", "ordering protocol: flexcast, skeen or tree (required)")
+	f.StringVar(&protoName, "protocol", "", "ordering protocol: flexcast, skeen or tree (required)")
 	f.IntVar(&cfg.Groups, "groups", 12, fmt.Sprintf("number of groups, %d..%d (12: the aws-12 regions)", sim.GroupsMin, sim.GroupsMax))
 	f.IntVar(&cfg.Messages, "messages", 1000, fmt.Sprintf("messages to multicast, 1..%d", sim.MessagesMax))
 	f.Int64Var(&cfg.Seed, "seed", 1, "seed of every random choice of the run")

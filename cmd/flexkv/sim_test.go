@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/multicast/sim"
 )
 
@@ -114,7 +114,7 @@ func TestSimBadFlags(t *testing.T) {
 // run byte for byte, with every field of the configuration set.
 func TestSimReplayCommand(t *testing.T) {
 	cfg := sim.Config{
-		Protocol: multicast.Tree, Groups: 12, Messages: 80, Seed: -17, DstMax: 4, LatencyMode: sim.LatencyPaper,
+		Protocol: protocol.Tree, Groups: 12, Messages: 80, Seed: -17, DstMax: 4, LatencyMode: sim.LatencyPaper,
 		Overlay: "O2", Tree: "T2", Locality: 0.3, GapMs: 2.5, Drop: 0.1, Dup: 0.05, Partition: 0.4, JitterMs: 12.5,
 		OutboxMax: 3, HoldbackMax: 2, LivenessMs: 60000, EventsMax: 1000000,
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/flexkv/flexkv/configs"
 	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -44,15 +45,12 @@ func BenchmarkProtocols(b *testing.B) {
 	for g := range nearest {
 		nearest[g] = lat.Nearest(top, partition.GroupID(g), top.All())
 	}
-	for _, p := range multicast.Protocols {
-		b.Run(string(p), func(b *testing.B) {
-			newCore, entry, err := lookup(p)
-			if err != nil {
-				b.Fatal(err)
-			}
+	for _, p := range protocol.All() {
+		b.Run(p.String(), func(b *testing.B) {
 			cores := make([]multicast.Core, n)
 			for g := range cores {
-				if cores[g], err = newCore(partition.GroupID(g), top); err != nil {
+				var err error
+				if cores[g], err = p.New(partition.GroupID(g), top); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -88,7 +86,7 @@ func BenchmarkProtocols(b *testing.B) {
 					}
 					dst := partition.SetOf(home, nearest[home][k])
 					m := multicast.Message{ID: multicast.MsgID{Client: 1, Seq: uint64(i + j + 1)}, Dst: dst}
-					step(int(entry(lat, top, home, dst)), multicast.Request(m))
+					step(int(p.Entry(top, lat, protocol.HomeOrigin(home), dst)), multicast.Request(m))
 				}
 				for len(busy) > 0 {
 					x := rng.IntN(len(busy))

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -139,7 +140,7 @@ func (c Config) normalized() (Config, error) {
 	bad := func(format string, args ...any) (Config, error) {
 		return Config{}, fmt.Errorf("sim: "+format, args...)
 	}
-	if _, err := multicast.ParseProtocol(string(c.Protocol)); err != nil {
+	if _, err := protocol.Lookup(c.Protocol); err != nil {
 		return bad("protocol: %w", err)
 	}
 	if c.Groups < GroupsMin || c.Groups > GroupsMax {

@@ -34,6 +34,7 @@ import (
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/channel"
 	"github.com/flexkv/flexkv/multicast/check"
+	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -230,7 +231,7 @@ func newSimulation(cfg Config) (*simulation, error) {
 		cfg: cfg,
 		rng: rand.New(rand.NewPCG(uint64(cfg.Seed), pcgStream)),
 	}
-	newCore, entry, err := lookup(cfg.Protocol)
+	proto, err := protocol.Lookup(cfg.Protocol)
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +240,7 @@ func newSimulation(cfg Config) (*simulation, error) {
 	}
 	n := s.w.top.Len()
 	s.names = s.w.top.Names()
-	s.jobs = makeWorkload(cfg, s.w, entry, s.rng)
+	s.jobs = makeWorkload(cfg, s.w, proto, s.rng)
 	s.jobOf = make(map[multicast.MsgID]int, len(s.jobs))
 	for i, j := range s.jobs {
 		s.jobOf[j.msg.ID] = i
@@ -269,7 +270,7 @@ func newSimulation(cfg Config) (*simulation, error) {
 		holdbackMax = HoldbackMaxDefault
 	}
 	for g := range n {
-		core, err := newCore(partition.GroupID(g), s.w.top)
+		core, err := proto.New(partition.GroupID(g), s.w.top)
 		if err != nil {
 			return nil, fmt.Errorf("sim: group %s: %w", s.names[g], err)
 		}
@@ -293,7 +294,7 @@ func newSimulation(cfg Config) (*simulation, error) {
 		s.seqMax[g] = make([]uint64, n)
 	}
 
-	s.checker = check.New(check.Options{Complete: true, Genuine: cfg.Protocol.Genuine()})
+	s.checker = check.New(check.Options{Complete: true, Genuine: proto.Genuine()})
 	if cfg.DeliveryLog != nil {
 		s.log = check.NewWriter(cfg.DeliveryLog)
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -26,13 +27,13 @@ var (
 func protocols(t *testing.T) []multicast.Protocol {
 	t.Helper()
 	if *flagProtocol == "" {
-		return multicast.Protocols
+		return protocol.Names()
 	}
-	p, err := multicast.ParseProtocol(*flagProtocol)
+	p, err := protocol.Lookup(multicast.Protocol(*flagProtocol))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return []multicast.Protocol{p}
+	return []multicast.Protocol{p.Name()}
 }
 
 // seedConfig derives a run from a seed: 3..12 groups (the aws-12 matrix with
@@ -156,7 +157,7 @@ func TestAWS12(t *testing.T) {
 						overhead++
 					}
 				}
-				if p.Genuine() {
+				if genuine(p) {
 					// Only destinations get the payload, and all deliver it.
 					if overhead != 0 {
 						t.Fatalf("%d groups of a genuine protocol have overhead, want none", overhead)
@@ -196,7 +197,7 @@ func TestPartitions(t *testing.T) {
 // TestLatencyModes: the paper mode doubles the aws-12 delays, so the same
 // run takes longer in simulated time.
 func TestLatencyModes(t *testing.T) {
-	base := Config{Protocol: multicast.Tree, Groups: 12, Messages: 50, Seed: 3, DstMax: 2}
+	base := Config{Protocol: protocol.Tree, Groups: 12, Messages: 50, Seed: 3, DstMax: 2}
 	var ms []float64
 	for _, mode := range []LatencyMode{LatencyHalf, LatencyPaper} {
 		cfg := base
@@ -255,7 +256,7 @@ func TestDeterminism(t *testing.T) {
 // 10.1, one JSON object per line.
 func TestDeliveryLogFormat(t *testing.T) {
 	var buf bytes.Buffer
-	_, err := Run(Config{Protocol: multicast.Tree, Groups: 12, Messages: 5, Seed: 1, DstMax: 2, DeliveryLog: &buf})
+	_, err := Run(Config{Protocol: protocol.Tree, Groups: 12, Messages: 5, Seed: 1, DstMax: 2, DeliveryLog: &buf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +361,7 @@ func TestBrokenProtocolFails(t *testing.T) {
 
 // TestBounds: each bound of a run is reached as a tested outcome.
 func TestBounds(t *testing.T) {
-	base := Config{Protocol: multicast.Tree, Groups: 5, Messages: 200, Seed: 9, DstMax: 3, GapMs: 0.01}
+	base := Config{Protocol: protocol.Tree, Groups: 5, Messages: 200, Seed: 9, DstMax: 3, GapMs: 0.01}
 
 	t.Run("events", func(t *testing.T) {
 		cfg := base
@@ -407,7 +408,7 @@ func TestBounds(t *testing.T) {
 }
 
 func TestConfigErrors(t *testing.T) {
-	ok := Config{Protocol: multicast.Tree, Groups: 4, Messages: 10}
+	ok := Config{Protocol: protocol.Tree, Groups: 4, Messages: 10}
 	tests := []struct {
 		name string
 		edit func(*Config)
@@ -456,7 +457,7 @@ func TestConfigErrors(t *testing.T) {
 
 func TestCommand(t *testing.T) {
 	cfg := Config{
-		Protocol: multicast.FlexCast, Groups: 12, Messages: 300, Seed: -4, DstMax: 2, LatencyMode: LatencyPaper,
+		Protocol: protocol.FlexCast, Groups: 12, Messages: 300, Seed: -4, DstMax: 2, LatencyMode: LatencyPaper,
 		Overlay: "O2", Tree: "T3", Locality: 0.5, Drop: 0.1, Dup: 0.02, Partition: 0.25, JitterMs: 7.5, OutboxMax: 9,
 	}
 	want := "go run ./cmd/flexkv sim --protocol flexcast --groups 12 --messages 300 --seed -4 --dst-max 2" +
@@ -470,7 +471,7 @@ func TestCommand(t *testing.T) {
 // TestWorkload: destination sets hold the home group, have 1..DstMax
 // groups, and with locality 1 take the nearest groups.
 func TestWorkload(t *testing.T) {
-	cfg, err := Config{Protocol: multicast.Tree, Groups: 12, Messages: 500, DstMax: 4, Locality: 1}.normalized()
+	cfg, err := Config{Protocol: protocol.Tree, Groups: 12, Messages: 500, DstMax: 4, Locality: 1}.normalized()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,11 +480,11 @@ func TestWorkload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, entry, err := lookup(multicast.Skeen)
+	skeen, err := protocol.Lookup(protocol.Skeen)
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs := makeWorkload(cfg, w, entry, rng)
+	jobs := makeWorkload(cfg, w, skeen, rng)
 	sizes := map[int]int{}
 	for _, j := range jobs {
 		if !j.msg.Dst.Has(j.home) {
@@ -544,7 +545,7 @@ func FuzzSimConfig(f *testing.F) {
 }
 
 func ExampleRun() {
-	res, err := Run(Config{Protocol: multicast.Tree, Groups: 12, Messages: 100, Seed: 1, DstMax: 3, Drop: 0.05, Partition: 0.2})
+	res, err := Run(Config{Protocol: protocol.Tree, Groups: 12, Messages: 100, Seed: 1, DstMax: 3, Drop: 0.05, Partition: 0.2})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -554,4 +555,10 @@ func ExampleRun() {
 	// Output:
 	// ok: 100 messages, 12 groups, 12 replicas, 202 deliveries, 264 sends
 	// eu-north-1 100 true
+}
+
+// genuine reports whether the registry says p is genuine.
+func genuine(p multicast.Protocol) bool {
+	pr, err := protocol.Lookup(p)
+	return err == nil && pr.Genuine()
 }

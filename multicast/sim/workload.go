@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -24,7 +25,7 @@ type job struct {
 // destination set of 1..DstMax groups that holds the home group, further
 // destinations chosen by locality. Sequence numbers follow each client's
 // submission times.
-func makeWorkload(cfg Config, w *world, entry entryFunc, rng *rand.Rand) []job {
+func makeWorkload(cfg Config, w *world, proto *protocol.Protocol, rng *rand.Rand) []job {
 	n := w.top.Len()
 	windowUs := msToUs(float64(cfg.Messages) * cfg.GapMs)
 	times := make([]int64, cfg.Messages)
@@ -61,7 +62,7 @@ func makeWorkload(cfg Config, w *world, entry entryFunc, rng *rand.Rand) []job {
 		jobs[i] = job{
 			msg:   multicast.Message{ID: id, Dst: dst, Payload: payload},
 			home:  home,
-			entry: entry(w.lat, w.top, home, dst),
+			entry: proto.Entry(w.top, w.lat, protocol.HomeOrigin(home), dst),
 			atUs:  times[i],
 		}
 	}

@@ -1,0 +1,227 @@
+// Package protocol is the registry of FlexKV's ordering protocols: the one
+// place that lists them (DESIGN 1) and says, for each, how to build and
+// restore the core of a group, which group a client request enters at
+// (DESIGN 2) and whether the protocol is genuine. The simulator, the group state machine, the server, the client,
+// the metrics and the configuration check all ask it, so that adding a
+// protocol means adding one entry here.
+//
+// It is pure, like the cores it names (DESIGN 3.1): it imports only the
+// standard library, partition and the multicast packages.
+package protocol
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/flexcast"
+	"github.com/flexkv/flexkv/multicast/skeen"
+	"github.com/flexkv/flexkv/multicast/tree"
+	"github.com/flexkv/flexkv/partition"
+)
+
+// The protocols FlexKV implements, by the names configurations, flags and
+// reports use.
+const (
+	FlexCast multicast.Protocol = "flexcast"
+	Skeen    multicast.Protocol = "skeen"
+	Tree     multicast.Protocol = "tree"
+)
+
+// Protocol is one entry of the registry. The values All and Lookup return
+// are shared and immutable.
+type Protocol struct {
+	name multicast.Protocol
+	// genuine: only the entry group and the destinations of a message
+	// exchange envelopes about it (DESIGN 3; the checker's genuineness).
+	genuine bool
+	// needsTree: the protocol routes along the configuration's tree.
+	needsTree bool
+	newCore   func(self partition.GroupID, top *partition.Topology) (multicast.Core, error)
+	restore   func(self partition.GroupID, top *partition.Topology, b []byte) (multicast.Core, error)
+	entry     func(top *partition.Topology, lat *partition.Latency, from Origin, dst partition.GroupSet) partition.GroupID
+	// entries: the groups whose core takes a request for dst.
+	entries func(top *partition.Topology, dst partition.GroupSet) partition.GroupSet
+}
+
+// registry lists every protocol, in the order reports show them.
+var registry = []*Protocol{flexCast, skeenProtocol, treeProtocol}
+
+// All returns every protocol, in the order reports show them.
+func All() []*Protocol { return append([]*Protocol(nil), registry...) }
+
+// Names returns the names of every protocol, in the order of All.
+func Names() []multicast.Protocol {
+	out := make([]multicast.Protocol, len(registry))
+	for i, p := range registry {
+		out[i] = p.name
+	}
+	return out
+}
+
+// Lookup returns the protocol named name. Names are case-sensitive, as a
+// configuration spells them.
+func Lookup(name multicast.Protocol) (*Protocol, error) {
+	for _, p := range registry {
+		if p.name == name {
+			return p, nil
+		}
+	}
+	return nil, fmt.Errorf("protocol: unknown protocol %q (want %s)", name, namesText(" or "))
+}
+
+// namesText lists the names, the last two joined by last: "flexcast,
+// skeen or tree".
+func namesText(last string) string {
+	names := make([]string, len(registry))
+	for i, p := range registry {
+		names[i] = string(p.name)
+	}
+	n := len(names)
+	if n < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:n-1], ", ") + last + names[n-1]
+}
+
+// New returns the core of group self under the protocol named name: Lookup,
+// then (*Protocol).New, for a caller that holds only the name (the group
+// state machine's configuration).
+func New(name multicast.Protocol, self partition.GroupID, top *partition.Topology) (multicast.Core, error) {
+	p, err := Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	return p.New(self, top)
+}
+
+// Restore rebuilds the core of group self under the protocol named name
+// from its AppendSnapshot encoding: Lookup, then (*Protocol).Restore.
+func Restore(name multicast.Protocol, self partition.GroupID, top *partition.Topology, b []byte) (multicast.Core, error) {
+	p, err := Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	return p.Restore(self, top, b)
+}
+
+// Name returns the protocol's name.
+func (p *Protocol) Name() multicast.Protocol { return p.name }
+
+// String returns the protocol's name.
+func (p *Protocol) String() string { return string(p.name) }
+
+// Genuine reports whether only the entry group and the destinations of a
+// message exchange envelopes about it (FlexCast, Skeen; the tree protocol
+// relays through inner groups). The checker verifies it when it holds
+// (check-log --genuine, the simulator).
+func (p *Protocol) Genuine() bool { return p.genuine }
+
+// NeedsTree reports whether the protocol routes along the configuration's
+// tree, which must then be given.
+func (p *Protocol) NeedsTree() bool { return p.needsTree }
+
+// New returns the core of group self, with the protocol's default bounds.
+func (p *Protocol) New(self partition.GroupID, top *partition.Topology) (multicast.Core, error) {
+	return p.newCore(self, top)
+}
+
+// Restore rebuilds the core of group self from its AppendSnapshot encoding.
+func (p *Protocol) Restore(self partition.GroupID, top *partition.Topology, b []byte) (multicast.Core, error) {
+	return p.restore(self, top, b)
+}
+
+// Origin is where a client sends from, as the entry group's choice needs
+// it.
+type Origin struct {
+	// Group is the client's home group, a group of its region (DESIGN 2):
+	// under Skeen a request enters there when it is a destination.
+	// partition.NoGroup: the client's region has no group.
+	Group partition.GroupID
+	// Region is the client's row of the latency matrix, for a client with
+	// no Group; with a Group, the group's region is used.
+	Region string
+}
+
+// HomeOrigin returns the origin of a client homed at group g.
+func HomeOrigin(g partition.GroupID) Origin { return Origin{Group: g} }
+
+// Entry returns the group a client at from sends a request for dst to
+// (DESIGN 2): FlexCast, the lca (the lowest-ranked destination); Skeen, the
+// destination nearest to the client by lat (the home group when it is a
+// destination; the lowest-ranked destination without a matrix, or for a
+// client whose region is not in it); tree, the tree-lca, which need not be
+// a destination. It returns partition.NoGroup for an empty dst. A client
+// computes it once per request; the server checks the choice with Accepts.
+func (p *Protocol) Entry(top *partition.Topology, lat *partition.Latency, from Origin, dst partition.GroupSet) partition.GroupID {
+	return p.entry(top, lat, from, dst)
+}
+
+// Entries returns the groups whose core takes a request for dst: the one
+// entry group under FlexCast and the tree protocol, any destination under
+// Skeen (the nearest one is the client's choice, which the server cannot
+// know). Entry's choice is always one of them.
+func (p *Protocol) Entries(top *partition.Topology, dst partition.GroupSet) partition.GroupSet {
+	return p.entries(top, dst)
+}
+
+var flexCast = &Protocol{
+	name:    FlexCast,
+	genuine: true,
+	newCore: func(self partition.GroupID, top *partition.Topology) (multicast.Core, error) {
+		return flexcast.New(flexcast.Config{Self: self, Topology: top})
+	},
+	restore: func(self partition.GroupID, top *partition.Topology, b []byte) (multicast.Core, error) {
+		return flexcast.Restore(flexcast.Config{Self: self, Topology: top}, b)
+	},
+	entry: func(_ *partition.Topology, _ *partition.Latency, _ Origin, dst partition.GroupSet) partition.GroupID {
+		return flexcast.Entry(dst)
+	},
+	entries: func(_ *partition.Topology, dst partition.GroupSet) partition.GroupSet {
+		return single(flexcast.Entry(dst))
+	},
+}
+
+var skeenProtocol = &Protocol{
+	name:    Skeen,
+	genuine: true,
+	newCore: func(self partition.GroupID, top *partition.Topology) (multicast.Core, error) {
+		return skeen.New(skeen.Config{Self: self, Topology: top})
+	},
+	restore: func(self partition.GroupID, top *partition.Topology, b []byte) (multicast.Core, error) {
+		return skeen.Restore(skeen.Config{Self: self, Topology: top}, b)
+	},
+	entry: func(top *partition.Topology, lat *partition.Latency, from Origin, dst partition.GroupSet) partition.GroupID {
+		if top.Valid(from.Group) {
+			return skeen.Entry(lat, top, from.Group, dst)
+		}
+		return skeen.EntryFromRegion(lat, top, from.Region, dst)
+	},
+	// Skeen's core takes a request at any destination (skeen.Core.Step).
+	entries: func(_ *partition.Topology, dst partition.GroupSet) partition.GroupSet { return dst },
+}
+
+var treeProtocol = &Protocol{
+	name:      Tree,
+	needsTree: true,
+	newCore: func(self partition.GroupID, top *partition.Topology) (multicast.Core, error) {
+		return tree.New(tree.Config{Self: self, Topology: top})
+	},
+	restore: func(self partition.GroupID, top *partition.Topology, b []byte) (multicast.Core, error) {
+		return tree.Restore(tree.Config{Self: self, Topology: top}, b)
+	},
+	entry: func(top *partition.Topology, _ *partition.Latency, _ Origin, dst partition.GroupSet) partition.GroupID {
+		return tree.Entry(top, dst)
+	},
+	entries: func(top *partition.Topology, dst partition.GroupSet) partition.GroupSet {
+		return single(tree.Entry(top, dst))
+	},
+}
+
+// single returns the set of g alone, or the empty set for NoGroup.
+func single(g partition.GroupID) partition.GroupSet {
+	if g == partition.NoGroup {
+		return 0
+	}
+	return partition.SetOf(g)
+}
