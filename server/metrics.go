@@ -22,9 +22,7 @@ import (
 	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/multicast"
-	"github.com/flexkv/flexkv/multicast/flexcast"
-	"github.com/flexkv/flexkv/multicast/skeen"
-	"github.com/flexkv/flexkv/multicast/tree"
+	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/replication"
 )
@@ -238,9 +236,9 @@ type Metrics struct {
 	chSent, chResent, chReceived, chDuplicates, chHeldBack, chHoldbackDrop *prometheus.Desc
 	chNacksSent, chNacksServed, chAcksSent                                 *prometheus.Desc
 
-	fcHistory, fcHistoryMax, fcDAG, fcPending, fcOpen, fcNotifQueue, fcFlushes, fcEntriesSent, fcLateAcks *prometheus.Desc
-	skPending, skPendingMax, skClock                                                                      *prometheus.Desc
-	trReceived, trForwarded                                                                               *prometheus.Desc
+	// core holds, by protocol name, the series of the figures its cores
+	// report, in the order of (*protocol.Protocol).Stats.
+	core map[multicast.Protocol][]*prometheus.Desc
 
 	raftLeader, raftState, raftTerm, raftLast, raftCommit, raftApplied *prometheus.Desc
 
@@ -280,20 +278,16 @@ func NewMetrics(servers func() []*Server) *Metrics {
 	m.chNacksServed = d("channel_nacks_served_total", "Negative acks answered with resends.")
 	m.chAcksSent = d("channel_acks_sent_total", "Control-only frames sent to acknowledge.")
 
-	m.fcHistory = d("flexcast_history_entries", "FlexCast: entries in the chains of the group's history now.")
-	m.fcHistoryMax = d("flexcast_history_entries_max", "FlexCast: the most history entries held at once.")
-	m.fcDAG = d("flexcast_dag_nodes", "FlexCast: nodes of the dependency graph.")
-	m.fcPending = d("flexcast_pending", "FlexCast: messages received or acked, not delivered.")
-	m.fcOpen = d("flexcast_open", "FlexCast: messages known to be addressed to the group, not delivered.")
-	m.fcNotifQueue = d("flexcast_notif_queue", "FlexCast: notifications waiting for open dependencies.")
-	m.fcFlushes = d("flexcast_flushes_total", "FlexCast: flushes delivered (history truncations).")
-	m.fcEntriesSent = d("flexcast_history_entries_sent_total", "FlexCast: history entries shipped in envelopes.")
-	m.fcLateAcks = d("flexcast_late_acks_total", "FlexCast: acks about messages already delivered.")
-	m.skPending = d("skeen_pending", "Skeen: messages held, by state (undecided, decided, buffered).", "state")
-	m.skPendingMax = d("skeen_pending_max", "Skeen: the most messages held at once.")
-	m.skClock = d("skeen_clock", "Skeen: the logical clock.")
-	m.trReceived = d("tree_received_total", "Tree: messages received, from clients (at the tree-lca) or from the parent.", "from")
-	m.trForwarded = d("tree_forwarded_total", "Tree: messages forwarded to children.")
+	m.core = make(map[multicast.Protocol][]*prometheus.Desc)
+	for _, p := range protocol.All() {
+		for _, st := range p.Stats() {
+			var labels []string
+			if st.Label != "" {
+				labels = []string{st.Label}
+			}
+			m.core[p.Name()] = append(m.core[p.Name()], d(st.Name, st.Help, labels...))
+		}
+	}
 
 	m.raftLeader = d("raft_leader", "1 while this replica leads its group.")
 	m.raftState = d("raft_state", "1 for the raft state the replica is in.", "state")
@@ -343,11 +337,8 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 type snapshot struct {
 	node   group.Stats
 	busy   bool
-	outbox []int // by group id; this group's own entry is unused
-	// The core's stats: one of them is set.
-	flexcast *flexcast.Stats
-	skeen    *skeen.Stats
-	tree     *tree.Stats
+	outbox []int              // by group id; this group's own entry is unused
+	core   []protocol.Reading // of the server's protocol
 }
 
 func (m *Metrics) collect(ch chan<- prometheus.Metric, s *Server) {
@@ -388,17 +379,7 @@ func (m *Metrics) collect(ch chan<- prometheus.Metric, s *Server) {
 				sn.outbox[g] = nd.OutboxLen(id)
 			}
 		}
-		switch core := st.Core().(type) {
-		case *flexcast.Core:
-			cs := core.Stats()
-			sn.flexcast = &cs
-		case *skeen.Core:
-			cs := core.Stats()
-			sn.skeen = &cs
-		case *tree.Core:
-			cs := core.Stats()
-			sn.tree = &cs
-		}
+		sn.core = s.proto.Read(st.Core(), nil)
 	})
 	for g, n := range sn.outbox {
 		if id := partition.GroupID(g); id != s.self {
@@ -417,28 +398,17 @@ func (m *Metrics) collect(ch chan<- prometheus.Metric, s *Server) {
 	counter(m.chNacksSent, cs.NacksSent)
 	counter(m.chNacksServed, cs.NacksServed)
 	counter(m.chAcksSent, cs.AcksSent)
-	if core := sn.flexcast; core != nil {
-		gauge(m.fcHistory, float64(core.HistoryLen))
-		gauge(m.fcHistoryMax, float64(core.HistoryLenMax))
-		gauge(m.fcDAG, float64(core.DAGNodes))
-		gauge(m.fcPending, float64(core.Pending))
-		gauge(m.fcOpen, float64(core.Open))
-		gauge(m.fcNotifQueue, float64(core.NotifQueue))
-		counter(m.fcFlushes, core.Flushes)
-		counter(m.fcEntriesSent, core.EntriesSent)
-		counter(m.fcLateAcks, core.LateAcks)
-	}
-	if core := sn.skeen; core != nil {
-		gauge(m.skPending, float64(core.Undecided), "undecided")
-		gauge(m.skPending, float64(core.Decided), "decided")
-		gauge(m.skPending, float64(core.Buffered), "buffered")
-		gauge(m.skPendingMax, float64(core.PendingPeak))
-		gauge(m.skClock, float64(core.Clock))
-	}
-	if core := sn.tree; core != nil {
-		counter(m.trReceived, core.Requests, "client")
-		counter(m.trReceived, core.Envelopes, "parent")
-		counter(m.trForwarded, core.Forwarded)
+	stats, descs := s.proto.Stats(), m.core[s.proto.Name()]
+	for _, r := range sn.core {
+		var labels []string
+		if r.Label != "" {
+			labels = []string{r.Label}
+		}
+		vt := prometheus.GaugeValue
+		if stats[r.Stat].Kind == protocol.Counter {
+			vt = prometheus.CounterValue
+		}
+		ch <- prometheus.MustNewConstMetric(descs[r.Stat], vt, r.Value, append([]string{groupName, replica}, labels...)...)
 	}
 
 	rs := s.replica.RaftStatus()

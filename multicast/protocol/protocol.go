@@ -1,7 +1,8 @@
 // Package protocol is the registry of FlexKV's ordering protocols: the one
 // place that lists them (DESIGN 1) and says, for each, how to build and
 // restore the core of a group, which group a client request enters at
-// (DESIGN 2) and whether the protocol is genuine. The simulator, the group state machine, the server, the client,
+// (DESIGN 2), whether the protocol is genuine, and which figures its core
+// reports. The simulator, the group state machine, the server, the client,
 // the metrics and the configuration check all ask it, so that adding a
 // protocol means adding one entry here.
 //
@@ -42,6 +43,8 @@ type Protocol struct {
 	entry     func(top *partition.Topology, lat *partition.Latency, from Origin, dst partition.GroupSet) partition.GroupID
 	// entries: the groups whose core takes a request for dst.
 	entries func(top *partition.Topology, dst partition.GroupSet) partition.GroupSet
+	stats   []Stat
+	read    func(core multicast.Core, out []Reading) []Reading
 }
 
 // registry lists every protocol, in the order reports show them.
@@ -180,6 +183,8 @@ var flexCast = &Protocol{
 	entries: func(_ *partition.Topology, dst partition.GroupSet) partition.GroupSet {
 		return single(flexcast.Entry(dst))
 	},
+	stats: flexcastStats,
+	read:  readFlexCast,
 }
 
 var skeenProtocol = &Protocol{
@@ -199,6 +204,8 @@ var skeenProtocol = &Protocol{
 	},
 	// Skeen's core takes a request at any destination (skeen.Core.Step).
 	entries: func(_ *partition.Topology, dst partition.GroupSet) partition.GroupSet { return dst },
+	stats:   skeenStats,
+	read:    readSkeen,
 }
 
 var treeProtocol = &Protocol{
@@ -216,6 +223,8 @@ var treeProtocol = &Protocol{
 	entries: func(top *partition.Topology, dst partition.GroupSet) partition.GroupSet {
 		return single(tree.Entry(top, dst))
 	},
+	stats: treeStats,
+	read:  readTree,
 }
 
 // single returns the set of g alone, or the empty set for NoGroup.
