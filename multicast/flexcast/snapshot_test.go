@@ -3,6 +3,7 @@ package flexcast
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/sim/snaptest"
 	"github.com/flexkv/flexkv/multicast/wire"
 	"github.com/flexkv/flexkv/partition"
 )
@@ -82,16 +84,14 @@ func (c *Core) features() []snapFeature {
 // snapshotted and replaced by a core restored from the snapshot; the choice
 // draws from its own generator, so the workload is the same either way.
 type snapRun struct {
-	t     *testing.T
-	top   *partition.Topology
-	cfg   Config
-	net   *fifoNet
-	rng   *rand.Rand
-	snaps *rand.Rand // nil: no restores
+	t   *testing.T
+	top *partition.Topology
+	cfg Config
+	net *fifoNet
+	rng *rand.Rand
+	rec *snaptest.Restorer[*Core]
 
-	trace      []byte // every output, in order
 	deliveries [][]multicast.MsgID
-	restores   int
 	seen       [featCount]int
 	// keep, if set, is offered every snapshot taken, with the
 	// configuration of its group.
@@ -110,8 +110,18 @@ func runSnapshotWorkload(t *testing.T, seed uint64, restores bool, keep func(Con
 		deliveries: make([][]multicast.MsgID, n),
 	}
 	r.net = newFifoNet(t, r.top, seed, r.cfg)
+	var snaps *rand.Rand
 	if restores {
-		r.snaps = rand.New(rand.NewPCG(seed, 23))
+		snaps = rand.New(rand.NewPCG(seed, 23))
+	}
+	r.rec = snaptest.NewRestorer(r.net.cores, func(g partition.GroupID) snaptest.Codec[*Core] { return codec(r.groupConfig(g)) }, snaps)
+	r.rec.Taken = func(g partition.GroupID, c *Core, snap []byte) {
+		for _, f := range c.features() {
+			r.seen[f]++
+		}
+		if r.keep != nil {
+			r.keep(r.groupConfig(g), snap)
+		}
 	}
 	msgs := 40 + rng.IntN(80)
 	for sent := 0; sent < msgs || len(r.net.busy) > 0; {
@@ -153,12 +163,8 @@ func (r *snapRun) step(g partition.GroupID, in multicast.Input) {
 		r.t.Fatalf("group %d: step %v: %v", g, in.Kind, err)
 	}
 	out := r.net.cores[g].Ready()
-	r.trace = wire.AppendUvarint(r.trace, uint64(g))
+	r.rec.Record(g, out)
 	for _, s := range out.Sends {
-		r.trace = wire.AppendUvarint(r.trace, uint64(s.To))
-		r.trace = append(r.trace, byte(s.Kind))
-		r.trace = wire.AppendMsgID(r.trace, s.About)
-		r.trace = wire.AppendBytes(r.trace, s.Payload)
 		l := int(g)*r.net.n + int(s.To)
 		if len(r.net.links[l]) == 0 {
 			r.net.busy = append(r.net.busy, l)
@@ -166,17 +172,9 @@ func (r *snapRun) step(g partition.GroupID, in multicast.Input) {
 		r.net.links[l] = append(r.net.links[l], multicast.Envelope(g, s.Payload))
 	}
 	for _, m := range out.Deliveries {
-		r.trace = wire.AppendMessage(r.trace, m)
 		r.deliveries[g] = append(r.deliveries[g], m.ID)
 	}
-	if r.snaps != nil && r.snaps.IntN(3) == 0 {
-		h := partition.GroupID(r.snaps.IntN(r.net.n))
-		for _, f := range r.net.cores[h].features() {
-			r.seen[f]++
-		}
-		r.net.cores[h] = restoreCopy(r.t, r.net.cores[h], r.groupConfig(h), r.keep)
-		r.restores++
-	}
+	r.rec.Maybe(r.t)
 }
 
 func (r *snapRun) groupConfig(g partition.GroupID) Config {
@@ -185,29 +183,23 @@ func (r *snapRun) groupConfig(g partition.GroupID) Config {
 	return cfg
 }
 
-// restoreCopy snapshots c, restores the snapshot with cfg and checks the
-// copy: same snapshot, same Stats. It then overwrites the snapshot, so that
-// a copy that kept references into it goes wrong later.
-func restoreCopy(t *testing.T, c *Core, cfg Config, keep func(Config, []byte)) *Core {
-	t.Helper()
-	snap := c.AppendSnapshot([]byte("prefix"))[len("prefix"):]
-	if keep != nil {
-		keep(cfg, bytes.Clone(snap))
+// codec restores FlexCast snapshots under cfg: a restored copy keeps its
+// Stats, and a core Restore accepts takes ticks without failing.
+func codec(cfg Config) snaptest.Codec[*Core] {
+	return snaptest.Codec[*Core]{
+		Prefix:  "flexcast: restore",
+		Restore: func(b []byte) (*Core, error) { return Restore(cfg, b) },
+		Stats:   func(c *Core) any { return c.Stats() },
+		Exercise: func(c *Core) error {
+			for range 3 {
+				if err := c.Step(multicast.Tick()); err != nil {
+					return fmt.Errorf("tick after restore: %w", err)
+				}
+				c.Ready()
+			}
+			return nil
+		},
 	}
-	r, err := Restore(cfg, snap)
-	if err != nil {
-		t.Fatalf("group %d: Restore of a snapshot just taken: %v", cfg.Self, err)
-	}
-	if again := r.AppendSnapshot(nil); !bytes.Equal(again, snap) {
-		t.Fatalf("group %d: snapshot of the restored core differs:\n got %x\nwant %x", cfg.Self, again, snap)
-	}
-	if diff := cmp.Diff(c.Stats(), r.Stats()); diff != "" {
-		t.Fatalf("group %d: Stats of the restored core (-original +restored):\n%s", cfg.Self, diff)
-	}
-	for i := range snap {
-		snap[i] = 0xa5
-	}
-	return r
 }
 
 // TestSnapshotRestoreMidRun replaces cores by restored copies at random
@@ -222,20 +214,11 @@ func TestSnapshotRestoreMidRun(t *testing.T) {
 	for seed := range seeds {
 		plain := runSnapshotWorkload(t, seed, false, nil)
 		restored := runSnapshotWorkload(t, seed, true, nil)
-		if restored.restores == 0 {
-			t.Fatalf("seed %d: no core was restored", seed)
-		}
 		if diff := cmp.Diff(plain.deliveries, restored.deliveries); diff != "" {
 			t.Fatalf("seed %d: delivery orders differ (-uninterrupted +restored):\n%s", seed, diff)
 		}
-		if !bytes.Equal(plain.trace, restored.trace) {
-			t.Fatalf("seed %d: outputs differ after %d restores (%d and %d bytes of trace)", seed, restored.restores, len(plain.trace), len(restored.trace))
-		}
+		snaptest.Same(t, seed, plain.rec, restored.rec)
 		for g := range plain.net.cores {
-			a, b := plain.net.cores[g].AppendSnapshot(nil), restored.net.cores[g].AppendSnapshot(nil)
-			if !bytes.Equal(a, b) {
-				t.Fatalf("seed %d: final states of group %d differ", seed, g)
-			}
 			if s := plain.net.cores[g].Stats(); s.Pending != 0 || s.NotifQueue != 0 || s.Open != 0 {
 				t.Fatalf("seed %d: group %d did not finish: %+v", seed, g, s)
 			}
@@ -259,7 +242,7 @@ func TestSnapshotFreshCores(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		restoreCopy(t, c, Config{Self: g, Topology: top}, nil)
+		snaptest.Copy(t, codec(Config{Self: g, Topology: top}), c)
 	}
 }
 
@@ -315,74 +298,19 @@ func lcaSnapshot(t *testing.T) richSnapshot {
 
 func TestRestoreRejectsTruncations(t *testing.T) {
 	for f, rs := range richSnapshots(t) {
-		for n := range len(rs.snap) {
-			if _, err := Restore(rs.cfg, rs.snap[:n]); !errors.Is(err, wire.ErrCorrupt) {
-				t.Fatalf("%s: Restore of %d of %d bytes: got %v, want ErrCorrupt", featNames[f], n, len(rs.snap), err)
-			}
-		}
+		snaptest.Truncations(t, codec(rs.cfg), featNames[f], rs.snap)
 	}
 }
 
 // TestRestoreCorruptions flips, drops and inserts random bytes: Restore must
-// return ErrCorrupt or a core that encodes back to a snapshot it accepts.
+// return ErrCorrupt or a core that encodes back to a snapshot it accepts and
+// takes ticks.
 func TestRestoreCorruptions(t *testing.T) {
-	rng := rand.New(rand.NewPCG(5, 5))
-	accepted, rejected := 0, 0
+	var cases []snaptest.Case[*Core]
 	for _, rs := range richSnapshots(t) {
-		for range 300 {
-			b := bytes.Clone(rs.snap)
-			for range 1 + rng.IntN(3) {
-				i := rng.IntN(len(b))
-				switch rng.IntN(3) {
-				case 0:
-					b[i] ^= 1 << rng.IntN(8)
-				case 1:
-					b = append(b[:i], b[i+1:]...)
-				default:
-					b = append(b[:i], append([]byte{byte(rng.Uint32())}, b[i:]...)...)
-				}
-			}
-			if checkRestoreProperty(t, rs.cfg, b) {
-				accepted++
-			} else {
-				rejected++
-			}
-		}
+		cases = append(cases, snaptest.Case[*Core]{Codec: codec(rs.cfg), Snap: rs.snap})
 	}
-	if rejected == 0 {
-		t.Errorf("no corruption was rejected")
-	}
-	t.Logf("%d corruptions rejected, %d accepted", rejected, accepted)
-}
-
-// checkRestoreProperty restores b: it must be refused with ErrCorrupt, or
-// restore to a core whose snapshot restores to the same snapshot again (b may
-// hold varints padded with zero groups, which re-encode shorter) and which
-// takes ticks without failing. It reports whether b was accepted.
-func checkRestoreProperty(t *testing.T, cfg Config, b []byte) bool {
-	t.Helper()
-	c, err := Restore(cfg, b)
-	if err != nil {
-		if !errors.Is(err, wire.ErrCorrupt) || !strings.HasPrefix(err.Error(), "flexcast: restore") {
-			t.Fatalf("Restore error %q: want a flexcast: restore error wrapping ErrCorrupt", err)
-		}
-		return false
-	}
-	again := c.AppendSnapshot(nil)
-	c2, err := Restore(cfg, again)
-	if err != nil {
-		t.Fatalf("re-encoded snapshot refused: %v", err)
-	}
-	if !bytes.Equal(c2.AppendSnapshot(nil), again) {
-		t.Fatalf("snapshot encoding is not stable")
-	}
-	for range 3 {
-		if err := c.Step(multicast.Tick()); err != nil {
-			t.Fatalf("tick after restore: %v", err)
-		}
-		c.Ready()
-	}
-	return true
+	snaptest.Corruptions(t, 5, 300, cases...)
 }
 
 // TestRestoreRejectsBrokenInvariants breaks one invariant of a real state at
@@ -512,12 +440,7 @@ func TestSnapshotWithUndrainedOutputPanics(t *testing.T) {
 	if err := c.Step(multicast.Request(multicast.Message{ID: multicast.MsgID{Client: 1, Seq: 1}, Dst: partition.SetOf(0)})); err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		if recover() == nil {
-			t.Errorf("AppendSnapshot with a delivery not drained did not panic")
-		}
-	}()
-	c.AppendSnapshot(nil)
+	snaptest.UndrainedPanics(t, c, "a delivery")
 }
 
 // FuzzRestore checks that Restore never panics, refuses with ErrCorrupt, and
@@ -554,6 +477,6 @@ func FuzzRestore(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		checkRestoreProperty(t, cfg, b)
+		snaptest.Property(t, codec(cfg), b)
 	})
 }

@@ -24,7 +24,6 @@
 package sim
 
 import (
-	"container/heap"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -35,6 +34,7 @@ import (
 	"github.com/flexkv/flexkv/multicast/channel"
 	"github.com/flexkv/flexkv/multicast/check"
 	"github.com/flexkv/flexkv/multicast/protocol"
+	"github.com/flexkv/flexkv/multicast/sim/interaction"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -178,8 +178,7 @@ type simulation struct {
 	checker *check.Checker
 	log     *check.Writer
 
-	queue      eventQueue
-	seq        uint64
+	queue      interaction.Queue[event]
 	nowUs      int64
 	faults     bool
 	cut        [][]int    // cut[a][b] > 0: frames between a and b are lost
@@ -305,12 +304,10 @@ func newSimulation(cfg Config) (*simulation, error) {
 }
 
 func (s *simulation) schedule(e event) error {
-	if len(s.queue) >= s.cfg.queueMax {
-		return fmt.Errorf("sim: %d events scheduled and not processed, the bound (at %.3f s)", len(s.queue), float64(s.nowUs)/1e6)
+	if s.queue.Len() >= s.cfg.queueMax {
+		return fmt.Errorf("sim: %d events scheduled and not processed, the bound (at %.3f s)", s.queue.Len(), float64(s.nowUs)/1e6)
 	}
-	s.seq++
-	e.seq = s.seq
-	heap.Push(&s.queue, e)
+	s.queue.Push(e.atUs, e)
 	return nil
 }
 
@@ -338,8 +335,8 @@ func (s *simulation) run() error {
 			return err
 		}
 	}
-	for len(s.queue) > 0 {
-		e := heap.Pop(&s.queue).(event)
+	for s.queue.Len() > 0 {
+		_, e := s.queue.Pop()
 		s.nowUs = e.atUs
 		s.res.Events++
 		if s.res.Events > s.cfg.EventsMax {

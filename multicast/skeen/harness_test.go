@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/check"
 	"github.com/flexkv/flexkv/multicast/wire"
 	"github.com/flexkv/flexkv/partition"
 )
@@ -149,112 +150,34 @@ func (cl *cluster) orderIDs(g partition.GroupID) []multicast.MsgID {
 	return ids
 }
 
-// verify checks the delivery orders against DESIGN 3.1: integrity (at
-// most once, only at destinations, only what was sent), order (no two
-// groups disagree, and the union of the orders has no cycle), and, when
-// complete is set, agreement and validity (every message accepted was
-// delivered at each of its destinations).
+// verify checks the delivery orders with multicast/check (DESIGN 3.1):
+// integrity, prefix order and acyclic order, and, when complete is set,
+// validity and agreement (every message accepted was delivered at each of
+// its destinations).
 func (cl *cluster) verify(complete bool) error {
-	return checkOrders(cl.msgs, cl.orders, complete)
+	return checkOrders(cl.top, cl.msgs, cl.orders, complete)
 }
 
-func checkOrders(msgs []multicast.Message, orders [][]multicast.Message, complete bool) error {
-	dst := make(map[multicast.MsgID]multicast.GroupSet, len(msgs))
+func checkOrders(top *partition.Topology, msgs []multicast.Message, orders [][]multicast.Message, complete bool) error {
+	names := func(dst partition.GroupSet) []string {
+		var out []string
+		for _, g := range dst.Slice() {
+			out = append(out, top.Name(g))
+		}
+		return out
+	}
+	var recs []check.Record
 	for _, m := range msgs {
-		dst[m.ID] = m.Dst
+		recs = append(recs, check.Record{Ev: check.EvMulticast, ID: m.ID.String(), Dst: names(m.Dst)})
 	}
-	pos := make([]map[multicast.MsgID]int, len(orders))
 	for g, order := range orders {
-		pos[g] = make(map[multicast.MsgID]int, len(order))
-		for i, m := range order {
-			want, ok := dst[m.ID]
-			switch {
-			case !ok:
-				return fmt.Errorf("group %d delivered %s, which was never sent", g, m.ID)
-			case want != m.Dst:
-				return fmt.Errorf("group %d delivered %s to %s, sent to %s", g, m.ID, m.Dst, want)
-			case !m.Dst.Has(partition.GroupID(g)):
-				return fmt.Errorf("group %d delivered %s, addressed to %s", g, m.ID, m.Dst)
-			}
-			if _, dup := pos[g][m.ID]; dup {
-				return fmt.Errorf("group %d delivered %s twice", g, m.ID)
-			}
-			pos[g][m.ID] = i
+		for _, m := range order {
+			recs = append(recs, check.Record{Ev: check.EvDeliver, Group: top.Name(partition.GroupID(g)), Replica: "r1",
+				ID: m.ID.String(), Dst: names(m.Dst)})
 		}
 	}
-	if complete {
-		for _, m := range msgs {
-			for _, g := range m.Dst.Slice() {
-				if _, ok := pos[g][m.ID]; !ok {
-					return fmt.Errorf("group %d never delivered %s", g, m.ID)
-				}
-			}
-		}
-	}
-	// Pairwise order, for a readable report of the first disagreement.
-	for g := range orders {
-		for h := g + 1; h < len(orders); h++ {
-			var common []multicast.MsgID
-			for _, m := range orders[g] {
-				if _, ok := pos[h][m.ID]; ok {
-					common = append(common, m.ID)
-				}
-			}
-			for i := 1; i < len(common); i++ {
-				if pos[h][common[i-1]] > pos[h][common[i]] {
-					return fmt.Errorf("groups %d and %d disagree: %d delivers %s before %s, %d after",
-						g, h, g, common[i-1], common[i], h)
-				}
-			}
-		}
-	}
-	return checkAcyclic(orders)
-}
-
-// checkAcyclic looks for a cycle in the union of the delivery orders: each
-// group's order contributes an edge between consecutive deliveries.
-func checkAcyclic(orders [][]multicast.Message) error {
-	next := make(map[multicast.MsgID][]multicast.MsgID)
-	indeg := make(map[multicast.MsgID]int)
-	var nodes []multicast.MsgID
-	for _, order := range orders {
-		for i, m := range order {
-			if _, ok := indeg[m.ID]; !ok {
-				indeg[m.ID] = 0
-				nodes = append(nodes, m.ID)
-			}
-			if i > 0 {
-				prev := order[i-1].ID
-				next[prev] = append(next[prev], m.ID)
-				indeg[m.ID]++
-			}
-		}
-	}
-	var ready []multicast.MsgID
-	for _, id := range nodes {
-		if indeg[id] == 0 {
-			ready = append(ready, id)
-		}
-	}
-	seen := 0
-	for len(ready) > 0 {
-		id := ready[len(ready)-1]
-		ready = ready[:len(ready)-1]
-		seen++
-		for _, n := range next[id] {
-			if indeg[n]--; indeg[n] == 0 {
-				ready = append(ready, n)
-			}
-		}
-	}
-	if seen != len(nodes) {
-		var stuck []string
-		for _, id := range nodes {
-			if indeg[id] > 0 {
-				stuck = append(stuck, id.String())
-			}
-		}
-		return fmt.Errorf("the delivery orders have a cycle through %s", strings.Join(stuck, " "))
+	if rep := check.Check(recs, check.Options{Complete: complete}); !rep.OK() {
+		return errors.New(rep.Summary())
 	}
 	return nil
 }
@@ -393,5 +316,31 @@ func mustBe(t testing.TB, err, want error) {
 	t.Helper()
 	if !errors.Is(err, want) {
 		t.Fatalf("got error %v, want %v", err, want)
+	}
+}
+
+// TestCheckOrdersFindsViolations: the checker glue reports a disagreement, a
+// cycle that no pair of groups shows, and a missing delivery.
+func TestCheckOrdersFindsViolations(t *testing.T) {
+	top := testTopology(t, 3)
+	m1, m2, m3, m4 := msg(1, 1, 0, 1), msg(1, 2, 1, 2), msg(1, 3, 0, 2), msg(1, 4, 0, 1)
+	msgs := []multicast.Message{m1, m2, m3, m4}
+	for _, tc := range []struct {
+		name     string
+		orders   [][]multicast.Message
+		complete bool
+		want     string
+	}{
+		{"pairwise disagreement", [][]multicast.Message{{m1, m4}, {m4, m1}, nil}, false, check.PrefixOrder},
+		{"cycle", [][]multicast.Message{{m1, m3}, {m2, m1}, {m3, m2}}, false, check.AcyclicOrder},
+		{"missing delivery", [][]multicast.Message{{m1, m3, m4}, {m1, m2, m4}, {m2}}, true, check.Agreement},
+	} {
+		err := checkOrders(top, msgs, tc.orders, tc.complete)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want a %s violation", tc.name, err, tc.want)
+		}
+	}
+	if err := checkOrders(top, msgs, [][]multicast.Message{{m1, m3, m4}, {m1, m2, m4}, {m2, m3}}, true); err != nil {
+		t.Errorf("a correct execution: %v", err)
 	}
 }

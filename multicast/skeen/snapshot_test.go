@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/sim/snaptest"
 	"github.com/flexkv/flexkv/multicast/wire"
 	"github.com/flexkv/flexkv/partition"
 )
@@ -61,9 +62,7 @@ func (c *Core) features() []snapFeature {
 type snapRun struct {
 	cl         *cluster
 	pendingMax int
-	snaps      *rand.Rand // nil: no restores
-	trace      []byte     // every output and refusal, in order
-	restores   int
+	rec        *snaptest.Restorer[*Core]
 	seen       [featCount]int
 	// keep, if set, is offered every snapshot taken, with the configuration
 	// of its group and the features of the core it was taken of.
@@ -79,8 +78,22 @@ func runSnapshotWorkload(t *testing.T, seed uint64, restores bool, keep func(Con
 		r.pendingMax = 1 + rng.IntN(4)
 	}
 	r.cl = newCluster(t, n, r.pendingMax)
+	var snaps *rand.Rand
 	if restores {
-		r.snaps = rand.New(rand.NewPCG(seed, 33))
+		snaps = rand.New(rand.NewPCG(seed, 33))
+	}
+	config := func(g partition.GroupID) Config {
+		return Config{Self: g, Topology: r.cl.top, PendingMax: r.pendingMax}
+	}
+	r.rec = snaptest.NewRestorer(r.cl.cores, func(g partition.GroupID) snaptest.Codec[*Core] { return codec(config(g)) }, snaps)
+	r.rec.Taken = func(g partition.GroupID, c *Core, snap []byte) {
+		fs := c.features()
+		for _, f := range fs {
+			r.seen[f]++
+		}
+		if r.keep != nil {
+			r.keep(config(g), snap, fs)
+		}
 	}
 	type request struct {
 		at partition.GroupID
@@ -125,22 +138,14 @@ func runSnapshotWorkload(t *testing.T, seed uint64, restores bool, keep func(Con
 			sends, dels, err := r.cl.request(q.at, q.m)
 			switch {
 			case errors.Is(err, multicast.ErrBusy):
-				r.trace = append(r.trace, 0xff)
+				r.rec.Refused()
 				queue = append(queue, q)
 			case err != nil:
 				t.Fatalf("seed %d: request %s: %v", seed, q.m.ID, err)
 			}
 			r.record(g, sends, dels)
 		}
-		if r.snaps != nil && r.snaps.IntN(3) == 0 {
-			h := partition.GroupID(r.snaps.IntN(n))
-			for _, f := range r.cl.cores[h].features() {
-				r.seen[f]++
-			}
-			cfg := Config{Self: h, Topology: r.cl.top, PendingMax: r.pendingMax}
-			r.cl.cores[h] = restoreCopy(t, r.cl.cores[h], cfg, r.keep)
-			r.restores++
-		}
+		r.rec.Maybe(t)
 	}
 	if err := r.cl.verify(true); err != nil {
 		t.Fatalf("seed %d: %v", seed, err)
@@ -149,45 +154,18 @@ func runSnapshotWorkload(t *testing.T, seed uint64, restores bool, keep func(Con
 }
 
 func (r *snapRun) record(g partition.GroupID, sends []multicast.Send, dels []multicast.Message) {
-	r.trace = wire.AppendUvarint(r.trace, uint64(g))
-	for _, s := range sends {
-		r.trace = wire.AppendUvarint(r.trace, uint64(s.To))
-		r.trace = append(r.trace, byte(s.Kind))
-		r.trace = wire.AppendMsgID(r.trace, s.About)
-		r.trace = wire.AppendBytes(r.trace, s.Payload)
-	}
-	for _, m := range dels {
-		r.trace = wire.AppendMessage(r.trace, m)
-	}
+	r.rec.Record(g, multicast.Output{Sends: sends, Deliveries: dels})
 }
 
-// restoreCopy snapshots c, restores the snapshot with cfg and checks the
-// copy: same snapshot, same Stats, internal invariants. It then overwrites
-// the snapshot, so that a copy that kept references into it goes wrong
-// later.
-func restoreCopy(t *testing.T, c *Core, cfg Config, keep func(Config, []byte, []snapFeature)) *Core {
-	t.Helper()
-	snap := c.AppendSnapshot([]byte("prefix"))[len("prefix"):]
-	if keep != nil {
-		keep(cfg, bytes.Clone(snap), c.features())
+// codec restores skeen snapshots under cfg; a restored core keeps its Stats
+// and the core's internal invariants.
+func codec(cfg Config) snaptest.Codec[*Core] {
+	return snaptest.Codec[*Core]{
+		Prefix:  "skeen: restore",
+		Restore: func(b []byte) (*Core, error) { return Restore(cfg, b) },
+		Stats:   func(c *Core) any { return c.Stats() },
+		Check:   func(c *Core) error { return c.checkInvariants() },
 	}
-	r, err := Restore(cfg, snap)
-	if err != nil {
-		t.Fatalf("group %d: Restore of a snapshot just taken: %v", cfg.Self, err)
-	}
-	if err := r.checkInvariants(); err != nil {
-		t.Fatalf("group %d: restored core: %v", cfg.Self, err)
-	}
-	if again := r.AppendSnapshot(nil); !bytes.Equal(again, snap) {
-		t.Fatalf("group %d: snapshot of the restored core differs:\n got %x\nwant %x", cfg.Self, again, snap)
-	}
-	if diff := cmp.Diff(c.Stats(), r.Stats()); diff != "" {
-		t.Fatalf("group %d: Stats of the restored core (-original +restored):\n%s", cfg.Self, diff)
-	}
-	for i := range snap {
-		snap[i] = 0xa5
-	}
-	return r
 }
 
 // TestSnapshotRestoreMidRun replaces cores by restored copies at random
@@ -202,20 +180,10 @@ func TestSnapshotRestoreMidRun(t *testing.T) {
 	for seed := range seeds {
 		plain := runSnapshotWorkload(t, seed, false, nil)
 		restored := runSnapshotWorkload(t, seed, true, nil)
-		if restored.restores == 0 {
-			t.Fatalf("seed %d: no core was restored", seed)
-		}
 		if diff := cmp.Diff(plain.cl.orders, restored.cl.orders, cmpopts.EquateEmpty()); diff != "" {
 			t.Fatalf("seed %d: delivery orders differ (-uninterrupted +restored):\n%s", seed, diff)
 		}
-		if !bytes.Equal(plain.trace, restored.trace) {
-			t.Fatalf("seed %d: outputs differ after %d restores", seed, restored.restores)
-		}
-		for g := range plain.cl.cores {
-			if !bytes.Equal(plain.cl.cores[g].AppendSnapshot(nil), restored.cl.cores[g].AppendSnapshot(nil)) {
-				t.Fatalf("seed %d: final states of group %d differ", seed, g)
-			}
-		}
+		snaptest.Same(t, seed, plain.rec, restored.rec)
 		for f := range seen {
 			seen[f] += restored.seen[f]
 		}
@@ -235,7 +203,7 @@ func TestSnapshotFreshCores(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		restoreCopy(t, c, Config{Self: g, Topology: top}, nil)
+		snaptest.Copy(t, codec(Config{Self: g, Topology: top}), c)
 	}
 }
 
@@ -269,72 +237,19 @@ func richSnapshots(t *testing.T) [featCount]richSnapshot {
 
 func TestRestoreRejectsTruncations(t *testing.T) {
 	for f, rs := range richSnapshots(t) {
-		for n := range len(rs.snap) {
-			if _, err := Restore(rs.cfg, rs.snap[:n]); !errors.Is(err, wire.ErrCorrupt) {
-				t.Fatalf("%s: Restore of %d of %d bytes: got %v, want ErrCorrupt", featNames[f], n, len(rs.snap), err)
-			}
-		}
+		snaptest.Truncations(t, codec(rs.cfg), featNames[f], rs.snap)
 	}
 }
 
 // TestRestoreCorruptions flips, drops and inserts random bytes: Restore must
-// return ErrCorrupt or a core that encodes back to a snapshot it accepts.
+// return ErrCorrupt or a core that keeps the invariants and encodes back to
+// a snapshot it accepts.
 func TestRestoreCorruptions(t *testing.T) {
-	rng := rand.New(rand.NewPCG(5, 5))
-	accepted, rejected := 0, 0
+	var cases []snaptest.Case[*Core]
 	for _, rs := range richSnapshots(t) {
-		for range 500 {
-			b := bytes.Clone(rs.snap)
-			for range 1 + rng.IntN(3) {
-				i := rng.IntN(len(b))
-				switch rng.IntN(3) {
-				case 0:
-					b[i] ^= 1 << rng.IntN(8)
-				case 1:
-					b = append(b[:i], b[i+1:]...)
-				default:
-					b = append(b[:i], append([]byte{byte(rng.Uint32())}, b[i:]...)...)
-				}
-			}
-			if checkRestoreProperty(t, rs.cfg, b) {
-				accepted++
-			} else {
-				rejected++
-			}
-		}
+		cases = append(cases, snaptest.Case[*Core]{Codec: codec(rs.cfg), Snap: rs.snap})
 	}
-	if rejected == 0 {
-		t.Errorf("no corruption was rejected")
-	}
-	t.Logf("%d corruptions rejected, %d accepted", rejected, accepted)
-}
-
-// checkRestoreProperty restores b: it must be refused with ErrCorrupt, or
-// restore to a core that keeps the invariants of the test harness and whose
-// snapshot restores to the same snapshot again (b may hold varints padded
-// with zero groups, which re-encode shorter). It reports whether b was
-// accepted.
-func checkRestoreProperty(t *testing.T, cfg Config, b []byte) bool {
-	t.Helper()
-	c, err := Restore(cfg, b)
-	if err != nil {
-		if !errors.Is(err, wire.ErrCorrupt) || !strings.HasPrefix(err.Error(), "skeen: restore") {
-			t.Fatalf("Restore error %q: want a skeen: restore error wrapping ErrCorrupt", err)
-		}
-		return false
-	}
-	if err := c.checkInvariants(); err != nil {
-		t.Fatalf("Restore accepted a broken state: %v", err)
-	}
-	again := c.AppendSnapshot(nil)
-	c2, err := Restore(cfg, again)
-	if err != nil {
-		t.Fatalf("re-encoded snapshot refused: %v", err)
-	}
-	if !bytes.Equal(c2.AppendSnapshot(nil), again) {
-		t.Fatalf("snapshot encoding is not stable")
-	}
-	return true
+	snaptest.Corruptions(t, 5, 500, cases...)
 }
 
 // TestRestoreRejectsBrokenInvariants breaks one invariant of a real state at
@@ -458,12 +373,7 @@ func TestSnapshotWithUndrainedOutputPanics(t *testing.T) {
 	if err := c.Step(multicast.Request(msg(1, 1, 0, 1))); err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		if recover() == nil {
-			t.Errorf("AppendSnapshot with sends not drained did not panic")
-		}
-	}()
-	c.AppendSnapshot(nil)
+	snaptest.UndrainedPanics(t, c, "sends")
 }
 
 // FuzzRestore checks that Restore never panics, refuses with ErrCorrupt, and
@@ -493,6 +403,6 @@ func FuzzRestore(f *testing.F) {
 	}
 	cfg := Config{Self: 1, Topology: cl.top}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		checkRestoreProperty(t, cfg, b)
+		snaptest.Property(t, codec(cfg), b)
 	})
 }

@@ -1,7 +1,6 @@
 package tree
 
 import (
-	"bytes"
 	"errors"
 	"math/rand/v2"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/sim/snaptest"
 	"github.com/flexkv/flexkv/multicast/wire"
 	"github.com/flexkv/flexkv/partition"
 )
@@ -21,20 +21,22 @@ import (
 // snapshot; the choice draws from its own generator, so the workload is the
 // same either way.
 type snapRun struct {
-	t        *testing.T
-	h        *harness
-	snaps    *rand.Rand // nil: no restores
-	trace    []byte     // every output, in order
-	restores int
+	t   *testing.T
+	h   *harness
+	rec *snaptest.Restorer[*Core]
 }
 
 func runSnapshotWorkload(t *testing.T, top *partition.Topology, seed uint64, restores bool) *snapRun {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(seed, 41))
 	r := &snapRun{t: t, h: newHarness(t, top)}
+	var snaps *rand.Rand
 	if restores {
-		r.snaps = rand.New(rand.NewPCG(seed, 43))
+		snaps = rand.New(rand.NewPCG(seed, 43))
 	}
+	r.rec = snaptest.NewRestorer(r.h.cores, func(g partition.GroupID) snaptest.Codec[*Core] {
+		return codec(Config{Self: g, Topology: top})
+	}, snaps)
 	n := top.Len()
 	msgs := 20 + rng.IntN(60)
 	for sent := 0; ; {
@@ -82,41 +84,23 @@ func (r *snapRun) step(g partition.GroupID, in multicast.Input) {
 		r.t.Fatalf("group %d: %v", g, err)
 	}
 	out := r.h.cores[g].Ready()
-	r.trace = wire.AppendUvarint(r.trace, uint64(g))
+	r.rec.Record(g, out)
 	for _, s := range out.Sends {
-		r.trace = wire.AppendUvarint(r.trace, uint64(s.To))
-		r.trace = append(r.trace, byte(s.Kind))
-		r.trace = wire.AppendMsgID(r.trace, s.About)
-		r.trace = wire.AppendBytes(r.trace, s.Payload)
 		r.h.queue[g][s.To] = append(r.h.queue[g][s.To], s.Payload)
 	}
 	for _, m := range out.Deliveries {
-		r.trace = wire.AppendMessage(r.trace, m)
 		r.h.delivered[g] = append(r.h.delivered[g], m.ID)
 	}
-	if r.snaps != nil && r.snaps.IntN(3) == 0 {
-		h := partition.GroupID(r.snaps.IntN(len(r.h.cores)))
-		r.h.cores[h] = restoreCopy(r.t, r.h.cores[h], Config{Self: h, Topology: r.h.top})
-		r.restores++
-	}
+	r.rec.Maybe(r.t)
 }
 
-// restoreCopy snapshots c, restores the snapshot with cfg and checks the
-// copy: same snapshot, same Stats.
-func restoreCopy(t *testing.T, c *Core, cfg Config) *Core {
-	t.Helper()
-	snap := c.AppendSnapshot([]byte("prefix"))[len("prefix"):]
-	r, err := Restore(cfg, snap)
-	if err != nil {
-		t.Fatalf("group %d: Restore of a snapshot just taken: %v", cfg.Self, err)
+// codec restores tree snapshots under cfg; a restored copy keeps its Stats.
+func codec(cfg Config) snaptest.Codec[*Core] {
+	return snaptest.Codec[*Core]{
+		Prefix:  "tree: restore",
+		Restore: func(b []byte) (*Core, error) { return Restore(cfg, b) },
+		Stats:   func(c *Core) any { return c.Stats() },
 	}
-	if again := r.AppendSnapshot(nil); !bytes.Equal(again, snap) {
-		t.Fatalf("group %d: snapshot of the restored core differs:\n got %x\nwant %x", cfg.Self, again, snap)
-	}
-	if got, want := r.Stats(), c.Stats(); got != want {
-		t.Fatalf("group %d: Stats of the restored core = %+v, want %+v", cfg.Self, got, want)
-	}
-	return r
 }
 
 // TestSnapshotRestoreMidRun replaces cores by restored copies at random
@@ -131,20 +115,10 @@ func TestSnapshotRestoreMidRun(t *testing.T) {
 	for seed := range seeds {
 		plain := runSnapshotWorkload(t, top, seed, false)
 		restored := runSnapshotWorkload(t, top, seed, true)
-		if restored.restores == 0 {
-			t.Fatalf("seed %d: no core was restored", seed)
-		}
 		if diff := cmp.Diff(plain.h.delivered, restored.h.delivered); diff != "" {
 			t.Fatalf("seed %d: delivery orders differ (-uninterrupted +restored):\n%s", seed, diff)
 		}
-		if !bytes.Equal(plain.trace, restored.trace) {
-			t.Fatalf("seed %d: outputs differ after %d restores", seed, restored.restores)
-		}
-		for g := range plain.h.cores {
-			if !bytes.Equal(plain.h.cores[g].AppendSnapshot(nil), restored.h.cores[g].AppendSnapshot(nil)) {
-				t.Fatalf("seed %d: final states of group %d differ", seed, g)
-			}
-		}
+		snaptest.Same(t, seed, plain.rec, restored.rec)
 	}
 }
 
@@ -165,66 +139,14 @@ func busySnapshot(t testing.TB, top *partition.Topology) (Config, []byte) {
 
 func TestRestoreRejectsTruncations(t *testing.T) {
 	cfg, snap := busySnapshot(t, paperT1(t))
-	for n := range len(snap) {
-		if _, err := Restore(cfg, snap[:n]); !errors.Is(err, wire.ErrCorrupt) {
-			t.Fatalf("Restore of %d of %d bytes: got %v, want ErrCorrupt", n, len(snap), err)
-		}
-	}
+	snaptest.Truncations(t, codec(cfg), "busy", snap)
 }
 
 // TestRestoreCorruptions flips, drops and inserts random bytes: Restore must
 // return ErrCorrupt or a core that encodes back to a snapshot it accepts.
 func TestRestoreCorruptions(t *testing.T) {
 	cfg, snap := busySnapshot(t, paperT1(t))
-	rng := rand.New(rand.NewPCG(5, 5))
-	accepted, rejected := 0, 0
-	for range 2000 {
-		b := bytes.Clone(snap)
-		for range 1 + rng.IntN(3) {
-			i := rng.IntN(len(b))
-			switch rng.IntN(3) {
-			case 0:
-				b[i] ^= 1 << rng.IntN(8)
-			case 1:
-				b = append(b[:i], b[i+1:]...)
-			default:
-				b = append(b[:i], append([]byte{byte(rng.Uint32())}, b[i:]...)...)
-			}
-		}
-		if checkRestoreProperty(t, cfg, b) {
-			accepted++
-		} else {
-			rejected++
-		}
-	}
-	if rejected == 0 {
-		t.Errorf("no corruption was rejected")
-	}
-	t.Logf("%d corruptions rejected, %d accepted", rejected, accepted)
-}
-
-// checkRestoreProperty restores b: it must be refused with ErrCorrupt, or
-// restore to a core whose snapshot restores to the same snapshot again (b may
-// hold varints padded with zero groups, which re-encode shorter). It reports
-// whether b was accepted.
-func checkRestoreProperty(t *testing.T, cfg Config, b []byte) bool {
-	t.Helper()
-	c, err := Restore(cfg, b)
-	if err != nil {
-		if !errors.Is(err, wire.ErrCorrupt) || !strings.HasPrefix(err.Error(), "tree: restore") {
-			t.Fatalf("Restore error %q: want a tree: restore error wrapping ErrCorrupt", err)
-		}
-		return false
-	}
-	again := c.AppendSnapshot(nil)
-	c2, err := Restore(cfg, again)
-	if err != nil {
-		t.Fatalf("re-encoded snapshot refused: %v", err)
-	}
-	if !bytes.Equal(c2.AppendSnapshot(nil), again) {
-		t.Fatalf("snapshot encoding is not stable")
-	}
-	return true
+	snaptest.Corruptions(t, 5, 2000, snaptest.Case[*Core]{Codec: codec(cfg), Snap: snap})
 }
 
 // TestRestoreRejectsBrokenInvariants: counters that no sequence of inputs
@@ -320,12 +242,7 @@ func TestSnapshotWithUndrainedOutputPanics(t *testing.T) {
 	if err := c.Step(multicast.Request(multicast.Message{ID: multicast.MsgID{Client: 1, Seq: 1}, Dst: partition.SetOf(root)})); err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		if recover() == nil {
-			t.Errorf("AppendSnapshot with a delivery not drained did not panic")
-		}
-	}()
-	c.AppendSnapshot(nil)
+	snaptest.UndrainedPanics(t, c, "a delivery")
 }
 
 // FuzzRestore checks that Restore never panics, refuses with ErrCorrupt, and
@@ -340,6 +257,6 @@ func FuzzRestore(f *testing.F) {
 	}
 	f.Add(fresh.AppendSnapshot(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		checkRestoreProperty(t, cfg, b)
+		snaptest.Property(t, codec(cfg), b)
 	})
 }
