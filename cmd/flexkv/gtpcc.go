@@ -21,6 +21,7 @@ import (
 	"github.com/flexkv/flexkv/client"
 	"github.com/flexkv/flexkv/configs"
 	"github.com/flexkv/flexkv/gtpcc"
+	"github.com/flexkv/flexkv/gtpcc/procs"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/server"
 )
@@ -474,7 +475,7 @@ type bench struct {
 	endpoints  []string
 	loader     *client.Client // without emulated delays: loading and checking
 	warehouses []int
-	scale      gtpcc.Scale
+	scale      procs.Scale
 	protocol   string
 	configName string        // the cluster configuration's file, for the report
 	local      *server.Local // nil against a running cluster
@@ -504,7 +505,7 @@ func (b *bench) run(ctx context.Context, progress io.Writer) (*gtpcc.Report, err
 	}()
 	perRegion := make(map[string]int)
 	regionOf := func(w int) (string, error) {
-		g, _, err := view.Partitions.Owner(gtpcc.WarehouseKey(w))
+		g, _, err := view.Partitions.Owner(procs.WarehouseKey(w))
 		if err != nil {
 			return "", err
 		}
@@ -726,7 +727,7 @@ type localBench struct {
 	deliveryLog string
 	logger      *slog.Logger
 	protocol    string
-	scale       gtpcc.Scale
+	scale       procs.Scale
 	opts        runOptions
 	configName  string
 }
@@ -755,7 +756,7 @@ func (lb *localBench) run(ctx context.Context, out, errOut io.Writer) (*gtpcc.Re
 	start := time.Now()
 	l, err := server.StartLocal(server.LocalConfig{
 		Cluster: &cfg, Latency: lb.lat, LatencyMode: lb.mode, LatencyJitter: lb.jitter, Dir: dir,
-		DeliveryLogDir: dlog, Logger: lb.logger, Procedures: gtpcc.Registry(),
+		DeliveryLogDir: dlog, Logger: lb.logger, Procedures: procs.Registry(),
 	})
 	if errors.Is(err, syscall.EADDRINUSE) {
 		return nil, fmt.Errorf("%w (is a flexkv local or demo using the addresses of the configuration?)", err)
@@ -881,13 +882,13 @@ func parseProtocols(s string) ([]string, error) {
 }
 
 // parseScale parses --scale.
-func parseScale(s string) (gtpcc.Scale, error) {
-	var sc gtpcc.Scale
+func parseScale(s string) (procs.Scale, error) {
+	var sc procs.Scale
 	switch s {
 	case "small":
-		sc = gtpcc.Small
+		sc = procs.Small
 	case "full":
-		sc = gtpcc.Full
+		sc = procs.Full
 	default:
 		fields := map[string]*int{
 			"items": &sc.Items, "customers": &sc.CustomersPerDistrict,
@@ -917,11 +918,11 @@ func parseScale(s string) (gtpcc.Scale, error) {
 }
 
 // formatScale writes s as --scale takes it.
-func formatScale(s gtpcc.Scale) string {
+func formatScale(s procs.Scale) string {
 	switch s {
-	case gtpcc.Small:
+	case procs.Small:
 		return "small"
-	case gtpcc.Full:
+	case procs.Full:
 		return "full"
 	}
 	return fmt.Sprintf("items=%d,customers=%d,orders=%d,new-orders=%d", s.Items, s.CustomersPerDistrict, s.OrdersPerDistrict, s.NewOrdersPerDistrict)

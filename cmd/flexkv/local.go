@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/flexkv/flexkv/gtpcc"
+	"github.com/flexkv/flexkv/gtpcc/procs"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/server"
 )
@@ -71,7 +71,7 @@ FLEXKV_LATENCY_MODE=paper.
 		l, err := server.StartLocal(server.LocalConfig{
 			Cluster: cfg, Latency: lat, LatencyMode: mode, LatencyJitter: jitter, Dir: v.GetString("data-dir"),
 			DeliveryLogDir: v.GetString("delivery-log"), Logger: log, MetricsAddr: v.GetString("metrics"),
-			Procedures: gtpcc.Registry(),
+			Procedures: procs.Registry(),
 		})
 		if err != nil {
 			return err
