@@ -2,7 +2,6 @@ package procs
 
 import (
 	"fmt"
-	"math/rand/v2"
 
 	"github.com/flexkv/flexkv/txn"
 )
@@ -197,7 +196,7 @@ func writeLoadRows(a *LoadArgs, w rowWriter) error {
 // address returns the address columns, drawn from r (clause 4.3.3.1:
 // streets and city of 10..20 characters, a 2-character state, a zip of 4
 // digits and "11111").
-func address(r *rand.Rand) Address {
+func address(r *keyRand) Address {
 	return Address{
 		Street1: astring(r, 10, 20),
 		Street2: astring(r, 10, 20),
@@ -209,7 +208,7 @@ func address(r *rand.Rand) Address {
 
 // dataOriginal returns 26..50 characters of data, 10% of them containing
 // "ORIGINAL" at a random position (I_DATA, S_DATA).
-func dataOriginal(r *rand.Rand) string {
+func dataOriginal(r *keyRand) string {
 	s := astring(r, 26, 50)
 	if r.IntN(10) == 0 {
 		pos := r.IntN(len(s) - len("ORIGINAL") + 1)
@@ -221,14 +220,14 @@ func dataOriginal(r *rand.Rand) string {
 // writeWarehouse writes the warehouse row and its districts.
 func writeWarehouse(a *LoadArgs, w rowWriter) error {
 	key := WarehouseKey(a.W)
-	r := keyRand(string(key))
+	r := newKeyRand(string(key))
 	wh := Warehouse{Name: astring(r, 6, 10), Address: address(r), Tax: int64(r.IntN(2001)), YTD: warehouseYTD(a.Scale)}
 	if err := w.Put(key, Encode(wh)); err != nil {
 		return err
 	}
 	for d := 1; d <= DistrictsPerWarehouse; d++ {
 		key := DistrictKey(a.W, d)
-		r := keyRand(string(key))
+		r := newKeyRand(string(key))
 		row := District{
 			Name: astring(r, 6, 10), Address: address(r), Tax: int64(r.IntN(2001)),
 			YTD: districtYTD(a.Scale), NextOID: a.Scale.OrdersPerDistrict + 1,
@@ -242,13 +241,13 @@ func writeWarehouse(a *LoadArgs, w rowWriter) error {
 
 // StockRow returns the initial stock row of item i at warehouse w.
 func StockRow(w, i int) Stock {
-	r := keyRand(string(StockKey(w, i)))
+	r := newKeyRand(string(StockKey(w, i)))
 	return Stock{Quantity: 10 + r.IntN(91), Data: dataOriginal(r)}
 }
 
 // ItemRow returns item i's row, as the loader writes it in every run.
 func ItemRow(i int) Item {
-	r := keyRand(string(ItemKey(i)))
+	r := newKeyRand(string(ItemKey(i)))
 	return Item{Image: 1 + r.IntN(10000), Name: astring(r, 14, 24), Price: int64(100 + r.IntN(9901)), Data: dataOriginal(r)}
 }
 
@@ -264,7 +263,7 @@ func customerOrders(w, d int, s Scale, k int) []int {
 	for i := range perm {
 		perm[i] = i + 1
 	}
-	r := keyRand(string(DistrictKey(w, d)) + "/o_c_id")
+	r := newKeyRand(string(DistrictKey(w, d)) + "/o_c_id")
 	for i := 0; i < k && i < n-1; i++ {
 		j := i + r.IntN(n-i)
 		perm[i], perm[j] = perm[j], perm[i]
@@ -285,7 +284,7 @@ func customerLastOrders(w, d int, s Scale) []int {
 // customerRow returns customer c of district d's row; the caller sets
 // LastOrder.
 func customerRow(a *LoadArgs, d, c int) Customer {
-	r := keyRand(string(CustomerKey(a.W, d, c)))
+	r := newKeyRand(string(CustomerKey(a.W, d, c)))
 	row := Customer{First: astring(r, 8, 16), Middle: "OE"}
 	// Clause 4.3.3.1: the first 1000 customers get each last name once,
 	// the others one drawn with NURand.
@@ -333,7 +332,7 @@ func writeCustomers(a *LoadArgs, w rowWriter) error {
 				return err
 			}
 			id := LoadHistoryID(d, c)
-			hr := keyRand(string(HistoryKey(a.W, id)))
+			hr := newKeyRand(string(HistoryKey(a.W, id)))
 			h := History{CID: c, CD: d, CW: a.W, D: d, W: a.W, Date: a.Date, Amount: historyAmount, Data: astring(hr, 12, 24)}
 			if err := w.Put(HistoryKey(a.W, id), Encode(h)); err != nil {
 				return err
@@ -360,7 +359,7 @@ func writeOrders(a *LoadArgs, w rowWriter) error {
 // writeOrder writes order o of district d, of customer c.
 func writeOrder(a *LoadArgs, w rowWriter, d, o, c int) error {
 	key := OrderKey(a.W, d, o)
-	r := keyRand(string(key))
+	r := newKeyRand(string(key))
 	done := delivered(a.Scale, o)
 	row := Order{CID: c, EntryD: a.Date, AllLocal: true}
 	if done {
