@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/flexkv/flexkv/gtpcc"
+	"github.com/flexkv/flexkv/gtpcc/bench"
 	"github.com/flexkv/flexkv/gtpcc/procs"
 	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/partition"
@@ -111,7 +112,7 @@ func startGtpccCluster(t *testing.T) string {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := waitLeaders(ctx, l, cfg); err != nil {
+	if err := bench.WaitLeaders(ctx, l, cfg); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -765,6 +765,14 @@ var arrows = []arrow{
 		deny:      []string{modulePath + "/server", modulePath + "/replication", modulePath + "/cmd", "github.com/cockroachdb/pebble*", "github.com/hashicorp/raft*"},
 		why:       "gtpcc talks to a cluster through the client only: cmd -> gtpcc -> client (DESIGN 1)",
 		skipTests: true,
+		except:    []string{"gtpcc/bench"},
+	},
+	{
+		// The benchmark runs start in-process clusters (server.Local); they
+		// reach the rest of the servers through it.
+		from: "gtpcc/bench",
+		deny: []string{modulePath + "/replication", modulePath + "/cmd", "github.com/cockroachdb/pebble*", "github.com/hashicorp/raft*"},
+		why:  "the benchmark runs start clusters through server and talk to them through the client: cmd -> gtpcc/bench -> {gtpcc, server} (DESIGN 1)",
 	},
 	{
 		from: "client",
@@ -1113,6 +1121,10 @@ func TestArrowProblem(t *testing.T) {
 		{"partition", modulePath + "/multicast", false},
 		{"replication", modulePath + "/multicast", true},
 		{"multicastx", modulePath + "/kv", true}, // not under multicast/
+		{"gtpcc", modulePath + "/server", false},
+		{"gtpcc/procs", modulePath + "/server", false},
+		{"gtpcc/bench", modulePath + "/server", true},
+		{"gtpcc/bench", modulePath + "/replication", false},
 	}
 	for _, tt := range tests {
 		why := arrowProblem(tt.dir, tt.path)
