@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/flexkv/flexkv/client"
+	"github.com/flexkv/flexkv/gtpcc/procs"
 	"github.com/flexkv/flexkv/txn"
 )
 
@@ -90,7 +91,7 @@ const CheckedConditions = "TPC-C 1-10 and 12, gTPC-C g1 and g2"
 // These tie the pieces together:
 //
 //	g1. For every checked warehouse W and item I, S_YTD, S_ORDER_CNT and
-//	    S_REMOTE_CNT equal their loaded values (stockRow) plus, over the
+//	    S_REMOTE_CNT equal their loaded values (procs.StockRow) plus, over the
 //	    order lines of the orders new-order wrote (O_ID >
 //	    Scale.OrdersPerDistrict) at every checked warehouse with
 //	    OL_SUPPLY_W_ID = W and OL_I_ID = I: OL_QUANTITY, 1, and 1 when the
@@ -100,7 +101,7 @@ const CheckedConditions = "TPC-C 1-10 and 12, gTPC-C g1 and g2"
 //	    of the run (flexkv gtpcc check and run do).
 //	g2. Every history row a payment wrote (not the loader's, "load-...")
 //	    at warehouse W with id X has exactly one CustomerPayment record,
-//	    CustomerPaymentKey(H_C_W_ID, X), with the same amount, date, W, D,
+//	    procs.CustomerPaymentKey(H_C_W_ID, X), with the same amount, date, W, D,
 //	    C_D_ID and, when the history row names it, C_ID; every record has
 //	    its history row. Checked for pairs whose two warehouses are both
 //	    checked. And per customer: C_YTD_PAYMENT = 10.00 (loaded) + the sum
@@ -158,7 +159,7 @@ func (ck *checker) loadedUnchecked(ctx context.Context) ([]int, error) {
 		if ck.checked[w] {
 			continue
 		}
-		_, found, err := ck.c.Get(ctx, ScaleKey(w))
+		_, found, err := ck.c.Get(ctx, procs.ScaleKey(w))
 		if err != nil {
 			return nil, fmt.Errorf("gtpcc: check: warehouse %d: scale: %w", w, err)
 		}
@@ -174,8 +175,8 @@ func (ck *checker) loadedUnchecked(ctx context.Context) ([]int, error) {
 func ClusterWarehouses(view *client.Topology) []int {
 	var ws []int
 	for _, p := range view.Config.Partitions {
-		w, ok := ParseWarehouse([]byte(p.Start))
-		if ok && !p.Replicated && p.Start == string(WarehousePrefix(w)) && p.End == string(WarehouseEnd(w)) {
+		w, ok := procs.ParseWarehouse([]byte(p.Start))
+		if ok && !p.Replicated && p.Start == string(procs.WarehousePrefix(w)) && p.End == string(procs.WarehouseEnd(w)) {
 			ws = append(ws, w)
 		}
 	}
@@ -188,7 +189,7 @@ func ClusterWarehouses(view *client.Topology) []int {
 type checker struct {
 	c       *client.Client
 	rep     *CheckReport
-	scale   Scale
+	scale   procs.Scale
 	checked map[int]bool // the warehouses checked
 	// supplied sums, per stock row of a checked warehouse, the order lines
 	// of new-orders that it supplied (g1).
@@ -208,13 +209,13 @@ type stockSums struct{ ytd, orders, remote int }
 // paymentHome is a history row written by a payment, at warehouse w.
 type paymentHome struct {
 	w int
-	h History
+	h procs.History
 }
 
 // paymentRecord is a CustomerPayment record, at warehouse cw.
 type paymentRecord struct {
 	cw int
-	p  CustomerPayment
+	p  procs.CustomerPayment
 }
 
 // customerRef names customer c of district d of a warehouse.
@@ -255,13 +256,13 @@ func (ck *checker) get(ctx context.Context, key []byte, row any) error {
 	case !found:
 		return fmt.Errorf("no row %s (not loaded?)", key)
 	}
-	return Decode(key, v, row)
+	return procs.Decode(key, v, row)
 }
 
 // scan calls fn on every row whose key starts with prefix, reading pages
 // of txn.ScanLimitMax rows.
 func (ck *checker) scan(ctx context.Context, prefix []byte, fn func(kv txn.KV) error) error {
-	start, end := prefix, PrefixEnd(prefix)
+	start, end := prefix, procs.PrefixEnd(prefix)
 	for {
 		kvs, err := ck.c.Scan(ctx, start, end, txn.ScanLimitMax)
 		if err != nil {
@@ -291,15 +292,15 @@ func (ck *checker) scanPrefix(ctx context.Context, prefix []byte, fn func(kv txn
 // warehouse checks the conditions of warehouse w and its districts and
 // gathers what the checks across warehouses need.
 func (ck *checker) warehouse(ctx context.Context, w int) error {
-	var wh Warehouse
-	if err := ck.get(ctx, WarehouseKey(w), &wh); err != nil {
+	var wh procs.Warehouse
+	if err := ck.get(ctx, procs.WarehouseKey(w), &wh); err != nil {
 		return err
 	}
 	ck.rep.Checked.Warehouses++
-	var districts [DistrictsPerWarehouse + 1]District // by district number
+	var districts [procs.DistrictsPerWarehouse + 1]procs.District // by district number
 	var sumD int64
-	for d := 1; d <= DistrictsPerWarehouse; d++ {
-		if err := ck.get(ctx, DistrictKey(w, d), &districts[d]); err != nil {
+	for d := 1; d <= procs.DistrictsPerWarehouse; d++ {
+		if err := ck.get(ctx, procs.DistrictKey(w, d), &districts[d]); err != nil {
 			return err
 		}
 		ck.rep.Checked.Districts++
@@ -320,7 +321,7 @@ func (ck *checker) warehouse(ctx context.Context, w int) error {
 	if err := ck.customerPayments(ctx, w, customers); err != nil {
 		return err
 	}
-	for d := 1; d <= DistrictsPerWarehouse; d++ {
+	for d := 1; d <= procs.DistrictsPerWarehouse; d++ {
 		if districts[d].YTD != hist.byDistrict[d] {
 			ck.fail("9", w, d, "D_YTD %d != sum(H_AMOUNT) %d of the district's history rows", districts[d].YTD, hist.byDistrict[d])
 		}
@@ -346,7 +347,7 @@ func sumsOf(m map[customerRef]*customerSums, ref customerRef) *customerSums {
 type historySums struct {
 	rows       int
 	total      int64
-	byDistrict [DistrictsPerWarehouse + 1]int64
+	byDistrict [procs.DistrictsPerWarehouse + 1]int64
 }
 
 // history sums the amounts of warehouse w's history rows, adds the
@@ -355,9 +356,9 @@ type historySums struct {
 // or 9, which it corrupts.
 func (ck *checker) history(ctx context.Context, w int, customers map[customerRef]*customerSums) (historySums, error) {
 	var s historySums
-	err := ck.scanPrefix(ctx, HistoryPrefix(w), func(kv txn.KV, id string) error {
-		var h History
-		if err := Decode(kv.Key, kv.Value, &h); err != nil {
+	err := ck.scanPrefix(ctx, procs.HistoryPrefix(w), func(kv txn.KV, id string) error {
+		var h procs.History
+		if err := procs.Decode(kv.Key, kv.Value, &h); err != nil {
 			return err
 		}
 		ck.rep.Checked.History++
@@ -366,14 +367,14 @@ func (ck *checker) history(ctx context.Context, w int, customers map[customerRef
 		switch {
 		case h.W != w:
 			ck.fail("8", w, 0, "history row %s has H_W_ID %d", kv.Key, h.W)
-		case h.D < 1 || h.D > DistrictsPerWarehouse:
-			ck.fail("9", w, 0, "history row %s has H_D_ID %d, want 1..%d", kv.Key, h.D, DistrictsPerWarehouse)
+		case h.D < 1 || h.D > procs.DistrictsPerWarehouse:
+			ck.fail("9", w, 0, "history row %s has H_D_ID %d, want 1..%d", kv.Key, h.D, procs.DistrictsPerWarehouse)
 		default:
 			s.byDistrict[h.D] += h.Amount
 		}
 		switch prev, dup := ck.homes[id]; {
-		case strings.HasPrefix(id, loadHistoryIDPrefix):
-			// The loader's row of a customer of w (writeCustomers).
+		case strings.HasPrefix(id, procs.LoadHistoryIDPrefix):
+			// The loader's row of a customer of w (procs.LoadHistoryID).
 			if h.CW != w {
 				ck.fail("10", w, 0, "the loader's history row %s names a customer of warehouse %d", kv.Key, h.CW)
 				return nil
@@ -394,9 +395,9 @@ func (ck *checker) history(ctx context.Context, w int, customers map[customerRef
 // customerPayments gathers warehouse cw's CustomerPayment records (g2)
 // and adds them to their customers' sums.
 func (ck *checker) customerPayments(ctx context.Context, cw int, customers map[customerRef]*customerSums) error {
-	return ck.scanPrefix(ctx, CustomerPaymentPrefix(cw), func(kv txn.KV, id string) error {
-		var p CustomerPayment
-		if err := Decode(kv.Key, kv.Value, &p); err != nil {
+	return ck.scanPrefix(ctx, procs.CustomerPaymentPrefix(cw), func(kv txn.KV, id string) error {
+		var p procs.CustomerPayment
+		if err := procs.Decode(kv.Key, kv.Value, &p); err != nil {
 			return err
 		}
 		ck.rep.Checked.CustomerPayments++
@@ -416,14 +417,14 @@ func (ck *checker) customerPayments(ctx context.Context, cw int, customers map[c
 
 // checkedOrder is an order as the district check sees it.
 type checkedOrder struct {
-	Order
+	procs.Order
 	lines int  // order lines found
 	isNew bool // has a new-order row
 }
 
 // district checks conditions 2-7 of district d of warehouse w, whose row
 // is dist, then 10, 12 and g2 of its customers.
-func (ck *checker) district(ctx context.Context, w, d int, dist *District, customers map[customerRef]*customerSums) error {
+func (ck *checker) district(ctx context.Context, w, d int, dist *procs.District, customers map[customerRef]*customerSums) error {
 	orders, ids, err := ck.orders(ctx, w, d)
 	if err != nil {
 		return err
@@ -495,14 +496,14 @@ func newOrderRow(has bool) string {
 func (ck *checker) orders(ctx context.Context, w, d int) (map[int]*checkedOrder, []int, error) {
 	orders := make(map[int]*checkedOrder)
 	var ids []int
-	prefix := OrderPrefix(w, d)
+	prefix := procs.OrderPrefix(w, d)
 	err := ck.scan(ctx, prefix, func(kv txn.KV) error {
 		o, err := parseIDs(kv.Key, prefix, 1)
 		if err != nil {
 			return err
 		}
 		ord := &checkedOrder{}
-		if err := Decode(kv.Key, kv.Value, &ord.Order); err != nil {
+		if err := procs.Decode(kv.Key, kv.Value, &ord.Order); err != nil {
 			return err
 		}
 		ck.rep.Checked.Orders++
@@ -517,7 +518,7 @@ func (ck *checker) orders(ctx context.Context, w, d int) (map[int]*checkedOrder,
 // ascending order.
 func (ck *checker) newOrders(ctx context.Context, w, d int) ([]int, error) {
 	var ids []int
-	prefix := NewOrderPrefix(w, d)
+	prefix := procs.NewOrderPrefix(w, d)
 	err := ck.scan(ctx, prefix, func(kv txn.KV) error {
 		o, err := parseIDs(kv.Key, prefix, 1)
 		if err != nil {
@@ -537,14 +538,14 @@ func (ck *checker) newOrders(ctx context.Context, w, d int) ([]int, error) {
 // them (g1). A line of no order counts toward condition 4 only.
 func (ck *checker) orderLines(ctx context.Context, w, d int, orders map[int]*checkedOrder, customers map[customerRef]*customerSums) (int, error) {
 	n := 0
-	prefix := OrderLinePrefix(w, d)
+	prefix := procs.OrderLinePrefix(w, d)
 	err := ck.scan(ctx, prefix, func(kv txn.KV) error {
 		ids, err := parseIDs(kv.Key, prefix, 2)
 		if err != nil {
 			return err
 		}
-		var line OrderLine
-		if err := Decode(kv.Key, kv.Value, &line); err != nil {
+		var line procs.OrderLine
+		if err := procs.Decode(kv.Key, kv.Value, &line); err != nil {
 			return err
 		}
 		ck.rep.Checked.OrderLines++
@@ -583,14 +584,14 @@ func (ck *checker) orderLines(ctx context.Context, w, d int, orders map[int]*che
 // customers checks conditions 10, 12 and g2 of the customers of district d
 // of warehouse w against their sums, which it removes from customers.
 func (ck *checker) customers(ctx context.Context, w, d int, customers map[customerRef]*customerSums) error {
-	prefix := CustomerPrefix(w, d)
+	prefix := procs.CustomerPrefix(w, d)
 	return ck.scan(ctx, prefix, func(kv txn.KV) error {
 		id, err := parseIDs(kv.Key, prefix, 1)
 		if err != nil {
 			return err
 		}
-		var c Customer
-		if err := Decode(kv.Key, kv.Value, &c); err != nil {
+		var c procs.Customer
+		if err := procs.Decode(kv.Key, kv.Value, &c); err != nil {
 			return err
 		}
 		ck.rep.Checked.Customers++
@@ -607,7 +608,7 @@ func (ck *checker) customers(ctx context.Context, w, d int, customers map[custom
 
 // customer checks conditions 10, 12 and g2 of customer ref of warehouse w,
 // whose row is c and sums s.
-func (ck *checker) customer(w int, ref customerRef, c *Customer, s *customerSums) {
+func (ck *checker) customer(w int, ref customerRef, c *procs.Customer, s *customerSums) {
 	paid := s.loaded + s.paid
 	if want := s.delivered - paid; c.Balance != want {
 		ck.fail("10", w, ref.d, "customer %d: C_BALANCE %d != sum(OL_AMOUNT) %d of its delivered lines - sum(H_AMOUNT) %d (%d loaded, %d in %d payment records)",
@@ -617,9 +618,9 @@ func (ck *checker) customer(w int, ref customerRef, c *Customer, s *customerSums
 		ck.fail("12", w, ref.d, "customer %d: C_BALANCE %d + C_YTD_PAYMENT %d != sum(OL_AMOUNT) %d of its delivered lines",
 			ref.c, c.Balance, c.YTDPayment, s.delivered)
 	}
-	if want := customerYTDPayment + s.paid; c.YTDPayment != want {
+	if want := procs.LoadCustomerYTDPayment + s.paid; c.YTDPayment != want {
 		ck.fail("g2", w, ref.d, "customer %d: C_YTD_PAYMENT %d != %d loaded + %d in its %d payment records",
-			ref.c, c.YTDPayment, int64(customerYTDPayment), s.paid, s.payments)
+			ref.c, c.YTDPayment, int64(procs.LoadCustomerYTDPayment), s.paid, s.payments)
 	}
 	if want := 1 + s.payments; c.PaymentCnt != want {
 		ck.fail("g2", w, ref.d, "customer %d: C_PAYMENT_CNT %d != 1 loaded + %d payment records", ref.c, c.PaymentCnt, s.payments)
@@ -647,21 +648,21 @@ func (ck *checker) unknownCustomers(w int, customers map[customerRef]*customerSu
 // stock checks g1 on warehouse w's stock rows against the new-order lines
 // they supplied (gathered by orderLines from every checked warehouse).
 func (ck *checker) stock(ctx context.Context, w int) error {
-	prefix := StockPrefix(w)
+	prefix := procs.StockPrefix(w)
 	err := ck.scan(ctx, prefix, func(kv txn.KV) error {
 		id, err := parseIDs(kv.Key, prefix, 1)
 		if err != nil {
 			return err
 		}
-		var s Stock
-		if err := Decode(kv.Key, kv.Value, &s); err != nil {
+		var s procs.Stock
+		if err := procs.Decode(kv.Key, kv.Value, &s); err != nil {
 			return err
 		}
 		ck.rep.Checked.Stock++
 		ref := stockRef{w, id[0]}
 		sum := ck.supplied[ref]
 		delete(ck.supplied, ref)
-		loaded := stockRow(w, ref.i)
+		loaded := procs.StockRow(w, ref.i)
 		for _, col := range []struct {
 			name               string
 			got, loaded, lines int
@@ -708,7 +709,7 @@ func (ck *checker) payments() {
 		switch {
 		case !ok:
 			ck.fail("g2", home.w, h.D, "payment %s: history row of %d cents from warehouse %d district %d, and no customer-side record %s",
-				id, h.Amount, h.CW, h.CD, CustomerPaymentKey(h.CW, id))
+				id, h.Amount, h.CW, h.CD, procs.CustomerPaymentKey(h.CW, id))
 		case rec.cw != h.CW:
 			ck.fail("g2", home.w, h.D, "payment %s: history row names customer warehouse %d, its customer-side record is at warehouse %d",
 				id, h.CW, rec.cw)
@@ -722,7 +723,7 @@ func (ck *checker) payments() {
 		rec := ck.records[id]
 		if _, ok := ck.homes[id]; !ok && ck.checked[rec.p.W] {
 			ck.fail("g2", rec.cw, rec.p.CD, "payment %s: customer-side record of customer %d, %d cents to warehouse %d district %d, and no history row %s",
-				id, rec.p.CID, rec.p.Amount, rec.p.W, rec.p.D, HistoryKey(rec.p.W, id))
+				id, rec.p.CID, rec.p.Amount, rec.p.W, rec.p.D, procs.HistoryKey(rec.p.W, id))
 		}
 	}
 }
@@ -731,7 +732,7 @@ func (ck *checker) payments() {
 // customer-side record p differ ("" when alike). The history row's
 // customer id is compared only when it has one (CID 0: named by last name
 // at a warehouse the home group does not own).
-func paymentDiff(home paymentHome, p *CustomerPayment) string {
+func paymentDiff(home paymentHome, p *procs.CustomerPayment) string {
 	h := &home.h
 	var diffs []string
 	for _, f := range []struct {

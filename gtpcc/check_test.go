@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/flexkv/flexkv/client"
+	"github.com/flexkv/flexkv/gtpcc/procs"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -52,12 +53,12 @@ func TestCheckFailuresBounded(t *testing.T) {
 }
 
 func TestParseIDs(t *testing.T) {
-	ids, err := parseIDs(OrderLineKey(3, 4, 1234, 15), OrderLinePrefix(3, 4), 2)
+	ids, err := parseIDs(procs.OrderLineKey(3, 4, 1234, 15), procs.OrderLinePrefix(3, 4), 2)
 	if err != nil || !slices.Equal(ids, []int{1234, 15}) {
 		t.Errorf("order line key: %v, %v", ids, err)
 	}
 	for _, key := range []string{"w/0003/ol/04/12", "w/0003/ol/04/x/1", "w/0003/ol/04/1/2/3", "w/0003/o/04/1/2"} {
-		if ids, err := parseIDs([]byte(key), OrderLinePrefix(3, 4), 2); err == nil {
+		if ids, err := parseIDs([]byte(key), procs.OrderLinePrefix(3, 4), 2); err == nil {
 			t.Errorf("%s: %v, want an error", key, ids)
 		}
 	}
@@ -85,11 +86,11 @@ func updateRow[T any](ctx context.Context, t *testing.T, c *client.Client, key [
 		t.Fatalf("get %s: found %v, %v", key, found, err)
 	}
 	var row T
-	if err := Decode(key, v, &row); err != nil {
+	if err := procs.Decode(key, v, &row); err != nil {
 		t.Fatal(err)
 	}
 	change(&row)
-	if err := c.Put(ctx, key, Encode(row)); err != nil {
+	if err := c.Put(ctx, key, procs.Encode(row)); err != nil {
 		t.Fatalf("put %s: %v", key, err)
 	}
 }
@@ -103,7 +104,7 @@ func deleteRow(ctx context.Context, t *testing.T, c *client.Client, key []byte) 
 
 func putRow(ctx context.Context, t *testing.T, c *client.Client, key []byte, row any) {
 	t.Helper()
-	if err := c.Put(ctx, key, Encode(row)); err != nil {
+	if err := c.Put(ctx, key, procs.Encode(row)); err != nil {
 		t.Fatalf("put %s: %v", key, err)
 	}
 }
@@ -199,39 +200,39 @@ func TestCheckFindsCorruption(t *testing.T) {
 
 	// loadTestScale: orders 1..10 per district, 7..10 undelivered.
 	checkCorruptions(ctx, t, c, []checkCorruption{
-		{"district YTD", [][]byte{DistrictKey(2, 3)}, func(ctx context.Context, t *testing.T, c *client.Client) {
-			updateRow(ctx, t, c, DistrictKey(2, 3), func(d *District) { d.YTD += 100 })
+		{"district YTD", [][]byte{procs.DistrictKey(2, 3)}, func(ctx context.Context, t *testing.T, c *client.Client) {
+			updateRow(ctx, t, c, procs.DistrictKey(2, 3), func(d *procs.District) { d.YTD += 100 })
 		}, []string{"1", "9"}, []int{2}, "warehouse 2 district 3:"},
-		{"warehouse YTD", [][]byte{WarehouseKey(1)}, func(ctx context.Context, t *testing.T, c *client.Client) {
-			updateRow(ctx, t, c, WarehouseKey(1), func(w *Warehouse) { w.YTD-- })
+		{"warehouse YTD", [][]byte{procs.WarehouseKey(1)}, func(ctx context.Context, t *testing.T, c *client.Client) {
+			updateRow(ctx, t, c, procs.WarehouseKey(1), func(w *procs.Warehouse) { w.YTD-- })
 		}, []string{"1", "8"}, []int{1}, "warehouse 1:"},
-		{"middle new-order deleted", [][]byte{NewOrderKey(3, 5, 8)}, func(ctx context.Context, t *testing.T, c *client.Client) {
-			deleteRow(ctx, t, c, NewOrderKey(3, 5, 8))
+		{"middle new-order deleted", [][]byte{procs.NewOrderKey(3, 5, 8)}, func(ctx context.Context, t *testing.T, c *client.Client) {
+			deleteRow(ctx, t, c, procs.NewOrderKey(3, 5, 8))
 		}, []string{"3", "5"}, []int{3}, "warehouse 3 district 5:"},
-		{"last new-order deleted", [][]byte{NewOrderKey(5, 2, 10)}, func(ctx context.Context, t *testing.T, c *client.Client) {
-			deleteRow(ctx, t, c, NewOrderKey(5, 2, 10))
+		{"last new-order deleted", [][]byte{procs.NewOrderKey(5, 2, 10)}, func(ctx context.Context, t *testing.T, c *client.Client) {
+			deleteRow(ctx, t, c, procs.NewOrderKey(5, 2, 10))
 		}, []string{"2", "5"}, []int{5}, "warehouse 5 district 2:"},
-		{"next order id", [][]byte{DistrictKey(6, 7)}, func(ctx context.Context, t *testing.T, c *client.Client) {
-			updateRow(ctx, t, c, DistrictKey(6, 7), func(d *District) { d.NextOID++ })
+		{"next order id", [][]byte{procs.DistrictKey(6, 7)}, func(ctx context.Context, t *testing.T, c *client.Client) {
+			updateRow(ctx, t, c, procs.DistrictKey(6, 7), func(d *procs.District) { d.NextOID++ })
 		}, []string{"2"}, []int{6}, "warehouse 6 district 7:"},
-		{"order OL_CNT", [][]byte{OrderKey(4, 1, 2)}, func(ctx context.Context, t *testing.T, c *client.Client) {
-			updateRow(ctx, t, c, OrderKey(4, 1, 2), func(o *Order) { o.OLCnt++ })
+		{"order OL_CNT", [][]byte{procs.OrderKey(4, 1, 2)}, func(ctx context.Context, t *testing.T, c *client.Client) {
+			updateRow(ctx, t, c, procs.OrderKey(4, 1, 2), func(o *procs.Order) { o.OLCnt++ })
 		}, []string{"4", "6"}, []int{4}, "warehouse 4 district 1:"},
-		{"delivered order's carrier", [][]byte{OrderKey(1, 10, 1)}, func(ctx context.Context, t *testing.T, c *client.Client) {
-			updateRow(ctx, t, c, OrderKey(1, 10, 1), func(o *Order) { o.Carrier = 0 })
+		{"delivered order's carrier", [][]byte{procs.OrderKey(1, 10, 1)}, func(ctx context.Context, t *testing.T, c *client.Client) {
+			updateRow(ctx, t, c, procs.OrderKey(1, 10, 1), func(o *procs.Order) { o.Carrier = 0 })
 		}, []string{"5", "7"}, []int{1}, "warehouse 1 district 10:"},
-		{"order line delivery date", [][]byte{OrderLineKey(6, 9, 3, 2)}, func(ctx context.Context, t *testing.T, c *client.Client) {
-			updateRow(ctx, t, c, OrderLineKey(6, 9, 3, 2), func(l *OrderLine) { l.DeliveryD = 0 })
+		{"order line delivery date", [][]byte{procs.OrderLineKey(6, 9, 3, 2)}, func(ctx context.Context, t *testing.T, c *client.Client) {
+			updateRow(ctx, t, c, procs.OrderLineKey(6, 9, 3, 2), func(l *procs.OrderLine) { l.DeliveryD = 0 })
 		}, []string{"7"}, []int{6}, "warehouse 6 district 9:"},
 		// Condition 10 sums the customer's loader history row too.
-		{"history amount", [][]byte{HistoryKey(2, loadHistoryID(4, 7))}, func(ctx context.Context, t *testing.T, c *client.Client) {
-			updateRow(ctx, t, c, HistoryKey(2, loadHistoryID(4, 7)), func(h *History) { h.Amount += 5 })
+		{"history amount", [][]byte{procs.HistoryKey(2, procs.LoadHistoryID(4, 7))}, func(ctx context.Context, t *testing.T, c *client.Client) {
+			updateRow(ctx, t, c, procs.HistoryKey(2, procs.LoadHistoryID(4, 7)), func(h *procs.History) { h.Amount += 5 })
 		}, []string{"8", "9", "10"}, []int{2}, "warehouse 2 district 4: customer 7: C_BALANCE"},
-		{"customer balance", [][]byte{CustomerKey(3, 4, 5)}, func(ctx context.Context, t *testing.T, c *client.Client) {
-			updateRow(ctx, t, c, CustomerKey(3, 4, 5), func(c *Customer) { c.Balance-- })
+		{"customer balance", [][]byte{procs.CustomerKey(3, 4, 5)}, func(ctx context.Context, t *testing.T, c *client.Client) {
+			updateRow(ctx, t, c, procs.CustomerKey(3, 4, 5), func(c *procs.Customer) { c.Balance-- })
 		}, []string{"10", "12"}, []int{3}, "warehouse 3 district 4: customer 5:"},
-		{"stock order count", [][]byte{StockKey(5, 50)}, func(ctx context.Context, t *testing.T, c *client.Client) {
-			updateRow(ctx, t, c, StockKey(5, 50), func(s *Stock) { s.OrderCnt++ })
+		{"stock order count", [][]byte{procs.StockKey(5, 50)}, func(ctx context.Context, t *testing.T, c *client.Client) {
+			updateRow(ctx, t, c, procs.StockKey(5, 50), func(s *procs.Stock) { s.OrderCnt++ })
 		}, []string{"g1"}, []int{5}, "warehouse 5: item 50: S_ORDER_CNT 1 != 0 loaded + 0"},
 	})
 }
@@ -286,7 +287,7 @@ func TestCheckPaging(t *testing.T) {
 	c, _ := startCluster(t, "flexcast")
 	ctx, cancel := context.WithTimeout(context.Background(), 35*time.Second)
 	defer cancel()
-	s := Scale{Items: 1100, CustomersPerDistrict: 200, OrdersPerDistrict: 200, NewOrdersPerDistrict: 60}
+	s := procs.Scale{Items: 1100, CustomersPerDistrict: 200, OrdersPerDistrict: 200, NewOrdersPerDistrict: 60}
 	if err := Load(ctx, c, LoadConfig{Warehouses: []int{3}, Scale: s, Concurrency: 8}); err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +321,7 @@ type procRun struct {
 // paidCall is a committed payment: its id, arguments and customer.
 type paidCall struct {
 	id   string
-	args PaymentArgs
+	args procs.PaymentArgs
 	cid  int
 }
 
@@ -356,8 +357,8 @@ func runProcedures(ctx context.Context, t *testing.T, c *client.Client, seed uin
 	var run procRun
 	call := func(name string, args any) bool {
 		t.Helper()
-		b := EncodeArgs(args)
-		keys, err := ProcedureKeys(name, b)
+		b := procs.EncodeArgs(args)
+		keys, err := procs.ProcedureKeys(name, b)
 		if err != nil {
 			t.Fatalf("%s %s: %v", name, b, err)
 		}
@@ -365,8 +366,8 @@ func runProcedures(ctx context.Context, t *testing.T, c *client.Client, seed uin
 		if err != nil {
 			t.Fatalf("%s %s: %v", name, b, err)
 		}
-		if p, ok := args.(PaymentArgs); ok {
-			out, err := DecodePayment(res)
+		if p, ok := args.(procs.PaymentArgs); ok {
+			out, err := procs.DecodePayment(res)
 			if err != nil {
 				t.Fatalf("%s %s: %v", name, b, err)
 			}
@@ -376,14 +377,14 @@ func runProcedures(ctx context.Context, t *testing.T, c *client.Client, seed uin
 	}
 	for i := range n {
 		w := testWarehouses[r.IntN(len(testWarehouses))]
-		d := 1 + r.IntN(DistrictsPerWarehouse)
+		d := 1 + r.IntN(procs.DistrictsPerWarehouse)
 		date := loadTestDate + int64(i) + 1
 		switch k := r.IntN(100); {
 		case k < 45:
-			a := NewOrderArgs{W: w, D: d, C: 1 + r.IntN(s.CustomersPerDistrict), EntryD: date}
+			a := procs.NewOrderArgs{W: w, D: d, C: 1 + r.IntN(s.CustomersPerDistrict), EntryD: date}
 			unknown := r.IntN(20) == 0
 			for range 1 + r.IntN(6) {
-				l := NewOrderLine{Item: 1 + r.IntN(s.Items), SupplyW: w, Quantity: 1 + r.IntN(lineQuantityMax)}
+				l := procs.NewOrderLine{Item: 1 + r.IntN(s.Items), SupplyW: w, Quantity: 1 + r.IntN(procs.LineQuantityMax)}
 				switch r.IntN(5) {
 				case 0:
 					l.SupplyW = testWarehouseIn(r, w, true)
@@ -395,7 +396,7 @@ func runProcedures(ctx context.Context, t *testing.T, c *client.Client, seed uin
 			if unknown {
 				a.Lines[len(a.Lines)-1].Item = s.Items + 1
 			}
-			switch ok := call(ProcNewOrder, a); {
+			switch ok := call(procs.ProcNewOrder, a); {
 			case ok == unknown:
 				t.Fatalf("new-order %+v: succeeded %v with an unknown item %v", a, ok, unknown)
 			case ok:
@@ -409,28 +410,28 @@ func runProcedures(ctx context.Context, t *testing.T, c *client.Client, seed uin
 				run.rolledBack++
 			}
 		case k < 80:
-			a := PaymentArgs{W: w, D: d, CW: w, CD: 1 + r.IntN(DistrictsPerWarehouse), Amount: int64(100 + r.IntN(500000)), Date: date}
+			a := procs.PaymentArgs{W: w, D: d, CW: w, CD: 1 + r.IntN(procs.DistrictsPerWarehouse), Amount: int64(100 + r.IntN(500000)), Date: date}
 			if r.IntN(3) > 0 {
 				a.CW = testWarehouseIn(r, w, r.IntN(3) == 0)
 			}
 			if r.IntN(5) < 2 {
 				// Customers 1..1000 have last names LastName(0..999).
-				a.CLast = LastName(r.IntN(s.CustomersPerDistrict))
+				a.CLast = procs.LastName(r.IntN(s.CustomersPerDistrict))
 			} else {
 				a.CID = 1 + r.IntN(s.CustomersPerDistrict)
 			}
-			if !call(ProcPayment, a) {
+			if !call(procs.ProcPayment, a) {
 				t.Fatalf("payment %+v did not succeed", a)
 			}
 		case k < 92:
-			if !call(ProcDelivery, DeliveryArgs{W: w, Carrier: 1 + r.IntN(deliveryCarrierMax), Date: date}) {
+			if !call(procs.ProcDelivery, procs.DeliveryArgs{W: w, Carrier: 1 + r.IntN(procs.DeliveryCarrierMax), Date: date}) {
 				t.Fatalf("delivery at warehouse %d did not succeed", w)
 			}
 			run.deliveries++
 		case k < 96:
-			call(ProcOrderStatus, OrderStatusArgs{W: w, D: d, CID: 1 + r.IntN(s.CustomersPerDistrict)})
+			call(procs.ProcOrderStatus, procs.OrderStatusArgs{W: w, D: d, CID: 1 + r.IntN(s.CustomersPerDistrict)})
 		default:
-			call(ProcStockLevel, StockLevelArgs{W: w, D: d, Threshold: 10 + r.IntN(11)})
+			call(procs.ProcStockLevel, procs.StockLevelArgs{W: w, D: d, Threshold: 10 + r.IntN(11)})
 		}
 	}
 	return run
@@ -442,26 +443,26 @@ func runProcedures(ctx context.Context, t *testing.T, c *client.Client, seed uin
 func deliveredNewOrderLine(ctx context.Context, t *testing.T, c *client.Client) (w, d, cid int, key []byte) {
 	t.Helper()
 	for _, w := range testWarehouses {
-		for d := 1; d <= DistrictsPerWarehouse; d++ {
-			rows := scanRows(ctx, t, c, OrderLinePrefix(w, d), PrefixEnd(OrderLinePrefix(w, d)))
+		for d := 1; d <= procs.DistrictsPerWarehouse; d++ {
+			rows := scanRows(ctx, t, c, procs.OrderLinePrefix(w, d), procs.PrefixEnd(procs.OrderLinePrefix(w, d)))
 			keys := make([]string, 0, len(rows))
 			for k := range rows { //flexkv:unordered sorted below
 				keys = append(keys, k)
 			}
 			slices.Sort(keys)
 			for _, k := range keys {
-				ids, err := parseIDs([]byte(k), OrderLinePrefix(w, d), 2)
+				ids, err := parseIDs([]byte(k), procs.OrderLinePrefix(w, d), 2)
 				if err != nil {
 					t.Fatal(err)
 				}
-				var l OrderLine
-				if err := Decode([]byte(k), rows[k], &l); err != nil {
+				var l procs.OrderLine
+				if err := procs.Decode([]byte(k), rows[k], &l); err != nil {
 					t.Fatal(err)
 				}
 				if ids[0] > loadTestScale.OrdersPerDistrict && l.DeliveryD != 0 && l.Amount > 0 {
-					var o Order
-					v, _, err := c.Get(ctx, OrderKey(w, d, ids[0]))
-					if err != nil || Decode(OrderKey(w, d, ids[0]), v, &o) != nil {
+					var o procs.Order
+					v, _, err := c.Get(ctx, procs.OrderKey(w, d, ids[0]))
+					if err != nil || procs.Decode(procs.OrderKey(w, d, ids[0]), v, &o) != nil {
 						t.Fatalf("order of line %s: %s, %v", k, v, err)
 					}
 					return w, d, o.CID, []byte(k)
@@ -493,9 +494,9 @@ func TestCheckAcrossGroups(t *testing.T) {
 	if err != nil || !rep.Passed {
 		t.Fatalf("Check after %d calls: %+v, %v", len(run.payments)+run.newOrders+run.rolledBack+run.deliveries, rep, err)
 	}
-	loaded := 6 * DistrictsPerWarehouse * loadTestScale.CustomersPerDistrict
+	loaded := 6 * procs.DistrictsPerWarehouse * loadTestScale.CustomersPerDistrict
 	if got := rep.Checked; got.CustomerPayments != len(run.payments) || got.History != loaded+len(run.payments) ||
-		got.Orders != 6*DistrictsPerWarehouse*loadTestScale.OrdersPerDistrict+run.newOrders {
+		got.Orders != 6*procs.DistrictsPerWarehouse*loadTestScale.OrdersPerDistrict+run.newOrders {
 		t.Errorf("checked %+v; want %d payment records, %d history rows and %d more orders than loaded",
 			got, len(run.payments), loaded+len(run.payments), run.newOrders)
 	}
@@ -503,10 +504,10 @@ func TestCheckAcrossGroups(t *testing.T) {
 	// p was paid to a warehouse of another group than its customer's,
 	// named by last name: its history row has no customer id.
 	p := run.payments[remote]
-	recKey, histKey := CustomerPaymentKey(p.args.CW, p.id), HistoryKey(p.args.W, p.id)
-	custKey := CustomerKey(p.args.CW, p.args.CD, p.cid)
-	var h History
-	if v, _, err := c.Get(ctx, histKey); err != nil || Decode(histKey, v, &h) != nil || h.CID != 0 || h.CLast != p.args.CLast {
+	recKey, histKey := procs.CustomerPaymentKey(p.args.CW, p.id), procs.HistoryKey(p.args.W, p.id)
+	custKey := procs.CustomerKey(p.args.CW, p.args.CD, p.cid)
+	var h procs.History
+	if v, _, err := c.Get(ctx, histKey); err != nil || procs.Decode(histKey, v, &h) != nil || h.CID != 0 || h.CLast != p.args.CLast {
 		t.Fatalf("history row %s: %s, %v; want one without the customer's id", histKey, v, err)
 	}
 	twin := testWarehouseIn(rand.New(rand.NewPCG(1, 2)), p.args.CW, true)
@@ -514,12 +515,12 @@ func TestCheckAcrossGroups(t *testing.T) {
 	lw, ld, lcid, lineKey := deliveredNewOrderLine(ctx, t, c)
 	pw := []int{p.args.W, p.args.CW}
 	checkCorruptions(ctx, t, c, []checkCorruption{
-		{"stock ytd", [][]byte{StockKey(3, 7)}, func(ctx context.Context, t *testing.T, c *client.Client) {
-			updateRow(ctx, t, c, StockKey(3, 7), func(s *Stock) { s.YTD += 2 })
+		{"stock ytd", [][]byte{procs.StockKey(3, 7)}, func(ctx context.Context, t *testing.T, c *client.Client) {
+			updateRow(ctx, t, c, procs.StockKey(3, 7), func(s *procs.Stock) { s.YTD += 2 })
 		}, []string{"g1"}, []int{3}, "condition g1: warehouse 3: item 7: S_YTD"},
 		// A remote stock piece of a new-order lost.
-		{"lost remote stock piece", [][]byte{StockKey(supply.w, supply.i)}, func(ctx context.Context, t *testing.T, c *client.Client) {
-			updateRow(ctx, t, c, StockKey(supply.w, supply.i), func(s *Stock) { s.YTD--; s.OrderCnt--; s.RemoteCnt-- })
+		{"lost remote stock piece", [][]byte{procs.StockKey(supply.w, supply.i)}, func(ctx context.Context, t *testing.T, c *client.Client) {
+			updateRow(ctx, t, c, procs.StockKey(supply.w, supply.i), func(s *procs.Stock) { s.YTD--; s.OrderCnt--; s.RemoteCnt-- })
 		}, []string{"g1"}, []int{supply.w}, fmt.Sprintf("condition g1: warehouse %d: item %d: S_REMOTE_CNT", supply.w, supply.i)},
 		// The customer's piece of a payment lost.
 		{"customer-side record deleted", [][]byte{recKey}, func(ctx context.Context, t *testing.T, c *client.Client) {
@@ -529,30 +530,30 @@ func TestCheckAcrossGroups(t *testing.T) {
 		{"history row deleted", [][]byte{histKey}, func(ctx context.Context, t *testing.T, c *client.Client) {
 			deleteRow(ctx, t, c, histKey)
 		}, []string{"8", "9", "g2"}, pw, fmt.Sprintf("condition g2: warehouse %d district %d: payment %s: customer-side record", p.args.CW, p.args.CD, p.id)},
-		{"extra customer-side record", [][]byte{CustomerPaymentKey(4, "c999999.1")}, func(ctx context.Context, t *testing.T, c *client.Client) {
-			putRow(ctx, t, c, CustomerPaymentKey(4, "c999999.1"), CustomerPayment{CD: 3, CID: 2, W: 1, D: 5, Amount: 77, Date: loadTestDate})
+		{"extra customer-side record", [][]byte{procs.CustomerPaymentKey(4, "c999999.1")}, func(ctx context.Context, t *testing.T, c *client.Client) {
+			putRow(ctx, t, c, procs.CustomerPaymentKey(4, "c999999.1"), procs.CustomerPayment{CD: 3, CID: 2, W: 1, D: 5, Amount: 77, Date: loadTestDate})
 		}, []string{"10", "g2"}, []int{4}, "condition g2: warehouse 4 district 3: payment c999999.1: customer-side record of customer 2"},
 		// The customer's piece of a payment applied at two warehouses.
-		{"customer-side record duplicated", [][]byte{CustomerPaymentKey(twin, p.id)}, func(ctx context.Context, t *testing.T, c *client.Client) {
+		{"customer-side record duplicated", [][]byte{procs.CustomerPaymentKey(twin, p.id)}, func(ctx context.Context, t *testing.T, c *client.Client) {
 			v, _, err := c.Get(ctx, recKey)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := c.Put(ctx, CustomerPaymentKey(twin, p.id), v); err != nil {
+			if err := c.Put(ctx, procs.CustomerPaymentKey(twin, p.id), v); err != nil {
 				t.Fatal(err)
 			}
 		}, []string{"10", "g2"}, []int{p.args.CW, twin}, fmt.Sprintf("payment %s has customer-side records at warehouses", p.id)},
 		{"customer-side record amount", [][]byte{recKey}, func(ctx context.Context, t *testing.T, c *client.Client) {
-			updateRow(ctx, t, c, recKey, func(r *CustomerPayment) { r.Amount++ })
+			updateRow(ctx, t, c, recKey, func(r *procs.CustomerPayment) { r.Amount++ })
 		}, []string{"10", "g2"}, pw, fmt.Sprintf("history row and customer-side record at warehouse %d differ: amount_cents", p.args.CW)},
 		{"payment count", [][]byte{custKey}, func(ctx context.Context, t *testing.T, c *client.Client) {
-			updateRow(ctx, t, c, custKey, func(c *Customer) { c.PaymentCnt++ })
+			updateRow(ctx, t, c, custKey, func(c *procs.Customer) { c.PaymentCnt++ })
 		}, []string{"g2"}, []int{p.args.CW}, fmt.Sprintf("warehouse %d district %d: customer %d: C_PAYMENT_CNT", p.args.CW, p.args.CD, p.cid)},
 		{"customer YTD payment", [][]byte{custKey}, func(ctx context.Context, t *testing.T, c *client.Client) {
-			updateRow(ctx, t, c, custKey, func(c *Customer) { c.YTDPayment += 3 })
+			updateRow(ctx, t, c, custKey, func(c *procs.Customer) { c.YTDPayment += 3 })
 		}, []string{"12", "g2"}, []int{p.args.CW}, fmt.Sprintf("warehouse %d district %d: customer %d: C_YTD_PAYMENT", p.args.CW, p.args.CD, p.cid)},
 		{"delivered line amount", [][]byte{lineKey}, func(ctx context.Context, t *testing.T, c *client.Client) {
-			updateRow(ctx, t, c, lineKey, func(l *OrderLine) { l.Amount += 5 })
+			updateRow(ctx, t, c, lineKey, func(l *procs.OrderLine) { l.Amount += 5 })
 		}, []string{"10", "12"}, []int{lw}, fmt.Sprintf("condition 10: warehouse %d district %d: customer %d: C_BALANCE", lw, ld, lcid)},
 	})
 }

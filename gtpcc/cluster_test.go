@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flexkv/flexkv/client"
+	"github.com/flexkv/flexkv/gtpcc/procs"
 	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/server"
@@ -28,15 +29,15 @@ const testReplicas = 3
 var testWarehouses = []int{1, 2, 3, 4, 5, 6}
 
 // testRegistry returns the procedures every replica of a test cluster
-// registers: the package's (Register), the load procedure among them.
+// registers: procs.Register's, the load procedure among them.
 func testRegistry(t testing.TB) *txn.Registry {
 	t.Helper()
 	r := txn.NewRegistry()
-	if err := Register(r); err != nil {
+	if err := procs.Register(r); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := r.Lookup(ProcLoad); !ok {
-		t.Fatalf("Register does not register %s", ProcLoad)
+	if _, ok := r.Lookup(procs.ProcLoad); !ok {
+		t.Fatalf("Register does not register %s", procs.ProcLoad)
 	}
 	return r
 }
@@ -63,7 +64,7 @@ func testClusterConfig(t testing.TB, protocol string) *partition.ClusterConfig {
 	}
 	for _, w := range testWarehouses {
 		cfg.Partitions = append(cfg.Partitions, partition.PartitionConfig{
-			Name: fmt.Sprintf("w%04d", w), Start: string(WarehousePrefix(w)), End: string(WarehouseEnd(w)),
+			Name: fmt.Sprintf("w%04d", w), Start: string(procs.WarehousePrefix(w)), End: string(procs.WarehouseEnd(w)),
 			Group: testGroups[(w-1)/2],
 		})
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/flexkv/flexkv/gtpcc/procs"
 	"github.com/flexkv/flexkv/txn"
 )
 
@@ -117,7 +118,7 @@ type RunConfig struct {
 	// ErrorPauseDefault; negative: no wait).
 	ErrorPause time.Duration
 	// Keys returns the keys a call touches, for routing; nil:
-	// ProcedureKeys.
+	// procs.ProcedureKeys.
 	Keys func(name string, args []byte) ([][]byte, error)
 	// Clock reads the time for the generators' dates, the latencies and
 	// the trimming; nil: time.Now. Tests give a fake clock.
@@ -161,7 +162,7 @@ func (cfg RunConfig) withDefaults() (RunConfig, error) {
 		cfg.ErrorPause = ErrorPauseDefault
 	}
 	if cfg.Keys == nil {
-		cfg.Keys = ProcedureKeys
+		cfg.Keys = procs.ProcedureKeys
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/flexkv/flexkv/client"
+	"github.com/flexkv/flexkv/gtpcc/procs"
 	"github.com/flexkv/flexkv/txn"
 )
 
@@ -42,11 +43,11 @@ func (c *fakeClock) Advance(d time.Duration) time.Time {
 
 // fakeLatency is the latency of each kind of call under scriptedCaller.
 var fakeLatency = map[string]time.Duration{
-	ProcNewOrder:    100 * time.Millisecond,
-	ProcPayment:     50 * time.Millisecond,
-	ProcOrderStatus: 20 * time.Millisecond,
-	ProcDelivery:    30 * time.Millisecond,
-	ProcStockLevel:  40 * time.Millisecond,
+	procs.ProcNewOrder:    100 * time.Millisecond,
+	procs.ProcPayment:     50 * time.Millisecond,
+	procs.ProcOrderStatus: 20 * time.Millisecond,
+	procs.ProcDelivery:    30 * time.Millisecond,
+	procs.ProcStockLevel:  40 * time.Millisecond,
 }
 
 // scriptedCall is what scriptedCaller logs of a call.
@@ -78,12 +79,12 @@ func (c *scriptedCaller) Call(_ context.Context, proc string, args []byte, keys 
 		return nil, fmt.Errorf("boom %d", i%3)
 	}
 	res := &txn.Result{ID: fmt.Sprint(i), Succeeded: true}
-	if proc == ProcNewOrder {
-		var a NewOrderArgs
-		if err := decodeArgs(proc, args, &a); err != nil {
+	if proc == procs.ProcNewOrder {
+		var a procs.NewOrderArgs
+		if err := procs.DecodeArgs(proc, args, &a); err != nil {
 			return nil, err
 		}
-		if slices.ContainsFunc(a.Lines, func(l NewOrderLine) bool { return l.Item > Small.Items }) {
+		if slices.ContainsFunc(a.Lines, func(l procs.NewOrderLine) bool { return l.Item > procs.Small.Items }) {
 			res.Succeeded = false
 			call.rolledBack = true
 		}
@@ -281,7 +282,7 @@ func TestOutcome(t *testing.T) {
 		{"no result", KindStockLevel, false, nil, nil, false, "stock_level: gtpcc.stock_level returned neither a result nor an error"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			proc := map[string]string{KindNewOrder: ProcNewOrder, KindPayment: ProcPayment, KindDelivery: ProcDelivery, KindStockLevel: ProcStockLevel}[tc.kind]
+			proc := map[string]string{KindNewOrder: procs.ProcNewOrder, KindPayment: procs.ProcPayment, KindDelivery: procs.ProcDelivery, KindStockLevel: procs.ProcStockLevel}[tc.kind]
 			rolled, failure := outcome(Op{Kind: tc.kind, Proc: proc, Rollback: tc.rollback}, tc.res, tc.err)
 			text := ""
 			if failure != nil {
@@ -304,9 +305,9 @@ func TestRecorderOutcomes(t *testing.T) {
 	start := time.Unix(1000, 0)
 	rec := newRecorder(start, RunConfig{Duration: 10 * time.Second})
 	at := start.Add(5 * time.Second)
-	newOrder := Op{Kind: KindNewOrder, Proc: ProcNewOrder}
-	rollback := Op{Kind: KindNewOrder, Proc: ProcNewOrder, Rollback: true}
-	payment := Op{Kind: KindPayment, Proc: ProcPayment}
+	newOrder := Op{Kind: KindNewOrder, Proc: procs.ProcNewOrder}
+	rollback := Op{Kind: KindNewOrder, Proc: procs.ProcNewOrder, Rollback: true}
+	payment := Op{Kind: KindPayment, Proc: procs.ProcPayment}
 	ok, rolled := &txn.Result{Succeeded: true}, &txn.Result{}
 	for _, c := range []struct {
 		op  Op
@@ -347,7 +348,7 @@ func TestRecorderOutcomes(t *testing.T) {
 func TestRecorderDestinations(t *testing.T) {
 	start := time.Unix(1000, 0)
 	rec := newRecorder(start, RunConfig{Duration: 10 * time.Second})
-	op := Op{Kind: KindPayment, Proc: ProcPayment}
+	op := Op{Kind: KindPayment, Proc: procs.ProcPayment}
 	dl := func(ms ...float64) *txn.Result {
 		r := &txn.Result{Succeeded: true}
 		for _, m := range ms {
@@ -383,7 +384,7 @@ func TestRecorderDestinations(t *testing.T) {
 func TestProgressLine(t *testing.T) {
 	start := time.Unix(1000, 0)
 	rec := newRecorder(start, RunConfig{Duration: time.Minute})
-	op := Op{Kind: KindDelivery, Proc: ProcDelivery}
+	op := Op{Kind: KindDelivery, Proc: procs.ProcDelivery}
 	for i := range 10 {
 		at := start.Add(time.Duration(i) * 100 * time.Millisecond)
 		rec.record(op, at, at.Add(20*time.Millisecond), &txn.Result{Succeeded: true}, nil)
@@ -422,12 +423,12 @@ func (c *homeCaller) Call(ctx context.Context, proc string, args []byte, _ [][]b
 	c.calls.Add(1)
 	pause(ctx, time.Millisecond) // not a busy loop
 	succeeded := true
-	if proc == ProcNewOrder {
-		var a NewOrderArgs
-		if err := decodeArgs(proc, args, &a); err != nil {
+	if proc == procs.ProcNewOrder {
+		var a procs.NewOrderArgs
+		if err := procs.DecodeArgs(proc, args, &a); err != nil {
 			return nil, err
 		}
-		succeeded = !slices.ContainsFunc(a.Lines, func(l NewOrderLine) bool { return l.Item > Small.Items })
+		succeeded = !slices.ContainsFunc(a.Lines, func(l procs.NewOrderLine) bool { return l.Item > procs.Small.Items })
 	}
 	return &txn.Result{Succeeded: succeeded, Destinations: []txn.DestLatency{{Ms: 1}, {Ms: 2}}}, nil
 }
@@ -451,7 +452,7 @@ func (b *syncBuffer) String() string {
 }
 
 // TestRunConcurrentClients runs several clients on the wall clock, with
-// ProcedureKeys and progress lines.
+// procs.ProcedureKeys and progress lines.
 func TestRunConcurrentClients(t *testing.T) {
 	caller := &homeCaller{homes: map[int]int{}}
 	specs, err := ClientsPerWarehouse([]int{1, 2}, 2, func(int, int) (Caller, error) { return caller, nil })

@@ -3,413 +3,37 @@ package gtpcc
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 
 	"github.com/flexkv/flexkv/client"
+	"github.com/flexkv/flexkv/gtpcc/procs"
 	"github.com/flexkv/flexkv/txn"
 )
 
-// The loader (DESIGN 9) writes TPC-C's initial population (clause 4.3.3.1)
-// at a Scale. A warehouse's rows are written by a stored procedure, ProcLoad
-// (loadProc), at the group that owns the warehouse: a call names a table
-// and a range of row numbers, and every replica generates the rows from
-// their keys alone (keyRand and the text functions of gen.go), so that the
-// call stays small and every replica writes the same bytes. Items live in a
-// replicated range, which a procedure may not write, so Load writes them
-// with ordinary transactions.
+// The loader's client side (DESIGN 9): Load makes the calls of the load
+// procedure (procs.ProcLoad), which generates a warehouse's rows at its
+// group, and writes the replicated items itself.
 //
 // A warehouse is loaded once: Load refuses, before writing anything, a
-// warehouse that has its ScaleKey (written last, once it is loaded whole).
-// Loading it again would write the initial rows over rows that runs have
+// warehouse that has its procs.ScaleKey (written last, once it is loaded
+// whole). Loading it again would write the initial rows over rows that runs have
 // changed (D_NEXT_O_ID, the YTDs, the stock and customer counters) but
 // keep the orders, history rows and payment records written since, which
 // then break the consistency conditions. A load that did not finish wrote
 // no ScaleKey and can be run again: it writes the same rows over the ones
 // it wrote.
 
-// Tables of LoadArgs.Table.
-const (
-	TableWarehouse = "warehouse" // the warehouse row and its districts
-	TableStock     = "stock"     // stock rows, by item id
-	TableCustomer  = "customer"  // customers of every district, by customer id
-	TableOrder     = "order"     // orders of every district, by order id
-)
-
-// Keys one call of the load procedure writes per row number, so that a
-// chunk stays within txn.ProcWritesMax.
-const (
-	// loadWarehouseWrites: the warehouse row and its districts.
-	loadWarehouseWrites = 1 + DistrictsPerWarehouse
-	// loadCustomerWrites: per customer id, in each district, the row, its
-	// name index entry and its history row.
-	loadCustomerWrites = 3 * DistrictsPerWarehouse
-	// loadOrderWrites: per order id, in each district, the order, at most
-	// OrderLinesMax lines and a new-order row.
-	loadOrderWrites = (1 + OrderLinesMax + 1) * DistrictsPerWarehouse
-)
-
-// The largest chunk (To-From+1) of one load call, per table.
-const (
-	LoadStockChunkMax    = txn.ProcWritesMax                      // 1024 stock rows
-	LoadCustomerChunkMax = txn.ProcWritesMax / loadCustomerWrites // 34 customer ids (340 customers)
-	LoadOrderChunkMax    = txn.ProcWritesMax / loadOrderWrites    // 6 order ids (60 orders)
-)
-
-// LoadChunkMax returns the largest chunk of table that one load call may
-// write (the warehouse table is always one call: 1), or 0 for an unknown
-// table.
-func LoadChunkMax(table string) int {
-	switch table {
-	case TableWarehouse:
-		return 1
-	case TableStock:
-		return LoadStockChunkMax
-	case TableCustomer:
-		return LoadCustomerChunkMax
-	case TableOrder:
-		return LoadOrderChunkMax
-	}
-	return 0
-}
-
-// Fixed values of the initial population (clause 4.3.3.1), in cents.
-const (
-	customerCreditLimit = 5000000 // C_CREDIT_LIM 50,000.00
-	customerBalance     = -1000   // C_BALANCE -10.00
-	customerYTDPayment  = 1000    // C_YTD_PAYMENT 10.00
-	historyAmount       = 1000    // H_AMOUNT 10.00
-)
-
-// LoadCLastConstant is the constant C of NURand(255, 0, 999) that picks the
-// last names of customers beyond the 1000th at load (clause 2.1.6: C_LOAD).
-// A workload choosing C_RUN for last names must keep the distance clause
-// 2.1.6.1 asks for from this value.
-const LoadCLastConstant = 157
-
 // LoadDateDefault is the load date of a LoadConfig without one,
 // 2024-01-01T00:00:00Z in Unix milliseconds: fixed, so that loading again
 // writes the same rows.
 const LoadDateDefault int64 = 1704067200000
 
-// districtYTD returns D_YTD of a loaded district: the sum of its
-// customers' initial history rows. TPC-C fixes 30,000.00 (3000 customers
-// of 10.00); a scaled population has fewer customers, and this keeps
-// consistency conditions 8 and 9 (D_YTD = sum(H_AMOUNT)) true at every
-// scale.
-func districtYTD(s Scale) int64 { return int64(s.CustomersPerDistrict) * historyAmount }
-
-// warehouseYTD returns W_YTD of a loaded warehouse: the sum of its
-// districts' (TPC-C: 300,000.00 at full scale), for condition 1.
-func warehouseYTD(s Scale) int64 { return DistrictsPerWarehouse * districtYTD(s) }
-
-// delivered reports whether initial order o of a district is delivered:
-// all but the last NewOrdersPerDistrict (TPC-C: orders 1..2100 of 3000).
-func delivered(s Scale, o int) bool { return o <= s.OrdersPerDistrict-s.NewOrdersPerDistrict }
-
-// validateLoadArgs checks a's fields as every replica must: the warehouse,
-// the scale, the table and a range of row numbers within the scale, small
-// enough for one call.
-func validateLoadArgs(a *LoadArgs) error {
-	if a.W < 1 || a.W > WarehouseMax {
-		return fmt.Errorf("gtpcc: load: warehouse %d, want 1..%d", a.W, WarehouseMax)
-	}
-	if err := a.Scale.Validate(); err != nil {
-		return fmt.Errorf("gtpcc: load warehouse %d: %w", a.W, err)
-	}
-	if a.Date < 1 {
-		return fmt.Errorf("gtpcc: load warehouse %d: date %d, want a positive Unix time in ms (delivered orders carry it)", a.W, a.Date)
-	}
-	var rows int
-	switch a.Table {
-	case TableWarehouse:
-		return nil
-	case TableStock:
-		rows = a.Scale.Items
-	case TableCustomer:
-		rows = a.Scale.CustomersPerDistrict
-	case TableOrder:
-		rows = a.Scale.OrdersPerDistrict
-	default:
-		return fmt.Errorf("gtpcc: load warehouse %d: table %q, want %s, %s, %s or %s",
-			a.W, a.Table, TableWarehouse, TableStock, TableCustomer, TableOrder)
-	}
-	switch chunk := LoadChunkMax(a.Table); {
-	case a.From < 1 || a.To > rows || a.From > a.To:
-		return fmt.Errorf("gtpcc: load warehouse %d %s: rows %d..%d, want within 1..%d", a.W, a.Table, a.From, a.To, rows)
-	case a.To-a.From+1 > chunk:
-		return fmt.Errorf("gtpcc: load warehouse %d %s: %d rows (%d..%d), more than a call may write (%d)",
-			a.W, a.Table, a.To-a.From+1, a.From, a.To, chunk)
-	}
-	return nil
-}
-
-// loadProc is the procedure ProcLoad: it writes rows of one warehouse,
-// described by LoadArgs. Its one key is the warehouse row's, so a call goes
-// to the warehouse's group alone.
-type loadProc struct{}
-
-// parse decodes and validates the arguments of a call.
-func (loadProc) parse(b []byte) (LoadArgs, error) {
-	var a LoadArgs
-	if err := decodeArgs(ProcLoad, b, &a); err != nil {
-		return LoadArgs{}, err
-	}
-	return a, validateLoadArgs(&a)
-}
-
-// Keys returns the warehouse row's key.
-func (p loadProc) Keys(args []byte) ([][]byte, error) {
-	a, err := p.parse(args)
-	if err != nil {
-		return nil, err
-	}
-	return [][]byte{WarehouseKey(a.W)}, nil
-}
-
-// Run writes the rows of the call.
-func (p loadProc) Run(piece *txn.ProcPiece) (txn.PieceResult, error) {
-	a, err := p.parse(piece.Args)
-	if err != nil {
-		return txn.PieceResult{}, err
-	}
-	if !piece.Owns(WarehouseKey(a.W)) {
-		return txn.PieceResult{}, fmt.Errorf("gtpcc: load warehouse %d: group %d does not own it", a.W, piece.Group)
-	}
-	if err := writeLoadRows(&a, piece.Writer); err != nil {
-		return txn.PieceResult{}, fmt.Errorf("gtpcc: load warehouse %d %s %d..%d: %w", a.W, a.Table, a.From, a.To, err)
-	}
-	return txn.PieceResult{Succeeded: true}, nil
-}
-
-// rowWriter is what the row generators write to: txn.Writer, or a test's
-// recorder.
-type rowWriter interface {
-	Put(key, value []byte) error
-}
-
-// writeLoadRows writes the rows a (validated) describes to w.
-func writeLoadRows(a *LoadArgs, w rowWriter) error {
-	switch a.Table {
-	case TableWarehouse:
-		return writeWarehouse(a, w)
-	case TableStock:
-		for i := a.From; i <= a.To; i++ {
-			if err := w.Put(StockKey(a.W, i), Encode(stockRow(a.W, i))); err != nil {
-				return err
-			}
-		}
-		return nil
-	case TableCustomer:
-		return writeCustomers(a, w)
-	case TableOrder:
-		return writeOrders(a, w)
-	}
-	// Unreachable after validateLoadArgs; an error, not a panic: this
-	// runs in every replica's apply loop.
-	return fmt.Errorf("unknown table %q", a.Table)
-}
-
-// address returns the address columns, drawn from r (clause 4.3.3.1:
-// streets and city of 10..20 characters, a 2-character state, a zip of 4
-// digits and "11111").
-func address(r *rand.Rand) Address {
-	return Address{
-		Street1: astring(r, 10, 20),
-		Street2: astring(r, 10, 20),
-		City:    astring(r, 10, 20),
-		State:   astring(r, 2, 2),
-		Zip:     nstring(r, 4) + "11111",
-	}
-}
-
-// dataOriginal returns 26..50 characters of data, 10% of them containing
-// "ORIGINAL" at a random position (I_DATA, S_DATA).
-func dataOriginal(r *rand.Rand) string {
-	s := astring(r, 26, 50)
-	if r.IntN(10) == 0 {
-		pos := r.IntN(len(s) - len("ORIGINAL") + 1)
-		s = s[:pos] + "ORIGINAL" + s[pos+len("ORIGINAL"):]
-	}
-	return s
-}
-
-// writeWarehouse writes the warehouse row and its districts.
-func writeWarehouse(a *LoadArgs, w rowWriter) error {
-	key := WarehouseKey(a.W)
-	r := keyRand(string(key))
-	wh := Warehouse{Name: astring(r, 6, 10), Address: address(r), Tax: int64(r.IntN(2001)), YTD: warehouseYTD(a.Scale)}
-	if err := w.Put(key, Encode(wh)); err != nil {
-		return err
-	}
-	for d := 1; d <= DistrictsPerWarehouse; d++ {
-		key := DistrictKey(a.W, d)
-		r := keyRand(string(key))
-		row := District{
-			Name: astring(r, 6, 10), Address: address(r), Tax: int64(r.IntN(2001)),
-			YTD: districtYTD(a.Scale), NextOID: a.Scale.OrdersPerDistrict + 1,
-		}
-		if err := w.Put(key, Encode(row)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// stockRow returns the initial stock row of item i at warehouse w.
-func stockRow(w, i int) Stock {
-	r := keyRand(string(StockKey(w, i)))
-	return Stock{Quantity: 10 + r.IntN(91), Data: dataOriginal(r)}
-}
-
-// itemRow returns item i's row.
-func itemRow(i int) Item {
-	r := keyRand(string(ItemKey(i)))
-	return Item{Image: 1 + r.IntN(10000), Name: astring(r, 14, 24), Price: int64(100 + r.IntN(9901)), Data: dataOriginal(r)}
-}
-
-// customerOrders returns, for district d of warehouse w, the customer of
-// each initial order: perm[o-1] is order o's customer, for the first k
-// orders. TPC-C draws O_C_ID from a random permutation of the customer
-// ids; this one is a Fisher-Yates shuffle seeded by the district key. Each
-// step fixes one more position, so a prefix is the same however many
-// steps run: the order and customer loaders agree.
-func customerOrders(w, d int, s Scale, k int) []int {
-	n := s.CustomersPerDistrict
-	perm := make([]int, n)
-	for i := range perm {
-		perm[i] = i + 1
-	}
-	r := keyRand(string(DistrictKey(w, d)) + "/o_c_id")
-	for i := 0; i < k && i < n-1; i++ {
-		j := i + r.IntN(n-i)
-		perm[i], perm[j] = perm[j], perm[i]
-	}
-	return perm[:min(k, n)]
-}
-
-// customerLastOrders returns the initial order of each customer of
-// district d (index c-1; 0: none).
-func customerLastOrders(w, d int, s Scale) []int {
-	last := make([]int, s.CustomersPerDistrict)
-	for i, c := range customerOrders(w, d, s, s.OrdersPerDistrict) {
-		last[c-1] = i + 1
-	}
-	return last
-}
-
-// customerRow returns customer c of district d's row; the caller sets
-// LastOrder.
-func customerRow(a *LoadArgs, d, c int) Customer {
-	r := keyRand(string(CustomerKey(a.W, d, c)))
-	row := Customer{First: astring(r, 8, 16), Middle: "OE"}
-	// Clause 4.3.3.1: the first 1000 customers get each last name once,
-	// the others one drawn with NURand.
-	if c <= 1000 {
-		row.Last = LastName(c - 1)
-	} else {
-		row.Last = LastName(NURand(r, 255, 0, 999, LoadCLastConstant))
-	}
-	row.Address = address(r)
-	row.Phone = nstring(r, 16)
-	row.Since = a.Date
-	row.Credit = "GC"
-	if r.IntN(10) == 0 {
-		row.Credit = "BC"
-	}
-	row.CreditLimit = customerCreditLimit
-	row.Discount = int64(r.IntN(5001))
-	row.Balance = customerBalance
-	row.YTDPayment = customerYTDPayment
-	row.PaymentCnt = 1
-	row.Data = astring(r, 300, 500)
-	return row
-}
-
-// loadHistoryIDPrefix starts the ids of the loader's history rows, which
-// no transaction id ("c...") starts with.
-const loadHistoryIDPrefix = "load-"
-
-// loadHistoryID returns the history id of customer c of district d's
-// initial payment: "load-DD-CCCC".
-func loadHistoryID(d, c int) string { return fmt.Sprintf(loadHistoryIDPrefix+"%02d-%04d", d, c) }
-
-// writeCustomers writes customers From..To of every district, with their
-// name index entries and initial history rows.
-func writeCustomers(a *LoadArgs, w rowWriter) error {
-	for d := 1; d <= DistrictsPerWarehouse; d++ {
-		last := customerLastOrders(a.W, d, a.Scale)
-		for c := a.From; c <= a.To; c++ {
-			row := customerRow(a, d, c)
-			row.LastOrder = last[c-1]
-			if err := w.Put(CustomerKey(a.W, d, c), Encode(row)); err != nil {
-				return err
-			}
-			if err := w.Put(CustomerNameKey(a.W, d, row.Last, row.First, c), []byte{}); err != nil {
-				return err
-			}
-			id := loadHistoryID(d, c)
-			hr := keyRand(string(HistoryKey(a.W, id)))
-			h := History{CID: c, CD: d, CW: a.W, D: d, W: a.W, Date: a.Date, Amount: historyAmount, Data: astring(hr, 12, 24)}
-			if err := w.Put(HistoryKey(a.W, id), Encode(h)); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// writeOrders writes orders From..To of every district with their lines
-// and, for the undelivered, their new-order rows.
-func writeOrders(a *LoadArgs, w rowWriter) error {
-	for d := 1; d <= DistrictsPerWarehouse; d++ {
-		cust := customerOrders(a.W, d, a.Scale, a.To)
-		for o := a.From; o <= a.To; o++ {
-			if err := writeOrder(a, w, d, o, cust[o-1]); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// writeOrder writes order o of district d, of customer c.
-func writeOrder(a *LoadArgs, w rowWriter, d, o, c int) error {
-	key := OrderKey(a.W, d, o)
-	r := keyRand(string(key))
-	done := delivered(a.Scale, o)
-	row := Order{CID: c, EntryD: a.Date, AllLocal: true}
-	if done {
-		row.Carrier = 1 + r.IntN(10)
-	}
-	row.OLCnt = OrderLinesMin + r.IntN(OrderLinesMax-OrderLinesMin+1)
-	if err := w.Put(key, Encode(row)); err != nil {
-		return err
-	}
-	for n := 1; n <= row.OLCnt; n++ {
-		line := OrderLine{Item: 1 + r.IntN(a.Scale.Items), SupplyW: a.W, Quantity: 5}
-		if done {
-			line.DeliveryD = a.Date
-		} else {
-			line.Amount = int64(1 + r.IntN(999999))
-		}
-		line.DistInfo = StockDist(a.W, line.Item, d)
-		if err := w.Put(OrderLineKey(a.W, d, o, n), Encode(line)); err != nil {
-			return err
-		}
-	}
-	if done {
-		return nil
-	}
-	return w.Put(NewOrderKey(a.W, d, o), []byte{})
-}
-
 // LoadConfig configures Load.
 type LoadConfig struct {
-	// Warehouses are the warehouses to load, each 1..WarehouseMax, once.
+	// Warehouses are the warehouses to load, each 1..procs.WarehouseMax, once.
 	Warehouses []int
 	// Scale is the population.
-	Scale Scale
+	Scale procs.Scale
 	// Concurrency is the number of calls in flight (0:
 	// LoadConcurrencyDefault), at most LoadConcurrencyMax.
 	Concurrency int
@@ -433,14 +57,14 @@ const itemsPerTxn = txn.OpsMax
 // transaction putting items From..To.
 type loadJob struct {
 	items bool
-	args  LoadArgs
+	args  procs.LoadArgs
 }
 
 func (j loadJob) String() string {
 	if j.items {
 		return fmt.Sprintf("items %d..%d", j.args.From, j.args.To)
 	}
-	if j.args.Table == TableWarehouse {
+	if j.args.Table == procs.TableWarehouse {
 		return fmt.Sprintf("warehouse %d table %s", j.args.W, j.args.Table)
 	}
 	return fmt.Sprintf("warehouse %d table %s rows %d..%d", j.args.W, j.args.Table, j.args.From, j.args.To)
@@ -470,25 +94,25 @@ func checkLoadConfig(cfg LoadConfig) (LoadConfig, error) {
 }
 
 // loadJobs returns the calls that load cfg (checked): items first, then
-// each warehouse's tables in chunks of at most LoadChunkMax rows.
+// each warehouse's tables in chunks of at most procs.LoadChunkMax rows.
 func loadJobs(cfg LoadConfig) (items, warehouses []loadJob) {
 	for from := 1; from <= cfg.Scale.Items; from += itemsPerTxn {
-		items = append(items, loadJob{items: true, args: LoadArgs{From: from, To: min(from+itemsPerTxn-1, cfg.Scale.Items)}})
+		items = append(items, loadJob{items: true, args: procs.LoadArgs{From: from, To: min(from+itemsPerTxn-1, cfg.Scale.Items)}})
 	}
 	for _, w := range cfg.Warehouses {
-		base := LoadArgs{W: w, Scale: cfg.Scale, Date: cfg.Date}
+		base := procs.LoadArgs{W: w, Scale: cfg.Scale, Date: cfg.Date}
 		a := base
-		a.Table = TableWarehouse
+		a.Table = procs.TableWarehouse
 		warehouses = append(warehouses, loadJob{args: a})
 		for _, t := range []struct {
 			table string
 			rows  int
 		}{
-			{TableStock, cfg.Scale.Items},
-			{TableCustomer, cfg.Scale.CustomersPerDistrict},
-			{TableOrder, cfg.Scale.OrdersPerDistrict},
+			{procs.TableStock, cfg.Scale.Items},
+			{procs.TableCustomer, cfg.Scale.CustomersPerDistrict},
+			{procs.TableOrder, cfg.Scale.OrdersPerDistrict},
 		} {
-			chunk := LoadChunkMax(t.table)
+			chunk := procs.LoadChunkMax(t.table)
 			for from := 1; from <= t.rows; from += chunk {
 				a := base
 				a.Table, a.From, a.To = t.table, from, min(from+chunk-1, t.rows)
@@ -502,7 +126,7 @@ func loadJobs(cfg LoadConfig) (items, warehouses []loadJob) {
 // Load writes the initial population of cfg.Warehouses through c: the
 // items first, then every warehouse's tables, with cfg.Concurrency calls in
 // flight. It refuses, before writing anything, when a warehouse was loaded
-// already (has its ScaleKey): the cluster must be empty, or hold only the
+// already (has its procs.ScaleKey): the cluster must be empty, or hold only the
 // rows of loads that did not finish. It stops at the first error, which
 // names the warehouse and table, or the items, that failed.
 func Load(ctx context.Context, c *client.Client, cfg LoadConfig) error {
@@ -526,7 +150,7 @@ func Load(ctx context.Context, c *client.Client, cfg LoadConfig) error {
 	// Last, each warehouse's scale: a warehouse that has it is loaded
 	// whole, and a run finds the population it must draw ids from.
 	for _, w := range cfg.Warehouses {
-		if err := c.Put(ctx, ScaleKey(w), Encode(cfg.Scale)); err != nil {
+		if err := c.Put(ctx, procs.ScaleKey(w), procs.Encode(cfg.Scale)); err != nil {
 			return fmt.Errorf("gtpcc: load warehouse %d: scale: %w", w, err)
 		}
 	}
@@ -534,16 +158,16 @@ func Load(ctx context.Context, c *client.Client, cfg LoadConfig) error {
 }
 
 // checkNotLoaded returns an error naming the first of warehouses that has
-// its ScaleKey, that is, was loaded whole already.
+// its procs.ScaleKey, that is, was loaded whole already.
 func checkNotLoaded(ctx context.Context, c *client.Client, warehouses []int) error {
 	for _, w := range warehouses {
-		_, found, err := c.Get(ctx, ScaleKey(w))
+		_, found, err := c.Get(ctx, procs.ScaleKey(w))
 		switch {
 		case err != nil:
-			return fmt.Errorf("gtpcc: load warehouse %d: read %s: %w", w, ScaleKey(w), err)
+			return fmt.Errorf("gtpcc: load warehouse %d: read %s: %w", w, procs.ScaleKey(w), err)
 		case found:
 			return fmt.Errorf("gtpcc: load: warehouse %d is loaded already (%s exists): loading again would reset its counters "+
-				"and keep the orders and history written since; start from an empty cluster", w, ScaleKey(w))
+				"and keep the orders and history written since; start from an empty cluster", w, procs.ScaleKey(w))
 		}
 	}
 	return nil
@@ -614,7 +238,7 @@ func runJob(ctx context.Context, c *client.Client, j loadJob) error {
 	if j.items {
 		err = putItems(ctx, c, j.args.From, j.args.To)
 	} else {
-		err = callLoad(ctx, c, EncodeArgs(j.args))
+		err = callLoad(ctx, c, procs.EncodeArgs(j.args))
 	}
 	if err != nil {
 		return fmt.Errorf("gtpcc: load %s: %w", j, err)
@@ -624,11 +248,11 @@ func runJob(ctx context.Context, c *client.Client, j loadJob) error {
 
 // callLoad calls the load procedure with args, routed by its Keys.
 func callLoad(ctx context.Context, c *client.Client, args []byte) error {
-	keys, err := loadProc{}.Keys(args)
+	keys, err := procs.ProcedureKeys(procs.ProcLoad, args)
 	if err != nil {
 		return err
 	}
-	_, err = c.Call(ctx, ProcLoad, args, keys)
+	_, err = c.Call(ctx, procs.ProcLoad, args, keys)
 	return err
 }
 
@@ -636,7 +260,7 @@ func callLoad(ctx context.Context, c *client.Client, args []byte) error {
 func putItems(ctx context.Context, c *client.Client, from, to int) error {
 	t := &txn.Txn{Then: make([]txn.Op, 0, to-from+1)}
 	for i := from; i <= to; i++ {
-		t.Then = append(t.Then, txn.Op{Kind: txn.OpPut, Key: ItemKey(i), Value: Encode(itemRow(i))})
+		t.Then = append(t.Then, txn.Op{Kind: txn.OpPut, Key: procs.ItemKey(i), Value: procs.Encode(procs.ItemRow(i))})
 	}
 	_, err := c.Txn(ctx, t)
 	return err

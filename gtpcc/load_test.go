@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,277 +14,22 @@ import (
 
 	"github.com/flexkv/flexkv/api"
 	"github.com/flexkv/flexkv/client"
+	"github.com/flexkv/flexkv/gtpcc/procs"
 	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/txn"
 )
 
 // loadTestScale loads in a moment; two customers of each district have no
 // initial order.
-var loadTestScale = Scale{Items: 50, CustomersPerDistrict: 12, OrdersPerDistrict: 10, NewOrdersPerDistrict: 4}
+var loadTestScale = procs.Scale{Items: 50, CustomersPerDistrict: 12, OrdersPerDistrict: 10, NewOrdersPerDistrict: 4}
 
 // loadTestDate is the load date of the tests.
 const loadTestDate int64 = 1700000000000
 
-// loadRecorder is a row writer that records the writes of a piece as the
-// executor would: distinct keys, at most txn.ProcWritesMax of them.
-type loadRecorder struct {
-	keys   [][]byte
-	values map[string][]byte
-}
-
-func newLoadRecorder() *loadRecorder { return &loadRecorder{values: map[string][]byte{}} }
-
-func (r *loadRecorder) Put(key, value []byte) error {
-	if _, ok := r.values[string(key)]; !ok {
-		if len(r.keys) >= txn.ProcWritesMax {
-			return fmt.Errorf("write %s: more than %d keys", key, txn.ProcWritesMax)
-		}
-		r.keys = append(r.keys, bytes.Clone(key))
-	}
-	r.values[string(key)] = bytes.Clone(value)
-	return nil
-}
-
-func (r *loadRecorder) Delete([]byte) error { return errors.New("the loader never deletes") }
-
-// piece returns a piece of a call of the load procedure with args at a
-// group that owns every warehouse when owns is true, none otherwise.
-func loadPiece(args []byte, rec *loadRecorder, owns bool) *txn.ProcPiece {
-	return &txn.ProcPiece{Args: args, Writer: rec, Owns: func([]byte) bool { return owns }}
-}
-
-func TestLoadProcBadArgs(t *testing.T) {
-	good := LoadArgs{W: 1, Table: TableCustomer, From: 1, To: 10, Scale: loadTestScale, Date: loadTestDate}
-	for _, tc := range []struct {
-		name string
-		args []byte
-		want string // in the error
-	}{
-		{"not json", []byte("{"), "arguments"},
-		{"empty", nil, "arguments"},
-		{"unknown field", []byte(`{"w":1,"tabel":"stock"}`), "unknown field"},
-		{"data after", append(EncodeArgs(good), []byte(" {}")...), "data after"},
-		{"warehouse 0", loadArgsWith(good, func(a *LoadArgs) { a.W = 0 }), "warehouse 0"},
-		{"warehouse too large", loadArgsWith(good, func(a *LoadArgs) { a.W = WarehouseMax + 1 }), "warehouse 10000"},
-		{"bad scale", loadArgsWith(good, func(a *LoadArgs) { a.Scale.OrdersPerDistrict = 13 }), "orders per district"},
-		{"zero scale", loadArgsWith(good, func(a *LoadArgs) { a.Scale = Scale{} }), "items"},
-		{"no date", loadArgsWith(good, func(a *LoadArgs) { a.Date = 0 }), "date 0"},
-		{"unknown table", loadArgsWith(good, func(a *LoadArgs) { a.Table = "item" }), `table "item"`},
-		{"from 0", loadArgsWith(good, func(a *LoadArgs) { a.From = 0 }), "rows 0..10"},
-		{"to beyond", loadArgsWith(good, func(a *LoadArgs) { a.To = 13 }), "within 1..12"},
-		{"from after to", loadArgsWith(good, func(a *LoadArgs) { a.From, a.To = 5, 4 }), "rows 5..4"},
-		{"negative", loadArgsWith(good, func(a *LoadArgs) { a.From, a.To = -5, -1 }), "rows -5..-1"},
-		{"order beyond orders", loadArgsWith(good, func(a *LoadArgs) { a.Table, a.From, a.To = TableOrder, 11, 11 }), "within 1..10"},
-		{"stock chunk too large", loadArgsWith(good, func(a *LoadArgs) {
-			a.Scale = Full
-			a.Table, a.From, a.To = TableStock, 1, LoadStockChunkMax+1
-		}), "more than a call may write"},
-		{"customer chunk too large", loadArgsWith(good, func(a *LoadArgs) {
-			a.Scale = Full
-			a.From, a.To = 100, 100+LoadCustomerChunkMax
-		}), "more than a call may write"},
-		{"order chunk too large", loadArgsWith(good, func(a *LoadArgs) {
-			a.Scale = Full
-			a.Table, a.From, a.To = TableOrder, 1, LoadOrderChunkMax+1
-		}), "more than a call may write"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			keys, err := loadProc{}.Keys(tc.args)
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("Keys: %v, %v; want an error with %q", keys, err, tc.want)
-			}
-			rec := newLoadRecorder()
-			res, err := loadProc{}.Run(loadPiece(tc.args, rec, true))
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("Run: %+v, %v; want an error with %q", res, err, tc.want)
-			}
-			if len(rec.keys) > 0 {
-				t.Errorf("Run wrote %d keys despite the error", len(rec.keys))
-			}
-		})
-	}
-	t.Run("not owned", func(t *testing.T) {
-		rec := newLoadRecorder()
-		_, err := loadProc{}.Run(loadPiece(EncodeArgs(good), rec, false))
-		if err == nil || !strings.Contains(err.Error(), "does not own") || len(rec.keys) > 0 {
-			t.Errorf("Run at a group that does not own warehouse 1: %v, %d writes; want an error and none", err, len(rec.keys))
-		}
-	})
-	t.Run("good", func(t *testing.T) {
-		keys, err := loadProc{}.Keys(EncodeArgs(good))
-		if err != nil || len(keys) != 1 || !bytes.Equal(keys[0], WarehouseKey(1)) {
-			t.Fatalf("Keys = %q, %v; want [%s]", keys, err, WarehouseKey(1))
-		}
-		rec := newLoadRecorder()
-		res, err := loadProc{}.Run(loadPiece(EncodeArgs(good), rec, true))
-		if err != nil || !res.Succeeded || res.Aborted {
-			t.Fatalf("Run = %+v, %v", res, err)
-		}
-		if want := 10 * 3 * DistrictsPerWarehouse; len(rec.keys) != want {
-			t.Errorf("customers 1..10 wrote %d keys, want %d", len(rec.keys), want)
-		}
-	})
-}
-
-// loadArgsWith returns the encoding of a copy of a changed by change.
-func loadArgsWith(a LoadArgs, change func(*LoadArgs)) []byte {
-	change(&a)
-	return EncodeArgs(a)
-}
-
-// FuzzLoadProc runs the load procedure on any arguments: it must never
-// panic, and must either refuse them or write only keys of its warehouse,
-// at most txn.ProcWritesMax.
-func FuzzLoadProc(f *testing.F) {
-	f.Add(EncodeArgs(LoadArgs{W: 7, Table: TableOrder, From: 1, To: 6, Scale: loadTestScale, Date: 1}))
-	f.Add(EncodeArgs(LoadArgs{W: 9999, Table: TableWarehouse, Scale: Small, Date: 5}))
-	f.Add([]byte(`{"w":1,"table":"stock","from":1,"to":1,"scale":{"items":1,"customers_per_district":1},"date_ms":1}`))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		var a LoadArgs
-		if decodeArgs(ProcLoad, b, &a) == nil && a.Table == TableStock && validateLoadArgs(&a) == nil && a.Scale.Items > 5000 {
-			t.Skip() // large but valid: slow, and covered by TestLoadChunkBound
-		}
-		rec := newLoadRecorder()
-		res, err := loadProc{}.Run(loadPiece(b, rec, true))
-		if err != nil {
-			return
-		}
-		if !res.Succeeded {
-			t.Fatalf("Run = %+v without an error", res)
-		}
-		for _, k := range rec.keys {
-			if !bytes.HasPrefix(k, WarehousePrefix(a.W)) {
-				t.Fatalf("wrote %s, outside warehouse %d", k, a.W)
-			}
-		}
-	})
-}
-
-// TestLoadChunkBound loads chunks of the largest size at full scale,
-// where orders have the most lines and new-order rows: every call writes
-// at most txn.ProcWritesMax keys, all in its warehouse.
-func TestLoadChunkBound(t *testing.T) {
-	for _, tc := range []struct {
-		table    string
-		from, to int // of the chunk; to = from + LoadChunkMax - 1
-	}{
-		{TableWarehouse, 0, 0},
-		{TableStock, 1, LoadStockChunkMax},
-		{TableStock, Full.Items - LoadStockChunkMax + 1, Full.Items},
-		{TableCustomer, 1, LoadCustomerChunkMax},
-		{TableCustomer, 1001, 1000 + LoadCustomerChunkMax},
-		{TableOrder, 1, LoadOrderChunkMax},
-		{TableOrder, Full.OrdersPerDistrict - LoadOrderChunkMax + 1, Full.OrdersPerDistrict},
-	} {
-		t.Run(fmt.Sprintf("%s %d..%d", tc.table, tc.from, tc.to), func(t *testing.T) {
-			a := LoadArgs{W: 42, Table: tc.table, From: tc.from, To: tc.to, Scale: Full, Date: loadTestDate}
-			rec := newLoadRecorder()
-			if _, err := (loadProc{}).Run(loadPiece(EncodeArgs(a), rec, true)); err != nil {
-				t.Fatal(err)
-			}
-			if tc.table == TableWarehouse && len(rec.keys) != loadWarehouseWrites {
-				t.Errorf("wrote %d keys, want %d", len(rec.keys), loadWarehouseWrites)
-			}
-			if len(rec.keys) > txn.ProcWritesMax || len(rec.keys) == 0 {
-				t.Errorf("wrote %d keys, want 1..%d", len(rec.keys), txn.ProcWritesMax)
-			}
-			for _, k := range rec.keys {
-				if !bytes.HasPrefix(k, WarehousePrefix(42)) {
-					t.Errorf("wrote %s, outside warehouse 42", k)
-				}
-			}
-			t.Logf("%d keys", len(rec.keys))
-		})
-	}
-	// The bound holds for the worst case, whatever the draws: every order
-	// with OrderLinesMax lines and a new-order row.
-	if n := LoadOrderChunkMax * loadOrderWrites; n > txn.ProcWritesMax {
-		t.Errorf("an order chunk may write %d keys, more than %d", n, txn.ProcWritesMax)
-	}
-	if n := LoadCustomerChunkMax * loadCustomerWrites; n > txn.ProcWritesMax {
-		t.Errorf("a customer chunk writes %d keys, more than %d", n, txn.ProcWritesMax)
-	}
-}
-
-// TestLoadRowsDeterministic: a call writes the same bytes every time,
-// as every replica must.
-func TestLoadRowsDeterministic(t *testing.T) {
-	for _, table := range []string{TableWarehouse, TableStock, TableCustomer, TableOrder} {
-		a := LoadArgs{W: 3, Table: table, From: 5, To: 10, Scale: loadTestScale, Date: loadTestDate}
-		r1, r2 := newLoadRecorder(), newLoadRecorder()
-		if err := writeLoadRows(&a, r1); err != nil {
-			t.Fatal(err)
-		}
-		if err := writeLoadRows(&a, r2); err != nil {
-			t.Fatal(err)
-		}
-		if len(r1.keys) == 0 || !slices.EqualFunc(r1.keys, r2.keys, bytes.Equal) {
-			t.Fatalf("%s: keys differ between two runs (%d, %d)", table, len(r1.keys), len(r2.keys))
-		}
-		for _, k := range r1.keys {
-			if !bytes.Equal(r1.values[string(k)], r2.values[string(k)]) {
-				t.Errorf("%s: %s differs between two runs", table, k)
-			}
-		}
-	}
-	// Another warehouse gets other rows.
-	a := LoadArgs{W: 3, Table: TableStock, From: 1, To: 1, Scale: loadTestScale, Date: loadTestDate}
-	b := a
-	b.W = 4
-	ra, rb := newLoadRecorder(), newLoadRecorder()
-	_ = writeLoadRows(&a, ra)
-	_ = writeLoadRows(&b, rb)
-	if bytes.Equal(ra.values[string(StockKey(3, 1))], rb.values[string(StockKey(4, 1))]) {
-		t.Errorf("stock of item 1 is the same at warehouses 3 and 4")
-	}
-}
-
-// TestCustomerOrdersPermutation: the initial orders' customers are
-// distinct customers, and a prefix of the shuffle does not depend on how
-// far it ran.
-func TestCustomerOrdersPermutation(t *testing.T) {
-	s := Scale{Items: 10, CustomersPerDistrict: 3000, OrdersPerDistrict: 2500, NewOrdersPerDistrict: 900}
-	all := customerOrders(7, 3, s, s.OrdersPerDistrict)
-	if len(all) != s.OrdersPerDistrict {
-		t.Fatalf("%d customers, want %d", len(all), s.OrdersPerDistrict)
-	}
-	seen := map[int]bool{}
-	for _, c := range all {
-		if c < 1 || c > s.CustomersPerDistrict || seen[c] {
-			t.Fatalf("customer %d out of range or twice", c)
-		}
-		seen[c] = true
-	}
-	if prefix := customerOrders(7, 3, s, 17); !slices.Equal(prefix, all[:17]) {
-		t.Errorf("prefix of 17 = %v, want %v", prefix, all[:17])
-	}
-	if slices.Equal(all, customerOrders(7, 4, s, s.OrdersPerDistrict)) {
-		t.Errorf("districts 3 and 4 have the same order customers")
-	}
-	last := customerLastOrders(7, 3, s)
-	withOrder := 0
-	for c, o := range last {
-		if o != 0 {
-			withOrder++
-			if all[o-1] != c+1 {
-				t.Fatalf("customer %d: last order %d, whose customer is %d", c+1, o, all[o-1])
-			}
-		}
-	}
-	if withOrder != s.OrdersPerDistrict {
-		t.Errorf("%d customers with an order, want %d", withOrder, s.OrdersPerDistrict)
-	}
-	// Full permutation, one customer.
-	one := Scale{Items: 1, CustomersPerDistrict: 1, OrdersPerDistrict: 1}
-	if got := customerOrders(1, 1, one, 1); !slices.Equal(got, []int{1}) {
-		t.Errorf("one customer: %v", got)
-	}
-}
-
 // TestLoadJobs: the calls of a load cover every row exactly once, in
 // chunks a call accepts.
 func TestLoadJobs(t *testing.T) {
-	cfg, err := checkLoadConfig(LoadConfig{Warehouses: []int{2, 9}, Scale: Scale{Items: 2050, CustomersPerDistrict: 70, OrdersPerDistrict: 70, NewOrdersPerDistrict: 21}})
+	cfg, err := checkLoadConfig(LoadConfig{Warehouses: []int{2, 9}, Scale: procs.Scale{Items: 2050, CustomersPerDistrict: 70, OrdersPerDistrict: 70, NewOrdersPerDistrict: 21}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,14 +50,15 @@ func TestLoadJobs(t *testing.T) {
 	}
 	covered := map[tw]int{} // next row expected
 	for _, j := range whs {
-		if err := validateLoadArgs(&j.args); err != nil || j.items {
+		// The load procedure's Keys check a call's arguments as its Run does.
+		if _, err := procs.ProcedureKeys(procs.ProcLoad, procs.EncodeArgs(j.args)); err != nil || j.items {
 			t.Fatalf("job %s: %v", j, err)
 		}
 		if j.args.Date != LoadDateDefault {
 			t.Errorf("job %s: date %d, want the default %d", j, j.args.Date, LoadDateDefault)
 		}
 		k := tw{j.args.W, j.args.Table}
-		if j.args.Table == TableWarehouse {
+		if j.args.Table == procs.TableWarehouse {
 			covered[k]++
 			continue
 		}
@@ -326,7 +71,7 @@ func TestLoadJobs(t *testing.T) {
 		covered[k] = j.args.To + 1
 	}
 	for _, w := range []int{2, 9} {
-		want := map[string]int{TableWarehouse: 1, TableStock: 2051, TableCustomer: 71, TableOrder: 71}
+		want := map[string]int{procs.TableWarehouse: 1, procs.TableStock: 2051, procs.TableCustomer: 71, procs.TableOrder: 71}
 		for table, n := range want {
 			if got := covered[tw{w, table}]; got != n {
 				t.Errorf("warehouse %d %s: covered up to %d, want %d", w, table, got, n)
@@ -382,7 +127,7 @@ func snapshotRows(ctx context.Context, t *testing.T, c *client.Client) map[strin
 	t.Helper()
 	all := scanRows(ctx, t, c, []byte("item/"), []byte("item0"))
 	for _, w := range testWarehouses {
-		for k, v := range scanRows(ctx, t, c, WarehousePrefix(w), WarehouseEnd(w)) {
+		for k, v := range scanRows(ctx, t, c, procs.WarehousePrefix(w), procs.WarehouseEnd(w)) {
 			all[k] = v
 		}
 	}
@@ -418,19 +163,19 @@ func TestLoadCluster(t *testing.T) {
 	if s, err := ReadScale(ctx, c, testWarehouses); err != nil || s != loadTestScale {
 		t.Errorf("ReadScale after load: %+v, %v; want %+v", s, err, loadTestScale)
 	}
-	if err := c.Delete(ctx, ScaleKey(3)); err != nil {
+	if err := c.Delete(ctx, procs.ScaleKey(3)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ReadScale(ctx, c, testWarehouses); err == nil || !strings.Contains(err.Error(), "warehouse 3 is not loaded") {
 		t.Errorf("ReadScale without warehouse 3's scale: %v", err)
 	}
-	if err := c.Put(ctx, ScaleKey(3), Encode(Small)); err != nil {
+	if err := c.Put(ctx, procs.ScaleKey(3), procs.Encode(procs.Small)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ReadScale(ctx, c, testWarehouses); err == nil || !strings.Contains(err.Error(), "one scale") {
 		t.Errorf("ReadScale with warehouse 3 at another scale: %v", err)
 	}
-	if err := c.Put(ctx, ScaleKey(3), Encode(loadTestScale)); err != nil {
+	if err := c.Put(ctx, procs.ScaleKey(3), procs.Encode(loadTestScale)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -462,42 +207,49 @@ func TestLoadCluster(t *testing.T) {
 	// Loading again is refused, before anything is written (not even the
 	// items): warehouse 6 has lost its scale and would be loaded, but
 	// warehouse 2 has its scale.
-	if err := c.Put(ctx, ItemKey(1), []byte(`{"changed":1}`)); err != nil {
+	if err := c.Put(ctx, procs.ItemKey(1), []byte(`{"changed":1}`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Delete(ctx, ScaleKey(6)); err != nil {
+	if err := c.Delete(ctx, procs.ScaleKey(6)); err != nil {
 		t.Fatal(err)
 	}
-	updateRow(ctx, t, c, DistrictKey(6, 1), func(d *District) { d.NextOID = 77 })
+	updateRow(ctx, t, c, procs.DistrictKey(6, 1), func(d *procs.District) { d.NextOID = 77 })
 	err = Load(ctx, c, LoadConfig{Warehouses: []int{6, 2}, Scale: loadTestScale, Concurrency: 4, Date: loadTestDate})
 	if err == nil || !strings.Contains(err.Error(), "warehouse 2 is loaded already") || !strings.Contains(err.Error(), "empty cluster") {
 		t.Errorf("Load of a loaded warehouse: %v, want a refusal naming warehouse 2", err)
 	}
-	if v, _, err := c.Get(ctx, ItemKey(1)); err != nil || string(v) != `{"changed":1}` {
+	if v, _, err := c.Get(ctx, procs.ItemKey(1)); err != nil || string(v) != `{"changed":1}` {
 		t.Errorf("item 1 after the refused load: %s, %v; want it untouched", v, err)
 	}
-	var d District
-	if v, _, err := c.Get(ctx, DistrictKey(6, 1)); err != nil || Decode(DistrictKey(6, 1), v, &d) != nil || d.NextOID != 77 {
+	var d procs.District
+	if v, _, err := c.Get(ctx, procs.DistrictKey(6, 1)); err != nil || procs.Decode(procs.DistrictKey(6, 1), v, &d) != nil || d.NextOID != 77 {
 		t.Errorf("district 6/1 after the refused load: %s, %v; want it untouched", v, err)
 	}
 }
 
 // generatedRows returns the rows a load of cfg (checked) writes, made by
 // the generator directly: the items, every warehouse's tables and scale.
+// The tables' rows are those of the load procedure run outside a cluster,
+// at a group that owns every warehouse.
 func generatedRows(t *testing.T, cfg LoadConfig) map[string][]byte {
 	t.Helper()
 	rows := mapWriter{}
 	for i := 1; i <= cfg.Scale.Items; i++ {
-		rows[string(ItemKey(i))] = Encode(itemRow(i))
+		rows[string(procs.ItemKey(i))] = procs.Encode(procs.ItemRow(i))
+	}
+	load, ok := procs.Registry().Lookup(procs.ProcLoad)
+	if !ok {
+		t.Fatalf("no procedure %s", procs.ProcLoad)
 	}
 	_, jobs := loadJobs(cfg)
 	for _, j := range jobs {
-		if err := writeLoadRows(&j.args, rows); err != nil {
+		piece := &txn.ProcPiece{Args: procs.EncodeArgs(j.args), Writer: rows, Owns: func([]byte) bool { return true }}
+		if _, err := load.Run(piece); err != nil {
 			t.Fatalf("%s: %v", j, err)
 		}
 	}
 	for _, w := range cfg.Warehouses {
-		rows[string(ScaleKey(w))] = Encode(cfg.Scale)
+		rows[string(procs.ScaleKey(w))] = procs.Encode(cfg.Scale)
 	}
 	return rows
 }
@@ -510,6 +262,8 @@ func (m mapWriter) Put(key, value []byte) error {
 	return nil
 }
 
+func (m mapWriter) Delete([]byte) error { return errors.New("the loader never deletes") }
+
 // checkRows spot-checks the loaded rows against clause 4.3.3.1 and the
 // loader's promises.
 func checkRows(t *testing.T, rows map[string][]byte) {
@@ -521,7 +275,7 @@ func checkRows(t *testing.T, rows map[string][]byte) {
 			t.Errorf("no row %s", key)
 			return false
 		}
-		if err := Decode(key, v, row); err != nil {
+		if err := procs.Decode(key, v, row); err != nil {
 			t.Error(err)
 			return false
 		}
@@ -529,35 +283,35 @@ func checkRows(t *testing.T, rows map[string][]byte) {
 	}
 	s := loadTestScale
 	for i := 1; i <= s.Items; i++ {
-		var it Item
-		if decode(ItemKey(i), &it) && (it.Price < 100 || it.Price > 10000 || len(it.Name) < 14 || len(it.Name) > 24 || it.Image < 1 || it.Image > 10000) {
+		var it procs.Item
+		if decode(procs.ItemKey(i), &it) && (it.Price < 100 || it.Price > 10000 || len(it.Name) < 14 || len(it.Name) > 24 || it.Image < 1 || it.Image > 10000) {
 			t.Errorf("item %d: %+v", i, it)
 		}
 	}
-	if _, ok := rows[string(ItemKey(s.Items+1))]; ok {
+	if _, ok := rows[string(procs.ItemKey(s.Items+1))]; ok {
 		t.Errorf("item %d loaded, beyond the scale", s.Items+1)
 	}
 	for _, w := range testWarehouses {
-		var wh Warehouse
-		if decode(WarehouseKey(w), &wh) && (wh.YTD != 10*12*1000 || wh.Tax < 0 || wh.Tax > 2000) {
+		var wh procs.Warehouse
+		if decode(procs.WarehouseKey(w), &wh) && (wh.YTD != 10*12*1000 || wh.Tax < 0 || wh.Tax > 2000) {
 			t.Errorf("warehouse %d: %+v, want YTD %d", w, wh, 10*12*1000)
 		}
 		for i := 1; i <= s.Items; i++ {
-			var st Stock
-			if decode(StockKey(w, i), &st) && (st.Quantity < 10 || st.Quantity > 100 || len(st.Data) < 26 || len(st.Data) > 50) {
+			var st procs.Stock
+			if decode(procs.StockKey(w, i), &st) && (st.Quantity < 10 || st.Quantity > 100 || len(st.Data) < 26 || len(st.Data) > 50) {
 				t.Errorf("stock %d of warehouse %d: %+v", i, w, st)
 			}
 		}
 		history := 0
 		for k := range rows {
-			if strings.HasPrefix(k, string(HistoryPrefix(w))) {
+			if strings.HasPrefix(k, string(procs.HistoryPrefix(w))) {
 				history++
 			}
 		}
 		if history != 10*s.CustomersPerDistrict {
 			t.Errorf("warehouse %d: %d history rows, want %d", w, history, 10*s.CustomersPerDistrict)
 		}
-		for d := 1; d <= DistrictsPerWarehouse; d++ {
+		for d := 1; d <= procs.DistrictsPerWarehouse; d++ {
 			checkDistrictRows(t, rows, decode, w, d)
 		}
 	}
@@ -566,14 +320,14 @@ func checkRows(t *testing.T, rows map[string][]byte) {
 func checkDistrictRows(t *testing.T, rows map[string][]byte, decode func([]byte, any) bool, w, d int) {
 	t.Helper()
 	s := loadTestScale
-	var dist District
-	if decode(DistrictKey(w, d), &dist) && (dist.NextOID != s.OrdersPerDistrict+1 || dist.YTD != 12*1000) {
+	var dist procs.District
+	if decode(procs.DistrictKey(w, d), &dist) && (dist.NextOID != s.OrdersPerDistrict+1 || dist.YTD != 12*1000) {
 		t.Errorf("district %d/%d: NextOID %d, YTD %d; want %d, %d", w, d, dist.NextOID, dist.YTD, s.OrdersPerDistrict+1, 12*1000)
 	}
 	orderOf := map[int]int{} // customer -> its order
 	for o := 1; o <= s.OrdersPerDistrict; o++ {
-		var ord Order
-		if !decode(OrderKey(w, d, o), &ord) {
+		var ord procs.Order
+		if !decode(procs.OrderKey(w, d, o), &ord) {
 			continue
 		}
 		if prev, ok := orderOf[ord.CID]; ok {
@@ -581,41 +335,41 @@ func checkDistrictRows(t *testing.T, rows map[string][]byte, decode func([]byte,
 		}
 		orderOf[ord.CID] = o
 		undelivered := o > s.OrdersPerDistrict-s.NewOrdersPerDistrict
-		_, hasNO := rows[string(NewOrderKey(w, d, o))]
+		_, hasNO := rows[string(procs.NewOrderKey(w, d, o))]
 		if hasNO != undelivered || (ord.Carrier == 0) != undelivered || ord.OLCnt < 5 || ord.OLCnt > 15 || ord.EntryD != loadTestDate {
 			t.Errorf("order %d/%d/%d: %+v, new-order row %v; want undelivered %v", w, d, o, ord, hasNO, undelivered)
 		}
 		for n := 1; n <= ord.OLCnt; n++ {
-			var ol OrderLine
-			if !decode(OrderLineKey(w, d, o, n), &ol) {
+			var ol procs.OrderLine
+			if !decode(procs.OrderLineKey(w, d, o, n), &ol) {
 				continue
 			}
-			if ol.DistInfo != StockDist(w, ol.Item, d) || ol.SupplyW != w || ol.Quantity != 5 ||
+			if ol.DistInfo != procs.StockDist(w, ol.Item, d) || ol.SupplyW != w || ol.Quantity != 5 ||
 				(undelivered && (ol.Amount < 1 || ol.DeliveryD != 0)) || (!undelivered && (ol.Amount != 0 || ol.DeliveryD != loadTestDate)) {
 				t.Errorf("order line %d/%d/%d/%d: %+v", w, d, o, n, ol)
 			}
 		}
-		if _, ok := rows[string(OrderLineKey(w, d, o, ord.OLCnt+1))]; ok {
+		if _, ok := rows[string(procs.OrderLineKey(w, d, o, ord.OLCnt+1))]; ok {
 			t.Errorf("order %d/%d/%d: a line beyond O_OL_CNT %d", w, d, o, ord.OLCnt)
 		}
 	}
 	for c := 1; c <= s.CustomersPerDistrict; c++ {
-		var cu Customer
-		if !decode(CustomerKey(w, d, c), &cu) {
+		var cu procs.Customer
+		if !decode(procs.CustomerKey(w, d, c), &cu) {
 			continue
 		}
 		if cu.LastOrder != orderOf[c] {
 			t.Errorf("customer %d/%d/%d: LastOrder %d, want %d", w, d, c, cu.LastOrder, orderOf[c])
 		}
-		if cu.Last != LastName(c-1) || cu.Middle != "OE" || cu.Balance != -1000 || cu.YTDPayment != 1000 || cu.PaymentCnt != 1 ||
+		if cu.Last != procs.LastName(c-1) || cu.Middle != "OE" || cu.Balance != -1000 || cu.YTDPayment != 1000 || cu.PaymentCnt != 1 ||
 			cu.CreditLimit != 5000000 || cu.Discount < 0 || cu.Discount > 5000 || len(cu.Data) < 300 || len(cu.Data) > 500 || cu.Since != loadTestDate {
 			t.Errorf("customer %d/%d/%d: %+v", w, d, c, cu)
 		}
-		if v, ok := rows[string(CustomerNameKey(w, d, cu.Last, cu.First, c))]; !ok || len(v) != 0 {
+		if v, ok := rows[string(procs.CustomerNameKey(w, d, cu.Last, cu.First, c))]; !ok || len(v) != 0 {
 			t.Errorf("customer %d/%d/%d: name index entry %q, found %v; want an empty value", w, d, c, v, ok)
 		}
-		var h History
-		if decode(HistoryKey(w, loadHistoryID(d, c)), &h) && (h.CID != c || h.D != d || h.W != w || h.CD != d || h.CW != w || h.Amount != 1000) {
+		var h procs.History
+		if decode(procs.HistoryKey(w, procs.LoadHistoryID(d, c)), &h) && (h.CID != c || h.D != d || h.W != w || h.CD != d || h.CW != w || h.Amount != 1000) {
 			t.Errorf("history of customer %d/%d/%d: %+v", w, d, c, h)
 		}
 	}
@@ -642,7 +396,7 @@ func checkReplicasAgree(ctx context.Context, t *testing.T, c *client.Client, wan
 				kv := dialReplica(t, r.GRPC)
 				deadline := time.Now().Add(10 * time.Second)
 				for {
-					diff := diffRows(replicaRows(ctx, t, kv, WarehousePrefix(w), WarehouseEnd(w)), want, WarehousePrefix(w))
+					diff := diffRows(replicaRows(ctx, t, kv, procs.WarehousePrefix(w), procs.WarehouseEnd(w)), want, procs.WarehousePrefix(w))
 					if diff == "" {
 						break
 					}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/flexkv/flexkv/gtpcc/procs"
 )
 
 // TestRunOnCluster runs the workload on a real cluster, under each
@@ -20,7 +22,7 @@ func TestRunOnCluster(t *testing.T) {
 			c, _ := startCluster(t, proto)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			scale := Scale{Items: 200, CustomersPerDistrict: 30, OrdersPerDistrict: 30, NewOrdersPerDistrict: 9}
+			scale := procs.Scale{Items: 200, CustomersPerDistrict: 30, OrdersPerDistrict: 30, NewOrdersPerDistrict: 9}
 			ws := []int{1, 3, 5}
 			if err := Load(ctx, c, LoadConfig{Warehouses: ws, Scale: scale}); err != nil {
 				t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/flexkv/flexkv/gtpcc/procs"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -100,8 +101,8 @@ type NURandC struct {
 type WorkloadConfig struct {
 	// Warehouses are all the warehouses of the cluster, each in
 	// 1..WarehouseMax, once.
-	Warehouses []int `json:"warehouses"`
-	Scale      Scale `json:"scale"`
+	Warehouses []int       `json:"warehouses"`
+	Scale      procs.Scale `json:"scale"`
 	// Locality is the probability that a remote warehouse is the nearest
 	// candidate to the home warehouse; else the next nearest with
 	// probability Locality, and so on: the k-th nearest (from 0) with
@@ -141,7 +142,7 @@ type WorkloadConfig struct {
 
 // DefaultWorkload returns the workload of DESIGN 9 on warehouses of
 // population scale: TPC-C's mix and remote probabilities, LocalityDefault.
-func DefaultWorkload(warehouses []int, scale Scale) WorkloadConfig {
+func DefaultWorkload(warehouses []int, scale procs.Scale) WorkloadConfig {
 	return WorkloadConfig{
 		Warehouses:    slices.Clone(warehouses),
 		Scale:         scale,
@@ -151,9 +152,9 @@ func DefaultWorkload(warehouses []int, scale Scale) WorkloadConfig {
 		Mix:           DefaultMix,
 		// Fixed rather than random, so that a run is a function of its
 		// seed; each within TPC-C's range [0, A]. Last differs from the
-		// loader's LoadCLastConstant by 66, within clause 2.1.6.1's 65..119
+		// loader's procs.LoadCLastConstant by 66, within clause 2.1.6.1's 65..119
 		// (not 96 or 112).
-		C: NURandC{Last: LoadCLastConstant + 66, CustomerID: 259, Item: 7911},
+		C: NURandC{Last: procs.LoadCLastConstant + 66, CustomerID: 259, Item: 7911},
 	}
 }
 
@@ -246,8 +247,8 @@ func (c *WorkloadConfig) mix() Mix {
 type Op struct {
 	// Kind is one of KindNewOrder, KindPayment, ...
 	Kind string
-	// Proc is the procedure to call (ProcNewOrder, ...) and Args its
-	// arguments (EncodeArgs of NewOrderArgs, ...).
+	// Proc is the procedure to call (procs.ProcNewOrder, ...) and Args its
+	// arguments (procs.EncodeArgs of NewOrderArgs, ...).
 	Proc string
 	Args []byte
 	// Warehouses are the distinct warehouses the transaction touches,
@@ -311,8 +312,8 @@ func NewGenerator(cfg WorkloadConfig, home int, seed uint64) (*Generator, error)
 	}
 	s := cfg.Scale
 	g.lastMax = min(999, s.CustomersPerDistrict-1)
-	g.aCustomer = scaledA(1023, s.CustomersPerDistrict, Full.CustomersPerDistrict)
-	g.aItem = scaledA(8191, s.Items, Full.Items)
+	g.aCustomer = scaledA(1023, s.CustomersPerDistrict, procs.Full.CustomersPerDistrict)
+	g.aItem = scaledA(8191, s.Items, procs.Full.Items)
 	g.aLast = scaledA(255, g.lastMax+1, 1000)
 	return g, nil
 }
@@ -407,15 +408,15 @@ func (g *Generator) Next(now time.Time) Op {
 	case KindPayment:
 		return g.payment(date)
 	case KindOrderStatus:
-		args := OrderStatusArgs{W: g.home, D: g.district()}
+		args := procs.OrderStatusArgs{W: g.home, D: g.district()}
 		args.CID, args.CLast = g.customer()
-		return g.op(KindOrderStatus, ProcOrderStatus, args, []int{g.home}, false)
+		return g.op(KindOrderStatus, procs.ProcOrderStatus, args, []int{g.home}, false)
 	case KindDelivery:
-		args := DeliveryArgs{W: g.home, Carrier: g.between(1, carrierMax), Date: date}
-		return g.op(KindDelivery, ProcDelivery, args, []int{g.home}, false)
+		args := procs.DeliveryArgs{W: g.home, Carrier: g.between(1, carrierMax), Date: date}
+		return g.op(KindDelivery, procs.ProcDelivery, args, []int{g.home}, false)
 	default: // KindStockLevel
-		args := StockLevelArgs{W: g.home, D: g.district(), Threshold: g.between(thresholdMin, thresholdMax)}
-		return g.op(KindStockLevel, ProcStockLevel, args, []int{g.home}, false)
+		args := procs.StockLevelArgs{W: g.home, D: g.district(), Threshold: g.between(thresholdMin, thresholdMax)}
+		return g.op(KindStockLevel, procs.ProcStockLevel, args, []int{g.home}, false)
 	}
 }
 
@@ -424,7 +425,7 @@ func (g *Generator) op(kind, proc string, args any, warehouses []int, rollback b
 	slices.Sort(warehouses)
 	warehouses = slices.Compact(warehouses)
 	return Op{
-		Kind: kind, Proc: proc, Args: EncodeArgs(args),
+		Kind: kind, Proc: proc, Args: procs.EncodeArgs(args),
 		Warehouses: warehouses, Groups: g.cfg.groups(warehouses), Rollback: rollback,
 	}
 }
@@ -446,7 +447,7 @@ func (g *Generator) between(lo, hi int) int { return lo + g.rng.IntN(hi-lo+1) }
 // chance returns true with probability p.
 func (g *Generator) chance(p float64) bool { return g.rng.Float64() < p }
 
-func (g *Generator) district() int { return g.between(1, DistrictsPerWarehouse) }
+func (g *Generator) district() int { return g.between(1, procs.DistrictsPerWarehouse) }
 
 // customer returns a customer of a district as TPC-C names it (clause
 // 2.5.1.2, 2.6.1.2): by last name 60% of the time (id 0), else by id. The
@@ -454,9 +455,9 @@ func (g *Generator) district() int { return g.between(1, DistrictsPerWarehouse) 
 // that at any scale the name exists.
 func (g *Generator) customer() (id int, last string) {
 	if g.between(1, 100) <= byLastNamePercent {
-		return 0, LastName(NURand(g.rng, g.aLast, 0, g.lastMax, g.cfg.C.Last))
+		return 0, procs.LastName(procs.NURand(g.rng, g.aLast, 0, g.lastMax, g.cfg.C.Last))
 	}
-	return NURand(g.rng, g.aCustomer, 1, g.cfg.Scale.CustomersPerDistrict, g.cfg.C.CustomerID), ""
+	return procs.NURand(g.rng, g.aCustomer, 1, g.cfg.Scale.CustomersPerDistrict, g.cfg.C.CustomerID), ""
 }
 
 // remote returns a candidate remote warehouse (one of another group, if
@@ -475,13 +476,13 @@ func (g *Generator) remote() int {
 // warehouse, by a customer of a remote warehouse with probability
 // RemotePayment (always under GlobalOnly).
 func (g *Generator) payment(date int64) Op {
-	args := PaymentArgs{W: g.home, D: g.district(), Amount: int64(g.between(amountCentsMin, amountCentsMax)), Date: date}
+	args := procs.PaymentArgs{W: g.home, D: g.district(), Amount: int64(g.between(amountCentsMin, amountCentsMax)), Date: date}
 	args.CW, args.CD = args.W, args.D
 	if len(g.remotes) > 0 && (g.cfg.GlobalOnly || g.chance(g.cfg.RemotePayment)) {
 		args.CW, args.CD = g.remote(), g.district()
 	}
 	args.CID, args.CLast = g.customer()
-	return g.op(KindPayment, ProcPayment, args, []int{args.W, args.CW}, false)
+	return g.op(KindPayment, procs.ProcPayment, args, []int{args.W, args.CW}, false)
 }
 
 // newOrder draws a new-order (clause 2.4.1). Under GlobalOnly, one with
@@ -499,7 +500,7 @@ func (g *Generator) newOrder(date int64) Op {
 		for _, l := range args.Lines {
 			ws = append(ws, l.SupplyW)
 		}
-		op := g.op(KindNewOrder, ProcNewOrder, args, ws, rollback)
+		op := g.op(KindNewOrder, procs.ProcNewOrder, args, ws, rollback)
 		if !g.cfg.GlobalOnly || len(op.Groups) <= globalGroupsMax {
 			return op
 		}
@@ -513,16 +514,16 @@ func (g *Generator) newOrder(date int64) Op {
 // 1% with an unused item on its last line. With limit set, a line never
 // adds a group past globalGroupsMax: it gets the first remote warehouse
 // drawn instead.
-func (g *Generator) drawNewOrder(date int64, limit bool) (NewOrderArgs, bool) {
-	args := NewOrderArgs{W: g.home, D: g.district(), EntryD: date}
-	args.C = NURand(g.rng, g.aCustomer, 1, g.cfg.Scale.CustomersPerDistrict, g.cfg.C.CustomerID)
+func (g *Generator) drawNewOrder(date int64, limit bool) (procs.NewOrderArgs, bool) {
+	args := procs.NewOrderArgs{W: g.home, D: g.district(), EntryD: date}
+	args.C = procs.NURand(g.rng, g.aCustomer, 1, g.cfg.Scale.CustomersPerDistrict, g.cfg.C.CustomerID)
 	remote := g.remoteLines()
-	args.Lines = make([]NewOrderLine, len(remote))
+	args.Lines = make([]procs.NewOrderLine, len(remote))
 	first := 0                             // the first remote warehouse drawn, 0 before
 	groups := []int{g.cfg.groupOf(g.home)} // distinct groups so far
 	for i := range args.Lines {
 		l := &args.Lines[i]
-		l.Item = NURand(g.rng, g.aItem, 1, g.cfg.Scale.Items, g.cfg.C.Item)
+		l.Item = procs.NURand(g.rng, g.aItem, 1, g.cfg.Scale.Items, g.cfg.C.Item)
 		l.Quantity = g.between(1, quantityMax)
 		l.SupplyW = g.home
 		if remote[i] {
@@ -562,17 +563,17 @@ func (g *Generator) remoteLines() []bool {
 		p = 0
 	}
 	if !g.cfg.GlobalOnly {
-		remote := make([]bool, g.between(OrderLinesMin, OrderLinesMax))
+		remote := make([]bool, g.between(procs.OrderLinesMin, procs.OrderLinesMax))
 		for i := range remote {
 			remote[i] = g.chance(p)
 		}
 		return remote
 	}
-	var counts [OrderLinesMax - OrderLinesMin + 1]float64
+	var counts [procs.OrderLinesMax - procs.OrderLinesMin + 1]float64
 	for i := range counts {
-		counts[i] = -math.Expm1(float64(OrderLinesMin+i) * math.Log1p(-p)) // 1-(1-p)^k, exact for small p
+		counts[i] = -math.Expm1(float64(procs.OrderLinesMin+i) * math.Log1p(-p)) // 1-(1-p)^k, exact for small p
 	}
-	remote := make([]bool, OrderLinesMin+g.pick(counts[:]))
+	remote := make([]bool, procs.OrderLinesMin+g.pick(counts[:]))
 	firsts := make([]float64, len(remote))
 	for i := range firsts {
 		firsts[i] = math.Pow(1-p, float64(i))
@@ -620,10 +621,10 @@ func (g *Generator) pick(weights []float64) int {
 func ClusterLayout(parts *partition.PartitionMap, groups *partition.Topology, lat *partition.Latency, warehouses []int) (distance func(a, b int) float64, group func(w int) int, err error) {
 	owner := make(map[int]partition.GroupID, len(warehouses))
 	for _, w := range warehouses {
-		if w < 1 || w > WarehouseMax {
-			return nil, nil, fmt.Errorf("gtpcc: warehouse %d, want 1..%d", w, WarehouseMax)
+		if w < 1 || w > procs.WarehouseMax {
+			return nil, nil, fmt.Errorf("gtpcc: warehouse %d, want 1..%d", w, procs.WarehouseMax)
 		}
-		g, replicated, err := parts.Owner(WarehouseKey(w))
+		g, replicated, err := parts.Owner(procs.WarehouseKey(w))
 		if err != nil {
 			return nil, nil, fmt.Errorf("gtpcc: warehouse %d: %w", w, err)
 		}

@@ -1,6 +1,7 @@
 package gtpcc
 
 import (
+	"fmt"
 	"math"
 	"reflect"
 	"slices"
@@ -8,11 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flexkv/flexkv/gtpcc/procs"
 	"github.com/flexkv/flexkv/partition"
 )
 
 // testNow is the date of every generated op in these tests.
 var testNow = time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
+
+// itoa2 writes d (0..99) in two digits.
+func itoa2(d int) string { return fmt.Sprintf("%02d", d) }
 
 // lineDistance ranks warehouses by how far apart their numbers are.
 func lineDistance(a, b int) float64 { return math.Abs(float64(a - b)) }
@@ -24,7 +29,7 @@ func testWorkload(n int) WorkloadConfig {
 	for w := 1; w <= n; w++ {
 		ws = append(ws, w)
 	}
-	cfg := DefaultWorkload(ws, Small)
+	cfg := DefaultWorkload(ws, procs.Small)
 	cfg.Distance = lineDistance
 	return cfg
 }
@@ -165,7 +170,7 @@ func TestGeneratorGlobalOnlyLimit(t *testing.T) {
 	}
 }
 
-func warehousesOf(a NewOrderArgs) []int {
+func warehousesOf(a procs.NewOrderArgs) []int {
 	ws := []int{a.W}
 	for _, l := range a.Lines {
 		ws = append(ws, l.SupplyW)
@@ -188,8 +193,8 @@ func TestGeneratorGlobalOnlyConditioned(t *testing.T) {
 			if !keep(op) {
 				continue
 			}
-			var a NewOrderArgs
-			if err := decodeArgs(op.Proc, op.Args, &a); err != nil {
+			var a procs.NewOrderArgs
+			if err := procs.DecodeArgs(op.Proc, op.Args, &a); err != nil {
 				t.Fatal(err)
 			}
 			kept++
@@ -219,8 +224,8 @@ func remoteChoices(t *testing.T, cfg WorkloadConfig, home, n int) []int {
 	cfg.RemotePayment = 1
 	var out []int
 	for _, op := range drawOps(mustGenerator(t, cfg, home, 5), n) {
-		var a PaymentArgs
-		if err := decodeArgs(op.Proc, op.Args, &a); err != nil {
+		var a procs.PaymentArgs
+		if err := procs.DecodeArgs(op.Proc, op.Args, &a); err != nil {
 			t.Fatal(err)
 		}
 		if a.CW == home {
@@ -351,7 +356,7 @@ func TestScaledA(t *testing.T) {
 
 // checkOp fails unless op's arguments decode strictly, are those of a
 // client of home under cfg, and name the warehouses op.Warehouses lists,
-// and the procedures' own checks (ProcedureKeys) accept them.
+// and the procedures' own checks (procs.ProcedureKeys) accept them.
 func checkOp(t *testing.T, cfg WorkloadConfig, home int, op Op) {
 	t.Helper()
 	s := cfg.Scale
@@ -369,7 +374,7 @@ func checkOp(t *testing.T, cfg WorkloadConfig, home int, op Op) {
 	customer := func(cid int, last string) {
 		t.Helper()
 		if cid == 0 {
-			if !slices.ContainsFunc(makeRange(0, lastMax), func(n int) bool { return LastName(n) == last }) {
+			if !slices.ContainsFunc(makeRange(0, lastMax), func(n int) bool { return procs.LastName(n) == last }) {
 				bad("last name %q is none of customers 1..%d's", last, lastMax+1)
 			}
 			return
@@ -379,7 +384,7 @@ func checkOp(t *testing.T, cfg WorkloadConfig, home int, op Op) {
 		}
 		inRange("customer", cid, 1, s.CustomersPerDistrict)
 	}
-	if _, err := ProcedureKeys(op.Proc, op.Args); err != nil {
+	if _, err := procs.ProcedureKeys(op.Proc, op.Args); err != nil {
 		bad("ProcedureKeys: %v", err)
 	}
 	// A remote warehouse is of another group than home's, unless the
@@ -396,14 +401,14 @@ func checkOp(t *testing.T, cfg WorkloadConfig, home int, op Op) {
 	var proc string
 	switch op.Kind {
 	case KindNewOrder:
-		proc = ProcNewOrder
-		var a NewOrderArgs
-		if err := decodeArgs(op.Proc, op.Args, &a); err != nil {
+		proc = procs.ProcNewOrder
+		var a procs.NewOrderArgs
+		if err := procs.DecodeArgs(op.Proc, op.Args, &a); err != nil {
 			bad("%v", err)
 		}
-		inRange("district", a.D, 1, DistrictsPerWarehouse)
+		inRange("district", a.D, 1, procs.DistrictsPerWarehouse)
 		inRange("customer", a.C, 1, s.CustomersPerDistrict)
-		inRange("lines", len(a.Lines), OrderLinesMin, OrderLinesMax)
+		inRange("lines", len(a.Lines), procs.OrderLinesMin, procs.OrderLinesMax)
 		if a.W != home || a.EntryD < testNow.UnixMilli() {
 			bad("warehouse %d or entry date %d, want %d and a test date", a.W, a.EntryD, home)
 		}
@@ -423,13 +428,13 @@ func checkOp(t *testing.T, cfg WorkloadConfig, home int, op Op) {
 			touched = append(touched, l.SupplyW)
 		}
 	case KindPayment:
-		proc = ProcPayment
-		var a PaymentArgs
-		if err := decodeArgs(op.Proc, op.Args, &a); err != nil {
+		proc = procs.ProcPayment
+		var a procs.PaymentArgs
+		if err := procs.DecodeArgs(op.Proc, op.Args, &a); err != nil {
 			bad("%v", err)
 		}
-		inRange("district", a.D, 1, DistrictsPerWarehouse)
-		inRange("customer district", a.CD, 1, DistrictsPerWarehouse)
+		inRange("district", a.D, 1, procs.DistrictsPerWarehouse)
+		inRange("customer district", a.CD, 1, procs.DistrictsPerWarehouse)
 		inRange("amount", int(a.Amount), amountCentsMin, amountCentsMax)
 		if a.W != home || !slices.Contains(cfg.Warehouses, a.CW) {
 			bad("warehouses %d, %d", a.W, a.CW)
@@ -441,27 +446,27 @@ func checkOp(t *testing.T, cfg WorkloadConfig, home int, op Op) {
 		customer(a.CID, a.CLast)
 		touched = append(touched, a.CW)
 	case KindOrderStatus:
-		proc = ProcOrderStatus
-		var a OrderStatusArgs
-		if err := decodeArgs(op.Proc, op.Args, &a); err != nil {
+		proc = procs.ProcOrderStatus
+		var a procs.OrderStatusArgs
+		if err := procs.DecodeArgs(op.Proc, op.Args, &a); err != nil {
 			bad("%v", err)
 		}
-		inRange("district", a.D, 1, DistrictsPerWarehouse)
+		inRange("district", a.D, 1, procs.DistrictsPerWarehouse)
 		customer(a.CID, a.CLast)
 	case KindDelivery:
-		proc = ProcDelivery
-		var a DeliveryArgs
-		if err := decodeArgs(op.Proc, op.Args, &a); err != nil {
+		proc = procs.ProcDelivery
+		var a procs.DeliveryArgs
+		if err := procs.DecodeArgs(op.Proc, op.Args, &a); err != nil {
 			bad("%v", err)
 		}
 		inRange("carrier", a.Carrier, 1, carrierMax)
 	case KindStockLevel:
-		proc = ProcStockLevel
-		var a StockLevelArgs
-		if err := decodeArgs(op.Proc, op.Args, &a); err != nil {
+		proc = procs.ProcStockLevel
+		var a procs.StockLevelArgs
+		if err := procs.DecodeArgs(op.Proc, op.Args, &a); err != nil {
 			bad("%v", err)
 		}
-		inRange("district", a.D, 1, DistrictsPerWarehouse)
+		inRange("district", a.D, 1, procs.DistrictsPerWarehouse)
 		inRange("threshold", a.Threshold, thresholdMin, thresholdMax)
 	default:
 		bad("unknown kind")
@@ -497,13 +502,13 @@ func makeRange(lo, hi int) []int {
 func TestGeneratorArgs(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		scale Scale
+		scale procs.Scale
 		n     int
 	}{
-		{"small", Small, 3},
-		{"tiny", Scale{Items: 20, CustomersPerDistrict: 3, OrdersPerDistrict: 3, NewOrdersPerDistrict: 1}, 2},
-		{"one warehouse", Small, 1},
-		{"full", Full, 4},
+		{"small", procs.Small, 3},
+		{"tiny", procs.Scale{Items: 20, CustomersPerDistrict: 3, OrdersPerDistrict: 3, NewOrdersPerDistrict: 1}, 2},
+		{"one warehouse", procs.Small, 1},
+		{"full", procs.Full, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := testWorkload(tc.n)
@@ -535,8 +540,8 @@ func TestGeneratorRemoteRates(t *testing.T) {
 	for _, op := range drawOps(mustGenerator(t, cfg, 2, 17), 20000) {
 		switch op.Kind {
 		case KindNewOrder:
-			var a NewOrderArgs
-			if err := decodeArgs(op.Proc, op.Args, &a); err != nil {
+			var a procs.NewOrderArgs
+			if err := procs.DecodeArgs(op.Proc, op.Args, &a); err != nil {
 				t.Fatal(err)
 			}
 			for _, l := range a.Lines {
@@ -562,11 +567,11 @@ func TestGeneratorRollbackRate(t *testing.T) {
 	const n = 20000
 	rollbacks := 0
 	for _, op := range drawOps(mustGenerator(t, cfg, 1, 23), n) {
-		var a NewOrderArgs
-		if err := decodeArgs(op.Proc, op.Args, &a); err != nil {
+		var a procs.NewOrderArgs
+		if err := procs.DecodeArgs(op.Proc, op.Args, &a); err != nil {
 			t.Fatal(err)
 		}
-		unused := slices.IndexFunc(a.Lines, func(l NewOrderLine) bool { return l.Item > cfg.Scale.Items })
+		unused := slices.IndexFunc(a.Lines, func(l procs.NewOrderLine) bool { return l.Item > cfg.Scale.Items })
 		switch {
 		case op.Rollback && unused != len(a.Lines)-1:
 			t.Fatalf("rollback whose unused item is on line %d of %d", unused, len(a.Lines))
@@ -639,7 +644,7 @@ func testCluster(t *testing.T, members [][]int, rtt [][]float64) (*partition.Par
 		regions = append(regions, region)
 		spec.Groups = append(spec.Groups, partition.Group{Name: "g" + itoa2(g), Region: region})
 		for _, w := range ws {
-			parts = append(parts, partition.Partition{Start: WarehousePrefix(w), End: WarehouseEnd(w), Group: partition.GroupID(g)})
+			parts = append(parts, partition.Partition{Start: procs.WarehousePrefix(w), End: procs.WarehouseEnd(w), Group: partition.GroupID(g)})
 		}
 	}
 	top, err := partition.NewTopology(spec)
@@ -702,7 +707,7 @@ func TestGeneratorGroups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultWorkload(ws, Small)
+	cfg := DefaultWorkload(ws, procs.Small)
 	cfg.Distance, cfg.Group = dist, group
 
 	t.Run("nearest other group", func(t *testing.T) {
@@ -790,7 +795,7 @@ func TestGeneratorGroups(t *testing.T) {
 // than three warehouses, never more than three groups.
 func TestGeneratorGlobalOnlyGroups(t *testing.T) {
 	ws := makeRange(1, 12)
-	cfg := DefaultWorkload(ws, Small)
+	cfg := DefaultWorkload(ws, procs.Small)
 	cfg.Group = func(w int) int { return (w - 1) / 2 } // six groups of two
 	cfg.Distance = lineDistance
 	cfg.GlobalOnly, cfg.Locality, cfg.RemoteItem = true, 0, 0.5

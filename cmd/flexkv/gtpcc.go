@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -21,9 +20,10 @@ import (
 	"github.com/flexkv/flexkv/client"
 	"github.com/flexkv/flexkv/configs"
 	"github.com/flexkv/flexkv/gtpcc"
+	"github.com/flexkv/flexkv/gtpcc/bench"
+	"github.com/flexkv/flexkv/gtpcc/procs"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/protocol"
-	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/server"
 )
 
@@ -32,6 +32,9 @@ import (
 // --local, start a fresh cluster in this process for each protocol, load
 // it, run, check and compare. `flexkv demo` is the last with defaults that
 // show FlexCast on the emulated WAN in under a minute.
+//
+// This file holds their flags, parsing and output; package gtpcc/bench
+// runs them.
 
 // newGtpccCmd returns `flexkv gtpcc`, the parent of load, run and check.
 func newGtpccCmd() *cobra.Command {
@@ -396,8 +399,9 @@ func runRemoteBench(cmd *cobra.Command, v *viper.Viper) error {
 			return interrupted(ctx, err)
 		}
 		endpoints, _ := benchEndpoints(v)
-		b := &bench{opts: opts, endpoints: endpoints, loader: c, warehouses: ws, scale: scale, configName: configName(v)}
-		rep, err := b.run(ctx, cmd.ErrOrStderr())
+		opts.Extra = reportExtra(v, opts.LatencyMode, scale)
+		t := bench.Target{Endpoints: endpoints, Loader: c, Warehouses: ws, Scale: scale}
+		rep, err := bench.Run(ctx, t, opts.Options, cmd.ErrOrStderr())
 		if rep != nil {
 			if werr := rep.WriteTable(cmd.OutOrStdout()); werr != nil && err == nil {
 				err = werr
@@ -420,215 +424,56 @@ func rejectLocalOnly(cmd *cobra.Command) error {
 	return nil
 }
 
-// runOptions are the flags of a run, read and checked.
+// runOptions are the flags of a run, read and checked: the run's settings
+// and what the CLI does with its results.
 type runOptions struct {
-	duration, progress   time.Duration
-	clients              int
-	warmUp, coolDown     float64
-	locality, remoteItem float64
-	remotePayment        float64
-	globalOnly, check    bool
-	seed                 uint64
-	jsonPath, plotDir    string
-	mode                 server.LatencyMode
-	warehouses           string
+	bench.Options
+	jsonPath, plotDir string
+	warehouses        string
 }
 
 // readRunOptions reads the run flags of v and checks them: usage errors
 // name the flag.
 func readRunOptions(v *viper.Viper) (runOptions, error) {
 	o := runOptions{
-		duration: v.GetDuration("duration"), progress: v.GetDuration("progress"), clients: v.GetInt("clients"),
-		warmUp: v.GetFloat64("warm-up"), coolDown: v.GetFloat64("cool-down"),
-		locality: v.GetFloat64("locality"), remoteItem: v.GetFloat64("remote-item"), remotePayment: v.GetFloat64("remote-payment"),
-		globalOnly: v.GetBool("global-only"), check: v.GetBool("check"), seed: v.GetUint64("seed"),
+		Options: bench.Options{
+			Duration: v.GetDuration("duration"), ProgressEvery: v.GetDuration("progress"), Clients: v.GetInt("clients"),
+			WarmUp: v.GetFloat64("warm-up"), CoolDown: v.GetFloat64("cool-down"),
+			Locality: v.GetFloat64("locality"), RemoteItem: v.GetFloat64("remote-item"), RemotePayment: v.GetFloat64("remote-payment"),
+			GlobalOnly: v.GetBool("global-only"), Check: v.GetBool("check"), Seed: v.GetUint64("seed"),
+		},
 		jsonPath: v.GetString("json"), plotDir: v.GetString("plots"), warehouses: v.GetString("warehouses"),
 	}
 	mode, err := server.ParseLatencyMode(v.GetString("latency-mode"))
 	if err != nil {
 		return o, usageError(fmt.Errorf("--latency-mode: %w", err))
 	}
-	o.mode = mode
+	o.LatencyMode = mode
 	for _, p := range []struct {
 		name string
 		v    float64
-	}{{"locality", o.locality}, {"remote-item", o.remoteItem}, {"remote-payment", o.remotePayment}} {
+	}{{"locality", o.Locality}, {"remote-item", o.RemoteItem}, {"remote-payment", o.RemotePayment}} {
 		if !(p.v >= 0 && p.v <= 1) {
 			return o, usageError(fmt.Errorf("--%s %v: want a probability from 0 to 1", p.name, p.v))
 		}
 	}
 	switch {
-	case o.duration <= 0:
-		return o, usageError(fmt.Errorf("--duration %s: want more than 0", o.duration))
-	case o.clients < 1:
-		return o, usageError(fmt.Errorf("--clients %d: want at least 1 per warehouse", o.clients))
-	case o.progress < 0:
-		return o, usageError(fmt.Errorf("--progress %s: want 0 (none) or more", o.progress))
-	case !(o.warmUp >= 0 && o.coolDown >= 0 && o.warmUp+o.coolDown < 1):
-		return o, usageError(fmt.Errorf("--warm-up %v and --cool-down %v: want fractions that leave some of the run", o.warmUp, o.coolDown))
+	case o.Duration <= 0:
+		return o, usageError(fmt.Errorf("--duration %s: want more than 0", o.Duration))
+	case o.Clients < 1:
+		return o, usageError(fmt.Errorf("--clients %d: want at least 1 per warehouse", o.Clients))
+	case o.ProgressEvery < 0:
+		return o, usageError(fmt.Errorf("--progress %s: want 0 (none) or more", o.ProgressEvery))
+	case !(o.WarmUp >= 0 && o.CoolDown >= 0 && o.WarmUp+o.CoolDown < 1):
+		return o, usageError(fmt.Errorf("--warm-up %v and --cool-down %v: want fractions that leave some of the run", o.WarmUp, o.CoolDown))
 	}
 	return o, nil
 }
 
-// bench is one run of the workload on one cluster.
-type bench struct {
-	opts       runOptions
-	endpoints  []string
-	loader     *client.Client // without emulated delays: loading and checking
-	warehouses []int
-	scale      gtpcc.Scale
-	protocol   string
-	configName string        // the cluster configuration's file, for the report
-	local      *server.Local // nil against a running cluster
-}
-
-// run runs the workload and the check, and returns the report.
-func (b *bench) run(ctx context.Context, progress io.Writer) (*gtpcc.Report, error) {
-	view := b.loader.Topology()
-	if b.protocol == "" {
-		b.protocol = view.Config.Protocol
-	}
-	wl := gtpcc.DefaultWorkload(b.warehouses, b.scale)
-	wl.Locality, wl.RemoteItem, wl.RemotePayment, wl.GlobalOnly = b.opts.locality, b.opts.remoteItem, b.opts.remotePayment, b.opts.globalOnly
-	var err error
-	if wl.Distance, wl.Group, err = gtpcc.ClusterLayout(view.Partitions, view.Groups, view.Latency, b.warehouses); err != nil {
-		return nil, err
-	}
-
-	// One client per region, shared by the clients of the warehouses
-	// whose groups are there: its requests wait the emulated latency from
-	// that region to each group.
-	callers := make(map[string]*client.Client)
-	defer func() {
-		for _, c := range callers {
-			_ = c.Close()
-		}
-	}()
-	perRegion := make(map[string]int)
-	regionOf := func(w int) (string, error) {
-		g, _, err := view.Partitions.Owner(gtpcc.WarehouseKey(w))
-		if err != nil {
-			return "", err
-		}
-		return view.Groups.Group(g).Region, nil
-	}
-	for _, w := range b.warehouses {
-		r, err := regionOf(w)
-		if err != nil {
-			return nil, err
-		}
-		perRegion[r] += b.opts.clients
-	}
-	specs, err := gtpcc.ClientsPerWarehouse(b.warehouses, b.opts.clients, func(home, _ int) (gtpcc.Caller, error) {
-		region, err := regionOf(home)
-		if err != nil {
-			return nil, err
-		}
-		if c, ok := callers[region]; ok {
-			return c, nil
-		}
-		c, err := client.New(ctx, client.Config{
-			Endpoints: b.endpoints, Region: region, Sessions: perRegion[region],
-			Logger:   slog.New(slog.DiscardHandler),
-			WANDelay: wanDelay(view, region, b.opts.mode),
-		})
-		if err != nil {
-			return nil, err
-		}
-		callers[region] = c
-		return c, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	var before map[string]server.Traffic
-	if b.local != nil {
-		before = b.local.Traffic()
-	}
-	cfg := gtpcc.RunConfig{
-		Protocol: b.protocol, Workload: wl, Clients: specs, Duration: b.opts.duration,
-		WarmUp: trim(b.opts.warmUp), CoolDown: trim(b.opts.coolDown), Seed: b.opts.seed,
-		Extra: map[string]string{"cluster_config": b.configName, "latency_mode": string(b.opts.mode), "scale": formatScale(b.scale)},
-	}
-	if b.opts.progress > 0 {
-		cfg.Progress, cfg.ProgressEvery = progress, b.opts.progress
-	}
-	rep, err := gtpcc.Run(ctx, cfg)
-	if err != nil {
-		// Interrupted: the report so far, without traffic or check.
-		return rep, err
-	}
-	if b.local != nil {
-		b.traffic(rep, before, b.local.Traffic())
-	}
-	if b.opts.check {
-		cr, err := gtpcc.Check(ctx, b.loader, b.warehouses)
-		if err != nil {
-			return nil, fmt.Errorf("gtpcc: check after the run: %w", err)
-		}
-		rep.Check = cr.Summary()
-	}
-	return rep, nil
-}
-
-// trim turns a --warm-up or --cool-down fraction into RunConfig's form,
-// where 0 means the default.
-func trim(f float64) float64 {
-	if f == 0 {
-		return gtpcc.TrimNone
-	}
-	return f
-}
-
-// wanDelay returns the emulated one-way delay from region to each group.
-func wanDelay(view *client.Topology, region string, mode server.LatencyMode) func(string) time.Duration {
-	lat := view.Latency
-	if lat == nil || mode == server.LatencyOff || !lat.Has(region) {
-		return nil
-	}
-	return func(group string) time.Duration {
-		g, ok := view.Groups.Lookup(group)
-		if !ok {
-			return 0
-		}
-		return mode.OneWay(lat.RTTMs(region, view.Groups.Group(g).Region))
-	}
-}
-
-// traffic fills the report's traffic per node and overhead per group from
-// the servers' counts before and after the run (its whole length, warm-up,
-// cool-down and the wait for the last calls included; rates are over the
-// run's duration). A group's overhead is DESIGN 3.4's: 1 - delivered /
-// received payload messages, where a group receives the client requests it
-// accepts and the payloads other groups send it (every replica applies the
-// same requests and deliveries: the group's count is its replicas'
-// largest; each payload send is counted once, by the replica that led).
-func (b *bench) traffic(rep *gtpcc.Report, before, after map[string]server.Traffic) {
-	secs := rep.Config.RunS
-	diff := func(a, p uint64) uint64 { return a - min(a, p) } // a node restarted counts from 0
-	rep.Traffic = make(map[string]gtpcc.NodeTraffic)
-	received := make(map[string]uint64)
-	delivered := make(map[string]uint64)
-	for id, a := range after {
-		p := before[id]
-		rep.Traffic[id] = gtpcc.NewNodeTraffic(int64(diff(a.Sends, p.Sends)), int64(diff(a.SendBytes, p.SendBytes)), secs)
-		g := b.local.Group(id)
-		received[g] = max(received[g], diff(a.Requests, p.Requests))
-		delivered[g] = max(delivered[g], diff(a.Deliveries, p.Deliveries))
-	}
-	for id, a := range after {
-		for to, n := range a.PayloadTo {
-			received[to] += diff(n, before[id].PayloadTo[to])
-		}
-	}
-	rep.Overhead = make(map[string]gtpcc.GroupOverhead)
-	for g, r := range received {
-		o := gtpcc.GroupOverhead{Received: r, Delivered: delivered[g]}
-		if r > 0 && delivered[g] < r {
-			o.Overhead = 1 - float64(delivered[g])/float64(r)
-		}
-		rep.Overhead[g] = o
-	}
+// reportExtra returns what a report's config records of the cluster, for
+// a run at scale.
+func reportExtra(v *viper.Viper, mode server.LatencyMode, scale procs.Scale) map[string]string {
+	return map[string]string{"cluster_config": configName(v), "latency_mode": string(mode), "scale": formatScale(scale)}
 }
 
 // configName names the cluster configuration of --config for reports.
@@ -697,13 +542,30 @@ func runLocalBench(cmd *cobra.Command, v *viper.Viper) error {
 	ctx, stop := signalContext(cmd.Context())
 	defer stop()
 	out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	opts.Extra = reportExtra(v, opts.LatencyMode, scale)
 	var reports []*gtpcc.Report
 	for _, proto := range protocols {
-		lr := localBench{
-			cfg: cfg, lat: lat, mode: opts.mode, jitter: jitter, dir: dataDir, deliveryLog: v.GetString("delivery-log"),
-			logger: logger, protocol: proto, scale: scale, opts: opts, configName: configName(v),
+		lc := bench.LocalConfig{
+			Cluster: cfg, Protocol: proto, Latency: lat, LatencyMode: opts.LatencyMode, LatencyJitter: jitter,
+			Dir: dataDir, DeliveryLog: v.GetString("delivery-log"), Logger: logger, Scale: scale,
+			Warehouses: func(top *client.Topology) ([]int, error) {
+				ws, err := selectWarehouses(top, opts.warehouses)
+				if err != nil {
+					return nil, usageError(err)
+				}
+				return ws, nil
+			},
+			Ready: func(l *server.Local, took time.Duration) {
+				fmt.Fprintf(out, "%s: %d groups x %d replicas ready in %s; emulated WAN: %s\n", proto, len(cfg.Groups), len(l.Nodes())/len(cfg.Groups),
+					took.Round(time.Millisecond), latencySummary(lat, opts.LatencyMode, jitter))
+			},
+			LoadProgress: loadProgress(errOut),
+			Loaded: func(ws []int, took time.Duration) {
+				fmt.Fprintf(out, "%s: loaded warehouses %s at scale %s in %s; running %d clients for %s\n", proto, formatWarehouses(ws),
+					formatScale(scale), took.Round(time.Millisecond), opts.Clients*len(ws), opts.Duration)
+			},
 		}
-		rep, err := lr.run(ctx, out, errOut)
+		rep, err := bench.RunLocal(ctx, lc, opts.Options, errOut)
 		if rep != nil {
 			fmt.Fprintln(out)
 			if werr := rep.WriteTable(out); werr != nil && err == nil {
@@ -716,88 +578,6 @@ func runLocalBench(cmd *cobra.Command, v *viper.Viper) error {
 		reports = append(reports, rep)
 	}
 	return finishBench(cmd, opts, reports)
-}
-
-// localBench is one protocol's run on a fresh cluster in this process.
-type localBench struct {
-	cfg         *partition.ClusterConfig
-	lat         *partition.Latency
-	mode        server.LatencyMode
-	jitter      float64
-	dir         string
-	deliveryLog string
-	logger      *slog.Logger
-	protocol    string
-	scale       gtpcc.Scale
-	opts        runOptions
-	configName  string
-}
-
-// run starts a fresh cluster for lb's protocol, loads it, runs the
-// workload, checks it and stops the cluster. Interrupted, it returns the
-// report so far with the error.
-func (lb *localBench) run(ctx context.Context, out, errOut io.Writer) (*gtpcc.Report, error) {
-	cfg := *lb.cfg
-	cfg.Protocol = lb.protocol
-	if err := protocol.Validate(&cfg); err != nil {
-		return nil, err
-	}
-	dir := filepath.Join(lb.dir, lb.protocol)
-	if err := os.RemoveAll(dir); err != nil {
-		return nil, err
-	}
-	dlog := ""
-	if lb.deliveryLog != "" {
-		// The logs append: a fresh cluster gets fresh logs.
-		dlog = filepath.Join(lb.deliveryLog, lb.protocol)
-		if err := os.RemoveAll(dlog); err != nil {
-			return nil, err
-		}
-	}
-	start := time.Now()
-	l, err := server.StartLocal(server.LocalConfig{
-		Cluster: &cfg, Latency: lb.lat, LatencyMode: lb.mode, LatencyJitter: lb.jitter, Dir: dir,
-		DeliveryLogDir: dlog, Logger: lb.logger, Procedures: gtpcc.Registry(),
-	})
-	if errors.Is(err, syscall.EADDRINUSE) {
-		return nil, fmt.Errorf("%w (is a flexkv local or demo using the addresses of the configuration?)", err)
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer l.Close()
-	if err := waitLeaders(ctx, l, &cfg); err != nil {
-		return nil, err
-	}
-	loader, err := client.New(ctx, client.Config{Endpoints: l.Endpoints(), Sessions: 256, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = loader.Close() }()
-	ws, err := selectWarehouses(loader.Topology(), lb.opts.warehouses)
-	if err != nil {
-		return nil, usageError(err)
-	}
-	fmt.Fprintf(out, "%s: %d groups x %d replicas ready in %s; emulated WAN: %s\n", lb.protocol, len(cfg.Groups), len(l.Nodes())/len(cfg.Groups),
-		time.Since(start).Round(time.Millisecond), latencySummary(lb.lat, lb.mode, lb.jitter))
-	start = time.Now()
-	err = gtpcc.Load(ctx, loader, gtpcc.LoadConfig{
-		Warehouses: ws, Scale: lb.scale, Date: start.UnixMilli(), Progress: loadProgress(errOut),
-	})
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(out, "%s: loaded warehouses %s at scale %s in %s; running %d clients for %s\n", lb.protocol, formatWarehouses(ws),
-		formatScale(lb.scale), time.Since(start).Round(time.Millisecond), lb.opts.clients*len(ws), lb.opts.duration)
-	b := &bench{opts: lb.opts, endpoints: l.Endpoints(), loader: loader, warehouses: ws, scale: lb.scale, protocol: lb.protocol, local: l, configName: lb.configName}
-	rep, err := b.run(ctx, errOut)
-	if err != nil {
-		return rep, err
-	}
-	if err := l.Close(); err != nil {
-		return nil, err
-	}
-	return rep, nil
 }
 
 // finishBench prints the comparison of several protocols, writes the JSON
@@ -892,13 +672,13 @@ func protocolNames() string {
 }
 
 // parseScale parses --scale.
-func parseScale(s string) (gtpcc.Scale, error) {
-	var sc gtpcc.Scale
+func parseScale(s string) (procs.Scale, error) {
+	var sc procs.Scale
 	switch s {
 	case "small":
-		sc = gtpcc.Small
+		sc = procs.Small
 	case "full":
-		sc = gtpcc.Full
+		sc = procs.Full
 	default:
 		fields := map[string]*int{
 			"items": &sc.Items, "customers": &sc.CustomersPerDistrict,
@@ -928,11 +708,11 @@ func parseScale(s string) (gtpcc.Scale, error) {
 }
 
 // formatScale writes s as --scale takes it.
-func formatScale(s gtpcc.Scale) string {
+func formatScale(s procs.Scale) string {
 	switch s {
-	case gtpcc.Small:
+	case procs.Small:
 		return "small"
-	case gtpcc.Full:
+	case procs.Full:
 		return "full"
 	}
 	return fmt.Sprintf("items=%d,customers=%d,orders=%d,new-orders=%d", s.Items, s.CustomersPerDistrict, s.OrdersPerDistrict, s.NewOrdersPerDistrict)

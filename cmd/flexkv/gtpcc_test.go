@@ -16,6 +16,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/flexkv/flexkv/gtpcc"
+	"github.com/flexkv/flexkv/gtpcc/bench"
+	"github.com/flexkv/flexkv/gtpcc/procs"
 	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/server"
@@ -98,7 +100,7 @@ func startGtpccCluster(t *testing.T) string {
 		Dir:        t.TempDir(),
 		NoSync:     true,
 		Logger:     slog.New(slog.DiscardHandler),
-		Procedures: gtpcc.Registry(),
+		Procedures: procs.Registry(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +112,7 @@ func startGtpccCluster(t *testing.T) string {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := waitLeaders(ctx, l, cfg); err != nil {
+	if err := bench.WaitLeaders(ctx, l, cfg); err != nil {
 		t.Fatal(err)
 	}
 	return path
@@ -341,13 +343,13 @@ func TestGtpccCluster(t *testing.T) {
 		}
 		return stdout
 	}
-	var d gtpcc.District
-	if err := gtpcc.Decode(gtpcc.DistrictKey(1, 1), []byte(kv("get", string(gtpcc.DistrictKey(1, 1)))), &d); err != nil {
+	var d procs.District
+	if err := procs.Decode(procs.DistrictKey(1, 1), []byte(kv("get", string(procs.DistrictKey(1, 1)))), &d); err != nil {
 		t.Fatal(err)
 	}
 	d.YTD += 7
-	kv("put", string(gtpcc.DistrictKey(1, 1)), string(gtpcc.Encode(d)))
-	kv("del", string(gtpcc.OrderLineKey(2, 3, 1, 1)))
+	kv("put", string(procs.DistrictKey(1, 1)), string(procs.Encode(d)))
+	kv("del", string(procs.OrderLineKey(2, 3, 1, 1)))
 
 	code, stdout, stderr = runRoot(t, "gtpcc", "check", "--config", cfg)
 	if want := "flexkv: gtpcc check: 4 condition failures\n"; code != 1 || stderr != want {

@@ -1,15 +1,14 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/flexkv/flexkv/gtpcc"
-	"github.com/flexkv/flexkv/partition"
+	"github.com/flexkv/flexkv/gtpcc/bench"
+	"github.com/flexkv/flexkv/gtpcc/procs"
 	"github.com/flexkv/flexkv/server"
 )
 
@@ -71,13 +70,13 @@ FLEXKV_LATENCY_MODE=paper.
 		l, err := server.StartLocal(server.LocalConfig{
 			Cluster: cfg, Latency: lat, LatencyMode: mode, LatencyJitter: jitter, Dir: v.GetString("data-dir"),
 			DeliveryLogDir: v.GetString("delivery-log"), Logger: log, MetricsAddr: v.GetString("metrics"),
-			Procedures: gtpcc.Registry(),
+			Procedures: procs.Registry(),
 		})
 		if err != nil {
 			return err
 		}
 		defer l.Close()
-		if err := waitLeaders(ctx, l, cfg); err != nil {
+		if err := bench.WaitLeaders(ctx, l, cfg); err != nil {
 			return err
 		}
 		out := cmd.OutOrStdout()
@@ -107,23 +106,4 @@ FLEXKV_LATENCY_MODE=paper.
 		return l.Close()
 	}
 	return cmd
-}
-
-// waitLeaders waits until every group has a leader, so that the endpoints
-// printed are ready to serve.
-func waitLeaders(ctx context.Context, l *server.Local, cfg *partition.ClusterConfig) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for _, g := range cfg.Groups {
-		for l.Leader(g.Name) == "" {
-			if time.Now().After(deadline) {
-				return fmt.Errorf("local: group %s elected no leader in 30s", g.Name)
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-	}
-	return nil
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
 
-	"github.com/flexkv/flexkv/gtpcc"
+	"github.com/flexkv/flexkv/gtpcc/procs"
 	"github.com/flexkv/flexkv/multicast/check"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/server"
@@ -108,7 +108,7 @@ stops it gracefully.
 		srv, err := server.Open(server.Config{
 			Cluster: cfg, Latency: lat, LatencyMode: mode, LatencyJitter: jitter,
 			NodeID: node, Dir: dir, DeliveryLog: dlog, Logger: log,
-			MetricsAddr: v.GetString("metrics"), Procedures: gtpcc.Registry(),
+			MetricsAddr: v.GetString("metrics"), Procedures: procs.Registry(),
 		})
 		if err != nil {
 			return err

@@ -566,6 +566,130 @@ func TestCorePackagesArePure(t *testing.T) {
 	}
 }
 
+// replicaPackages are deterministic replica-side code outside the ordering
+// layer: the gTPC-C stored procedures, which every replica of a group runs
+// on the same rows in the same order and which must write the same bytes
+// (DESIGN 1, 9). They get the cores' purity rules with imports of their
+// own (replicaImportProblem). Each must exist and hold Go files.
+var replicaPackages = []string{
+	"gtpcc/procs",
+}
+
+// replicaImportProblem returns why a replica-side package may not import
+// path, or "" if it may: the standard library minus forbiddenImports,
+// partition, and the transaction model txn (not its executor).
+func replicaImportProblem(path string) string {
+	if rel, ok := moduleRel(path); ok {
+		if rel == "partition" || rel == "txn" {
+			return ""
+		}
+		return "replica-side code imports only the standard library, partition and txn"
+	}
+	return coreImportProblem(path)
+}
+
+// checkReplicaFile applies the purity rules of a core to one non-test file
+// of a replica-side package, with replicaImportProblem for its imports.
+func checkReplicaFile(fset *token.FileSet, f *ast.File, info *types.Info) []finding {
+	var out []finding
+	for _, fd := range checkCoreFile(fset, f, info) {
+		if fd.rule != "import" {
+			out = append(out, fd)
+		}
+	}
+	for _, imp := range f.Imports {
+		path, err := strconv.Unquote(imp.Path.Value)
+		if err != nil {
+			out = append(out, finding{pos: fset.Position(imp.Pos()), rule: "import", msg: fmt.Sprintf("malformed import path %s", imp.Path.Value)})
+			continue
+		}
+		if why := replicaImportProblem(path); why != "" {
+			out = append(out, finding{pos: fset.Position(imp.Pos()), rule: "import", msg: fmt.Sprintf("%q: %s (DESIGN 1)", path, why)})
+		}
+	}
+	return out
+}
+
+// TestReplicaPackagesArePure checks the non-test files of every
+// replica-side package as TestCorePackagesArePure checks a core's, in each
+// build configuration.
+func TestReplicaPackagesArePure(t *testing.T) {
+	root := repoRoot(t)
+	fset, imp := sharedImporter(t)
+	for _, rel := range replicaPackages {
+		t.Run(rel, func(t *testing.T) {
+			files, err := parsePackage(fset, root, rel)
+			if err != nil {
+				t.Fatalf("%v: every replica-side package must exist and hold Go files", err)
+			}
+			reported := make(map[string]bool)
+			typed := make(map[*ast.File]bool)
+			check := func(f *ast.File, info *types.Info) {
+				for _, fd := range checkReplicaFile(fset, f, info) {
+					if s := fd.String(); !reported[s] {
+						reported[s] = true
+						t.Error(s)
+					}
+				}
+			}
+			for _, ctx := range buildContexts() {
+				built, err := matching(ctx, fset, root, files)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(built) == 0 {
+					continue
+				}
+				info := &types.Info{Types: make(map[ast.Expr]types.TypeAndValue), Uses: make(map[*ast.Ident]types.Object)}
+				_, errs := imp.check(modulePath+"/"+rel, built, info)
+				for _, err := range errs {
+					// The build reports these; the map rules just see less.
+					t.Logf("type-checking %s (tags %v): %v", rel, ctx.BuildTags, err)
+				}
+				for _, f := range built {
+					typed[f] = true
+					check(f, info)
+				}
+			}
+			for _, f := range files {
+				if !typed[f] {
+					check(f, &types.Info{})
+				}
+			}
+		})
+	}
+}
+
+func TestReplicaImportProblem(t *testing.T) {
+	for _, tt := range []struct {
+		path    string
+		allowed bool
+	}{
+		{"fmt", true},
+		{"encoding/json", true},
+		{"hash/fnv", true},
+		{"math/bits", true},
+		{modulePath + "/partition", true},
+		{modulePath + "/txn", true},
+		{"math/rand/v2", false},
+		{"time", false},
+		{"sync", false},
+		{"os", false},
+		{"net/http", false},
+		{modulePath + "/txn/executor", false},
+		{modulePath + "/multicast", false},
+		{modulePath + "/client", false},
+		{modulePath + "/kv", false},
+		{modulePath + "/gtpcc", false},
+		{"github.com/google/go-cmp/cmp", false},
+	} {
+		why := replicaImportProblem(tt.path)
+		if got := why == ""; got != tt.allowed {
+			t.Errorf("replica import %q: allowed = %v (reason %q), want %v", tt.path, got, why, tt.allowed)
+		}
+	}
+}
+
 // An arrow forbids the packages under a directory to import some paths.
 type arrow struct {
 	from  string   // a package directory, with everything below it
@@ -641,6 +765,14 @@ var arrows = []arrow{
 		deny:      []string{modulePath + "/server", modulePath + "/replication", modulePath + "/cmd", "github.com/cockroachdb/pebble*", "github.com/hashicorp/raft*"},
 		why:       "gtpcc talks to a cluster through the client only: cmd -> gtpcc -> client (DESIGN 1)",
 		skipTests: true,
+		except:    []string{"gtpcc/bench"},
+	},
+	{
+		// The benchmark runs start in-process clusters (server.Local); they
+		// reach the rest of the servers through it.
+		from: "gtpcc/bench",
+		deny: []string{modulePath + "/replication", modulePath + "/cmd", "github.com/cockroachdb/pebble*", "github.com/hashicorp/raft*"},
+		why:  "the benchmark runs start clusters through server and talk to them through the client: cmd -> gtpcc/bench -> {gtpcc, server} (DESIGN 1)",
 	},
 	{
 		from: "client",
@@ -989,6 +1121,10 @@ func TestArrowProblem(t *testing.T) {
 		{"partition", modulePath + "/multicast", false},
 		{"replication", modulePath + "/multicast", true},
 		{"multicastx", modulePath + "/kv", true}, // not under multicast/
+		{"gtpcc", modulePath + "/server", false},
+		{"gtpcc/procs", modulePath + "/server", false},
+		{"gtpcc/bench", modulePath + "/server", true},
+		{"gtpcc/bench", modulePath + "/replication", false},
 	}
 	for _, tt := range tests {
 		why := arrowProblem(tt.dir, tt.path)

@@ -11,5 +11,5 @@
 //
 // The environment imports no core: each core package's tests describe their
 // protocol (Protocol) with hooks into its unexported parts, and this
-// package's own tests build all three through multicast/cores.
+// package's own tests build all three through the registry (multicast/protocol).
 package interaction

@@ -1,8 +1,15 @@
-// Package gtpcc is geo TPC-C on FlexKV (DESIGN 9): warehouses are
-// partitions, new-order and payment are stored procedures multicast to the
-// groups of the warehouses they touch, and a driver loads a cluster, runs
-// closed-loop clients, checks the TPC-C consistency conditions and reports
-// latency by destination order.
+// Package procs is the replica side of geo TPC-C (DESIGN 9): the stored
+// procedures every server registers (new-order, payment, order-status,
+// delivery, stock-level and the loader's), the schema on keys and the row
+// codecs they share with the client side (package gtpcc), and the
+// generation of the initial rows from their keys.
+//
+// Every replica of a group runs a procedure on the same rows in the same
+// order and must write the same bytes, so this package is deterministic
+// like the protocol cores: no clock, no randomness but the seeded
+// generator of its keys (gen.go), no goroutine, no I/O, no map order.
+// internal/lint holds it to those rules; it imports only the standard
+// library, partition and txn.
 //
 // # Schema
 //
@@ -39,7 +46,7 @@
 // strings, item data) come from deterministic functions of the row's key
 // (text, StockDist), so that a new-order's home group can compute a remote
 // stock row's district string without reading it.
-package gtpcc
+package procs
 
 import (
 	"bytes"
@@ -177,6 +184,11 @@ func StockPrefix(w int) []byte { return fmt.Appendf(nil, "w/%04d/s/", w) }
 
 // HistoryPrefix is the prefix of warehouse w's history keys.
 func HistoryPrefix(w int) []byte { return fmt.Appendf(nil, "w/%04d/h/", w) }
+
+// ScaleKey is the key of warehouse w's population scale, which the loader (gtpcc.Load) writes
+// once the warehouse is loaded whole: a warehouse without it was never
+// loaded, or its load did not finish.
+func ScaleKey(w int) []byte { return fmt.Appendf(nil, "w/%04d/scale", w) }
 
 // PrefixEnd returns the first key after every key that starts with prefix
 // (prefix with its last byte incremented; the prefixes here end in '/').

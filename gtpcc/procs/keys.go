@@ -1,4 +1,4 @@
-package gtpcc
+package procs
 
 import (
 	"bytes"
@@ -17,10 +17,10 @@ const (
 	customerIDMax = 9999     // CustomerKey's four digits
 	itemIDMax     = 999999   // ItemKey's and StockKey's six digits
 	orderIDMax    = 99999999 // OrderKey's eight digits
-	// lineQuantityMax is the most units of one order line (clause 2.4.1.5).
-	lineQuantityMax = 10
-	// deliveryCarrierMax is the largest carrier id (clause 2.7.1.2).
-	deliveryCarrierMax = 10
+	// LineQuantityMax is the most units of one order line (clause 2.4.1.5).
+	LineQuantityMax = 10
+	// DeliveryCarrierMax is the largest carrier id (clause 2.7.1.2).
+	DeliveryCarrierMax = 10
 	// lastNameMax is the length of C_LAST (clause 1.3.1).
 	lastNameMax = 16
 	// paymentAmountMax bounds a payment, in cents ($10^9; TPC-C's are at
@@ -34,7 +34,7 @@ const (
 	// 10 units * itemPriceMax * (rateMax) * (rateMax + 2*rateMax) < 2^63.
 	itemPriceMax = 100_000_000
 	// lineAmountMax is the largest amount of one order line.
-	lineAmountMax = lineQuantityMax * itemPriceMax
+	lineAmountMax = LineQuantityMax * itemPriceMax
 )
 
 // ProcedureKeys returns the keys that route a call to the gTPC-C procedure
@@ -121,7 +121,7 @@ func checkDate(proc, field string, ms int64) error {
 // fields of *a read after the decoding: the opening every parse function
 // shares.
 func decodeHome(proc string, b []byte, a any, w, d *int) error {
-	if err := decodeArgs(proc, b, a); err != nil {
+	if err := DecodeArgs(proc, b, a); err != nil {
 		return err
 	}
 	if err := checkWarehouse(proc, "w", *w); err != nil {
@@ -158,7 +158,7 @@ func parseNewOrder(b []byte) (NewOrderArgs, error) {
 		if err := checkWarehouse(proc, field+"supply_w", l.SupplyW); err != nil {
 			return a, err
 		}
-		if err := checkRange(proc, field+"qty", l.Quantity, 1, lineQuantityMax); err != nil {
+		if err := checkRange(proc, field+"qty", l.Quantity, 1, LineQuantityMax); err != nil {
 			return a, err
 		}
 	}
@@ -204,7 +204,7 @@ func parseDelivery(b []byte) (DeliveryArgs, error) {
 	if err := decodeHome(proc, b, &a, &a.W, nil); err != nil {
 		return a, err
 	}
-	if err := checkRange(proc, "carrier", a.Carrier, 1, deliveryCarrierMax); err != nil {
+	if err := checkRange(proc, "carrier", a.Carrier, 1, DeliveryCarrierMax); err != nil {
 		return a, err
 	}
 	return a, checkDate(proc, "date_ms", a.Date)

@@ -1,4 +1,4 @@
-package gtpcc
+package procs
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package gtpcc
+package procs
 
 import "github.com/flexkv/flexkv/txn"
 

@@ -1,4 +1,4 @@
-package gtpcc
+package procs
 
 import (
 	"bytes"
@@ -105,9 +105,9 @@ type LoadArgs struct {
 // plain structs of strings and numbers).
 func EncodeArgs(args any) []byte { return Encode(args) }
 
-// decodeArgs parses the arguments of a call to proc into args, strictly:
+// DecodeArgs parses the arguments of a call to proc into args, strictly:
 // unknown fields are an error.
-func decodeArgs(proc string, b []byte, args any) error {
+func DecodeArgs(proc string, b []byte, args any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(args); err != nil {
