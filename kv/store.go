@@ -31,6 +31,10 @@ type Options struct {
 	NoSync bool
 	// CacheBytes is the size of Pebble's block cache (0: CacheBytesDefault).
 	CacheBytes int64
+	// MemTableBytes is the size of Pebble's memtable (0: Pebble's
+	// default, 4 MiB). Each open store allocates one up front: a test that
+	// opens hundreds of small stores sets it low.
+	MemTableBytes uint64
 	// FS is the file system the store lives on; nil: the operating
 	// system's. vfs.NewMem keeps a store in memory (the whole-database
 	// simulator), vfs.NewCrashableMem lets a test drop what was not synced.
@@ -50,6 +54,7 @@ func pebbleOptions(opts Options, mustExist bool) *pebble.Options {
 		po.CacheSize = CacheBytesDefault
 	}
 	po.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
+	po.MemTableSize = opts.MemTableBytes
 	return po
 }
 
