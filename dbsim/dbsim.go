@@ -127,9 +127,9 @@ type packet struct {
 
 // A client runs its requests one at a time.
 type client struct {
-	id      uint64
-	home    partition.GroupID
-	reqs    []*request
+	id     uint64
+	home   partition.GroupID
+	reqs   []*request
 	next   int // index of the request in flight, or of the next one
 	sent   bool
 	waited int // steps since sent
