@@ -2,8 +2,10 @@
 
 GO ?= go
 
-# make sim: seeds per protocol, and how long the whole run may take.
+# make sim: seeds per protocol (the ordering simulator; the whole-database
+# simulator runs DBSEEDS), and how long the whole run may take.
 SEEDS ?= 100000
+DBSEEDS ?= 5000
 SIMTIMEOUT ?= 24h
 
 # make fuzz: time per fuzz target.
@@ -37,7 +39,7 @@ GOLANGCI_LINT ?= $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lin
 help: ## list the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z]+:.*## / { printf "  %-8s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
-test: ## vet, every test (the simulator runs 2000 seeds per protocol), the shell packages and the gTPC-C driver again under -race
+test: ## vet, every test (the ordering simulator runs 2000 seeds per protocol, the whole-database one 200), the shell packages and the gTPC-C driver again under -race
 	$(GO) vet ./...
 	$(GO) test -shuffle=on -timeout 20m ./...
 	$(GO) test -race -shuffle=on -timeout 20m ./replication/...
@@ -47,8 +49,9 @@ test: ## vet, every test (the simulator runs 2000 seeds per protocol), the shell
 race: ## the race detector on every package but the simulator, in -short mode
 	$(GO) test -race -short -timeout 10m $$($(GO) list ./... | grep -v '/multicast/sim$$')
 
-sim: ## many simulator seeds for every protocol (SEEDS=100000)
+sim: ## many simulator seeds for every protocol (SEEDS=100000 ordering, DBSEEDS=5000 whole-database)
 	$(GO) test ./multicast/sim -run '^TestSimSeeds$$' -count=1 -timeout $(SIMTIMEOUT) -sim.seeds=$(SEEDS)
+	$(GO) test ./dbsim -run '^TestSeeds$$' -count=1 -timeout $(SIMTIMEOUT) -dbsim.seeds=$(DBSEEDS)
 
 replay: ## replay one simulator run: SEED=... PROTOCOL=... [GROUPS= MESSAGES= DST_MAX= DROP= DUP= PARTITION= LOG= ARGS=]
 	@test -n "$(SEED)" || { echo "make replay: set SEED (and the other values of the failing run's replay line)" >&2; exit 2; }

@@ -8,11 +8,10 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"os"
-	"path/filepath"
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Snapshot stream (all integers big endian unless uvarint):
@@ -271,8 +270,9 @@ func (s *Store) RestoreSnapshot(r io.Reader, index uint64) error {
 		return err
 	}
 	gen := s.gen + 1
-	dir := filepath.Join(s.dir, genName(gen))
-	h, err := createGen(s.dir, dir, pebbleOptions(s.opts, false))
+	fs := s.opts.FS
+	dir := fs.PathJoin(s.dir, genName(gen))
+	h, err := createGen(fs, s.dir, dir, pebbleOptions(s.opts, false))
 	if err != nil {
 		return fmt.Errorf("kv: restore: %w", err)
 	}
@@ -281,7 +281,7 @@ func (s *Store) RestoreSnapshot(r io.Reader, index uint64) error {
 		if rerr := h.release(); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
-		return errors.Join(err, os.RemoveAll(dir))
+		return errors.Join(err, fs.RemoveAll(dir))
 	}
 	if err := s.hook(stepDirCreated); err != nil {
 		return abort(err)
@@ -293,7 +293,7 @@ func (s *Store) RestoreSnapshot(r io.Reader, index uint64) error {
 	if err := s.hook(stepLoaded); err != nil {
 		return abort(err)
 	}
-	renamed, err := writeMarker(s.dir, gen, s.restoreHook)
+	renamed, err := writeMarker(fs, s.dir, gen, s.restoreHook)
 	switch {
 	case err != nil && !renamed:
 		return abort(err)
@@ -329,19 +329,19 @@ func (s *Store) hook(step restoreStep) error {
 
 // createGen creates an empty Pebble store in dir, a new entry of parent,
 // replacing whatever an earlier failure left there.
-func createGen(parent, dir string, po *pebble.Options) (*handle, error) {
-	if err := os.RemoveAll(dir); err != nil {
+func createGen(fs vfs.FS, parent, dir string, po *pebble.Options) (*handle, error) {
+	if err := fs.RemoveAll(dir); err != nil {
 		return nil, err
 	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	if err := syncDir(parent); err != nil {
-		return nil, errors.Join(err, os.RemoveAll(dir))
+	if err := syncDir(fs, parent); err != nil {
+		return nil, errors.Join(err, fs.RemoveAll(dir))
 	}
 	h, err := openHandle(dir, po)
 	if err != nil {
-		return nil, errors.Join(err, os.RemoveAll(dir))
+		return nil, errors.Join(err, fs.RemoveAll(dir))
 	}
 	return h, nil
 }

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Options configure a Store.
@@ -30,6 +31,14 @@ type Options struct {
 	NoSync bool
 	// CacheBytes is the size of Pebble's block cache (0: CacheBytesDefault).
 	CacheBytes int64
+	// MemTableBytes is the size of Pebble's memtable (0: Pebble's
+	// default, 4 MiB). Each open store allocates one up front: a test that
+	// opens hundreds of small stores sets it low.
+	MemTableBytes uint64
+	// FS is the file system the store lives on; nil: the operating
+	// system's. vfs.NewMem keeps a store in memory (the whole-database
+	// simulator), vfs.NewCrashableMem lets a test drop what was not synced.
+	FS vfs.FS
 }
 
 // CacheBytesDefault is the block cache of a store whose Options say none.
@@ -40,11 +49,12 @@ const CacheBytesDefault = 32 << 20
 // keys that are not there (a new transaction id's result, a first write),
 // which without a filter probe every level's tables.
 func pebbleOptions(opts Options, mustExist bool) *pebble.Options {
-	po := &pebble.Options{Logger: quietPebble{}, ErrorIfNotExists: mustExist, CacheSize: opts.CacheBytes}
+	po := &pebble.Options{Logger: quietPebble{}, ErrorIfNotExists: mustExist, CacheSize: opts.CacheBytes, FS: opts.FS}
 	if po.CacheSize == 0 {
 		po.CacheSize = CacheBytesDefault
 	}
 	po.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
+	po.MemTableSize = opts.MemTableBytes
 	return po
 }
 
@@ -88,6 +98,7 @@ type Store struct {
 // release closes it, and removes its directory if a restore retired it.
 type handle struct {
 	db      *pebble.DB
+	fs      vfs.FS
 	dir     string
 	refs    atomic.Int64
 	retired atomic.Bool
@@ -105,7 +116,7 @@ func (h *handle) release() error {
 	}
 	err := h.db.Close()
 	if h.retired.Load() {
-		err = errors.Join(err, os.RemoveAll(h.dir))
+		err = errors.Join(err, h.fs.RemoveAll(h.dir))
 	}
 	return err
 }
@@ -144,10 +155,14 @@ func Open(opts Options) (*Store, error) {
 	if opts.ResultsMax == 0 {
 		opts.ResultsMax = ResultsMaxDefault
 	}
-	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+	if opts.FS == nil {
+		opts.FS = vfs.Default
+	}
+	fs := opts.FS
+	if err := mkdirAllSynced(fs, opts.Dir); err != nil {
 		return nil, fmt.Errorf("kv: open: %w", err)
 	}
-	gen, fresh, err := readMarker(opts.Dir)
+	gen, fresh, err := readMarker(fs, opts.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("kv: open: %w", err)
 	}
@@ -157,7 +172,7 @@ func Open(opts Options) (*Store, error) {
 	if fresh {
 		keep = 0
 	}
-	if err := removeLeftovers(opts.Dir, keep); err != nil {
+	if err := removeLeftovers(fs, opts.Dir, keep); err != nil {
 		return nil, fmt.Errorf("kv: open: %w", err)
 	}
 	s := &Store{dir: opts.Dir, resultsMax: uint64(opts.ResultsMax), writeOpts: pebble.Sync, gen: gen}
@@ -168,12 +183,12 @@ func Open(opts Options) (*Store, error) {
 	// it: a crash in between leaves no marker, and the next Open starts
 	// afresh.
 	s.opts = opts
-	h, err := openHandle(filepath.Join(opts.Dir, genName(gen)), pebbleOptions(opts, !fresh))
+	h, err := openHandle(fs.PathJoin(opts.Dir, genName(gen)), pebbleOptions(opts, !fresh))
 	if err != nil {
 		return nil, fmt.Errorf("kv: open: %w", err)
 	}
 	if fresh {
-		if _, err := writeMarker(opts.Dir, gen, nil); err != nil {
+		if _, err := writeMarker(fs, opts.Dir, gen, nil); err != nil {
 			return nil, errors.Join(fmt.Errorf("kv: open: %w", err), h.release())
 		}
 	}
@@ -193,15 +208,15 @@ func openHandle(dir string, po *pebble.Options) (*handle, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &handle{db: db, dir: dir}
+	h := &handle{db: db, fs: po.FS, dir: dir}
 	h.acquire()
 	return h, nil
 }
 
 // readMarker returns the live generation named by the marker, or
 // generation 1 and fresh when there is no marker.
-func readMarker(dir string) (gen uint64, fresh bool, err error) {
-	b, err := os.ReadFile(filepath.Join(dir, markerName))
+func readMarker(fs vfs.FS, dir string) (gen uint64, fresh bool, err error) {
+	b, err := readAll(fs, fs.PathJoin(dir, markerName))
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		return 1, true, nil
@@ -219,13 +234,13 @@ func readMarker(dir string) (gen uint64, fresh bool, err error) {
 // renamed over the marker, then the directory synced. hook, when not nil,
 // runs after the temporary file is synced and after the rename is synced;
 // its error is handled as a failure of that step.
-func writeMarker(dir string, gen uint64, hook func(restoreStep) error) (renamed bool, err error) {
-	tmp := filepath.Join(dir, markerTmpName)
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+func writeMarker(fs vfs.FS, dir string, gen uint64, hook func(restoreStep) error) (renamed bool, err error) {
+	tmp := fs.PathJoin(dir, markerTmpName)
+	f, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return false, err
 	}
-	_, err = f.WriteString(genName(gen) + "\n")
+	_, err = f.Write([]byte(genName(gen) + "\n"))
 	if err == nil {
 		err = f.Sync()
 	}
@@ -234,12 +249,12 @@ func writeMarker(dir string, gen uint64, hook func(restoreStep) error) (renamed 
 		err = hook(stepMarkerTemp)
 	}
 	if err != nil {
-		return false, errors.Join(err, os.Remove(tmp))
+		return false, errors.Join(err, fs.Remove(tmp))
 	}
-	if err := os.Rename(tmp, filepath.Join(dir, markerName)); err != nil {
-		return false, errors.Join(err, os.Remove(tmp))
+	if err := fs.Rename(tmp, fs.PathJoin(dir, markerName)); err != nil {
+		return false, errors.Join(err, fs.Remove(tmp))
 	}
-	err = syncDir(dir)
+	err = syncDir(fs, dir)
 	if err == nil && hook != nil {
 		err = hook(stepSwitched)
 	}
@@ -249,33 +264,73 @@ func writeMarker(dir string, gen uint64, hook func(restoreStep) error) (renamed 
 // removeLeftovers removes the generation directories other than gen and a
 // temporary marker: what an interrupted restore or creation left behind.
 // Other entries are left alone.
-func removeLeftovers(dir string, gen uint64) error {
-	entries, err := os.ReadDir(dir)
+func removeLeftovers(fs vfs.FS, dir string, gen uint64) error {
+	names, err := fs.List(dir)
 	if err != nil {
 		return err
 	}
+	slices.Sort(names)
 	removed := false
-	for _, e := range entries {
-		g, ok := parseGen(e.Name())
-		if (ok && g != gen) || e.Name() == markerTmpName {
-			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+	for _, name := range names {
+		g, ok := parseGen(name)
+		if (ok && g != gen) || name == markerTmpName {
+			if err := fs.RemoveAll(fs.PathJoin(dir, name)); err != nil {
 				return err
 			}
 			removed = true
 		}
 	}
 	if removed {
-		return syncDir(dir)
+		return syncDir(fs, dir)
 	}
 	return nil
 }
 
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
+func syncDir(fs vfs.FS, dir string) error {
+	f, err := fs.OpenDir(dir)
 	if err != nil {
 		return err
 	}
 	return errors.Join(f.Sync(), f.Close())
+}
+
+// mkdirAllSynced creates dir and the parents it lacks, and syncs the parent
+// of each directory it created, so that a crash cannot lose the store's
+// directory entry itself.
+func mkdirAllSynced(fs vfs.FS, dir string) error {
+	var created []string
+	for d := dir; ; {
+		if _, err := fs.Stat(d); err == nil {
+			break
+		}
+		created = append(created, d)
+		parent := fs.PathDir(d)
+		if parent == d {
+			break
+		}
+		d = parent
+	}
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, d := range created {
+		if parent := fs.PathDir(d); parent != d {
+			if err := syncDir(fs, parent); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// readAll returns the contents of the file name of fs.
+func readAll(fs vfs.FS, name string) ([]byte, error) {
+	f, err := fs.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(f)
+	return b, errors.Join(err, f.Close())
 }
 
 // readMeta reads the applied index and the result sequences.

@@ -1,0 +1,306 @@
+package dbsim
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/check"
+	"github.com/flexkv/flexkv/partition"
+	"github.com/flexkv/flexkv/txn"
+)
+
+// check runs every check of the package comment on a quiescent run.
+func (s *sim) check() error {
+	if !s.res.OK() {
+		return nil // not quiescent: the state proves nothing more
+	}
+	s.checkOrder()
+	if err := s.checkReplicas(); err != nil {
+		return err
+	}
+	if err := s.checkBank(); err != nil {
+		return err
+	}
+	return s.checkLists()
+}
+
+func (s *sim) groupNames(dst partition.GroupSet) []string {
+	var out []string
+	for _, g := range dst.Slice() {
+		out = append(out, s.top.Name(g))
+	}
+	return out
+}
+
+// checkOrder checks DESIGN 3.1's properties on what every replica's
+// executor ran, in the order it ran it.
+func (s *sim) checkOrder() {
+	c := check.New(check.Options{Complete: true})
+	add := func(r check.Record) {
+		if err := c.Add(r); err != nil {
+			s.res.violate("order: record %+v: %v", r, err)
+		}
+	}
+	for _, rq := range s.accepted {
+		add(check.Record{Ev: check.EvMulticast, ID: rq.msg.ID.String(), Dst: s.groupNames(rq.msg.Dst)})
+	}
+	for _, gs := range s.groups {
+		for _, rp := range gs.replicas {
+			for _, d := range rp.dlog {
+				for i, id := range d.ids {
+					if id.IsFlush() {
+						continue
+					}
+					add(check.Record{Ev: check.EvDeliver, Group: s.top.Name(rp.cfg.Self), Replica: "r" + strconv.Itoa(rp.r), ID: id.String(), Dst: s.groupNames(d.dst[i])})
+				}
+			}
+		}
+	}
+	rep := c.Report()
+	if !rep.OK() {
+		s.res.violate("order: %s", rep.Summary())
+	}
+}
+
+// checkReplicas checks that the replicas of each group hold the same
+// state, byte for byte.
+func (s *sim) checkReplicas() error {
+	ids := make([]multicast.MsgID, 0, len(s.accepted))
+	for _, rq := range s.accepted {
+		ids = append(ids, rq.msg.ID)
+	}
+	for g, gs := range s.groups {
+		var first [32]byte
+		for i, rp := range gs.replicas {
+			d, err := rp.digest(ids)
+			if err != nil {
+				return fmt.Errorf("dbsim: %s: digest: %w", rp.name(), err)
+			}
+			if i == 0 {
+				first = d
+			} else if d != first {
+				s.res.violate("replicas: g%d/r%d differs from g%d/r0 at applied index %d", g, i, g, rp.applied)
+			}
+		}
+	}
+	return nil
+}
+
+// balances reads every account at the leader of its group.
+func (s *sim) balances() (map[string]int64, error) {
+	out := map[string]int64{}
+	for g, gs := range s.groups {
+		st := gs.replicas[gs.leader].store
+		for i := range AccountsPerGroup {
+			k := accountKey(g, i)
+			v, found, err := st.Get([]byte(k))
+			if err != nil {
+				return nil, err
+			}
+			var n int64
+			if found {
+				if n, err = strconv.ParseInt(string(v), 10, 64); err != nil {
+					s.res.violate("bank: %s holds %q", k, v)
+				}
+			}
+			out[k] = n
+		}
+	}
+	return out, nil
+}
+
+// checkBank checks that every account holds its initial balance plus what
+// the committed transfers moved, each once, and that none is negative.
+func (s *sim) checkBank() error {
+	want := map[string]int64{}
+	for g := range s.groups {
+		for i := range AccountsPerGroup {
+			want[accountKey(g, i)] = initialBalance
+		}
+	}
+	for _, c := range s.clients {
+		for _, rq := range c.reqs {
+			if rq.kind != kindTransfer || rq.pieces == nil {
+				continue
+			}
+			if !rq.pieces[0].Aborted && rq.pieces[0].Succeeded {
+				want[rq.from] -= rq.amount
+				want[rq.to] += rq.amount
+			}
+		}
+	}
+	got, err := s.balances()
+	if err != nil {
+		return fmt.Errorf("dbsim: bank: %w", err)
+	}
+	var total int64
+	for g := range s.groups {
+		for i := range AccountsPerGroup {
+			k := accountKey(g, i)
+			total += got[k]
+			if got[k] != want[k] {
+				s.res.violate("bank: %s holds %d, want %d from the acknowledged transfers", k, got[k], want[k])
+			}
+			if got[k] < 0 {
+				s.res.violate("bank: %s holds %d < 0", k, got[k])
+			}
+		}
+	}
+	if n := int64(len(s.groups) * AccountsPerGroup * initialBalance); total != n {
+		s.res.violate("bank: total %d, want %d", total, n)
+	}
+	return nil
+}
+
+// checkLists checks the list-append history: each acknowledged append is
+// in every list it named exactly once, nothing else is, what each append
+// read is the list's prefix before it, and the lists' orders have no cycle
+// (the history is serializable).
+func (s *sim) checkLists() error {
+	final := map[string][]string{}
+	for g, gs := range s.groups {
+		st := gs.replicas[gs.leader].store
+		for i := range ListsPerGroup {
+			k := listKey(g, i)
+			v, found, err := st.Get([]byte(k))
+			if err != nil {
+				return fmt.Errorf("dbsim: lists: %w", err)
+			}
+			if found && len(v) > 0 {
+				final[k] = strings.Split(string(v), ",")
+			}
+		}
+	}
+	appends := map[string]*request{}
+	for _, c := range s.clients {
+		for _, rq := range c.reqs {
+			if rq.kind == kindAppend {
+				appends[rq.msg.ID.String()] = rq
+			}
+		}
+	}
+	// pos[list][id]: the position of id in the final list.
+	pos := map[string]map[string]int{}
+	for k, ids := range final { //flexkv:unordered each list on its own
+		pos[k] = map[string]int{}
+		for i, id := range ids {
+			if _, dup := pos[k][id]; dup {
+				s.res.violate("lists: %s holds %s twice: %v", k, id, ids)
+			}
+			pos[k][id] = i
+			rq, ok := appends[id]
+			switch {
+			case !ok:
+				s.res.violate("lists: %s holds %s, which no client appended", k, id)
+			case !slices.Contains(rq.lists, k):
+				s.res.violate("lists: %s holds %s, which appended to %v only", k, id, rq.lists)
+			}
+		}
+	}
+	for _, c := range s.clients {
+		for _, rq := range c.reqs {
+			if rq.kind != kindAppend || rq.pieces == nil {
+				continue
+			}
+			id := rq.msg.ID.String()
+			for _, k := range rq.lists {
+				i, ok := pos[k][id]
+				if !ok {
+					s.res.violate("lists: acknowledged append %s is missing from %s", id, k)
+					continue
+				}
+				read, found := readOf(rq.pieces, k)
+				if !found {
+					s.res.violate("lists: append %s reports no read of %s", id, k)
+					continue
+				}
+				if prefix := strings.Join(final[k][:i], ","); read != prefix {
+					s.res.violate("lists: append %s read %s as %q, but the list before it is %q", id, k, read, prefix)
+				}
+			}
+		}
+	}
+	if cycle := listCycle(final); cycle != nil {
+		s.res.violate("lists: not serializable: the lists order %s in a cycle", strings.Join(cycle, " < "))
+	}
+	return nil
+}
+
+// readOf returns what the append with results pieces read of list k.
+func readOf(pieces []txn.PieceResult, k string) (string, bool) {
+	for _, p := range pieces {
+		for _, r := range p.Results {
+			if string(r.Key) == k {
+				return string(r.Value), true
+			}
+		}
+	}
+	return "", false
+}
+
+// listCycle returns a cycle of the union of the lists' orders (an edge from
+// each id to the next in a list), or nil: every list is an order of the
+// appends to it, and the history is serializable exactly when their union
+// has no cycle.
+func listCycle(final map[string][]string) []string {
+	next := map[string][]string{}
+	var nodes []string
+	seen := map[string]bool{}
+	keys := make([]string, 0, len(final))
+	for k := range final { //flexkv:unordered sorted below
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		ids := final[k]
+		for i, id := range ids {
+			if !seen[id] {
+				seen[id] = true
+				nodes = append(nodes, id)
+			}
+			if i+1 < len(ids) {
+				next[id] = append(next[id], ids[i+1])
+			}
+		}
+	}
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := map[string]int{}
+	var stack []string
+	var found []string
+	var visit func(id string) bool
+	visit = func(id string) bool {
+		color[id] = grey
+		stack = append(stack, id)
+		for _, n := range next[id] {
+			switch color[n] {
+			case grey:
+				for i, x := range stack {
+					if x == n {
+						found = append(append([]string{}, stack[i:]...), n)
+					}
+				}
+				return true
+			case white:
+				if visit(n) {
+					return true
+				}
+			}
+		}
+		stack = stack[:len(stack)-1]
+		color[id] = black
+		return false
+	}
+	for _, id := range nodes {
+		if color[id] == white && visit(id) {
+			return found
+		}
+	}
+	return nil
+}

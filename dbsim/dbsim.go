@@ -1,0 +1,660 @@
+// Package dbsim is FlexKV's whole-database simulator (DESIGN 12): every
+// replica of every group runs the real group state machine (package group)
+// over the real executor (txn/executor) on an in-memory, crashable Pebble
+// store, stepped by one seeded scheduler instead of raft, gRPC and clocks.
+//
+// What stands in for the shell: each group has one log, the committed
+// entries in order; its leader applies an entry as soon as it is appended
+// and transmits the frames it produced, and its followers apply at their
+// own pace. A network between the groups' leaders drops, duplicates,
+// reorders and cuts batches of frames; a receiving leader appends what
+// arrives as an inbound entry. Faults: leader changes (the new leader sends
+// its whole outbox again, as the transmitter does), replica crashes that
+// lose what the store did not sync (restart from the latest persisted
+// snapshot, replaying the log after it), snapshots installed on lagging
+// followers, and a whole group cut off from the others for a long while.
+//
+// Clients run conditional transfers between bank accounts of any groups,
+// and list appends (the stored procedure "append") over lists of any
+// groups, one transaction at a time each, retrying refused requests and
+// sometimes re-sending accepted ones. After the workload, faults stop, the
+// network heals and the run drains; then Run checks every ordering property
+// of DESIGN 3.1 on every replica's delivery order (multicast/check), that
+// the replicas of each group are byte-identical, that the bank total is
+// conserved and every account holds exactly what the acknowledged
+// transfers left there (each applied exactly once), that every list holds
+// each acknowledged append once, and that the list-append history is
+// serializable (what each call read is a prefix of the final lists, and the
+// lists' orders have no cycle).
+package dbsim
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/flexkv/flexkv/group"
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/channel"
+	"github.com/flexkv/flexkv/partition"
+	"github.com/flexkv/flexkv/txn"
+)
+
+// Config is one run.
+type Config struct {
+	Protocol multicast.Protocol
+	Seed     uint64
+	Groups   int // 2..4; 0: 3
+	Replicas int // per group, 1..5; 0: 3
+	Clients  int // 0: 3
+	Txns     int // per client; 0: 8
+	// Drop and Dup are the odds that the network drops or duplicates a
+	// batch of frames; Faults the odds that a step injects a fault.
+	Drop, Dup, Faults float64
+	// CutGroup cuts one group off from all others for a long stretch of
+	// the run.
+	CutGroup bool
+	// StepsMax bounds the run, the drain included; 0: 200,000.
+	StepsMax int
+}
+
+func (c *Config) fill() error {
+	if _, err := multicast.ParseProtocol(string(c.Protocol)); err != nil {
+		return err
+	}
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.Groups, 3)
+	def(&c.Replicas, 3)
+	def(&c.Clients, 3)
+	def(&c.Txns, 8)
+	def(&c.StepsMax, 200_000)
+	switch {
+	case c.Groups < 2 || c.Groups > 4:
+		return fmt.Errorf("dbsim: %d groups, want 2..4", c.Groups)
+	case c.Replicas < 1 || c.Replicas > 5:
+		return fmt.Errorf("dbsim: %d replicas per group, want 1..5", c.Replicas)
+	case c.Clients < 1 || c.Txns < 1:
+		return fmt.Errorf("dbsim: %d clients of %d transactions", c.Clients, c.Txns)
+	}
+	return nil
+}
+
+// Replay returns the command that runs c again.
+func (c Config) Replay() string {
+	return fmt.Sprintf("go test ./dbsim -run 'TestSeeds$' -dbsim.protocol=%s -dbsim.seed=%d -dbsim.seeds=1", c.Protocol, c.Seed)
+}
+
+// Result is what a run did and found.
+type Result struct {
+	Config     Config
+	Steps      int
+	Entries    int // log entries, all groups
+	Committed  int // transactions acknowledged as committed
+	Aborted    int // acknowledged as aborted (a transfer without the funds)
+	Busy       int // requests refused for a full outbox, then retried
+	Duplicates int // re-sent requests refused as duplicates
+	Crashes    int
+	Installs   int // snapshots installed on lagging followers
+	Leaders    int // leader changes
+	Violations []string
+}
+
+// OK reports whether the run found nothing wrong.
+func (r *Result) OK() bool { return len(r.Violations) == 0 }
+
+// violationsMax bounds the violations a Result describes; one is enough to
+// fail a run, and a broken invariant tends to repeat.
+const violationsMax = 10
+
+func (r *Result) violate(format string, args ...any) {
+	if len(r.Violations) < violationsMax {
+		r.Violations = append(r.Violations, fmt.Sprintf(format, args...))
+	}
+}
+
+// A packet is a batch of frames between two groups' leaders.
+type packet struct {
+	from, to partition.GroupID
+	frames   []channel.Frame
+}
+
+// A client runs its requests one at a time.
+type client struct {
+	id     uint64
+	home   partition.GroupID
+	reqs   []*request
+	next   int // index of the request in flight, or of the next one
+	sent   bool
+	waited int // steps since sent
+}
+
+type groupState struct {
+	log      [][]byte // entry i+1 is log[i]
+	replicas []*replica
+	leader   int
+}
+
+type sim struct {
+	cfg     Config
+	rng     *rand.Rand
+	top     *partition.Topology
+	pm      *partition.PartitionMap
+	procs   *txn.Registry
+	groups  []*groupState
+	net     []packet
+	cut     [][]bool // cut[a][b]: the link from a to b drops everything
+	cutOff  int      // steps left while a group is cut off
+	clients []*client
+	loaded  bool
+	faults  bool
+	res     Result
+	// accepted lists every request accepted by its entry group, in order.
+	accepted []*request
+	acked    map[multicast.MsgID]bool
+}
+
+// Run runs one simulation. Its error is a failure of the simulator or of a
+// component that cannot go on (an executor error, a store that does not
+// reopen); what the checks find is in Result.Violations.
+func Run(cfg Config) (*Result, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	s := &sim{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6462_7369_6d)), acked: map[multicast.MsgID]bool{}}
+	s.res.Config = cfg
+	var err error
+	if s.top, s.pm, err = newWorld(cfg.Groups); err != nil {
+		return nil, err
+	}
+	s.procs = txn.NewRegistry()
+	if err := s.procs.Register(ProcName, AppendProc{}); err != nil {
+		return nil, err
+	}
+	defer s.close()
+	for g := range cfg.Groups {
+		gs := &groupState{}
+		gcfg := group.Config{Protocol: cfg.Protocol, Topology: s.top, Self: partition.GroupID(g)}
+		for r := range cfg.Replicas {
+			rp, err := openReplica(g, r, gcfg, s.pm, s.procs, vfs.NewCrashableMem())
+			if err != nil {
+				return nil, err
+			}
+			gs.replicas = append(gs.replicas, rp)
+		}
+		s.groups = append(s.groups, gs)
+	}
+	s.cut = make([][]bool, cfg.Groups)
+	for g := range s.cut {
+		s.cut[g] = make([]bool, cfg.Groups)
+	}
+	s.makeWorkload()
+	if err := s.run(); err != nil {
+		return &s.res, fmt.Errorf("%w (replay: %s)", err, cfg.Replay())
+	}
+	if err := s.check(); err != nil {
+		return &s.res, fmt.Errorf("%w (replay: %s)", err, cfg.Replay())
+	}
+	return &s.res, nil
+}
+
+func (s *sim) close() {
+	for _, gs := range s.groups {
+		for _, rp := range gs.replicas {
+			_ = rp.close()
+		}
+	}
+}
+
+// loaderID is the client id of the loader, which adds every account's
+// initial balance before the workload starts.
+const loaderID = 1000
+
+func (s *sim) makeWorkload() {
+	loader := &client{id: loaderID}
+	for g := range s.cfg.Groups {
+		t := loadTxn(g)
+		loader.reqs = append(loader.reqs, &request{kind: kindLoad, msg: s.txnMsg(loaderID, uint64(g+1), t, 0)})
+	}
+	s.clients = append(s.clients, loader)
+	for c := range s.cfg.Clients {
+		cl := &client{id: uint64(c + 1), home: partition.GroupID(c % s.cfg.Groups)}
+		for i := range s.cfg.Txns {
+			seq := uint64(i + 1)
+			var rq *request
+			if s.rng.IntN(2) == 0 {
+				from := accountKey(s.rng.IntN(s.cfg.Groups), s.rng.IntN(AccountsPerGroup))
+				to := accountKey(s.rng.IntN(s.cfg.Groups), s.rng.IntN(AccountsPerGroup))
+				amount := int64(1 + s.rng.IntN(80))
+				rq = &request{kind: kindTransfer, from: from, to: to, amount: amount, msg: s.txnMsg(cl.id, seq, transferTxn(from, to, amount), cl.home)}
+			} else {
+				n := 1 + s.rng.IntN(3)
+				var lists []string
+				for range n {
+					k := listKey(s.rng.IntN(s.cfg.Groups), s.rng.IntN(ListsPerGroup))
+					if !slices.Contains(lists, k) {
+						lists = append(lists, k)
+					}
+				}
+				id := multicast.MsgID{Client: cl.id, Seq: seq}
+				call := appendCall(id, lists)
+				dst, err := s.procs.Destinations(call, s.pm, s.top, cl.home)
+				if err != nil {
+					panic(fmt.Sprintf("dbsim: routing %s: %v", id, err))
+				}
+				rq = &request{kind: kindAppend, lists: lists, msg: multicast.Message{ID: id, Dst: dst, Payload: txn.AppendCallPayload(nil, call)}}
+			}
+			cl.reqs = append(cl.reqs, rq)
+		}
+		s.clients = append(s.clients, cl)
+	}
+}
+
+func (s *sim) txnMsg(clientID, seq uint64, t *txn.Txn, home partition.GroupID) multicast.Message {
+	dst, err := t.Destinations(s.pm, s.top, home)
+	if err != nil {
+		panic(fmt.Sprintf("dbsim: routing c%d.%d: %v", clientID, seq, err))
+	}
+	return multicast.Message{ID: multicast.MsgID{Client: clientID, Seq: seq}, Dst: dst, Payload: txn.AppendTxnPayload(nil, t)}
+}
+
+// entry returns the group a client at home sends a message to dst to
+// (DESIGN 2): FlexCast the lca, Skeen the destination nearest to the
+// client (home when it is one: the simulator has no latency matrix), tree
+// the tree-lca.
+func (s *sim) entry(home partition.GroupID, dst partition.GroupSet) partition.GroupID {
+	switch s.cfg.Protocol {
+	case multicast.Skeen:
+		if dst.Has(home) {
+			return home
+		}
+	case multicast.Tree:
+		return s.top.TreeLCA(dst)
+	}
+	return dst.Min()
+}
+
+// propose appends an entry to group g's log and has its leader apply it,
+// transmitting what it produced. It returns the request's outcome.
+func (s *sim) propose(g partition.GroupID, data []byte) (error, error) {
+	gs := s.groups[g]
+	gs.log = append(gs.log, data)
+	s.res.Entries++
+	lead := gs.replicas[gs.leader]
+	var result error
+	for lead.applied < uint64(len(gs.log)) {
+		index := lead.applied + 1
+		out, r, err := lead.apply(index, gs.log[index-1])
+		if err != nil {
+			return nil, err
+		}
+		if err := s.output(g, out); err != nil {
+			return nil, err
+		}
+		result = r
+	}
+	return result, nil
+}
+
+// output checks a leader's output and puts its frames on the network, one
+// packet per destination group.
+func (s *sim) output(g partition.GroupID, out group.Output) error {
+	for _, r := range out.Rejected {
+		return fmt.Errorf("dbsim: group %d rejected an envelope from group %d: %w", g, r.From, r.Err)
+	}
+	return s.transmit(g, out.Frames)
+}
+
+func (s *sim) transmit(g partition.GroupID, frames []channel.Frame) error {
+	for len(frames) > 0 {
+		to := frames[0].To
+		n := 1
+		for n < len(frames) && frames[n].To == to {
+			n++
+		}
+		s.net = append(s.net, packet{from: g, to: to, frames: slices.Clone(frames[:n])})
+		frames = frames[n:]
+	}
+	if len(s.net) > 1<<16 {
+		return fmt.Errorf("dbsim: %d packets in flight", len(s.net))
+	}
+	return nil
+}
+
+// quietAfterTicks is the replication shell's rule (replica.go): a leader
+// stops proposing ticks once this many were applied with nothing else and
+// a tick would change nothing.
+const quietAfterTicks = 4
+
+func (s *sim) run() error {
+	s.faults = true
+	workloadDone := false
+	for s.res.Steps = 0; s.res.Steps < s.cfg.StepsMax; s.res.Steps++ {
+		if !workloadDone && s.clientsDone() {
+			workloadDone = true
+			s.faults = false
+			s.healAll()
+		}
+		if workloadDone && s.quiescent() {
+			return nil
+		}
+		if err := s.step(); err != nil {
+			return err
+		}
+	}
+	s.res.violate("liveness: not quiescent after %d steps: %s", s.cfg.StepsMax, s.stuck())
+	return nil
+}
+
+func (s *sim) step() error {
+	if s.faults && s.rng.Float64() < s.cfg.Faults {
+		return s.fault()
+	}
+	switch n := s.rng.IntN(100); {
+	case n < 40 && len(s.net) > 0:
+		return s.deliverPacket()
+	case n < 55:
+		return s.clientStep(s.clients[s.rng.IntN(len(s.clients))])
+	case n < 75:
+		g := partition.GroupID(s.rng.IntN(len(s.groups)))
+		if s.groups[g].replicas[s.groups[g].leader].m.State().Quiet(quietAfterTicks) {
+			return nil
+		}
+		_, err := s.propose(g, group.EncodeTick())
+		return err
+	default:
+		return s.followerStep()
+	}
+}
+
+func (s *sim) deliverPacket() error {
+	i := s.rng.IntN(len(s.net))
+	p := s.net[i]
+	if s.faults && s.rng.Float64() < s.cfg.Dup {
+		// Delivered now and again later.
+	} else {
+		s.net = slices.Delete(s.net, i, i+1)
+	}
+	if s.cut[p.from][p.to] || (s.faults && s.rng.Float64() < s.cfg.Drop) {
+		return nil
+	}
+	_, err := s.propose(p.to, group.EncodeInbound(p.from, p.frames))
+	return err
+}
+
+func (s *sim) followerStep() error {
+	gs := s.groups[s.rng.IntN(len(s.groups))]
+	rp := gs.replicas[s.rng.IntN(len(gs.replicas))]
+	if rp.applied >= uint64(len(gs.log)) {
+		return nil
+	}
+	n := 1 + s.rng.IntN(8)
+	if !s.faults {
+		n = len(gs.log) // the drain: followers catch up
+	}
+	for range n {
+		if rp.applied >= uint64(len(gs.log)) {
+			break
+		}
+		index := rp.applied + 1
+		if _, _, err := rp.apply(index, gs.log[index-1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// clientStep moves a client on: it sends its request, polls the
+// destinations' leaders for its results, re-sends a request refused or
+// waited on long, and goes to the next once every destination answered.
+func (s *sim) clientStep(c *client) error {
+	if c.next >= len(c.reqs) {
+		return nil
+	}
+	if c.id != loaderID && !s.loaded {
+		return nil
+	}
+	rq := c.reqs[c.next]
+	if c.sent {
+		c.waited++
+		if s.answered(c, rq) {
+			return nil
+		}
+		if c.waited < 50 || s.rng.IntN(4) != 0 {
+			return nil
+		}
+	}
+	entry := s.entry(c.home, rq.msg.Dst)
+	result, err := s.propose(entry, group.EncodeRequest(rq.msg))
+	if err != nil {
+		return err
+	}
+	switch {
+	case result == nil:
+		if c.sent {
+			s.res.violate("exactly once: request %s accepted twice by group %d", rq.msg.ID, entry)
+		}
+		s.accepted = append(s.accepted, rq)
+	case errors.Is(result, group.ErrDuplicate) && c.sent:
+		s.res.Duplicates++
+	case errors.Is(result, multicast.ErrBusy):
+		s.res.Busy++
+		return nil
+	default:
+		return fmt.Errorf("dbsim: request %s at group %d: %w", rq.msg.ID, entry, result)
+	}
+	c.sent, c.waited = true, 0
+	return nil
+}
+
+// answered collects the results of c's request from its destinations'
+// leaders; once all answered it records the outcome and moves c on.
+func (s *sim) answered(c *client, rq *request) bool {
+	var pieces []txn.PieceResult
+	for _, g := range rq.msg.Dst.Slice() {
+		gs := s.groups[g]
+		res, found, err := gs.replicas[gs.leader].exec.Result(rq.msg.ID)
+		if err != nil {
+			s.res.violate("results: %s at group %d: %v", rq.msg.ID, g, err)
+			return false
+		}
+		if !found {
+			return false
+		}
+		pieces = append(pieces, res)
+	}
+	if _, err := txn.MergeResults(rq.msg.ID.String(), pieces); err != nil && !errors.Is(err, txn.ErrAborted) {
+		s.res.violate("atomicity: %s: the destinations disagree: %v", rq.msg.ID, err)
+	}
+	switch {
+	case pieces[0].Aborted || !pieces[0].Succeeded:
+		s.res.Aborted++
+	default:
+		s.res.Committed++
+	}
+	s.acked[rq.msg.ID] = true
+	rq.pieces = pieces
+	c.next++
+	c.sent = false
+	if c.id == loaderID && c.next == len(c.reqs) {
+		s.loaded = true
+	}
+	return true
+}
+
+func (s *sim) clientsDone() bool {
+	for _, c := range s.clients {
+		if c.next < len(c.reqs) {
+			return false
+		}
+	}
+	return true
+}
+
+// quiescent: nothing in flight, every replica applied its whole log, and
+// no leader's channel holds an unacknowledged envelope. (Quiet would be too
+// strong: FlexCast's rank-0 group keeps its flush timer running.)
+func (s *sim) quiescent() bool {
+	if len(s.net) > 0 {
+		return false
+	}
+	for _, gs := range s.groups {
+		for _, rp := range gs.replicas {
+			if rp.applied < uint64(len(gs.log)) {
+				return false
+			}
+		}
+		lead := gs.replicas[gs.leader]
+		for h := range s.groups {
+			if h := partition.GroupID(h); h != lead.cfg.Self && lead.m.State().Node().OutboxLen(h) > 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (s *sim) stuck() string {
+	out := fmt.Sprintf("%d packets in flight", len(s.net))
+	for _, c := range s.clients {
+		if c.next < len(c.reqs) {
+			out += fmt.Sprintf("; client %d waits on %s (sent %v)", c.id, c.reqs[c.next].msg.ID, c.sent)
+		}
+	}
+	for g, gs := range s.groups {
+		st := gs.replicas[gs.leader].m.State()
+		out += fmt.Sprintf("; g%d log %d, leader r%d quiet %v", g, len(gs.log), gs.leader, st.Quiet(quietAfterTicks))
+	}
+	return out
+}
+
+func (s *sim) healAll() {
+	for _, row := range s.cut {
+		clear(row)
+	}
+	s.cutOff = 0
+}
+
+// fault injects one fault.
+func (s *sim) fault() error {
+	if s.cutOff > 0 {
+		s.cutOff--
+		if s.cutOff == 0 {
+			s.healAll()
+		}
+	}
+	gs := s.groups[s.rng.IntN(len(s.groups))]
+	switch n := s.rng.IntN(100); {
+	case n < 20 && len(gs.replicas) > 1:
+		return s.changeLeader(gs)
+	case n < 32:
+		return s.crash(gs, s.rng.IntN(len(gs.replicas)))
+	case n < 55:
+		return gs.replicas[s.rng.IntN(len(gs.replicas))].takeSnapshot()
+	case n < 65:
+		// The store's writes become durable without a snapshot (the OS
+		// wrote its pages back): a crash then leaves the executor ahead of
+		// the latest snapshot, and the replay rule must not run again what
+		// it ran.
+		return gs.replicas[s.rng.IntN(len(gs.replicas))].exec.Sync()
+	case n < 75:
+		return s.install(gs)
+	case n < 78 && s.cfg.CutGroup && s.cutOff == 0:
+		g := s.rng.IntN(len(s.groups))
+		for h := range s.groups {
+			if h != g {
+				s.cut[g][h], s.cut[h][g] = true, true
+			}
+		}
+		s.cutOff = 20 + s.rng.IntN(40) // faults, not steps: a long while
+	case n < 90:
+		a, b := s.rng.IntN(len(s.groups)), s.rng.IntN(len(s.groups))
+		s.cut[a][b] = !s.cut[a][b]
+	}
+	return nil
+}
+
+// changeLeader makes another replica of gs the leader.
+func (s *sim) changeLeader(gs *groupState) error {
+	return s.changeLeaderTo(gs, (gs.leader+1+s.rng.IntN(len(gs.replicas)-1))%len(gs.replicas))
+}
+
+// crash crashes replica r of gs and restarts it; a crashed leader first
+// hands over to another replica.
+func (s *sim) crash(gs *groupState, r int) error {
+	if r == gs.leader && len(gs.replicas) > 1 {
+		if err := s.changeLeader(gs); err != nil {
+			return err
+		}
+	}
+	s.res.Crashes++
+	rp := gs.replicas[r]
+	if err := rp.crash(); err != nil {
+		return err
+	}
+	if r == gs.leader {
+		// A lone replica leads again once it caught up.
+		return s.changeLeaderTo(gs, r)
+	}
+	return nil
+}
+
+// changeLeaderTo makes replica r of gs the leader: it applies the log to
+// its end, then sends every other group its whole outbox and its receive
+// positions, as a new leader's transmitter does (replication/replica.go).
+func (s *sim) changeLeaderTo(gs *groupState, r int) error {
+	if r != gs.leader {
+		s.res.Leaders++
+	}
+	gs.leader = r
+	lead := gs.replicas[r]
+	for lead.applied < uint64(len(gs.log)) {
+		index := lead.applied + 1
+		if _, _, err := lead.apply(index, gs.log[index-1]); err != nil {
+			return err
+		}
+	}
+	g, nd := lead.cfg.Self, lead.m.State().Node()
+	for h := range s.groups {
+		if h := partition.GroupID(h); h != g {
+			if err := s.transmit(g, append(nd.Unacked(h), nd.AckFrame(h))); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// install has the leader's latest snapshot installed on the follower that
+// lags most, as raft does for a follower behind the leader's log.
+func (s *sim) install(gs *groupState) error {
+	lead := gs.replicas[gs.leader]
+	if len(lead.snaps) == 0 {
+		return nil
+	}
+	sn := lead.snaps[len(lead.snaps)-1]
+	var lag *replica
+	for i, rp := range gs.replicas {
+		if i != gs.leader && rp.applied < sn.index && (lag == nil || rp.applied < lag.applied) {
+			lag = rp
+		}
+	}
+	if lag == nil {
+		return nil
+	}
+	s.res.Installs++
+	if err := lag.restore(sn); err != nil {
+		return err
+	}
+	lag.snaps = append(lag.snaps, sn)
+	if len(lag.snaps) > 2 {
+		lag.snaps = lag.snaps[1:]
+	}
+	return nil
+}

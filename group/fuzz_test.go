@@ -1,0 +1,111 @@
+package group
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/flexkv/flexkv/multicast"
+)
+
+// fuzzHistory gives a group-1 machine some state: requests of its own and
+// an inbound batch from group 0, the entries a real group-0 replica sent.
+func fuzzHistory(t testing.TB, p multicast.Protocol) (entries [][]byte) {
+	src, err := NewMachine(testConfig(t, p, 0), newRecorder(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var frames []byte
+	for i := range uint64(3) {
+		out, _, err := src.Apply(i+1, EncodeRequest(reqMsg(9, i+1, 0, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Frames) > 0 {
+			frames = EncodeInbound(0, out.Frames)
+		}
+	}
+	entries = append(entries, EncodeRequest(reqMsg(1, 1, 1)), EncodeTick())
+	if frames != nil {
+		entries = append(entries, frames)
+	}
+	return entries
+}
+
+// FuzzApply: any entry, after a short history, is applied or refused
+// without a panic, alike on two replicas, and the state still encodes and
+// restores to the same bytes.
+func FuzzApply(f *testing.F) {
+	for _, p := range multicast.Protocols {
+		for _, e := range fuzzHistory(f, p) {
+			f.Add(string(p), e)
+		}
+	}
+	f.Add(string(multicast.FlexCast), []byte{})
+	f.Add(string(multicast.Skeen), []byte{entryInbound, 0, 1, 3, 1, 2, 3})
+	f.Fuzz(func(t *testing.T, protocol string, entry []byte) {
+		p, err := multicast.ParseProtocol(protocol)
+		if err != nil {
+			return
+		}
+		hist := fuzzHistory(t, p)
+		var ms [2]*Machine
+		var results [2]string
+		for i := range ms {
+			m, err := NewMachine(testConfig(t, p, 1), newRecorder(2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			applyAll(t, m, 1, hist)
+			_, result, err := m.Apply(uint64(len(hist))+1, entry)
+			if err != nil {
+				t.Fatalf("executor failure on entry %x: %v", entry, err)
+			}
+			ms[i], results[i] = m, fmt.Sprint(result)
+		}
+		if results[0] != results[1] {
+			t.Fatalf("replicas disagree on entry %x: %s / %s", entry, results[0], results[1])
+		}
+		a, b := ms[0].State().AppendSnapshot(nil), ms[1].State().AppendSnapshot(nil)
+		if !bytes.Equal(a, b) {
+			t.Fatalf("replicas diverge on entry %x", entry)
+		}
+		st, err := RestoreState(testConfig(t, p, 1), a)
+		if err != nil {
+			t.Fatalf("the state after entry %x does not restore: %v", entry, err)
+		}
+		if !bytes.Equal(st.AppendSnapshot(nil), a) {
+			t.Fatalf("the state after entry %x restores to other bytes", entry)
+		}
+	})
+}
+
+// FuzzRestoreState: any bytes either restore to a state that encodes to
+// the same bytes, or are refused; never a panic.
+func FuzzRestoreState(f *testing.F) {
+	for _, p := range multicast.Protocols {
+		m, err := NewMachine(testConfig(f, p, 1), newRecorder(2))
+		if err != nil {
+			f.Fatal(err)
+		}
+		for i, e := range fuzzHistory(f, p) {
+			if _, _, err := m.Apply(uint64(i)+1, e); err != nil {
+				f.Fatal(err)
+			}
+		}
+		f.Add(string(p), m.State().AppendSnapshot(nil))
+	}
+	f.Fuzz(func(t *testing.T, protocol string, b []byte) {
+		p, err := multicast.ParseProtocol(protocol)
+		if err != nil {
+			return
+		}
+		st, err := RestoreState(testConfig(t, p, 1), b)
+		if err != nil {
+			return
+		}
+		if got := st.AppendSnapshot(nil); !bytes.Equal(got, b) {
+			t.Fatalf("%x restores to a state that encodes as %x", b, got)
+		}
+	})
+}
