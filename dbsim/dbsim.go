@@ -39,6 +39,7 @@ import (
 	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/channel"
+	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/txn"
 )
@@ -62,7 +63,7 @@ type Config struct {
 }
 
 func (c *Config) fill() error {
-	if _, err := multicast.ParseProtocol(string(c.Protocol)); err != nil {
+	if _, err := protocol.Lookup(c.Protocol); err != nil {
 		return err
 	}
 	def := func(v *int, d int) {
@@ -143,6 +144,7 @@ type groupState struct {
 
 type sim struct {
 	cfg     Config
+	proto   *protocol.Protocol
 	rng     *rand.Rand
 	top     *partition.Topology
 	pm      *partition.PartitionMap
@@ -170,6 +172,9 @@ func Run(cfg Config) (*Result, error) {
 	s := &sim{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6462_7369_6d)), acked: map[multicast.MsgID]bool{}}
 	s.res.Config = cfg
 	var err error
+	if s.proto, err = protocol.Lookup(cfg.Protocol); err != nil {
+		return nil, err
+	}
 	if s.top, s.pm, err = newWorld(cfg.Groups); err != nil {
 		return nil, err
 	}
@@ -264,20 +269,11 @@ func (s *sim) txnMsg(clientID, seq uint64, t *txn.Txn, home partition.GroupID) m
 	return multicast.Message{ID: multicast.MsgID{Client: clientID, Seq: seq}, Dst: dst, Payload: txn.AppendTxnPayload(nil, t)}
 }
 
-// entry returns the group a client at home sends a message to dst to
-// (DESIGN 2): FlexCast the lca, Skeen the destination nearest to the
-// client (home when it is one: the simulator has no latency matrix), tree
-// the tree-lca.
+// entry returns the group a client at home sends a message to dst to, as
+// the client library does (the registry's Entry; no latency matrix, so
+// Skeen's nearest destination is home when it is one).
 func (s *sim) entry(home partition.GroupID, dst partition.GroupSet) partition.GroupID {
-	switch s.cfg.Protocol {
-	case multicast.Skeen:
-		if dst.Has(home) {
-			return home
-		}
-	case multicast.Tree:
-		return s.top.TreeLCA(dst)
-	}
-	return dst.Min()
+	return s.proto.Entry(s.top, nil, protocol.HomeOrigin(home), dst)
 }
 
 // propose appends an entry to group g's log and has its leader apply it,

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/protocol"
 )
 
 var (
@@ -30,13 +31,13 @@ func configOf(p multicast.Protocol, seed uint64) Config {
 // TestSeeds runs the whole-database simulator over many seeds of every
 // protocol; a failure prints the command that replays it.
 func TestSeeds(t *testing.T) {
-	protocols := multicast.Protocols
+	protocols := protocol.Names()
 	if *flagProtocol != "" {
-		p, err := multicast.ParseProtocol(*flagProtocol)
+		p, err := protocol.Lookup(multicast.Protocol(*flagProtocol))
 		if err != nil {
 			t.Fatal(err)
 		}
-		protocols = []multicast.Protocol{p}
+		protocols = []multicast.Protocol{p.Name()}
 	}
 	seeds := *flagSeeds
 	if testing.Short() {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/protocol"
 )
 
 // fuzzHistory gives a group-1 machine some state: requests of its own and
@@ -36,18 +37,19 @@ func fuzzHistory(t testing.TB, p multicast.Protocol) (entries [][]byte) {
 // without a panic, alike on two replicas, and the state still encodes and
 // restores to the same bytes.
 func FuzzApply(f *testing.F) {
-	for _, p := range multicast.Protocols {
+	for _, p := range protocol.Names() {
 		for _, e := range fuzzHistory(f, p) {
 			f.Add(string(p), e)
 		}
 	}
-	f.Add(string(multicast.FlexCast), []byte{})
-	f.Add(string(multicast.Skeen), []byte{entryInbound, 0, 1, 3, 1, 2, 3})
-	f.Fuzz(func(t *testing.T, protocol string, entry []byte) {
-		p, err := multicast.ParseProtocol(protocol)
+	f.Add(string(protocol.FlexCast), []byte{})
+	f.Add(string(protocol.Skeen), []byte{entryInbound, 0, 1, 3, 1, 2, 3})
+	f.Fuzz(func(t *testing.T, name string, entry []byte) {
+		pr, err := protocol.Lookup(multicast.Protocol(name))
 		if err != nil {
 			return
 		}
+		p := pr.Name()
 		hist := fuzzHistory(t, p)
 		var ms [2]*Machine
 		var results [2]string
@@ -83,7 +85,7 @@ func FuzzApply(f *testing.F) {
 // FuzzRestoreState: any bytes either restore to a state that encodes to
 // the same bytes, or are refused; never a panic.
 func FuzzRestoreState(f *testing.F) {
-	for _, p := range multicast.Protocols {
+	for _, p := range protocol.Names() {
 		m, err := NewMachine(testConfig(f, p, 1), newRecorder(2))
 		if err != nil {
 			f.Fatal(err)
@@ -95,11 +97,12 @@ func FuzzRestoreState(f *testing.F) {
 		}
 		f.Add(string(p), m.State().AppendSnapshot(nil))
 	}
-	f.Fuzz(func(t *testing.T, protocol string, b []byte) {
-		p, err := multicast.ParseProtocol(protocol)
+	f.Fuzz(func(t *testing.T, name string, b []byte) {
+		pr, err := protocol.Lookup(multicast.Protocol(name))
 		if err != nil {
 			return
 		}
+		p := pr.Name()
 		st, err := RestoreState(testConfig(t, p, 1), b)
 		if err != nil {
 			return

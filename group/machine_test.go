@@ -8,6 +8,7 @@ import (
 
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/channel"
+	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -111,7 +112,7 @@ func testEntries() [][]byte {
 // (the root); Skeen needs the other destinations' proposals, so its replay
 // is exercised with whole groups by the whole-database simulator.
 func TestReplayRule(t *testing.T) {
-	for _, p := range []multicast.Protocol{multicast.FlexCast, multicast.Tree} {
+	for _, p := range []multicast.Protocol{protocol.FlexCast, protocol.Tree} {
 		t.Run(string(p), func(t *testing.T) {
 			entries := testEntries()
 			exec := newRecorder(1)
@@ -165,7 +166,7 @@ func TestReplayRule(t *testing.T) {
 func TestReplayNeedsSent(t *testing.T) {
 	entries := testEntries()
 	exec := newRecorder(1)
-	a, err := NewMachine(testConfig(t, multicast.FlexCast, 0), exec)
+	a, err := NewMachine(testConfig(t, protocol.FlexCast, 0), exec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,11 +176,11 @@ func TestReplayNeedsSent(t *testing.T) {
 	for i := range exec.sent {
 		exec.sent[i] = nil // an executor that forgot what it sent
 	}
-	st, err := RestoreState(testConfig(t, multicast.FlexCast, 0), snap)
+	st, err := RestoreState(testConfig(t, protocol.FlexCast, 0), snap)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := NewMachine(testConfig(t, multicast.FlexCast, 0), exec)
+	b, _ := NewMachine(testConfig(t, protocol.FlexCast, 0), exec)
 	b.Restore(st)
 	applyAll(t, b, 2, entries[1:])
 	if bytes.Equal(b.State().AppendSnapshot(nil), a.State().AppendSnapshot(nil)) {
@@ -190,7 +191,7 @@ func TestReplayNeedsSent(t *testing.T) {
 func TestExecutorFailure(t *testing.T) {
 	exec := newRecorder(1)
 	exec.fail = errors.New("disk on fire")
-	m, err := NewMachine(testConfig(t, multicast.FlexCast, 0), exec)
+	m, err := NewMachine(testConfig(t, protocol.FlexCast, 0), exec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,11 +207,11 @@ func TestExecutorFailure(t *testing.T) {
 func TestApplyOutcomes(t *testing.T) {
 	big := reqMsg(3, 1, 0)
 	big.Payload = make([]byte, MessagePayloadMax+1)
-	m, err := NewMachine(testConfig(t, multicast.FlexCast, 0), newRecorder(1))
+	m, err := NewMachine(testConfig(t, protocol.FlexCast, 0), newRecorder(1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, _ := NewMachine(testConfig(t, multicast.FlexCast, 0), newRecorder(1))
+	other, _ := NewMachine(testConfig(t, protocol.FlexCast, 0), newRecorder(1))
 	index := uint64(0)
 	for _, tc := range []struct {
 		name  string
@@ -250,7 +251,7 @@ func TestApplyOutcomes(t *testing.T) {
 			t.Errorf("%s: applied %d, want %d", tc.name, got, index)
 		}
 		if tc.want != nil {
-			prev, err := RestoreState(testConfig(t, multicast.FlexCast, 0), before)
+			prev, err := RestoreState(testConfig(t, protocol.FlexCast, 0), before)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -273,7 +274,7 @@ func TestApplyOutcomes(t *testing.T) {
 // forgotten (its retry would be admitted again), and the table survives a
 // snapshot.
 func TestClientTable(t *testing.T) {
-	cfg := testConfig(t, multicast.FlexCast, 0)
+	cfg := testConfig(t, protocol.FlexCast, 0)
 	cfg.ClientsMax = 2
 	m, err := NewMachine(cfg, newRecorder(1))
 	if err != nil {
@@ -304,7 +305,7 @@ func TestClientTable(t *testing.T) {
 	if err := apply(EncodeRequest(reqMsg(1, 1, 0))); err != nil {
 		t.Errorf("client 1, forgotten, retries: %v, want admitted again (the documented bound)", err)
 	}
-	if _, err := RestoreState(Config{Protocol: multicast.FlexCast, Topology: cfg.Topology, Self: 0, ClientsMax: 1}, m.State().AppendSnapshot(nil)); err == nil {
+	if _, err := RestoreState(Config{Protocol: protocol.FlexCast, Topology: cfg.Topology, Self: 0, ClientsMax: 1}, m.State().AppendSnapshot(nil)); err == nil {
 		t.Error("a snapshot with more clients than ClientsMax was restored")
 	}
 }
@@ -312,7 +313,7 @@ func TestClientTable(t *testing.T) {
 // TestSnapshotDeterministic: every protocol's state survives its encoding,
 // and two replicas that applied the same entries encode alike.
 func TestSnapshotDeterministic(t *testing.T) {
-	for _, p := range multicast.Protocols {
+	for _, p := range protocol.Names() {
 		t.Run(string(p), func(t *testing.T) {
 			a, _ := NewMachine(testConfig(t, p, 0), newRecorder(1))
 			b, _ := NewMachine(testConfig(t, p, 0), newRecorder(1))
