@@ -372,9 +372,8 @@ func (s *sim) step() error {
 func (s *sim) deliverPacket() error {
 	i := s.rng.IntN(len(s.net))
 	p := s.net[i]
-	if s.faults && s.rng.Float64() < s.cfg.Dup {
-		// Delivered now and again later.
-	} else {
+	// A duplicated packet is delivered now and stays in flight for later.
+	if dup := s.faults && s.rng.Float64() < s.cfg.Dup; !dup {
 		s.net = slices.Delete(s.net, i, i+1)
 	}
 	if s.cut[p.from][p.to] || (s.faults && s.rng.Float64() < s.cfg.Drop) {

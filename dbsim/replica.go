@@ -80,7 +80,7 @@ func (rp *replica) open() error {
 	if err != nil {
 		return err
 	}
-	ex, err := executor.NewExecutor(executor.ExecutorConfig{Store: st, Partitions: rp.pm, Topology: rp.cfg.Topology, Self: rp.cfg.Self, Procedures: rp.procs})
+	ex, err := executor.NewExecutor(executor.Config{Store: st, Partitions: rp.pm, Topology: rp.cfg.Topology, Self: rp.cfg.Self, Procedures: rp.procs})
 	if err != nil {
 		return errors.Join(err, st.Close())
 	}

@@ -156,7 +156,7 @@ func Open(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	s.exec, err = executor.NewExecutor(executor.ExecutorConfig{
+	s.exec, err = executor.NewExecutor(executor.Config{
 		Store: s.store, Partitions: pm, Topology: top, Self: self,
 		Procedures: cfg.Procedures, OnExecuted: s.waiters.done,
 	})

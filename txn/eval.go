@@ -422,7 +422,7 @@ func (e *evaluator) flush(w Writer) error {
 			err = w.Put(p.key, p.value)
 		}
 		if err != nil {
-			return fmt.Errorf("txn: write %s: %w", quote(p.key), err)
+			return fmt.Errorf("txn: write %s: %w", Quote(p.key), err)
 		}
 	}
 	return nil
@@ -441,14 +441,14 @@ func integer(v []byte, found bool) (int64, bool) {
 func (e *evaluator) compare(i int, c *Compare) (bool, error) {
 	v, found, err := e.get(c.Key)
 	if err != nil {
-		return false, fmt.Errorf("txn: if[%d]: read %s: %w", i, quote(c.Key), err)
+		return false, fmt.Errorf("txn: if[%d]: read %s: %w", i, Quote(c.Key), err)
 	}
 	if c.Int == nil {
 		return c.Cmp.holds(bytes.Compare(v, c.Value)), nil // missing: v is nil, the empty value
 	}
 	n, ok := integer(v, found)
 	if !ok {
-		return false, abortf("txn: if[%d]: %s %s %d: stored value %s: %w", i, quote(c.Key), c.Cmp, *c.Int, quote(v), ErrNotInteger)
+		return false, abortf("txn: if[%d]: %s %s %d: stored value %s: %w", i, Quote(c.Key), c.Cmp, *c.Int, Quote(v), ErrNotInteger)
 	}
 	return c.Cmp.holds(cmp.Compare(n, *c.Int)), nil
 }
@@ -456,7 +456,7 @@ func (e *evaluator) compare(i int, c *Compare) (bool, error) {
 func (e *evaluator) op(b branch, i int, o *Op) (OpResult, error) {
 	res := OpResult{Index: i, Kind: o.Kind, Key: o.Key}
 	readErr := func(err error) error {
-		return fmt.Errorf("txn: %s[%d]: %s %s: %w", b, i, o.Kind, quote(o.Key), err)
+		return fmt.Errorf("txn: %s[%d]: %s %s: %w", b, i, o.Kind, Quote(o.Key), err)
 	}
 	switch o.Kind {
 	case OpGet:
@@ -476,11 +476,11 @@ func (e *evaluator) op(b branch, i int, o *Op) (OpResult, error) {
 		}
 		n, ok := integer(v, found)
 		if !ok {
-			return res, abortf("txn: %s[%d]: add to %s: stored value %s: %w", b, i, quote(o.Key), quote(v), ErrNotInteger)
+			return res, abortf("txn: %s[%d]: add to %s: stored value %s: %w", b, i, Quote(o.Key), Quote(v), ErrNotInteger)
 		}
 		sum := n + o.Int
 		if (o.Int > 0 && sum < n) || (o.Int < 0 && sum > n) {
-			return res, abortf("txn: %s[%d]: add %d to %s: %d: %w", b, i, o.Int, quote(o.Key), n, ErrOverflow)
+			return res, abortf("txn: %s[%d]: add %d to %s: %d: %w", b, i, o.Int, Quote(o.Key), n, ErrOverflow)
 		}
 		e.set(o.Key, strconv.AppendInt(nil, sum, 10), false)
 		res.Int = sum

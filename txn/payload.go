@@ -95,13 +95,8 @@ func AppendCallPayload(b []byte, c Call) []byte {
 	return wire.AppendBytes(b, c.Args)
 }
 
-// errPayloadSize is the error about a payload of n bytes, over PayloadMax.
-// PayloadSizeError is the error of a payload of n bytes, more than
-// PayloadMax: the executor reports it as the reason of a delivery it cannot
-// decode, in the same words as DecodePayload.
-func PayloadSizeError(n int) error { return errPayloadSize(n) }
-
-func errPayloadSize(n int) error {
+// PayloadSizeError is the error about a payload of n bytes, over PayloadMax.
+func PayloadSizeError(n int) error {
 	return fmt.Errorf("txn: decode payload: %w: %d bytes, more than PayloadMax (%d)", wire.ErrCorrupt, n, PayloadMax)
 }
 
@@ -112,7 +107,7 @@ func errPayloadSize(n int) error {
 // matching ErrInvalid.
 func DecodePayload(b []byte) (Payload, error) {
 	if len(b) > PayloadMax {
-		return Payload{}, errPayloadSize(len(b))
+		return Payload{}, PayloadSizeError(len(b))
 	}
 	if len(b) == 0 {
 		return Payload{}, fmt.Errorf("txn: decode payload: %w: empty", wire.ErrCorrupt)

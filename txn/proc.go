@@ -157,17 +157,10 @@ func (r *Registry) destinations(c Call, pm *partition.PartitionMap, top *partiti
 	return dst, nil
 }
 
-// checkCallDestinations checks that dst is a destination set the call may
+// CheckCallDestinations checks that dst is a destination set the call may
 // have been multicast to: its owners, or one group of the topology when it
 // touches only replicated keys.
-// CheckCallDestinations checks that dst is the destination set of call c:
-// what Destinations returns for it (any single group of the topology for a
-// call that touches only replicated keys).
 func (r *Registry) CheckCallDestinations(c Call, pm *partition.PartitionMap, top *partition.Topology, dst partition.GroupSet) error {
-	return r.checkCallDestinations(c, pm, top, dst)
-}
-
-func (r *Registry) checkCallDestinations(c Call, pm *partition.PartitionMap, top *partition.Topology, dst partition.GroupSet) error {
 	want, err := r.destinations(c, pm, top)
 	if err != nil {
 		return err

@@ -60,16 +60,12 @@ const (
 	kvSizeMin       = 2 // key length, value length
 )
 
-// check returns an error unless r is a result AppendPieceResult writes and
+// Check returns an error unless r is a result AppendPieceResult writes and
 // DecodePieceResult reads back equal: an abort with a reason of
 // 1..ReasonMax bytes and nothing else, or an outcome with no reason; results
 // with valid kinds, indices ascending from 0 and below math.MaxInt32, and
 // no field their kind does not take.
-// Check reports whether r is well formed: an abort with a reason and no
-// outcome, results in ascending index order, within the bounds.
-func (r *PieceResult) Check() error { return r.check() }
-
-func (r *PieceResult) check() error {
+func (r *PieceResult) Check() error {
 	switch {
 	case r.Aborted && (r.Succeeded || r.Truncated || len(r.Results) > 0):
 		return errors.New("txn: aborted piece result with an outcome or results")
@@ -222,7 +218,7 @@ func DecodePieceResult(b []byte) (PieceResult, error) {
 	if err := d.Finish(); err != nil {
 		return PieceResult{}, fmt.Errorf("txn: decode piece result: %w", err)
 	}
-	if err := r.check(); err != nil {
+	if err := r.Check(); err != nil {
 		return PieceResult{}, fmt.Errorf("txn: decode piece result: %w: %w", wire.ErrCorrupt, err)
 	}
 	return r, nil
@@ -284,7 +280,7 @@ func checkDuplicates(pieces []PieceResult, merged []OpResult) error {
 				return fmt.Errorf("txn: result index %d lost in the merge", o.Index)
 			}
 			if m := merged[j]; m.Kind != o.Kind || !bytes.Equal(m.Key, o.Key) {
-				return fmt.Errorf("txn: two destinations report index %d as %s %s and %s %s", o.Index, m.Kind, quote(m.Key), o.Kind, quote(o.Key))
+				return fmt.Errorf("txn: two destinations report index %d as %s %s and %s %s", o.Index, m.Kind, Quote(m.Key), o.Kind, Quote(o.Key))
 			}
 		}
 	}

@@ -137,6 +137,13 @@ type PieceCompare struct {
 }
 
 // ops returns the operation positions of b.
+func (p *Piece) ops(b branch) []int {
+	if b == thenBranch {
+		return p.Then
+	}
+	return p.Else
+}
+
 // Ops yields the operations of the piece, those of Then and then those of
 // Else, each with its branch's index.
 func (p *Piece) Ops() iter.Seq[*Op] {
@@ -150,13 +157,6 @@ func (p *Piece) Ops() iter.Seq[*Op] {
 			}
 		}
 	}
-}
-
-func (p *Piece) ops(b branch) []int {
-	if b == thenBranch {
-		return p.Then
-	}
-	return p.Else
 }
 
 // Pieces splits t into the pieces of the groups of dst, in rank order. dst
@@ -175,15 +175,9 @@ func (t *Txn) Pieces(pm *partition.PartitionMap, top *partition.Topology, dst pa
 	return pieces, nil
 }
 
-// pieceOf returns the piece of group g, which must be in dst, that Pieces
+// PieceOf returns the piece of group g, which must be in dst, that Pieces
 // returns among the others: the executor needs only its own.
-// PieceOf returns group g's piece of t multicast to dst, checked as Pieces
-// checks, without building the other destinations' pieces.
 func (t *Txn) PieceOf(pm *partition.PartitionMap, top *partition.Topology, dst partition.GroupSet, g partition.GroupID) (*Piece, error) {
-	return t.pieceOf(pm, top, dst, g)
-}
-
-func (t *Txn) pieceOf(pm *partition.PartitionMap, top *partition.Topology, dst partition.GroupSet, g partition.GroupID) (*Piece, error) {
 	pl, voters, err := t.split(pm, top, dst)
 	if err != nil {
 		return nil, err

@@ -369,7 +369,7 @@ func (o *Op) check(b branch, i int) error {
 			return invalidf("txn: %s[%d].end: %w", b, i, err)
 		}
 		if bytes.Compare(o.Key, o.End) >= 0 {
-			return invalidf("txn: %s[%d]: scan end %s is not after key %s", b, i, quote(o.End), quote(o.Key))
+			return invalidf("txn: %s[%d]: scan end %s is not after key %s", b, i, Quote(o.End), Quote(o.Key))
 		}
 		if o.Limit < 1 || o.Limit > ScanLimitMax {
 			return invalidf("txn: %s[%d].limit: %d, want 1..ScanLimitMax (%d)", b, i, o.Limit, ScanLimitMax)
@@ -432,7 +432,7 @@ func (t *Txn) place(pm *partition.PartitionMap) (placement, error) {
 			// partition ends.
 			if o.Kind == OpScan && len(p.End) > 0 && bytes.Compare(o.End, p.End) > 0 {
 				return placement{}, invalidf("txn: %s[%d]: scan [%s, %s) leaves partition %s",
-					b, i, quote(o.Key), quote(o.End), p)
+					b, i, Quote(o.Key), Quote(o.End), p)
 			}
 			pl.ops[b][i] = place{group: p.Group, replicated: p.Replicated}
 		}
@@ -443,12 +443,9 @@ func (t *Txn) place(pm *partition.PartitionMap) (placement, error) {
 // quoteMax is how many bytes of a key or value an error message shows.
 const quoteMax = 64
 
-// quote formats a key or value for an error message: Go-quoted, so that any
+// Quote formats a key or value for an error message: Go-quoted, so that any
 // byte shows, and cut after quoteMax bytes.
-// Quote quotes key b for an error message, cut after a few dozen bytes.
-func Quote(b []byte) string { return quote(b) }
-
-func quote(b []byte) string {
+func Quote(b []byte) string {
 	if len(b) <= quoteMax {
 		return strconv.Quote(string(b))
 	}

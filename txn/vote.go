@@ -44,13 +44,9 @@ const ReasonMax = 1 << 10
 // VoteBytesMax bounds an encoded vote: a larger payload is not a vote.
 const VoteBytesMax = 64 + 3*(ReasonMax+16)
 
-// clipReason cuts reason to ReasonMax bytes without splitting a UTF-8
+// ClipReason cuts reason to ReasonMax bytes without splitting a UTF-8
 // sequence, the same way everywhere.
-// ClipReason cuts an abort reason to ReasonMax bytes (of valid UTF-8), as
-// votes and piece results carry it.
-func ClipReason(reason string) string { return clipReason(reason) }
-
-func clipReason(reason string) string {
+func ClipReason(reason string) string {
 	if len(reason) <= ReasonMax {
 		return reason
 	}
@@ -86,7 +82,7 @@ func AppendVote(b []byte, id multicast.MsgID, v Vote) []byte {
 	for _, a := range aborts {
 		if a.Aborted() {
 			b = wire.AppendUvarint(b, uint64(a.Index))
-			b = wire.AppendBytes(b, []byte(clipReason(a.Reason)))
+			b = wire.AppendBytes(b, []byte(ClipReason(a.Reason)))
 		}
 	}
 	return b

@@ -213,8 +213,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 				payload  []byte
 			}
 			var queue []envelope
-			var delivered [][]string // by group, in order
-			delivered = make([][]string, n)
+			delivered := make([][]string, n) // by group, in order
 			step := func(cs []multicast.Core, g partition.GroupID, in multicast.Input) {
 				t.Helper()
 				if err := cs[g].Step(in); err != nil {

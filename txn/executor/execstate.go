@@ -119,8 +119,8 @@ func (m *execMeta) fields() []*uint64 {
 	return []*uint64{&m.qNext, &m.queued, &m.votes, &m.executed, &m.aborted, &m.junkVotes, &m.votesEarly, &m.ranAhead, &m.duplicates}
 }
 
-func (m *execMeta) stats() ExecutorStats {
-	return ExecutorStats{
+func (m *execMeta) stats() Stats {
+	return Stats{
 		Executed: m.executed, Aborted: m.aborted, Queued: m.queued,
 		VotesStored: m.votes, VotesJunk: m.junkVotes,
 		VotesEarly: m.votesEarly, RanAhead: m.ranAhead,

@@ -226,7 +226,7 @@ func FuzzExecutorState(f *testing.F) {
 				t.Fatal(err)
 			}
 		}
-		ex, err := NewExecutor(ExecutorConfig{Store: s, Partitions: pm, Topology: top, Self: 0})
+		ex, err := NewExecutor(Config{Store: s, Partitions: pm, Topology: top, Self: 0})
 		if err != nil {
 			if !corrupt(err) {
 				t.Fatalf("NewExecutor: %v, not about corruption", err)

@@ -126,7 +126,7 @@ import (
 // sends on every replica, provided every replica has the same partition
 // map, topology and registered procedures.
 type Executor struct {
-	cfg ExecutorConfig
+	cfg Config
 
 	// mu serializes the methods that write or capture the state. The
 	// fields below are guarded by it.
@@ -143,11 +143,11 @@ type Executor struct {
 	stale bool
 
 	statsMu sync.Mutex
-	stats   ExecutorStats
+	stats   Stats
 }
 
-// ExecutorConfig configures an Executor.
-type ExecutorConfig struct {
+// Config configures an Executor.
+type Config struct {
 	// Store holds the group replica's state; the executor does not close
 	// it.
 	Store      *kv.Store
@@ -164,10 +164,10 @@ type ExecutorConfig struct {
 	OnExecuted func(ids []multicast.MsgID)
 }
 
-// ExecutorStats counts what an executor did. Every field is a function of
+// Stats counts what an executor did. Every field is a function of
 // the replica's inputs, stored with its state: replicas at the same entry
 // report the same numbers, and they survive restarts.
-type ExecutorStats struct {
+type Stats struct {
 	Executed    uint64 // results stored: pieces run, malformed deliveries included
 	Aborted     uint64 // of which aborted
 	Queued      uint64 // deliveries waiting now
@@ -185,7 +185,7 @@ type ExecutorStats struct {
 
 // NewExecutor returns the executor of cfg.Store, resuming its queue and
 // stored votes.
-func NewExecutor(cfg ExecutorConfig) (*Executor, error) {
+func NewExecutor(cfg Config) (*Executor, error) {
 	switch {
 	case cfg.Store == nil:
 		return nil, errors.New("txn: executor without a store")
@@ -273,7 +273,7 @@ func (e *Executor) setMeta(m execMeta) {
 }
 
 // Stats returns the executor's counters.
-func (e *Executor) Stats() ExecutorStats {
+func (e *Executor) Stats() Stats {
 	e.statsMu.Lock()
 	defer e.statsMu.Unlock()
 	return e.stats
@@ -384,37 +384,37 @@ func (e *Executor) ForgetSent(index uint64) error {
 	return nil
 }
 
-// ExecutorSnapshot is a captured executor state: the store's, queue and
+// Snapshot is a captured executor state: the store's, queue and
 // votes included.
-type ExecutorSnapshot struct {
+type Snapshot struct {
 	sn *kv.Snapshot
 }
 
 // Index returns the applied index the snapshot captured.
-func (s *ExecutorSnapshot) Index() uint64 { return s.sn.Index() }
+func (s *Snapshot) Index() uint64 { return s.sn.Index() }
 
 // WriteTo writes the snapshot as a stream that RestoreSnapshot reads; two
 // replicas at the same entry write the same bytes if the shell made the
 // same ForgetSent calls on both.
-func (s *ExecutorSnapshot) WriteTo(w io.Writer) (int64, error) { return s.sn.WriteTo(w) }
+func (s *Snapshot) WriteTo(w io.Writer) (int64, error) { return s.sn.WriteTo(w) }
 
 // Release releases the snapshot; a second Release does nothing.
-func (s *ExecutorSnapshot) Release() { s.sn.Release() }
+func (s *Snapshot) Release() { s.sn.Release() }
 
 // Snapshot captures the state as of AppliedIndex. It stays valid across
 // later Executes until Release.
-func (e *Executor) Snapshot() (*ExecutorSnapshot, error) {
+func (e *Executor) Snapshot() (*Snapshot, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	sn, err := e.cfg.Store.Snapshot()
 	if err != nil {
 		return nil, fmt.Errorf("txn: snapshot: %w", err)
 	}
-	return &ExecutorSnapshot{sn: sn}, nil
+	return &Snapshot{sn: sn}, nil
 }
 
 // RestoreSnapshot replaces the state with a stream written by
-// ExecutorSnapshot.WriteTo at index (kv.Store.RestoreSnapshot: atomic, a
+// Snapshot.WriteTo at index (kv.Store.RestoreSnapshot: atomic, a
 // bad stream leaves the state as it was).
 func (e *Executor) RestoreSnapshot(r io.Reader, index uint64) error {
 	e.mu.Lock()

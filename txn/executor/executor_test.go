@@ -92,7 +92,7 @@ func (c *cluster) open(r *replica) {
 			c.t.Errorf("close store of group %d: %v", r.g, err)
 		}
 	})
-	ex, err := NewExecutor(ExecutorConfig{
+	ex, err := NewExecutor(Config{
 		Store: s, Partitions: c.pm, Topology: c.top, Self: r.g, Procedures: c.procs,
 		OnExecuted: func(ids []multicast.MsgID) { r.executed = append(r.executed, ids...) },
 	})
@@ -368,7 +368,7 @@ func TestExecutorSingleGroup(t *testing.T) {
 	if !slices.Equal(r.executed, []multicast.MsgID{m1.ID, m2.ID, m3.ID}) {
 		t.Errorf("OnExecuted reported %v", r.executed)
 	}
-	if got := r.ex.Stats(); got != (ExecutorStats{Executed: 3}) {
+	if got := r.ex.Stats(); got != (Stats{Executed: 3}) {
 		t.Errorf("stats %+v", got)
 	}
 	if r.ex.AppliedIndex() != r.index {
@@ -440,7 +440,7 @@ func TestExecutorRemoteCompare(t *testing.T) {
 			if got := c.data(0); got != tc.want {
 				t.Errorf("group 0 data %s, want %s", got, tc.want)
 			}
-			if got := c.reps[0].ex.Stats(); got != (ExecutorStats{Executed: 1}) {
+			if got := c.reps[0].ex.Stats(); got != (Stats{Executed: 1}) {
 				t.Errorf("group 0 stats %+v: want the vote consumed, the queue empty", got)
 			}
 			res, err := c.merged(m)
@@ -484,7 +484,7 @@ func TestExecutorThreeGroups(t *testing.T) {
 				if got := c.data(partition.GroupID(g)); got != want {
 					t.Errorf("group %d: %s, want %s", g, got, want)
 				}
-				if st := c.reps[g].ex.Stats(); st != (ExecutorStats{Executed: 1}) {
+				if st := c.reps[g].ex.Stats(); st != (Stats{Executed: 1}) {
 					t.Errorf("group %d stats %+v", g, st)
 				}
 			}
@@ -828,12 +828,12 @@ func TestNewExecutorRejects(t *testing.T) {
 	s := c.reps[0].store
 	for _, tc := range []struct {
 		name string
-		cfg  ExecutorConfig
+		cfg  Config
 	}{
-		{"no store", ExecutorConfig{Partitions: c.pm, Topology: c.top}},
-		{"no partition map", ExecutorConfig{Store: s, Topology: c.top}},
-		{"no topology", ExecutorConfig{Store: s, Partitions: c.pm}},
-		{"group out of range", ExecutorConfig{Store: s, Partitions: c.pm, Topology: c.top, Self: 3}},
+		{"no store", Config{Partitions: c.pm, Topology: c.top}},
+		{"no partition map", Config{Store: s, Topology: c.top}},
+		{"no topology", Config{Store: s, Partitions: c.pm}},
+		{"group out of range", Config{Store: s, Partitions: c.pm, Topology: c.top, Self: 3}},
 	} {
 		if _, err := NewExecutor(tc.cfg); err == nil {
 			t.Errorf("%s: no error", tc.name)

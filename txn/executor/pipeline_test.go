@@ -224,7 +224,7 @@ func TestPipelineDuplicateDelivery(t *testing.T) {
 	c.deliver(2, head)
 	c.deliver(0, head)
 	c.deliver(0, head)
-	if st := c.reps[0].ex.Stats(); st != (ExecutorStats{Executed: 1, Duplicates: 3}) {
+	if st := c.reps[0].ex.Stats(); st != (Stats{Executed: 1, Duplicates: 3}) {
 		t.Errorf("stats %+v, want one run and 3 duplicates", st)
 	}
 }
@@ -347,7 +347,7 @@ func serialResults(t *testing.T, c *cluster, s *memStore, tx *txn.Txn, dst parti
 	return out
 }
 
-func runPipelineVsSerial(t *testing.T, seed uint64, txns int) ExecutorStats {
+func runPipelineVsSerial(t *testing.T, seed uint64, txns int) Stats {
 	rng := rand.New(rand.NewPCG(seed, 0x7069_7065))
 	c := newCluster(t, nil)
 	c.addTwins()
@@ -402,7 +402,7 @@ func runPipelineVsSerial(t *testing.T, seed uint64, txns int) ExecutorStats {
 			}
 		}
 	}
-	var total ExecutorStats
+	var total Stats
 	for g := range c.reps {
 		gid := partition.GroupID(g)
 		holds := newStore(nil)
