@@ -59,8 +59,8 @@ type Local struct {
 
 type localNode struct {
 	id    string
-	srv   *Server // nil while stopped
-	layer *replication.CutLayer
+	srv   *Server                // nil while stopped
+	cutSw *replication.CutSwitch // raft's links of srv
 	cutMu sync.Mutex
 	cut   bool
 }
@@ -178,24 +178,18 @@ func (l *Local) Start(id string) error {
 	case n.srv != nil:
 		return nil
 	}
-	_, rc, _ := l.cfg.Cluster.Replica(id)
-	layer, err := replication.ListenCut(rc.Raft)
-	if err != nil {
-		return fmt.Errorf("server: local: node %s: %w", id, err)
-	}
 	dlog, err := l.deliveryLog(id)
 	if err != nil {
-		layer.Close()
 		return err
 	}
-	n.layer = layer
+	n.cutSw = new(replication.CutSwitch)
 	n.cutMu.Lock()
 	n.cut = false
 	n.cutMu.Unlock()
 	srv, err := Open(Config{
 		Cluster: l.cfg.Cluster, Latency: l.cfg.Latency, LatencyMode: l.cfg.LatencyMode, LatencyJitter: l.cfg.LatencyJitter, NodeID: id,
 		Dir: filepath.Join(l.cfg.Dir, id), Procedures: l.cfg.Procedures, NoSync: l.cfg.NoSync,
-		DeliveryLog: dlog, Logger: l.cfg.Logger, RaftLayer: layer, Replication: l.cfg.Replication,
+		DeliveryLog: dlog, Logger: l.cfg.Logger, RaftCut: n.cutSw, Replication: l.cfg.Replication,
 		FrameFilter: func(_ partition.GroupID, frames []channel.Frame) []channel.Frame {
 			n.cutMu.Lock()
 			defer n.cutMu.Unlock()
@@ -206,7 +200,6 @@ func (l *Local) Start(id string) error {
 		},
 	})
 	if err != nil {
-		layer.Close()
 		return fmt.Errorf("server: local: node %s: %w", id, err)
 	}
 	n.srv = srv
@@ -260,7 +253,7 @@ func (l *Local) SetCut(id string, cut bool) error {
 	n.cut = cut
 	n.cutMu.Unlock()
 	if n.srv != nil {
-		n.layer.SetCut(cut)
+		n.cutSw.SetCut(cut)
 	}
 	return nil
 }
