@@ -338,7 +338,7 @@ func (c *testCluster) check() {
 	w := check.NewWriter(f)
 	c.mu.Lock()
 	for id, dst := range c.accepted {
-		if err := w.Multicast(id.String(), GroupNames(c.top, dst)); err != nil {
+		if err := w.Multicast(id.String(), groupNames(c.top, dst)); err != nil {
 			c.t.Fatal(err)
 		}
 	}
