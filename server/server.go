@@ -1,7 +1,9 @@
 // Package server runs one FlexKV replica as a network service: its group's
 // raft replica (package replication), the transaction executor on Pebble
 // (packages txn and kv) and the client API of kv/kvpb, with the gRPC health
-// service, on the replica's gRPC address (DESIGN 2, 5, 7, 11).
+// service and the peer service between groups that the replica registers,
+// on the replica's gRPC address (DESIGN 2, 5, 7, 11). The server owns the
+// gRPC servers and their listeners; the replica serves nothing itself.
 //
 // A request reaches the replica that leads the transaction's entry group. It
 // is validated (bad input: InvalidArgument, nothing proposed), proposed to the
@@ -303,6 +305,10 @@ func (s *Server) Describe() string {
 		s.group.Name, s.cfg.NodeID, rs.Role, rs.Term, rs.LastIndex, rs.CommitIndex, rs.AppliedIndex, rs.StateApplied, rs.Applying,
 		s.exec.AppliedIndex(), xs.Queued, xs.VotesStored, rs.Leader)
 }
+
+// Snapshot makes the replica take a raft snapshot now
+// (replication.Replica.Snapshot): for operators and tests.
+func (s *Server) Snapshot() error { return s.replica.Snapshot() }
 
 // IsLeader reports whether the server leads its group now.
 func (s *Server) IsLeader() bool { return s.replica.IsLeader() }
