@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/flexkv/flexkv/client"
+	"github.com/flexkv/flexkv/cluster"
 	"github.com/flexkv/flexkv/gtpcc/procs"
 	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/partition"
-	"github.com/flexkv/flexkv/server"
 	"github.com/flexkv/flexkv/txn"
 )
 
@@ -82,7 +82,7 @@ func testClusterConfig(t testing.TB, protocol string) *partition.ClusterConfig {
 // calling it twice is harmless.
 func startCluster(t testing.TB, protocol string) (*client.Client, func()) {
 	t.Helper()
-	l, err := server.StartLocal(server.LocalConfig{
+	l, err := cluster.Start(cluster.Config{
 		Cluster:    testClusterConfig(t, protocol),
 		Dir:        t.TempDir(),
 		Procedures: testRegistry(t),

@@ -49,11 +49,12 @@ type testReplica struct {
 	cfg Config
 	// live is the running replica, read by client goroutines while the
 	// test stops and restarts it; r and rec belong to the test goroutine.
-	live  atomic.Pointer[Replica]
-	r     *Replica
-	rec   *Recorder
-	layer *CutLayer // with cuttable raft links
-	// cuttable: start gives it a CutLayer
+	live atomic.Pointer[Replica]
+	r    *Replica
+	rec  *Recorder
+	peer *peerServer
+	cut  *CutSwitch // with cuttable raft links
+	// cuttable: start gives it a CutSwitch
 	cuttable bool
 }
 
@@ -138,15 +139,21 @@ func (c *testCluster) start(g, i int) {
 	cfg := tr.cfg
 	cfg.Executor = rec
 	if tr.cuttable {
-		tr.layer = listenCut(c.t, cfg.Members[i].RaftAddr)
-		cfg.RaftLayer = tr.layer
+		tr.cut = new(CutSwitch)
+		cfg.RaftCut = tr.cut
 	}
 	r, err := Open(cfg)
 	if err != nil {
 		rec.Close()
 		c.t.Fatalf("open g%d r%d: %v", g, i+1, err)
 	}
-	tr.r, tr.rec = r, rec
+	peer, err := servePeer(r, cfg.Members[i].GRPCAddr)
+	if err != nil {
+		r.Close()
+		rec.Close()
+		c.t.Fatalf("serve g%d r%d: %v", g, i+1, err)
+	}
+	tr.r, tr.rec, tr.peer = r, rec, peer
 	tr.live.Store(r)
 }
 
@@ -157,13 +164,14 @@ func (c *testCluster) stop(g, i int) {
 		return
 	}
 	tr.live.Store(nil)
+	tr.peer.stop()
 	if err := tr.r.Close(); err != nil {
 		c.t.Errorf("close g%d r%d: %v", g, i+1, err)
 	}
 	if err := tr.rec.Close(); err != nil {
 		c.t.Errorf("close recorder g%d r%d: %v", g, i+1, err)
 	}
-	tr.r, tr.rec = nil, nil
+	tr.r, tr.rec, tr.peer = nil, nil, nil
 }
 
 func (c *testCluster) stopAll() {
@@ -330,7 +338,7 @@ func (c *testCluster) check() {
 	w := check.NewWriter(f)
 	c.mu.Lock()
 	for id, dst := range c.accepted {
-		if err := w.Multicast(id.String(), GroupNames(c.top, dst)); err != nil {
+		if err := w.Multicast(id.String(), groupNames(c.top, dst)); err != nil {
 			c.t.Fatal(err)
 		}
 	}

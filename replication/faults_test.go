@@ -12,15 +12,6 @@ import (
 	"github.com/flexkv/flexkv/partition"
 )
 
-func listenCut(t testing.TB, addr string) *CutLayer {
-	t.Helper()
-	l, err := ListenCut(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
-
 // lossy returns a frame filter that drops and duplicates frames at the given
 // rates, and swaps neighbours at the same rate.
 func lossy(seed uint64, drop, dup float64) func(partition.GroupID, []channel.Frame) []channel.Frame {
@@ -64,9 +55,9 @@ func TestPartitionAndLossyLinks(t *testing.T) {
 			go func() { done <- c.load(ctx, 8, 4, 300) }()
 			time.Sleep(300 * time.Millisecond)
 			l := c.leader(1)
-			c.reps[1][l].layer.SetCut(true)
+			c.reps[1][l].cut.SetCut(true)
 			f := (c.leader(2) + 1) % 3
-			c.reps[2][f].layer.SetCut(true)
+			c.reps[2][f].cut.SetCut(true)
 			// The cut is real: the rest of group 1 elects another leader.
 			deadline := time.Now().Add(10 * time.Second)
 			for {
@@ -84,8 +75,8 @@ func TestPartitionAndLossyLinks(t *testing.T) {
 				time.Sleep(10 * time.Millisecond)
 			}
 			time.Sleep(1000 * time.Millisecond)
-			c.reps[1][l].layer.SetCut(false)
-			c.reps[2][f].layer.SetCut(false)
+			c.reps[1][l].cut.SetCut(false)
+			c.reps[2][f].cut.SetCut(false)
 			if err := <-done; err != nil {
 				t.Fatal(err)
 			}

@@ -155,6 +155,11 @@ func runReplica(specPath string) error {
 	if err != nil {
 		return errors.Join(err, rec.Close())
 	}
+	self, _ := cfg.member(cfg.ID)
+	peer, err := servePeer(r, self.GRPCAddr)
+	if err != nil {
+		return errors.Join(err, r.Close(), rec.Close())
+	}
 	orphaned := make(chan struct{})
 	go func() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
@@ -173,6 +178,7 @@ func runReplica(specPath string) error {
 	for {
 		select {
 		case <-term:
+			peer.stop()
 			return errors.Join(r.Close(), rec.Close())
 		case <-orphaned:
 			return errors.New("stdin closed: the test process is gone")

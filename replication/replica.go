@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -30,7 +29,7 @@ import (
 type Member struct {
 	ID       string // raft server id, unique in its group
 	RaftAddr string // host:port of its raft transport
-	GRPCAddr string // host:port of its gRPC server (groups and clients)
+	GRPCAddr string // host:port of its client API: the leader hint of NotLeaderError
 }
 
 // Config configures a Replica.
@@ -38,7 +37,8 @@ type Config struct {
 	State   group.Config
 	ID      string   // this replica's Member.ID
 	Members []Member // every replica of the group, this one included
-	// Peers holds the gRPC addresses of every other group's replicas.
+	// Peers holds the addresses of every other group's replicas' peer
+	// services (RegisterPeer).
 	Peers map[partition.GroupID][]string
 	Dir   string // data directory: raft log, raft snapshots
 	// Bootstrap: on first start (no raft state in Dir), form the group from
@@ -64,19 +64,15 @@ type Config struct {
 
 	// Fault injection, for tests and chaos runs. FrameFilter sees every
 	// batch of frames the leader is about to transmit to a group and returns
-	// what to transmit instead (fewer, duplicated, reordered). RaftLayer
-	// replaces raft's TCP stream layer (bound to this member's RaftAddr), so
-	// that raft traffic can be cut.
+	// what to transmit instead (fewer, duplicated, reordered). RaftCut,
+	// when set, carries raft's traffic (on this member's RaftAddr) through
+	// a switch that cuts it.
 	FrameFilter func(to partition.GroupID, frames []channel.Frame) []channel.Frame
-	RaftLayer   raft.StreamLayer
+	RaftCut     *CutSwitch
 
-	// Services registers more gRPC services (the client API, health) on the
-	// replica's gRPC server, which listens on its GRPCAddr and serves the
-	// channel between groups.
-	Services func(s *grpc.Server) error
-	// ServerOptions configure the replica's gRPC server (interceptors for
-	// metrics, limits).
-	ServerOptions []grpc.ServerOption
+	// PeerDialOptions configure the connections this group's leader opens
+	// to the other groups' peer services (default: without TLS).
+	PeerDialOptions []grpc.DialOption
 	// Observe sees what every applied entry produced (deliveries, the
 	// core's and the executor's sends), with whether this replica led when
 	// it applied it: for delivery logs and metrics. It runs with the state
@@ -148,7 +144,6 @@ type Replica struct {
 	store *raftstore.Store
 	trans *raft.NetworkTransport
 	raft  *raft.Raft
-	grpc  *grpc.Server
 	tx    *transport.Transmitter
 
 	// started is set once raft is running: the FSM may apply (and call
@@ -191,8 +186,12 @@ func Open(cfg Config) (*Replica, error) {
 	if err != nil {
 		return fail(fmt.Errorf("replication: %w", err))
 	}
-	if cfg.RaftLayer != nil {
-		r.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: cfg.RaftLayer, MaxPool: 3, Timeout: 2 * time.Second, Logger: hlog})
+	if cfg.RaftCut != nil {
+		layer, err := listenCut(self.RaftAddr, cfg.RaftCut)
+		if err != nil {
+			return fail(fmt.Errorf("replication: raft transport: %w", err))
+		}
+		r.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: layer, MaxPool: 3, Timeout: 2 * time.Second, Logger: hlog})
 	} else {
 		r.trans, err = raft.NewTCPTransportWithLogger(self.RaftAddr, nil, 3, 2*time.Second, hlog)
 		if err != nil {
@@ -229,6 +228,10 @@ func Open(cfg Config) (*Replica, error) {
 			}
 		}
 	}
+	dialOptions := cfg.PeerDialOptions
+	if dialOptions == nil {
+		dialOptions = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
 	// The transmitter exists before raft starts applying entries.
 	r.tx, err = transport.NewTransmitter(transport.TransmitterConfig{
 		Self: cfg.State.Self, Peers: cfg.Peers,
@@ -236,7 +239,7 @@ func Open(cfg Config) (*Replica, error) {
 		QueueFrames: 4 * group.InboundFramesMax, QueueBytes: 4 * group.InboundBytesMax,
 		RPCTimeout: cfg.ApplyTimeout,
 		BackoffMin: 20 * time.Millisecond, BackoffMax: time.Second,
-		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
+		DialOptions: dialOptions,
 		Delays:      cfg.WANDelays, Jitter: cfg.WANJitter,
 	})
 	if err != nil {
@@ -247,32 +250,27 @@ func Open(cfg Config) (*Replica, error) {
 		return fail(fmt.Errorf("replication: %w", err))
 	}
 	r.started.Store(true)
-	lis, err := net.Listen("tcp", self.GRPCAddr)
-	if err != nil {
-		return fail(fmt.Errorf("replication: %w", err))
-	}
-	r.grpc = grpc.NewServer(cfg.ServerOptions...)
-	if n := cfg.State.Topology.Len(); n > 1 {
-		scfg := transport.ServerConfig{Self: cfg.State.Self, Groups: n, FramesMax: group.InboundFramesMax, BytesMax: group.InboundBytesMax}
-		if err := transport.Register(r.grpc, scfg, r); err != nil {
-			lis.Close()
-			return fail(err)
-		}
-	}
-	if cfg.Services != nil {
-		if err := cfg.Services(r.grpc); err != nil {
-			lis.Close()
-			return fail(fmt.Errorf("replication: services: %w", err))
-		}
-	}
-	r.wg.Add(3)
-	go func() {
-		defer r.wg.Done()
-		_ = r.grpc.Serve(lis)
-	}()
+	r.wg.Add(2)
 	go r.leaderLoop()
 	go r.tickLoop()
 	return r, nil
+}
+
+// RegisterPeer registers on s the service that the other groups' leaders
+// send their frames to (DESIGN 4), for the caller to serve on this
+// replica's peer address. A group alone in its cluster has no peers and
+// registers nothing. The caller stops serving before Close, so that the
+// batches in flight reach raft while it still runs.
+func (r *Replica) RegisterPeer(s grpc.ServiceRegistrar) error {
+	n := r.cfg.State.Topology.Len()
+	if n < 2 {
+		return nil
+	}
+	scfg := transport.ServerConfig{Self: r.cfg.State.Self, Groups: n, FramesMax: group.InboundFramesMax, BytesMax: group.InboundBytesMax}
+	if err := transport.Register(s, scfg, r); err != nil {
+		return fmt.Errorf("replication: %w", err)
+	}
+	return nil
 }
 
 // transmit hands the frames an applied entry produced to the transmitter,
@@ -591,10 +589,6 @@ func roleOf(s raft.RaftState) Role {
 // ErrShutdown is the error of a call on a replica that is shutting down.
 var ErrShutdown = raft.ErrRaftShutdown
 
-// StreamLayer is what carries raft's traffic between the replicas of a
-// group (raft's own interface: Config.RaftLayer replaces its TCP layer).
-type StreamLayer = raft.StreamLayer
-
 // RaftStatus is what a replica's raft reports, for monitoring.
 type RaftStatus struct {
 	Role         Role
@@ -682,8 +676,9 @@ func (r *Replica) Deliver(ctx context.Context, from partition.GroupID, frames []
 // entries.
 func (r *Replica) State(fn func(*group.State)) { r.fsm.withState(fn) }
 
-// Close stops the replica: no more serving, raft stopped, stores closed.
-// The executor is the caller's to close.
+// Close stops the replica: raft stopped, stores closed. The caller stops
+// serving its services first (RegisterPeer); the executor is the caller's
+// to close.
 func (r *Replica) Close() error { return r.shutdown() }
 
 func (r *Replica) shutdown() error {
@@ -691,22 +686,6 @@ func (r *Replica) shutdown() error {
 		return nil
 	}
 	var errs []error
-	if r.grpc != nil {
-		// Let the calls in flight finish (a client's answer, a batch from
-		// another group, a read barrier) for a moment, raft still running,
-		// then cut the rest. Only then does stop end the waits.
-		drained := make(chan struct{})
-		go func() {
-			r.grpc.GracefulStop()
-			close(drained)
-		}()
-		select {
-		case <-drained:
-		case <-time.After(time.Second):
-			r.grpc.Stop()
-			<-drained
-		}
-	}
 	close(r.stop)
 	if r.raft != nil {
 		errs = append(errs, r.raft.Shutdown().Error())

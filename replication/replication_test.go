@@ -167,8 +167,8 @@ func TestReadBarrier(t *testing.T) {
 	// barrier began though the follower sent it just before the cut (a
 	// moment no other leader can be elected in). Within a few heartbeat
 	// rounds one must fail.
-	c.reps[0][l].layer.SetCut(true)
-	defer c.reps[0][l].layer.SetCut(false)
+	c.reps[0][l].cut.SetCut(true)
+	defer c.reps[0][l].cut.SetCut(false)
 	cutCtx, cutCancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cutCancel()
 	passed := 0

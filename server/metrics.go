@@ -199,8 +199,8 @@ func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 		return handler(ctx, req)
 	}
 	if !s.ready.Load() {
-		// The gRPC server serves while raft replays, before Open has
-		// published the replica: the client API waits for it.
+		// The gRPC server serves a moment before Open has published the
+		// replica: the client API waits for it.
 		return nil, status.Errorf(codes.Unavailable, "server: replica %s is starting", s.cfg.NodeID)
 	}
 	start := time.Now()

@@ -1,7 +1,9 @@
 // Package server runs one FlexKV replica as a network service: its group's
 // raft replica (package replication), the transaction executor on Pebble
 // (packages txn and kv) and the client API of kv/kvpb, with the gRPC health
-// service, on the replica's gRPC address (DESIGN 2, 5, 7, 11).
+// service and the peer service between groups that the replica registers,
+// on the replica's gRPC address (DESIGN 2, 5, 7, 11). The server owns the
+// gRPC servers and their listeners; the replica serves nothing itself.
 //
 // A request reaches the replica that leads the transaction's entry group. It
 // is validated (bad input: InvalidArgument, nothing proposed), proposed to the
@@ -16,12 +18,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -73,10 +76,10 @@ type Config struct {
 
 	// Fault injection (chaos runs, tests): see replication.Config.
 	FrameFilter func(to partition.GroupID, frames []channel.Frame) []channel.Frame
-	RaftLayer   replication.StreamLayer
+	RaftCut     *replication.CutSwitch
 	// Replication tunes the replica; its State, ID, Members, Peers, Dir,
-	// Bootstrap, Executor, Services, Observe, WANDelays and WANJitter are
-	// set by Open, which adds an interceptor to its ServerOptions.
+	// Bootstrap, Executor, Observe, WANDelays and WANJitter are set by
+	// Open.
 	Replication replication.Config
 }
 
@@ -96,6 +99,10 @@ type Server struct {
 	waiters *waiters
 	counts  counters
 	metrics *MetricsServer // nil unless cfg.MetricsAddr
+	// grpcs are the gRPC servers of the replica, serving until Close;
+	// serving ends their goroutines.
+	grpcs   []*grpc.Server
+	serving sync.WaitGroup
 
 	// ready is set once replica is: the client API's handlers read it
 	// first (intercept).
@@ -190,33 +197,85 @@ func Open(cfg Config) (*Server, error) {
 	rc.NoSync = cfg.NoSync
 	rc.Logger = cfg.Logger
 	rc.FrameFilter = cfg.FrameFilter
-	rc.RaftLayer = cfg.RaftLayer
+	rc.RaftCut = cfg.RaftCut
 	s.health = health.NewServer()
-	// NOT_SERVING until the replica is open: the gRPC server answers while
-	// raft replays its log.
+	// NOT_SERVING until the replica is published: the client API answers
+	// Unavailable until then (intercept).
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-	rc.Services = func(g *grpc.Server) error {
-		kvpb.RegisterKVServer(g, &service{s: s})
-		healthpb.RegisterHealthServer(g, s.health)
-		return nil
-	}
 	rc.Observe = s.observe
-	rc.ServerOptions = append(slices.Clip(rc.ServerOptions), grpc.ChainUnaryInterceptor(s.intercept))
-	// The gRPC server serves before Open returns: handlers answer
-	// Unavailable until the replica is published (service.ready).
 	s.replica, err = replication.Open(rc)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("server: %w", err), s.store.Close())
 	}
+	if err := s.serve(); err != nil {
+		s.stopServing()
+		return nil, errors.Join(err, s.replica.Close(), s.store.Close())
+	}
 	s.ready.Store(true)
 	if cfg.MetricsAddr != "" {
 		if s.metrics, err = ServeMetrics(cfg.MetricsAddr, s.Metrics()); err != nil {
+			s.stopServing()
 			return nil, errors.Join(err, s.replica.Close(), s.store.Close())
 		}
 	}
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	s.health.SetServingStatus(kvpb.KV_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	return s, nil
+}
+
+// serve starts the replica's gRPC servers. One, on the replica's gRPC
+// address, serves the client API, health and the peer service between
+// groups; a peer service on an address of its own (DESIGN 13) is a second
+// server and listener here, with credentials of its own.
+func (s *Server) serve() error {
+	api := grpc.NewServer(grpc.ChainUnaryInterceptor(s.intercept))
+	kvpb.RegisterKVServer(api, &service{s: s})
+	healthpb.RegisterHealthServer(api, s.health)
+	if err := s.replica.RegisterPeer(api); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	return s.listen(s.Addr(), api)
+}
+
+// listen serves g on addr until Close.
+func (s *Server) listen(addr string, g *grpc.Server) error {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	s.grpcs = append(s.grpcs, g)
+	s.serving.Add(1)
+	go func() {
+		defer s.serving.Done()
+		_ = g.Serve(lis)
+	}()
+	return nil
+}
+
+// stopServing lets the calls in flight finish (a client's answer, a batch
+// from another group, a read barrier) for a moment, raft still running,
+// then cuts the rest.
+func (s *Server) stopServing() {
+	var drained sync.WaitGroup
+	for _, g := range s.grpcs {
+		drained.Add(1)
+		go func() {
+			defer drained.Done()
+			done := make(chan struct{})
+			go func() {
+				g.GracefulStop()
+				close(done)
+			}()
+			select {
+			case <-done:
+			case <-time.After(time.Second):
+				g.Stop()
+				<-done
+			}
+		}()
+	}
+	drained.Wait()
+	s.serving.Wait()
 }
 
 // Group returns the name of the server's group.
@@ -247,6 +306,10 @@ func (s *Server) Describe() string {
 		s.exec.AppliedIndex(), xs.Queued, xs.VotesStored, rs.Leader)
 }
 
+// Snapshot makes the replica take a raft snapshot now
+// (replication.Replica.Snapshot): for operators and tests.
+func (s *Server) Snapshot() error { return s.replica.Snapshot() }
+
 // IsLeader reports whether the server leads its group now.
 func (s *Server) IsLeader() bool { return s.replica.IsLeader() }
 
@@ -259,9 +322,10 @@ func (s *Server) Close() error {
 			errs = append(errs, s.metrics.Close())
 		}
 		s.health.Shutdown()
-		// The replica drains the calls in flight first (its gRPC server
-		// stops gracefully, for a moment, while raft still runs), so that
-		// a call about to be answered is; then waits still open end.
+		// The calls in flight drain first, while raft still runs, so that
+		// a call about to be answered is; then the replica's waits still
+		// open end.
+		s.stopServing()
 		errs = append(errs, s.replica.Close())
 		close(s.stop)
 		s.closeErr = errors.Join(append(errs, s.store.Close())...)

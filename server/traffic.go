@@ -45,17 +45,3 @@ func (s *Server) Traffic() Traffic {
 	}
 	return t
 }
-
-// Traffic returns the counts of every running node, by node id. A node
-// restarted since counts from its restart.
-func (l *Local) Traffic() map[string]Traffic {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := make(map[string]Traffic)
-	for _, id := range l.order {
-		if srv := l.nodes[id].srv; srv != nil {
-			out[id] = srv.Traffic()
-		}
-	}
-	return out
-}

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/flexkv/flexkv/client"
+	"github.com/flexkv/flexkv/cluster"
 	"github.com/flexkv/flexkv/configs"
 	"github.com/flexkv/flexkv/gtpcc"
 	"github.com/flexkv/flexkv/gtpcc/bench"
@@ -555,7 +556,7 @@ func runLocalBench(cmd *cobra.Command, v *viper.Viper) error {
 				}
 				return ws, nil
 			},
-			Ready: func(l *server.Local, took time.Duration) {
+			Ready: func(l *cluster.Local, took time.Duration) {
 				fmt.Fprintf(out, "%s: %d groups x %d replicas ready in %s; emulated WAN: %s\n", proto, len(cfg.Groups), len(l.Nodes())/len(cfg.Groups),
 					took.Round(time.Millisecond), latencySummary(lat, opts.LatencyMode, jitter))
 			},

@@ -15,12 +15,12 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/flexkv/flexkv/cluster"
 	"github.com/flexkv/flexkv/gtpcc"
 	"github.com/flexkv/flexkv/gtpcc/bench"
 	"github.com/flexkv/flexkv/gtpcc/procs"
 	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/partition"
-	"github.com/flexkv/flexkv/server"
 )
 
 // gtpccCmdTimeout bounds one in-process command of these tests: a command
@@ -95,7 +95,7 @@ func localLayout(t *testing.T, replicas int, latency bool) (string, *partition.C
 func startGtpccCluster(t *testing.T) string {
 	t.Helper()
 	path, cfg := localLayout(t, 1, false)
-	l, err := server.StartLocal(server.LocalConfig{
+	l, err := cluster.Start(cluster.Config{
 		Cluster:    cfg,
 		Dir:        t.TempDir(),
 		NoSync:     true,

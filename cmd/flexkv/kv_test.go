@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flexkv/flexkv/cluster"
 	"github.com/flexkv/flexkv/configs"
 	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/partition"
-	"github.com/flexkv/flexkv/server"
 	"github.com/flexkv/flexkv/txn"
 )
 
@@ -302,7 +302,7 @@ func freeAddr(t *testing.T) string { return testaddr.Free(t, testaddr.Command) }
 func startLocal(t *testing.T) string {
 	t.Helper()
 	path, cfg := oneReplicaConfig(t)
-	l, err := server.StartLocal(server.LocalConfig{
+	l, err := cluster.Start(cluster.Config{
 		Cluster: cfg,
 		Dir:     t.TempDir(),
 		NoSync:  true,

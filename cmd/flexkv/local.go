@@ -7,9 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/flexkv/flexkv/cluster"
 	"github.com/flexkv/flexkv/gtpcc/bench"
 	"github.com/flexkv/flexkv/gtpcc/procs"
-	"github.com/flexkv/flexkv/server"
 )
 
 func newLocalCmd() *cobra.Command {
@@ -48,7 +48,7 @@ FLEXKV_LATENCY_MODE=paper.
 	addLatencyFlags(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		v := settings(cmd)
-		faults, err := server.ParseChaos(v.GetString("chaos"))
+		faults, err := cluster.ParseChaos(v.GetString("chaos"))
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}
@@ -67,7 +67,7 @@ FLEXKV_LATENCY_MODE=paper.
 		ctx, stop := signalContext(cmd.Context())
 		defer stop()
 		start := time.Now()
-		l, err := server.StartLocal(server.LocalConfig{
+		l, err := cluster.Start(cluster.Config{
 			Cluster: cfg, Latency: lat, LatencyMode: mode, LatencyJitter: jitter, Dir: v.GetString("data-dir"),
 			DeliveryLogDir: v.GetString("delivery-log"), Logger: log, MetricsAddr: v.GetString("metrics"),
 			Procedures: procs.Registry(),
@@ -96,7 +96,7 @@ FLEXKV_LATENCY_MODE=paper.
 		}
 		if len(faults) > 0 {
 			fmt.Fprintf(out, "chaos: %s (seed %d)\n", v.GetString("chaos"), v.GetUint64("seed"))
-			c := &server.Chaos{Local: l, Faults: faults, Seed: v.GetUint64("seed"), Logger: log}
+			c := &cluster.Chaos{Local: l, Faults: faults, Seed: v.GetUint64("seed"), Logger: log}
 			n := c.Run(ctx)
 			fmt.Fprintf(out, "chaos: %d faults injected\n", n)
 		} else {

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/flexkv/flexkv/client"
+	"github.com/flexkv/flexkv/cluster"
 	"github.com/flexkv/flexkv/gtpcc"
 	"github.com/flexkv/flexkv/gtpcc/procs"
 	"github.com/flexkv/flexkv/multicast/protocol"
@@ -71,7 +72,7 @@ type Target struct {
 	Protocol string
 	// Local is the in-process cluster whose traffic the report counts; nil
 	// against a running cluster.
-	Local *server.Local
+	Local *cluster.Local
 }
 
 // Run runs the workload on t and, with opts.Check, the check, and returns
@@ -198,7 +199,7 @@ func wanDelay(view *client.Topology, region string, mode server.LatencyMode) fun
 // accepts and the payloads other groups send it (every replica applies the
 // same requests and deliveries: the group's count is its replicas'
 // largest; each payload send is counted once, by the replica that led).
-func traffic(rep *gtpcc.Report, l *server.Local, before, after map[string]server.Traffic) {
+func traffic(rep *gtpcc.Report, l *cluster.Local, before, after map[string]server.Traffic) {
 	secs := rep.Config.RunS
 	diff := func(a, p uint64) uint64 { return a - min(a, p) } // a node restarted counts from 0
 	rep.Traffic = make(map[string]gtpcc.NodeTraffic)
@@ -233,7 +234,7 @@ type LocalConfig struct {
 	Cluster  *partition.ClusterConfig
 	Protocol string
 	// Latency, LatencyMode and LatencyJitter emulate the WAN between the
-	// servers (server.LocalConfig); LatencyMode also sets the clients'
+	// servers (cluster.Config); LatencyMode also sets the clients'
 	// delays (Options.LatencyMode).
 	Latency       *partition.Latency
 	LatencyMode   server.LatencyMode
@@ -251,7 +252,7 @@ type LocalConfig struct {
 	Warehouses func(*client.Topology) ([]int, error)
 	// Ready, when set, is told that the cluster is up, a leader in every
 	// group, and how long that took.
-	Ready func(l *server.Local, took time.Duration)
+	Ready func(l *cluster.Local, took time.Duration)
 	// LoadProgress is the loader's progress (gtpcc.LoadConfig.Progress).
 	LoadProgress func(done, total int)
 	// Loaded, when set, is told that the warehouses are loaded, and how
@@ -263,9 +264,9 @@ type LocalConfig struct {
 // workload with opts, checks it and stops the cluster. Interrupted, it
 // returns the report so far with the error.
 func RunLocal(ctx context.Context, cfg LocalConfig, opts Options, progress io.Writer) (*gtpcc.Report, error) {
-	cluster := *cfg.Cluster
-	cluster.Protocol = cfg.Protocol
-	if err := protocol.Validate(&cluster); err != nil {
+	cc := *cfg.Cluster
+	cc.Protocol = cfg.Protocol
+	if err := protocol.Validate(&cc); err != nil {
 		return nil, err
 	}
 	dir := filepath.Join(cfg.Dir, cfg.Protocol)
@@ -281,8 +282,8 @@ func RunLocal(ctx context.Context, cfg LocalConfig, opts Options, progress io.Wr
 		}
 	}
 	start := time.Now()
-	l, err := server.StartLocal(server.LocalConfig{
-		Cluster: &cluster, Latency: cfg.Latency, LatencyMode: cfg.LatencyMode, LatencyJitter: cfg.LatencyJitter, Dir: dir,
+	l, err := cluster.Start(cluster.Config{
+		Cluster: &cc, Latency: cfg.Latency, LatencyMode: cfg.LatencyMode, LatencyJitter: cfg.LatencyJitter, Dir: dir,
 		DeliveryLogDir: dlog, Logger: cfg.Logger, Procedures: procs.Registry(),
 	})
 	if errors.Is(err, syscall.EADDRINUSE) {
@@ -292,7 +293,7 @@ func RunLocal(ctx context.Context, cfg LocalConfig, opts Options, progress io.Wr
 		return nil, err
 	}
 	defer l.Close()
-	if err := WaitLeaders(ctx, l, &cluster); err != nil {
+	if err := WaitLeaders(ctx, l, &cc); err != nil {
 		return nil, err
 	}
 	loader, err := client.New(ctx, client.Config{Endpoints: l.Endpoints(), Sessions: 256, Logger: slog.New(slog.DiscardHandler)})
@@ -330,7 +331,7 @@ func RunLocal(ctx context.Context, cfg LocalConfig, opts Options, progress io.Wr
 
 // WaitLeaders waits until every group of cfg has a leader in l, so that
 // its endpoints are ready to serve, for at most 30 seconds.
-func WaitLeaders(ctx context.Context, l *server.Local, cfg *partition.ClusterConfig) error {
+func WaitLeaders(ctx context.Context, l *cluster.Local, cfg *partition.ClusterConfig) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for _, g := range cfg.Groups {
 		for l.Leader(g.Name) == "" {

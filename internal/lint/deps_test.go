@@ -15,13 +15,15 @@ import (
 
 // serverOnly are the import paths a program that only talks to FlexKV must
 // not link (DESIGN 1): the executor, the store and its engine, raft and the
-// replication shell, the server. Each entry covers what is below it; kv's
-// generated API (kv/kvpb) is the exception.
+// replication shell, the server and the in-process clusters above it. Each
+// entry covers what is below it; kv's generated API (kv/kvpb) is the
+// exception.
 var serverOnly = []string{
 	modulePath + "/kv",
 	modulePath + "/txn/executor",
 	modulePath + "/replication",
 	modulePath + "/server",
+	modulePath + "/cluster",
 	"github.com/cockroachdb/pebble",
 	"github.com/cockroachdb/pebble/v2",
 	"github.com/hashicorp/raft",
@@ -89,6 +91,7 @@ func TestLinksServerCode(t *testing.T) {
 		{modulePath + "/txn/executor", true},
 		{modulePath + "/replication/raftstore", true},
 		{modulePath + "/server", true},
+		{modulePath + "/cluster", true},
 		{"github.com/cockroachdb/pebble/v2/vfs", true},
 		{"github.com/hashicorp/raft", true},
 		{"github.com/hashicorp/raft-boltdb/v2", true},

@@ -762,21 +762,34 @@ var arrows = []arrow{
 	},
 	{
 		from:      "gtpcc",
-		deny:      []string{modulePath + "/server", modulePath + "/replication", modulePath + "/cmd", "github.com/cockroachdb/pebble*", "github.com/hashicorp/raft*"},
+		deny:      []string{modulePath + "/server", modulePath + "/cluster", modulePath + "/replication", modulePath + "/cmd", "github.com/cockroachdb/pebble*", "github.com/hashicorp/raft*"},
 		why:       "gtpcc talks to a cluster through the client only: cmd -> gtpcc -> client (DESIGN 1)",
 		skipTests: true,
 		except:    []string{"gtpcc/bench"},
 	},
 	{
-		// The benchmark runs start in-process clusters (server.Local); they
+		// The benchmark runs start in-process clusters (cluster.Local); they
 		// reach the rest of the servers through it.
 		from: "gtpcc/bench",
 		deny: []string{modulePath + "/replication", modulePath + "/cmd", "github.com/cockroachdb/pebble*", "github.com/hashicorp/raft*"},
-		why:  "the benchmark runs start clusters through server and talk to them through the client: cmd -> gtpcc/bench -> {gtpcc, server} (DESIGN 1)",
+		why:  "the benchmark runs start clusters through cluster and talk to them through the client: cmd -> gtpcc/bench -> {gtpcc, cluster, server} (DESIGN 1)",
+	},
+	{
+		// The in-process clusters and the chaos faults are test and demo
+		// rigs: they start servers, and what a production replica runs
+		// never links them.
+		from: "server",
+		deny: []string{modulePath + "/cluster"},
+		why:  "the in-process clusters sit above the server: cluster -> server, never back (DESIGN 1)",
+	},
+	{
+		from: "replication",
+		deny: []string{modulePath + "/cluster"},
+		why:  "the in-process clusters sit above the replication shell: cluster -> replication, never back (DESIGN 1)",
 	},
 	{
 		from: "client",
-		deny: []string{modulePath + "/server", modulePath + "/replication", modulePath + "/gtpcc", modulePath + "/cmd", "github.com/cockroachdb/pebble*", "github.com/hashicorp/raft*"},
+		deny: []string{modulePath + "/server", modulePath + "/cluster", modulePath + "/replication", modulePath + "/gtpcc", modulePath + "/cmd", "github.com/cockroachdb/pebble*", "github.com/hashicorp/raft*"},
 		why:  "the client is a library of its own: it imports nothing of the servers (DESIGN 1)",
 	},
 	{
@@ -1125,6 +1138,16 @@ func TestArrowProblem(t *testing.T) {
 		{"gtpcc/procs", modulePath + "/server", false},
 		{"gtpcc/bench", modulePath + "/server", true},
 		{"gtpcc/bench", modulePath + "/replication", false},
+		{"gtpcc", modulePath + "/cluster", false},
+		{"gtpcc/procs", modulePath + "/cluster", false},
+		{"gtpcc/bench", modulePath + "/cluster", true},
+		{"server", modulePath + "/cluster", false},
+		{"replication", modulePath + "/cluster", false},
+		{"replication/transport", modulePath + "/cluster", false},
+		{"cluster", modulePath + "/server", true},
+		{"cluster", modulePath + "/replication", true},
+		{"client", modulePath + "/cluster", false},
+		{"server", modulePath + "/clusterx", true}, // a sibling of cluster, not cluster
 	}
 	for _, tt := range tests {
 		why := arrowProblem(tt.dir, tt.path)

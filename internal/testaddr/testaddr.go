@@ -35,7 +35,8 @@ type Range struct{ Lo, Hi int }
 // The ranges of the test packages that use this one.
 var (
 	Replication = Range{20000, 26000}
-	Server      = Range{26000, 32000}
+	Server      = Range{26000, 28000}
+	Cluster     = Range{28000, 32000}
 	Command     = Range{14000, 20000}
 	Gtpcc       = Range{10000, 14000}
 	Transport   = Range{8000, 10000}

@@ -97,7 +97,7 @@ func (c ServerConfig) Validate() error {
 
 // Register serves the GroupChannel service on s, for the group of cfg.Self,
 // handing what it receives to h. Call it before s.Serve.
-func Register(s *grpc.Server, cfg ServerConfig, h Handler) error {
+func Register(s grpc.ServiceRegistrar, cfg ServerConfig, h Handler) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

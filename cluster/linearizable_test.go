@@ -1,4 +1,4 @@
-package server
+package cluster
 
 import (
 	"context"
@@ -122,7 +122,7 @@ func runLinearizable(t *testing.T, proto string) {
 	)
 	// A 200ms election timeout: fast failover under the faults; the client
 	// retries at the new leaders.
-	l := startLocalConfig(t, LocalConfig{Cluster: testCluster(t, proto), Dir: t.TempDir(),
+	l := startLocalConfig(t, Config{Cluster: testCluster(t, proto), Dir: t.TempDir(),
 		Replication: replication.Config{ElectionTimeout: 200 * time.Millisecond}})
 	ctx := ctxTimeout(t, 2*time.Minute)
 	c, err := client.New(ctx, client.Config{Endpoints: l.Endpoints()})

@@ -1,4 +1,11 @@
-package server
+// Package cluster runs whole FlexKV clusters in one process, for
+// `flexkv local` and `flexkv demo`, the benchmark runs and the tests: every
+// replica a server of package server, each with its own data directory,
+// which can be stopped, restarted from its data and cut off from its group
+// (Local); and the faults of a chaos run (Chaos). These are rigs for
+// demonstrations and tests, kept out of the packages a production replica
+// runs (DESIGN 1).
+package cluster
 
 import (
 	"errors"
@@ -13,17 +20,18 @@ import (
 	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/replication"
+	"github.com/flexkv/flexkv/server"
 	"github.com/flexkv/flexkv/txn"
 )
 
-// LocalConfig configures a whole cluster in one process (flexkv local,
+// Config configures a whole cluster in one process (flexkv local,
 // tests): every replica of Cluster, each with its data under Dir/<node id>.
-type LocalConfig struct {
+type Config struct {
 	Cluster *partition.ClusterConfig
 	// Latency, LatencyMode and LatencyJitter emulate the WAN between the
-	// groups, as in Config.
+	// groups, as in server.Config.
 	Latency       *partition.Latency
-	LatencyMode   LatencyMode
+	LatencyMode   server.LatencyMode
 	LatencyJitter float64
 	Dir           string
 	Procedures    *txn.Registry
@@ -36,7 +44,7 @@ type LocalConfig struct {
 	// Prometheus metrics of all its running replicas, at /metrics, until
 	// Close.
 	MetricsAddr string
-	// Replication tunes every replica (see Config.Replication).
+	// Replication tunes every replica (see server.Config.Replication).
 	Replication replication.Config
 }
 
@@ -44,14 +52,14 @@ type LocalConfig struct {
 // restarted from their data and cut off from their groups, for chaos runs
 // and tests. It is safe for concurrent use.
 type Local struct {
-	cfg LocalConfig
+	cfg Config
 
 	mu      sync.Mutex
 	nodes   map[string]*localNode
 	order   []string // node ids, in configuration order
 	closed  bool
 	logs    map[string]*check.Writer
-	metrics *MetricsServer // nil unless cfg.MetricsAddr
+	metrics *server.MetricsServer // nil unless cfg.MetricsAddr
 	// restored counts, by node, the snapshot restores of its servers
 	// stopped so far.
 	restored map[string]int64
@@ -59,19 +67,19 @@ type Local struct {
 
 type localNode struct {
 	id    string
-	srv   *Server // nil while stopped
-	layer *replication.CutLayer
+	srv   *server.Server         // nil while stopped
+	cutSw *replication.CutSwitch // raft's links of srv
 	cutMu sync.Mutex
 	cut   bool
 }
 
-// StartLocal starts every replica of cfg.Cluster.
-func StartLocal(cfg LocalConfig) (*Local, error) {
+// Start starts every replica of cfg.Cluster.
+func Start(cfg Config) (*Local, error) {
 	if cfg.Cluster == nil {
-		return nil, errors.New("server: local: no cluster configuration")
+		return nil, errors.New("cluster: no cluster configuration")
 	}
 	if err := protocol.Validate(cfg.Cluster); err != nil {
-		return nil, fmt.Errorf("server: local: %w", err)
+		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -79,7 +87,7 @@ func StartLocal(cfg LocalConfig) (*Local, error) {
 	l := &Local{cfg: cfg, nodes: make(map[string]*localNode), logs: make(map[string]*check.Writer), restored: make(map[string]int64)}
 	if cfg.DeliveryLogDir != "" {
 		if err := os.MkdirAll(cfg.DeliveryLogDir, 0o755); err != nil {
-			return nil, fmt.Errorf("server: local: %w", err)
+			return nil, fmt.Errorf("cluster: %w", err)
 		}
 	}
 	for _, g := range cfg.Cluster.Groups {
@@ -94,7 +102,7 @@ func StartLocal(cfg LocalConfig) (*Local, error) {
 		}
 	}
 	if cfg.MetricsAddr != "" {
-		ms, err := ServeMetrics(cfg.MetricsAddr, l.Metrics())
+		ms, err := server.ServeMetrics(cfg.MetricsAddr, l.Metrics())
 		if err != nil {
 			return nil, errors.Join(err, l.Close())
 		}
@@ -106,7 +114,7 @@ func StartLocal(cfg LocalConfig) (*Local, error) {
 }
 
 // Metrics returns the collector of the cluster's running replicas.
-func (l *Local) Metrics() *Metrics { return NewMetrics(l.running) }
+func (l *Local) Metrics() *server.Metrics { return server.NewMetrics(l.running) }
 
 // MetricsAddr returns the address of the cluster's metrics endpoint, or ""
 // without one.
@@ -120,10 +128,10 @@ func (l *Local) MetricsAddr() string {
 }
 
 // running returns the running replicas, in configuration order.
-func (l *Local) running() []*Server {
+func (l *Local) running() []*server.Server {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []*Server
+	var out []*server.Server
 	for _, id := range l.order {
 		if n := l.nodes[id]; n.srv != nil {
 			out = append(out, n.srv)
@@ -150,7 +158,7 @@ func (l *Local) deliveryLog(id string) (*check.Writer, error) {
 	}
 	w, err := check.AppendFile(filepath.Join(l.cfg.DeliveryLogDir, id+".jsonl"))
 	if err != nil {
-		return nil, fmt.Errorf("server: local: %w", err)
+		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	l.logs[id] = w
 	return w, nil
@@ -160,7 +168,7 @@ func (l *Local) deliveryLog(id string) (*check.Writer, error) {
 func (l *Local) node(id string) (*localNode, error) {
 	n, ok := l.nodes[id]
 	if !ok {
-		return nil, fmt.Errorf("server: local: no node %q", id)
+		return nil, fmt.Errorf("cluster: no node %q", id)
 	}
 	return n, nil
 }
@@ -174,28 +182,22 @@ func (l *Local) Start(id string) error {
 	case err != nil:
 		return err
 	case l.closed:
-		return errors.New("server: local: closed")
+		return errors.New("cluster: closed")
 	case n.srv != nil:
 		return nil
 	}
-	_, rc, _ := l.cfg.Cluster.Replica(id)
-	layer, err := replication.ListenCut(rc.Raft)
-	if err != nil {
-		return fmt.Errorf("server: local: node %s: %w", id, err)
-	}
 	dlog, err := l.deliveryLog(id)
 	if err != nil {
-		layer.Close()
 		return err
 	}
-	n.layer = layer
+	n.cutSw = new(replication.CutSwitch)
 	n.cutMu.Lock()
 	n.cut = false
 	n.cutMu.Unlock()
-	srv, err := Open(Config{
+	srv, err := server.Open(server.Config{
 		Cluster: l.cfg.Cluster, Latency: l.cfg.Latency, LatencyMode: l.cfg.LatencyMode, LatencyJitter: l.cfg.LatencyJitter, NodeID: id,
 		Dir: filepath.Join(l.cfg.Dir, id), Procedures: l.cfg.Procedures, NoSync: l.cfg.NoSync,
-		DeliveryLog: dlog, Logger: l.cfg.Logger, RaftLayer: layer, Replication: l.cfg.Replication,
+		DeliveryLog: dlog, Logger: l.cfg.Logger, RaftCut: n.cutSw, Replication: l.cfg.Replication,
 		FrameFilter: func(_ partition.GroupID, frames []channel.Frame) []channel.Frame {
 			n.cutMu.Lock()
 			defer n.cutMu.Unlock()
@@ -206,8 +208,7 @@ func (l *Local) Start(id string) error {
 		},
 	})
 	if err != nil {
-		layer.Close()
-		return fmt.Errorf("server: local: node %s: %w", id, err)
+		return fmt.Errorf("cluster: node %s: %w", id, err)
 	}
 	n.srv = srv
 	return nil
@@ -260,7 +261,7 @@ func (l *Local) SetCut(id string, cut bool) error {
 	n.cut = cut
 	n.cutMu.Unlock()
 	if n.srv != nil {
-		n.layer.SetCut(cut)
+		n.cutSw.SetCut(cut)
 	}
 	return nil
 }
@@ -300,7 +301,7 @@ func (l *Local) InvalidEntries() map[string]int64 {
 	return out
 }
 
-// Snapshot makes node id take a raft snapshot now (Replica.Snapshot).
+// Snapshot makes node id take a raft snapshot now (Server.Snapshot).
 func (l *Local) Snapshot(id string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -309,12 +310,12 @@ func (l *Local) Snapshot(id string) error {
 	case err != nil:
 		return err
 	case n.srv == nil:
-		return fmt.Errorf("server: local: node %s is stopped", id)
+		return fmt.Errorf("cluster: node %s is stopped", id)
 	}
-	return n.srv.replica.Snapshot()
+	return n.srv.Snapshot()
 }
 
-// Describe returns a line on each node (Server.Describe, or that it is
+// Describe returns a line on each node (server.Server.Describe, or that it is
 // stopped), for a person debugging the cluster.
 func (l *Local) Describe() []string {
 	l.mu.Lock()
@@ -386,4 +387,18 @@ func (l *Local) Close() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Traffic returns the counts of every running node, by node id. A node
+// restarted since counts from its restart.
+func (l *Local) Traffic() map[string]server.Traffic {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]server.Traffic)
+	for _, id := range l.order {
+		if srv := l.nodes[id].srv; srv != nil {
+			out[id] = srv.Traffic()
+		}
+	}
+	return out
 }

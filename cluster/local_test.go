@@ -1,4 +1,4 @@
-package server
+package cluster
 
 import (
 	"strings"
@@ -101,7 +101,7 @@ func TestTwoGroupTransfer(t *testing.T) {
 // A 200ms election timeout: the cut-off replica learns it has no leader
 // after about one, and gives up after max(4 election timeouts, 1s).
 func TestAwaitAtCutOffReplica(t *testing.T) {
-	l := startLocalConfig(t, LocalConfig{Cluster: testCluster(t, "flexcast"), Dir: t.TempDir(),
+	l := startLocalConfig(t, Config{Cluster: testCluster(t, "flexcast"), Dir: t.TempDir(),
 		Replication: replication.Config{ElectionTimeout: 200 * time.Millisecond}})
 	leader := l.Leader("eu-west-3")
 	var follower string

@@ -1,4 +1,4 @@
-package server
+package cluster
 
 import (
 	"context"
@@ -33,19 +33,19 @@ func ParseChaos(s string) ([]Fault, error) {
 	for _, item := range strings.Split(s, ",") {
 		kind, every, ok := strings.Cut(strings.TrimSpace(item), "=")
 		if !ok {
-			return nil, fmt.Errorf("server: chaos %q: want KIND=DURATION, e.g. leader-kill=5s", item)
+			return nil, fmt.Errorf("cluster: chaos %q: want KIND=DURATION, e.g. leader-kill=5s", item)
 		}
 		switch kind {
 		case FaultLeaderKill, FaultFollowerRestart, FaultPartition:
 		default:
-			return nil, fmt.Errorf("server: chaos %q: unknown fault %q (want %s, %s or %s)", item, kind, FaultLeaderKill, FaultFollowerRestart, FaultPartition)
+			return nil, fmt.Errorf("cluster: chaos %q: unknown fault %q (want %s, %s or %s)", item, kind, FaultLeaderKill, FaultFollowerRestart, FaultPartition)
 		}
 		d, err := time.ParseDuration(every)
 		if err != nil {
-			return nil, fmt.Errorf("server: chaos %q: %w", item, err)
+			return nil, fmt.Errorf("cluster: chaos %q: %w", item, err)
 		}
 		if d < 100*time.Millisecond {
-			return nil, fmt.Errorf("server: chaos %q: every %s is too often (at least 100ms)", item, d)
+			return nil, fmt.Errorf("cluster: chaos %q: every %s is too often (at least 100ms)", item, d)
 		}
 		out = append(out, Fault{Kind: kind, Every: d})
 	}

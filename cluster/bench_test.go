@@ -1,4 +1,4 @@
-package server
+package cluster
 
 import (
 	"context"
@@ -22,10 +22,10 @@ import (
 // share, and over accounts of their own. Reports operations per second and
 // latency percentiles.
 //
-//	go test ./server -run '^$' -bench Local -benchtime 10000x
+//	go test ./cluster -run '^$' -bench Local -benchtime 10000x
 func BenchmarkLocal(b *testing.B) {
 	cfg := testCluster(b, "flexcast")
-	l, err := StartLocal(LocalConfig{Cluster: cfg, Dir: b.TempDir()})
+	l, err := Start(Config{Cluster: cfg, Dir: b.TempDir()})
 	if err != nil {
 		b.Fatal(err)
 	}

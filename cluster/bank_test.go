@@ -1,4 +1,4 @@
-package server
+package cluster
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 // transfers that moved money in or out of it: every acknowledged transfer
 // applied exactly once (one applied twice, or lost, changes some balance).
 // bankDuration is how long each protocol's bank run injects faults: a
-// longer soak is `go test ./server -run TestBankUnderChaos -bank.duration=2m`.
+// longer soak is `go test ./cluster -run TestBankUnderChaos -bank.duration=2m`.
 var bankDuration = flag.Duration("bank.duration", 6*time.Second, "how long each bank run injects faults")
 
 func TestBankUnderChaos(t *testing.T) {
@@ -54,7 +54,7 @@ func runBank(t *testing.T, proto string, snapshots bool) {
 	if snapshots {
 		rc.SnapshotThreshold, rc.TrailingLogs = 64, 16
 	}
-	l := startLocalConfig(t, LocalConfig{Cluster: testCluster(t, proto), Dir: t.TempDir(), DeliveryLogDir: logDir, Replication: rc})
+	l := startLocalConfig(t, Config{Cluster: testCluster(t, proto), Dir: t.TempDir(), DeliveryLogDir: logDir, Replication: rc})
 	ctx := ctxTimeout(t, *bankDuration+2*time.Minute)
 	c, err := client.New(ctx, client.Config{Endpoints: l.Endpoints()})
 	if err != nil {

@@ -19,7 +19,8 @@ import (
 
 // Recorder is an Executor that records a replica's deliveries durably, in a
 // Pebble store of its own, and writes them as a delivery log (DESIGN 10.1).
-// It stands in for the transaction executor in tests and tools.
+// It stands in for the transaction executor in this package's tests, which
+// check the ordering the shell produces without executing anything.
 type Recorder struct {
 	db *pebble.DB
 
@@ -230,15 +231,15 @@ func (r *Recorder) WriteLog(w *check.Writer, top *partition.Topology, group part
 		return err
 	}
 	for _, d := range ds {
-		if err := w.Deliver(top.Name(group), replica, d.ID.String(), GroupNames(top, d.Dst)); err != nil {
+		if err := w.Deliver(top.Name(group), replica, d.ID.String(), groupNames(top, d.Dst)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// GroupNames returns the names of the groups of s, in rank order.
-func GroupNames(top *partition.Topology, s partition.GroupSet) []string {
+// groupNames returns the names of the groups of s, in rank order.
+func groupNames(top *partition.Topology, s partition.GroupSet) []string {
 	out := make([]string, 0, s.Len())
 	for _, g := range s.Slice() {
 		out = append(out, top.Name(g))

@@ -1,0 +1,250 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/flexkv/flexkv/internal/testaddr"
+	"github.com/flexkv/flexkv/kv/kvpb"
+	"github.com/flexkv/flexkv/multicast/check"
+	"github.com/flexkv/flexkv/partition"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// raft drops the futures of entries still queued at shutdown; the
+		// goroutine waiting on one ends with the process (replication.await).
+		goleak.IgnoreAnyFunction("github.com/flexkv/flexkv/replication.(*Replica).await.func1"),
+	)
+}
+
+// freeAddr returns a loopback address for a replica (testaddr.Cluster).
+func freeAddr(t testing.TB) string { return testaddr.Free(t, testaddr.Cluster) }
+
+// testLogger returns a logger that writes to t's log, which go test shows
+// when t fails (or with -v). Only for what logs while t runs.
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, nil))
+}
+
+// testWriter is an io.Writer into t's log, a call to Log per write.
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+// describe returns the state of every node of l, a line each, for failure
+// messages.
+func describe(l *Local) string { return "\n\t" + strings.Join(l.Describe(), "\n\t") }
+
+// testCluster returns the layout of configs/local.yaml (3 groups x 3
+// replicas, six partitions w/0001/..w/0006/, item/ replicated) on free
+// ports, with protocol proto.
+func testCluster(t testing.TB, proto string) *partition.ClusterConfig {
+	t.Helper()
+	cfg := &partition.ClusterConfig{
+		Protocol: proto,
+		Tree:     map[string]string{"eu-west-3": "eu-west-1", "eu-central-1": "eu-west-1"},
+	}
+	n := 0
+	for _, g := range []string{"eu-west-1", "eu-west-3", "eu-central-1"} {
+		gc := partition.GroupConfig{Name: g, Region: g}
+		for range 3 {
+			n++
+			gc.Replicas = append(gc.Replicas, partition.ReplicaConfig{ID: fmt.Sprintf("r%d", n), Raft: freeAddr(t), GRPC: freeAddr(t)})
+		}
+		cfg.Groups = append(cfg.Groups, gc)
+	}
+	for w := 1; w <= 6; w++ {
+		cfg.Partitions = append(cfg.Partitions, partition.PartitionConfig{
+			Name: fmt.Sprintf("w%04d", w), Start: fmt.Sprintf("w/%04d/", w), End: fmt.Sprintf("w/%04d/", w+1),
+			Group: cfg.Groups[(w-1)/2].Name,
+		})
+	}
+	cfg.Partitions = append(cfg.Partitions, partition.PartitionConfig{Name: "item", Start: "item/", End: "item0", Replicated: true})
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// startLocal starts cfg in dir, waits for every group's leader, and stops
+// it at the end of the test.
+func startLocal(t testing.TB, cfg *partition.ClusterConfig, dir string) *Local {
+	t.Helper()
+	return startLocalConfig(t, Config{Cluster: cfg, Dir: dir})
+}
+
+// startLocalConfig is startLocal with more settings: raft logs without
+// fsync, and a 1s election timeout unless lc.Replication sets one. A leader
+// holds its lease for half the election timeout: with less, a stall of a
+// slow, loaded machine deposes the leader a test is talking to. The chaos
+// tests, which want fast failover and retry through the client, ask for
+// 200ms.
+func startLocalConfig(t testing.TB, lc Config) *Local {
+	t.Helper()
+	lc.NoSync = true
+	if lc.Replication.ElectionTimeout == 0 {
+		lc.Replication.ElectionTimeout = time.Second
+	}
+	l, err := Start(lc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	waitLeaders(t, l)
+	return l
+}
+
+func waitLeaders(t testing.TB, l *Local) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for _, g := range l.cfg.Cluster.Groups {
+		for l.Leader(g.Name) == "" {
+			if time.Now().After(deadline) {
+				t.Fatalf("group %s has no leader:%s", g.Name, describe(l))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// dial returns a raw kvpb client of addr.
+func dial(t testing.TB, addr string) kvpb.KVClient {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return kvpb.NewKVClient(cc)
+}
+
+// leaderRetryMax is how long callLeader keeps retrying a call that its
+// group's leader answered with Unavailable.
+const leaderRetryMax = 10 * time.Second
+
+// callLeader calls f with a raw client of group's leader and returns f's
+// error. A leader can lose its lease while the machine stalls, and then
+// answers Unavailable (not the leader) until an election elects another:
+// while f fails with Unavailable, callLeader finds the leader again and
+// calls f again, for up to leaderRetryMax. Any other outcome is returned at
+// once, so that a test expecting InvalidArgument still sees it. f must be
+// safe to repeat (a write with a client id and seq is applied once).
+func callLeader(t testing.TB, l *Local, group string, f func(kvpb.KVClient) error) error {
+	t.Helper()
+	deadline := time.Now().Add(leaderRetryMax)
+	last := ""
+	for {
+		err := callLeaderOnce(t, l, group, f)
+		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
+			return err
+		}
+		if err.Error() != last { // once per answer, not once per try
+			last = err.Error()
+			t.Logf("group %s: %v; finding its leader again", group, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// callLeaderOnce calls f once with a raw client of group's current leader,
+// on a connection of its own that it closes afterwards.
+func callLeaderOnce(t testing.TB, l *Local, group string, f func(kvpb.KVClient) error) error {
+	t.Helper()
+	id := l.Leader(group)
+	if id == "" {
+		return status.Errorf(codes.Unavailable, "group %s has no leader", group)
+	}
+	_, rc, ok := l.cfg.Cluster.Replica(id)
+	if !ok {
+		t.Fatalf("leader %s of group %s is not in the configuration", id, group)
+	}
+	cc, err := grpc.NewClient(rc.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	return f(kvpb.NewKVClient(cc))
+}
+
+func ctxTimeout(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// checkLogs waits (up to 20s) until the delivery logs in dir pass the
+// checker with Complete (every replica delivered every message), and fails
+// the test with the violations otherwise.
+func checkLogs(t testing.TB, l *Local, dir string, genuine bool) check.Report {
+	t.Helper()
+	var rep check.Report
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if err := l.FlushLogs(); err != nil {
+			t.Fatal(err)
+		}
+		c := check.New(check.Options{Complete: true, Genuine: genuine})
+		if err := check.ScanLog(dir, c.Add); err != nil {
+			t.Fatal(err)
+		}
+		rep = c.Report()
+		if rep.OK() {
+			return rep
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// A replica that caught up from a raft snapshot did not log the
+	// deliveries the snapshot covered: a message missing only there is
+	// expected (and said), anything else fails.
+	excused := 0
+	for _, v := range rep.Violations {
+		if id, ok := missingAt(v); ok && l.SnapshotsRestored(id) > 0 {
+			t.Logf("expected after a snapshot install at %s: %s", id, v)
+			excused++
+			continue
+		}
+		t.Error(v)
+	}
+	if excused == len(rep.Violations) && excused == rep.ViolationsTotal() {
+		return rep
+	}
+	for _, id := range l.Nodes() {
+		if !l.Running(id) {
+			t.Errorf("node %s is not running", id)
+		}
+	}
+	t.Fatalf("delivery logs: %s", rep.Summary())
+	return rep
+}
+
+// missingAt returns the replica an agreement or validity violation says a
+// message is missing at ("... missing at eu-west-3/r4"), if it names one.
+func missingAt(v check.Violation) (string, bool) {
+	_, after, ok := strings.Cut(v.Detail, "missing at ")
+	if !ok || strings.Contains(after, ",") {
+		return "", false
+	}
+	_, id, ok := strings.Cut(after, "/")
+	return id, ok
+}

@@ -1,0 +1,64 @@
+package cluster
+
+import (
+	"testing"
+	"time"
+
+	"github.com/flexkv/flexkv/kv/kvpb"
+	"github.com/flexkv/flexkv/partition"
+)
+
+// wanMatrix is the round trips between the three regions of testCluster:
+// 40 ms between eu-west-1 and eu-west-3, 4 ms inside a region.
+func wanMatrix(t testing.TB) *partition.Latency {
+	t.Helper()
+	lat, err := partition.NewLatency([]string{"eu-west-1", "eu-west-3", "eu-central-1"}, [][]float64{
+		{4, 40, 30},
+		{40, 4, 20},
+		{30, 20, 4},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lat
+}
+
+// TestTwoGroupTransferOverWAN: over an emulated round trip of 40 ms between
+// two groups, a transaction to both is not executed at the second before a
+// send from the first has crossed: 20 ms (real mode).
+func TestTwoGroupTransferOverWAN(t *testing.T) {
+	cfg := testCluster(t, "flexcast")
+	l := startLocalConfig(t, Config{Cluster: cfg, Latency: wanMatrix(t), Dir: t.TempDir()})
+	ctx := ctxTimeout(t, 30*time.Second)
+	one := int64(1)
+	tx := &kvpb.Txn{Then: []*kvpb.Op{
+		{Kind: kvpb.OpKind_OP_KIND_ADD, Key: []byte("w/0001/x"), Int: -one},
+		{Kind: kvpb.OpKind_OP_KIND_ADD, Key: []byte("w/0004/x"), Int: one},
+	}}
+	// A retry (callLeader) only makes the elapsed time longer: the bound
+	// below is a lower one.
+	start := time.Now()
+	var resp *kvpb.TxnResponse
+	err := callLeader(t, l, "eu-west-1", func(c kvpb.KVClient) (err error) {
+		resp, err = c.Txn(ctx, &kvpb.TxnRequest{ClientId: 7, Seq: 1, Body: &kvpb.TxnRequest_Txn{Txn: tx}})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("txn: %v", err)
+	}
+	var aw *kvpb.AwaitResponse
+	err = callLeader(t, l, "eu-west-3", func(c kvpb.KVClient) (err error) {
+		aw, err = c.Await(ctx, &kvpb.AwaitRequest{Id: resp.GetPiece().GetId()})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("await: %v", err)
+	}
+	elapsed := time.Since(start)
+	if !aw.GetPiece().GetSucceeded() {
+		t.Fatalf("await answer %v", aw)
+	}
+	if oneWay := 20 * time.Millisecond; elapsed < oneWay {
+		t.Errorf("the transaction was executed at eu-west-3 %v after it was submitted at eu-west-1, want at least the one-way delay %v", elapsed, oneWay)
+	}
+}
