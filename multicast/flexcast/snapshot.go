@@ -17,7 +17,8 @@ import (
 // (so that another core's snapshot is refused), and snapshotVersion.
 const (
 	snapshotMagic   = 'F'
-	snapshotVersion = 1
+	// Version 2: the notifications issued about each message (notified).
+	snapshotVersion = 2
 )
 
 // Snapshot layout. Integers are unsigned varints, ids two of them, sets one
@@ -34,6 +35,8 @@ const (
 //	                         notifGot (each a count, then notifier, group, id)
 //	notifQ:                  count, then in queue order: id, dst, notifier,
 //	                         notifID, armed flag, blockers (count, ids)
+//	notified:                count, then by increasing id: id, refs (count,
+//	                         then group and notif id each)
 //	notifSeq, flushSeq, sinceFlush, ticksSinceFlush
 //	counters:                Stats.snapshotCounters, then HistoryLenMax and
 //	                         PendingMaxSeen
@@ -99,6 +102,17 @@ func (c *Core) AppendSnapshot(b []byte) []byte {
 		b = append(b, flag(pn.armed))
 		b = appendIDs(b, pn.blockers)
 	}
+	nids := slices.SortedFunc(maps.Keys(c.notified), compareIDs)
+	b = wire.AppendUvarint(b, uint64(len(nids)))
+	for _, id := range nids {
+		b = wire.AppendMsgID(b, id)
+		refs := c.notified[id]
+		b = wire.AppendUvarint(b, uint64(len(refs)))
+		for _, r := range refs {
+			b = wire.AppendUvarint(b, uint64(r.group))
+			b = wire.AppendUvarint(b, r.id)
+		}
+	}
 	b = wire.AppendUvarint(b, c.notifSeq)
 	b = wire.AppendUvarint(b, c.flushSeq)
 	b = wire.AppendUvarint(b, uint64(c.sinceFlush))
@@ -150,6 +164,7 @@ func (c *Core) restore(d *wire.Decoder) error {
 	c.restoreKnows(d)
 	c.restorePending(d)
 	c.restoreNotifQ(d)
+	c.restoreNotified(d)
 	c.notifSeq = d.Uvarint()
 	c.flushSeq = d.Uvarint()
 	c.sinceFlush = decodeInt(d, "deliveries since the last flush")
@@ -161,6 +176,14 @@ func (c *Core) restore(d *wire.Decoder) error {
 	c.stats.PendingMaxSeen = decodeInt(d, "largest pending count")
 	if err := d.Finish(); err != nil {
 		return err
+	}
+	for _, refs := range c.notified { //flexkv:unordered a check on each entry
+		for _, r := range refs {
+			if r.id > c.notifSeq {
+				d.Fail("notification %d issued, but only %d were", r.id, c.notifSeq)
+				return d.Err()
+			}
+		}
 	}
 	// afterStep keeps both maxima up to date after every step.
 	if h := c.historyLen(); c.stats.HistoryLenMax < h {
@@ -376,6 +399,49 @@ func (c *Core) restoreNotifQ(d *wire.Decoder) {
 			seen[id] = true
 		}
 		c.notifQ[i] = pn
+	}
+}
+
+// restoreNotified decodes the notifications issued about each message: ids
+// in increasing order, none delivered here (a destination never answers a
+// notification), each with one to n refs to distinct groups above self.
+func (c *Core) restoreNotified(d *wire.Decoder) {
+	cnt := d.Count(4)
+	if d.Err() != nil || cnt == 0 {
+		return
+	}
+	c.notified = make(map[multicast.MsgID][]notifRef, cnt)
+	var prev multicast.MsgID
+	for i := range cnt {
+		id := d.MsgID()
+		n := d.Count(2)
+		if d.Err() != nil {
+			return
+		}
+		switch {
+		case i > 0 && compareIDs(prev, id) >= 0:
+			d.Fail("notified ids out of order: %s after %s", id, prev)
+		case n == 0 || n > c.n:
+			d.Fail("%d notifications about %s", n, id)
+		case c.chains[c.self].has(id):
+			d.Fail("notifications answered about %s, delivered here", id)
+		}
+		if d.Err() != nil {
+			return
+		}
+		prev = id
+		refs := make([]notifRef, n)
+		for j := range refs {
+			refs[j] = notifRef{group: d.Group(c.n), id: d.Uvarint()}
+			if d.Err() != nil {
+				return
+			}
+			if refs[j].group <= c.self || notifiedGroup(refs[:j], refs[j].group) || refs[j].id == 0 {
+				d.Fail("notification about %s to group %d (notif id %d)", id, refs[j].group, refs[j].id)
+				return
+			}
+		}
+		c.notified[id] = refs
 	}
 }
 

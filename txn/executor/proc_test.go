@@ -111,6 +111,15 @@ func testRegistry(t *testing.T) *txn.Registry {
 			}
 			return txn.PieceResult{Succeeded: true, Results: []txn.OpResult{{Index: 1, Kind: txn.OpPut}, {Index: 0, Kind: txn.OpPut}}}, nil
 		}},
+		// crash writes, then panics.
+		"crash": funcProc{fixedKeys("w/0001/a"), func(p *txn.ProcPiece) (txn.PieceResult, error) {
+			if err := p.Writer.Put([]byte("w/0001/a"), []byte("half")); err != nil {
+				return txn.PieceResult{}, err
+			}
+			var rows []string
+			_ = rows[len(p.Args)]
+			return txn.PieceResult{Succeeded: true}, nil
+		}},
 		// scanner scans its partition and a replicated one.
 		"scanner": funcProc{fixedKeys("w/0001/a"), func(p *txn.ProcPiece) (txn.PieceResult, error) {
 			if err := p.Writer.Put([]byte("w/0001/c"), []byte("new")); err != nil {
@@ -247,6 +256,13 @@ func TestExecutorProcedures(t *testing.T) {
 	c.deliver(0, wrongDst)
 	if r := c.result(0, wrongDst); !r.Aborted || r.Reason != "txn: destination set {0,1}, want {0}" {
 		t.Errorf("wrong destinations: %s", describeResult(r))
+	}
+	// A panic aborts the piece with the panic's text; its writes are
+	// dropped and the executor goes on.
+	crash := c.callMsg(8, "crash", "xyz")
+	c.deliver(0, crash)
+	if r := c.result(0, crash); !r.Aborted || r.Reason != `txn: procedure "crash": panicked: runtime error: index out of range [3] with length 0` {
+		t.Errorf("crash: %s", describeResult(r))
 	}
 	if got, want := c.data(0), "item/1=pen w/0001/a=6 w/0001/b=b"; got != want {
 		t.Errorf("group 0 after the aborted calls: %s, want %s", got, want)

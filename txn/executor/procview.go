@@ -128,7 +128,7 @@ func (x *execution) runCall(j *job) (txn.PieceResult, error) {
 		ID: j.id, Group: cfg.Self, Dst: j.dst, Args: j.call.Args,
 		Reader: v, Writer: v, Owns: v.owns,
 	}
-	res, err := j.proc.Run(p)
+	res, err := runProcedure(j.proc, p)
 	prefix := fmt.Sprintf("txn: procedure %q: ", j.call.Name)
 	switch {
 	case v.ioErr != nil:
@@ -150,4 +150,18 @@ func (x *execution) runCall(j *job) (txn.PieceResult, error) {
 		return txn.PieceResult{}, err
 	}
 	return res, nil
+}
+
+// runProcedure runs proc's Run, turning a panic into an error: a procedure
+// that panics on some arguments would otherwise stop every replica of the
+// group, and again at every restart, since the entry is replayed. The
+// panic's value is deterministic (the same code on the same arguments and
+// state), so every replica aborts the piece with the same reason.
+func runProcedure(proc txn.Procedure, p *txn.ProcPiece) (res txn.PieceResult, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			res, err = txn.PieceResult{}, fmt.Errorf("panicked: %v", v)
+		}
+	}()
+	return proc.Run(p)
 }
