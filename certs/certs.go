@@ -183,6 +183,18 @@ func checkName(what, s string) error {
 	return nil
 }
 
+// CheckHost returns an error unless h can be a host of a node certificate:
+// an IP address or a DNS name (not host:port, not a URL).
+func CheckHost(h string) error {
+	if net.ParseIP(h) != nil {
+		return nil
+	}
+	if h == "" || strings.ContainsAny(h, " /:[]@?#") || strings.HasPrefix(h, ".") || strings.Contains(h, "..") {
+		return fmt.Errorf("host %q is not a DNS name or an IP address", h)
+	}
+	return nil
+}
+
 // CA is the cluster CA with its private key: what signs node and client
 // certificates. Servers and clients never hold it; they load ca.crt alone.
 type CA struct {
@@ -284,8 +296,8 @@ func (ca *CA) CreateNode(dir string, id NodeID, hosts []string, opt Options) (*x
 	var ips []net.IP
 	seen := make(map[string]bool, len(hosts))
 	for _, h := range hosts {
-		if h == "" || strings.ContainsAny(h, " /:") && net.ParseIP(h) == nil {
-			return nil, fmt.Errorf("certs: node %s: host %q is not a DNS name or an IP address", id, h)
+		if err := CheckHost(h); err != nil {
+			return nil, fmt.Errorf("certs: node %s: %w", id, err)
 		}
 		if seen[h] {
 			continue

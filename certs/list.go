@@ -2,6 +2,7 @@ package certs
 
 import (
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -107,11 +108,27 @@ func describeFile(dir, name string, pool *x509.CertPool, poolErr string) Entry {
 		return e
 	}
 	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
-		problem("does not chain to %s: %v", CAFile, err)
+		problem("%s", chainProblem(cert, err))
 		return e
 	}
 	e.Chains = true
 	return e
+}
+
+// chainProblem says, shortly, why cert does not verify against ca.crt.
+func chainProblem(cert *x509.Certificate, err error) string {
+	var unknown x509.UnknownAuthorityError
+	var invalid x509.CertificateInvalidError
+	switch {
+	case errors.As(err, &unknown):
+		return "not signed by " + CAFile + " (another CA)"
+	case errors.As(err, &invalid) && invalid.Reason == x509.Expired && time.Now().After(cert.NotAfter):
+		return "expired on " + cert.NotAfter.UTC().Format(time.RFC3339)
+	case errors.As(err, &invalid) && invalid.Reason == x509.Expired && time.Now().Before(cert.NotBefore):
+		return "not valid before " + cert.NotBefore.UTC().Format(time.RFC3339)
+	default: // the CA itself expired, a wrong key usage, ...
+		return fmt.Sprintf("does not chain to %s: %v", CAFile, err)
+	}
 }
 
 func hasNodeURI(cert *x509.Certificate) bool {
