@@ -283,3 +283,50 @@ func mustURL(t *testing.T, s string) *url.URL {
 	}
 	return u
 }
+
+// TestLoopbackDial: over a real listener, tls.Dial fills ServerName from
+// the address, as gRPC's credentials do, and the node's IP SAN matches it.
+func TestLoopbackDial(t *testing.T) {
+	c := newCluster(t)
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", ServerConfig(c.node(t, "n1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	users := make(chan string, 1)
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			users <- err.Error()
+			return
+		}
+		defer conn.Close()
+		tc := conn.(*tls.Conn)
+		_ = tc.SetDeadline(time.Now().Add(handshakeTimeout))
+		if err := tc.Handshake(); err != nil {
+			users <- err.Error()
+			return
+		}
+		user, err := PeerUser(tc.ConnectionState())
+		if err != nil {
+			user = err.Error()
+		}
+		users <- user
+		_, _ = tc.Write([]byte{1})
+	}()
+	d := &net.Dialer{Timeout: handshakeTimeout}
+	conn, err := tls.DialWithDialer(d, "tcp", ln.Addr().String(), ClientConfig(c.client(t, "root")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if id, err := PeerNode(conn.ConnectionState()); err != nil || id != (NodeID{"g1", "n1"}) {
+		t.Fatalf("PeerNode = %v, %v; want g1/n1", id, err)
+	}
+	if _, err := conn.Read(make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if user := <-users; user != "root" {
+		t.Fatalf("server saw user %q, want root", user)
+	}
+}
