@@ -2,6 +2,8 @@ package kv
 
 import (
 	"bytes"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -71,5 +73,31 @@ func TestStoreOnMemFS(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestPebbleErrorsLogged: Pebble's errors reach the store's logger, its
+// informational lines do not, and a fatal one is logged before the panic.
+func TestPebbleErrorsLogged(t *testing.T) {
+	var buf bytes.Buffer
+	l := pebbleLogger{slog.New(slog.NewTextHandler(&buf, nil))}
+	l.Infof("flushed %d tables", 3)
+	l.Errorf("background compaction: %s", "disk full")
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("Fatalf did not panic")
+			}
+		}()
+		l.Fatalf("corrupt manifest %q", "MANIFEST-1")
+	}()
+	out := buf.String()
+	for _, want := range []string{"pebble: background compaction: disk full", `kv: pebble: corrupt manifest \"MANIFEST-1\"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log %q lacks %q", out, want)
+		}
+	}
+	if strings.Contains(out, "flushed") {
+		t.Errorf("an informational line was logged: %q", out)
 	}
 }

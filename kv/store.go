@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"slices"
 	"strconv"
@@ -31,6 +32,9 @@ type Options struct {
 	NoSync bool
 	// CacheBytes is the size of Pebble's block cache (0: CacheBytesDefault).
 	CacheBytes int64
+	// Logger receives Pebble's errors (a failed compaction, a corrupt
+	// table); nil: slog.Default(). Pebble's informational lines are dropped.
+	Logger *slog.Logger
 	// MemTableBytes is the size of Pebble's memtable (0: Pebble's
 	// default, 4 MiB). Each open store allocates one up front: a test that
 	// opens hundreds of small stores sets it low.
@@ -49,7 +53,11 @@ const CacheBytesDefault = 32 << 20
 // keys that are not there (a new transaction id's result, a first write),
 // which without a filter probe every level's tables.
 func pebbleOptions(opts Options, mustExist bool) *pebble.Options {
-	po := &pebble.Options{Logger: quietPebble{}, ErrorIfNotExists: mustExist, CacheSize: opts.CacheBytes, FS: opts.FS}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	po := &pebble.Options{Logger: pebbleLogger{logger}, ErrorIfNotExists: mustExist, CacheSize: opts.CacheBytes, FS: opts.FS}
 	if po.CacheSize == 0 {
 		po.CacheSize = CacheBytesDefault
 	}
@@ -615,11 +623,19 @@ func scan(r reader, lower, upper []byte, limit int) ([]KV, error) {
 	return out, nil
 }
 
-// quietPebble drops Pebble's informational logs.
-type quietPebble struct{}
+// pebbleLogger hands Pebble's errors to a slog.Logger and drops its
+// informational lines (one per flush and compaction).
+type pebbleLogger struct{ l *slog.Logger }
 
-func (quietPebble) Infof(string, ...any)  {}
-func (quietPebble) Errorf(string, ...any) {}
-func (quietPebble) Fatalf(format string, args ...any) {
-	panic(fmt.Sprintf("kv: pebble: "+format, args...))
+func (pebbleLogger) Infof(string, ...any) {}
+
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Error("pebble: " + fmt.Sprintf(format, args...))
+}
+
+// Fatalf logs and panics: Pebble calls it where it cannot go on.
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	msg := fmt.Sprintf("kv: pebble: "+format, args...)
+	p.l.Error(msg)
+	panic(msg)
 }

@@ -316,6 +316,7 @@ func (r *Replica) leaderLoop() {
 			return
 		case leader := <-r.raft.LeaderCh():
 			if !leader {
+				r.tx.Reset()
 				continue
 			}
 			if !r.appliedUpTo(r.raft.LastIndex()) {

@@ -159,7 +159,7 @@ func Open(cfg Config) (*Server, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	s.store, err = kv.Open(kv.Options{Dir: filepath.Join(cfg.Dir, "kv"), ResultsMax: cfg.ResultsMax, NoSync: true})
+	s.store, err = kv.Open(kv.Options{Dir: filepath.Join(cfg.Dir, "kv"), ResultsMax: cfg.ResultsMax, NoSync: true, Logger: s.log})
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}

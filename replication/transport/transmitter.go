@@ -284,6 +284,18 @@ func (t *Transmitter) Send(to partition.GroupID, frames []channel.Frame) error {
 	return nil
 }
 
+// Reset drops every frame queued for every peer group and abandons the
+// batches in flight after their current call: a replica that stopped
+// leading has nothing left to send (its successor resends the group's
+// outbox), and frames it kept would only reach the other groups late, as
+// duplicates. Frames sent after Reset go out as usual.
+func (t *Transmitter) Reset() {
+	//flexkv:unordered each peer is reset on its own.
+	for _, p := range t.peers {
+		p.reset()
+	}
+}
+
 // Stats returns the counters summed over all peer groups.
 func (t *Transmitter) Stats() Stats {
 	var s Stats
@@ -341,6 +353,10 @@ type peer struct {
 	// on the monotonic clock, so that a step of the wall clock moves none.
 	epoch time.Time
 
+	// resets counts Reset calls: a batch taken before the last one is
+	// abandoned.
+	resets atomic.Uint64
+
 	mu         sync.Mutex
 	queue      [][]byte // a ring of cfg.QueueFrames encoded frames
 	head, n    int
@@ -397,6 +413,15 @@ func (p *peer) enqueue(frames [][]byte) {
 	}
 }
 
+// reset empties the queue (see Transmitter.Reset).
+func (p *peer) reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.resets.Add(1)
+	clear(p.queue)
+	p.head, p.n, p.queueBytes, p.dueLast = 0, 0, 0, 0
+}
+
 // jittered returns the delay of the frames of one Send (p.mu held).
 func (p *peer) jittered() time.Duration {
 	if p.jitter == nil {
@@ -441,6 +466,7 @@ func (p *peer) run(ctx context.Context) {
 	batch := make([][]byte, 0, p.cfg.BatchFrames)
 	for {
 		var wait time.Duration
+		gen := p.resets.Load()
 		batch, wait = p.take(batch[:0], time.Since(p.epoch))
 		if len(batch) == 0 {
 			if wait > 0 {
@@ -458,7 +484,7 @@ func (p *peer) run(ctx context.Context) {
 				return
 			}
 		}
-		if !p.transmit(ctx, batch) {
+		if !p.transmit(ctx, batch, gen) {
 			return
 		}
 		clear(batch)
@@ -466,8 +492,9 @@ func (p *peer) run(ctx context.Context) {
 }
 
 // transmit calls the peer group's leader with batch until one accepts it
-// or refuses it. It returns false when ctx ended first.
-func (p *peer) transmit(ctx context.Context, batch [][]byte) bool {
+// or refuses it, or a Reset since gen abandons it. It returns false when
+// ctx ended first.
+func (p *peer) transmit(ctx context.Context, batch [][]byte, gen uint64) bool {
 	req := &transportpb.DeliverRequest{
 		FromGroup: uint32(p.cfg.Self),
 		ToGroup:   uint32(p.group),
@@ -475,6 +502,9 @@ func (p *peer) transmit(ctx context.Context, batch [][]byte) bool {
 	}
 	redirects := 0 // NotLeader answers in a row
 	for {
+		if p.resets.Load() != gen {
+			return true
+		}
 		reply, err := p.call(ctx, req)
 		switch {
 		case ctx.Err() != nil:

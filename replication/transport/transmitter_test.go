@@ -109,6 +109,25 @@ func TestTransmitterBacksOffWithoutLeader(t *testing.T) {
 	}
 }
 
+// TestTransmitterReset: a replica that stops leading resets its
+// transmitter: what it had queued or in flight is dropped, not delivered
+// late, and what is sent afterwards goes out.
+func TestTransmitterReset(t *testing.T) {
+	g := newFakeGroup(t, 3, 0, serverConfig())
+	g.hint = hintNone
+	g.leader = -1
+	tr := newTransmitter(t, transmitterConfig(g.addrs))
+	sendAll(t, tr, dataFrames(1, 5), 5)
+	waitFor(t, "the batch retried without a leader", func() bool { return tr.Stats().Redirects >= 3 })
+	tr.Reset()
+	g.mu.Lock()
+	g.leader = 1
+	g.mu.Unlock()
+	sendAll(t, tr, dataFrames(6, 2), 2)
+	waitFor(t, "the frames sent after the reset", func() bool { return g.logLen() >= 2 })
+	checkSeqs(t, g.seqs(), seqRange(6, 7))
+}
+
 func TestTransmitterReconnectsAfterRestart(t *testing.T) {
 	g := newFakeGroup(t, 3, 0, serverConfig())
 	tr := newTransmitter(t, transmitterConfig(g.addrs))
