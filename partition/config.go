@@ -49,15 +49,41 @@ type GroupConfig struct {
 	Replicas []ReplicaConfig `yaml:"replicas" mapstructure:"replicas"`
 }
 
-// ReplicaConfig describes one replica: its raft server id and its two
-// listening addresses, both host:port with a host that the other replicas
+// ReplicaConfig describes one replica: its raft server id and its
+// listening addresses, each host:port with a host that the other replicas
 // and the clients can dial.
 type ReplicaConfig struct {
 	// ID is unique in the whole cluster, not only in its group, so that a
 	// server's node id alone names its group and replica (ClusterConfig.Replica).
 	ID   string `yaml:"id" mapstructure:"id"`
-	Raft string `yaml:"raft" mapstructure:"raft"` // raft transport
-	GRPC string `yaml:"grpc" mapstructure:"grpc"` // gRPC: other groups and clients
+	Raft string `yaml:"raft" mapstructure:"raft"` // raft, inside the group
+	GRPC string `yaml:"grpc" mapstructure:"grpc"` // gRPC client API
+	// Peer is the gRPC address of the service between groups, which
+	// clients never reach (DESIGN 13); empty: the gRPC port + 100 on the
+	// gRPC host (PeerAddr).
+	Peer string `yaml:"peer,omitempty" mapstructure:"peer"`
+}
+
+// PeerPortOffset is what a replica's peer port adds to its gRPC port when
+// the configuration names no peer address.
+const PeerPortOffset = 100
+
+// PeerAddr returns the address of r's service between groups: Peer, or the
+// gRPC address with its port + PeerPortOffset. It returns "" for a gRPC
+// address that is not host:port (Validate refuses it).
+func (r ReplicaConfig) PeerAddr() string {
+	if r.Peer != "" {
+		return r.Peer
+	}
+	host, port, err := net.SplitHostPort(r.GRPC)
+	if err != nil {
+		return ""
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		return ""
+	}
+	return net.JoinHostPort(host, strconv.Itoa(n+PeerPortOffset))
 }
 
 // PartitionConfig is one key range [Start, End). Keys are given as text:
@@ -206,7 +232,14 @@ func (c *ClusterConfig) checkGroups() (map[string]int, error) {
 					rfield, r.ID, other)
 			}
 			replicas[r.ID] = rfield
-			for _, a := range []struct{ field, addr string }{{rfield + ".raft", r.Raft}, {rfield + ".grpc", r.GRPC}} {
+			if err := checkAddr(rfield+".grpc", r.GRPC); err != nil {
+				return nil, err
+			}
+			peerField := rfield + ".peer"
+			if r.Peer == "" {
+				peerField += " (the grpc port + 100)"
+			}
+			for _, a := range []struct{ field, addr string }{{rfield + ".raft", r.Raft}, {rfield + ".grpc", r.GRPC}, {peerField, r.PeerAddr()}} {
 				if err := checkAddr(a.field, a.addr); err != nil {
 					return nil, err
 				}

@@ -146,7 +146,7 @@ func TestConfigValid(t *testing.T) {
 	// Five replicas, the bound, are accepted.
 	c.Groups[1].Replicas = []partition.ReplicaConfig{
 		{ID: "b1", Raft: "h:1", GRPC: "h:2"}, {ID: "b2", Raft: "h:3", GRPC: "h:4"}, {ID: "b3", Raft: "h:5", GRPC: "h:6"},
-		{ID: "b4", Raft: "h:7", GRPC: "h:8"}, {ID: "b5", Raft: "h:9", GRPC: "h:65535"},
+		{ID: "b4", Raft: "h:7", GRPC: "h:8"}, {ID: "b5", Raft: "h:9", GRPC: "h:65535", Peer: "h:10"},
 	}
 	if err := c.Validate(); err != nil {
 		t.Fatalf("five replicas: %v", err)
@@ -210,6 +210,12 @@ func TestConfigInvalid(t *testing.T) {
 			`has port "65536", want 1..65535`},
 		{"port by name", func(c *partition.ClusterConfig) { c.Groups[1].Replicas[0].GRPC = "127.0.0.1:http" },
 			`has port "http"`},
+		{"default peer port out of range", func(c *partition.ClusterConfig) { c.Groups[1].Replicas[0].GRPC = "127.0.0.1:65500" },
+			`groups[1].replicas[0].peer (the grpc port + 100): "127.0.0.1:65600" has port "65600", want 1..65535`},
+		{"peer address without port", func(c *partition.ClusterConfig) { c.Groups[1].Replicas[0].Peer = "127.0.0.1" },
+			`groups[1].replicas[0].peer: "127.0.0.1" is not host:port`},
+		{"peer on another replica's raft address", func(c *partition.ClusterConfig) { c.Groups[1].Replicas[0].Peer = "127.0.0.1:7101" },
+			`groups[1].replicas[0].peer: address "127.0.0.1:7101" already used by groups[0].replicas[0].raft`},
 		{"duplicate address across groups", func(c *partition.ClusterConfig) { c.Groups[1].Replicas[0].GRPC = "127.0.0.1:7101" },
 			`groups[1].replicas[0].grpc: address "127.0.0.1:7101" already used by groups[0].replicas[0].raft`},
 		{"raft and grpc on one address", func(c *partition.ClusterConfig) { c.Groups[0].Replicas[1].GRPC = "127.0.0.1:7102" },
