@@ -289,7 +289,7 @@ func ConfigToProto(cfg *partition.ClusterConfig, lat *partition.Latency) *kvpb.T
 	for _, g := range cfg.Groups {
 		pg := &kvpb.Group{Name: g.Name, Region: g.Region}
 		for _, r := range g.Replicas {
-			pg.Replicas = append(pg.Replicas, &kvpb.Replica{Id: r.ID, Raft: r.Raft, Grpc: r.GRPC})
+			pg.Replicas = append(pg.Replicas, &kvpb.Replica{Id: r.ID, Raft: r.Raft, Grpc: r.GRPC, Peer: r.Peer})
 		}
 		p.Groups = append(p.Groups, pg)
 	}
@@ -333,7 +333,7 @@ func ConfigFromProto(p *kvpb.TopologyResponse) (*partition.ClusterConfig, *parti
 	for _, g := range p.Groups {
 		gc := partition.GroupConfig{Name: g.GetName(), Region: g.GetRegion()}
 		for _, r := range g.GetReplicas() {
-			gc.Replicas = append(gc.Replicas, partition.ReplicaConfig{ID: r.GetId(), Raft: r.GetRaft(), GRPC: r.GetGrpc()})
+			gc.Replicas = append(gc.Replicas, partition.ReplicaConfig{ID: r.GetId(), Raft: r.GetRaft(), GRPC: r.GetGrpc(), Peer: r.GetPeer()})
 		}
 		cfg.Groups = append(cfg.Groups, gc)
 	}

@@ -143,7 +143,7 @@ func startFake(o fakeOptions) (cl *fakeCluster, stop func(), err error) {
 					return nil, nil, err
 				}
 				cl.rep[g][i] = &fakeReplica{cl: cl, group: partition.GroupID(g), index: i, addr: addr}
-				rc.GRPC = addr
+				rc.GRPC, rc.Peer = addr, fakePeerAddr(addr)
 				gc.Replicas = append(gc.Replicas, rc)
 				continue
 			}
@@ -153,7 +153,7 @@ func startFake(o fakeOptions) (cl *fakeCluster, stop func(), err error) {
 			}
 			r := &fakeReplica{cl: cl, group: partition.GroupID(g), index: i, addr: lis.Addr().String()}
 			cl.rep[g][i] = r
-			rc.GRPC = r.addr
+			rc.GRPC, rc.Peer = r.addr, fakePeerAddr(r.addr)
 			gc.Replicas = append(gc.Replicas, rc)
 			srv := grpc.NewServer()
 			kvpb.RegisterKVServer(srv, r)
@@ -569,4 +569,11 @@ func (m *memStore) Put(key, value []byte) error {
 func (m *memStore) Delete(key []byte) error {
 	delete(m.kv, string(key))
 	return nil
+}
+
+// fakePeerAddr is a peer address of a fake replica at addr, unique like it
+// (the fakes serve no peer service; the configuration must name one).
+func fakePeerAddr(addr string) string {
+	_, port, _ := net.SplitHostPort(addr)
+	return net.JoinHostPort("peer.invalid", port)
 }

@@ -56,7 +56,7 @@ func runBank(t *testing.T, proto string, snapshots bool) {
 	}
 	l := startLocalConfig(t, Config{Cluster: testCluster(t, proto), Dir: t.TempDir(), DeliveryLogDir: logDir, Replication: rc})
 	ctx := ctxTimeout(t, *bankDuration+2*time.Minute)
-	c, err := client.New(ctx, client.Config{Endpoints: l.Endpoints()})
+	c, err := client.New(ctx, client.Config{Endpoints: l.Endpoints(), TLS: l.ClientTLS()})
 	if err != nil {
 		t.Fatal(err)
 	}

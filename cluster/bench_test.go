@@ -32,7 +32,7 @@ func BenchmarkLocal(b *testing.B) {
 	defer l.Close()
 	waitLeaders(b, l)
 	ctx := context.Background()
-	c, err := client.New(ctx, client.Config{Endpoints: l.Endpoints(), Sessions: 256})
+	c, err := client.New(ctx, client.Config{Endpoints: l.Endpoints(), TLS: l.ClientTLS(), Sessions: 256})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -63,7 +64,7 @@ func testCluster(t testing.TB, proto string) *partition.ClusterConfig {
 		gc := partition.GroupConfig{Name: g, Region: g}
 		for range 3 {
 			n++
-			gc.Replicas = append(gc.Replicas, partition.ReplicaConfig{ID: fmt.Sprintf("r%d", n), Raft: freeAddr(t), GRPC: freeAddr(t)})
+			gc.Replicas = append(gc.Replicas, partition.ReplicaConfig{ID: fmt.Sprintf("r%d", n), Raft: freeAddr(t), GRPC: freeAddr(t), Peer: freeAddr(t)})
 		}
 		cfg.Groups = append(cfg.Groups, gc)
 	}
@@ -125,10 +126,11 @@ func waitLeaders(t testing.TB, l *Local) {
 	}
 }
 
-// dial returns a raw kvpb client of addr.
-func dial(t testing.TB, addr string) kvpb.KVClient {
+// dial returns a raw kvpb client of addr, a replica of l, with l's client
+// credentials.
+func dial(t testing.TB, l *Local, addr string) kvpb.KVClient {
 	t.Helper()
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(addr, clientCreds(l))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,12 +178,21 @@ func callLeaderOnce(t testing.TB, l *Local, group string, f func(kvpb.KVClient) 
 	if !ok {
 		t.Fatalf("leader %s of group %s is not in the configuration", id, group)
 	}
-	cc, err := grpc.NewClient(rc.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(rc.GRPC, clientCreds(l))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cc.Close()
 	return f(kvpb.NewKVClient(cc))
+}
+
+// clientCreds returns the transport credentials of l's root user: TLS, or
+// none when l runs Insecure.
+func clientCreds(l *Local) grpc.DialOption {
+	if cfg := l.ClientTLS(); cfg != nil {
+		return grpc.WithTransportCredentials(credentials.NewTLS(cfg))
+	}
+	return grpc.WithTransportCredentials(insecure.NewCredentials())
 }
 
 func ctxTimeout(t testing.TB, d time.Duration) context.Context {

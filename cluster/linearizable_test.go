@@ -125,7 +125,7 @@ func runLinearizable(t *testing.T, proto string) {
 	l := startLocalConfig(t, Config{Cluster: testCluster(t, proto), Dir: t.TempDir(),
 		Replication: replication.Config{ElectionTimeout: 200 * time.Millisecond}})
 	ctx := ctxTimeout(t, 2*time.Minute)
-	c, err := client.New(ctx, client.Config{Endpoints: l.Endpoints()})
+	c, err := client.New(ctx, client.Config{Endpoints: l.Endpoints(), TLS: l.ClientTLS()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/flexkv/flexkv/certs"
 	"github.com/flexkv/flexkv/multicast/channel"
 	"github.com/flexkv/flexkv/multicast/check"
 	"github.com/flexkv/flexkv/multicast/protocol"
@@ -46,7 +48,21 @@ type Config struct {
 	MetricsAddr string
 	// Replication tunes every replica (see server.Config.Replication).
 	Replication replication.Config
+	// Insecure runs every link without TLS. Otherwise (the default, as for
+	// a real cluster: DESIGN 13) the cluster runs mutual TLS from a
+	// throwaway CA that Start creates under Dir: ca.key beside the
+	// directory certs/, which holds ca.crt, every replica's node
+	// certificate and the client certificate of user root (kept across
+	// restarts, so that `flexkv kv` finds them).
+	Insecure bool
 }
+
+// CertsDir returns the certificates directory of a cluster with data
+// directory dir (DESIGN 13: DATA/certs).
+func CertsDir(dir string) string { return filepath.Join(dir, "certs") }
+
+// RootUser is the user whose client certificate a secure cluster creates.
+const RootUser = "root"
 
 // Local is a cluster running in one process. Its replicas can be stopped,
 // restarted from their data and cut off from their groups, for chaos runs
@@ -63,6 +79,10 @@ type Local struct {
 	// restored counts, by node, the snapshot restores of its servers
 	// stopped so far.
 	restored map[string]int64
+	// certs are the replicas' node certificates, clientTLS the root
+	// user's client configuration; nil when Insecure.
+	certs     map[string]*certs.Node
+	clientTLS *tls.Config
 }
 
 type localNode struct {
@@ -94,6 +114,11 @@ func Start(cfg Config) (*Local, error) {
 		for _, r := range g.Replicas {
 			l.order = append(l.order, r.ID)
 			l.nodes[r.ID] = &localNode{id: r.ID}
+		}
+	}
+	if !cfg.Insecure {
+		if err := l.loadCerts(); err != nil {
+			return nil, err
 		}
 	}
 	for _, id := range l.order {
@@ -197,7 +222,7 @@ func (l *Local) Start(id string) error {
 	srv, err := server.Open(server.Config{
 		Cluster: l.cfg.Cluster, Latency: l.cfg.Latency, LatencyMode: l.cfg.LatencyMode, LatencyJitter: l.cfg.LatencyJitter, NodeID: id,
 		Dir: filepath.Join(l.cfg.Dir, id), Procedures: l.cfg.Procedures, NoSync: l.cfg.NoSync,
-		DeliveryLog: dlog, Logger: l.cfg.Logger, RaftCut: n.cutSw, Replication: l.cfg.Replication,
+		DeliveryLog: dlog, Logger: l.cfg.Logger, RaftCut: n.cutSw, Replication: l.cfg.Replication, Node: l.certs[id],
 		FrameFilter: func(_ partition.GroupID, frames []channel.Frame) []channel.Frame {
 			n.cutMu.Lock()
 			defer n.cutMu.Unlock()
@@ -401,4 +426,70 @@ func (l *Local) Traffic() map[string]server.Traffic {
 		}
 	}
 	return out
+}
+
+// loadCerts creates what the certificates directory lacks (a CA, a node
+// certificate for every replica, the root user's client certificate) and
+// loads them.
+func (l *Local) loadCerts() error {
+	dir := CertsDir(l.cfg.Dir)
+	caKey := filepath.Join(l.cfg.Dir, "ca.key")
+	var ca *certs.CA
+	var err error
+	if _, statErr := os.Stat(filepath.Join(dir, certs.CAFile)); statErr == nil {
+		ca, err = certs.LoadCA(dir, caKey)
+	} else {
+		ca, err = certs.CreateCA(dir, caKey, certs.Options{})
+	}
+	if err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	l.certs = make(map[string]*certs.Node, len(l.order))
+	for _, g := range l.cfg.Cluster.Groups {
+		for _, r := range g.Replicas {
+			if _, err := os.Stat(filepath.Join(dir, certs.NodeCertFile(r.ID))); err != nil {
+				hosts, err := certs.HostsOf(r.Raft, r.GRPC, r.PeerAddr())
+				if err != nil {
+					return fmt.Errorf("cluster: node %s: %w", r.ID, err)
+				}
+				if _, err := ca.CreateNode(dir, certs.NodeID{Group: g.Name, Replica: r.ID}, hosts, certs.Options{}); err != nil {
+					return fmt.Errorf("cluster: %w", err)
+				}
+			}
+			n, err := certs.LoadNode(dir, r.ID)
+			if err != nil {
+				return fmt.Errorf("cluster: %w", err)
+			}
+			l.certs[r.ID] = n
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, certs.ClientCertFile(RootUser))); err != nil {
+		if _, err := ca.CreateClient(dir, RootUser, certs.Options{}); err != nil {
+			return fmt.Errorf("cluster: %w", err)
+		}
+	}
+	c, err := certs.LoadClient(dir, RootUser)
+	if err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	l.clientTLS = certs.ClientConfig(c)
+	return nil
+}
+
+// ClientTLS returns the TLS configuration of the root user for the
+// cluster's client API (client.Config.TLS), or nil when it runs Insecure.
+func (l *Local) ClientTLS() *tls.Config {
+	if l.clientTLS == nil {
+		return nil
+	}
+	return l.clientTLS.Clone()
+}
+
+// CertsDir returns the cluster's certificates directory, or "" when it runs
+// Insecure.
+func (l *Local) CertsDir() string {
+	if l.cfg.Insecure {
+		return ""
+	}
+	return CertsDir(l.cfg.Dir)
 }

@@ -120,7 +120,7 @@ func TestAwaitAtCutOffReplica(t *testing.T) {
 		}
 	}()
 	_, rc, _ := l.cfg.Cluster.Replica(follower)
-	c := dial(t, rc.GRPC)
+	c := dial(t, l, rc.GRPC)
 	ctx := ctxTimeout(t, 20*time.Second)
 	start := time.Now()
 	_, err := c.Await(ctx, &kvpb.AwaitRequest{Id: "c5.1"})

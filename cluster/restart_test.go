@@ -19,7 +19,7 @@ func TestRestartKeepsData(t *testing.T) {
 	want := map[string]string{}
 	l := startLocal(t, cfg, dir)
 	ctx := ctxTimeout(t, time.Minute)
-	c, err := client.New(ctx, client.Config{Endpoints: l.Endpoints()})
+	c, err := client.New(ctx, client.Config{Endpoints: l.Endpoints(), TLS: l.ClientTLS()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestRestartKeepsData(t *testing.T) {
 	}
 
 	l2 := startLocal(t, cfg, dir)
-	c2, err := client.New(ctx, client.Config{Endpoints: l2.Endpoints()})
+	c2, err := client.New(ctx, client.Config{Endpoints: l2.Endpoints(), TLS: l2.ClientTLS()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestRestartKeepsData(t *testing.T) {
 	}
 	// The replicated key is in every group: read it at each as home.
 	for _, g := range cfg.Groups {
-		cg, err := client.New(ctx, client.Config{Endpoints: l2.Endpoints(), Region: g.Region})
+		cg, err := client.New(ctx, client.Config{Endpoints: l2.Endpoints(), TLS: l2.ClientTLS(), Region: g.Region})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -27,7 +27,7 @@ func TestTrafficOverhead(t *testing.T) {
 		t.Run(tc.proto, func(t *testing.T) {
 			l := startLocal(t, testCluster(t, tc.proto), t.TempDir())
 			ctx := ctxTimeout(t, time.Minute)
-			c, err := client.New(ctx, client.Config{Endpoints: l.Endpoints()})
+			c, err := client.New(ctx, client.Config{Endpoints: l.Endpoints(), TLS: l.ClientTLS()})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -57,7 +56,7 @@ func testClusterConfig(t testing.TB, protocol string) *partition.ClusterConfig {
 		for range testReplicas {
 			n++
 			gc.Replicas = append(gc.Replicas, partition.ReplicaConfig{
-				ID: fmt.Sprintf("r%d", n), Raft: testaddr.Free(t, testaddr.Gtpcc), GRPC: testaddr.Free(t, testaddr.Gtpcc),
+				ID: fmt.Sprintf("r%d", n), Raft: testaddr.Free(t, testaddr.Gtpcc), GRPC: testaddr.Free(t, testaddr.Gtpcc), Peer: testaddr.Free(t, testaddr.Gtpcc),
 			})
 		}
 		cfg.Groups = append(cfg.Groups, gc)
@@ -80,7 +79,7 @@ func testClusterConfig(t testing.TB, protocol string) *partition.ClusterConfig {
 // waits for every group's leader, and returns a client of it and a
 // function that closes both. The test's cleanup calls that function too;
 // calling it twice is harmless.
-func startCluster(t testing.TB, protocol string) (*client.Client, func()) {
+func startCluster(t testing.TB, protocol string) (*client.Client, *cluster.Local) {
 	t.Helper()
 	l, err := cluster.Start(cluster.Config{
 		Cluster:    testClusterConfig(t, protocol),
@@ -92,21 +91,17 @@ func startCluster(t testing.TB, protocol string) (*client.Client, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var once sync.Once
 	var c *client.Client
-	cleanup := func() {
-		once.Do(func() {
-			if c != nil {
-				if err := c.Close(); err != nil {
-					t.Errorf("close client: %v", err)
-				}
+	t.Cleanup(func() {
+		if c != nil {
+			if err := c.Close(); err != nil {
+				t.Errorf("close client: %v", err)
 			}
-			if err := l.Close(); err != nil {
-				t.Errorf("close cluster: %v", err)
-			}
-		})
-	}
-	t.Cleanup(cleanup)
+		}
+		if err := l.Close(); err != nil {
+			t.Errorf("close cluster: %v", err)
+		}
+	})
 	deadline := time.Now().Add(20 * time.Second)
 	for _, g := range testGroups {
 		for l.Leader(g) == "" {
@@ -118,11 +113,11 @@ func startCluster(t testing.TB, protocol string) (*client.Client, func()) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err = client.New(ctx, client.Config{Endpoints: l.Endpoints()})
+	c, err = client.New(ctx, client.Config{Endpoints: l.Endpoints(), TLS: l.ClientTLS()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, cleanup
+	return c, l
 }
 
 // clusterLogWriter writes a logger's lines to the test's log, shown when the

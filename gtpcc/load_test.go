@@ -3,6 +3,7 @@ package gtpcc
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,7 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/flexkv/flexkv/api"
 	"github.com/flexkv/flexkv/client"
@@ -143,7 +144,7 @@ func loadTiny(ctx context.Context, t *testing.T, c *client.Client, warehouses []
 }
 
 func TestLoadCluster(t *testing.T) {
-	c, _ := startCluster(t, "flexcast")
+	c, l := startCluster(t, "flexcast")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -192,7 +193,7 @@ func TestLoadCluster(t *testing.T) {
 	first := snapshotRows(ctx, t, c)
 	checkRows(t, first)
 
-	checkReplicasAgree(ctx, t, c, first)
+	checkReplicasAgree(ctx, t, c, l.ClientTLS(), first)
 
 	// The cluster holds exactly the rows the generator makes: the loader
 	// is deterministic, and every call landed once.
@@ -383,7 +384,7 @@ func checkDistrictRows(t *testing.T, rows map[string][]byte, decode func([]byte,
 // ran at each replica and must have written the same bytes. Followers
 // apply a little after their leader, so it waits (up to 10 s) for them to
 // catch up before it reports a difference.
-func checkReplicasAgree(ctx context.Context, t *testing.T, c *client.Client, want map[string][]byte) {
+func checkReplicasAgree(ctx context.Context, t *testing.T, c *client.Client, tlsCfg *tls.Config, want map[string][]byte) {
 	t.Helper()
 	cfg := c.Topology().Config
 	for _, w := range testWarehouses {
@@ -393,7 +394,7 @@ func checkReplicasAgree(ctx context.Context, t *testing.T, c *client.Client, wan
 				continue
 			}
 			for _, r := range g.Replicas {
-				kv := dialReplica(t, r.GRPC)
+				kv := dialReplica(t, r.GRPC, tlsCfg)
 				deadline := time.Now().Add(10 * time.Second)
 				for {
 					diff := diffRows(replicaRows(ctx, t, kv, procs.WarehousePrefix(w), procs.WarehouseEnd(w)), want, procs.WarehousePrefix(w))
@@ -429,10 +430,11 @@ func diffRows(got, want map[string][]byte, prefix []byte) string {
 	return ""
 }
 
-// dialReplica returns a raw client of the replica at addr.
-func dialReplica(t *testing.T, addr string) kvpb.KVClient {
+// dialReplica returns a raw client of the replica at addr, over TLS with
+// tlsCfg.
+func dialReplica(t *testing.T, addr string, tlsCfg *tls.Config) kvpb.KVClient {
 	t.Helper()
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)))
 	if err != nil {
 		t.Fatal(err)
 	}

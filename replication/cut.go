@@ -1,7 +1,10 @@
 package replication
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"time"
@@ -68,49 +71,88 @@ func (c trackedConn) Close() error {
 	return c.Conn.Close()
 }
 
-// cutLayer is raft's stream layer over TCP, through a CutSwitch.
-type cutLayer struct {
+// streamLayer is raft's stream layer over TCP, optionally through a
+// CutSwitch and optionally over TLS (Config.RaftCut, Config.RaftTLS). The
+// switch tracks the TCP connections under TLS, so that cutting closes them
+// whatever state their handshake is in.
+type streamLayer struct {
 	net.Listener
-	sw *CutSwitch
+	sw  *CutSwitch  // nil: never cut
+	tls *tls.Config // nil: plaintext
 }
 
-var _ raft.StreamLayer = (*cutLayer)(nil)
+var _ raft.StreamLayer = (*streamLayer)(nil)
 
-// listenCut listens on addr. A replica restarted in the same process may
+// listenStream listens on addr. A replica restarted in the same process may
 // find the previous listener's port not yet free: it retries for a second.
-func listenCut(addr string, sw *CutSwitch) (*cutLayer, error) {
+func listenStream(addr string, sw *CutSwitch, cfg *tls.Config) (*streamLayer, error) {
 	var err error
 	for range 50 {
 		var l net.Listener
 		if l, err = net.Listen("tcp", addr); err == nil {
-			return &cutLayer{Listener: l, sw: sw}, nil
+			return &streamLayer{Listener: l, sw: sw, tls: cfg}, nil
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	return nil, err
 }
 
-// Accept implements net.Listener.
-func (l *cutLayer) Accept() (net.Conn, error) {
+func (l *streamLayer) track(c net.Conn) (net.Conn, error) {
+	if l.sw == nil {
+		return c, nil
+	}
+	return l.sw.track(c)
+}
+
+// Accept implements net.Listener. The TLS handshake runs on the
+// connection's first read, in raft's handler, so that a slow or hostile
+// peer holds up only its own connection; one that fails it (no
+// certificate, another CA, a node of another group) is closed there.
+func (l *streamLayer) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
 			return nil, err
 		}
-		if c, err := l.sw.track(c); err == nil {
-			return c, nil
+		c, err = l.track(c)
+		if err != nil {
+			continue
 		}
+		if l.tls != nil {
+			c = tls.Server(c, l.tls)
+		}
+		return c, nil
 	}
 }
 
 // Dial implements raft.StreamLayer.
-func (l *cutLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	if l.sw.Cut() {
+func (l *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	if l.sw != nil && l.sw.Cut() {
 		return nil, errors.New("replication: cut off")
 	}
 	c, err := net.DialTimeout("tcp", string(addr), timeout)
 	if err != nil {
 		return nil, err
 	}
-	return l.sw.track(c)
+	if c, err = l.track(c); err != nil {
+		return nil, err
+	}
+	if l.tls == nil {
+		return c, nil
+	}
+	host, _, err := net.SplitHostPort(string(addr))
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	cfg := l.tls.Clone()
+	cfg.ServerName = host
+	tc := tls.Client(c, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		tc.Close()
+		return nil, fmt.Errorf("replication: raft TLS handshake with %s: %w", addr, err)
+	}
+	return tc, nil
 }

@@ -421,6 +421,7 @@ func TestMultiProcess(t *testing.T) {
 	for g := range names {
 		for i := range replicas {
 			m := Member{ID: fmt.Sprintf("r%d", i+1), RaftAddr: freeAddr(t), GRPCAddr: freeAddr(t)}
+			m.PeerAddr = m.GRPCAddr // the tests serve the peer service beside the client API
 			members[g] = append(members[g], m)
 			c.peers[partition.GroupID(g)] = append(c.peers[partition.GroupID(g)], m.GRPCAddr)
 		}

@@ -2,6 +2,7 @@ package replication
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +31,7 @@ type Member struct {
 	ID       string // raft server id, unique in its group
 	RaftAddr string // host:port of its raft transport
 	GRPCAddr string // host:port of its client API: the leader hint of NotLeaderError
+	PeerAddr string // host:port of its service between groups: the leader hint other groups get
 }
 
 // Config configures a Replica.
@@ -73,6 +75,15 @@ type Config struct {
 	// PeerDialOptions configure the connections this group's leader opens
 	// to the other groups' peer services (default: without TLS).
 	PeerDialOptions []grpc.DialOption
+	// AuthorizePeer, when set, decides whether the caller of the peer
+	// service may speak for the group its frames name
+	// (transport.ServerConfig.Authorize).
+	AuthorizePeer func(ctx context.Context, from partition.GroupID) error
+	// RaftTLS, when set, runs raft's connections inside the group over TLS
+	// with this configuration, to listen and to dial (the dialled host is
+	// the server name): it must authenticate both ends and accept only the
+	// group's own replicas (DESIGN 13).
+	RaftTLS *tls.Config
 	// Observe sees what every applied entry produced (deliveries, the
 	// core's and the executor's sends), with whether this replica led when
 	// it applied it: for delivery logs and metrics. It runs with the state
@@ -186,8 +197,8 @@ func Open(cfg Config) (*Replica, error) {
 	if err != nil {
 		return fail(fmt.Errorf("replication: %w", err))
 	}
-	if cfg.RaftCut != nil {
-		layer, err := listenCut(self.RaftAddr, cfg.RaftCut)
+	if cfg.RaftCut != nil || cfg.RaftTLS != nil {
+		layer, err := listenStream(self.RaftAddr, cfg.RaftCut, cfg.RaftTLS)
 		if err != nil {
 			return fail(fmt.Errorf("replication: raft transport: %w", err))
 		}
@@ -266,7 +277,7 @@ func (r *Replica) RegisterPeer(s grpc.ServiceRegistrar) error {
 	if n < 2 {
 		return nil
 	}
-	scfg := transport.ServerConfig{Self: r.cfg.State.Self, Groups: n, FramesMax: group.InboundFramesMax, BytesMax: group.InboundBytesMax}
+	scfg := transport.ServerConfig{Self: r.cfg.State.Self, Groups: n, FramesMax: group.InboundFramesMax, BytesMax: group.InboundBytesMax, Authorize: r.cfg.AuthorizePeer}
 	if err := transport.Register(s, scfg, r); err != nil {
 		return fmt.Errorf("replication: %w", err)
 	}
@@ -405,6 +416,16 @@ func (r *Replica) await(ctx context.Context, f raft.Future) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// peerHint returns the peer address of the leader, if known: the hint
+// another group's transmitter follows.
+func (r *Replica) peerHint() string {
+	_, id := r.raft.LeaderWithID()
+	if m, ok := r.cfg.member(string(id)); ok {
+		return m.PeerAddr
+	}
+	return ""
 }
 
 // leaderHint returns the gRPC address of the leader, if known.
@@ -654,14 +675,14 @@ func (r *Replica) propose(ctx context.Context, data []byte) error {
 // to the log (transport.Handler).
 func (r *Replica) Deliver(ctx context.Context, from partition.GroupID, frames []channel.Frame) (string, error) {
 	if r.raft.State() != raft.Leader {
-		return r.leaderHint(), transport.ErrNotLeader
+		return r.peerHint(), transport.ErrNotLeader
 	}
 	err := r.propose(ctx, group.EncodeInbound(from, frames))
 	var nl *NotLeaderError
 	switch {
 	case err == nil:
 	case errors.As(err, &nl):
-		return nl.Leader, transport.ErrNotLeader
+		return r.peerHint(), transport.ErrNotLeader
 	case errors.Is(err, multicast.ErrInvalid):
 		// Committed and applied: the state skipped what it could not take,
 		// the same way on every replica. Sending it again would only

@@ -35,7 +35,7 @@ func testCluster(t testing.TB, proto string) *partition.ClusterConfig {
 		gc := partition.GroupConfig{Name: g, Region: g}
 		for range 3 {
 			n++
-			gc.Replicas = append(gc.Replicas, partition.ReplicaConfig{ID: fmt.Sprintf("r%d", n), Raft: freeAddr(t), GRPC: freeAddr(t)})
+			gc.Replicas = append(gc.Replicas, partition.ReplicaConfig{ID: fmt.Sprintf("r%d", n), Raft: freeAddr(t), GRPC: freeAddr(t), Peer: freeAddr(t)})
 		}
 		cfg.Groups = append(cfg.Groups, gc)
 	}

@@ -17,8 +17,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	grpcpeer "google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/flexkv/flexkv/certs"
 	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/multicast"
@@ -206,10 +209,34 @@ func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 	start := time.Now()
 	resp, err := handler(ctx, req)
 	s.counts.requests[i].observe(time.Since(start))
-	if code := status.Code(err); code != codes.OK && int(code) < requestCodes {
+	code := status.Code(err)
+	if code != codes.OK && int(code) < requestCodes {
 		s.counts.requestErrors[i][code].Add(1)
 	}
+	switch code {
+	case codes.InvalidArgument, codes.PermissionDenied, codes.FailedPrecondition, codes.ResourceExhausted:
+		s.log.Info("request refused", "method", requestMethods[i], "user", userOf(ctx), "code", code.String(), "err", status.Convert(err).Message())
+	default:
+	}
 	return resp, err
+}
+
+// userOf names the user of a client API call: the CN of its client
+// certificate (DESIGN 13), or "-" on a connection without TLS.
+func userOf(ctx context.Context) string {
+	p, ok := grpcpeer.FromContext(ctx)
+	if !ok {
+		return "-"
+	}
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok {
+		return "-"
+	}
+	user, err := certs.PeerUser(info.State)
+	if err != nil {
+		return "-"
+	}
+	return user
 }
 
 // requestMethod returns the index in requestMethods of a full gRPC method

@@ -249,7 +249,7 @@ func TestServerMetricsAddr(t *testing.T) {
 	cfg := &partition.ClusterConfig{
 		Protocol: "skeen",
 		Groups: []partition.GroupConfig{{Name: "g1", Region: "g1", Replicas: []partition.ReplicaConfig{
-			{ID: "r1", Raft: freeAddr(t), GRPC: freeAddr(t)},
+			{ID: "r1", Raft: freeAddr(t), GRPC: freeAddr(t), Peer: freeAddr(t)},
 		}}},
 		Partitions: []partition.PartitionConfig{{Name: "all", Start: "a", End: "z", Group: "g1"}},
 	}

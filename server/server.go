@@ -14,6 +14,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -21,15 +22,20 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	grpcpeer "google.golang.org/grpc/peer"
 
+	"github.com/flexkv/flexkv/certs"
 	"github.com/flexkv/flexkv/kv"
 	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/multicast/channel"
@@ -73,6 +79,13 @@ type Config struct {
 	// MetricsAddr, when set, is the host:port where the server serves its
 	// Prometheus metrics, at /metrics (DESIGN 11), until Close.
 	MetricsAddr string
+	// Node is this replica's certificate and the cluster CA (certs.LoadNode;
+	// its identity must be NodeID of its group): every link runs mutual TLS
+	// 1.3 with it (DESIGN 13): the client API requires a client
+	// certificate, the peer service a node of the group a frame claims to
+	// come from, raft a replica of this group. Nil: no TLS on any link
+	// (`flexkv server --insecure`).
+	Node *certs.Node
 
 	// Fault injection (chaos runs, tests): see replication.Config.
 	FrameFilter func(to partition.GroupID, frames []channel.Frame) []channel.Frame
@@ -108,6 +121,8 @@ type Server struct {
 	// first (intercept).
 	ready     atomic.Bool
 	restores  atomic.Int64 // executor states installed from raft snapshots
+	// peerRefusals counts peer calls refused for their claimed group.
+	peerRefusals atomic.Int64
 	stop      chan struct{}
 	closeOnce sync.Once
 	closeErr  error
@@ -133,6 +148,9 @@ func Open(cfg Config) (*Server, error) {
 	}
 	if cfg.Dir == "" {
 		return nil, errors.New("server: no data directory")
+	}
+	if n := cfg.Node; n != nil && (n.ID.Group != gc.Name || n.ID.Replica != cfg.NodeID) {
+		return nil, fmt.Errorf("server: the node certificate names %s, but this replica is %s/%s", n.ID, gc.Name, cfg.NodeID)
 	}
 	mode, err := ParseLatencyMode(string(cfg.LatencyMode))
 	if err != nil {
@@ -177,7 +195,7 @@ func Open(cfg Config) (*Server, error) {
 	rc.ID = cfg.NodeID
 	rc.Members = nil
 	for _, r := range gc.Replicas {
-		rc.Members = append(rc.Members, replication.Member{ID: r.ID, RaftAddr: r.Raft, GRPCAddr: r.GRPC})
+		rc.Members = append(rc.Members, replication.Member{ID: r.ID, RaftAddr: r.Raft, GRPCAddr: r.GRPC, PeerAddr: r.PeerAddr()})
 	}
 	rc.Peers = make(map[partition.GroupID][]string)
 	for _, g := range cfg.Cluster.Groups {
@@ -186,7 +204,7 @@ func Open(cfg Config) (*Server, error) {
 			continue
 		}
 		for _, r := range g.Replicas {
-			rc.Peers[id] = append(rc.Peers[id], r.GRPC)
+			rc.Peers[id] = append(rc.Peers[id], r.PeerAddr())
 		}
 	}
 	rc.WANDelays = wanDelays(top, cfg.Latency, self, mode)
@@ -198,6 +216,11 @@ func Open(cfg Config) (*Server, error) {
 	rc.Logger = cfg.Logger
 	rc.FrameFilter = cfg.FrameFilter
 	rc.RaftCut = cfg.RaftCut
+	if n := cfg.Node; n != nil {
+		rc.PeerDialOptions = []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(certs.NodeConfig(n)))}
+		rc.AuthorizePeer = s.authorizePeer
+		rc.RaftTLS = certs.GroupConfig(n)
+	}
 	s.health = health.NewServer()
 	// NOT_SERVING until the replica is published: the client API answers
 	// Unavailable until then (intercept).
@@ -223,18 +246,70 @@ func Open(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// serve starts the replica's gRPC servers. One, on the replica's gRPC
-// address, serves the client API, health and the peer service between
-// groups; a peer service on an address of its own (DESIGN 13) is a second
-// server and listener here, with credentials of its own.
+// serve starts the replica's gRPC servers: the client API and health on
+// the replica's gRPC address, the peer service between groups on its peer
+// address (DESIGN 13: clients never reach it), each with its own TLS
+// configuration, and bounds on what one connection may hold open.
 func (s *Server) serve() error {
-	api := grpc.NewServer(grpc.ChainUnaryInterceptor(s.intercept))
+	opts := []grpc.ServerOption{
+		grpc.MaxConcurrentStreams(streamsMax),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMin, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: keepaliveTime, Timeout: keepaliveTimeout}),
+	}
+	apiOpts := append(slices.Clone(opts), grpc.ChainUnaryInterceptor(s.intercept))
+	peerOpts := slices.Clone(opts)
+	if n := s.cfg.Node; n != nil {
+		apiOpts = append(apiOpts, grpc.Creds(credentials.NewTLS(certs.ServerConfig(n))))
+		peerOpts = append(peerOpts, grpc.Creds(credentials.NewTLS(certs.NodeConfig(n))))
+	}
+	api := grpc.NewServer(apiOpts...)
 	kvpb.RegisterKVServer(api, &service{s: s})
 	healthpb.RegisterHealthServer(api, s.health)
-	if err := s.replica.RegisterPeer(api); err != nil {
+	if err := s.listen(s.Addr(), api); err != nil {
+		return err
+	}
+	if s.top.Len() < 2 {
+		return nil
+	}
+	peer := grpc.NewServer(peerOpts...)
+	if err := s.replica.RegisterPeer(peer); err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
-	return s.listen(s.Addr(), api)
+	healthpb.RegisterHealthServer(peer, s.health)
+	return s.listen(s.PeerAddr(), peer)
+}
+
+// Bounds of the gRPC servers: streams (calls in flight) per connection, and
+// the keepalive policy: a client may ping no more often than keepaliveMin
+// (more often closes its connection), and the server pings an idle
+// connection after keepaliveTime, closing it when no answer comes within
+// keepaliveTimeout.
+const (
+	streamsMax       = 1024
+	keepaliveMin     = 5 * time.Second
+	keepaliveTime    = time.Minute
+	keepaliveTimeout = 20 * time.Second
+)
+
+// authorizePeer lets a call to the peer service deliver frames as group
+// from only if the caller's node certificate names a replica of from
+// (DESIGN 13); the refusal is logged.
+func (s *Server) authorizePeer(ctx context.Context, from partition.GroupID) error {
+	name := s.top.Name(from)
+	p, ok := grpcpeer.FromContext(ctx)
+	if !ok {
+		return errors.New("no peer")
+	}
+	info, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok {
+		return errors.New("not a TLS connection")
+	}
+	if _, err := certs.RequireGroup(info.State, name); err != nil {
+		s.peerRefusals.Add(1)
+		s.log.Warn("peer frames refused", "claimed_group", name, "addr", p.Addr.String(), "err", err)
+		return err
+	}
+	return nil
 }
 
 // listen serves g on addr until Close.
@@ -281,11 +356,21 @@ func (s *Server) stopServing() {
 // Group returns the name of the server's group.
 func (s *Server) Group() string { return s.group.Name }
 
-// Addr returns the server's gRPC address (clients and other groups).
+// Addr returns the server's gRPC address: the client API.
 func (s *Server) Addr() string {
 	_, r, _ := s.cfg.Cluster.Replica(s.cfg.NodeID)
 	return r.GRPC
 }
+
+// PeerAddr returns the address of the server's peer service: other groups.
+func (s *Server) PeerAddr() string {
+	_, r, _ := s.cfg.Cluster.Replica(s.cfg.NodeID)
+	return r.PeerAddr()
+}
+
+// PeerRefusals returns how many calls to the peer service were refused for
+// claiming a group their certificate does not name.
+func (s *Server) PeerRefusals() int64 { return s.peerRefusals.Load() }
 
 // SnapshotsRestored returns how many times this server's executor state was
 // replaced by one from a raft snapshot.

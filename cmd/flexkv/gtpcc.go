@@ -86,6 +86,7 @@ func addClusterFlags(cmd *cobra.Command) {
 	cmd.Flags().String("endpoints", "", "gRPC addresses host:port,... of cluster servers (default: those of --config)")
 	cmd.Flags().String("config", "", "cluster configuration YAML (default: embedded "+defaultConfigName+")")
 	cmd.Flags().String("warehouses", "all", warehousesHelp)
+	addClientTLSFlags(cmd.Flags())
 }
 
 const warehousesHelp = "warehouses: all (every w/NNNN/ partition of the cluster), or a list such as 1-3,5"
@@ -262,6 +263,8 @@ protocols side by side.`,
 	f := cmd.Flags()
 	f.String("endpoints", "", "gRPC addresses host:port,... of a running cluster (default: those of --config)")
 	f.String("config", "", "cluster configuration YAML (default: embedded "+defaultConfigName+")")
+	f.String("certs-dir", "", "directory of ca.crt and client.USER.crt/.key of the running cluster (also FLEXKV_CERTS_DIR; default: "+localCertsDir+" when it exists)")
+	f.String("user", "root", "the user whose client certificate to present to the running cluster")
 	addLocalRunFlags(cmd, "flexcast", "flexkv-data/gtpcc", "with --local: ")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		v := settings(cmd)
@@ -289,6 +292,7 @@ func addLocalRunFlags(cmd *cobra.Command, protocols, dataDir, with string) {
 	f.String("delivery-log", "", with+"write each replica's delivery log (DESIGN 10.1) into DIR/<protocol>, removed first")
 	f.Float64("latency-jitter", 0, with+"spread each emulated delay by up to this fraction either way")
 	f.String("log-level", "error", with+"servers' log level: debug, info, warn or error")
+	f.Bool("insecure", false, "without TLS: a cluster started here runs every link in plaintext, or the running cluster was started so")
 }
 
 // newDemoCmd returns `flexkv demo`: gtpcc run --local with the demo's
@@ -357,7 +361,11 @@ func connectBench(ctx context.Context, v *viper.Viper) (*client.Client, []int, e
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := client.New(ctx, client.Config{Endpoints: endpoints, Sessions: 256, Logger: slog.New(slog.DiscardHandler)})
+	tlsCfg, err := clientTLS(v)
+	if err != nil {
+		return nil, nil, usageError(err)
+	}
+	c, err := client.New(ctx, client.Config{Endpoints: endpoints, TLS: tlsCfg, Sessions: 256, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, nil, &exitError{code: kvExitUnreachable, err: oneLine{fmt.Errorf("cannot reach the cluster at %s: %w", strings.Join(endpoints, ","), err)}}
 	}
@@ -401,7 +409,11 @@ func runRemoteBench(cmd *cobra.Command, v *viper.Viper) error {
 		}
 		endpoints, _ := benchEndpoints(v)
 		opts.Extra = reportExtra(v, opts.LatencyMode, scale)
-		t := bench.Target{Endpoints: endpoints, Loader: c, Warehouses: ws, Scale: scale}
+		tlsCfg, err := clientTLS(v)
+		if err != nil {
+			return usageError(err)
+		}
+		t := bench.Target{Endpoints: endpoints, TLS: tlsCfg, Loader: c, Warehouses: ws, Scale: scale}
 		rep, err := bench.Run(ctx, t, opts.Options, cmd.ErrOrStderr())
 		if rep != nil {
 			if werr := rep.WriteTable(cmd.OutOrStdout()); werr != nil && err == nil {
@@ -548,7 +560,7 @@ func runLocalBench(cmd *cobra.Command, v *viper.Viper) error {
 	for _, proto := range protocols {
 		lc := bench.LocalConfig{
 			Cluster: cfg, Protocol: proto, Latency: lat, LatencyMode: opts.LatencyMode, LatencyJitter: jitter,
-			Dir: dataDir, DeliveryLog: v.GetString("delivery-log"), Logger: logger, Scale: scale,
+			Dir: dataDir, DeliveryLog: v.GetString("delivery-log"), Logger: logger, Scale: scale, Insecure: v.GetBool("insecure"),
 			Warehouses: func(top *client.Topology) ([]int, error) {
 				ws, err := selectWarehouses(top, opts.warehouses)
 				if err != nil {

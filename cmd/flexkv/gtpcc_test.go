@@ -61,7 +61,7 @@ func localLayout(t *testing.T, replicas int, latency bool) (string, *partition.C
 	for i := range cfg.Groups {
 		rs := cfg.Groups[i].Replicas[:replicas]
 		for j := range rs {
-			rs[j].Raft, rs[j].GRPC = freeAddr(t), freeAddr(t)
+			rs[j].Raft, rs[j].GRPC, rs[j].Peer = freeAddr(t), freeAddr(t), freeAddr(t)
 		}
 		cfg.Groups[i].Replicas = rs
 	}
@@ -105,6 +105,7 @@ func startGtpccCluster(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	useCertsOf(t, l)
 	t.Cleanup(func() {
 		if err := l.Close(); err != nil {
 			t.Error(err)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -76,6 +77,7 @@ reached.`,
 	needSubcommand(cmd, "get, put, del, scan or txn")
 	pf := cmd.PersistentFlags()
 	pf.String("endpoints", "", "gRPC addresses host:port,... of cluster servers (default: those of --config)")
+	addClientTLSFlags(pf)
 	pf.String("config", "", "cluster configuration YAML, for the default endpoints and the partition map (default: embedded "+defaultConfigName+")")
 	pf.Duration("timeout", kvTimeoutDefault, "deadline of the whole command: connecting, fetching the topology and the call")
 	pf.String("region", "", "the client's region, for choosing the nearest servers (default: none)")
@@ -383,6 +385,7 @@ func readTxnInput(c *cobra.Command, text, file string) ([]byte, error) {
 // kvConn is where and how a kv command reaches the cluster.
 type kvConn struct {
 	endpoints []string
+	tls       *tls.Config // nil: --insecure
 	timeout   time.Duration
 	region    string
 	// pm is the cluster's partition map when it is known before
@@ -406,6 +409,9 @@ func kvSettings(c *cobra.Command) (kvConn, error) {
 	}
 	conn.timeout = d
 	conn.region = v.GetString("region")
+	if conn.tls, err = clientTLS(v); err != nil {
+		return conn, err
+	}
 	endpoints, configPath := v.GetString("endpoints"), v.GetString("config")
 	if endpoints != "" {
 		if conn.endpoints, err = parseEndpoints(endpoints); err != nil {
@@ -472,6 +478,7 @@ func execKV(c *cobra.Command, check func(*partition.PartitionMap) error, do func
 	defer cancel()
 	cl, err := client.New(ctx, client.Config{
 		Endpoints: conn.endpoints,
+		TLS:       conn.tls,
 		Region:    conn.region,
 		// The command's output is for scripts: the client's retries and
 		// failovers stay quiet, and its final error is reported below.
@@ -516,9 +523,24 @@ func kvError(ctx context.Context, name string, conn kvConn, err error, connectin
 	case connecting, code == codes.Unavailable:
 		// New only fetches the topology: failing that, for any reason other
 		// than bad input, is failing to reach the cluster.
-		return &exitError{code: kvExitUnreachable, err: fmt.Errorf("%s: cannot reach the cluster at %s: %w", name, endpoints, err)}
+		return &exitError{code: kvExitUnreachable, err: fmt.Errorf("%s: cannot reach the cluster at %s%s: %w", name, endpoints, tlsHint(err, conn.tls != nil), err)}
 	}
 	return &exitError{code: kvExitFailed, err: fmt.Errorf("%s: %w", name, err)}
+}
+
+// tlsHint says why a connection failed when the error shows the two ends
+// disagree on TLS, or that the cluster refused the certificate.
+func tlsHint(err error, secure bool) string {
+	msg := err.Error()
+	switch {
+	case !secure && (strings.Contains(msg, "server preface") || strings.Contains(msg, "connection reset")):
+		return " (it runs TLS and this client does not: drop --insecure, and give --certs-dir if the certificates are not in " + localCertsDir + ")"
+	case secure && strings.Contains(msg, "first record does not look like a TLS handshake"):
+		return " (it runs without TLS: give --insecure)"
+	case secure && (strings.Contains(msg, "certificate") || strings.Contains(msg, "tls:")):
+		return " (TLS failed: is --certs-dir the cluster's, and is its CA the one that signed the servers' certificates?)"
+	}
+	return ""
 }
 
 // oneLine keeps an error on one line of stderr: errors joined from several

@@ -311,6 +311,7 @@ func startLocal(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	useCertsOf(t, l)
 	t.Cleanup(func() {
 		if err := l.Close(); err != nil {
 			t.Error(err)

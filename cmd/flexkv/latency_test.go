@@ -9,6 +9,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/flexkv/flexkv/cluster"
 	"github.com/flexkv/flexkv/txn"
 )
 
@@ -61,8 +62,9 @@ func TestLocalLatencyMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	transfer := `{"then":[{"op":"add","key":"w/0001/a","int":-1},{"op":"add","key":"w/0003/a","int":1}]}`
+	dataDir := t.TempDir()
 	code, out, errOut := runUntil(t, "endpoints:", func() {
-		code, stdout, stderr := runKVCmd(t, nil, "txn", "--config", path, "--timeout", "30s", "--json", transfer)
+		code, stdout, stderr := runKVCmd(t, nil, "txn", "--config", path, "--certs-dir", cluster.CertsDir(dataDir), "--timeout", "30s", "--json", transfer)
 		if code != 0 {
 			t.Errorf("kv txn: exit %d: %s", code, stderr)
 			return
@@ -86,7 +88,7 @@ func TestLocalLatencyMode(t *testing.T) {
 		if !found {
 			t.Errorf("kv txn output %s names no destination eu-west-3", stdout)
 		}
-	}, "local", "--config", path, "--data-dir", t.TempDir(), "--latency-mode", "paper")
+	}, "local", "--config", path, "--data-dir", dataDir, "--latency-mode", "paper")
 	if code != 0 {
 		t.Fatalf("local: exit %d\n%s\n%s", code, out, errOut)
 	}

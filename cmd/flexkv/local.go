@@ -32,6 +32,11 @@ hits depends on who leads at that moment.
 --metrics ADDR serves the Prometheus metrics of every replica at
 http://ADDR/metrics, labelled by group and replica.
 
+Every link runs mutual TLS 1.3 (DESIGN 13) from a throwaway CA made on first
+start: DATA/ca.key, and in DATA/certs the CA certificate, a node certificate
+per replica and the client certificate of user root, which flexkv kv, gtpcc,
+status and bench find there by default. --insecure runs without TLS.
+
 Every flag may also come from the environment: FLEXKV_<FLAG>, e.g.
 FLEXKV_LATENCY_MODE=paper.
 
@@ -45,6 +50,7 @@ FLEXKV_LATENCY_MODE=paper.
 	cmd.Flags().String("delivery-log", "", "write one delivery log per replica (JSON lines, DESIGN 10.1) into DIR")
 	cmd.Flags().String("log-level", "warn", "debug, info, warn or error")
 	cmd.Flags().String("metrics", "", "serve every replica's Prometheus metrics at http://ADDR/metrics (host:port, e.g. 127.0.0.1:9100; default off)")
+	cmd.Flags().Bool("insecure", false, "run every link without TLS")
 	addLatencyFlags(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		v := settings(cmd)
@@ -70,7 +76,7 @@ FLEXKV_LATENCY_MODE=paper.
 		l, err := cluster.Start(cluster.Config{
 			Cluster: cfg, Latency: lat, LatencyMode: mode, LatencyJitter: jitter, Dir: v.GetString("data-dir"),
 			DeliveryLogDir: v.GetString("delivery-log"), Logger: log, MetricsAddr: v.GetString("metrics"),
-			Procedures: procs.Registry(),
+			Procedures: procs.Registry(), Insecure: v.GetBool("insecure"),
 		})
 		if err != nil {
 			return err
@@ -91,6 +97,11 @@ FLEXKV_LATENCY_MODE=paper.
 		}
 		fmt.Fprintf(out, "emulated WAN: %s\n", latencySummary(lat, mode, jitter))
 		fmt.Fprintf(out, "endpoints: %s\n", strings.Join(l.Endpoints(), ","))
+		if dir := l.CertsDir(); dir != "" {
+			fmt.Fprintf(out, "TLS: mutual, certificates in %s (client user %s)\n", dir, cluster.RootUser)
+		} else {
+			fmt.Fprintln(out, "TLS: off (--insecure)")
+		}
 		if a := l.MetricsAddr(); a != "" {
 			fmt.Fprintf(out, "metrics: http://%s/metrics\n", a)
 		}

@@ -44,7 +44,8 @@ func newServerCmd() *cobra.Command {
 		Long: `Run one replica: the node ID of the cluster configuration FILE, with its data
 in --data-dir. Every flag may also come from the environment (FLEXKV_CONFIG,
 FLEXKV_NODE, FLEXKV_DATA_DIR, FLEXKV_LOG_LEVEL, FLEXKV_DELIVERY_LOG,
-FLEXKV_METRICS, FLEXKV_LATENCY_MODE, FLEXKV_LATENCY_JITTER) or from a
+FLEXKV_METRICS, FLEXKV_LATENCY_MODE, FLEXKV_LATENCY_JITTER, FLEXKV_CERTS_DIR,
+FLEXKV_INSECURE) or from a
 settings file, --settings FILE (FLEXKV_SETTINGS): a YAML map of the same
 names, e.g.
 
@@ -52,7 +53,15 @@ names, e.g.
   data-dir: /var/lib/flexkv
   config: /etc/flexkv/cluster.yaml
 
-A flag wins over the environment, which wins over the file. Relative paths
+A flag wins over the environment, which wins over the file.
+
+Every link runs mutual TLS 1.3 from the cluster CA (DESIGN 13): the client
+API on the replica's grpc address requires a client certificate; the service
+between groups listens on the replica's peer address (default: the grpc port
++ 100) and takes frames from a group only from that group's nodes; raft
+accepts only the replicas of this group. --certs-dir DIR holds ca.crt and
+node.NODE.crt/.key (flexkv cert). Without it the server refuses to start,
+unless --insecure is given. Relative paths
 in the file are taken from the working directory, like those of flags. With --metrics
 ADDR it serves Prometheus metrics at http://ADDR/metrics. SIGTERM or SIGINT
 stops it gracefully.
@@ -67,6 +76,8 @@ stops it gracefully.
 	cmd.Flags().String("delivery-log", "", "append this replica's delivery log (JSON lines, DESIGN 10.1) to FILE")
 	cmd.Flags().String("metrics", "", "serve Prometheus metrics at http://ADDR/metrics (host:port, e.g. :9100; default off)")
 	cmd.Flags().String("settings", "", "a YAML file of settings (node, data-dir, config, ...); flags and FLEXKV_* win over it")
+	cmd.Flags().String("certs-dir", "", "directory of ca.crt and node.NODE.crt/.key: every link runs mutual TLS (required unless --insecure)")
+	cmd.Flags().Bool("insecure", false, "run every link without TLS (a warning is logged)")
 	addLatencyFlags(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		v := settings(cmd)
@@ -92,6 +103,13 @@ stops it gracefully.
 		if err != nil {
 			return err
 		}
+		nodeCert, err := serverNode(v, node)
+		if err != nil {
+			return &exitError{code: 2, err: err}
+		}
+		if nodeCert == nil {
+			log.Warn("running without TLS (--insecure): clients and peers are not authenticated and traffic is plaintext", "node", node)
+		}
 		dir := v.GetString("data-dir")
 		if dir == "" {
 			dir = filepath.Join("flexkv-data", node)
@@ -108,12 +126,12 @@ stops it gracefully.
 		srv, err := server.Open(server.Config{
 			Cluster: cfg, Latency: lat, LatencyMode: mode, LatencyJitter: jitter,
 			NodeID: node, Dir: dir, DeliveryLog: dlog, Logger: log,
-			MetricsAddr: v.GetString("metrics"), Procedures: procs.Registry(),
+			MetricsAddr: v.GetString("metrics"), Procedures: procs.Registry(), Node: nodeCert,
 		})
 		if err != nil {
 			return err
 		}
-		log.Info("serving", "node", node, "group", srv.Group(), "grpc", srv.Addr(), "data", dir, "metrics", v.GetString("metrics"),
+		log.Info("serving", "node", node, "group", srv.Group(), "grpc", srv.Addr(), "peer", srv.PeerAddr(), "tls", nodeCert != nil, "data", dir, "metrics", v.GetString("metrics"),
 			"latency", latencySummary(lat, mode, jitter))
 		<-ctx.Done()
 		log.Info("stopping", "node", node)

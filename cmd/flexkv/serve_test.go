@@ -10,6 +10,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/flexkv/flexkv/cluster"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -42,7 +43,7 @@ func oneReplicaConfig(t *testing.T) (string, *partition.ClusterConfig) {
 	}
 	for i := range cfg.Groups {
 		r := cfg.Groups[i].Replicas[0]
-		r.Raft, r.GRPC = freeAddr(t), freeAddr(t)
+		r.Raft, r.GRPC, r.Peer = freeAddr(t), freeAddr(t), freeAddr(t)
 		cfg.Groups[i].Replicas = []partition.ReplicaConfig{r}
 	}
 	data, err := yaml.Marshal(cfg)
@@ -95,7 +96,7 @@ func TestLocalCommand(t *testing.T) {
 	path, cfg := oneReplicaConfig(t)
 	data := t.TempDir()
 	code, out, errOut := runUntil(t, "endpoints:", func() {
-		if code, _, stderr := runKVCmd(t, nil, "put", "--config", path, "--timeout", "30s", "w/0003/x", "42"); code != 0 {
+		if code, _, stderr := runKVCmd(t, nil, "put", "--config", path, "--certs-dir", cluster.CertsDir(data), "--timeout", "30s", "w/0003/x", "42"); code != 0 {
 			t.Errorf("kv put: exit %d: %s", code, stderr)
 		}
 	}, "local", "--config", path, "--data-dir", data)
@@ -108,7 +109,7 @@ func TestLocalCommand(t *testing.T) {
 		}
 	}
 	code, out, errOut = runUntil(t, "endpoints:", func() {
-		code, stdout, stderr := runKVCmd(t, nil, "get", "--config", path, "--timeout", "30s", "w/0003/x")
+		code, stdout, stderr := runKVCmd(t, nil, "get", "--config", path, "--certs-dir", cluster.CertsDir(data), "--timeout", "30s", "w/0003/x")
 		if code != 0 || stdout != "42\n" {
 			t.Errorf("kv get after restart: exit %d, %q, %s", code, stdout, stderr)
 		}

@@ -12,6 +12,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -59,8 +60,10 @@ type Options struct {
 
 // Target is a cluster a run goes to.
 type Target struct {
-	// Endpoints are the gRPC addresses the run's clients connect to.
+	// Endpoints are the gRPC addresses the run's clients connect to, with
+	// TLS (nil: plaintext, a cluster started with --insecure).
 	Endpoints []string
+	TLS       *tls.Config
 	// Loader is a client without emulated delays, for the topology and
 	// the check.
 	Loader *client.Client
@@ -124,7 +127,7 @@ func Run(ctx context.Context, t Target, opts Options, progress io.Writer) (*gtpc
 			return c, nil
 		}
 		c, err := client.New(ctx, client.Config{
-			Endpoints: t.Endpoints, Region: region, Sessions: perRegion[region],
+			Endpoints: t.Endpoints, TLS: t.TLS, Region: region, Sessions: perRegion[region],
 			Logger:   slog.New(slog.DiscardHandler),
 			WANDelay: wanDelay(view, region, opts.LatencyMode),
 		})
@@ -245,6 +248,8 @@ type LocalConfig struct {
 	// 10.1) in DeliveryLog/<protocol>, removed first.
 	DeliveryLog string
 	Logger      *slog.Logger
+	// Insecure runs the cluster without TLS (cluster.Config.Insecure).
+	Insecure bool
 	// Scale is the population loaded.
 	Scale procs.Scale
 	// Warehouses chooses the warehouses to load and run on, from the
@@ -284,7 +289,7 @@ func RunLocal(ctx context.Context, cfg LocalConfig, opts Options, progress io.Wr
 	start := time.Now()
 	l, err := cluster.Start(cluster.Config{
 		Cluster: &cc, Latency: cfg.Latency, LatencyMode: cfg.LatencyMode, LatencyJitter: cfg.LatencyJitter, Dir: dir,
-		DeliveryLogDir: dlog, Logger: cfg.Logger, Procedures: procs.Registry(),
+		DeliveryLogDir: dlog, Logger: cfg.Logger, Procedures: procs.Registry(), Insecure: cfg.Insecure,
 	})
 	if errors.Is(err, syscall.EADDRINUSE) {
 		return nil, fmt.Errorf("%w (is a flexkv local or demo using the addresses of the configuration?)", err)
@@ -296,7 +301,7 @@ func RunLocal(ctx context.Context, cfg LocalConfig, opts Options, progress io.Wr
 	if err := WaitLeaders(ctx, l, &cc); err != nil {
 		return nil, err
 	}
-	loader, err := client.New(ctx, client.Config{Endpoints: l.Endpoints(), Sessions: 256, Logger: slog.New(slog.DiscardHandler)})
+	loader, err := client.New(ctx, client.Config{Endpoints: l.Endpoints(), TLS: l.ClientTLS(), Sessions: 256, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		return nil, err
 	}
@@ -318,7 +323,7 @@ func RunLocal(ctx context.Context, cfg LocalConfig, opts Options, progress io.Wr
 	if cfg.Loaded != nil {
 		cfg.Loaded(ws, time.Since(start))
 	}
-	t := Target{Endpoints: l.Endpoints(), Loader: loader, Warehouses: ws, Scale: cfg.Scale, Protocol: cfg.Protocol, Local: l}
+	t := Target{Endpoints: l.Endpoints(), TLS: l.ClientTLS(), Loader: loader, Warehouses: ws, Scale: cfg.Scale, Protocol: cfg.Protocol, Local: l}
 	rep, err := Run(ctx, t, opts, progress)
 	if err != nil {
 		return rep, err

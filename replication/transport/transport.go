@@ -78,6 +78,11 @@ type ServerConfig struct {
 	// plus a few bytes per frame of protobuf framing.
 	FramesMax int
 	BytesMax  int
+	// Authorize, when set, decides whether the caller of a request may
+	// speak for the sending group the request names (DESIGN 13: a frame only
+	// from a node of the group it claims to come from); a refusal is
+	// answered with codes.PermissionDenied and nothing is delivered.
+	Authorize func(ctx context.Context, from partition.GroupID) error
 }
 
 // Validate checks c.
@@ -118,6 +123,11 @@ func (s *server) Deliver(ctx context.Context, req *transportpb.DeliverRequest) (
 	from, frames, err := s.cfg.decodeRequest(req)
 	if err != nil {
 		return nil, err
+	}
+	if s.cfg.Authorize != nil {
+		if err := s.cfg.Authorize(ctx, from); err != nil {
+			return nil, status.Errorf(codes.PermissionDenied, "transport: frames from group %d refused: %v", from, err)
+		}
 	}
 	hint, err := s.h.Deliver(ctx, from, frames)
 	switch {

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/flexkv/flexkv/certs"
+	"github.com/flexkv/flexkv/cluster"
+)
+
+// TestMain gives every command the certificates of a test CA through
+// FLEXKV_CERTS_DIR, as a deployment would: the client certificate of root,
+// and a node certificate for every replica of configs/local.yaml on
+// 127.0.0.1 (the tests move them to free ports). A test that starts a
+// cluster of its own points the variable at that cluster's certificates.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "flexkv-cmd-certs")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := 1
+	if err := makeTestCerts(dir); err != nil {
+		fmt.Fprintln(os.Stderr, "test certificates:", err)
+	} else {
+		os.Setenv("FLEXKV_CERTS_DIR", filepath.Join(dir, "certs"))
+		code = m.Run()
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func makeTestCerts(dir string) error {
+	certsDir := filepath.Join(dir, "certs")
+	ca, err := certs.CreateCA(certsDir, filepath.Join(dir, "ca.key"), certs.Options{})
+	if err != nil {
+		return err
+	}
+	cfg, _, err := loadCluster("")
+	if err != nil {
+		return err
+	}
+	for _, g := range cfg.Groups {
+		for _, r := range g.Replicas {
+			if _, err := ca.CreateNode(certsDir, certs.NodeID{Group: g.Name, Replica: r.ID}, []string{"127.0.0.1"}, certs.Options{}); err != nil {
+				return err
+			}
+		}
+	}
+	_, err = ca.CreateClient(certsDir, cluster.RootUser, certs.Options{})
+	return err
+}
+
+// useCertsOf points the commands of test t at the certificates of l.
+func useCertsOf(t *testing.T, l *cluster.Local) {
+	t.Helper()
+	t.Setenv("FLEXKV_CERTS_DIR", l.CertsDir())
+}
