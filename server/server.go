@@ -119,13 +119,13 @@ type Server struct {
 
 	// ready is set once replica is: the client API's handlers read it
 	// first (intercept).
-	ready     atomic.Bool
-	restores  atomic.Int64 // executor states installed from raft snapshots
+	ready    atomic.Bool
+	restores atomic.Int64 // executor states installed from raft snapshots
 	// peerRefusals counts peer calls refused for their claimed group.
 	peerRefusals atomic.Int64
-	stop      chan struct{}
-	closeOnce sync.Once
-	closeErr  error
+	stop         chan struct{}
+	closeOnce    sync.Once
+	closeErr     error
 }
 
 // Open starts the replica cfg.NodeID: it opens (or creates) its data in

@@ -16,7 +16,7 @@ import (
 // The snapshot of a core opens with snapshotMagic, which names the protocol
 // (so that another core's snapshot is refused), and snapshotVersion.
 const (
-	snapshotMagic   = 'F'
+	snapshotMagic = 'F'
 	// Version 2: the notifications issued about each message (notified).
 	snapshotVersion = 2
 )
