@@ -120,16 +120,17 @@ type Options struct {
 	// --overwrite).
 	Overwrite bool
 
-	// now, when set, replaces the clock: tests create expired
-	// certificates with it.
-	now time.Time
+	// Now, when set, is the time a certificate's validity starts from in
+	// place of the clock: a certificate issued with a Now far enough in the
+	// past has expired (tests of the refusals).
+	Now time.Time
 }
 
 func (o Options) clock() time.Time {
-	if o.now.IsZero() {
+	if o.Now.IsZero() {
 		return time.Now()
 	}
-	return o.now
+	return o.Now
 }
 
 // NodeID is the identity a node certificate names: its group and replica

@@ -338,7 +338,7 @@ func TestCheckName(t *testing.T) {
 
 func TestExpired(t *testing.T) {
 	c := newCluster(t)
-	past := Options{now: time.Now().Add(-ValidityNode - 24*time.Hour)}
+	past := Options{Now: time.Now().Add(-ValidityNode - 24*time.Hour)}
 	if _, err := c.ca.CreateNode(c.dir, NodeID{"g1", "old"}, []string{"localhost"}, past); err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +349,7 @@ func TestExpired(t *testing.T) {
 
 func TestList(t *testing.T) {
 	c := newCluster(t)
-	past := Options{now: time.Now().Add(-ValidityClient - 24*time.Hour)}
+	past := Options{Now: time.Now().Add(-ValidityClient - 24*time.Hour)}
 	if _, err := c.ca.CreateClient(c.dir, "old", past); err != nil {
 		t.Fatal(err)
 	}

@@ -218,7 +218,7 @@ func TestNodeLinks(t *testing.T) {
 // ago. LoadNode refuses it, so it is put together by hand.
 func expiredNode(t *testing.T, c *cluster) *Node {
 	t.Helper()
-	past := Options{now: time.Now().Add(-ValidityNode - 24*time.Hour)}
+	past := Options{Now: time.Now().Add(-ValidityNode - 24*time.Hour)}
 	if _, err := c.ca.CreateNode(c.dir, NodeID{"g1", "old"}, []string{"localhost"}, past); err != nil {
 		t.Fatal(err)
 	}

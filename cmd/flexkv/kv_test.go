@@ -339,6 +339,10 @@ func TestKVCluster(t *testing.T) {
 		want want
 	}{
 		{[]string{"put", "w/0001/a", "1"}, want{0, "", ""}},
+		// The cluster runs TLS: a plaintext client is told so, and a
+		// client of another user has no certificate here.
+		{[]string{"put", "w/0001/a", "2", "--insecure", "--timeout", "3s"}, want{3, "", "it runs TLS and this client does not: drop --insecure"}},
+		{[]string{"put", "w/0001/a", "2", "--user", "nobody"}, want{2, "", "client.nobody.crt"}},
 		{[]string{"put", "w/0001/b", "two words", "--json"}, want{0, `{"key":"w/0001/b","ok":true}` + "\n", ""}},
 		{[]string{"put", "w/0001/c", "<x>&"}, want{0, "", ""}},
 		{[]string{"put", "w/0002/a", "other partition"}, want{0, "", ""}},

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/flexkv/flexkv/certs"
 	"github.com/flexkv/flexkv/cluster"
 	"github.com/flexkv/flexkv/partition"
 )
@@ -147,6 +149,39 @@ func TestServerSettingsFile(t *testing.T) {
 	bad := writeFile(t, "bad.yaml", []byte("nodee: r1\n"))
 	if code, _, stderr := runCmd(t, newRootCmd(), "server", "--settings", bad); code != 2 || !strings.Contains(stderr, `unknown setting "nodee"`) {
 		t.Errorf("misspelt setting: exit %d, %q", code, stderr)
+	}
+}
+
+// TestServerSecureByDefault: without --certs-dir a replica refuses to
+// start unless --insecure says so, which it logs as a warning; a
+// certificate that names another replica is refused.
+func TestServerSecureByDefault(t *testing.T) {
+	path, _ := oneReplicaConfig(t)
+	t.Setenv("FLEXKV_CERTS_DIR", "")
+	code, _, stderr := runCmd(t, newRootCmd(), "server", "--config", path, "--node", "r1", "--data-dir", t.TempDir())
+	if want := "no --certs-dir"; code != 2 || !strings.Contains(stderr, want) || !strings.Contains(stderr, "--insecure") {
+		t.Errorf("server without --certs-dir: exit %d, stderr %q; want 2 naming --certs-dir and --insecure", code, stderr)
+	}
+	code, _, stderr = runCmd(t, newRootCmd(), "server", "--config", path, "--node", "r1", "--insecure", "--certs-dir", t.TempDir())
+	if code != 2 || !strings.Contains(stderr, "choose one") {
+		t.Errorf("server with --insecure and --certs-dir: exit %d, stderr %q", code, stderr)
+	}
+	code, out, errOut := runUntil(t, "msg=serving", nil, "server", "--config", path, "--node", "r1", "--insecure", "--data-dir", t.TempDir())
+	if code != 0 || !strings.Contains(errOut, "running without TLS") || !strings.Contains(errOut, "tls=false") {
+		t.Errorf("server --insecure: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	// A certificates directory whose node.r1 names another replica.
+	dir := t.TempDir()
+	ca, err := certs.CreateCA(dir, filepath.Join(t.TempDir(), "ca.key"), certs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ca.CreateNode(dir, certs.NodeID{Group: "eu-west-3", Replica: "r1"}, []string{"127.0.0.1"}, certs.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = runCmd(t, newRootCmd(), "server", "--config", path, "--node", "r1", "--certs-dir", dir, "--data-dir", t.TempDir())
+	if code == 0 || !strings.Contains(stderr, "names eu-west-3/r1, but this replica is eu-west-1/r1") {
+		t.Errorf("server with another node's certificate: exit %d, stderr %q", code, stderr)
 	}
 }
 

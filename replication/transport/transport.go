@@ -120,14 +120,16 @@ type server struct {
 }
 
 func (s *server) Deliver(ctx context.Context, req *transportpb.DeliverRequest) (*transportpb.DeliverReply, error) {
+	// The caller's right to speak for the group it names comes first: a
+	// node of another group learns nothing more of the request's fate.
+	if s.cfg.Authorize != nil && req.GetFromGroup() < uint32(s.cfg.Groups) {
+		if err := s.cfg.Authorize(ctx, partition.GroupID(req.GetFromGroup())); err != nil {
+			return nil, status.Errorf(codes.PermissionDenied, "transport: frames from group %d refused: %v", req.GetFromGroup(), err)
+		}
+	}
 	from, frames, err := s.cfg.decodeRequest(req)
 	if err != nil {
 		return nil, err
-	}
-	if s.cfg.Authorize != nil {
-		if err := s.cfg.Authorize(ctx, from); err != nil {
-			return nil, status.Errorf(codes.PermissionDenied, "transport: frames from group %d refused: %v", from, err)
-		}
 	}
 	hint, err := s.h.Deliver(ctx, from, frames)
 	switch {
