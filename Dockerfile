@@ -4,8 +4,8 @@
 FROM scratch
 COPY build/flexkv /flexkv
 COPY configs/ /configs/
-ENV FLEXKV_CONFIG=/configs/docker.yaml FLEXKV_DATA_DIR=/data
+ENV FLEXKV_CONFIG=/configs/docker.yaml FLEXKV_DATA_DIR=/data FLEXKV_CERTS_DIR=/certs
 VOLUME /data
-EXPOSE 7100 7200
+EXPOSE 7100 7200 7300
 ENTRYPOINT ["/flexkv"]
 CMD ["server"]

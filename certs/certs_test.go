@@ -408,3 +408,39 @@ func TestHostsOf(t *testing.T) {
 		t.Fatal("HostsOf(nohost): no error")
 	}
 }
+
+// TestEnsureCluster: a first call creates the CA and every certificate, a
+// second one nothing, and a call with one more node and user only those;
+// everything loads and chains to the one CA.
+func TestEnsureCluster(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "certs")
+	caKey := filepath.Join(t.TempDir(), "ca.key")
+	nodes := []NodeSpec{{ID: NodeID{Group: "g1", Replica: "r1"}, Hosts: []string{"127.0.0.1"}}, {ID: NodeID{Group: "g2", Replica: "r2"}, Hosts: []string{"h2"}}}
+	created, err := EnsureCluster(dir, caKey, nodes, []string{"root"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(created) != 2+2*2+2 {
+		t.Errorf("first call created %v, want the CA, its key, 2 nodes and 1 client (8 files)", created)
+	}
+	if created, err = EnsureCluster(dir, caKey, nodes, []string{"root"}); err != nil || len(created) != 0 {
+		t.Errorf("second call created %v, %v; want nothing", created, err)
+	}
+	nodes = append(nodes, NodeSpec{ID: NodeID{Group: "g2", Replica: "r3"}, Hosts: []string{"h3"}})
+	if created, err = EnsureCluster(dir, caKey, nodes, []string{"root", "alice"}); err != nil || len(created) != 4 {
+		t.Errorf("third call created %v, %v; want node r3 and client alice", created, err)
+	}
+	for _, id := range []string{"r1", "r2", "r3"} {
+		if _, err := LoadNode(dir, id); err != nil {
+			t.Error(err)
+		}
+	}
+	for _, u := range []string{"root", "alice"} {
+		if _, err := LoadClient(dir, u); err != nil {
+			t.Error(err)
+		}
+	}
+	if _, err := EnsureCluster(dir, filepath.Join(t.TempDir(), "missing.key"), nodes, nil); err == nil {
+		t.Error("an existing CA without its key was accepted")
+	}
+}

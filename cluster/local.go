@@ -433,40 +433,20 @@ func (l *Local) Traffic() map[string]server.Traffic {
 // loads them.
 func (l *Local) loadCerts() error {
 	dir := CertsDir(l.cfg.Dir)
-	caKey := filepath.Join(l.cfg.Dir, "ca.key")
-	var ca *certs.CA
-	var err error
-	if _, statErr := os.Stat(filepath.Join(dir, certs.CAFile)); statErr == nil {
-		ca, err = certs.LoadCA(dir, caKey)
-	} else {
-		ca, err = certs.CreateCA(dir, caKey, certs.Options{})
-	}
+	nodes, err := NodeSpecs(l.cfg.Cluster)
 	if err != nil {
 		return fmt.Errorf("cluster: %w", err)
 	}
-	l.certs = make(map[string]*certs.Node, len(l.order))
-	for _, g := range l.cfg.Cluster.Groups {
-		for _, r := range g.Replicas {
-			if _, err := os.Stat(filepath.Join(dir, certs.NodeCertFile(r.ID))); err != nil {
-				hosts, err := certs.HostsOf(r.Raft, r.GRPC, r.PeerAddr())
-				if err != nil {
-					return fmt.Errorf("cluster: node %s: %w", r.ID, err)
-				}
-				if _, err := ca.CreateNode(dir, certs.NodeID{Group: g.Name, Replica: r.ID}, hosts, certs.Options{}); err != nil {
-					return fmt.Errorf("cluster: %w", err)
-				}
-			}
-			n, err := certs.LoadNode(dir, r.ID)
-			if err != nil {
-				return fmt.Errorf("cluster: %w", err)
-			}
-			l.certs[r.ID] = n
-		}
+	if _, err := certs.EnsureCluster(dir, filepath.Join(l.cfg.Dir, "ca.key"), nodes, []string{RootUser}); err != nil {
+		return fmt.Errorf("cluster: %w", err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, certs.ClientCertFile(RootUser))); err != nil {
-		if _, err := ca.CreateClient(dir, RootUser, certs.Options{}); err != nil {
+	l.certs = make(map[string]*certs.Node, len(nodes))
+	for _, n := range nodes {
+		nc, err := certs.LoadNode(dir, n.ID.Replica)
+		if err != nil {
 			return fmt.Errorf("cluster: %w", err)
 		}
+		l.certs[n.ID.Replica] = nc
 	}
 	c, err := certs.LoadClient(dir, RootUser)
 	if err != nil {
@@ -474,6 +454,22 @@ func (l *Local) loadCerts() error {
 	}
 	l.clientTLS = certs.ClientConfig(c)
 	return nil
+}
+
+// NodeSpecs returns the node certificate of every replica of cfg: its group
+// and id, and the hosts of its raft, gRPC and peer addresses.
+func NodeSpecs(cfg *partition.ClusterConfig) ([]certs.NodeSpec, error) {
+	var out []certs.NodeSpec
+	for _, g := range cfg.Groups {
+		for _, r := range g.Replicas {
+			hosts, err := certs.HostsOf(r.Raft, r.GRPC, r.PeerAddr())
+			if err != nil {
+				return nil, fmt.Errorf("node %s: %w", r.ID, err)
+			}
+			out = append(out, certs.NodeSpec{ID: certs.NodeID{Group: g.Name, Replica: r.ID}, Hosts: hosts})
+		}
+	}
+	return out, nil
 }
 
 // ClientTLS returns the TLS configuration of the root user for the

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/flexkv/flexkv/certs"
+	"github.com/flexkv/flexkv/cluster"
 )
 
 // certExitFailed is the exit code of a refused or failed `flexkv cert`
@@ -36,6 +37,7 @@ certificate per replica, a client certificate per user, all in --certs-dir.
   flexkv cert create-node ID [HOST...] --config FILE --certs-dir DIR --ca-key FILE
   flexkv cert create-client NAME --certs-dir DIR --ca-key FILE
   flexkv cert list --certs-dir DIR [--json]
+  flexkv cert create-cluster --config FILE --certs-dir DIR --ca-key FILE [--user NAME...]
 
 The certs directory holds ca.crt, node.ID.crt + node.ID.key and
 client.NAME.crt + client.NAME.key; keys have mode 0600. The CA's private key
@@ -55,7 +57,7 @@ others, a file cannot be read or written); 2 bad usage or configuration
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError(fmt.Errorf("%s: %w", certName(c), err))
 	})
-	cmd.AddCommand(newCertCreateCACmd(), newCertCreateNodeCmd(), newCertCreateClientCmd(), newCertListCmd())
+	cmd.AddCommand(newCertCreateCACmd(), newCertCreateNodeCmd(), newCertCreateClientCmd(), newCertCreateClusterCmd(), newCertListCmd())
 	return cmd
 }
 
@@ -271,6 +273,62 @@ and cannot serve.`,
 	}
 	addCreateFlags(cmd, "the CA's private key file (required; or FLEXKV_CA_KEY)")
 	return cmd
+}
+
+func newCertCreateClusterCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "create-cluster --config FILE --certs-dir DIR --ca-key FILE [--user NAME...]",
+		Short: "Create what DIR lacks of a cluster's certificates: the CA, every replica's, the users'",
+		Long: `Create, in DIR, every certificate a cluster of configuration FILE runs secure
+with that DIR does not hold yet: the CA (its key in FILE of --ca-key) unless
+DIR/ca.crt exists, a node certificate for every replica of the configuration
+(hosts: those of its raft, grpc and peer addresses), and a client certificate
+for every --user (default root). Existing files are kept, so that it may run
+at every start of a deployment (docker-compose's certs service does).`,
+		Args: certArgs("no arguments", false),
+		RunE: func(c *cobra.Command, _ []string) error {
+			v, f, err := createFlags(c)
+			if err != nil {
+				return err
+			}
+			users, err := c.Flags().GetStringSlice("user")
+			if err != nil {
+				return usageError(err)
+			}
+			if err := checkNames(c, userPairs(users)...); err != nil {
+				return err
+			}
+			cfg, _, err := loadCluster(v.GetString("config"))
+			if err != nil {
+				return usageError(fmt.Errorf("%s: %w", certName(c), err))
+			}
+			nodes, err := cluster.NodeSpecs(cfg)
+			if err != nil {
+				return usageError(fmt.Errorf("%s: %w", certName(c), err))
+			}
+			created, err := certs.EnsureCluster(f.dir, f.caKey, nodes, users)
+			for _, file := range created {
+				fmt.Fprintf(c.OutOrStdout(), "created %s\n", file)
+			}
+			if err != nil {
+				return certFailed(c, err)
+			}
+			fmt.Fprintf(c.OutOrStdout(), "%s: %d files created; %d nodes and %d users in all\n", f.dir, len(created), len(nodes), len(users))
+			return nil
+		},
+	}
+	cmd.Flags().String("ca-key", "", "the CA's private key file: read, or written with a new CA (required; or FLEXKV_CA_KEY)")
+	cmd.Flags().String("config", "", "cluster configuration file (default: the embedded configs/local.yaml; or FLEXKV_CONFIG)")
+	cmd.Flags().StringSlice("user", []string{cluster.RootUser}, "users to create a client certificate for")
+	return cmd
+}
+
+func userPairs(users []string) []string {
+	var out []string
+	for _, u := range users {
+		out = append(out, "user", u)
+	}
+	return out
 }
 
 // certListEntry is one certificate of `cert list --json`.

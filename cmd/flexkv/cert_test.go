@@ -239,3 +239,32 @@ func TestCertCAKeyInCertsDir(t *testing.T) {
 		t.Fatalf("stderr %q lacks the warning", errOut)
 	}
 }
+
+// TestCertCreateCluster: create-cluster makes a configuration's CA, node and
+// client certificates, and a second run keeps them all; a replica then
+// loads its node certificate, and a user asked for later is added.
+func TestCertCreateCluster(t *testing.T) {
+	t.Setenv("FLEXKV_CERTS_DIR", "")
+	dir := filepath.Join(t.TempDir(), "certs")
+	caKey := filepath.Join(t.TempDir(), "ca.key")
+	args := []string{"cert", "create-cluster", "--certs-dir", dir, "--ca-key", caKey}
+	code, stdout, stderr := runCmd(t, newRootCmd(), args...)
+	if code != 0 || !strings.Contains(stdout, "22 files created; 9 nodes and 1 users") {
+		t.Fatalf("first run: exit %d, %q, %q", code, stdout, stderr)
+	}
+	code, stdout, _ = runCmd(t, newRootCmd(), args...)
+	if code != 0 || !strings.Contains(stdout, "0 files created") {
+		t.Errorf("second run: exit %d, %q; want nothing created", code, stdout)
+	}
+	code, stdout, _ = runCmd(t, newRootCmd(), append(args, "--user", "root,alice")...)
+	if code != 0 || !strings.Contains(stdout, "client.alice.crt") || strings.Contains(stdout, "client.root.crt") {
+		t.Errorf("with alice: exit %d, %q; want alice's certificate only", code, stdout)
+	}
+	n, err := certs.LoadNode(dir, "r5")
+	if err != nil || n.ID != (certs.NodeID{Group: "eu-west-3", Replica: "r5"}) {
+		t.Errorf("node r5: %+v, %v", n, err)
+	}
+	if code, _, stderr := runCmd(t, newRootCmd(), "cert", "create-cluster", "--certs-dir", dir, "--ca-key", caKey, "--user", "Bad Name"); code != 2 || !strings.Contains(stderr, "user") {
+		t.Errorf("bad user: exit %d, %q", code, stderr)
+	}
+}
