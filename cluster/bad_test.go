@@ -10,6 +10,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/flexkv/flexkv/internal/testaddr"
+	"github.com/flexkv/flexkv/internal/testcluster"
 	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/txn"
 )
@@ -18,7 +20,7 @@ import (
 // library to catch them first): each gets the status code and a message
 // naming the problem, and nothing is applied.
 func TestBadRequests(t *testing.T) {
-	l := startLocal(t, testCluster(t, "flexcast"), t.TempDir())
+	l := startLocal(t, testcluster.Layout(t, "flexcast", testaddr.Cluster), t.TempDir())
 	ctx := ctxTimeout(t, 60*time.Second)
 	// Each call goes to eu-west-1's leader, found again if it answers
 	// Unavailable (a leader deposed in a stall); the codes the cases want

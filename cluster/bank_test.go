@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/flexkv/flexkv/client"
+	"github.com/flexkv/flexkv/internal/testaddr"
+	"github.com/flexkv/flexkv/internal/testcluster"
 	"github.com/flexkv/flexkv/replication"
 	"github.com/flexkv/flexkv/txn"
 )
@@ -54,7 +56,7 @@ func runBank(t *testing.T, proto string, snapshots bool) {
 	if snapshots {
 		rc.SnapshotThreshold, rc.TrailingLogs = 64, 16
 	}
-	l := startLocalConfig(t, Config{Cluster: testCluster(t, proto), Dir: t.TempDir(), DeliveryLogDir: logDir, Replication: rc})
+	l := startLocalConfig(t, Config{Cluster: testcluster.Layout(t, proto, testaddr.Cluster), Dir: t.TempDir(), DeliveryLogDir: logDir, Replication: rc})
 	ctx := ctxTimeout(t, *bankDuration+2*time.Minute)
 	c, err := client.New(ctx, client.Config{Endpoints: l.Endpoints(), TLS: l.ClientTLS()})
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/flexkv/flexkv/client"
+	"github.com/flexkv/flexkv/internal/testaddr"
+	"github.com/flexkv/flexkv/internal/testcluster"
 	"github.com/flexkv/flexkv/txn"
 )
 
@@ -24,7 +26,7 @@ import (
 //
 //	go test ./cluster -run '^$' -bench Local -benchtime 10000x
 func BenchmarkLocal(b *testing.B) {
-	cfg := testCluster(b, "flexcast")
+	cfg := testcluster.Layout(b, "flexcast", testaddr.Cluster)
 	l, err := Start(Config{Cluster: cfg, Dir: b.TempDir()})
 	if err != nil {
 		b.Fatal(err)

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/multicast/check"
 	"github.com/flexkv/flexkv/partition"
@@ -29,8 +27,6 @@ func TestMain(m *testing.M) {
 	)
 }
 
-// freeAddr returns a loopback address for a replica (testaddr.Cluster).
-func freeAddr(t testing.TB) string { return testaddr.Free(t, testaddr.Cluster) }
 
 // testLogger returns a logger that writes to t's log, which go test shows
 // when t fails (or with -v). Only for what logs while t runs.
@@ -49,37 +45,6 @@ func (w testWriter) Write(p []byte) (int, error) {
 // describe returns the state of every node of l, a line each, for failure
 // messages.
 func describe(l *Local) string { return "\n\t" + strings.Join(l.Describe(), "\n\t") }
-
-// testCluster returns the layout of configs/local.yaml (3 groups x 3
-// replicas, six partitions w/0001/..w/0006/, item/ replicated) on free
-// ports, with protocol proto.
-func testCluster(t testing.TB, proto string) *partition.ClusterConfig {
-	t.Helper()
-	cfg := &partition.ClusterConfig{
-		Protocol: proto,
-		Tree:     map[string]string{"eu-west-3": "eu-west-1", "eu-central-1": "eu-west-1"},
-	}
-	n := 0
-	for _, g := range []string{"eu-west-1", "eu-west-3", "eu-central-1"} {
-		gc := partition.GroupConfig{Name: g, Region: g}
-		for range 3 {
-			n++
-			gc.Replicas = append(gc.Replicas, partition.ReplicaConfig{ID: fmt.Sprintf("r%d", n), Raft: freeAddr(t), GRPC: freeAddr(t), Peer: freeAddr(t)})
-		}
-		cfg.Groups = append(cfg.Groups, gc)
-	}
-	for w := 1; w <= 6; w++ {
-		cfg.Partitions = append(cfg.Partitions, partition.PartitionConfig{
-			Name: fmt.Sprintf("w%04d", w), Start: fmt.Sprintf("w/%04d/", w), End: fmt.Sprintf("w/%04d/", w+1),
-			Group: cfg.Groups[(w-1)/2].Name,
-		})
-	}
-	cfg.Partitions = append(cfg.Partitions, partition.PartitionConfig{Name: "item", Start: "item/", End: "item0", Replicated: true})
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
 
 // startLocal starts cfg in dir, waits for every group's leader, and stops
 // it at the end of the test.

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flexkv/flexkv/internal/testaddr"
+	"github.com/flexkv/flexkv/internal/testcluster"
 	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/partition"
 )
@@ -27,7 +29,7 @@ func wanMatrix(t testing.TB) *partition.Latency {
 // two groups, a transaction to both is not executed at the second before a
 // send from the first has crossed: 20 ms (real mode).
 func TestTwoGroupTransferOverWAN(t *testing.T) {
-	cfg := testCluster(t, "flexcast")
+	cfg := testcluster.Layout(t, "flexcast", testaddr.Cluster)
 	l := startLocalConfig(t, Config{Cluster: cfg, Latency: wanMatrix(t), Dir: t.TempDir()})
 	ctx := ctxTimeout(t, 30*time.Second)
 	one := int64(1)

@@ -13,6 +13,8 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/flexkv/flexkv/client"
+	"github.com/flexkv/flexkv/internal/testaddr"
+	"github.com/flexkv/flexkv/internal/testcluster"
 	"github.com/flexkv/flexkv/replication"
 	"github.com/flexkv/flexkv/txn"
 )
@@ -122,7 +124,7 @@ func runLinearizable(t *testing.T, proto string) {
 	)
 	// A 200ms election timeout: fast failover under the faults; the client
 	// retries at the new leaders.
-	l := startLocalConfig(t, Config{Cluster: testCluster(t, proto), Dir: t.TempDir(),
+	l := startLocalConfig(t, Config{Cluster: testcluster.Layout(t, proto, testaddr.Cluster), Dir: t.TempDir(),
 		Replication: replication.Config{ElectionTimeout: 200 * time.Millisecond}})
 	ctx := ctxTimeout(t, 2*time.Minute)
 	c, err := client.New(ctx, client.Config{Endpoints: l.Endpoints(), TLS: l.ClientTLS()})

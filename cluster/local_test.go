@@ -8,12 +8,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/flexkv/flexkv/internal/testaddr"
+	"github.com/flexkv/flexkv/internal/testcluster"
 	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/replication"
 )
 
 func TestPutGetThroughTheLog(t *testing.T) {
-	l := startLocal(t, testCluster(t, "flexcast"), t.TempDir())
+	l := startLocal(t, testcluster.Layout(t, "flexcast", testaddr.Cluster), t.TempDir())
 	ctx := ctxTimeout(t, 20*time.Second)
 	err := callLeader(t, l, "eu-west-1", func(c kvpb.KVClient) error {
 		_, err := c.Put(ctx, &kvpb.PutRequest{ClientId: 7, Seq: 1, Key: []byte("w/0001/x"), Value: []byte("5")})
@@ -36,7 +38,7 @@ func TestPutGetThroughTheLog(t *testing.T) {
 }
 
 func TestTwoGroupTransfer(t *testing.T) {
-	l := startLocal(t, testCluster(t, "flexcast"), t.TempDir())
+	l := startLocal(t, testcluster.Layout(t, "flexcast", testaddr.Cluster), t.TempDir())
 	ctx := ctxTimeout(t, 30*time.Second)
 	err := callLeader(t, l, "eu-west-1", func(c kvpb.KVClient) error {
 		_, err := c.Put(ctx, &kvpb.PutRequest{ClientId: 7, Seq: 1, Key: []byte("w/0001/x"), Value: []byte("5")})
@@ -101,7 +103,7 @@ func TestTwoGroupTransfer(t *testing.T) {
 // A 200ms election timeout: the cut-off replica learns it has no leader
 // after about one, and gives up after max(4 election timeouts, 1s).
 func TestAwaitAtCutOffReplica(t *testing.T) {
-	l := startLocalConfig(t, Config{Cluster: testCluster(t, "flexcast"), Dir: t.TempDir(),
+	l := startLocalConfig(t, Config{Cluster: testcluster.Layout(t, "flexcast", testaddr.Cluster), Dir: t.TempDir(),
 		Replication: replication.Config{ElectionTimeout: 200 * time.Millisecond}})
 	leader := l.Leader("eu-west-3")
 	var follower string

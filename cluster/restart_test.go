@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/flexkv/flexkv/client"
+	"github.com/flexkv/flexkv/internal/testaddr"
+	"github.com/flexkv/flexkv/internal/testcluster"
 	"github.com/flexkv/flexkv/txn"
 )
 
@@ -14,7 +16,7 @@ import (
 // same data: every committed value is there, and the cluster takes new
 // writes.
 func TestRestartKeepsData(t *testing.T) {
-	cfg := testCluster(t, "flexcast")
+	cfg := testcluster.Layout(t, "flexcast", testaddr.Cluster)
 	dir := t.TempDir()
 	want := map[string]string{}
 	l := startLocal(t, cfg, dir)

@@ -19,6 +19,8 @@ import (
 
 	"github.com/flexkv/flexkv/certs"
 	"github.com/flexkv/flexkv/client"
+	"github.com/flexkv/flexkv/internal/testaddr"
+	"github.com/flexkv/flexkv/internal/testcluster"
 	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/multicast/channel"
 	"github.com/flexkv/flexkv/partition"
@@ -33,7 +35,7 @@ import (
 // kept delivering.
 func TestRefusals(t *testing.T) {
 	dir := t.TempDir()
-	cfg := testCluster(t, "flexcast")
+	cfg := testcluster.Layout(t, "flexcast", testaddr.Cluster)
 	l := startLocal(t, cfg, dir)
 	ctx := ctxTimeout(t, time.Minute)
 	c, err := client.New(ctx, client.Config{Endpoints: l.Endpoints(), TLS: l.ClientTLS()})

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/flexkv/flexkv/client"
+	"github.com/flexkv/flexkv/internal/testaddr"
+	"github.com/flexkv/flexkv/internal/testcluster"
 	"github.com/flexkv/flexkv/txn"
 )
 
@@ -25,7 +27,7 @@ func TestTrafficOverhead(t *testing.T) {
 		{"flexcast", false},
 	} {
 		t.Run(tc.proto, func(t *testing.T) {
-			l := startLocal(t, testCluster(t, tc.proto), t.TempDir())
+			l := startLocal(t, testcluster.Layout(t, tc.proto, testaddr.Cluster), t.TempDir())
 			ctx := ctxTimeout(t, time.Minute)
 			c, err := client.New(ctx, client.Config{Endpoints: l.Endpoints(), TLS: l.ClientTLS()})
 			if err != nil {

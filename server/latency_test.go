@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flexkv/flexkv/internal/testaddr"
+	"github.com/flexkv/flexkv/internal/testcluster"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -63,7 +65,7 @@ func wanMatrix(t testing.TB) *partition.Latency {
 func TestWANDelays(t *testing.T) {
 	// Group eu-central-1 moves to region eu-west-1: from eu-west-1, the
 	// diagonal applies.
-	cfg := testCluster(t, "flexcast")
+	cfg := testcluster.Layout(t, "flexcast", testaddr.Server)
 	cfg.Groups[2].Region = "eu-west-1"
 	top, _, err := cfg.Build()
 	if err != nil {
@@ -93,7 +95,7 @@ func TestWANDelays(t *testing.T) {
 }
 
 func TestOpenRejectsLatencySettings(t *testing.T) {
-	cfg := testCluster(t, "flexcast")
+	cfg := testcluster.Layout(t, "flexcast", testaddr.Server)
 	small, err := partition.NewLatency([]string{"eu-west-1"}, [][]float64{{1}})
 	if err != nil {
 		t.Fatal(err)

@@ -3,88 +3,20 @@ package server
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/flexkv/flexkv/group"
+	"github.com/flexkv/flexkv/internal/testcluster"
 	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/replication"
 )
-
-// families is a parsed scrape.
-type families map[string]*dto.MetricFamily
-
-func parseScrape(t testing.TB, r io.Reader) families {
-	t.Helper()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(r)
-	if err != nil {
-		t.Fatalf("parse scrape: %v", err)
-	}
-	return fams
-}
-
-// series returns the series of family name whose labels include want.
-func (f families) series(name string, want map[string]string) []*dto.Metric {
-	fam := f[name]
-	if fam == nil {
-		return nil
-	}
-	var out []*dto.Metric
-	for _, m := range fam.GetMetric() {
-		ok := true
-		for k, v := range want {
-			if label(m, k) != v {
-				ok = false
-			}
-		}
-		if ok {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
-		}
-	}
-	return ""
-}
-
-func value(m *dto.Metric) float64 {
-	switch {
-	case m.GetCounter() != nil:
-		return m.GetCounter().GetValue()
-	case m.GetGauge() != nil:
-		return m.GetGauge().GetValue()
-	case m.GetHistogram() != nil:
-		return float64(m.GetHistogram().GetSampleCount())
-	}
-	return 0
-}
-
-// sum adds the values (histograms: the counts) of the series of name whose
-// labels include want.
-func (f families) sum(name string, want map[string]string) float64 {
-	t := 0.0
-	for _, m := range f.series(name, want) {
-		t += value(m)
-	}
-	return t
-}
 
 func TestHistogramBuckets(t *testing.T) {
 	var h histogram
@@ -204,7 +136,7 @@ func TestMetricsServeClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fams := scrapeHTTP(t, ms.Addr())
+	fams := testcluster.ScrapeHTTP(t, ms.Addr())
 	if fams["go_goroutines"] == nil {
 		t.Errorf("no go_goroutines in the scrape")
 	}
@@ -216,31 +148,6 @@ func TestMetricsServeClose(t *testing.T) {
 		resp.Body.Close()
 		t.Fatal("metrics still served after Close")
 	}
-}
-
-func scrapeHTTP(t testing.TB, addr string) families {
-	t.Helper()
-	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
-	resp, err := c.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatalf("scrape: %v", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("scrape: %s: %s", resp.Status, b)
-	}
-	return parseScrape(t, resp.Body)
-}
-
-func scrapeHandler(t testing.TB, h http.Handler) families {
-	t.Helper()
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	if rec.Code != http.StatusOK {
-		t.Fatalf("scrape: %d: %s", rec.Code, rec.Body)
-	}
-	return parseScrape(t, rec.Body)
 }
 
 // TestServerMetricsAddr opens one replica with Config.MetricsAddr: it
@@ -263,14 +170,14 @@ func TestServerMetricsAddr(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	f := scrapeHTTP(t, addr)
+	f := testcluster.ScrapeHTTP(t, addr)
 	r := map[string]string{"group": "g1", "replica": "r1"}
 	for _, name := range []string{"flexkv_skeen_clock", "flexkv_raft_term", "flexkv_txn_executions_total", "flexkv_pebble_disk_bytes"} {
-		if len(f.series(name, r)) != 1 {
+		if len(f.Series(name, r)) != 1 {
 			t.Errorf("no %s{group=g1,replica=r1} in %s", name, strings.Join(names(f), " "))
 		}
 	}
-	if len(f.series("flexkv_flexcast_history_entries", nil)) != 0 {
+	if len(f.Series("flexkv_flexcast_history_entries", nil)) != 0 {
 		t.Errorf("a skeen replica reports flexcast series")
 	}
 	if err := srv.Close(); err != nil {
@@ -284,7 +191,7 @@ func TestServerMetricsAddr(t *testing.T) {
 	}
 }
 
-func names(f families) []string {
+func names(f testcluster.Families) []string {
 	var out []string
 	for n := range f {
 		out = append(out, n)
