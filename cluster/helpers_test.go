@@ -27,7 +27,6 @@ func TestMain(m *testing.M) {
 	)
 }
 
-
 // testLogger returns a logger that writes to t's log, which go test shows
 // when t fails (or with -v). Only for what logs while t runs.
 func testLogger(t testing.TB) *slog.Logger {
