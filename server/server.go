@@ -332,7 +332,12 @@ func (s *Server) authorizePeer(ctx context.Context, from partition.GroupID) erro
 	if !ok {
 		return errors.New("no peer")
 	}
-	who := p.Addr.String()
+	// Without TLS a peer is its claimed group and host (its port changes
+	// with each connection); with TLS, its certificate's node.
+	who := name + "@" + p.Addr.String()
+	if host, _, err := net.SplitHostPort(p.Addr.String()); err == nil {
+		who = name + "@" + host
+	}
 	if s.cfg.Node != nil {
 		info, ok := p.AuthInfo.(credentials.TLSInfo)
 		if !ok {
