@@ -48,6 +48,9 @@ type Config struct {
 	MetricsAddr string
 	// Replication tunes every replica (see server.Config.Replication).
 	Replication replication.Config
+	// InitialClusterState is how every replica starts on an empty data
+	// directory (server.Config.InitialClusterState; "": new).
+	InitialClusterState server.ClusterState
 	// Insecure runs every link without TLS. Otherwise (the default, as for
 	// a real cluster: DESIGN 13) the cluster runs mutual TLS from a
 	// throwaway CA that Start creates under Dir: ca.key beside the
@@ -223,6 +226,7 @@ func (l *Local) Start(id string) error {
 		Cluster: l.cfg.Cluster, Latency: l.cfg.Latency, LatencyMode: l.cfg.LatencyMode, LatencyJitter: l.cfg.LatencyJitter, NodeID: id,
 		Dir: filepath.Join(l.cfg.Dir, id), Procedures: l.cfg.Procedures, NoSync: l.cfg.NoSync,
 		DeliveryLog: dlog, Logger: l.cfg.Logger, RaftCut: n.cutSw, Replication: l.cfg.Replication, Node: l.certs[id],
+		InitialClusterState: l.cfg.InitialClusterState,
 		FrameFilter: func(_ partition.GroupID, frames []channel.Frame) []channel.Frame {
 			n.cutMu.Lock()
 			defer n.cutMu.Unlock()

@@ -46,7 +46,14 @@ type Config struct {
 	// Bootstrap: on first start (no raft state in Dir), form the group from
 	// Members. Give it to every member of a new group (or to one of them).
 	Bootstrap bool
-	Executor  Executor
+	// Existing: the replica joins a group that exists already (`flexkv
+	// server --initial-cluster-state existing`, DESIGN 13). It bootstraps
+	// nothing (Bootstrap is ignored), waits for the group's leader to send
+	// it a snapshot or the log, and grants no vote while its log is empty
+	// (voteGuard): a replica whose data was lost must not help elect a
+	// leader that lacks committed entries.
+	Existing bool
+	Executor Executor
 
 	TickInterval      time.Duration // default 20ms
 	ElectionTimeout   time.Duration // default 300ms
@@ -154,6 +161,7 @@ type Replica struct {
 	fsm   *fsm
 	store *raftstore.Store
 	trans *raft.NetworkTransport
+	guard *voteGuard // with Config.Existing: raft's transport
 	raft  *raft.Raft
 	tx    *transport.Transmitter
 
@@ -224,7 +232,12 @@ func Open(cfg Config) (*Replica, error) {
 	// waiting on such a future (the tick loop, a client) would wait forever.
 	rc.MaxAppendEntries = 512
 	rc.Logger = hlog
-	if cfg.Bootstrap {
+	var trans raft.Transport = r.trans
+	if cfg.Existing {
+		r.guard = newVoteGuard(r.trans, rc.LocalID, func() bool { return r.logEmpty(snaps) })
+		trans = r.guard
+	}
+	if cfg.Bootstrap && !cfg.Existing {
 		has, err := raft.HasExistingState(r.store, r.store, snaps)
 		if err != nil {
 			return fail(fmt.Errorf("replication: %w", err))
@@ -256,7 +269,7 @@ func Open(cfg Config) (*Replica, error) {
 	if err != nil {
 		return fail(err)
 	}
-	r.raft, err = raft.NewRaft(rc, r.fsm, r.store, r.store, snaps, r.trans)
+	r.raft, err = raft.NewRaft(rc, r.fsm, r.store, r.store, snaps, trans)
 	if err != nil {
 		return fail(fmt.Errorf("replication: %w", err))
 	}
@@ -265,6 +278,28 @@ func Open(cfg Config) (*Replica, error) {
 	go r.leaderLoop()
 	go r.tickLoop()
 	return r, nil
+}
+
+// logEmpty reports whether the replica's raft log and snapshots hold
+// nothing; an error reading them counts as empty (the guard keeps
+// refusing votes rather than grant one it cannot justify).
+func (r *Replica) logEmpty(snaps raft.SnapshotStore) bool {
+	last, err := r.store.LastIndex()
+	if err != nil || last > 0 {
+		return err != nil
+	}
+	list, err := snaps.List()
+	return err != nil || len(list) == 0
+}
+
+// VotesRefused returns how many vote and pre-vote requests the replica
+// refused because it joined an existing group with an empty log
+// (Config.Existing): 0 otherwise.
+func (r *Replica) VotesRefused() int64 {
+	if r.guard == nil {
+		return 0
+	}
+	return r.guard.refused.Load()
 }
 
 // RegisterPeer registers on s the service that the other groups' leaders
@@ -715,6 +750,9 @@ func (r *Replica) shutdown() error {
 	r.wg.Wait()
 	if r.tx != nil {
 		errs = append(errs, r.tx.Close())
+	}
+	if r.guard != nil {
+		errs = append(errs, r.guard.Close())
 	}
 	if r.trans != nil {
 		// Close the pooled outbound connections too, so that the other

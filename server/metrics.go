@@ -257,7 +257,7 @@ type Metrics struct {
 	servers func() []*Server
 	descs   []*prometheus.Desc
 
-	deliveries, sends, sendBytes, delivery, requests, requestErrors *prometheus.Desc
+	deliveries, sends, sendBytes, delivery, requests, requestErrors, peerRefusals *prometheus.Desc
 
 	outbox, busy, rejected                                                 *prometheus.Desc
 	chSent, chResent, chReceived, chDuplicates, chHeldBack, chHoldbackDrop *prometheus.Desc
@@ -291,6 +291,8 @@ func NewMetrics(servers func() []*Server) *Metrics {
 	m.delivery = d("delivery_seconds", "From proposing a client request to delivering it, at the replica that proposed it (entry groups that are destinations).")
 	m.requests = d("request_seconds", "Duration of client API calls served by this replica, by method.", "method")
 	m.requestErrors = d("request_errors_total", "Client API calls that failed, by method and gRPC status code.", "method", "code")
+
+	m.peerRefusals = d("peer_refusals_total", "Calls from other groups refused, by reason: certificate (it names no node of the group the frames claim), fingerprint (the caller runs another cluster configuration; DESIGN 13).", "reason")
 
 	m.outbox = d("outbox_envelopes", "Envelopes to a group not acknowledged yet.", "to")
 	m.busy = d("busy", "1 while the group refuses new requests because an outbox is full.")
@@ -395,6 +397,9 @@ func (m *Metrics) collect(ch chan<- prometheus.Metric, s *Server) {
 			}
 		}
 	}
+
+	counter(m.peerRefusals, uint64(s.peerRefusals.Load()), "certificate")
+	counter(m.peerRefusals, uint64(s.fingerprintRefusals.Load()), "fingerprint")
 
 	var sn snapshot
 	s.replica.State(func(st *group.State) {

@@ -29,11 +29,15 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
 	grpcpeer "google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 
 	"github.com/flexkv/flexkv/certs"
 	"github.com/flexkv/flexkv/kv"
@@ -86,6 +90,11 @@ type Config struct {
 	// come from, raft a replica of this group. Nil: no TLS on any link
 	// (`flexkv server --insecure`).
 	Node *certs.Node
+	// InitialClusterState is how the replica starts on an empty data
+	// directory (DESIGN 13): ClusterNew (the default, ""), bootstrapping
+	// its group, or ClusterExisting, joining its running group without
+	// voting until its log holds something.
+	InitialClusterState ClusterState
 
 	// Fault injection (chaos runs, tests): see replication.Config.
 	FrameFilter func(to partition.GroupID, frames []channel.Frame) []channel.Frame
@@ -121,11 +130,16 @@ type Server struct {
 	// first (intercept).
 	ready    atomic.Bool
 	restores atomic.Int64 // executor states installed from raft snapshots
-	// peerRefusals counts peer calls refused for their claimed group.
-	peerRefusals atomic.Int64
-	stop         chan struct{}
-	closeOnce    sync.Once
-	closeErr     error
+	// peerRefusals counts peer calls refused for their claimed group,
+	// fingerprintRefusals those refused for their configuration
+	// fingerprint (DESIGN 13).
+	peerRefusals        atomic.Int64
+	fingerprintRefusals atomic.Int64
+	identity            Identity
+	refusalsLogged      refusalLog
+	stop                chan struct{}
+	closeOnce           sync.Once
+	closeErr            error
 }
 
 // Open starts the replica cfg.NodeID: it opens (or creates) its data in
@@ -156,6 +170,10 @@ func Open(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	state, err := ParseClusterState(string(cfg.InitialClusterState))
+	if err != nil {
+		return nil, err
+	}
 	if !(cfg.LatencyJitter >= 0 && cfg.LatencyJitter <= 1) { // NaN fails too
 		return nil, fmt.Errorf("server: latency jitter %v, want from 0 to 1", cfg.LatencyJitter)
 	}
@@ -176,6 +194,11 @@ func Open(cfg Config) (*Server, error) {
 	s.counts.payloadTo = make([]atomic.Uint64, top.Len())
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
+	}
+	// The identity first: a replica given another configuration opens
+	// nothing of its data (DESIGN 13).
+	if s.identity, err = loadIdentity(cfg.Dir, gc.Name, cfg.NodeID, cfg.Cluster); err != nil {
+		return nil, err
 	}
 	s.store, err = kv.Open(kv.Options{Dir: filepath.Join(cfg.Dir, "kv"), ResultsMax: cfg.ResultsMax, NoSync: true, Logger: s.log})
 	if err != nil {
@@ -210,17 +233,22 @@ func Open(cfg Config) (*Server, error) {
 	rc.WANDelays = wanDelays(top, cfg.Latency, self, mode)
 	rc.WANJitter = cfg.LatencyJitter
 	rc.Dir = filepath.Join(cfg.Dir, "raft")
-	rc.Bootstrap = true
+	rc.Bootstrap = state == ClusterNew
+	rc.Existing = state == ClusterExisting
 	rc.Executor = replicaExecutor{Executor: s.exec, restores: &s.restores}
 	rc.NoSync = cfg.NoSync
 	rc.Logger = cfg.Logger
 	rc.FrameFilter = cfg.FrameFilter
 	rc.RaftCut = cfg.RaftCut
+	// Every call to another group carries this replica's configuration
+	// fingerprint, which the receiver compares with its own (DESIGN 13).
+	creds := insecure.NewCredentials()
 	if n := cfg.Node; n != nil {
-		rc.PeerDialOptions = []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(certs.NodeConfig(n)))}
-		rc.AuthorizePeer = s.authorizePeer
+		creds = credentials.NewTLS(certs.NodeConfig(n))
 		rc.RaftTLS = certs.GroupConfig(n)
 	}
+	rc.PeerDialOptions = []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithChainUnaryInterceptor(s.sendFingerprint)}
+	rc.AuthorizePeer = s.authorizePeer
 	s.health = health.NewServer()
 	// NOT_SERVING until the replica is published: the client API answers
 	// Unavailable until then (intercept).
@@ -292,24 +320,84 @@ const (
 )
 
 // authorizePeer lets a call to the peer service deliver frames as group
-// from only if the caller's node certificate names a replica of from
-// (DESIGN 13); the refusal is logged.
+// from only if the caller's node certificate names a replica of from (with
+// TLS), and then only if the caller runs this replica's configuration: its
+// fingerprint is this one's (DESIGN 13). A refusal for the certificate is
+// logged each time; one for the fingerprint, answered FailedPrecondition
+// naming both fingerprints, once per peer (the peer's transmitter retries
+// every second or so until an operator fixes the configuration).
 func (s *Server) authorizePeer(ctx context.Context, from partition.GroupID) error {
 	name := s.top.Name(from)
 	p, ok := grpcpeer.FromContext(ctx)
 	if !ok {
 		return errors.New("no peer")
 	}
-	info, ok := p.AuthInfo.(credentials.TLSInfo)
-	if !ok {
-		return errors.New("not a TLS connection")
+	// Without TLS a peer is its claimed group and host (its port changes
+	// with each connection); with TLS, its certificate's node.
+	who := name + "@" + p.Addr.String()
+	if host, _, err := net.SplitHostPort(p.Addr.String()); err == nil {
+		who = name + "@" + host
 	}
-	if _, err := certs.RequireGroup(info.State, name); err != nil {
-		s.peerRefusals.Add(1)
-		s.log.Warn("peer frames refused", "claimed_group", name, "addr", p.Addr.String(), "err", err)
-		return err
+	if s.cfg.Node != nil {
+		info, ok := p.AuthInfo.(credentials.TLSInfo)
+		if !ok {
+			return errors.New("not a TLS connection")
+		}
+		id, err := certs.RequireGroup(info.State, name)
+		if err != nil {
+			s.peerRefusals.Add(1)
+			s.log.Warn("peer frames refused", "claimed_group", name, "addr", p.Addr.String(), "err", err)
+			return err
+		}
+		who = id.String()
 	}
-	return nil
+	theirs := "none"
+	if v := metadata.ValueFromIncomingContext(ctx, fingerprintHeader); len(v) > 0 {
+		theirs = v[0]
+	}
+	if theirs == s.identity.Fingerprint {
+		return nil
+	}
+	s.fingerprintRefusals.Add(1)
+	if s.refusalsLogged.first(who + " " + theirs) {
+		s.log.Warn("peer refused: configuration fingerprints differ (logged once per peer)", "peer", who, "claimed_group", name, "addr", p.Addr.String(),
+			"peer_fingerprint", theirs, "fingerprint", s.identity.Fingerprint)
+	}
+	return status.Errorf(codes.FailedPrecondition, "configuration fingerprint %s of the caller (group %s) differs from %s of replica %s/%s: the two run different cluster configurations",
+		theirs, name, s.identity.Fingerprint, s.group.Name, s.cfg.NodeID)
+}
+
+// fingerprintHeader is the gRPC metadata key of the caller's configuration
+// fingerprint on the calls between groups.
+const fingerprintHeader = "flexkv-config-fingerprint"
+
+// sendFingerprint adds this replica's configuration fingerprint to every
+// call to another group's peer service.
+func (s *Server) sendFingerprint(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	ctx = metadata.AppendToOutgoingContext(ctx, fingerprintHeader, s.identity.Fingerprint)
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+// refusalLog remembers the peers whose refusal was logged, up to
+// refusalLogMax of them; past that, refusals are counted, not logged.
+type refusalLog struct {
+	mu   sync.Mutex
+	seen map[string]struct{}
+}
+
+const refusalLogMax = 1024
+
+func (l *refusalLog) first(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.seen[key]; ok || len(l.seen) >= refusalLogMax {
+		return false
+	}
+	if l.seen == nil {
+		l.seen = make(map[string]struct{})
+	}
+	l.seen[key] = struct{}{}
+	return true
 }
 
 // listen serves g on addr until Close.
@@ -371,6 +459,18 @@ func (s *Server) PeerAddr() string {
 // PeerRefusals returns how many calls to the peer service were refused for
 // claiming a group their certificate does not name.
 func (s *Server) PeerRefusals() int64 { return s.peerRefusals.Load() }
+
+// FingerprintRefusals returns how many calls to the peer service were
+// refused because the caller's configuration fingerprint differs from this
+// replica's (DESIGN 13).
+func (s *Server) FingerprintRefusals() int64 { return s.fingerprintRefusals.Load() }
+
+// Identity returns the replica's cluster identity (DESIGN 13).
+func (s *Server) Identity() Identity { return s.identity }
+
+// VotesRefused returns how many raft votes the replica refused because it
+// joined its group (ClusterExisting) with an empty log.
+func (s *Server) VotesRefused() int64 { return s.replica.VotesRefused() }
 
 // SnapshotsRestored returns how many times this server's executor state was
 // replaced by one from a raft snapshot.

@@ -45,7 +45,7 @@ func newServerCmd() *cobra.Command {
 in --data-dir. Every flag may also come from the environment (FLEXKV_CONFIG,
 FLEXKV_NODE, FLEXKV_DATA_DIR, FLEXKV_LOG_LEVEL, FLEXKV_DELIVERY_LOG,
 FLEXKV_METRICS, FLEXKV_LATENCY_MODE, FLEXKV_LATENCY_JITTER, FLEXKV_CERTS_DIR,
-FLEXKV_INSECURE) or from a
+FLEXKV_INSECURE, FLEXKV_INITIAL_CLUSTER_STATE) or from a
 settings file, --settings FILE (FLEXKV_SETTINGS): a YAML map of the same
 names, e.g.
 
@@ -66,6 +66,16 @@ in the file are taken from the working directory, like those of flags. With --me
 ADDR it serves Prometheus metrics at http://ADDR/metrics. SIGTERM or SIGINT
 stops it gracefully.
 
+Cluster identity (DESIGN 13): at its first start the replica records in its
+data directory the cluster id and the fingerprint of the configuration; it
+refuses to start later with a configuration that differs, naming the fields,
+and the peer services of replicas that run different configurations refuse
+each other's calls. --initial-cluster-state new (the default) bootstraps the
+group on an empty data directory; existing, for a replica that lost its data,
+bootstraps nothing, waits for its group's leader to send it the data, and
+votes in no election until its log holds something. A directory with data is
+reopened either way.
+
 ` + latencyHelp,
 		Args: cobra.NoArgs,
 	}
@@ -78,6 +88,7 @@ stops it gracefully.
 	cmd.Flags().String("settings", "", "a YAML file of settings (node, data-dir, config, ...); flags and FLEXKV_* win over it")
 	cmd.Flags().String("certs-dir", "", "directory of ca.crt and node.NODE.crt/.key: every link runs mutual TLS (required unless --insecure)")
 	cmd.Flags().Bool("insecure", false, "run every link without TLS (a warning is logged)")
+	cmd.Flags().String("initial-cluster-state", string(server.ClusterNew), "new: bootstrap the group on an empty data directory; existing: join the running group, voting in no election until the log holds something")
 	addLatencyFlags(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		v := settings(cmd)
@@ -98,6 +109,10 @@ stops it gracefully.
 		mode, jitter, err := latencyFlags(v)
 		if err != nil {
 			return err
+		}
+		state, err := server.ParseClusterState(v.GetString("initial-cluster-state"))
+		if err != nil {
+			return &exitError{code: 2, err: fmt.Errorf("--initial-cluster-state: %w", err)}
 		}
 		log, err := newLogger(cmd.ErrOrStderr(), v.GetString("log-level"))
 		if err != nil {
@@ -127,11 +142,13 @@ stops it gracefully.
 			Cluster: cfg, Latency: lat, LatencyMode: mode, LatencyJitter: jitter,
 			NodeID: node, Dir: dir, DeliveryLog: dlog, Logger: log,
 			MetricsAddr: v.GetString("metrics"), Procedures: procs.Registry(), Node: nodeCert,
+			InitialClusterState: state,
 		})
 		if err != nil {
 			return err
 		}
-		log.Info("serving", "node", node, "group", srv.Group(), "grpc", srv.Addr(), "peer", srv.PeerAddr(), "tls", nodeCert != nil, "data", dir, "metrics", v.GetString("metrics"),
+		log.Info("serving", "node", node, "group", srv.Group(), "grpc", srv.Addr(), "peer", srv.PeerAddr(), "tls", nodeCert != nil, "data", dir,
+			"cluster_id", srv.Identity().ClusterID, "fingerprint", srv.Identity().Fingerprint, "initial_cluster_state", state, "metrics", v.GetString("metrics"),
 			"latency", latencySummary(lat, mode, jitter))
 		<-ctx.Done()
 		log.Info("stopping", "node", node)

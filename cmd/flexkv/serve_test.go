@@ -196,6 +196,7 @@ func TestServeCommandErrors(t *testing.T) {
 		{"server unknown node", []string{"server", "--config", path, "--node", "r42"}, `node "r42" is not a replica`},
 		{"server missing config", []string{"server", "--config", "/nonexistent.yaml", "--node", "r1"}, "/nonexistent.yaml"},
 		{"server bad log level", []string{"server", "--config", path, "--node", "r1", "--log-level", "loud"}, "--log-level"},
+		{"server bad initial cluster state", []string{"server", "--config", path, "--node", "r1", "--initial-cluster-state", "joined"}, `--initial-cluster-state: server: initial cluster state "joined": want new or existing`},
 		{"local bad chaos", []string{"local", "--config", path, "--chaos", "meteor=1s"}, `unknown fault "meteor"`},
 		{"local chaos without period", []string{"local", "--config", path, "--chaos", "leader-kill"}, "KIND=DURATION"},
 		{"local chaos bad period", []string{"local", "--config", path, "--chaos", "partition=soon"}, "partition=soon"},

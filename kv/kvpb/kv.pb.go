@@ -1865,6 +1865,183 @@ func (x *LatencyRow) GetRttMs() []float64 {
 	return nil
 }
 
+type StatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatusRequest) Reset() {
+	*x = StatusRequest{}
+	mi := &file_kv_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatusRequest) ProtoMessage() {}
+
+func (x *StatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kv_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
+func (*StatusRequest) Descriptor() ([]byte, []int) {
+	return file_kv_proto_rawDescGZIP(), []int{26}
+}
+
+// StatusResponse is one replica's state (DESIGN 7, 13).
+type StatusResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Replica       string                 `protobuf:"bytes,2,opt,name=replica,proto3" json:"replica,omitempty"`
+	Role          string                 `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`                                      // leader, follower, candidate or shutdown
+	Term          uint64                 `protobuf:"varint,4,opt,name=term,proto3" json:"term,omitempty"`                                     // raft term
+	LastIndex     uint64                 `protobuf:"varint,5,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`          // last entry of the raft log
+	CommitIndex   uint64                 `protobuf:"varint,6,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`    // last entry known committed
+	AppliedIndex  uint64                 `protobuf:"varint,7,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"` // last entry applied to the state machine
+	Leader        string                 `protobuf:"bytes,8,opt,name=leader,proto3" json:"leader,omitempty"`                                  // gRPC address of the group's leader, if known
+	Outbox        uint64                 `protobuf:"varint,9,opt,name=outbox,proto3" json:"outbox,omitempty"`                                 // envelopes to other groups not acknowledged yet
+	Pending       uint64                 `protobuf:"varint,10,opt,name=pending,proto3" json:"pending,omitempty"`                              // messages the protocol core holds, not delivered
+	TlsIdentity   string                 `protobuf:"bytes,11,opt,name=tls_identity,json=tlsIdentity,proto3" json:"tls_identity,omitempty"`    // GROUP/REPLICA of the node certificate, or "insecure"
+	Fingerprint   string                 `protobuf:"bytes,12,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`                       // of the configuration the replica runs
+	ClusterId     string                 `protobuf:"bytes,13,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatusResponse) Reset() {
+	*x = StatusResponse{}
+	mi := &file_kv_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatusResponse) ProtoMessage() {}
+
+func (x *StatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kv_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
+func (*StatusResponse) Descriptor() ([]byte, []int) {
+	return file_kv_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *StatusResponse) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetReplica() string {
+	if x != nil {
+		return x.Replica
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetLastIndex() uint64 {
+	if x != nil {
+		return x.LastIndex
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetCommitIndex() uint64 {
+	if x != nil {
+		return x.CommitIndex
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetOutbox() uint64 {
+	if x != nil {
+		return x.Outbox
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetPending() uint64 {
+	if x != nil {
+		return x.Pending
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetTlsIdentity() string {
+	if x != nil {
+		return x.TlsIdentity
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
 var File_kv_proto protoreflect.FileDescriptor
 
 const file_kv_proto_rawDesc = "" +
@@ -1990,7 +2167,25 @@ const file_kv_proto_rawDesc = "" +
 	"\n" +
 	"LatencyRow\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x15\n" +
-	"\x06rtt_ms\x18\x02 \x03(\x01R\x05rttMs*\x86\x01\n" +
+	"\x06rtt_ms\x18\x02 \x03(\x01R\x05rttMs\"\x0f\n" +
+	"\rStatusRequest\"\xfd\x02\n" +
+	"\x0eStatusResponse\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
+	"\areplica\x18\x02 \x01(\tR\areplica\x12\x12\n" +
+	"\x04role\x18\x03 \x01(\tR\x04role\x12\x12\n" +
+	"\x04term\x18\x04 \x01(\x04R\x04term\x12\x1d\n" +
+	"\n" +
+	"last_index\x18\x05 \x01(\x04R\tlastIndex\x12!\n" +
+	"\fcommit_index\x18\x06 \x01(\x04R\vcommitIndex\x12#\n" +
+	"\rapplied_index\x18\a \x01(\x04R\fappliedIndex\x12\x16\n" +
+	"\x06leader\x18\b \x01(\tR\x06leader\x12\x16\n" +
+	"\x06outbox\x18\t \x01(\x04R\x06outbox\x12\x18\n" +
+	"\apending\x18\n" +
+	" \x01(\x04R\apending\x12!\n" +
+	"\ftls_identity\x18\v \x01(\tR\vtlsIdentity\x12 \n" +
+	"\vfingerprint\x18\f \x01(\tR\vfingerprint\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\r \x01(\tR\tclusterId*\x86\x01\n" +
 	"\x03Cmp\x12\x13\n" +
 	"\x0fCMP_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tCMP_EQUAL\x10\x01\x12\x11\n" +
@@ -2005,7 +2200,7 @@ const file_kv_proto_rawDesc = "" +
 	"\vOP_KIND_PUT\x10\x02\x12\x12\n" +
 	"\x0eOP_KIND_DELETE\x10\x03\x12\x0f\n" +
 	"\vOP_KIND_ADD\x10\x04\x12\x10\n" +
-	"\fOP_KIND_SCAN\x10\x052\xc9\x03\n" +
+	"\fOP_KIND_SCAN\x10\x052\x8e\x04\n" +
 	"\x02KV\x12:\n" +
 	"\x03Txn\x12\x18.flexkv.kv.v1.TxnRequest\x1a\x19.flexkv.kv.v1.TxnResponse\x12@\n" +
 	"\x05Await\x12\x1a.flexkv.kv.v1.AwaitRequest\x1a\x1b.flexkv.kv.v1.AwaitResponse\x12:\n" +
@@ -2013,7 +2208,8 @@ const file_kv_proto_rawDesc = "" +
 	"\x03Put\x12\x18.flexkv.kv.v1.PutRequest\x1a\x19.flexkv.kv.v1.PutResponse\x12C\n" +
 	"\x06Delete\x12\x1b.flexkv.kv.v1.DeleteRequest\x1a\x1c.flexkv.kv.v1.DeleteResponse\x12=\n" +
 	"\x04Scan\x12\x19.flexkv.kv.v1.ScanRequest\x1a\x1a.flexkv.kv.v1.ScanResponse\x12I\n" +
-	"\bTopology\x12\x1d.flexkv.kv.v1.TopologyRequest\x1a\x1e.flexkv.kv.v1.TopologyResponseB\"Z github.com/flexkv/flexkv/kv/kvpbb\x06proto3"
+	"\bTopology\x12\x1d.flexkv.kv.v1.TopologyRequest\x1a\x1e.flexkv.kv.v1.TopologyResponse\x12C\n" +
+	"\x06Status\x12\x1b.flexkv.kv.v1.StatusRequest\x1a\x1c.flexkv.kv.v1.StatusResponseB\"Z github.com/flexkv/flexkv/kv/kvpbb\x06proto3"
 
 var (
 	file_kv_proto_rawDescOnce sync.Once
@@ -2028,7 +2224,7 @@ func file_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_kv_proto_goTypes = []any{
 	(Cmp)(0),                 // 0: flexkv.kv.v1.Cmp
 	(OpKind)(0),              // 1: flexkv.kv.v1.OpKind
@@ -2058,6 +2254,8 @@ var file_kv_proto_goTypes = []any{
 	(*Replica)(nil),          // 25: flexkv.kv.v1.Replica
 	(*Partition)(nil),        // 26: flexkv.kv.v1.Partition
 	(*LatencyRow)(nil),       // 27: flexkv.kv.v1.LatencyRow
+	(*StatusRequest)(nil),    // 28: flexkv.kv.v1.StatusRequest
+	(*StatusResponse)(nil),   // 29: flexkv.kv.v1.StatusResponse
 }
 var file_kv_proto_depIdxs = []int32{
 	0,  // 0: flexkv.kv.v1.Compare.cmp:type_name -> flexkv.kv.v1.Cmp
@@ -2085,15 +2283,17 @@ var file_kv_proto_depIdxs = []int32{
 	17, // 22: flexkv.kv.v1.KV.Delete:input_type -> flexkv.kv.v1.DeleteRequest
 	19, // 23: flexkv.kv.v1.KV.Scan:input_type -> flexkv.kv.v1.ScanRequest
 	21, // 24: flexkv.kv.v1.KV.Topology:input_type -> flexkv.kv.v1.TopologyRequest
-	10, // 25: flexkv.kv.v1.KV.Txn:output_type -> flexkv.kv.v1.TxnResponse
-	12, // 26: flexkv.kv.v1.KV.Await:output_type -> flexkv.kv.v1.AwaitResponse
-	14, // 27: flexkv.kv.v1.KV.Get:output_type -> flexkv.kv.v1.GetResponse
-	16, // 28: flexkv.kv.v1.KV.Put:output_type -> flexkv.kv.v1.PutResponse
-	18, // 29: flexkv.kv.v1.KV.Delete:output_type -> flexkv.kv.v1.DeleteResponse
-	20, // 30: flexkv.kv.v1.KV.Scan:output_type -> flexkv.kv.v1.ScanResponse
-	22, // 31: flexkv.kv.v1.KV.Topology:output_type -> flexkv.kv.v1.TopologyResponse
-	25, // [25:32] is the sub-list for method output_type
-	18, // [18:25] is the sub-list for method input_type
+	28, // 25: flexkv.kv.v1.KV.Status:input_type -> flexkv.kv.v1.StatusRequest
+	10, // 26: flexkv.kv.v1.KV.Txn:output_type -> flexkv.kv.v1.TxnResponse
+	12, // 27: flexkv.kv.v1.KV.Await:output_type -> flexkv.kv.v1.AwaitResponse
+	14, // 28: flexkv.kv.v1.KV.Get:output_type -> flexkv.kv.v1.GetResponse
+	16, // 29: flexkv.kv.v1.KV.Put:output_type -> flexkv.kv.v1.PutResponse
+	18, // 30: flexkv.kv.v1.KV.Delete:output_type -> flexkv.kv.v1.DeleteResponse
+	20, // 31: flexkv.kv.v1.KV.Scan:output_type -> flexkv.kv.v1.ScanResponse
+	22, // 32: flexkv.kv.v1.KV.Topology:output_type -> flexkv.kv.v1.TopologyResponse
+	29, // 33: flexkv.kv.v1.KV.Status:output_type -> flexkv.kv.v1.StatusResponse
+	26, // [26:34] is the sub-list for method output_type
+	18, // [18:26] is the sub-list for method input_type
 	18, // [18:18] is the sub-list for extension type_name
 	18, // [18:18] is the sub-list for extension extendee
 	0,  // [0:18] is the sub-list for field type_name
@@ -2118,7 +2318,7 @@ func file_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kv_proto_rawDesc), len(file_kv_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   26,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

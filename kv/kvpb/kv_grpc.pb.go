@@ -30,6 +30,7 @@ const (
 	KV_Delete_FullMethodName   = "/flexkv.kv.v1.KV/Delete"
 	KV_Scan_FullMethodName     = "/flexkv.kv.v1.KV/Scan"
 	KV_Topology_FullMethodName = "/flexkv.kv.v1.KV/Topology"
+	KV_Status_FullMethodName   = "/flexkv.kv.v1.KV/Status"
 )
 
 // KVClient is the client API for KV service.
@@ -86,6 +87,9 @@ type KVClient interface {
 	Scan(ctx context.Context, in *ScanRequest, opts ...grpc.CallOption) (*ScanResponse, error)
 	// Topology returns the cluster configuration the server loaded.
 	Topology(ctx context.Context, in *TopologyRequest, opts ...grpc.CallOption) (*TopologyResponse, error)
+	// Status reports this replica's state, for `flexkv status` (DESIGN 7):
+	// any replica answers, leader or not.
+	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
 }
 
 type kVClient struct {
@@ -166,6 +170,16 @@ func (c *kVClient) Topology(ctx context.Context, in *TopologyRequest, opts ...gr
 	return out, nil
 }
 
+func (c *kVClient) Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StatusResponse)
+	err := c.cc.Invoke(ctx, KV_Status_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // KVServer is the server API for KV service.
 // All implementations must embed UnimplementedKVServer
 // for forward compatibility.
@@ -220,6 +234,9 @@ type KVServer interface {
 	Scan(context.Context, *ScanRequest) (*ScanResponse, error)
 	// Topology returns the cluster configuration the server loaded.
 	Topology(context.Context, *TopologyRequest) (*TopologyResponse, error)
+	// Status reports this replica's state, for `flexkv status` (DESIGN 7):
+	// any replica answers, leader or not.
+	Status(context.Context, *StatusRequest) (*StatusResponse, error)
 	mustEmbedUnimplementedKVServer()
 }
 
@@ -250,6 +267,9 @@ func (UnimplementedKVServer) Scan(context.Context, *ScanRequest) (*ScanResponse,
 }
 func (UnimplementedKVServer) Topology(context.Context, *TopologyRequest) (*TopologyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Topology not implemented")
+}
+func (UnimplementedKVServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Status not implemented")
 }
 func (UnimplementedKVServer) mustEmbedUnimplementedKVServer() {}
 func (UnimplementedKVServer) testEmbeddedByValue()            {}
@@ -398,6 +418,24 @@ func _KV_Topology_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _KV_Status_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KVServer).Status(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KV_Status_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KVServer).Status(ctx, req.(*StatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // KV_ServiceDesc is the grpc.ServiceDesc for KV service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -432,6 +470,10 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Topology",
 			Handler:    _KV_Topology_Handler,
+		},
+		{
+			MethodName: "Status",
+			Handler:    _KV_Status_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -81,7 +81,9 @@ type ServerConfig struct {
 	// Authorize, when set, decides whether the caller of a request may
 	// speak for the sending group the request names (DESIGN 13: a frame only
 	// from a node of the group it claims to come from); a refusal is
-	// answered with codes.PermissionDenied and nothing is delivered.
+	// answered with its own gRPC status when it carries one (a caller that
+	// runs another configuration: codes.FailedPrecondition), with
+	// codes.PermissionDenied otherwise, and nothing is delivered.
 	Authorize func(ctx context.Context, from partition.GroupID) error
 }
 
@@ -124,6 +126,9 @@ func (s *server) Deliver(ctx context.Context, req *transportpb.DeliverRequest) (
 	// node of another group learns nothing more of the request's fate.
 	if s.cfg.Authorize != nil && req.GetFromGroup() < uint32(s.cfg.Groups) {
 		if err := s.cfg.Authorize(ctx, partition.GroupID(req.GetFromGroup())); err != nil {
+			if _, ok := status.FromError(err); ok {
+				return nil, err
+			}
 			return nil, status.Errorf(codes.PermissionDenied, "transport: frames from group %d refused: %v", req.GetFromGroup(), err)
 		}
 	}

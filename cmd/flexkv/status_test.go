@@ -1,0 +1,159 @@
+package main
+
+import (
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/flexkv/flexkv/cluster"
+	"github.com/flexkv/flexkv/partition"
+)
+
+// TestStatus runs `flexkv status` against a running cluster (3 groups x 3
+// replicas, secure): a table of every replica, then --json, then with a
+// replica stopped (down, exit 1), and bad usage (exit 2).
+func TestStatus(t *testing.T) {
+	cfg, _, err := loadCluster("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range cfg.Groups {
+		for j := range cfg.Groups[i].Replicas {
+			r := &cfg.Groups[i].Replicas[j]
+			r.Raft, r.GRPC, r.Peer = freeAddr(t), freeAddr(t), freeAddr(t)
+		}
+	}
+	data, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := writeFile(t, "cluster.yaml", data)
+	l, err := cluster.Start(cluster.Config{Cluster: cfg, Dir: t.TempDir(), NoSync: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	useCertsOf(t, l)
+	deadline := time.Now().Add(20 * time.Second)
+	for _, g := range cfg.Groups {
+		for l.Leader(g.Name) == "" {
+			if time.Now().After(deadline) {
+				t.Fatalf("group %s has no leader", g.Name)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	status := func(args ...string) (int, string, string) {
+		t.Helper()
+		return runCmd(t, newRootCmd(), append([]string{"status", "--config", path}, args...)...)
+	}
+
+	code, out, stderr := status()
+	if code != 0 || stderr != "" {
+		t.Fatalf("status: exit %d, stderr %q, want 0 and nothing", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 10 || !strings.HasPrefix(lines[0], "GROUP") || !strings.Contains(lines[0], "FINGERPRINT") {
+		t.Fatalf("status table:\n%s\nwant a header and 9 rows", out)
+	}
+	t.Logf("flexkv status:\n%s", out)
+	fingerprint := ""
+	for i, line := range lines[1:] {
+		f := strings.Fields(line)
+		g := cfg.Groups[i/3]
+		r := g.Replicas[i%3]
+		if len(f) != 12 || f[0] != g.Name || f[1] != r.ID || f[2] != r.GRPC || (f[3] != "leader" && f[3] != "follower") || f[10] != g.Name+"/"+r.ID {
+			t.Fatalf("row %q, want %s %s %s leader|follower ... TLS %s/%s", line, g.Name, r.ID, r.GRPC, g.Name, r.ID)
+		}
+		if fingerprint == "" {
+			fingerprint = f[11]
+		}
+		if f[11] != fingerprint || len(fingerprint) != 16 {
+			t.Fatalf("row %q: fingerprint %q, want %q like every replica", line, f[11], fingerprint)
+		}
+	}
+	if want := partition.Fingerprint(cfg.Canonical()); fingerprint != want {
+		t.Fatalf("fingerprint %s, want the configuration's %s", fingerprint, want)
+	}
+
+	code, out, _ = status("--json")
+	if code != 0 {
+		t.Fatalf("status --json: exit %d", code)
+	}
+	rows := decodeRows(t, out)
+	if len(rows) != 9 {
+		t.Fatalf("status --json: %d objects, want 9:\n%s", len(rows), out)
+	}
+	leaders := 0
+	for _, r := range rows {
+		if r.Role == "leader" {
+			leaders++
+		}
+		if r.Term == nil || *r.Term == 0 || r.CommitIndex == nil || r.AppliedIndex == nil || r.Lag == nil || r.Outbox == nil || r.Pending == nil ||
+			r.TLSIdentity != r.Group+"/"+r.Replica || r.Fingerprint != fingerprint || r.ClusterID == "" || r.Error != "" {
+			t.Fatalf("status --json row %+v: want every figure, TLS %s/%s, fingerprint %s", r, r.Group, r.Replica, fingerprint)
+		}
+	}
+	if leaders != 3 {
+		t.Fatalf("status --json: %d leaders, want 3", leaders)
+	}
+
+	// A stopped replica: down, exit 1.
+	stopped := cfg.Groups[1].Replicas[0]
+	if err := l.Stop(stopped.ID); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr = status("--timeout", "2s")
+	if code != 1 || !strings.Contains(stderr, "status: 1 of 9 replicas down") || !strings.Contains(stderr, stopped.GRPC) {
+		t.Fatalf("status with %s stopped: exit %d, stderr %q; want 1 naming it", stopped.ID, code, stderr)
+	}
+	if row := rowOf(out, stopped.ID); len(row) < 4 || row[3] != "down" || row[4] != "-" {
+		t.Fatalf("status with %s stopped: its row %q, want down and no figures:\n%s", stopped.ID, row, out)
+	}
+	code, out, _ = status("--timeout", "2s", "--json")
+	if code != 1 {
+		t.Fatalf("status --json with a replica down: exit %d, want 1", code)
+	}
+	for _, r := range decodeRows(t, out) {
+		if (r.Replica == stopped.ID) != (r.Role == "down") || (r.Role == "down" && (r.Error == "" || r.Term != nil)) {
+			t.Fatalf("status --json with %s down: row %+v", stopped.ID, r)
+		}
+	}
+
+	for _, args := range [][]string{{"extra"}, {"--endpoints", "nohost"}, {"--timeout", "soon"}, {"--endpoints", stopped.GRPC}} {
+		if code, _, stderr := status(args...); code != 2 {
+			t.Errorf("status %q: exit %d (stderr %q), want 2", args, code, stderr)
+		}
+	}
+}
+
+func decodeRows(t *testing.T, out string) []statusRow {
+	t.Helper()
+	var rows []statusRow
+	for line := range strings.Lines(out) {
+		var r statusRow
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("status --json line %q: %v", line, err)
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// rowOf returns the fields of the table row of replica id.
+func rowOf(out, id string) []string {
+	for line := range strings.Lines(out) {
+		if f := strings.Fields(line); len(f) > 1 && f[1] == id {
+			return f
+		}
+	}
+	return nil
+}

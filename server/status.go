@@ -1,0 +1,50 @@
+package server
+
+import (
+	"context"
+	"strings"
+
+	"github.com/flexkv/flexkv/group"
+	"github.com/flexkv/flexkv/kv/kvpb"
+	"github.com/flexkv/flexkv/partition"
+)
+
+// Status answers `flexkv status` (DESIGN 7): this replica's raft state and
+// indexes, its group's outbox, what its protocol core holds, its TLS
+// identity and its configuration's fingerprint. Every replica answers,
+// leader or not: it reads local state only.
+func (v *service) Status(context.Context, *kvpb.StatusRequest) (*kvpb.StatusResponse, error) {
+	return v.s.Status(), nil
+}
+
+// Status returns the replica's status (the Status RPC).
+func (s *Server) Status() *kvpb.StatusResponse {
+	rs := s.replica.RaftStatus()
+	resp := &kvpb.StatusResponse{
+		Group: s.group.Name, Replica: s.cfg.NodeID, Role: rs.Role.String(),
+		Term: rs.Term, LastIndex: rs.LastIndex, CommitIndex: rs.CommitIndex, AppliedIndex: rs.AppliedIndex,
+		Leader: rs.Leader, TlsIdentity: "insecure",
+		Fingerprint: s.identity.Fingerprint, ClusterId: s.identity.ClusterID,
+	}
+	if n := s.cfg.Node; n != nil {
+		resp.TlsIdentity = n.ID.String()
+	}
+	stats := s.proto.Stats()
+	s.replica.State(func(st *group.State) {
+		nd := st.Node()
+		for g := range s.top.Len() {
+			if id := partition.GroupID(g); id != s.self {
+				resp.Outbox += uint64(nd.OutboxLen(id))
+			}
+		}
+		// The core's pending figures: FlexCast's messages received and
+		// not delivered, Skeen's held in every state; the tree protocol
+		// holds none.
+		for _, r := range s.proto.Read(st.Core(), nil) {
+			if strings.HasSuffix(stats[r.Stat].Name, "_pending") {
+				resp.Pending += uint64(r.Value)
+			}
+		}
+	})
+	return resp
+}
