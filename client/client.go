@@ -76,10 +76,12 @@ const SessionsDefault = 64
 
 // AttemptTimeoutDefault is the AttemptTimeout of a Config that sets none:
 // longer than a server's read barrier may wait (5s), so that a live leader
-// answers a read within it. A transaction's wait for its result has no
-// bound of its own at the server: one that takes longer is asked for again,
-// with the same id, at the group's next replica, which sends the client
-// back to the leader, where the retry waits for the same result.
+// answers a read within it, and shorter than a server's bound on a wait
+// (server.WaitMaxDefault, 30s): a transaction that takes longer is asked
+// for again, with the same id, at the group's next replica, which sends the
+// client back to the leader, where the retry waits for the same result. A
+// server that ends a wait at its own bound answers DeadlineExceeded, and the
+// client asks the same replica again.
 const AttemptTimeoutDefault = 10 * time.Second
 
 // Connection backoff: a replica that was down is dialled again within
