@@ -1,7 +1,10 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,9 +12,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/flexkv/flexkv/client"
 	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/internal/testcluster"
 	"github.com/flexkv/flexkv/kv/kvpb"
+	"github.com/flexkv/flexkv/server"
+	"github.com/flexkv/flexkv/txn"
 )
 
 // A transaction that cannot complete (it waits for the vote of a group
@@ -51,5 +57,65 @@ func TestTxnWaitBound(t *testing.T) {
 	})
 	if status.Code(err) != codes.DeadlineExceeded {
 		t.Errorf("Await of the stuck transaction = %v, want DeadlineExceeded", err)
+	}
+}
+
+// A scan of more than a client may receive in one answer (4 MiB by
+// default): each answer stays within the server's byte bound, says where
+// the rest starts, and the Go client returns the whole range.
+func TestScanBytesPaged(t *testing.T) {
+	cfg := testcluster.Layout(t, "flexcast", testaddr.Cluster)
+	l := startLocal(t, cfg, t.TempDir())
+	ctx := ctxTimeout(t, time.Minute)
+	c, err := client.New(ctx, client.Config{Endpoints: l.Endpoints(), TLS: l.ClientTLS()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const n = 80 // 80 x 60 KiB = 4.8 MiB
+	value := bytes.Repeat([]byte("v"), 60<<10)
+	for i := range n {
+		if err := c.Put(ctx, fmt.Appendf(nil, "w/0001/%03d", i), value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var first *kvpb.ScanResponse
+	err = callLeader(t, l, cfg.Groups[0].Name, func(kv kvpb.KVClient) error {
+		var err error
+		first, err = kv.Scan(ctx, &kvpb.ScanRequest{Start: []byte("w/0001/"), End: []byte("w/0002/")})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("raw Scan: %v", err)
+	}
+	size := 0
+	for _, kv := range first.GetKvs() {
+		size += len(kv.GetKey()) + len(kv.GetValue())
+	}
+	k := len(first.GetKvs())
+	if size > server.ScanBytesMaxDefault || k == 0 || k == n || string(first.GetNextStart()) != fmt.Sprintf("w/0001/%03d", k) {
+		t.Errorf("first page: %d keys, %d bytes, next %q; want 1..%d keys within %d bytes, next the key after the last", k, size, first.GetNextStart(), n-1, server.ScanBytesMaxDefault)
+	}
+	kvs, err := c.Scan(ctx, []byte("w/0001/"), []byte("w/0002/"), 0)
+	if err != nil {
+		t.Fatalf("client Scan: %v", err)
+	}
+	if len(kvs) != n {
+		t.Fatalf("client Scan: %d keys, want %d", len(kvs), n)
+	}
+	for i, kv := range kvs {
+		if string(kv.Key) != fmt.Sprintf("w/0001/%03d", i) || !bytes.Equal(kv.Value, value) {
+			t.Fatalf("client Scan: key %d is %q (%d bytes)", i, kv.Key, len(kv.Value))
+		}
+	}
+	if kvs, err := c.Scan(ctx, []byte("w/0001/"), []byte("w/0002/"), n/2+1); err != nil || len(kvs) != n/2+1 {
+		t.Errorf("client Scan limit %d: %d keys, %v", n/2+1, len(kvs), err)
+	}
+	// A transaction's scan of the same range is bounded by its stored result
+	// (kv.ValueMax): too large, it comes back truncated, its reads lost, and
+	// the answer still fits what the client receives.
+	_, err = c.Txn(ctx, &txn.Txn{Then: []txn.Op{{Kind: txn.OpScan, Key: []byte("w/0001/"), End: []byte("w/0002/"), Limit: n}}})
+	if !errors.Is(err, txn.ErrTruncated) {
+		t.Errorf("Txn scanning %d bytes = %v, want txn.ErrTruncated", n*len(value), err)
 	}
 }

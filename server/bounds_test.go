@@ -10,10 +10,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/flexkv/flexkv/api"
+	"github.com/flexkv/flexkv/kv"
 	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/replication"
+	"github.com/flexkv/flexkv/txn"
 )
 
 // openSingle starts a one-replica, one-group cluster owning [a, z) with
@@ -87,6 +91,38 @@ func TestAwaitWaitBound(t *testing.T) {
 		}
 		if took < bound || took > bound+5*time.Second {
 			t.Errorf("caller deadline %s: Await returned after %s, want about %s", ctxd, took, bound)
+		}
+	}
+}
+
+// A transaction's answer needs no paging: the executor keeps a piece's
+// results only if they encode within kv.ValueMax (else Truncated), and the
+// protobuf form of the largest such result, with the most entries
+// (txn.OpsMax scans of txn.ScanLimitMax keys), stays well within a client's
+// default receive limit.
+func TestTxnAnswerWithinReceiveLimit(t *testing.T) {
+	const receiveMax = 4 << 20 // gRPC's default
+	for _, keyLen := range []int{1, partition.KeyMax} {
+		res := txn.PieceResult{Succeeded: true}
+		n := txn.OpsMax * txn.ScanLimitMax
+		// Values that fill the stored result to its bound, given n keys.
+		valueLen := max(0, (kv.ValueMax-n*(keyLen+4))/n)
+		if keyLen == partition.KeyMax {
+			n, valueLen = kv.ValueMax/(keyLen+4), 0
+		}
+		for i := range txn.OpsMax {
+			o := txn.OpResult{Index: i, Kind: txn.OpScan, Key: []byte("k"), KVs: []txn.KV{}}
+			for j := 0; j < txn.ScanLimitMax && i*txn.ScanLimitMax+j < n; j++ {
+				o.KVs = append(o.KVs, txn.KV{Key: make([]byte, keyLen), Value: make([]byte, valueLen)})
+			}
+			res.Results = append(res.Results, o)
+		}
+		if b := txn.AppendPieceResult(nil, &res); len(b) > kv.ValueMax {
+			t.Fatalf("key length %d: the sample result encodes to %d bytes, more than kv.ValueMax (%d): fix the sample", keyLen, len(b), kv.ValueMax)
+		}
+		resp := &kvpb.TxnResponse{Piece: api.PieceResultToProto("c18446744073709551614.18446744073709551615", "a-group-name", &res), Executed: true}
+		if size := proto.Size(resp); size > receiveMax/2 {
+			t.Errorf("key length %d: an answer of %d bytes, want at most half the receive limit (%d)", keyLen, size, receiveMax/2)
 		}
 	}
 }

@@ -448,7 +448,11 @@ func (v *service) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanRe
 			return nil, s.status(ctx, err)
 		}
 	}
-	kvs, err := s.store.Scan(req.GetStart(), req.GetEnd(), limit)
+	// ScanLimitMax keys of KeyMax bytes with values of up to kv.ValueMax
+	// would make an answer far larger than a client receives (4 MiB by
+	// default): one answer stops at the byte bound, and says where the
+	// rest starts.
+	kvs, next, err := s.store.ScanBytes(req.GetStart(), req.GetEnd(), limit, cmp.Or(s.cfg.ScanBytesMax, ScanBytesMaxDefault))
 	if err != nil {
 		return nil, s.status(ctx, err)
 	}
@@ -456,7 +460,7 @@ func (v *service) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanRe
 	for i, e := range kvs {
 		out[i] = txn.KV{Key: e.Key, Value: e.Value}
 	}
-	return &kvpb.ScanResponse{Kvs: api.KVsToProto(out)}, nil
+	return &kvpb.ScanResponse{Kvs: api.KVsToProto(out), NextStart: next}, nil
 }
 
 // Topology implements kvpb.KVServer.
