@@ -32,6 +32,9 @@
 //     ErrInconsistent.
 //   - the context's error (context.DeadlineExceeded, context.Canceled),
 //     wrapped with the last error seen from the servers.
+//   - a message larger than gRPC's limit (an answer above the client's
+//     receive limit): ErrTooLarge, naming the sizes; not retried. A server's
+//     ResourceExhausted of its own (admission control) is retried.
 //   - ErrClosed after Close.
 package client
 
@@ -68,6 +71,10 @@ var (
 	// destinations than the client computed, missing results). It points
 	// to a bug, or to servers and client with different configurations.
 	ErrInconsistent = errors.New("client: inconsistent answers")
+	// ErrTooLarge is matched by the error of a call whose answer (or
+	// request) was larger than gRPC lets a side receive: the error names the
+	// sizes. It is not retried: the same call would be as large.
+	ErrTooLarge = errors.New("client: message too large")
 )
 
 // SessionsDefault is the number of sessions, and so of concurrent

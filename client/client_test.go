@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/txn"
@@ -733,5 +736,47 @@ func TestCheckPage(t *testing.T) {
 		if (err == nil) != c.consistent || (err != nil && !errors.Is(err, ErrInconsistent)) {
 			t.Errorf("%s: checkPage = %v, want consistent %v", c.name, err, c.consistent)
 		}
+	}
+}
+
+// An answer larger than the client receives is final, with an error naming
+// its size; a server's own ResourceExhausted (admission control) is
+// retried, and so is one whose text merely mentions a size.
+func TestResourceExhaustedFinalOrRetried(t *testing.T) {
+	cl := newFakeCluster(t, fakeOptions{})
+	c := newTestClient(t, cl, func(cfg *Config) {
+		cfg.DialOptions = []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1 << 10))}
+	})
+	ctx := context.Background()
+	if err := c.Put(ctx, []byte("a/big"), make([]byte, 2<<10)); err != nil {
+		t.Fatal(err)
+	}
+	gets := cl.count(0, 0, "get")
+	_, _, err := c.Get(ctx, []byte("a/big"))
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "more than the limit of 1024 bytes") {
+		t.Errorf("Get of an answer past the receive limit = %v, want ErrTooLarge naming the limit", err)
+	}
+	if n := cl.count(0, 0, "get") - gets; n != 1 {
+		t.Errorf("%d gets sent, want 1 (not retried)", n)
+	}
+
+	// The server refusing the request by size: final too.
+	cl.rep[0][0].then("get", func(context.Context) error {
+		return status.Error(codes.ResourceExhausted, "grpc: received message larger than max (5000 vs. 4096)")
+	})
+	if _, _, err := c.Get(ctx, []byte("a/1")); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "5000 bytes") {
+		t.Errorf("Get refused by size at the server = %v, want ErrTooLarge naming 5000 bytes", err)
+	}
+
+	// Admission control: retried at the same replica until it answers.
+	cl.rep[0][0].then("get", busy, func(context.Context) error {
+		return status.Error(codes.ResourceExhausted, "server: outbox full (512 KiB vs. 512 KiB)")
+	})
+	gets = cl.count(0, 0, "get")
+	if _, found, err := c.Get(ctx, []byte("a/none")); err != nil || found {
+		t.Errorf("Get after two busy answers = %v, %v, want not found, nil", found, err)
+	}
+	if n := cl.count(0, 0, "get") - gets; n != 3 {
+		t.Errorf("%d gets sent, want 3 (two busy, then the answer)", n)
 	}
 }
