@@ -32,6 +32,9 @@
 //     ErrInconsistent.
 //   - the context's error (context.DeadlineExceeded, context.Canceled),
 //     wrapped with the last error seen from the servers.
+//   - a message larger than gRPC's limit (an answer above the client's
+//     receive limit): ErrTooLarge, naming the sizes; not retried. A server's
+//     ResourceExhausted of its own (admission control) is retried.
 //   - ErrClosed after Close.
 package client
 
@@ -68,6 +71,10 @@ var (
 	// destinations than the client computed, missing results). It points
 	// to a bug, or to servers and client with different configurations.
 	ErrInconsistent = errors.New("client: inconsistent answers")
+	// ErrTooLarge is matched by the error of a call whose answer (or
+	// request) was larger than gRPC lets a side receive: the error names the
+	// sizes. It is not retried: the same call would be as large.
+	ErrTooLarge = errors.New("client: message too large")
 )
 
 // SessionsDefault is the number of sessions, and so of concurrent
@@ -76,10 +83,12 @@ const SessionsDefault = 64
 
 // AttemptTimeoutDefault is the AttemptTimeout of a Config that sets none:
 // longer than a server's read barrier may wait (5s), so that a live leader
-// answers a read within it. A transaction's wait for its result has no
-// bound of its own at the server: one that takes longer is asked for again,
-// with the same id, at the group's next replica, which sends the client
-// back to the leader, where the retry waits for the same result.
+// answers a read within it, and shorter than a server's bound on a wait
+// (server.WaitMaxDefault, 30s): a transaction that takes longer is asked
+// for again, with the same id, at the group's next replica, which sends the
+// client back to the leader, where the retry waits for the same result. A
+// server that ends a wait at its own bound answers DeadlineExceeded, and the
+// client asks the same replica again.
 const AttemptTimeoutDefault = 10 * time.Second
 
 // Connection backoff: a replica that was down is dialled again within

@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/txn"
@@ -641,5 +645,138 @@ func TestWANDelay(t *testing.T) {
 	})
 	if err == nil || !strings.Contains(err.Error(), "WANDelay") {
 		t.Errorf("New with a negative delay: %v, want an error naming WANDelay", err)
+	}
+}
+
+// A scan larger than one answer comes back whole: the client asks for the
+// pages after the first itself, up to its limit.
+func TestScanPages(t *testing.T) {
+	cl := newFakeCluster(t, fakeOptions{})
+	c := newTestClient(t, cl, nil)
+	ctx := context.Background()
+	var want []string
+	for i := range 7 {
+		k := fmt.Sprintf("a/%d", i)
+		want = append(want, k)
+		if err := c.Put(ctx, []byte(k), []byte("v"+k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl.mu.Lock()
+	cl.scanPage = 3
+	cl.mu.Unlock()
+	keys := func(kvs []txn.KV) []string {
+		out := []string{}
+		for _, kv := range kvs {
+			out = append(out, string(kv.Key))
+			if string(kv.Value) != "v"+string(kv.Key) {
+				t.Errorf("key %s: value %q", kv.Key, kv.Value)
+			}
+		}
+		return out
+	}
+	for _, c2 := range []struct {
+		limit int
+		want  []string
+	}{{0, want}, {7, want}, {5, want[:5]}, {3, want[:3]}, {1, want[:1]}} {
+		kvs, err := c.Scan(ctx, []byte("a/"), []byte("a0"), c2.limit)
+		if got := keys(kvs); err != nil || !slices.Equal(got, c2.want) {
+			t.Errorf("Scan(a/, a0, %d) in pages of 3 = %q, %v, want %q", c2.limit, got, err, c2.want)
+		}
+	}
+	scans := 0
+	for _, calls := range cl.calls() {
+		for _, call := range calls {
+			if call.method == "scan" {
+				scans++
+			}
+		}
+	}
+	// 3 pages for limits 0 and 7, 2 for 5, 1 each for 3 and 1.
+	if scans != 3+3+2+1+1 {
+		t.Errorf("%d Scan calls, want %d", scans, 10)
+	}
+}
+
+// A page that does not fit the request is refused, not followed: a server
+// that kept saying "more" from the same key would make the scan loop.
+func TestCheckPage(t *testing.T) {
+	kvs := func(keys ...string) []txn.KV {
+		var out []txn.KV
+		for _, k := range keys {
+			out = append(out, txn.KV{Key: []byte(k)})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name       string
+		page       []txn.KV
+		from, end  string
+		want       int
+		next       string
+		consistent bool
+	}{
+		{"last page", kvs("a/1", "a/2"), "a/", "a0", 5, "", true},
+		{"goes on", kvs("a/1", "a/2"), "a/", "a0", 5, "a/3", true},
+		{"from its own start", kvs("a/1"), "a/1", "a0", 5, "a/2", true},
+		{"empty and goes on", nil, "a/", "a0", 5, "a/3", false},
+		{"full and goes on", kvs("a/1", "a/2"), "a/", "a0", 2, "a/3", false},
+		{"goes on at its last key", kvs("a/1", "a/2"), "a/", "a0", 5, "a/2", false},
+		{"goes on past the end", kvs("a/1"), "a/", "a0", 5, "a0", false},
+		{"more than asked", kvs("a/1", "a/2"), "a/", "a0", 1, "", false},
+		{"out of order", kvs("a/2", "a/1"), "a/", "a0", 5, "", false},
+		{"before the start", kvs("a/0"), "a/1", "a0", 5, "", false},
+		{"past the end", kvs("a0"), "a/", "a0", 5, "", false},
+	} {
+		var next []byte
+		if c.next != "" {
+			next = []byte(c.next)
+		}
+		err := checkPage(c.page, []byte(c.from), []byte(c.end), c.want, next)
+		if (err == nil) != c.consistent || (err != nil && !errors.Is(err, ErrInconsistent)) {
+			t.Errorf("%s: checkPage = %v, want consistent %v", c.name, err, c.consistent)
+		}
+	}
+}
+
+// An answer larger than the client receives is final, with an error naming
+// its size; a server's own ResourceExhausted (admission control) is
+// retried, and so is one whose text merely mentions a size.
+func TestResourceExhaustedFinalOrRetried(t *testing.T) {
+	cl := newFakeCluster(t, fakeOptions{})
+	c := newTestClient(t, cl, func(cfg *Config) {
+		cfg.DialOptions = []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1 << 10))}
+	})
+	ctx := context.Background()
+	if err := c.Put(ctx, []byte("a/big"), make([]byte, 2<<10)); err != nil {
+		t.Fatal(err)
+	}
+	gets := cl.count(0, 0, "get")
+	_, _, err := c.Get(ctx, []byte("a/big"))
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "more than the limit of 1024 bytes") {
+		t.Errorf("Get of an answer past the receive limit = %v, want ErrTooLarge naming the limit", err)
+	}
+	if n := cl.count(0, 0, "get") - gets; n != 1 {
+		t.Errorf("%d gets sent, want 1 (not retried)", n)
+	}
+
+	// The server refusing the request by size: final too.
+	cl.rep[0][0].then("get", func(context.Context) error {
+		return status.Error(codes.ResourceExhausted, "grpc: received message larger than max (5000 vs. 4096)")
+	})
+	if _, _, err := c.Get(ctx, []byte("a/1")); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "5000 bytes") {
+		t.Errorf("Get refused by size at the server = %v, want ErrTooLarge naming 5000 bytes", err)
+	}
+
+	// Admission control: retried at the same replica until it answers.
+	cl.rep[0][0].then("get", busy, func(context.Context) error {
+		return status.Error(codes.ResourceExhausted, "server: outbox full (512 KiB vs. 512 KiB)")
+	})
+	gets = cl.count(0, 0, "get")
+	if _, found, err := c.Get(ctx, []byte("a/none")); err != nil || found {
+		t.Errorf("Get after two busy answers = %v, %v, want not found, nil", found, err)
+	}
+	if n := cl.count(0, 0, "get") - gets; n != 3 {
+		t.Errorf("%d gets sent, want 3 (two busy, then the answer)", n)
 	}
 }

@@ -56,6 +56,7 @@ type fakeCluster struct {
 	gates      [groupsN]chan struct{} // when set, Await at the group waits for it
 	flip       [groupsN]bool          // Await at the group reports the other outcome
 	awaits     int                    // Await handlers running, at every replica
+	scanPage   int                    // when set, a Scan answers at most this many keys and pages the rest
 }
 
 // fakeOptions shape a fake cluster.
@@ -443,11 +444,21 @@ func (r *fakeReplica) Delete(ctx context.Context, req *kvpb.DeleteRequest) (*kvp
 
 func (r *fakeReplica) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanResponse, error) {
 	op := txn.Op{Kind: txn.OpScan, Key: req.GetStart(), End: req.GetEnd(), Limit: int(req.GetLimit())}
+	r.cl.mu.Lock()
+	page := r.cl.scanPage
+	r.cl.mu.Unlock()
+	if page > 0 && op.Limit > page {
+		op.Limit = page + 1 // one more: the page's next_start
+	}
 	res, err := r.single(ctx, "scan", req.GetClientId(), req.GetSeq(), op)
 	if err != nil {
 		return nil, err
 	}
-	return &kvpb.ScanResponse{Kvs: api.KVsToProto(res.KVs)}, nil
+	var next []byte
+	if page > 0 && len(res.KVs) > page {
+		next, res.KVs = res.KVs[page].Key, res.KVs[:page]
+	}
+	return &kvpb.ScanResponse{Kvs: api.KVsToProto(res.KVs), NextStart: next}, nil
 }
 
 // piece returns group g's result for id.

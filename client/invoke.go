@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"slices"
 	"time"
 
@@ -40,8 +41,10 @@ type rpcFunc func(ctx context.Context, kv kvpb.KVClient, opts ...grpc.CallOption
 // Unavailable with a leader hint (kvpb.LeaderTrailer) naming another replica
 // of the group: go there. Unavailable without one, or a connection error:
 // the group's next replica. ResourceExhausted (the server is full): the same
-// replica again. A failed attempt is retried at once while the group's
-// replicas have not all been tried since the last success, so that a dead
+// replica again; but a ResourceExhausted that is gRPC's refusal of a message
+// past its size limit (an answer larger than this client receives) is
+// final, matching ErrTooLarge. A failed attempt is retried at once while the
+// group's replicas have not all been tried since the last success, so that a dead
 // replica or a stale leader costs one round trip; after that, with a
 // jittered exponential backoff between backoffMin and backoffMax, so that
 // a group without a leader is not hammered while it elects one.
@@ -107,6 +110,11 @@ func (c *Client) invoke(ctx context.Context, g partition.GroupID, leader bool, w
 				"hint", hint, "error", err)
 			addr = next
 		case codes.ResourceExhausted:
+			if tooLarge(err) {
+				// A message past a gRPC size limit (ours on the answer,
+				// the server's on the request) would be as large again.
+				return &classError{class: ErrTooLarge, err: fmt.Errorf("client: %s at group %s: %s: %s: not retried: %w", what, name, addr, sizeText(err), err)}
+			}
 			wait = true
 			c.log.Debug("client: server busy, retry", "call", what, "group", name, "at", addr, "error", err)
 		case codes.DeadlineExceeded, codes.Canceled:
@@ -129,6 +137,33 @@ func (c *Client) invoke(ctx context.Context, g partition.GroupID, leader bool, w
 			}
 		}
 	}
+}
+
+// gRPC's own refusals of a message past its size limits, the only
+// ResourceExhausted that gRPC makes itself (grpc-go rpc_util.go, stream.go):
+// "grpc: received message larger than max (N vs. M)", its forms after
+// decompression, and "trying to send message larger than max (N vs. M)". A
+// server's admission control (a full outbox) says something else.
+var sizeRefusal = regexp.MustCompile(`message (?:after decompression )?larger than max`)
+
+// sizeNumbers finds the sizes of a refusal: (message size vs. limit).
+var sizeNumbers = regexp.MustCompile(`\((\d+) vs\. (\d+)\)`)
+
+// tooLarge reports whether err is gRPC's refusal of a message past its size
+// limit, at this client or at the server.
+func tooLarge(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.ResourceExhausted && sizeRefusal.MatchString(st.Message())
+}
+
+// sizeText describes a refusal by size, with its numbers when gRPC gave
+// them.
+func sizeText(err error) string {
+	m := sizeNumbers.FindStringSubmatch(status.Convert(err).Message())
+	if m == nil {
+		return "a message larger than gRPC's limit"
+	}
+	return fmt.Sprintf("a message of %s bytes, more than the limit of %s bytes (a client's receive limit: grpc.MaxCallRecvMsgSize in Config.DialOptions)", m[1], m[2])
 }
 
 // wanCall runs call between two emulated one-way delays to group g (none

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 
@@ -139,6 +140,12 @@ func (c *Client) Delete(ctx context.Context, key []byte) error {
 // Scan returns up to limit keys of [start, end) with their values, in key
 // order; the range must lie in one partition. limit is 1..txn.ScanLimitMax,
 // or 0 for txn.ScanLimitMax.
+//
+// A server answers at most its byte bound of keys and values at a time
+// (server.ScanBytesMaxDefault, 1 MiB) and says where the rest starts: Scan
+// asks for the following pages itself. Each page is linearizable on its
+// own, but a scan of several pages is not one snapshot: a write between two
+// pages shows in the later one only.
 func (c *Client) Scan(ctx context.Context, start, end []byte, limit int) ([]txn.KV, error) {
 	if limit == 0 {
 		limit = txn.ScanLimitMax
@@ -147,14 +154,57 @@ func (c *Client) Scan(ctx context.Context, start, end []byte, limit int) ([]txn.
 	if err != nil {
 		return nil, err
 	}
-	var resp *kvpb.ScanResponse
-	err = c.single(ctx, "scan", dst, func(ctx context.Context, kv kvpb.KVClient, client, seq uint64, opts ...grpc.CallOption) error {
-		var err error
-		resp, err = kv.Scan(ctx, &kvpb.ScanRequest{ClientId: client, Seq: seq, Start: start, End: end, Limit: uint32(limit)}, opts...)
-		return err
-	})
-	if err != nil {
-		return nil, err
+	var out []txn.KV
+	for from := start; ; {
+		var resp *kvpb.ScanResponse
+		want := limit - len(out)
+		err = c.single(ctx, "scan", dst, func(ctx context.Context, kv kvpb.KVClient, client, seq uint64, opts ...grpc.CallOption) error {
+			var err error
+			resp, err = kv.Scan(ctx, &kvpb.ScanRequest{ClientId: client, Seq: seq, Start: from, End: end, Limit: uint32(want)}, opts...)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		page := api.KVsFromProto(resp.GetKvs())
+		if err := checkPage(page, from, end, want, resp.GetNextStart()); err != nil {
+			return nil, err
+		}
+		out = append(out, page...)
+		if len(resp.GetNextStart()) == 0 {
+			return out, nil
+		}
+		from = resp.GetNextStart()
 	}
-	return api.KVsFromProto(resp.GetKvs()), nil
+}
+
+// checkPage checks a page of a scan of [from, end) for up to want keys that
+// goes on at next (nil: the last page): its keys ascend within the range,
+// and a page that goes on is not empty, holds fewer than want keys, and goes
+// on after its last key and before end. Otherwise the scan could loop, or
+// return keys twice or out of order.
+func checkPage(page []txn.KV, from, end []byte, want int, next []byte) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("client: scan from %q: %w: "+format, append([]any{from, ErrInconsistent}, args...)...)
+	}
+	if len(page) > want {
+		return bad("%d keys, asked for %d", len(page), want)
+	}
+	prev := from
+	for i, kv := range page {
+		if (i > 0 && bytes.Compare(kv.Key, prev) <= 0) || (i == 0 && bytes.Compare(kv.Key, prev) < 0) || (len(end) > 0 && bytes.Compare(kv.Key, end) >= 0) {
+			return bad("key %q out of order or out of the range", kv.Key)
+		}
+		prev = kv.Key
+	}
+	if len(next) == 0 {
+		return nil
+	}
+	switch {
+	case len(page) == 0, len(page) == want:
+		return bad("a page of %d keys (of %d asked) that goes on", len(page), want)
+	case bytes.Compare(next, prev) <= 0, len(end) > 0 && bytes.Compare(next, end) >= 0:
+		return bad("goes on at %q, not after its last key %q and before the end", next, prev)
+	}
+	return nil
 }

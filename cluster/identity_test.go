@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/flexkv/flexkv/certs"
+	"github.com/flexkv/flexkv/internal/testaddr"
+	"github.com/flexkv/flexkv/internal/testcluster"
 	"github.com/flexkv/flexkv/multicast/channel"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/replication/transport/transportpb"
@@ -41,7 +43,7 @@ func TestIdentity(t *testing.T) {
 		t.Skip("cluster test")
 	}
 	dir := t.TempDir()
-	cfg := testCluster(t, "flexcast")
+	cfg := testcluster.Layout(t, "flexcast", testaddr.Cluster)
 	l := startLocalConfig(t, Config{Cluster: cfg, Dir: dir, Logger: testLogger(t)})
 	other := movedBoundary(cfg)
 	g1 := cfg.Groups[1]
@@ -120,8 +122,8 @@ func TestIdentity(t *testing.T) {
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), mine) || !strings.Contains(err.Error(), theirs) {
 		t.Fatalf("a caller of another configuration: %v, want FailedPrecondition naming %s and %s", err, mine, theirs)
 	}
-	m := scrapeHandler(t, server.NewMetrics(l.running).Handler())
-	if n := m.sum("flexkv_peer_refusals_total", map[string]string{"reason": "fingerprint"}); n == 0 {
+	m := testcluster.ScrapeHandler(t, server.NewMetrics(l.running).Handler())
+	if n := m.Sum("flexkv_peer_refusals_total", map[string]string{"reason": "fingerprint"}); n == 0 {
 		t.Fatal("flexkv_peer_refusals_total{reason=\"fingerprint\"} is 0")
 	}
 }

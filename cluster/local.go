@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/flexkv/flexkv/certs"
 	"github.com/flexkv/flexkv/multicast/channel"
@@ -51,6 +52,10 @@ type Config struct {
 	// InitialClusterState is how every replica starts on an empty data
 	// directory (server.Config.InitialClusterState; "": new).
 	InitialClusterState server.ClusterState
+	// WaitMax and ScanBytesMax are every server's bounds (see
+	// server.Config; 0: the defaults).
+	WaitMax      time.Duration
+	ScanBytesMax int
 	// Insecure runs every link without TLS. Otherwise (the default, as for
 	// a real cluster: DESIGN 13) the cluster runs mutual TLS from a
 	// throwaway CA that Start creates under Dir: ca.key beside the
@@ -227,6 +232,7 @@ func (l *Local) Start(id string) error {
 		Dir: filepath.Join(l.cfg.Dir, id), Procedures: l.cfg.Procedures, NoSync: l.cfg.NoSync,
 		DeliveryLog: dlog, Logger: l.cfg.Logger, RaftCut: n.cutSw, Replication: l.cfg.Replication, Node: l.certs[id],
 		InitialClusterState: l.cfg.InitialClusterState,
+		WaitMax:             l.cfg.WaitMax, ScanBytesMax: l.cfg.ScanBytesMax,
 		FrameFilter: func(_ partition.GroupID, frames []channel.Frame) []channel.Frame {
 			n.cutMu.Lock()
 			defer n.cutMu.Unlock()

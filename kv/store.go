@@ -434,6 +434,28 @@ func (s *Store) Scan(start, end []byte, limit int) (kvs []KV, err error) {
 	return kvs, err
 }
 
+// ScanBytes is Scan bounded in bytes too: it stops before the entry that
+// would take the keys and values returned past bytesMax (> 0), but always
+// returns the first entry, however large. next is then the key of the first
+// entry left out, from which the scan goes on; nil when the scan stopped at
+// limit or at the end of the range. The bound keeps one answer within what
+// a client can receive; reading stops there, so the entries past it are
+// never loaded.
+func (s *Store) ScanBytes(start, end []byte, limit, bytesMax int) (kvs []KV, next []byte, err error) {
+	if bytesMax <= 0 {
+		return nil, nil, fmt.Errorf("kv: %w: scan bytes bound %d, want > 0", ErrInvalid, bytesMax)
+	}
+	lower, upper, err := scanBounds(start, end, limit)
+	if err != nil {
+		return nil, nil, err
+	}
+	err = s.read(func(db *pebble.DB) error {
+		kvs, next, err = scanBounded(db, lower, upper, limit, bytesMax)
+		return err
+	})
+	return kvs, next, err
+}
+
 // Result returns the committed result of transaction id, if it is still
 // kept.
 func (s *Store) Result(id string) (result []byte, found bool, err error) {
@@ -605,22 +627,37 @@ func get(r reader, k []byte) ([]byte, bool, error) {
 // which lies within one kind of keys (user data or aux), with their kind
 // prefix stripped.
 func scan(r reader, lower, upper []byte, limit int) ([]KV, error) {
+	out, _, err := scanBounded(r, lower, upper, limit, 0)
+	return out, err
+}
+
+// scanBounded is scan that also stops before the entry that would take the
+// keys and values returned past bytesMax (0: no bound), except the first;
+// next is then the key, prefix stripped, of the entry left out.
+func scanBounded(r reader, lower, upper []byte, limit, bytesMax int) (out []KV, next []byte, err error) {
 	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
-		return nil, fmt.Errorf("kv: scan: %w", err)
+		return nil, nil, fmt.Errorf("kv: scan: %w", err)
 	}
-	var out []KV
+	size := 0
 	for ok := it.First(); ok && len(out) < limit; ok = it.Next() {
+		k := it.Key()[1:]
+		lv := it.LazyValue() // its length, without fetching a value left out
+		if bytesMax > 0 && len(out) > 0 && size+len(k)+lv.Len() > bytesMax {
+			next = append([]byte{}, k...)
+			break
+		}
 		v, err := it.ValueAndErr()
 		if err != nil {
-			return nil, errors.Join(fmt.Errorf("kv: scan: %w", err), it.Close())
+			return nil, nil, errors.Join(fmt.Errorf("kv: scan: %w", err), it.Close())
 		}
-		out = append(out, KV{Key: append([]byte{}, it.Key()[1:]...), Value: append([]byte{}, v...)})
+		size += len(k) + len(v)
+		out = append(out, KV{Key: append([]byte{}, k...), Value: append([]byte{}, v...)})
 	}
 	if err := it.Close(); err != nil {
-		return nil, fmt.Errorf("kv: scan: %w", err)
+		return nil, nil, fmt.Errorf("kv: scan: %w", err)
 	}
-	return out, nil
+	return out, next, nil
 }
 
 // pebbleLogger hands Pebble's errors to a slog.Logger and drops its

@@ -604,3 +604,39 @@ var (
 	_ reader = (*pebble.Batch)(nil)
 	_ reader = (*pebble.Snapshot)(nil)
 )
+
+func TestScanBytes(t *testing.T) {
+	s := openStore(t, Options{NoSync: true})
+	commit(t, s, 1, ops(put("a", "12345"), put("b", "123456789"), put("c", "1"), put("d", "1")))
+	for _, c := range []struct {
+		name           string
+		start          string
+		limit, bytes   int
+		wantKeys, next string
+	}{
+		{"fits", "", 10, 100, "abcd", ""},
+		{"exact", "", 10, 6 + 10 + 2 + 2, "abcd", ""},
+		{"cut before b", "", 10, 6 + 9, "a", "b"},
+		{"cut before d", "", 10, 6 + 10 + 2 + 1, "abc", "d"},
+		{"first alone, larger than the bound", "b", 10, 1, "b", "c"},
+		{"limit first", "", 2, 100, "ab", ""},
+		{"limit and bytes together", "", 1, 6, "a", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			kvs, next, err := s.ScanBytes(keyOf(c.start), nil, c.limit, c.bytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := ""
+			for _, kv := range kvs {
+				got += string(kv.Key)
+			}
+			if got != c.wantKeys || string(next) != c.next {
+				t.Errorf("ScanBytes(%q, limit %d, bytes %d) = keys %q next %q, want %q next %q", c.start, c.limit, c.bytes, got, next, c.wantKeys, c.next)
+			}
+		})
+	}
+	if _, _, err := s.ScanBytes(nil, nil, 1, 0); !errors.Is(err, ErrInvalid) {
+		t.Errorf("ScanBytes with bound 0 = %v, want ErrInvalid", err)
+	}
+}

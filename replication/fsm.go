@@ -2,6 +2,7 @@ package replication
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -70,6 +71,8 @@ type fsm struct {
 	// persisted is the index of the last raft snapshot persisted by this
 	// process; the one before it bounds what the executor keeps for Sent.
 	persisted uint64
+	// stateMax, when set, replaces StateBytesMax (tests).
+	stateMax uint64
 }
 
 var _ raft.BatchingFSM = (*fsm)(nil)
@@ -208,14 +211,21 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if err := binary.Read(r, binary.BigEndian, &n); err != nil {
 		return fmt.Errorf("replication: restore: %w", err)
 	}
-	if n > 1<<34 {
-		return fmt.Errorf("replication: restore: state of %d bytes", n)
+	// The length is the stream's claim: a corrupt or hostile snapshot may
+	// claim far more than it carries. The buffer grows with the bytes that
+	// arrive (a chunk at a time), never to the claim up front.
+	if n > f.stateBytesMax() {
+		return fmt.Errorf("replication: restore: a protocol state of %d bytes, more than the bound of %d", n, f.stateBytesMax())
 	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(r, b); err != nil {
-		return fmt.Errorf("replication: restore: %w", err)
+	var buf bytes.Buffer
+	buf.Grow(int(min(n, restoreChunk)))
+	if _, err := io.CopyN(&buf, r, int64(n)); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return fmt.Errorf("replication: restore: a protocol state of %d bytes declared, %d read: %w", n, buf.Len(), err)
 	}
-	st, err := group.RestoreState(f.cfg, b)
+	st, err := group.RestoreState(f.cfg, buf.Bytes())
 	if err != nil {
 		return fmt.Errorf("replication: restore: %w", err)
 	}
@@ -237,6 +247,24 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.appliedIdx.Store(st.Applied())
 	f.signalAdvanced()
 	return nil
+}
+
+// StateBytesMax bounds the protocol state a snapshot may declare: far above
+// what the configured bounds let a state hold (outboxes, holdback, client
+// sessions), yet a bound on what a restore reads into memory.
+const StateBytesMax = 1 << 34
+
+// restoreChunk is the buffer a restore starts with; it grows, by doubling,
+// only as the state's bytes arrive.
+const restoreChunk = 1 << 20
+
+// stateBytesMax is the bound on a restored state: StateBytesMax unless a
+// test set stateMax.
+func (f *fsm) stateBytesMax() uint64 {
+	if f.stateMax > 0 {
+		return f.stateMax
+	}
+	return StateBytesMax
 }
 
 type fsmSnapshot struct {

@@ -2,8 +2,13 @@ package replication
 
 import (
 	"bytes"
+	"encoding/binary"
+	"errors"
 	"io"
+	"runtime"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/raft"
@@ -213,5 +218,47 @@ func TestReplayResendsExecutorSends(t *testing.T) {
 	d.ApplyBatch(logs[2:])
 	if bytes.Equal(a.m.State().AppendSnapshot(nil), d.m.State().AppendSnapshot(nil)) {
 		t.Errorf("a replica that lost its executor's sends matches the reference: the test cannot tell")
+	}
+}
+
+// A snapshot stream that declares a huge protocol state and carries 10
+// bytes fails at once, having allocated about what arrived; one that
+// declares more than the bound is refused before reading.
+func TestRestoreDeclaredSize(t *testing.T) {
+	top, err := partition.NewTopology(partition.Spec{Groups: []partition.Group{{Name: "a"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := group.Config{Protocol: protocol.FlexCast, Topology: top, Self: 0}
+	f, err := newFSM(cfg, &fakeExec{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := func(declared uint64) io.ReadCloser {
+		b := binary.BigEndian.AppendUint64(nil, declared)
+		return io.NopCloser(bytes.NewReader(append(b, "0123456789"...)))
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	err = f.Restore(stream(StateBytesMax))
+	took := time.Since(start)
+	runtime.ReadMemStats(&after)
+	if err == nil || !errors.Is(err, io.ErrUnexpectedEOF) || !strings.Contains(err.Error(), "10 read") {
+		t.Errorf("Restore of a 16 GiB claim with 10 bytes = %v, want an unexpected EOF naming what was read", err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 16<<20 {
+		t.Errorf("Restore allocated %d bytes for 10 that arrived", alloc)
+	}
+	if took > 5*time.Second {
+		t.Errorf("Restore took %s", took)
+	}
+
+	f.stateMax = 1 << 10
+	if err := f.Restore(stream(1<<10 + 1)); err == nil || !strings.Contains(err.Error(), "more than the bound of 1024") {
+		t.Errorf("Restore of a claim past the bound = %v, want a refusal naming the bound", err)
+	}
+	if err := f.Restore(stream(StateBytesMax + 1)); err == nil {
+		t.Error("Restore of a claim past StateBytesMax accepted")
 	}
 }

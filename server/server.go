@@ -73,6 +73,18 @@ type Config struct {
 	// ResultsMax bounds the transaction results kept for Await and retries
 	// (0: kv.ResultsMaxDefault).
 	ResultsMax int
+	// WaitMax bounds how long one Txn, Await, Put or Delete call waits at
+	// this server for its result, whatever the caller's deadline, or with
+	// none (0: WaitMaxDefault): past it the call answers DeadlineExceeded,
+	// and the client asks again with the same id. A wait holds a stream and
+	// a waiter: without a bound, callers without deadlines on transactions
+	// that cannot complete (a destination group cut off) pile them up.
+	WaitMax time.Duration
+	// ScanBytesMax bounds the keys and values of one Scan response, in
+	// bytes (0: ScanBytesMaxDefault); the rest of the range is paged
+	// (ScanResponse.next_start). It must leave room, below the clients'
+	// receive limit (4 MiB by default), for the protobuf framing.
+	ScanBytesMax int
 	// NoSync turns off fsync of the raft log and Pebble: tests only.
 	NoSync bool
 	// DeliveryLog, when set, receives the DESIGN 10.1 events of this
@@ -181,6 +193,9 @@ func Open(cfg Config) (*Server, error) {
 		if err := cfg.Latency.CheckTopology(top); err != nil {
 			return nil, fmt.Errorf("server: %w", err)
 		}
+	}
+	if err := checkBounds(cfg); err != nil {
+		return nil, err
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -99,9 +100,48 @@ func (s *Server) prepareCall(id multicast.MsgID, c *kvpb.Call) (request, error) 
 	return request{id: id, dst: dst, payload: txn.AppendCallPayload(nil, call)}, nil
 }
 
+// Bounds at the edge (DESIGN 13), defaults of the Config fields.
+const (
+	// WaitMaxDefault is Config.WaitMax when unset: longer than a
+	// transaction takes across the WAN, even behind a leader election, so
+	// that only a call that cannot complete soon meets it.
+	WaitMaxDefault = 30 * time.Second
+	// ScanBytesMaxDefault is Config.ScanBytesMax when unset: a quarter of
+	// gRPC's default receive limit (4 MiB), so that a page and its framing
+	// always fit.
+	ScanBytesMaxDefault = 1 << 20
+	// ScanBytesMaxMax bounds Config.ScanBytesMax: a page must fit a
+	// client's default receive limit (4 MiB) with its framing.
+	ScanBytesMaxMax = 3 << 20
+)
+
+// checkBounds checks the bounds of cfg.
+func checkBounds(cfg Config) error {
+	switch {
+	case cfg.WaitMax < 0:
+		return fmt.Errorf("server: wait bound %s, want > 0 (0: %s)", cfg.WaitMax, WaitMaxDefault)
+	case cfg.ScanBytesMax < 0 || cfg.ScanBytesMax > ScanBytesMaxMax:
+		return fmt.Errorf("server: scan bytes bound %d, want 1..%d (0: %d)", cfg.ScanBytesMax, ScanBytesMaxMax, ScanBytesMaxDefault)
+	}
+	return nil
+}
+
+// errWaitBound is the cause of a context that ended at Config.WaitMax.
+var errWaitBound = errors.New("server: wait bound reached")
+
+// bounded returns ctx bounded by Config.WaitMax for the wait of id; status
+// answers its end with a message that says so.
+func (s *Server) bounded(ctx context.Context, id multicast.MsgID) (context.Context, context.CancelFunc) {
+	d := cmp.Or(s.cfg.WaitMax, WaitMaxDefault)
+	return context.WithTimeoutCause(ctx, d, fmt.Errorf("server: %s: no result within %s at group %s, this server's bound on a wait; it may still complete: ask again with the same id (%w)",
+		id, d, s.group.Name, errWaitBound))
+}
+
 // run proposes r at this group and, when the group is a destination, waits
-// for its piece to be executed here.
+// for its piece to be executed here, up to Config.WaitMax.
 func (s *Server) run(ctx context.Context, r request) (*kvpb.TxnResponse, error) {
+	ctx, cancel := s.bounded(ctx, r.id)
+	defer cancel()
 	// Refused before a log entry is spent on it: the core would refuse it
 	// at apply time (multicast.ErrNotEntry).
 	if at := s.proto.Entries(s.top, r.dst); !at.Has(s.self) {
@@ -208,6 +248,13 @@ func (s *Server) names(dst partition.GroupSet) []string {
 // status turns err into a gRPC status (DESIGN 7).
 func (s *Server) status(ctx context.Context, err error) error {
 	var nl *replication.NotLeaderError
+	if ctx.Err() != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, errWaitBound) {
+			// The server's bound, not the caller's deadline: the caller
+			// still waits, and is told why the call ended.
+			return status.Error(codes.DeadlineExceeded, cause.Error())
+		}
+	}
 	switch {
 	case errors.As(err, &nl):
 		_ = grpc.SetTrailer(ctx, metadata.Pairs(kvpb.LeaderTrailer, nl.Leader))
@@ -264,6 +311,8 @@ func (v *service) Await(ctx context.Context, req *kvpb.AwaitRequest) (*kvpb.Awai
 	if err != nil || id.IsFlush() {
 		return nil, invalid(fmt.Errorf("server: await: bad transaction id %q (want c<client_id>.<seq>)", req.GetId()))
 	}
+	ctx, cancel := s.bounded(ctx, id)
+	defer cancel()
 	wait, forget := s.waiters.add(id)
 	defer forget()
 	piece, err := s.result(ctx, id, wait)
@@ -399,7 +448,11 @@ func (v *service) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanRe
 			return nil, s.status(ctx, err)
 		}
 	}
-	kvs, err := s.store.Scan(req.GetStart(), req.GetEnd(), limit)
+	// ScanLimitMax keys of KeyMax bytes with values of up to kv.ValueMax
+	// would make an answer far larger than a client receives (4 MiB by
+	// default): one answer stops at the byte bound, and says where the
+	// rest starts.
+	kvs, next, err := s.store.ScanBytes(req.GetStart(), req.GetEnd(), limit, cmp.Or(s.cfg.ScanBytesMax, ScanBytesMaxDefault))
 	if err != nil {
 		return nil, s.status(ctx, err)
 	}
@@ -407,7 +460,7 @@ func (v *service) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanRe
 	for i, e := range kvs {
 		out[i] = txn.KV{Key: e.Key, Value: e.Value}
 	}
-	return &kvpb.ScanResponse{Kvs: api.KVsToProto(out)}, nil
+	return &kvpb.ScanResponse{Kvs: api.KVsToProto(out), NextStart: next}, nil
 }
 
 // Topology implements kvpb.KVServer.

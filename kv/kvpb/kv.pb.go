@@ -1288,7 +1288,11 @@ func (*DeleteResponse) Descriptor() ([]byte, []int) {
 }
 
 // ScanRequest reads up to limit keys of [start, end), which must lie in one
-// partition; limit is 1..txn.ScanLimitMax, 0 meaning txn.ScanLimitMax.
+// partition; limit is 1..txn.ScanLimitMax, 0 meaning txn.ScanLimitMax. One
+// response carries at most the server's byte bound of keys and values
+// (1 MiB unless configured), or one entry when that alone is larger; the
+// rest is paged (ScanResponse.next_start). Each page is a read of its own:
+// a scan of several pages is not one snapshot.
 type ScanRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ClientId      uint64                 `protobuf:"varint,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
@@ -1374,8 +1378,13 @@ func (x *ScanRequest) GetStale() bool {
 }
 
 type ScanResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Kvs           []*KeyValue            `protobuf:"bytes,1,rep,name=kvs,proto3" json:"kvs,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Kvs   []*KeyValue            `protobuf:"bytes,1,rep,name=kvs,proto3" json:"kvs,omitempty"`
+	// Set when the response stopped at the server's byte bound before limit
+	// keys and the end of the range: the first key left out. The scan goes on
+	// with start = next_start, the same end, and limit less len(kvs). Empty:
+	// the scan is complete (keys are never empty).
+	NextStart     []byte `protobuf:"bytes,2,opt,name=next_start,json=nextStart,proto3" json:"next_start,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1413,6 +1422,13 @@ func (*ScanResponse) Descriptor() ([]byte, []int) {
 func (x *ScanResponse) GetKvs() []*KeyValue {
 	if x != nil {
 		return x.Kvs
+	}
+	return nil
+}
+
+func (x *ScanResponse) GetNextStart() []byte {
+	if x != nil {
+		return x.NextStart
 	}
 	return nil
 }
@@ -2130,9 +2146,11 @@ const file_kv_proto_rawDesc = "" +
 	"\x05start\x18\x03 \x01(\fR\x05start\x12\x10\n" +
 	"\x03end\x18\x04 \x01(\fR\x03end\x12\x14\n" +
 	"\x05limit\x18\x05 \x01(\rR\x05limit\x12\x14\n" +
-	"\x05stale\x18\x06 \x01(\bR\x05stale\"8\n" +
+	"\x05stale\x18\x06 \x01(\bR\x05stale\"W\n" +
 	"\fScanResponse\x12(\n" +
-	"\x03kvs\x18\x01 \x03(\v2\x16.flexkv.kv.v1.KeyValueR\x03kvs\"\x11\n" +
+	"\x03kvs\x18\x01 \x03(\v2\x16.flexkv.kv.v1.KeyValueR\x03kvs\x12\x1d\n" +
+	"\n" +
+	"next_start\x18\x02 \x01(\fR\tnextStart\"\x11\n" +
 	"\x0fTopologyRequest\"\xa8\x02\n" +
 	"\x10TopologyResponse\x12\x1a\n" +
 	"\bprotocol\x18\x01 \x01(\tR\bprotocol\x12\x18\n" +

@@ -49,8 +49,10 @@ const (
 //     replica knows none. Also the usual transport failures.
 //   - RESOURCE_EXHAUSTED: admission control refused the request (a full
 //     outbox or queue): retry later, with the same id.
-//   - DEADLINE_EXCEEDED, CANCELED: the caller's context ended first. A
-//     request may still take effect: retry with the same id.
+//   - DEADLINE_EXCEEDED, CANCELED: the caller's context ended first, or
+//     the server's bound on a wait (Txn, Await, Put, Delete; 30 s unless
+//     configured) did, which the message says. A request may still take
+//     effect: retry with the same id.
 //
 // An aborted transaction is not an error: it is a normal answer whose
 // PieceResult.aborted gives the reason.
@@ -71,8 +73,9 @@ type KVClient interface {
 	Txn(ctx context.Context, in *TxnRequest, opts ...grpc.CallOption) (*TxnResponse, error)
 	// Await waits until the answering replica's group has executed its piece
 	// of transaction id, and returns the piece's result; or until the
-	// deadline (DEADLINE_EXCEEDED). Any replica of a destination group may
-	// answer (a follower answers once it has applied the piece).
+	// deadline or the server's bound on a wait (DEADLINE_EXCEEDED). Any
+	// replica of a destination group may answer (a follower answers once it
+	// has applied the piece).
 	Await(ctx context.Context, in *AwaitRequest, opts ...grpc.CallOption) (*AwaitResponse, error)
 	// Get, Put, Delete and Scan run as one-partition transactions through the
 	// log of the group that owns the key (linearizable), sent to its leader;
@@ -196,8 +199,10 @@ func (c *kVClient) Status(ctx context.Context, in *StatusRequest, opts ...grpc.C
 //     replica knows none. Also the usual transport failures.
 //   - RESOURCE_EXHAUSTED: admission control refused the request (a full
 //     outbox or queue): retry later, with the same id.
-//   - DEADLINE_EXCEEDED, CANCELED: the caller's context ended first. A
-//     request may still take effect: retry with the same id.
+//   - DEADLINE_EXCEEDED, CANCELED: the caller's context ended first, or
+//     the server's bound on a wait (Txn, Await, Put, Delete; 30 s unless
+//     configured) did, which the message says. A request may still take
+//     effect: retry with the same id.
 //
 // An aborted transaction is not an error: it is a normal answer whose
 // PieceResult.aborted gives the reason.
@@ -218,8 +223,9 @@ type KVServer interface {
 	Txn(context.Context, *TxnRequest) (*TxnResponse, error)
 	// Await waits until the answering replica's group has executed its piece
 	// of transaction id, and returns the piece's result; or until the
-	// deadline (DEADLINE_EXCEEDED). Any replica of a destination group may
-	// answer (a follower answers once it has applied the piece).
+	// deadline or the server's bound on a wait (DEADLINE_EXCEEDED). Any
+	// replica of a destination group may answer (a follower answers once it
+	// has applied the piece).
 	Await(context.Context, *AwaitRequest) (*AwaitResponse, error)
 	// Get, Put, Delete and Scan run as one-partition transactions through the
 	// log of the group that owns the key (linearizable), sent to its leader;
