@@ -25,7 +25,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServerCmd(), newLocalCmd(), newDemoCmd(), newKVCmd(), newGtpccCmd(), newSimCmd(), newCheckLogCmd(), newCertCmd())
+	root.AddCommand(newServerCmd(), newLocalCmd(), newDemoCmd(), newKVCmd(), newGtpccCmd(), newSimCmd(), newCheckLogCmd(), newCertCmd(), newOverlayCmd())
 	return root
 }
 
