@@ -1,0 +1,344 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/spf13/cobra"
+
+	"github.com/flexkv/flexkv/gtpcc"
+	"github.com/flexkv/flexkv/overlay"
+	"github.com/flexkv/flexkv/partition"
+)
+
+// newOverlayCmd returns `flexkv overlay`, the parent of suggest (DESIGN 7).
+func newOverlayCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "overlay suggest",
+		Short: "Find the FlexCast overlay and the tree that minimise expected latency",
+	}
+	needSubcommand(cmd, "suggest")
+	setUsageErrors(cmd)
+	cmd.AddCommand(newOverlaySuggestCmd())
+	return cmd
+}
+
+const overlaySuggestLong = `Suggest the FlexCast overlay (the C-DAG's rank order) and the tree of the tree
+protocol for a cluster configuration's latency matrix and a gTPC-C workload,
+and print them as YAML to paste into the configuration, with the expected
+1st/2nd/3rd answer of the suggestion beside the configured overlay's and
+tree's, Skeen's and, on the aws-12 regions, the paper's O1, O2 and T1-T3.
+Every other line of the output is a YAML comment.
+
+Workload: gTPC-C's generator rules (package gtpcc), one client per group with
+its group's warehouse as home: new-order 45, payment 43, the three local kinds
+4 each; a payment's customer is remote with --remote-payment (always under
+--global-only); each of a new-order's 5..15 lines is remote with --remote-item;
+a remote warehouse is the k-th nearest other group with probability
+proportional to L(1-L)^k, L = --locality. Sets of more than three groups are
+left out.
+
+Model (contention-free): a hop costs the one-way latency, half the matrix's
+round trip; every step of a group costs a commit (--commit-ms). FlexCast: the
+client sends to the lca (the lowest-ranked destination), which delivers; every
+other destination delivers after the MSG, the ACK of each destination ranked
+below it and the ACK of each group ranked between them that is not a
+destination (notifications; a notified group answers after its notifiers).
+Skeen: the nearest destination relays; each proposes, and delivers once it
+holds every proposal. Tree: the tree-lca forwards down the tree, a commit per
+hop. An answer reaches the client one hop after its destination delivers.
+Closed loop: a client waits for its last answer, so a client in a fast region
+completes more transactions; every mean is per transaction over all clients.
+
+Search: exact (branch and bound) up to 8 groups, seeded annealing beyond;
+--objective first|last|mean picks the per-transaction figure it minimises:
+the first answer, the last, or the mean answer (first alone moves every lca
+to the clients' homes and gives up the second answer). The same flags give
+the same suggestion.
+
+Exit codes: 0 done; 2 bad usage or a configuration without a latency matrix.`
+
+// overlaySuggestion is the --json output.
+type overlaySuggestion struct {
+	Config    string            `json:"config"`
+	Groups    int               `json:"groups"`
+	Workload  overlay.Workload  `json:"workload"`
+	Objective string            `json:"objective"`
+	CommitMs  float64           `json:"commit_ms"`
+	Seed      uint64            `json:"seed"`
+	Overlay   []string          `json:"overlay"`
+	Tree      map[string]string `json:"tree"`
+	Exact     bool              `json:"exact"`
+	// Predictions: the suggestion and every comparison, one row each.
+	Predictions []predictionRow `json:"predictions"`
+}
+
+type predictionRow struct {
+	Protocol string            `json:"protocol"`
+	Name     string            `json:"name"` // suggested, configured, O1, T2, ...
+	Overlay  []string          `json:"overlay,omitempty"`
+	Tree     map[string]string `json:"tree,omitempty"`
+	AnswerMs []float64         `json:"answer_ms"` // mean 1st, 2nd, 3rd answer
+	FirstMs  float64           `json:"first_ms"`
+	LastMs   float64           `json:"last_ms"`
+	MeanMs   float64           `json:"mean_ms"`
+}
+
+func newOverlaySuggestCmd() *cobra.Command {
+	var (
+		configPath, objective string
+		w                     overlay.Workload
+		commitMs              float64
+		seed                  uint64
+		asJSON                bool
+	)
+	cmd := &cobra.Command{
+		Use:   "suggest --config FILE [--locality P] [--remote-item P] [--remote-payment P] [--objective first|last|mean] [--json] [--seed S]",
+		Short: "Suggest the overlay and tree for a configuration's latency matrix and the gTPC-C workload",
+		Long:  overlaySuggestLong,
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			obj, err := overlay.ParseObjective(objective)
+			if err != nil {
+				return usageError(fmt.Errorf("overlay suggest: --objective: %w", err))
+			}
+			if err := w.Validate(); err != nil {
+				return usageError(fmt.Errorf("overlay suggest: %w", err))
+			}
+			if !(commitMs >= 0) {
+				return usageError(fmt.Errorf("overlay suggest: --commit-ms %v, want >= 0", commitMs))
+			}
+			if configPath == "" {
+				return usageError(errors.New("overlay suggest: --config is required (a cluster configuration with a latency matrix)"))
+			}
+			cfg, lat, err := loadCluster(configPath)
+			if err != nil {
+				return usageError(fmt.Errorf("overlay suggest: %w", err))
+			}
+			if lat == nil {
+				return usageError(fmt.Errorf("overlay suggest: config %s names no latency matrix (its latency field)", configPath))
+			}
+			if len(cfg.Groups) < 2 {
+				return usageError(fmt.Errorf("overlay suggest: config %s has %d group, want two or more", configPath, len(cfg.Groups)))
+			}
+			res, err := suggestOverlay(cfg, lat, w, obj, commitMs, seed)
+			if err != nil {
+				return err
+			}
+			res.Config = configPath
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(res)
+			}
+			printSuggestion(cmd.OutOrStdout(), res)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&configPath, "config", "", "cluster configuration (DESIGN 8) with a latency matrix (required)")
+	f.Float64Var(&w.Locality, "locality", gtpcc.LocalityDefault, "probability that a remote warehouse is the nearest one (else the next nearest, and so on)")
+	f.Float64Var(&w.RemoteItem, "remote-item", gtpcc.RemoteItemPaper, "probability that a new-order line is supplied by a remote warehouse")
+	f.Float64Var(&w.RemotePayment, "remote-payment", gtpcc.RemotePaymentDefault, "probability that a payment's customer belongs to a remote warehouse")
+	f.BoolVar(&w.GlobalOnly, "global-only", true, "only transactions with 2 or 3 warehouses (the paper's latency runs); false adds the local ones")
+	f.StringVar(&objective, "objective", "mean", "what to minimise per transaction: first, last or mean answer")
+	f.Float64Var(&commitMs, "commit-ms", 1, "cost of one step of a group (a raft commit), in ms")
+	f.Uint64Var(&seed, "seed", 1, "seed of the search: the same seed gives the same suggestion")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object: the suggestion, its predictions and the comparisons")
+	return cmd
+}
+
+// suggestOverlay runs the search for cfg and collects the comparisons.
+func suggestOverlay(cfg *partition.ClusterConfig, lat *partition.Latency, w overlay.Workload, obj overlay.Objective, commitMs float64, seed uint64) (*overlaySuggestion, error) {
+	n := len(cfg.Groups)
+	names := make([]string, n)
+	regions := make([]string, n)
+	rtt := make([][]float64, n)
+	for i, g := range cfg.Groups {
+		names[i], regions[i] = g.Name, g.Region
+		if regions[i] == "" {
+			regions[i] = g.Name
+		}
+	}
+	for i := range n {
+		rtt[i] = make([]float64, n)
+		for j := range n {
+			rtt[i][j] = lat.RTTMs(regions[i], regions[j])
+		}
+	}
+	d, err := overlay.Destinations(rtt, w)
+	if err != nil {
+		return nil, usageError(fmt.Errorf("overlay suggest: %w", err))
+	}
+	m := &overlay.Model{RTTMs: rtt, CommitMs: commitMs, Notifications: true}
+	// Named orders and trees to compare with, as group indexes.
+	type named struct {
+		name  string
+		order []int
+	}
+	var orders, trees []named
+	configured := make([]int, n)
+	for i := range configured {
+		configured[i] = i
+	}
+	if len(cfg.Overlay) > 0 {
+		for r, g := range cfg.Overlay {
+			configured[r] = slices.Index(names, g)
+		}
+	}
+	orders = append(orders, named{"configured", configured})
+	if len(cfg.Tree) > 0 {
+		trees = append(trees, named{"configured", treeIndexes(cfg.Tree, names)})
+	}
+	// The paper's overlays and trees name regions: they apply when the
+	// groups are exactly the aws-12 regions, one group each.
+	byRegion := func(region string) int { return slices.Index(regions, region) }
+	if paper, _ := partition.PaperOverlay("O1"); len(paper) == n && !slices.Contains(regionsOf(paper, byRegion), -1) {
+		for _, name := range partition.PaperOverlayNames {
+			o, _ := partition.PaperOverlay(name)
+			orders = append(orders, named{name, regionsOf(o, byRegion)})
+		}
+		for _, name := range partition.PaperTreeNames {
+			t, _ := partition.PaperTree(name)
+			parent := make([]int, n)
+			for i := range parent {
+				parent[i] = -1
+			}
+			for c, p := range t {
+				parent[byRegion(c)] = byRegion(p)
+			}
+			trees = append(trees, named{name, parent})
+		}
+	}
+	starts := make([][]int, 0, len(orders))
+	for _, o := range orders {
+		starts = append(starts, o.order)
+	}
+	treeStarts := make([][]int, 0, len(trees))
+	for _, t := range trees {
+		treeStarts = append(treeStarts, t.order)
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x6f7665726c6179)) // "overlay"
+	opt := overlay.Options{Objective: obj}
+	best, err := m.SuggestOverlay(d, starts, opt, rng)
+	if err != nil {
+		return nil, err
+	}
+	bestTree, err := m.SuggestTree(d, treeStarts, opt, rng)
+	if err != nil {
+		return nil, err
+	}
+	res := &overlaySuggestion{
+		Groups: n, Workload: w, Objective: obj.String(), CommitMs: commitMs, Seed: seed,
+		Overlay: groupNames(best.Order, names), Tree: treeNames(bestTree.Parent, names), Exact: best.Exact,
+	}
+	row := func(protocol, name string, p overlay.Prediction) predictionRow {
+		r := predictionRow{Protocol: protocol, Name: name, FirstMs: p.FirstMs, LastMs: p.LastMs, MeanMs: p.MeanMs}
+		for _, v := range p.AnswerMs {
+			if v > 0 {
+				r.AnswerMs = append(r.AnswerMs, v)
+			}
+		}
+		return r
+	}
+	r := row("flexcast", "suggested", best.Prediction)
+	r.Overlay = res.Overlay
+	res.Predictions = append(res.Predictions, r)
+	for _, o := range orders {
+		p, err := m.FlexCast(d, o.order)
+		if err != nil {
+			return nil, err
+		}
+		r := row("flexcast", o.name, p)
+		r.Overlay = groupNames(o.order, names)
+		res.Predictions = append(res.Predictions, r)
+	}
+	res.Predictions = append(res.Predictions, row("skeen", "-", m.Skeen(d)))
+	r = row("tree", "suggested", bestTree.Prediction)
+	r.Tree = res.Tree
+	res.Predictions = append(res.Predictions, r)
+	for _, t := range trees {
+		p, err := m.Tree(d, t.order)
+		if err != nil {
+			return nil, err
+		}
+		r := row("tree", t.name, p)
+		r.Tree = treeNames(t.order, names)
+		res.Predictions = append(res.Predictions, r)
+	}
+	return res, nil
+}
+
+func regionsOf(regions []string, index func(string) int) []int {
+	out := make([]int, len(regions))
+	for i, r := range regions {
+		out[i] = index(r)
+	}
+	return out
+}
+
+func treeIndexes(tree map[string]string, names []string) []int {
+	parent := make([]int, len(names))
+	for i, g := range names {
+		parent[i] = -1
+		if p, ok := tree[g]; ok {
+			parent[i] = slices.Index(names, p)
+		}
+	}
+	return parent
+}
+
+func groupNames(order []int, names []string) []string {
+	out := make([]string, len(order))
+	for r, g := range order {
+		out[r] = names[g]
+	}
+	return out
+}
+
+func treeNames(parent []int, names []string) map[string]string {
+	t := make(map[string]string, len(parent))
+	for g, p := range parent {
+		if p >= 0 {
+			t[names[g]] = names[p]
+		}
+	}
+	return t
+}
+
+// printSuggestion prints the suggestion as YAML, the rest as comments.
+func printSuggestion(out io.Writer, s *overlaySuggestion) {
+	w := s.Workload
+	fmt.Fprintf(out, "# flexkv overlay suggest: %s, %d groups; gTPC-C global-only=%t locality %g, remote-item %g, remote-payment %g;\n",
+		s.Config, s.Groups, w.GlobalOnly, w.Locality, w.RemoteItem, w.RemotePayment)
+	how := "annealing"
+	if s.Exact {
+		how = "exact"
+	}
+	fmt.Fprintf(out, "# objective %s answer, commit %g ms, seed %d, search %s. Paste into the configuration:\n", s.Objective, s.CommitMs, s.Seed, how)
+	fmt.Fprintln(out, "overlay:")
+	for _, g := range s.Overlay {
+		fmt.Fprintf(out, "  - %s\n", g)
+	}
+	fmt.Fprintln(out, "tree:")
+	for _, c := range slices.Sorted(maps.Keys(s.Tree)) {
+		fmt.Fprintf(out, "  %s: %s\n", c, s.Tree[c])
+	}
+	fmt.Fprintln(out, "# Expected answers, ms (contention-free model, closed-loop weighted; see --help):")
+	fmt.Fprintf(out, "# %-9s %-11s %7s %7s %7s %7s %7s\n", "protocol", "order", "1st", "2nd", "3rd", "last", "mean")
+	for _, r := range s.Predictions {
+		cells := make([]string, 3)
+		for k := range cells {
+			cells[k] = "-"
+			if k < len(r.AnswerMs) {
+				cells[k] = fmt.Sprintf("%.1f", r.AnswerMs[k])
+			}
+		}
+		fmt.Fprintf(out, "# %-9s %-11s %7s %7s %7s %7.1f %7.1f\n", r.Protocol, r.Name, cells[0], cells[1], cells[2], r.LastMs, r.MeanMs)
+	}
+}

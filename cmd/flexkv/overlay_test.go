@@ -1,0 +1,104 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+func runOverlay(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	return runCmd(t, newRootCmd(), append([]string{"overlay"}, args...)...)
+}
+
+func TestOverlaySuggestAWS12(t *testing.T) {
+	args := []string{"suggest", "--config", "../../configs/aws-12.yaml", "--locality", "0.99", "--remote-item", "0.02"}
+	code, out, errOut := runOverlay(t, args...)
+	if code != 0 {
+		t.Fatalf("exit code %d, want 0; stderr:\n%s", code, errOut)
+	}
+	// The whole output is YAML: the overlay and tree to paste, the rest
+	// comments.
+	var doc struct {
+		Overlay []string          `yaml:"overlay"`
+		Tree    map[string]string `yaml:"tree"`
+	}
+	if err := yaml.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("output is not YAML: %v\n%s", err, out)
+	}
+	if len(doc.Overlay) != 12 || len(doc.Tree) != 11 {
+		t.Fatalf("overlay of %d groups and tree of %d edges, want 12 and 11:\n%s", len(doc.Overlay), len(doc.Tree), out)
+	}
+	for _, want := range []string{"# flexcast  suggested", "# flexcast  O1", "# flexcast  O2", "# skeen", "# tree      T1", "# tree      T3"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if _, again, _ := runOverlay(t, args...); again != out {
+		t.Errorf("same flags, different output:\n%s\nthen\n%s", out, again)
+	}
+}
+
+func TestOverlaySuggestJSON(t *testing.T) {
+	code, out, errOut := runOverlay(t, "suggest", "--config", "../../configs/aws-12.yaml", "--json", "--objective", "last")
+	if code != 0 {
+		t.Fatalf("exit code %d, want 0; stderr:\n%s", code, errOut)
+	}
+	var res overlaySuggestion
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("not one JSON object: %v\n%s", err, out)
+	}
+	var sug, o1 *predictionRow
+	for i, r := range res.Predictions {
+		switch {
+		case r.Protocol == "flexcast" && r.Name == "suggested":
+			sug = &res.Predictions[i]
+		case r.Protocol == "flexcast" && r.Name == "O1":
+			o1 = &res.Predictions[i]
+		}
+	}
+	if res.Objective != "last" || len(res.Overlay) != 12 || sug == nil || o1 == nil {
+		t.Fatalf("missing fields: %+v", res)
+	}
+	if sug.LastMs > o1.LastMs {
+		t.Errorf("suggestion's last answer %v ms, worse than O1's %v", sug.LastMs, o1.LastMs)
+	}
+}
+
+func TestOverlaySuggestBadInvocations(t *testing.T) {
+	dir := t.TempDir()
+	noMatrix := filepath.Join(dir, "nolat.yaml")
+	raw, err := os.ReadFile("../../configs/aws-12.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(noMatrix, []byte(strings.Replace(string(raw), "latency: aws-12-regions-latency-ms.csv", "", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := "../../configs/aws-12.yaml"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"suggest"}, "--config is required"},
+		{[]string{"suggest", "--config", cfg, "--objective", "fast"}, `unknown objective "fast"`},
+		{[]string{"suggest", "--config", cfg, "--locality", "1.5"}, "locality 1.5, want 0..1"},
+		{[]string{"suggest", "--config", cfg, "--remote-item", "0"}, "needs remote-item and remote-payment above 0"},
+		{[]string{"suggest", "--config", cfg, "--commit-ms", "-1"}, "--commit-ms -1"},
+		{[]string{"suggest", "--config", cfg, "--locality", "x"}, "invalid argument"},
+		{[]string{"suggest", "--config", filepath.Join(dir, "missing.yaml")}, "missing.yaml"},
+		{[]string{"suggest", "--config", noMatrix}, "names no latency matrix"},
+		{[]string{"suggest", "--config", cfg, "extra"}, "unexpected argument"},
+		{[]string{"propose"}, `unknown command "propose"`},
+		{nil, "want a command: suggest"},
+	} {
+		code, _, errOut := runOverlay(t, c.args...)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: exit code %d, stderr %q; want 2 and %q", c.args, code, errOut, c.want)
+		}
+	}
+}

@@ -1,0 +1,75 @@
+// Package overlay predicts the latency of FlexCast, Skeen and the tree
+// protocol for a latency matrix and a gTPC-C workload, and searches for the
+// FlexCast overlay (the rank order of the C-DAG) and the tree that minimise
+// it. It backs `flexkv overlay suggest` (DESIGN 7).
+//
+// # Workload
+//
+// Destinations derives, analytically, the distribution of destination sets
+// of the gTPC-C generator (package gtpcc, workload.go; DESIGN 9), one client
+// per group, whose home warehouse is that group's, with the generator's
+// rules restated here so that this package stays below the client code:
+//
+//   - mix: new-order 45, payment 43, order-status, delivery, stock-level 4
+//     each (the last three local); under GlobalOnly only new-order and
+//     payment are drawn;
+//   - payment: a remote customer with probability RemotePayment (always
+//     under GlobalOnly), destinations {home, r};
+//   - new-order: 5..15 lines, uniformly; each line remote with probability
+//     RemoteItem (under GlobalOnly conditioned on at least one remote line:
+//     the count k weighted by 1-(1-p)^k); destinations home plus the
+//     distinct remote warehouses of its lines; under GlobalOnly those of
+//     more than three groups are left out (drawn again);
+//   - a remote warehouse is the k-th nearest other group (by round trip,
+//     ties by configuration order) with probability proportional to
+//     Locality*(1-Locality)^k; uniform for Locality 0.
+//
+// Sets of four or more groups (three remote warehouses), rare at the
+// paper's remote-item probabilities, are left out everywhere, and so is
+// any set whose probability for its client is below SetProbMin: the rest
+// is renormalised. That bounds the sets per client by 1/SetProbMin.
+//
+// # Latency model
+//
+// Contention-free: one message at a time, every group a single reliable
+// process. A hop between groups costs the one-way latency, half the round
+// trip of the matrix (the diagonal inside a region), and every step a group
+// takes (ordering, proposing, delivering, answering a notification) adds a
+// commit, CommitMs. The answer of destination d reaches the client at d's
+// delivery time plus the hop from d to the client's group.
+//
+//   - FlexCast (DESIGN 3.2), destinations by rank d0 < d1 < ...: the client
+//     sends to the lca d0, which delivers after a commit. A destination dj
+//     delivers a commit after the last of: the MSG from d0, the ACK of every
+//     destination ranked between d0 and dj (strategy b) and, with
+//     Notifications, the ACK of every group ranked between them that is not a
+//     destination (strategy c: in a steady workload every group has recent
+//     messages, so every such group is notified, and answers, a commit after
+//     its own notifications' prerequisites). The groups between d0 and dj
+//     thus form a longest-path problem over the rank order, as in the
+//     paper's prototype's overlay tool, but timed hop by hop.
+//   - Skeen (3.3): the client sends to the destination nearest to it, which
+//     relays to the others; each destination proposes a commit after it
+//     receives the message, and delivers a commit after it holds every
+//     proposal.
+//   - Tree (3.4): the client sends to the tree-lca, and each group on the
+//     tree path to a destination commits and forwards.
+//
+// Closed loop: a client waits for its transaction's last answer and then
+// submits the next one, so a client in a fast region completes more
+// transactions. Every mean is per transaction over all clients: client h
+// weighs 1/E[last answer of h].
+//
+// # Search
+//
+// The objective is the mean first, last, or mean destination answer
+// (Objective). The closed-loop weights depend on the overlay itself: the
+// search fixes them (from the best order so far), finds the best order for
+// them, and repeats until the order stops changing; every order it returns
+// or compares is scored with its own weights (Model.FlexCast). For fixed
+// weights the search is exact up to ExactMax groups (branch and bound on
+// rank prefixes, with a lower bound that is the model itself for the
+// destinations already ranked and the cheapest lca for the others), and
+// beyond that a seeded simulated annealing over swaps and moves. Everything
+// is a function of its arguments and of the *rand.Rand passed in.
+package overlay

@@ -1,0 +1,400 @@
+package overlay
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+)
+
+// ExactMaxDefault is the largest cluster SuggestOverlay searches exactly
+// by default: the branch and bound visits a small share of the n!
+// orders, but that share still grows about as fast.
+const ExactMaxDefault = 8
+
+// roundsMax bounds the rounds of fixing the closed-loop weights and
+// searching: the order usually stops changing after two.
+const roundsMax = 4
+
+// Options tunes a search.
+type Options struct {
+	Objective Objective
+	// ExactMax: clusters of at most this many groups are searched
+	// exactly; 0 is ExactMaxDefault, -1 never.
+	ExactMax int
+	// Steps of one annealing run; 0 is StepsDefault.
+	Steps int
+	// Work bounds the model's inner steps of one annealing run (a step
+	// recomputes the sets whose rank span a move touches, each in about
+	// its span squared); 0 is WorkDefault. A bound on work rather than on
+	// time keeps the result a function of the arguments.
+	Work int64
+}
+
+// Defaults of Options: WorkDefault keeps `suggest` at 64 groups to a few
+// seconds.
+const (
+	StepsDefault = 40000
+	WorkDefault  = 200_000_000
+)
+
+// OverlayResult is SuggestOverlay's answer.
+type OverlayResult struct {
+	Order      []int // order[r]: the group of rank r
+	Prediction Prediction
+	// Exact tells that the order is optimal for its closed-loop weights.
+	Exact bool
+}
+
+// SuggestOverlay returns the FlexCast order that minimises opt.Objective
+// for d under m, the best of the search's and of starts (orders to compare
+// with, such as the configured overlay: the result never scores worse than
+// any of them). rng seeds the annealing; the result is a function of the
+// arguments and rng's state.
+func (m *Model) SuggestOverlay(d *Dist, starts [][]int, opt Options, rng *rand.Rand) (OverlayResult, error) {
+	if err := m.Validate(); err != nil {
+		return OverlayResult{}, err
+	}
+	for _, s := range starts {
+		if err := CheckOrder(s, d.N); err != nil {
+			return OverlayResult{}, err
+		}
+	}
+	exactMax := opt.ExactMax
+	if exactMax == 0 {
+		exactMax = ExactMaxDefault
+	}
+	score := func(order []int) Prediction { p, _ := m.FlexCast(d, order); return p }
+	var best OverlayResult
+	consider := func(order []int, exact bool) {
+		p := score(order)
+		if best.Order == nil || p.Score(opt.Objective) < best.Prediction.Score(opt.Objective)-1e-9 {
+			best = OverlayResult{Order: slices.Clone(order), Prediction: p, Exact: exact}
+		} else if exact && slices.Equal(order, best.Order) {
+			best.Exact = true
+		}
+	}
+	identity := make([]int, d.N)
+	for i := range identity {
+		identity[i] = i
+	}
+	consider(identity, false)
+	for g := range d.N {
+		consider(m.nearestChain(g), false)
+	}
+	for _, s := range starts {
+		consider(s, false)
+	}
+	for range roundsMax {
+		w := homeRates(d, newFlexEval(m, best.Order).answers)
+		f := newFixed(m, d, w, opt.Objective)
+		prev := best.Order
+		if d.N <= exactMax {
+			order := f.branchAndBound(best.Order)
+			consider(order, true)
+		} else {
+			steps, work := opt.Steps, opt.Work
+			if steps == 0 {
+				steps = StepsDefault
+			}
+			if work == 0 {
+				work = WorkDefault
+			}
+			consider(f.anneal(best.Order, steps, work, rng), false)
+		}
+		if slices.Equal(prev, best.Order) {
+			break
+		}
+	}
+	return best, nil
+}
+
+// nearestChain returns the order that starts at group from and appends,
+// each time, the unranked group nearest to the last one: neighbours get
+// neighbouring ranks, so that few groups sit between a message's
+// destinations.
+func (m *Model) nearestChain(from int) []int {
+	n := len(m.RTTMs)
+	used := make([]bool, n)
+	order := []int{from}
+	used[from] = true
+	for len(order) < n {
+		last, next := order[len(order)-1], -1
+		for g := range n {
+			if !used[g] && (next < 0 || m.RTTMs[last][g] < m.RTTMs[last][next]) {
+				next = g
+			}
+		}
+		used[next] = true
+		order = append(order, next)
+	}
+	return order
+}
+
+// homeRates returns each client's closed-loop rate, 1/E[last answer].
+func homeRates(d *Dist, answers answersFunc) []float64 {
+	w, last := make([]float64, d.N), make([]float64, d.N)
+	buf := make([]float64, 8)
+	for i := range d.Sets {
+		s := &d.Sets[i]
+		out := buf[:len(s.Groups)]
+		answers(s, out)
+		w[s.Home] += s.Prob
+		last[s.Home] += s.Prob * slices.Max(out)
+	}
+	for h := range w {
+		if last[h] > 0 {
+			w[h] /= last[h]
+		}
+	}
+	return w
+}
+
+// fixed scores orders with fixed closed-loop weights: the objective is
+// then a sum over sets, which the branch and bound bounds and the
+// annealing updates set by set.
+type fixed struct {
+	m    *Model
+	d    *Dist
+	obj  Objective
+	coef []float64 // per set: its client's rate times its probability, normalised
+	// static[i]: a lower bound of set i's value whatever the order.
+	static []float64
+}
+
+func newFixed(m *Model, d *Dist, rate []float64, obj Objective) *fixed {
+	f := &fixed{m: m, d: d, obj: obj, coef: make([]float64, len(d.Sets)), static: make([]float64, len(d.Sets))}
+	sum := 0.0
+	for i, s := range d.Sets {
+		f.coef[i] = rate[s.Home] * s.Prob
+		sum += f.coef[i]
+	}
+	lb := make([]float64, 8)
+	for i := range d.Sets {
+		if sum > 0 {
+			f.coef[i] /= sum
+		}
+		s := &d.Sets[i]
+		out := lb[:len(s.Groups)]
+		h, C := s.Home, m.CommitMs
+		for j, g := range s.Groups {
+			best := math.Inf(1)
+			for _, x := range s.Groups {
+				v := m.ow(h, g) + C + m.ow(g, h)
+				if x != g {
+					v = m.ow(h, x) + C + m.ow(x, g) + C + m.ow(g, h)
+				}
+				best = min(best, v)
+			}
+			out[j] = best
+		}
+		f.static[i] = f.value(out)
+	}
+	return f
+}
+
+// value is the objective's figure of one set's answers. It is monotone
+// in every answer, so that lower bounds of the answers bound it.
+func (f *fixed) value(ans []float64) float64 {
+	switch f.obj {
+	case Last:
+		return slices.Max(ans)
+	case Mean:
+		s := 0.0
+		for _, v := range ans {
+			s += v
+		}
+		return s / float64(len(ans))
+	default:
+		return slices.Min(ans)
+	}
+}
+
+// score returns the fixed-weight objective of a complete order.
+func (f *fixed) score(order []int) float64 {
+	e := newFlexEval(f.m, order)
+	return f.bound(e, len(order))
+}
+
+// bound returns a lower bound of the objective of every order whose ranks
+// below top are e's (exact when top is every group).
+func (f *fixed) bound(e *flexEval, top int) float64 {
+	total := 0.0
+	buf := make([]float64, 8)
+	for i := range f.d.Sets {
+		s := &f.d.Sets[i]
+		lo := len(e.order)
+		for _, g := range s.Groups {
+			lo = min(lo, e.rank[g])
+		}
+		if lo >= top {
+			total += f.coef[i] * f.static[i]
+			continue
+		}
+		out := buf[:len(s.Groups)]
+		e.eval(s, top, out)
+		total += f.coef[i] * f.value(out)
+	}
+	return total
+}
+
+// branchAndBound returns an order of least fixed-weight objective,
+// extending rank prefixes in the order of their bounds and pruning any
+// prefix whose bound is no better than the best order found; incumbent
+// is the first best.
+func (f *fixed) branchAndBound(incumbent []int) []int {
+	n := f.d.N
+	best := slices.Clone(incumbent)
+	bestScore := f.score(best)
+	order := make([]int, n)
+	used := make([]bool, n)
+	e := newFlexEval(f.m, order)
+	// place sets order[:k] and puts the unplaced groups after, in any
+	// order: bound looks at ranks below k only.
+	place := func(k int) {
+		r := k
+		for g := range n {
+			if !used[g] {
+				order[r] = g
+				r++
+			}
+		}
+		for r, g := range order {
+			e.rank[g] = r
+		}
+	}
+	type child struct {
+		g     int
+		bound float64
+	}
+	var dfs func(k int)
+	dfs = func(k int) {
+		if k == n {
+			place(n)
+			if s := f.bound(e, n); s < bestScore-1e-12 {
+				bestScore = s
+				copy(best, order)
+			}
+			return
+		}
+		var kids []child
+		for g := range n {
+			if used[g] {
+				continue
+			}
+			used[g] = true
+			order[k] = g
+			place(k + 1)
+			b := f.bound(e, k+1)
+			used[g] = false
+			if b < bestScore-1e-12 {
+				kids = append(kids, child{g, b})
+			}
+		}
+		slices.SortStableFunc(kids, func(a, b child) int {
+			switch {
+			case a.bound < b.bound:
+				return -1
+			case a.bound > b.bound:
+				return 1
+			}
+			return 0
+		})
+		for _, c := range kids {
+			if c.bound >= bestScore-1e-12 {
+				break
+			}
+			used[c.g] = true
+			order[k] = c.g
+			dfs(k + 1)
+			used[c.g] = false
+		}
+	}
+	dfs(0)
+	return best
+}
+
+// anneal runs a seeded simulated annealing from start over swaps of two
+// ranks and moves of one group to another rank, and returns the best
+// order it saw. Only the sets whose rank span meets the ranks a move
+// changes are recomputed.
+func (f *fixed) anneal(start []int, steps int, work int64, rng *rand.Rand) []int {
+	n := f.d.N
+	cur := slices.Clone(start)
+	e := newFlexEval(f.m, cur)
+	sets := f.d.Sets
+	contrib := make([]float64, len(sets))
+	lo, hi := make([]int, len(sets)), make([]int, len(sets))
+	buf := make([]float64, 8)
+	span := func(i int) (int, int) {
+		a, b := n, -1
+		for _, g := range sets[i].Groups {
+			a, b = min(a, e.rank[g]), max(b, e.rank[g])
+		}
+		return a, b
+	}
+	setValue := func(i int) float64 {
+		out := buf[:len(sets[i].Groups)]
+		e.eval(&sets[i], n, out)
+		return f.coef[i] * f.value(out)
+	}
+	total := 0.0
+	for i := range sets {
+		lo[i], hi[i] = span(i)
+		contrib[i] = setValue(i)
+		total += contrib[i]
+	}
+	best, bestScore := slices.Clone(cur), total
+	t0 := max(total*0.02, 1e-9)
+	tEnd := t0 * 1e-3
+	var touched []int
+	newContrib := make([]float64, len(sets))
+	prevOrder := make([]int, n)
+	e.work = 0
+	for step := 0; step < steps && e.work < work; step++ {
+		done := max(float64(step)/float64(steps), float64(e.work)/float64(work))
+		temp := t0 * math.Pow(tEnd/t0, done)
+		a, b := rng.IntN(n), rng.IntN(n)
+		if a == b {
+			continue
+		}
+		copy(prevOrder, cur)
+		if rng.IntN(2) == 0 {
+			cur[a], cur[b] = cur[b], cur[a]
+		} else {
+			g := cur[a]
+			cur = slices.Insert(slices.Delete(cur, a, a+1), b, g)
+		}
+		e.order = cur
+		for r, g := range cur {
+			e.rank[g] = r
+		}
+		x, y := min(a, b), max(a, b)
+		touched = touched[:0]
+		delta := 0.0
+		for i := range sets {
+			if hi[i] < x || lo[i] > y {
+				continue
+			}
+			touched = append(touched, i)
+			newContrib[i] = setValue(i)
+			delta += newContrib[i] - contrib[i]
+		}
+		if delta <= 0 || rng.Float64() < math.Exp(-delta/temp) {
+			total += delta
+			for _, i := range touched {
+				contrib[i] = newContrib[i]
+				lo[i], hi[i] = span(i)
+			}
+			if total < bestScore-1e-12 {
+				bestScore = total
+				copy(best, cur)
+			}
+			continue
+		}
+		copy(cur, prevOrder)
+		for r, g := range cur {
+			e.rank[g] = r
+		}
+	}
+	return best
+}

@@ -1,0 +1,121 @@
+package overlay
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+)
+
+// TreeResult is SuggestTree's answer.
+type TreeResult struct {
+	Parent     []int // parent[g], -1 for the root
+	Prediction Prediction
+}
+
+// SuggestTree returns a tree for the tree protocol that minimises
+// opt.Objective for d under m: a seeded annealing over moves of one
+// group under another parent and over changes of root, from each of
+// starts (trees to compare with, such as the configured one: the result
+// never scores worse than any of them) and from the star around the group
+// of least mean round trip. Steps: opt.Steps, or derived from the size.
+func (m *Model) SuggestTree(d *Dist, starts [][]int, opt Options, rng *rand.Rand) (TreeResult, error) {
+	if err := m.Validate(); err != nil {
+		return TreeResult{}, err
+	}
+	for _, s := range starts {
+		if err := CheckTree(s, d.N); err != nil {
+			return TreeResult{}, err
+		}
+	}
+	n := d.N
+	score := func(parent []int) Prediction {
+		depth := treeDepths(parent)
+		return predict(d, func(s *Set, out []float64) { m.treeAnswers(parent, depth, s, out) })
+	}
+	centre, centreSum := 0, math.Inf(1)
+	for g := range n {
+		sum := 0.0
+		for x := range n {
+			sum += m.RTTMs[g][x]
+		}
+		if sum < centreSum {
+			centre, centreSum = g, sum
+		}
+	}
+	star := make([]int, n)
+	for g := range star {
+		star[g] = centre
+	}
+	star[centre] = -1
+	var best TreeResult
+	consider := func(parent []int) {
+		p := score(parent)
+		if best.Parent == nil || p.Score(opt.Objective) < best.Prediction.Score(opt.Objective)-1e-9 {
+			best = TreeResult{Parent: slices.Clone(parent), Prediction: p}
+		}
+	}
+	all := append([][]int{star}, starts...)
+	for _, s := range all {
+		consider(s)
+	}
+	steps := opt.Steps
+	if steps == 0 {
+		steps = int(min(20000, max(1000, 2e7/float64(len(d.Sets)*(n+1)))))
+	}
+	for _, s := range all {
+		consider(annealTree(s, steps, rng, func(p []int) float64 { return score(p).Score(opt.Objective) }))
+	}
+	return best, nil
+}
+
+// annealTree runs a seeded simulated annealing over trees from start and
+// returns the best tree it saw.
+func annealTree(start []int, steps int, rng *rand.Rand, score func([]int) float64) []int {
+	n := len(start)
+	cur := slices.Clone(start)
+	curScore := score(cur)
+	best, bestScore := slices.Clone(cur), curScore
+	t0 := max(curScore*0.02, 1e-9)
+	tEnd := t0 * 1e-3
+	next := make([]int, n)
+	inSubtree := func(p []int, x, root int) bool { // x in root's subtree
+		for ; x != -1; x = p[x] {
+			if x == root {
+				return true
+			}
+		}
+		return false
+	}
+	for step := range steps {
+		temp := t0 * math.Pow(tEnd/t0, float64(step)/float64(steps))
+		copy(next, cur)
+		v, p := rng.IntN(n), rng.IntN(n)
+		switch {
+		case v == p:
+			continue
+		case next[v] == -1:
+			// v is the root: reverse the path from p up to v, so that p
+			// becomes the root and every subtree stays whole.
+			prev, x := -1, p
+			for x != -1 {
+				up := next[x]
+				next[x] = prev
+				prev, x = x, up
+			}
+		case inSubtree(next, p, v):
+			continue // would make a cycle
+		default:
+			next[v] = p
+		}
+		s := score(next)
+		if s <= curScore || rng.Float64() < math.Exp(-(s-curScore)/temp) {
+			copy(cur, next)
+			curScore = s
+			if s < bestScore-1e-12 {
+				copy(best, cur)
+				bestScore = s
+			}
+		}
+	}
+	return best
+}
