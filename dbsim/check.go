@@ -206,6 +206,15 @@ func (s *sim) checkLists() error {
 				continue
 			}
 			id := rq.msg.ID.String()
+			if rq.pieces[0].Aborted {
+				// All or nothing: an aborted append is in no list.
+				for _, k := range rq.lists {
+					if _, ok := pos[k][id]; ok {
+						s.res.violate("lists: aborted append %s (%s) is in %s", id, rq.pieces[0].Reason, k)
+					}
+				}
+				continue
+			}
 			for _, k := range rq.lists {
 				i, ok := pos[k][id]
 				if !ok {

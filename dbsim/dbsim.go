@@ -143,20 +143,25 @@ type groupState struct {
 }
 
 type sim struct {
-	cfg     Config
-	proto   *protocol.Protocol
-	rng     *rand.Rand
-	top     *partition.Topology
-	pm      *partition.PartitionMap
-	procs   *txn.Registry
-	groups  []*groupState
-	net     []packet
-	cut     [][]bool // cut[a][b]: the link from a to b drops everything
-	cutOff  int      // steps left while a group is cut off
-	clients []*client
-	loaded  bool
-	faults  bool
-	res     Result
+	cfg    Config
+	proto  *protocol.Protocol
+	rng    *rand.Rand
+	top    *partition.Topology
+	pm     *partition.PartitionMap
+	procs  *txn.Registry
+	groups []*groupState
+	net    []packet
+	// cutUntil[a][b]: the link from a to b drops everything until this
+	// step. Every cut heals by itself: a cut that outlived the workload
+	// would keep the clients waiting, and the faults on, for ever.
+	cutUntil [][]int
+	// groupCuts counts the times a whole group was cut off, at most
+	// groupCutsMax a run.
+	groupCuts int
+	clients   []*client
+	loaded    bool
+	faults    bool
+	res       Result
 	// accepted lists every request accepted by its entry group, in order.
 	accepted []*request
 	acked    map[multicast.MsgID]bool
@@ -195,9 +200,9 @@ func Run(cfg Config) (*Result, error) {
 		}
 		s.groups = append(s.groups, gs)
 	}
-	s.cut = make([][]bool, cfg.Groups)
-	for g := range s.cut {
-		s.cut[g] = make([]bool, cfg.Groups)
+	s.cutUntil = make([][]int, cfg.Groups)
+	for g := range s.cutUntil {
+		s.cutUntil[g] = make([]int, cfg.Groups)
 	}
 	s.makeWorkload()
 	if err := s.run(); err != nil {
@@ -323,6 +328,10 @@ func (s *sim) transmit(g partition.GroupID, frames []channel.Frame) error {
 	return nil
 }
 
+// groupCutsMax bounds the times a run cuts a whole group off: each cut
+// lasts thousands of steps, and the clients wait through it.
+const groupCutsMax = 2
+
 // quietAfterTicks is the replication shell's rule (replica.go): a leader
 // stops proposing ticks once this many were applied with nothing else and
 // a tick would change nothing.
@@ -376,10 +385,15 @@ func (s *sim) deliverPacket() error {
 	if dup := s.faults && s.rng.Float64() < s.cfg.Dup; !dup {
 		s.net = slices.Delete(s.net, i, i+1)
 	}
-	if s.cut[p.from][p.to] || (s.faults && s.rng.Float64() < s.cfg.Drop) {
+	if s.cutUntil[p.from][p.to] > s.res.Steps || (s.faults && s.rng.Float64() < s.cfg.Drop) {
 		return nil
 	}
-	_, err := s.propose(p.to, group.EncodeInbound(p.from, p.frames))
+	result, err := s.propose(p.to, group.EncodeInbound(p.from, p.frames))
+	if result != nil {
+		// Every group is honest: a batch refused as malformed means the
+		// channels of two groups disagree.
+		s.res.violate("channel: group %d refused a batch from group %d: %v", p.to, p.from, result)
+	}
 	return err
 }
 
@@ -519,31 +533,57 @@ func (s *sim) stuck() string {
 	out := fmt.Sprintf("%d packets in flight", len(s.net))
 	for _, c := range s.clients {
 		if c.next < len(c.reqs) {
-			out += fmt.Sprintf("; client %d waits on %s (sent %v)", c.id, c.reqs[c.next].msg.ID, c.sent)
+			rq := c.reqs[c.next]
+			out += fmt.Sprintf("; client %d waits on %s to %s (kind %d, sent %v):", c.id, rq.msg.ID, rq.msg.Dst, rq.kind, c.sent)
+			for _, g := range rq.msg.Dst.Slice() {
+				lead := s.groups[g].replicas[s.groups[g].leader]
+				_, found, _ := lead.exec.Result(rq.msg.ID)
+				out += fmt.Sprintf(" g%d result %v %+v", g, found, lead.exec.Stats())
+				for _, rp := range s.groups[g].replicas {
+					_, f, _ := rp.exec.Result(rq.msg.ID)
+					delivered := false
+					for _, d := range rp.dlog {
+						for _, id := range d.ids {
+							if id == rq.msg.ID {
+								delivered = true
+							}
+						}
+					}
+					out += fmt.Sprintf(" [r%d applied %d exec %d result %v delivered %v]", rp.r, rp.applied, rp.exec.AppliedIndex(), f, delivered)
+				}
+			}
 		}
 	}
 	for g, gs := range s.groups {
 		st := gs.replicas[gs.leader].m.State()
-		out += fmt.Sprintf("; g%d log %d, leader r%d quiet %v", g, len(gs.log), gs.leader, st.Quiet(quietAfterTicks))
+		out += fmt.Sprintf("; g%d log %d, leader r%d quiet %v outbox", g, len(gs.log), gs.leader, st.Quiet(quietAfterTicks))
+		for h := range s.groups {
+			if h != g {
+				out += fmt.Sprintf(" ->g%d:%d", h, st.Node().OutboxLen(partition.GroupID(h)))
+			}
+		}
+		for h := range s.groups {
+			if h != g {
+				var seqs []uint64
+				for _, f := range st.Node().Unacked(partition.GroupID(h)) {
+					seqs = append(seqs, f.Seq)
+				}
+				hst := s.groups[h].replicas[s.groups[h].leader].m.State()
+				out += fmt.Sprintf(" unacked->g%d %v (g%d has up to %d)", h, seqs, h, hst.Node().AckFrame(partition.GroupID(g)).Ack)
+			}
+		}
 	}
 	return out
 }
 
 func (s *sim) healAll() {
-	for _, row := range s.cut {
+	for _, row := range s.cutUntil {
 		clear(row)
 	}
-	s.cutOff = 0
 }
 
 // fault injects one fault.
 func (s *sim) fault() error {
-	if s.cutOff > 0 {
-		s.cutOff--
-		if s.cutOff == 0 {
-			s.healAll()
-		}
-	}
 	gs := s.groups[s.rng.IntN(len(s.groups))]
 	switch n := s.rng.IntN(100); {
 	case n < 20 && len(gs.replicas) > 1:
@@ -560,17 +600,19 @@ func (s *sim) fault() error {
 		return gs.replicas[s.rng.IntN(len(gs.replicas))].exec.Sync()
 	case n < 75:
 		return s.install(gs)
-	case n < 78 && s.cfg.CutGroup && s.cutOff == 0:
-		g := s.rng.IntN(len(s.groups))
+	case n < 78 && s.cfg.CutGroup && s.groupCuts < groupCutsMax:
+		// A whole group cut off from the others for a long while.
+		s.groupCuts++
+		g, until := s.rng.IntN(len(s.groups)), s.res.Steps+5000+s.rng.IntN(20000)
 		for h := range s.groups {
 			if h != g {
-				s.cut[g][h], s.cut[h][g] = true, true
+				s.cutUntil[g][h], s.cutUntil[h][g] = until, until
 			}
 		}
-		s.cutOff = 20 + s.rng.IntN(40) // faults, not steps: a long while
 	case n < 90:
-		a, b := s.rng.IntN(len(s.groups)), s.rng.IntN(len(s.groups))
-		s.cut[a][b] = !s.cut[a][b]
+		if a, b := s.rng.IntN(len(s.groups)), s.rng.IntN(len(s.groups)); a != b {
+			s.cutUntil[a][b] = s.res.Steps + 100 + s.rng.IntN(3000)
+		}
 	}
 	return nil
 }

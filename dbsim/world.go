@@ -17,6 +17,7 @@ import (
 const (
 	AccountsPerGroup = 2
 	ListsPerGroup    = 2
+	ListCap          = 6
 	// initialBalance is what the loader adds to every account.
 	initialBalance = 100
 )
@@ -63,7 +64,9 @@ func newWorld(n int) (*partition.Topology, *partition.PartitionMap, error) {
 // AppendProc is the stored procedure "append" (args "ID KEY..."): every
 // group appends ID to each list it owns among KEY..., a list being the
 // comma-separated IDs appended so far, and reports what each list held
-// before. A call is the list-append transaction of Elle (Kingsbury and
+// before. A list holds ListCap ids at most: an append to a full list
+// aborts that group's piece, and so the call at every destination (DESIGN
+// 6), which the checks verify: an aborted append is in none of its lists. A call is the list-append transaction of Elle (Kingsbury and
 // Alvaro, 2020): the lists' final orders and what every call read are
 // checked for serializability.
 type AppendProc struct{}
@@ -99,6 +102,9 @@ func (AppendProc) Run(p *txn.ProcPiece) (txn.PieceResult, error) {
 		v, found, err := p.Reader.Get(k)
 		if err != nil {
 			return txn.PieceResult{}, err
+		}
+		if found && bytes.Count(v, []byte(","))+1 >= ListCap {
+			return txn.PieceResult{Aborted: true, Reason: fmt.Sprintf("list %s is full", k)}, nil
 		}
 		res.Results = append(res.Results, txn.OpResult{Index: i, Kind: txn.OpGet, Key: k, Found: found, Value: v})
 		next := id

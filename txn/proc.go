@@ -14,16 +14,17 @@ import (
 // touches, and every destination runs the procedure's piece for its own
 // keys.
 //
-// Procedures take no votes: a group's piece runs as soon as it reaches the
-// head of the group's execution queue. So every decision a procedure makes
-// (to abort, which rows to write) must depend only on its arguments, on
-// replicated keys (equal at every group at that point of the order) and on
-// the keys the running group owns, and a decision that must be the same at
-// every destination (to abort the call) must depend only on the arguments
-// and replicated keys. gTPC-C's new-order (which aborts on an unknown item,
-// known from the replicated item table) and payment fit. The executor
-// enforces the first rule: a piece that reads or writes a key its group
-// does not hold aborts.
+// A call is all or nothing (DESIGN 6): any piece of a procedure can abort
+// (a missing row, a key its group does not hold, too many writes, a
+// panic), so each destination of a call to several groups runs its piece
+// once as a trial when it reaches the head of the group's execution queue,
+// sends the outcome to the other destinations as its vote, and commits its
+// writes only if no destination's piece aborted; otherwise every
+// destination aborts with the reason of the first destination, in rank
+// order, whose piece aborted. Every decision a procedure makes must depend
+// only on its arguments, on replicated keys and on the keys the running
+// group holds; the executor enforces the last rule: a piece that reads or
+// writes a key its group does not hold aborts.
 
 // KeysMax bounds the keys a procedure call may touch.
 const KeysMax = 4096

@@ -179,6 +179,11 @@ func (s *conflictSet) read(k string) bool {
 // blocksVote reports whether rule 1 forbids a job of footprint f to vote:
 // a job in s may write a key its vote reads.
 func (s *conflictSet) blocksVote(f *footprint) bool {
+	if f.all {
+		// A call's vote is a trial run that may read anything: it waits
+		// until nothing is ahead of it.
+		return s.jobs > 0
+	}
 	if s.all {
 		return len(f.votes) > 0
 	}

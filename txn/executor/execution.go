@@ -28,6 +28,7 @@ type execution struct {
 // job is a delivery prepared to run at this group.
 type job struct {
 	id     multicast.MsgID
+	self   partition.GroupID // the group running it
 	dst    partition.GroupSet
 	digest uint64 // the delivery's digest
 	// Exactly one of the following describes the job.
@@ -70,7 +71,34 @@ func (q *queued) footprint() *footprint {
 }
 
 // sendsVote reports whether q's piece sends a vote.
-func (q *queued) sendsVote() bool { return q.job.piece != nil && !q.job.piece.VoteTo.Empty() }
+func (q *queued) sendsVote() bool { return !q.job.voteTo().Empty() }
+
+// voteTo returns the groups j's piece sends its vote to: those a
+// transaction's piece names (txn.Piece.VoteTo), or, for a call to several
+// groups, every other destination: any piece of a procedure can abort (a
+// missing row, a key it may not touch, too many writes, a panic), and the
+// call commits at every destination or at none (DESIGN 6).
+func (j *job) voteTo() partition.GroupSet {
+	switch {
+	case j.piece != nil:
+		return j.piece.VoteTo
+	case j.call != nil:
+		return j.dst.Remove(j.self)
+	}
+	return 0
+}
+
+// voters returns the groups whose votes j waits for (for a call, every
+// other destination, as voteTo).
+func (j *job) voters() partition.GroupSet {
+	switch {
+	case j.piece != nil:
+		return j.piece.Voters
+	case j.call != nil:
+		return j.dst.Remove(j.self)
+	}
+	return 0
+}
 
 // apply runs the entry: deliveries, inbound votes, then a pass over the
 // queue, and writes the state the entry leaves.
@@ -143,12 +171,12 @@ func (x *execution) deliver(m multicast.Message) (bool, error) {
 // here by another transaction.
 func (x *execution) sendUsed(d delivery, other bool) {
 	j := x.e.prepare(d)
-	if j.piece == nil || j.piece.VoteTo.Empty() {
+	if j.voteTo().Empty() {
 		return
 	}
 	v := txn.Vote{Group: x.e.cfg.Self, Used: true, Other: other, Digest: j.digest}
 	payload := txn.AppendVote(nil, j.id, v)
-	for _, g := range j.piece.VoteTo.Slice() {
+	for _, g := range j.voteTo().Slice() {
 		x.sends = append(x.sends, group.AppSend{To: g, About: j.id, Payload: payload})
 	}
 }
@@ -200,14 +228,30 @@ func (x *execution) pass() error {
 }
 
 // vote evaluates the vote of j's piece on the current state and sends it.
+// A call's vote is a trial run of its procedure, its writes dropped: it
+// votes only at the head of the queue (conflict.go: a call conflicts with
+// everything), so the state it runs on later is the one it voted on, and
+// the vote carries the abort reason (Vote.Then) that every destination
+// reports alike.
 func (x *execution) vote(j *job) error {
-	p := j.piece
-	v, err := txn.EvalVote(x.rw, p)
-	if err != nil {
-		return err
+	var v txn.Vote
+	if j.call != nil {
+		res, _, err := x.evalCall(j)
+		if err != nil {
+			return err
+		}
+		v = txn.Vote{Group: j.self, Holds: true}
+		if res.Aborted {
+			v.Then = txn.Abort{Reason: res.Reason}
+		}
+	} else {
+		var err error
+		if v, err = txn.EvalVote(x.rw, j.piece); err != nil {
+			return err
+		}
 	}
 	payload := txn.AppendVote(nil, j.id, v)
-	for _, g := range p.VoteTo.Slice() {
+	for _, g := range j.voteTo().Slice() {
 		x.sends = append(x.sends, group.AppSend{To: g, About: j.id, Payload: payload})
 	}
 	return nil
@@ -217,7 +261,7 @@ func (x *execution) vote(j *job) error {
 // becomes a job that reports why.
 func (e *Executor) prepare(d delivery) *job {
 	cfg := &e.cfg
-	j := &job{id: d.msg.ID, dst: d.msg.Dst, digest: d.digest}
+	j := &job{id: d.msg.ID, self: cfg.Self, dst: d.msg.Dst, digest: d.digest}
 	if !j.dst.Has(cfg.Self) {
 		j.reason = fmt.Sprintf("txn: group %d is not a destination of %s (%s)", cfg.Self, j.id, j.dst)
 		return j
@@ -259,10 +303,10 @@ func (e *Executor) prepare(d delivery) *job {
 // Executor, Reused ids), the abort of j instead, which names the first
 // such voter.
 func (x *execution) votes(j *job) (votes []txn.Vote, reason string, ok bool, err error) {
-	if j.piece == nil || j.piece.Voters.Empty() {
+	voters := j.voters()
+	if voters.Empty() {
 		return nil, "", true, nil
 	}
-	voters := j.piece.Voters
 	if x.e.votes[j.id]&voters != voters {
 		return nil, "", false, nil
 	}
@@ -369,7 +413,7 @@ func (x *execution) run(j *job, votes []txn.Vote, reason string) error {
 	case j.piece != nil:
 		res, err = x.runPiece(j.piece, votes)
 	default:
-		res, err = x.runCall(j)
+		res, err = x.runCall(j, votes)
 	}
 	if err != nil {
 		return err

@@ -111,6 +111,22 @@ func testRegistry(t *testing.T) *txn.Registry {
 			}
 			return txn.PieceResult{Succeeded: true, Results: []txn.OpResult{{Index: 1, Kind: txn.OpPut}, {Index: 0, Kind: txn.OpPut}}}, nil
 		}},
+		// stamp writes a stamp into each of its keys the group owns, and
+		// aborts if the group lacks its row "w/000N/row".
+		"stamp": funcProc{fixedKeys("w/0001/s", "w/0004/s"), func(p *txn.ProcPiece) (txn.PieceResult, error) {
+			for _, row := range []string{"w/0001/row", "w/0004/row"} {
+				if !p.Owns([]byte(row)) {
+					continue
+				}
+				if _, found, err := p.Reader.Get([]byte(row)); err != nil || !found {
+					return txn.PieceResult{Aborted: true, Reason: "missing row " + row}, err
+				}
+				if err := p.Writer.Put([]byte(row[:7]+"s"), []byte("stamped")); err != nil {
+					return txn.PieceResult{}, err
+				}
+			}
+			return txn.PieceResult{Succeeded: true}, nil
+		}},
 		// crash writes, then panics.
 		"crash": funcProc{fixedKeys("w/0001/a"), func(p *txn.ProcPiece) (txn.PieceResult, error) {
 			if err := p.Writer.Put([]byte("w/0001/a"), []byte("half")); err != nil {
@@ -212,12 +228,16 @@ func TestExecutorProcedures(t *testing.T) {
 	c.seed(0, map[string]string{"w/0001/a": "10", "w/0001/b": "b"})
 	c.seed(2, map[string]string{"w/0004/a": "1"})
 
+	// Every destination of a call votes to the others (any piece of a
+	// procedure can abort), and runs once it has their votes.
 	move := c.callMsg(1, "move", "w/0001/a w/0004/a 4 item/1")
 	for _, g := range []partition.GroupID{2, 0} {
-		if sends := c.deliver(g, move); len(sends) != 0 {
-			t.Errorf("group %d voted on a procedure call", g)
+		sends := c.deliver(g, move)
+		if other := 2 - g; len(sends) != 1 || sends[0].To != other {
+			t.Errorf("group %d sent %+v, want one vote to group %d", g, sends, other)
 		}
 	}
+	c.settle()
 	res, err := c.merged(move)
 	if err != nil {
 		t.Fatal(err)
@@ -230,16 +250,26 @@ func TestExecutorProcedures(t *testing.T) {
 	bad := c.callMsg(2, "move", "w/0001/a w/0004/a 4 item/9")
 	c.deliver(0, bad)
 	c.deliver(2, bad)
+	c.settle()
 	for _, g := range []partition.GroupID{0, 2} {
 		if r := c.result(g, bad); !r.Aborted || r.Reason != `txn: procedure "move": unknown item item/9` {
 			t.Errorf("group %d: %s", g, describeResult(r))
 		}
 	}
 
+	// All or nothing: group 0's piece of peek aborts (it reads a key it
+	// does not hold), group 1's would succeed; both abort, with group 0's
+	// reason, and group 1 writes nothing.
 	peek := c.callMsg(3, "peek", "")
 	c.deliver(0, peek)
-	if r := c.result(0, peek); !r.Aborted || !strings.Contains(r.Reason, `get "w/0003/a": a key group 0 does not hold`) {
-		t.Errorf("peek at group 0: %s", describeResult(r))
+	c.deliver(1, peek)
+	c.settle()
+	r0, r1 := c.result(0, peek), c.result(1, peek)
+	if !r0.Aborted || !strings.Contains(r0.Reason, `get "w/0003/a": a key group 0 does not hold`) {
+		t.Errorf("peek at group 0: %s", describeResult(r0))
+	}
+	if describeResult(r1) != describeResult(r0) {
+		t.Errorf("peek at group 1: %s, want group 0's abort: %s", describeResult(r1), describeResult(r0))
 	}
 	sneak := c.callMsg(4, "sneak", "")
 	c.deliver(0, sneak)
@@ -291,10 +321,51 @@ func TestExecutorProceduresInOneEntry(t *testing.T) {
 	c.deliver(0, m1, m2, m3)
 	c.deliver(2, m1, m2)
 	c.deliver(2, m3)
+	c.settle()
 	if got, want := c.data(0), "item/1=pen w/0001/a=1"; got != want {
 		t.Errorf("group 0: %s, want %s", got, want)
 	}
 	if got, want := c.data(2), "item/1=pen w/0004/a=10"; got != want {
+		t.Errorf("group 2: %s, want %s", got, want)
+	}
+}
+
+// TestExecutorProcedureAllOrNothing: a call whose piece at one destination
+// misses a row aborts at every destination, with that destination's
+// reason, and the piece that could have run writes nothing; with the row
+// there, every destination commits. Restarts between the vote and the run
+// change neither.
+func TestExecutorProcedureAllOrNothing(t *testing.T) {
+	c := newCluster(t, testRegistry(t))
+	c.seed(0, map[string]string{"w/0001/row": "r"})
+	m := c.callMsg(1, "stamp", "")
+	c.deliver(0, m)
+	c.restart(0)
+	c.deliver(2, m)
+	c.settle()
+	for _, g := range []partition.GroupID{0, 2} {
+		if r := c.result(g, m); !r.Aborted || r.Reason != `txn: procedure "stamp": missing row w/0004/row` {
+			t.Errorf("group %d: %s, want the abort of group 2's missing row", g, describeResult(r))
+		}
+	}
+	if got, want := c.data(0), "w/0001/row=r"; got != want {
+		t.Errorf("group 0 after the aborted call: %s, want %s", got, want)
+	}
+	c.seed(2, map[string]string{"w/0004/row": "r"})
+	m2 := c.callMsg(2, "stamp", "")
+	c.deliver(2, m2)
+	c.restart(2)
+	c.deliver(0, m2)
+	c.settle()
+	for _, g := range []partition.GroupID{0, 2} {
+		if r := c.result(g, m2); r.Aborted || !r.Succeeded {
+			t.Errorf("group %d: %s, want committed", g, describeResult(r))
+		}
+	}
+	if got, want := c.data(0), "w/0001/row=r w/0001/s=stamped"; got != want {
+		t.Errorf("group 0: %s, want %s", got, want)
+	}
+	if got, want := c.data(2), "w/0004/row=r w/0004/s=stamped"; got != want {
 		t.Errorf("group 2: %s, want %s", got, want)
 	}
 }

@@ -120,8 +120,40 @@ func (v *procView) writable(key []byte) error {
 	return nil
 }
 
-// runCall runs the procedure of job j at this group.
-func (x *execution) runCall(j *job) (txn.PieceResult, error) {
+// runCall runs the procedure of job j at this group with the votes of the
+// call's other destinations: the piece commits only if no destination's
+// piece aborted; otherwise it aborts with the reason of the first
+// destination in rank order whose piece aborted, so that every destination
+// reports the same.
+func (x *execution) runCall(j *job, votes []txn.Vote) (txn.PieceResult, error) {
+	res, v, err := x.evalCall(j)
+	if err != nil {
+		return txn.PieceResult{}, err
+	}
+	for _, g := range j.dst.Slice() {
+		if g == j.self {
+			if res.Aborted {
+				return res, nil
+			}
+			continue
+		}
+		for _, vote := range votes {
+			if vote.Group == g && vote.Then.Aborted() {
+				return abortResult(vote.Then.Reason), nil
+			}
+		}
+	}
+	if err := v.e.Flush(x.rw); err != nil {
+		return txn.PieceResult{}, err
+	}
+	return res, nil
+}
+
+// evalCall runs the procedure of job j at this group over a view that
+// holds its writes back, and returns its result and the view (flushed by
+// runCall when the call commits). A store error is the error; every other
+// failure is an aborted result.
+func (x *execution) evalCall(j *job) (txn.PieceResult, *procView, error) {
 	cfg := &x.e.cfg
 	v := &procView{e: txn.NewOverlay(x.rw), pm: cfg.Partitions, self: cfg.Self}
 	p := &txn.ProcPiece{
@@ -132,24 +164,21 @@ func (x *execution) runCall(j *job) (txn.PieceResult, error) {
 	prefix := fmt.Sprintf("txn: procedure %q: ", j.call.Name)
 	switch {
 	case v.ioErr != nil:
-		return txn.PieceResult{}, v.ioErr
+		return txn.PieceResult{}, nil, v.ioErr
 	case v.denied != nil:
-		return abortResult(prefix + v.denied.Error()), nil
+		return abortResult(prefix + v.denied.Error()), v, nil
 	case err != nil:
-		return abortResult(prefix + err.Error()), nil
+		return abortResult(prefix + err.Error()), v, nil
 	case res.Aborted:
-		return abortResult(prefix + res.Reason), nil
+		return abortResult(prefix + res.Reason), v, nil
 	}
 	if res.Truncated {
-		return abortResult(prefix + "bad result: truncated, which only the executor decides"), nil
+		return abortResult(prefix + "bad result: truncated, which only the executor decides"), v, nil
 	}
 	if err := res.Check(); err != nil {
-		return abortResult(prefix + "bad result: " + err.Error()), nil
+		return abortResult(prefix + "bad result: " + err.Error()), v, nil
 	}
-	if err := v.e.Flush(x.rw); err != nil {
-		return txn.PieceResult{}, err
-	}
-	return res, nil
+	return res, v, nil
 }
 
 // runProcedure runs proc's Run, turning a panic into an error: a procedure
