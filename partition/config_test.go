@@ -380,3 +380,24 @@ func TestReplicaIDsAndEndpoints(t *testing.T) {
 		t.Errorf("Endpoints = %v, want %v", got, want)
 	}
 }
+
+// FuzzCanonicalDiff: CanonicalDiff reads canonical text back from a
+// replica's identity file, which may be damaged: any two texts compare
+// without a panic, a text equals itself, and the bound on the differences
+// named holds.
+func FuzzCanonicalDiff(f *testing.F) {
+	c := validConfig()
+	f.Add(c.Canonical(), "")
+	c2 := validConfig()
+	c2.Groups[1].Replicas[0].GRPC = "127.0.0.1:9999"
+	f.Add(c.Canonical(), c2.Canonical())
+	f.Add("a = \"1\"\nb = \"2\"\n", "a = \"1\"\n b=\n")
+	f.Fuzz(func(t *testing.T, was, now string) {
+		if d := partition.CanonicalDiff(was, was, 3); len(d) != 0 {
+			t.Fatalf("a text differs from itself: %q", d)
+		}
+		if d := partition.CanonicalDiff(was, now, 3); len(d) > 4 {
+			t.Fatalf("%d differences named, at most 3 and a summary: %q", len(d), d)
+		}
+	})
+}
