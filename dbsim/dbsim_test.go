@@ -23,7 +23,7 @@ func configOf(p multicast.Protocol, seed uint64) Config {
 	c.Replicas = []int{3, 1, 3, 2, 5}[seed/3%5]
 	c.Drop = []float64{0, 0.05, 0.2}[seed/15%3]
 	c.Dup = []float64{0, 0.05, 0.1}[seed/45%3]
-	c.Faults = []float64{0.01, 0.03, 0.08}[seed/5%3]
+	c.Faults = []float64{0.005, 0.015, 0.04}[seed/5%3]
 	c.CutGroup = seed%4 == 1
 	return c
 }
