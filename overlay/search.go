@@ -37,8 +37,8 @@ const (
 	WorkDefault  = 200_000_000
 )
 
-// OverlayResult is SuggestOverlay's answer.
-type OverlayResult struct {
+// OrderResult is SuggestOverlay's answer.
+type OrderResult struct {
 	Order      []int // order[r]: the group of rank r
 	Prediction Prediction
 	// Exact tells that the order is optimal for its closed-loop weights.
@@ -50,13 +50,13 @@ type OverlayResult struct {
 // with, such as the configured overlay: the result never scores worse than
 // any of them). rng seeds the annealing; the result is a function of the
 // arguments and rng's state.
-func (m *Model) SuggestOverlay(d *Dist, starts [][]int, opt Options, rng *rand.Rand) (OverlayResult, error) {
+func (m *Model) SuggestOverlay(d *Dist, starts [][]int, opt Options, rng *rand.Rand) (OrderResult, error) {
 	if err := m.Validate(); err != nil {
-		return OverlayResult{}, err
+		return OrderResult{}, err
 	}
 	for _, s := range starts {
 		if err := CheckOrder(s, d.N); err != nil {
-			return OverlayResult{}, err
+			return OrderResult{}, err
 		}
 	}
 	exactMax := opt.ExactMax
@@ -64,11 +64,11 @@ func (m *Model) SuggestOverlay(d *Dist, starts [][]int, opt Options, rng *rand.R
 		exactMax = ExactMaxDefault
 	}
 	score := func(order []int) Prediction { p, _ := m.FlexCast(d, order); return p }
-	var best OverlayResult
+	var best OrderResult
 	consider := func(order []int, exact bool) {
 		p := score(order)
 		if best.Order == nil || p.Score(opt.Objective) < best.Prediction.Score(opt.Objective)-1e-9 {
-			best = OverlayResult{Order: slices.Clone(order), Prediction: p, Exact: exact}
+			best = OrderResult{Order: slices.Clone(order), Prediction: p, Exact: exact}
 		} else if exact && slices.Equal(order, best.Order) {
 			best.Exact = true
 		}

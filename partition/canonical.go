@@ -69,16 +69,16 @@ func Fingerprint(canonical string) string {
 }
 
 // CanonicalDiff names the fields that differ between two canonical texts,
-// in the order of was then of now, at most max of them (and how many more):
+// in the order of was then of now, at most limit of them (and how many more):
 // `groups[1].replicas[0].grpc was "h:1", now "h:2"`. It returns nil when
 // they agree.
-func CanonicalDiff(was, now string, max int) []string {
+func CanonicalDiff(was, now string, limit int) []string {
 	wasF, wasKeys := canonicalFields(was)
 	nowF, nowKeys := canonicalFields(now)
 	var out []string
 	n := 0
 	add := func(s string) {
-		if n++; n <= max {
+		if n++; n <= limit {
 			out = append(out, s)
 		}
 	}
@@ -97,8 +97,8 @@ func CanonicalDiff(was, now string, max int) []string {
 			add(fmt.Sprintf("%s was absent, now %s", k, nowF[k]))
 		}
 	}
-	if n > max {
-		out = append(out, fmt.Sprintf("and %d more", n-max))
+	if n > limit {
+		out = append(out, fmt.Sprintf("and %d more", n-limit))
 	}
 	return out
 }

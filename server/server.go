@@ -296,7 +296,7 @@ func Open(cfg Config) (*Server, error) {
 func (s *Server) serve() error {
 	opts := []grpc.ServerOption{
 		grpc.MaxConcurrentStreams(streamsMax),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMin, PermitWithoutStream: true}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: keepaliveTime, Timeout: keepaliveTimeout}),
 	}
 	apiOpts := append(slices.Clone(opts), grpc.ChainUnaryInterceptor(s.intercept))
@@ -323,13 +323,13 @@ func (s *Server) serve() error {
 }
 
 // Bounds of the gRPC servers: streams (calls in flight) per connection, and
-// the keepalive policy: a client may ping no more often than keepaliveMin
+// the keepalive policy: a client may ping no more often than keepaliveMinTime
 // (more often closes its connection), and the server pings an idle
 // connection after keepaliveTime, closing it when no answer comes within
 // keepaliveTimeout.
 const (
 	streamsMax       = 1024
-	keepaliveMin     = 5 * time.Second
+	keepaliveMinTime = 5 * time.Second
 	keepaliveTime    = time.Minute
 	keepaliveTimeout = 20 * time.Second
 )
