@@ -194,8 +194,17 @@ func (x *execution) pass() error {
 	for _, q := range e.queue {
 		early := ahead.jobs > 0
 		// With nothing ahead, neither rule needs q's footprint.
+		if q.job.call != nil && q.voted && q.sendsVote() && !q.hasFP {
+			// A call that voted before this executor opened (a restart):
+			// its footprint is its trial run's again. The jobs that ran
+			// ahead of it since it voted touched nothing it reads, so the
+			// trial touches what it touched then, as on every replica.
+			if err := x.callFootprint(q); err != nil {
+				return err
+			}
+		}
 		if !q.voted && !(early && ahead.blocksVote(q.footprint())) {
-			if err := x.vote(q.job); err != nil {
+			if err := x.vote(q); err != nil {
 				return err
 			}
 			q.voted = true
@@ -233,10 +242,11 @@ func (x *execution) pass() error {
 // everything), so the state it runs on later is the one it voted on, and
 // the vote carries the abort reason (Vote.Then) that every destination
 // reports alike.
-func (x *execution) vote(j *job) error {
+func (x *execution) vote(q *queued) error {
+	j := q.job
 	var v txn.Vote
 	if j.call != nil {
-		res, _, err := x.evalCall(j)
+		res, view, err := x.evalCall(j)
 		if err != nil {
 			return err
 		}
@@ -244,6 +254,10 @@ func (x *execution) vote(j *job) error {
 		if res.Aborted {
 			v.Then = txn.Abort{Reason: res.Reason}
 		}
+		// From now on the call conflicts only with what its trial run
+		// touched, not with everything: the deliveries behind it that
+		// touch none of it run while it waits for the other votes.
+		q.fp, q.hasFP = view.fp, true
 	} else {
 		var err error
 		if v, err = txn.EvalVote(x.rw, j.piece); err != nil {
@@ -254,6 +268,17 @@ func (x *execution) vote(j *job) error {
 	for _, g := range j.voteTo().Slice() {
 		x.sends = append(x.sends, group.AppSend{To: g, About: j.id, Payload: payload})
 	}
+	return nil
+}
+
+// callFootprint sets the footprint of call q, which voted: what a trial run
+// of it touches now.
+func (x *execution) callFootprint(q *queued) error {
+	_, view, err := x.evalCall(q.job)
+	if err != nil {
+		return err
+	}
+	q.fp, q.hasFP = view.fp, true
 	return nil
 }
 

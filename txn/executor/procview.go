@@ -22,6 +22,9 @@ type procView struct {
 	// denied is the first access the piece may not make: it aborts the
 	// piece even if the procedure ignored the error.
 	denied error
+	// fp records what the piece touched: the footprint of a call that
+	// voted (conflict.go).
+	fp footprint
 }
 
 func (v *procView) deny(format string, args ...any) error {
@@ -59,6 +62,7 @@ func (v *procView) Get(key []byte) ([]byte, bool, error) {
 	if _, ok := v.readable(key); !ok {
 		return nil, false, v.deny("txn: get %s: a key group %d does not hold", txn.Quote(key), v.self)
 	}
+	v.fp.reads = append(v.fp.reads, string(key))
 	val, found, err := v.e.Get(key)
 	if err != nil {
 		return nil, false, v.store(err)
@@ -78,6 +82,7 @@ func (v *procView) Scan(start, end []byte, limit int) ([]txn.KV, error) {
 	case limit < 1 || limit > txn.ScanLimitMax:
 		return nil, v.deny("txn: scan limit %d, want 1..ScanLimitMax (%d)", limit, txn.ScanLimitMax)
 	}
+	v.fp.scans = append(v.fp.scans, span{start: string(start), end: string(end)})
 	kvs, err := v.e.Scan(start, end, limit)
 	if err != nil {
 		return nil, v.store(err)
@@ -96,6 +101,7 @@ func (v *procView) Put(key, value []byte) error {
 	if len(value) > kv.ValueMax {
 		return v.deny("txn: put %s: value of %d bytes, more than %d", txn.Quote(key), len(value), kv.ValueMax)
 	}
+	v.fp.writes = append(v.fp.writes, string(key))
 	v.e.Put(bytes.Clone(key), bytes.Clone(value))
 	return nil
 }
@@ -104,6 +110,7 @@ func (v *procView) Delete(key []byte) error {
 	if err := v.writable(key); err != nil {
 		return err
 	}
+	v.fp.writes = append(v.fp.writes, string(key))
 	v.e.Delete(bytes.Clone(key))
 	return nil
 }
