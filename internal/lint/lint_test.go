@@ -524,45 +524,54 @@ func TestCorePackagesArePure(t *testing.T) {
 	fset, imp := sharedImporter(t)
 	for _, rel := range coreDirs(t, root) {
 		t.Run(rel, func(t *testing.T) {
-			files, err := parsePackage(fset, root, rel)
-			if err != nil {
-				t.Fatalf("%v: every core package must exist and hold Go files (DESIGN 3.1)", err)
-			}
-			reported := make(map[string]bool)
-			report := func(fds []finding) {
-				for _, fd := range fds {
-					if s := fd.String(); !reported[s] {
-						reported[s] = true
-						t.Error(s)
-					}
-				}
-			}
-			typed := make(map[*ast.File]bool)
-			for _, ctx := range buildContexts() {
-				built, err := matching(ctx, fset, root, files)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(built) == 0 {
-					continue
-				}
-				info := &types.Info{Types: make(map[ast.Expr]types.TypeAndValue), Uses: make(map[*ast.Ident]types.Object)}
-				_, errs := imp.check(modulePath+"/"+rel, built, info)
-				for _, err := range errs {
-					// The build reports these; the map rules just see less.
-					t.Logf("type-checking %s (tags %v): %v", rel, ctx.BuildTags, err)
-				}
-				for _, f := range built {
-					typed[f] = true
-					report(checkCoreFile(fset, f, info))
-				}
-			}
-			for _, f := range files {
-				if !typed[f] {
-					report(checkCoreFile(fset, f, &types.Info{}))
-				}
-			}
+			checkPackage(t, fset, imp, root, rel, "every core package must exist and hold Go files (DESIGN 3.1)", checkCoreFile)
 		})
+	}
+}
+
+// checkPackage applies check to every non-test file of package rel, each
+// type-checked with the others of its build configuration (default,
+// invariants); a file in neither (another OS, an ignored generator) still
+// gets the rules that need no types. Each finding is reported once.
+func checkPackage(t *testing.T, fset *token.FileSet, imp *moduleImporter, root, rel, missing string, check func(*token.FileSet, *ast.File, *types.Info) []finding) {
+	t.Helper()
+	files, err := parsePackage(fset, root, rel)
+	if err != nil {
+		t.Fatalf("%v: %s", err, missing)
+	}
+	reported := make(map[string]bool)
+	report := func(fds []finding) {
+		for _, fd := range fds {
+			if s := fd.String(); !reported[s] {
+				reported[s] = true
+				t.Error(s)
+			}
+		}
+	}
+	typed := make(map[*ast.File]bool)
+	for _, ctx := range buildContexts() {
+		built, err := matching(ctx, fset, root, files)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(built) == 0 {
+			continue
+		}
+		info := &types.Info{Types: make(map[ast.Expr]types.TypeAndValue), Uses: make(map[*ast.Ident]types.Object)}
+		_, errs := imp.check(modulePath+"/"+rel, built, info)
+		for _, err := range errs {
+			// The build reports these; the map rules just see less.
+			t.Logf("type-checking %s (tags %v): %v", rel, ctx.BuildTags, err)
+		}
+		for _, f := range built {
+			typed[f] = true
+			report(check(fset, f, info))
+		}
+	}
+	for _, f := range files {
+		if !typed[f] {
+			report(check(fset, f, &types.Info{}))
+		}
 	}
 }
 
@@ -618,44 +627,7 @@ func TestReplicaPackagesArePure(t *testing.T) {
 	fset, imp := sharedImporter(t)
 	for _, rel := range replicaPackages {
 		t.Run(rel, func(t *testing.T) {
-			files, err := parsePackage(fset, root, rel)
-			if err != nil {
-				t.Fatalf("%v: every replica-side package must exist and hold Go files", err)
-			}
-			reported := make(map[string]bool)
-			typed := make(map[*ast.File]bool)
-			check := func(f *ast.File, info *types.Info) {
-				for _, fd := range checkReplicaFile(fset, f, info) {
-					if s := fd.String(); !reported[s] {
-						reported[s] = true
-						t.Error(s)
-					}
-				}
-			}
-			for _, ctx := range buildContexts() {
-				built, err := matching(ctx, fset, root, files)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(built) == 0 {
-					continue
-				}
-				info := &types.Info{Types: make(map[ast.Expr]types.TypeAndValue), Uses: make(map[*ast.Ident]types.Object)}
-				_, errs := imp.check(modulePath+"/"+rel, built, info)
-				for _, err := range errs {
-					// The build reports these; the map rules just see less.
-					t.Logf("type-checking %s (tags %v): %v", rel, ctx.BuildTags, err)
-				}
-				for _, f := range built {
-					typed[f] = true
-					check(f, info)
-				}
-			}
-			for _, f := range files {
-				if !typed[f] {
-					check(f, &types.Info{})
-				}
-			}
+			checkPackage(t, fset, imp, root, rel, "every replica-side package must exist and hold Go files", checkReplicaFile)
 		})
 	}
 }
