@@ -7,30 +7,14 @@ import (
 	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/internal/testcluster"
 	"github.com/flexkv/flexkv/kv/kvpb"
-	"github.com/flexkv/flexkv/partition"
 )
-
-// wanMatrix is the round trips between the three regions of testCluster:
-// 40 ms between eu-west-1 and eu-west-3, 4 ms inside a region.
-func wanMatrix(t testing.TB) *partition.Latency {
-	t.Helper()
-	lat, err := partition.NewLatency([]string{"eu-west-1", "eu-west-3", "eu-central-1"}, [][]float64{
-		{4, 40, 30},
-		{40, 4, 20},
-		{30, 20, 4},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return lat
-}
 
 // TestTwoGroupTransferOverWAN: over an emulated round trip of 40 ms between
 // two groups, a transaction to both is not executed at the second before a
 // send from the first has crossed: 20 ms (real mode).
 func TestTwoGroupTransferOverWAN(t *testing.T) {
 	cfg := testcluster.Layout(t, "flexcast", testaddr.Cluster)
-	l := startLocalConfig(t, Config{Cluster: cfg, Latency: wanMatrix(t), Dir: t.TempDir()})
+	l := startLocalConfig(t, Config{Cluster: cfg, Latency: testcluster.WANMatrix(t), Dir: t.TempDir()})
 	ctx := ctxTimeout(t, 30*time.Second)
 	one := int64(1)
 	tx := &kvpb.Txn{Then: []*kvpb.Op{

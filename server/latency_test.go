@@ -47,21 +47,6 @@ func TestLatencyModeOneWay(t *testing.T) {
 	}
 }
 
-// wanMatrix is the round trips between the three regions of testCluster:
-// 40 ms between eu-west-1 and eu-west-3, 4 ms inside a region.
-func wanMatrix(t testing.TB) *partition.Latency {
-	t.Helper()
-	lat, err := partition.NewLatency([]string{"eu-west-1", "eu-west-3", "eu-central-1"}, [][]float64{
-		{4, 40, 30},
-		{40, 4, 20},
-		{30, 20, 4},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return lat
-}
-
 func TestWANDelays(t *testing.T) {
 	// Group eu-central-1 moves to region eu-west-1: from eu-west-1, the
 	// diagonal applies.
@@ -71,7 +56,7 @@ func TestWANDelays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lat := wanMatrix(t)
+	lat := testcluster.WANMatrix(t)
 	ms := time.Millisecond
 	for _, tc := range []struct {
 		name string

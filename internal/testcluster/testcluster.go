@@ -51,6 +51,22 @@ func Layout(t testing.TB, proto string, r testaddr.Range) *partition.ClusterConf
 	return cfg
 }
 
+// WANMatrix is the round trips between the three regions of Layout: 40 ms
+// between eu-west-1 and eu-west-3, 30 and 20 ms to eu-central-1, 4 ms inside
+// a region.
+func WANMatrix(t testing.TB) *partition.Latency {
+	t.Helper()
+	lat, err := partition.NewLatency([]string{"eu-west-1", "eu-west-3", "eu-central-1"}, [][]float64{
+		{4, 40, 30},
+		{40, 4, 20},
+		{30, 20, 4},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lat
+}
+
 // Families is a parsed scrape.
 type Families map[string]*dto.MetricFamily
 
