@@ -197,8 +197,8 @@ func (r Result) Summary() Summary {
 	}
 }
 
-// KeySizeMax bounds Keys.Size: far beyond any key FlexKV takes
-// (partition.KeyMax), small enough that a key's suffix never costs much.
+// KeySizeMax bounds Keys.Size: far beyond a store's usual key limit,
+// small enough that a key's suffix never costs much.
 const KeySizeMax = 1 << 16
 
 // Keys names the keys of a run: request i uses Prefix followed by Size
@@ -206,11 +206,16 @@ const KeySizeMax = 1 << 16
 // Size, only its last Size digits are kept: the keys repeat every 10^Size
 // requests, so that a small Size makes a small, hot key space (etcd's
 // --key-space-size by another name). Decimal digits keep keys printable,
-// so that `flexkv kv get` and `scan` show them plainly, and in the order of
-// i.
+// so that tools show them plainly, and in the order of i.
+//
+// Descending keys count down from the top of the key space instead: request
+// i uses 10^Size-1-i (9...9, then 9...8), so that two loads over one prefix,
+// one each way, meet only when together they make 10^Size requests: a load
+// of integer adds stays off the keys where a load of puts stored text.
 type Keys struct {
-	Prefix []byte
-	Size   int // 1..KeySizeMax
+	Prefix     []byte
+	Size       int // 1..KeySizeMax
+	Descending bool
 }
 
 // Validate reports whether k's Size is usable.
@@ -234,10 +239,20 @@ func (k Keys) AppendKey(b []byte, i int) []byte {
 		d = d[len(d)-k.Size:]
 	}
 	b = append(b, k.Prefix...)
-	for range k.Size - len(d) {
-		b = append(b, '0')
+	pad := byte('0')
+	if k.Descending {
+		pad = '9'
 	}
-	return append(b, d...)
+	for range k.Size - len(d) {
+		b = append(b, pad)
+	}
+	for _, c := range d {
+		if k.Descending {
+			c = '9' - (c - '0') // the nines' complement: 10^Size-1-i
+		}
+		b = append(b, c)
+	}
+	return b
 }
 
 // First and Last return the lowest and the highest key k can make: every

@@ -90,6 +90,18 @@ func TestKeys(t *testing.T) {
 	if got, want := string(k.First())+" "+string(k.Last()), "w/0001/0000 w/0001/9999"; got != want {
 		t.Errorf("First, Last = %q, want %q", got, want)
 	}
+	down := Keys{Prefix: []byte("p"), Size: 4, Descending: true}
+	for _, tt := range []struct {
+		i    int
+		want string
+	}{{0, "p9999"}, {1, "p9998"}, {42, "p9957"}, {9999, "p0000"}, {10000, "p9999"}} {
+		if got := string(down.Key(tt.i)); got != tt.want {
+			t.Errorf("descending Key(%d) = %q, want %q", tt.i, got, tt.want)
+		}
+	}
+	if got, want := string((Keys{Size: 25, Descending: true}).Key(7)), "9999999999999999999999992"; got != want {
+		t.Errorf("descending Key(7) of size 25 = %q, want %q", got, want)
+	}
 	wide := Keys{Size: 25}
 	if got, want := string(wide.Key(7)), "0000000000000000000000007"; got != want {
 		t.Errorf("Key(7) of size 25 = %q, want %q", got, want)
