@@ -25,7 +25,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServerCmd(), newLocalCmd(), newDemoCmd(), newKVCmd(), newGtpccCmd(), newSimCmd(), newCheckLogCmd(), newCertCmd(), newStatusCmd(), newOverlayCmd())
+	root.AddCommand(newServerCmd(), newLocalCmd(), newDemoCmd(), newKVCmd(), newGtpccCmd(), newSimCmd(), newCheckLogCmd(), newCertCmd(), newStatusCmd(), newOverlayCmd(), newBenchCmd())
 	return root
 }
 
