@@ -84,6 +84,7 @@ func runBank(t *testing.T, proto string, snapshots bool) {
 			{Kind: FaultLeaderKill, Every: 1500 * time.Millisecond},
 			{Kind: FaultFollowerRestart, Every: 2 * time.Second},
 			{Kind: FaultPartition, Every: 2500 * time.Millisecond},
+			{Kind: FaultGroupPartition, Every: 3 * time.Second},
 		},
 		Logger: testLogger(t),
 	}

@@ -119,3 +119,60 @@ func TestScanBytesPaged(t *testing.T) {
 		t.Errorf("Txn scanning %d bytes = %v, want txn.ErrTruncated", n*len(value), err)
 	}
 }
+
+// TestBusyNamesUnreachableGroup: with a group cut off from the others, its
+// peers' outboxes to it fill up, and an entry group refuses new work with
+// ResourceExhausted naming the group that does not acknowledge (DESIGN 12);
+// after the heal the cut group catches up and the transactions commit.
+func TestBusyNamesUnreachableGroup(t *testing.T) {
+	cfg := testcluster.Layout(t, "flexcast", testaddr.Cluster)
+	lc := Config{Cluster: cfg, Dir: t.TempDir(), WaitMax: 200 * time.Millisecond}
+	lc.Replication.State.Channel.OutboxMax = 4
+	l := startLocalConfig(t, lc)
+	l.SetGroupCut(cfg.Groups[1].Name, true) // eu-west-3, which owns w/0003/
+	var busy error
+	for seq := uint64(1); seq <= 40 && busy == nil; seq++ {
+		req := &kvpb.TxnRequest{ClientId: 11, Seq: seq, Body: &kvpb.TxnRequest_Txn{Txn: &kvpb.Txn{
+			Then: []*kvpb.Op{{Kind: kvpb.OpKind_OP_KIND_PUT, Key: []byte("w/0001/b"), Value: []byte("y")}, {Kind: kvpb.OpKind_OP_KIND_PUT, Key: []byte("w/0003/b"), Value: []byte("y")}},
+		}}}
+		err := callLeader(t, l, cfg.Groups[0].Name, func(kv kvpb.KVClient) error {
+			_, err := kv.Txn(ctxTimeout(t, 10*time.Second), req)
+			return err
+		})
+		switch status.Code(err) {
+		case codes.OK, codes.DeadlineExceeded: // accepted: its piece at the cut group waits
+		case codes.ResourceExhausted:
+			busy = err
+		default:
+			t.Fatalf("transaction %d: %v", seq, err)
+		}
+	}
+	if busy == nil {
+		t.Fatal("40 transactions to a cut-off group were all accepted: no back-pressure")
+	}
+	if want := "group " + cfg.Groups[1].Name + " is unreachable or slow"; !strings.Contains(busy.Error(), want) {
+		t.Errorf("refusal %q does not name the cut group (want %q)", busy, want)
+	}
+	l.SetGroupCut(cfg.Groups[1].Name, false)
+	ctx := ctxTimeout(t, 30*time.Second)
+	c, err := client.New(ctx, client.Config{Endpoints: l.Endpoints(), TLS: l.ClientTLS()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Put(ctx, []byte("w/0003/c"), []byte("healed")); err != nil {
+		t.Fatalf("after the heal: %v", err)
+	}
+	// The frames held in eu-west-1's outbox go out again at its next
+	// resend: the accepted transactions reach eu-west-3.
+	for {
+		v, _, err := c.Get(ctx, []byte("w/0003/b"))
+		if err == nil && string(v) == "y" {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("w/0003/b after the heal = %q, %v; want the accepted transactions applied%s", v, err, describe(l))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -15,6 +15,9 @@ const (
 	FaultLeaderKill      = "leader-kill"      // stop a group's leader, restart it from disk
 	FaultFollowerRestart = "follower-restart" // the same to a follower
 	FaultPartition       = "partition"        // cut a replica off from everyone, then heal it
+	// FaultGroupPartition cuts every replica of a group off from the other
+	// groups (raft inside it and its clients keep going), then heals it.
+	FaultGroupPartition = "group-partition"
 )
 
 // Fault is one kind of fault, injected every Every.
@@ -36,9 +39,9 @@ func ParseChaos(s string) ([]Fault, error) {
 			return nil, fmt.Errorf("cluster: chaos %q: want KIND=DURATION, e.g. leader-kill=5s", item)
 		}
 		switch kind {
-		case FaultLeaderKill, FaultFollowerRestart, FaultPartition:
+		case FaultLeaderKill, FaultFollowerRestart, FaultPartition, FaultGroupPartition:
 		default:
-			return nil, fmt.Errorf("cluster: chaos %q: unknown fault %q (want %s, %s or %s)", item, kind, FaultLeaderKill, FaultFollowerRestart, FaultPartition)
+			return nil, fmt.Errorf("cluster: chaos %q: unknown fault %q (want %s, %s, %s or %s)", item, kind, FaultLeaderKill, FaultFollowerRestart, FaultPartition, FaultGroupPartition)
 		}
 		d, err := time.ParseDuration(every)
 		if err != nil {
@@ -125,6 +128,10 @@ func (c *Chaos) groups() []string {
 
 func (c *Chaos) inject(ctx context.Context, f Fault) {
 	l := c.Local
+	if f.Kind == FaultGroupPartition {
+		c.cutGroup(ctx, f)
+		return
+	}
 	var victim string
 	switch f.Kind {
 	case FaultLeaderKill:
@@ -193,6 +200,24 @@ func (c *Chaos) inject(ctx context.Context, f Fault) {
 		return
 	}
 	c.Logger.Warn("chaos: restarted", "node", victim)
+}
+
+// cutGroup cuts a random group off from the others for a while.
+func (c *Chaos) cutGroup(ctx context.Context, f Fault) {
+	l := c.Local
+	g := c.pick(c.groups())
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
+	down := c.down(f)
+	c.Logger.Warn("chaos: inject", "fault", f.Kind, "group", g, "for", down)
+	l.SetGroupCut(g, true)
+	select {
+	case <-ctx.Done():
+	case <-time.After(down):
+	}
+	l.SetGroupCut(g, false)
+	c.Logger.Warn("chaos: healed", "group", g)
 }
 
 // RestartErrors returns how many restarts failed (and were tried again).

@@ -87,6 +87,11 @@ type Local struct {
 	// restored counts, by node, the snapshot restores of its servers
 	// stopped so far.
 	restored map[string]int64
+	// groupCut holds the groups cut off from the others (SetGroupCut), by
+	// GroupID; names maps a node to its group's GroupID.
+	groupMu  sync.Mutex
+	groupCut partition.GroupSet
+	groupOf  map[string]partition.GroupID
 	// certs are the replicas' node certificates, clientTLS the root
 	// user's client configuration; nil when Insecure.
 	certs     map[string]*certs.Node
@@ -106,22 +111,25 @@ func Start(cfg Config) (*Local, error) {
 	if cfg.Cluster == nil {
 		return nil, errors.New("cluster: no cluster configuration")
 	}
-	if err := protocol.Validate(cfg.Cluster); err != nil {
-		return nil, fmt.Errorf("cluster: %w", err)
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	l := &Local{cfg: cfg, nodes: make(map[string]*localNode), logs: make(map[string]*check.Writer), restored: make(map[string]int64)}
+	_, top, _, err := protocol.Build(cfg.Cluster)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	l := &Local{cfg: cfg, nodes: make(map[string]*localNode), logs: make(map[string]*check.Writer), restored: make(map[string]int64), groupOf: make(map[string]partition.GroupID)}
 	if cfg.DeliveryLogDir != "" {
 		if err := os.MkdirAll(cfg.DeliveryLogDir, 0o755); err != nil {
 			return nil, fmt.Errorf("cluster: %w", err)
 		}
 	}
 	for _, g := range cfg.Cluster.Groups {
+		gid, _ := top.Lookup(g.Name)
 		for _, r := range g.Replicas {
 			l.order = append(l.order, r.ID)
 			l.nodes[r.ID] = &localNode{id: r.ID}
+			l.groupOf[r.ID] = gid
 		}
 	}
 	if !cfg.Insecure {
@@ -233,7 +241,10 @@ func (l *Local) Start(id string) error {
 		DeliveryLog: dlog, Logger: l.cfg.Logger, RaftCut: n.cutSw, Replication: l.cfg.Replication, Node: l.certs[id],
 		InitialClusterState: l.cfg.InitialClusterState,
 		WaitMax:             l.cfg.WaitMax, ScanBytesMax: l.cfg.ScanBytesMax,
-		FrameFilter: func(_ partition.GroupID, frames []channel.Frame) []channel.Frame {
+		FrameFilter: func(to partition.GroupID, frames []channel.Frame) []channel.Frame {
+			if l.groupsCut(l.groupOf[id], to) {
+				return nil
+			}
 			n.cutMu.Lock()
 			defer n.cutMu.Unlock()
 			if n.cut {
@@ -299,6 +310,33 @@ func (l *Local) SetCut(id string, cut bool) error {
 		n.cutSw.SetCut(cut)
 	}
 	return nil
+}
+
+// SetGroupCut cuts group off from the other groups (true) or heals it:
+// every frame its leader sends to another group, and every frame another
+// group sends to it, is dropped. Raft inside the group and its clients are
+// not cut.
+func (l *Local) SetGroupCut(group string, cut bool) {
+	l.groupMu.Lock()
+	defer l.groupMu.Unlock()
+	for _, g := range l.cfg.Cluster.Groups {
+		if g.Name != group {
+			continue
+		}
+		gid := l.groupOf[g.Replicas[0].ID]
+		if cut {
+			l.groupCut = l.groupCut.Add(gid)
+		} else {
+			l.groupCut = l.groupCut.Remove(gid)
+		}
+	}
+}
+
+// groupsCut reports whether the link from group from to group to is cut.
+func (l *Local) groupsCut(from, to partition.GroupID) bool {
+	l.groupMu.Lock()
+	defer l.groupMu.Unlock()
+	return l.groupCut.Has(from) || l.groupCut.Has(to)
 }
 
 // Running reports whether node id runs.

@@ -108,8 +108,8 @@ func newNode(core multicast.Core, ch *channel.Channel) (*Node, error) {
 // multicast.ErrBusy, and does not step the core, while the channel is Busy;
 // it returns the core's error, wrapped, if the core rejects the request.
 func (n *Node) Request(m multicast.Message) error {
-	if n.ch.Busy() {
-		return fmt.Errorf("node: request %s: %w: an outbox holds %d or more unacknowledged envelopes", m.ID, multicast.ErrBusy, n.ch.Config().OutboxMax)
+	if to, busy := n.ch.BusyWith(); busy {
+		return fmt.Errorf("node: request %s: %w: group %d has not acknowledged %d or more envelopes (unreachable or slow)", m.ID, multicast.ErrBusy, to, n.ch.Config().OutboxMax)
 	}
 	err := n.core.Step(multicast.Request(m))
 	n.drainCore()
@@ -223,6 +223,10 @@ func (n *Node) Quiet() bool {
 
 // Busy reports whether the node refuses new requests (channel.Channel.Busy).
 func (n *Node) Busy() bool { return n.ch.Busy() }
+
+// BusyWith returns the group whose full outbox makes the node refuse new
+// requests (channel.Channel.BusyWith).
+func (n *Node) BusyWith() (partition.GroupID, bool) { return n.ch.BusyWith() }
 
 // OutboxLen returns the number of envelopes to group to not acknowledged yet.
 func (n *Node) OutboxLen(to partition.GroupID) int { return n.ch.OutboxLen(to) }

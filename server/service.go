@@ -260,7 +260,7 @@ func (s *Server) status(ctx context.Context, err error) error {
 		_ = grpc.SetTrailer(ctx, metadata.Pairs(kvpb.LeaderTrailer, nl.Leader))
 		return status.Error(codes.Unavailable, fmt.Sprintf("server: group %s: %v", s.group.Name, err))
 	case errors.Is(err, multicast.ErrBusy):
-		return status.Error(codes.ResourceExhausted, err.Error())
+		return status.Error(codes.ResourceExhausted, s.busyMessage(err))
 	case errors.Is(err, multicast.ErrNotEntry):
 		return status.Error(codes.FailedPrecondition, fmt.Sprintf("server: group %s is not the entry group of this transaction under %s: %v", s.group.Name, s.cfg.Cluster.Protocol, err))
 	case errors.Is(err, multicast.ErrInvalid), errors.Is(err, txn.ErrInvalid), errors.Is(err, kv.ErrInvalid):
@@ -466,4 +466,17 @@ func (v *service) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanRe
 // Topology implements kvpb.KVServer.
 func (v *service) Topology(context.Context, *kvpb.TopologyRequest) (*kvpb.TopologyResponse, error) {
 	return api.ConfigToProto(v.s.cfg.Cluster, v.s.cfg.Latency), nil
+}
+
+// busyMessage names, for a request the group refused for a full outbox,
+// the group that does not acknowledge (DESIGN 12: the entry group refuses
+// new work naming the unreachable group).
+func (s *Server) busyMessage(err error) string {
+	var to partition.GroupID
+	busy := false
+	s.replica.State(func(st *group.State) { to, busy = st.Node().BusyWith() })
+	if !busy {
+		return fmt.Sprintf("server: group %s: %v", s.group.Name, err)
+	}
+	return fmt.Sprintf("server: group %s refuses new work: group %s is unreachable or slow (its outbox is full); retry later: %v", s.group.Name, s.top.Name(to), err)
 }

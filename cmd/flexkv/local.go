@@ -26,6 +26,8 @@ stops it.
   leader-kill=D        stop the leader of a random group, restart it from disk
   follower-restart=D   the same to a follower
   partition=D          cut a random replica off from everyone for a while
+  group-partition=D    cut every replica of a random group off from the other
+                       groups for a while (raft inside it and its clients go on)
 Every fault is logged. --seed fixes the random draws; which replica a draw
 hits depends on who leads at that moment.
 

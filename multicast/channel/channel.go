@@ -345,12 +345,20 @@ func (c *Channel) Ready() Output {
 // Busy reports whether some outbox holds OutboxMax or more unacknowledged
 // envelopes; the group should then admit no new request.
 func (c *Channel) Busy() bool {
+	_, busy := c.BusyWith()
+	return busy
+}
+
+// BusyWith returns the lowest-ranked group whose outbox is full, and
+// whether there is one: the group that does not acknowledge what it is
+// sent, unreachable or slow, which Busy refuses new work for.
+func (c *Channel) BusyWith() (partition.GroupID, bool) {
 	for i := range c.links {
 		if len(c.links[i].outbox) >= c.cfg.OutboxMax {
-			return true
+			return partition.GroupID(i), true
 		}
 	}
-	return false
+	return 0, false
 }
 
 // Quiet reports whether the channel has nothing that a tick would move: no
