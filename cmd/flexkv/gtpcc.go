@@ -256,7 +256,8 @@ start (flexkv server --latency-mode).
 --local starts a fresh cluster of --config in this process for each protocol
 of --protocols, one after the other, loads it at --scale, runs the same
 seeded workload, checks it, reports traffic per node, and prints the
-protocols side by side.`,
+protocols side by side.
+` + layoutHelp,
 		Args: noArgs,
 	}
 	addRunFlags(cmd, runDefaults{warehouses: "all", duration: 30 * time.Second, clients: 2, remoteItem: gtpcc.RemoteItemTPCC})
@@ -284,12 +285,12 @@ func addLocalRunFlags(cmd *cobra.Command, protocols, dataDir, with string) {
 	f.Bool("local", false, "start a fresh cluster of --config in this process for each of --protocols")
 	f.String("protocols", protocols, with+"the protocols to run and compare, e.g. flexcast,skeen,tree")
 	f.String("scale", "small", with+"population to load (small, full or items=N,customers=N,orders=N,new-orders=N)")
-	dirHelp := "data directory: a subdirectory per protocol, removed first (a fresh cluster each run)"
+	dirHelp := "data directory: a subdirectory per run (its protocol, or e.g. flexcast-O1), removed first (a fresh cluster each run)"
 	if dataDir == "" {
 		dirHelp += " (default: a temporary directory, removed at the end)"
 	}
 	f.String("data-dir", dataDir, with+dirHelp)
-	f.String("delivery-log", "", with+"write each replica's delivery log (DESIGN 10.1) into DIR/<protocol>, removed first")
+	f.String("delivery-log", "", with+"write each replica's delivery log (DESIGN 10.1) into DIR/<run>, removed first")
 	f.Float64("latency-jitter", 0, with+"spread each emulated delay by up to this fraction either way")
 	f.String("log-level", "error", with+"servers' log level: debug, info, warn or error")
 	f.Bool("insecure", false, "without TLS: a cluster started here runs every link in plaintext, or the running cluster was started so")
@@ -317,7 +318,8 @@ that every transaction is atomically multicast to two or three groups.
 --protocols flexcast,skeen,tree runs the same seeded workload on a fresh
 cluster for each protocol and prints them side by side. Every flag of
 'flexkv gtpcc run' applies; the data goes to a temporary directory unless
---data-dir is given.`,
+--data-dir is given.
+` + layoutHelp,
 		Args: noArgs,
 	}
 	addRunFlags(cmd, runDefaults{warehouses: "all", duration: 20 * time.Second, clients: 4, remoteItem: gtpcc.RemoteItemPaper, globalOnly: true})

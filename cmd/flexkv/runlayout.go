@@ -25,6 +25,25 @@ import (
 // carries the model's prediction for it (package overlay), printed beside
 // what it measured.
 
+// layoutHelp ends the help of gtpcc run and demo.
+const layoutHelp = `
+Overlay and tree (with --local): --overlay O1|O2|auto|a,b,c,... and --tree
+T1|T2|T3|auto replace the configuration's for every run: the paper's (on the
+12 aws-12 regions only), the suggestion of 'flexkv overlay suggest' for this
+run's --locality, --remote-item, --remote-payment, --global-only, --seed and
+latency matrix (objective mean), or every group once, lowest FlexCast rank
+first. --overlays O1,O2,auto runs FlexCast once per overlay and --trees
+T1,T2,T3 the tree protocol once per tree (config: the configuration's), a
+fresh cluster each, and prints them side by side, also in the paper's Table 2
+layout (per destination: mean, p90, p95, p99). Each run's results JSON
+carries its overlay, tree, run name and prediction ("overlay", "tree",
+"run", "predicted_ms"); with several runs, one file each, FILE with
+-<run> before its extension (results-flexcast-O1.json).
+
+Model: every run with a latency matrix prints the mean 1st/2nd/3rd answer
+that the model of 'flexkv overlay suggest' predicts for it (contention-free,
+a 1 ms commit per step, one client per group) beside what it measured.`
+
 // modelCommitMs is the cost of a step of a group in the predictions of a
 // run: overlay suggest's --commit-ms default.
 const modelCommitMs = 1
