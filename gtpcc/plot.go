@@ -156,12 +156,12 @@ func WritePlots(dir string, reports []*Report) ([]string, error) {
 	return paths, nil
 }
 
-// runLabels names each report in legends by its protocol; a protocol
-// that an earlier report already has gets the run's number too.
+// runLabels names each report in legends by its name (Report.Name); a
+// name that an earlier report already has gets the run's number too.
 func runLabels(reports []*Report) []string {
 	labels := make([]string, len(reports))
 	for i, r := range reports {
-		labels[i] = orNone(r.Protocol)
+		labels[i] = r.Name()
 		if slices.Contains(labels[:i], labels[i]) {
 			labels[i] = fmt.Sprintf("%s #%d", labels[i], i+1)
 		}

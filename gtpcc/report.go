@@ -36,6 +36,17 @@ type Report struct {
 	// Check is the consistency check's outcome, nil (JSON null) when none
 	// ran.
 	Check *CheckSummary `json:"check"`
+	// Run names the run among the runs of a comparison ("flexcast O1",
+	// "tree auto") in tables, legends and file names; "" names it by
+	// Protocol. Overlay (group names, lowest FlexCast rank first) and Tree
+	// (child: parent) are the cluster's the run went to, and PredictedMs
+	// the latency model's mean 1st, 2nd and 3rd answer for the run
+	// (package overlay), by destNames. All four are additions to DESIGN
+	// 10.3's fields, left out when unknown.
+	Run         string             `json:"run,omitempty"`
+	Overlay     []string           `json:"overlay,omitempty"`
+	Tree        map[string]string  `json:"tree,omitempty"`
+	PredictedMs map[string]float64 `json:"predicted_ms,omitempty"`
 
 	// ErrorSamples are the first distinct error texts of the window, for
 	// the table; Timeline counts completions per second of the whole
@@ -101,6 +112,18 @@ type DestinationLatency struct {
 
 // destNames name the answer orders, in the JSON and the tables.
 var destNames = [destOrders]string{"1st", "2nd", "3rd"}
+
+// DestinationNames returns the names of the answer orders: "1st", "2nd",
+// "3rd".
+func DestinationNames() []string { return slices.Clone(destNames[:]) }
+
+// Name returns the run's name: Run, or else Protocol.
+func (r *Report) Name() string {
+	if r.Run != "" {
+		return r.Run
+	}
+	return orNone(r.Protocol)
+}
 
 // RowNames returns the names of the latency rows, in the order of the
 // tables: the kinds of transaction, then "1st", "2nd", "3rd".
@@ -295,7 +318,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 }
 
 // CompareTable writes reports side by side (the paper's Table 3 layout):
-// a column per report's protocol; a row for the throughput, then a row
+// a column per report, headed by its Name; a row for the throughput, then a row
 // per kind of transaction and per destination order whose cells are the
 // mean and p99 latency in ms ("-" where a report has none).
 func CompareTable(w io.Writer, reports []*Report) error {
@@ -309,7 +332,7 @@ func CompareTable(w io.Writer, reports []*Report) error {
 	width := max(labelWidth(RowNames()), len("mean / p99 ms"))
 	p.printf("%-*s", width, "mean / p99 ms")
 	for _, r := range reports {
-		p.printf("\t%s", orNone(r.Protocol))
+		p.printf("\t%s", r.Name())
 	}
 	p.printf("\t\n")
 	p.printf("%-*s", width, "txn/s")
@@ -322,6 +345,96 @@ func CompareTable(w io.Writer, reports []*Report) error {
 		for _, r := range reports {
 			if s := r.Latency.Get(name); s.Count > 0 {
 				p.printf("\t%.1f / %.1f", s.Mean, s.P99)
+			} else {
+				p.printf("\t-")
+			}
+		}
+		p.printf("\t\n")
+	}
+	p.flush()
+	return p.err
+}
+
+// DestinationTable writes reports one row each in the FlexCast paper's
+// Table 2 layout: for the 1st, 2nd and 3rd answer of a global
+// transaction, the mean, p90, p95 and p99 latency in ms ("-" where a
+// report has none).
+func DestinationTable(w io.Writer, reports []*Report) error {
+	names := make([]string, len(reports))
+	for i, r := range reports {
+		if r == nil {
+			return fmt.Errorf("gtpcc: destination table: report %d is nil", i)
+		}
+		names[i] = r.Name()
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	p := &printer{w: tw}
+	width := 0
+	for _, n := range append(names, "latency (ms)") {
+		width = max(width, len(n))
+	}
+	p.printf("%-*s", width, "latency (ms)")
+	for _, d := range destNames {
+		p.printf("\t%s mean\tp90\tp95\tp99", d)
+	}
+	p.printf("\t\n")
+	for i, r := range reports {
+		p.printf("%-*s", width, names[i])
+		for _, d := range destNames {
+			s := r.Latency.Get(d)
+			if s.Count == 0 {
+				p.printf("\t-\t-\t-\t-")
+				continue
+			}
+			p.printf("\t%.1f\t%.1f\t%.1f\t%.1f", s.Mean, s.P90, s.P95, s.P99)
+		}
+		p.printf("\t\n")
+	}
+	p.flush()
+	return p.err
+}
+
+// PredictionTable writes, for every report with a prediction, the mean
+// 1st, 2nd and 3rd answer the model predicted beside the one measured,
+// and how far the prediction is off the measure, in percent of it. It
+// writes nothing when no report has a prediction.
+func PredictionTable(w io.Writer, reports []*Report) error {
+	var with []*Report
+	width := len("model vs run (ms)")
+	for _, r := range reports {
+		if r != nil && len(r.PredictedMs) > 0 {
+			with = append(with, r)
+			width = max(width, len(r.Name()))
+		}
+	}
+	if len(with) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	p := &printer{w: tw}
+	p.printf("%-*s", width, "model vs run (ms)")
+	for _, d := range destNames {
+		p.printf("\t%s predicted\tmeasured\toff", d)
+	}
+	p.printf("\t\n")
+	for _, r := range with {
+		p.printf("%-*s", width, r.Name())
+		for _, d := range destNames {
+			pred, ok := r.PredictedMs[d]
+			s := r.Latency.Get(d)
+			switch {
+			case !ok || pred == 0:
+				p.printf("\t-")
+			default:
+				p.printf("\t%.1f", pred)
+			}
+			if s.Count == 0 {
+				p.printf("\t-\t-")
+				continue
+			}
+			p.printf("\t%.1f", s.Mean)
+			if ok && pred > 0 && s.Mean > 0 {
+				p.printf("\t%+.0f%%", 100*(pred-s.Mean)/s.Mean)
 			} else {
 				p.printf("\t-")
 			}

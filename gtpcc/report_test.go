@@ -274,3 +274,50 @@ func TestCompareTable(t *testing.T) {
 		t.Error("CompareTable accepted a nil report")
 	}
 }
+
+// TestDestinationAndPredictionTables: the Table 2 layout has a row per
+// run, named by its Run, with mean, p90, p95 and p99 per destination; the
+// model's table only the runs with a prediction, with how far off it is.
+func TestDestinationAndPredictionTables(t *testing.T) {
+	a, b := testReport(t, "flexcast", 1), testReport(t, "flexcast", 2)
+	a.Run, b.Run = "flexcast-O1", "flexcast-auto"
+	a.PredictedMs = map[string]float64{"1st": 2, "2nd": 4.5, "3rd": 9}
+	a.Latency.ByDestination.Third = LatencyStats{}
+	var buf bytes.Buffer
+	if err := DestinationTable(&buf, []*Report{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + buf.String())
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d lines, want a header and two runs", len(lines))
+	}
+	if got := strings.Fields(lines[0]); !slices.Equal(got, strings.Fields("latency (ms) 1st mean p90 p95 p99 2nd mean p90 p95 p99 3rd mean p90 p95 p99")) {
+		t.Errorf("header %q", lines[0])
+	}
+	for i, want := range [][]string{{"flexcast-O1", "-", "-", "-", "-"}, {"flexcast-auto"}} {
+		f := strings.Fields(lines[1+i])
+		if len(f) != 13 || f[0] != want[0] || (len(want) > 1 && !slices.Equal(f[9:], want[1:])) {
+			t.Errorf("row %q, want %s with 12 cells", lines[1+i], want)
+		}
+	}
+	buf.Reset()
+	if err := PredictionTable(&buf, []*Report{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + buf.String())
+	lines = strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines, want a header and the one run with a prediction", len(lines))
+	}
+	first := a.Latency.ByDestination.First.Mean
+	f := strings.Fields(lines[1])
+	want := []string{"flexcast-O1", "2.0", fmt.Sprintf("%.1f", first), fmt.Sprintf("%+.0f%%", 100*(2-first)/first)}
+	if !slices.Equal(f[:4], want) || !slices.Equal(f[len(f)-3:], []string{"9.0", "-", "-"}) {
+		t.Errorf("row %q, want %v ... 9.0 - -", lines[1], want)
+	}
+	buf.Reset()
+	if err := PredictionTable(&buf, []*Report{b}); err != nil || buf.Len() != 0 {
+		t.Errorf("no prediction: %q, %v; want nothing", buf.String(), err)
+	}
+}

@@ -256,7 +256,8 @@ start (flexkv server --latency-mode).
 --local starts a fresh cluster of --config in this process for each protocol
 of --protocols, one after the other, loads it at --scale, runs the same
 seeded workload, checks it, reports traffic per node, and prints the
-protocols side by side.`,
+protocols side by side.
+` + layoutHelp,
 		Args: noArgs,
 	}
 	addRunFlags(cmd, runDefaults{warehouses: "all", duration: 30 * time.Second, clients: 2, remoteItem: gtpcc.RemoteItemTPCC})
@@ -284,15 +285,16 @@ func addLocalRunFlags(cmd *cobra.Command, protocols, dataDir, with string) {
 	f.Bool("local", false, "start a fresh cluster of --config in this process for each of --protocols")
 	f.String("protocols", protocols, with+"the protocols to run and compare, e.g. flexcast,skeen,tree")
 	f.String("scale", "small", with+"population to load (small, full or items=N,customers=N,orders=N,new-orders=N)")
-	dirHelp := "data directory: a subdirectory per protocol, removed first (a fresh cluster each run)"
+	dirHelp := "data directory: a subdirectory per run (its protocol, or e.g. flexcast-O1), removed first (a fresh cluster each run)"
 	if dataDir == "" {
 		dirHelp += " (default: a temporary directory, removed at the end)"
 	}
 	f.String("data-dir", dataDir, with+dirHelp)
-	f.String("delivery-log", "", with+"write each replica's delivery log (DESIGN 10.1) into DIR/<protocol>, removed first")
+	f.String("delivery-log", "", with+"write each replica's delivery log (DESIGN 10.1) into DIR/<run>, removed first")
 	f.Float64("latency-jitter", 0, with+"spread each emulated delay by up to this fraction either way")
 	f.String("log-level", "error", with+"servers' log level: debug, info, warn or error")
 	f.Bool("insecure", false, "without TLS: a cluster started here runs every link in plaintext, or the running cluster was started so")
+	addLayoutFlags(cmd, with)
 }
 
 // newDemoCmd returns `flexkv demo`: gtpcc run --local with the demo's
@@ -316,7 +318,8 @@ that every transaction is atomically multicast to two or three groups.
 --protocols flexcast,skeen,tree runs the same seeded workload on a fresh
 cluster for each protocol and prints them side by side. Every flag of
 'flexkv gtpcc run' applies; the data goes to a temporary directory unless
---data-dir is given.`,
+--data-dir is given.
+` + layoutHelp,
 		Args: noArgs,
 	}
 	addRunFlags(cmd, runDefaults{warehouses: "all", duration: 20 * time.Second, clients: 4, remoteItem: gtpcc.RemoteItemPaper, globalOnly: true})
@@ -429,7 +432,7 @@ func runRemoteBench(cmd *cobra.Command, v *viper.Viper) error {
 
 // rejectLocalOnly refuses flags that only a --local run uses.
 func rejectLocalOnly(cmd *cobra.Command) error {
-	for _, name := range []string{"protocols", "scale", "data-dir", "delivery-log", "latency-jitter", "log-level"} {
+	for _, name := range append([]string{"protocols", "scale", "data-dir", "delivery-log", "latency-jitter", "log-level"}, layoutFlags...) {
 		if cmd.Flags().Changed(name) {
 			return usageError(fmt.Errorf("--%s needs --local (a run against a running cluster uses it as it is)", name))
 		}
@@ -537,6 +540,11 @@ func runLocalBench(cmd *cobra.Command, v *viper.Viper) error {
 			return err
 		}
 	}
+	res := newLayoutResolver(cfg, lat, opts.LatencyMode, opts)
+	runs, err := planRuns(v, cfg, protocols, cmd.Flags().Changed("protocols"), res)
+	if err != nil {
+		return usageError(err)
+	}
 	jitter := v.GetFloat64("latency-jitter")
 	if !(jitter >= 0 && jitter <= 1) {
 		return usageError(fmt.Errorf("--latency-jitter %v: want a fraction from 0 to 1", jitter))
@@ -557,9 +565,13 @@ func runLocalBench(cmd *cobra.Command, v *viper.Viper) error {
 	out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	opts.Extra = reportExtra(v, opts.LatencyMode, scale)
 	var reports []*gtpcc.Report
-	for _, proto := range protocols {
+	for _, run := range runs {
+		proto, label := run.protocol, run.protocol
+		if run.name != "" {
+			label = run.name
+		}
 		lc := bench.LocalConfig{
-			Cluster: cfg, Protocol: proto, Latency: lat, LatencyMode: opts.LatencyMode, LatencyJitter: jitter,
+			Cluster: run.cfg, Protocol: proto, Name: run.name, Latency: lat, LatencyMode: opts.LatencyMode, LatencyJitter: jitter,
 			Dir: dataDir, DeliveryLog: v.GetString("delivery-log"), Logger: logger, Scale: scale, Insecure: v.GetBool("insecure"),
 			Warehouses: func(top *client.Topology) ([]int, error) {
 				ws, err := selectWarehouses(top, opts.warehouses)
@@ -569,24 +581,27 @@ func runLocalBench(cmd *cobra.Command, v *viper.Viper) error {
 				return ws, nil
 			},
 			Ready: func(l *cluster.Local, took time.Duration) {
-				fmt.Fprintf(out, "%s: %d groups x %d replicas ready in %s; emulated WAN: %s\n", proto, len(cfg.Groups), len(l.Nodes())/len(cfg.Groups),
+				fmt.Fprintf(out, "%s: %d groups x %d replicas ready in %s; emulated WAN: %s\n", label, len(cfg.Groups), len(l.Nodes())/len(cfg.Groups),
 					took.Round(time.Millisecond), latencySummary(lat, opts.LatencyMode, jitter))
+				printLayout(out, label, run)
 			},
 			LoadProgress: loadProgress(errOut),
 			Loaded: func(ws []int, took time.Duration) {
-				fmt.Fprintf(out, "%s: loaded warehouses %s at scale %s in %s; running %d clients for %s\n", proto, formatWarehouses(ws),
+				fmt.Fprintf(out, "%s: loaded warehouses %s at scale %s in %s; running %d clients for %s\n", label, formatWarehouses(ws),
 					formatScale(scale), took.Round(time.Millisecond), opts.Clients*len(ws), opts.Duration)
 			},
 		}
 		rep, err := bench.RunLocal(ctx, lc, opts.Options, errOut)
 		if rep != nil {
+			rep.Run = run.name
+			rep.PredictedMs = res.predict(run)
 			fmt.Fprintln(out)
 			if werr := rep.WriteTable(out); werr != nil && err == nil {
 				err = werr
 			}
 		}
 		if err != nil {
-			return interrupted(ctx, fmt.Errorf("%s: %w", proto, err))
+			return interrupted(ctx, fmt.Errorf("%s: %w", label, err))
 		}
 		reports = append(reports, rep)
 	}
@@ -602,12 +617,25 @@ func finishBench(cmd *cobra.Command, opts runOptions, reports []*gtpcc.Report) e
 		if err := gtpcc.CompareTable(out, reports); err != nil {
 			return err
 		}
+		fmt.Fprintln(out)
+		if err := gtpcc.DestinationTable(out, reports); err != nil {
+			return err
+		}
+	}
+	for _, r := range reports {
+		if len(r.PredictedMs) > 0 {
+			fmt.Fprintln(out)
+			if err := gtpcc.PredictionTable(out, reports); err != nil {
+				return err
+			}
+			break
+		}
 	}
 	if opts.jsonPath != "" {
 		for _, r := range reports {
 			path := opts.jsonPath
 			if len(reports) > 1 {
-				path = protocolPath(path, r.Protocol)
+				path = protocolPath(path, r.Name())
 			}
 			b, err := json.MarshalIndent(r, "", "  ")
 			if err != nil {
@@ -631,7 +659,7 @@ func finishBench(cmd *cobra.Command, opts runOptions, reports []*gtpcc.Report) e
 	var failed []string
 	for _, r := range reports {
 		if r.Check != nil && !r.Check.Passed {
-			failed = append(failed, r.Protocol)
+			failed = append(failed, r.Name())
 		}
 	}
 	if len(failed) > 0 {
@@ -640,9 +668,10 @@ func finishBench(cmd *cobra.Command, opts runOptions, reports []*gtpcc.Report) e
 	return nil
 }
 
-// protocolPath returns the results file of one protocol of several: FILE
-// with the protocol's name before its extension (results-skeen.json), so
-// that each file holds one results object of DESIGN 10.3.
+// protocolPath returns the results file of one run of several: FILE with
+// the run's name (its protocol, or e.g. flexcast-O1 in a comparison of
+// overlays) before its extension (results-skeen.json), so that each file
+// holds one results object of DESIGN 10.3.
 func protocolPath(path, protocol string) string {
 	ext := filepath.Ext(path)
 	return strings.TrimSuffix(path, ext) + "-" + protocol + ext

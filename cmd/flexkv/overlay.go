@@ -8,12 +8,14 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/flexkv/flexkv/gtpcc"
 	"github.com/flexkv/flexkv/overlay"
 	"github.com/flexkv/flexkv/partition"
+	"github.com/flexkv/flexkv/server"
 )
 
 // newOverlayCmd returns `flexkv overlay`, the parent of suggest (DESIGN 7).
@@ -126,7 +128,7 @@ func newOverlaySuggestCmd() *cobra.Command {
 			if len(cfg.Groups) < 2 {
 				return usageError(fmt.Errorf("overlay suggest: config %s has %d group, want two or more", configPath, len(cfg.Groups)))
 			}
-			res, err := suggestOverlay(cfg, lat, w, obj, commitMs, seed)
+			res, err := suggestOverlay(cfg, clusterRTT(cfg, lat, server.LatencyReal), w, obj, commitMs, seed)
 			if err != nil {
 				return err
 			}
@@ -153,24 +155,43 @@ func newOverlaySuggestCmd() *cobra.Command {
 	return cmd
 }
 
-// suggestOverlay runs the search for cfg and collects the comparisons.
-func suggestOverlay(cfg *partition.ClusterConfig, lat *partition.Latency, w overlay.Workload, obj overlay.Objective, commitMs float64, seed uint64) (*overlaySuggestion, error) {
-	n := len(cfg.Groups)
-	names := make([]string, n)
-	regions := make([]string, n)
-	rtt := make([][]float64, n)
+// groupRegions returns the names and the regions of cfg's groups, in the
+// order of cfg.Groups (a group without a region is its own).
+func groupRegions(cfg *partition.ClusterConfig) (names, regions []string) {
+	names = make([]string, len(cfg.Groups))
+	regions = make([]string, len(cfg.Groups))
 	for i, g := range cfg.Groups {
 		names[i], regions[i] = g.Name, g.Region
 		if regions[i] == "" {
 			regions[i] = g.Name
 		}
 	}
+	return names, regions
+}
+
+// clusterRTT returns the round trips between cfg's groups, in the order of
+// cfg.Groups, that the model's one-way hop (half of each) turns into the
+// delays of the emulated WAN under mode: lat's under real, twice lat's
+// under paper (one-way = the matrix's value), none under off.
+func clusterRTT(cfg *partition.ClusterConfig, lat *partition.Latency, mode server.LatencyMode) [][]float64 {
+	_, regions := groupRegions(cfg)
+	n := len(regions)
+	rtt := make([][]float64, n)
 	for i := range n {
 		rtt[i] = make([]float64, n)
 		for j := range n {
-			rtt[i][j] = lat.RTTMs(regions[i], regions[j])
+			oneWay := mode.OneWay(lat.RTTMs(regions[i], regions[j]))
+			rtt[i][j] = 2 * float64(oneWay) / float64(time.Millisecond)
 		}
 	}
+	return rtt
+}
+
+// suggestOverlay runs the search for cfg's groups with the round trips
+// rtt (clusterRTT) and collects the comparisons.
+func suggestOverlay(cfg *partition.ClusterConfig, rtt [][]float64, w overlay.Workload, obj overlay.Objective, commitMs float64, seed uint64) (*overlaySuggestion, error) {
+	n := len(cfg.Groups)
+	names, regions := groupRegions(cfg)
 	d, err := overlay.Destinations(rtt, w)
 	if err != nil {
 		return nil, usageError(fmt.Errorf("overlay suggest: %w", err))

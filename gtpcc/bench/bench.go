@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -160,6 +161,7 @@ func Run(ctx context.Context, t Target, opts Options, progress io.Writer) (*gtpc
 	if t.Local != nil {
 		traffic(rep, t.Local, before, t.Local.Traffic())
 	}
+	layout(rep, view)
 	if opts.Check {
 		cr, err := gtpcc.Check(ctx, t.Loader, t.Warehouses)
 		if err != nil {
@@ -168,6 +170,15 @@ func Run(ctx context.Context, t Target, opts Options, progress io.Writer) (*gtpc
 		rep.Check = cr.Summary()
 	}
 	return rep, nil
+}
+
+// layout records in rep the overlay and the tree of the cluster the run
+// went to: its groups in rank order, and the tree of its configuration.
+func layout(rep *gtpcc.Report, view *client.Topology) {
+	rep.Overlay = view.Groups.Names()
+	if view.Config != nil && len(view.Config.Tree) > 0 {
+		rep.Tree = maps.Clone(view.Config.Tree)
+	}
 }
 
 // trim turns a warm-up or cool-down fraction into RunConfig's form, where
@@ -236,16 +247,20 @@ type LocalConfig struct {
 	// protocol.
 	Cluster  *partition.ClusterConfig
 	Protocol string
+	// Name names the run's subdirectories of Dir and DeliveryLog, so that
+	// runs of one protocol on different overlays or trees keep theirs
+	// apart; "" is Protocol.
+	Name string
 	// Latency, LatencyMode and LatencyJitter emulate the WAN between the
 	// servers (cluster.Config); LatencyMode also sets the clients'
 	// delays (Options.LatencyMode).
 	Latency       *partition.Latency
 	LatencyMode   server.LatencyMode
 	LatencyJitter float64
-	// Dir holds the cluster's data in Dir/<protocol>, removed first.
+	// Dir holds the cluster's data in Dir/<name>, removed first.
 	Dir string
 	// DeliveryLog, when set, holds each replica's delivery log (DESIGN
-	// 10.1) in DeliveryLog/<protocol>, removed first.
+	// 10.1) in DeliveryLog/<name>, removed first.
 	DeliveryLog string
 	Logger      *slog.Logger
 	// Insecure runs the cluster without TLS (cluster.Config.Insecure).
@@ -274,14 +289,18 @@ func RunLocal(ctx context.Context, cfg LocalConfig, opts Options, progress io.Wr
 	if err := protocol.Validate(&cc); err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(cfg.Dir, cfg.Protocol)
+	name := cfg.Name
+	if name == "" {
+		name = cfg.Protocol
+	}
+	dir := filepath.Join(cfg.Dir, name)
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, err
 	}
 	dlog := ""
 	if cfg.DeliveryLog != "" {
 		// The logs append: a fresh cluster gets fresh logs.
-		dlog = filepath.Join(cfg.DeliveryLog, cfg.Protocol)
+		dlog = filepath.Join(cfg.DeliveryLog, name)
 		if err := os.RemoveAll(dlog); err != nil {
 			return nil, err
 		}
