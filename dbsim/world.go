@@ -82,6 +82,10 @@ func parseAppend(args []byte) (id string, keys [][]byte, err error) {
 	return string(fields[0]), fields[1:], nil
 }
 
+// AllOrNothing makes every call commit at every destination or at none
+// (txn.AllOrNothing): the checks verify it.
+func (AppendProc) AllOrNothing() bool { return true }
+
 // Keys implements txn.Procedure.
 func (AppendProc) Keys(args []byte) ([][]byte, error) {
 	_, keys, err := parseAppend(args)

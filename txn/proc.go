@@ -14,17 +14,22 @@ import (
 // touches, and every destination runs the procedure's piece for its own
 // keys.
 //
-// A call is all or nothing (DESIGN 6): any piece of a procedure can abort
-// (a missing row, a key its group does not hold, too many writes, a
-// panic), so each destination of a call to several groups runs its piece
-// once as a trial when it reaches the head of the group's execution queue,
-// sends the outcome to the other destinations as its vote, and commits its
-// writes only if no destination's piece aborted; otherwise every
-// destination aborts with the reason of the first destination, in rank
-// order, whose piece aborted. Every decision a procedure makes must depend
-// only on its arguments, on replicated keys and on the keys the running
-// group holds; the executor enforces the last rule: a piece that reads or
-// writes a key its group does not hold aborts.
+// Each destination of a call runs its own piece. By default the pieces
+// take no votes: a piece runs as soon as it reaches the head of its group's
+// execution queue, so a decision that must be the same at every
+// destination (to abort the call) must depend only on the arguments and
+// replicated keys, and a piece that aborts for its own data (a missing
+// row, a key its group does not hold, too many writes, a panic) aborts
+// alone. A procedure that implements AllOrNothing and returns true makes
+// its calls all or nothing (DESIGN 6): each destination of a call to
+// several groups runs its piece once as a trial at the head of its queue,
+// sends the outcome to the other destinations as its vote, and commits only
+// if no piece aborted; otherwise every destination aborts with the reason
+// of the first destination, in rank order, whose piece aborted. The price
+// is a vote's trip between groups before any destination answers, with the
+// queue behind the call held back from its keys meanwhile. The executor
+// enforces, either way, that a piece that reads or writes a key its group
+// does not hold aborts.
 
 // KeysMax bounds the keys a procedure call may touch.
 const KeysMax = 4096
@@ -52,6 +57,18 @@ type Procedure interface {
 	// (or Reason) is reported. Run must not keep p or anything it
 	// returned after it returns.
 	Run(p *ProcPiece) (PieceResult, error)
+}
+
+// AllOrNothing is implemented by a Procedure whose calls commit at every
+// destination or at none (see above).
+type AllOrNothing interface {
+	AllOrNothing() bool
+}
+
+// IsAllOrNothing reports whether p's calls are all or nothing.
+func IsAllOrNothing(p Procedure) bool {
+	a, ok := p.(AllOrNothing)
+	return ok && a.AllOrNothing()
 }
 
 // ProcPiece is what a procedure's Run gets: one group's piece of one call.

@@ -36,6 +36,7 @@ type job struct {
 	piece  *txn.Piece // this group's piece of a transaction
 	call   *txn.Call  // a procedure call, with its procedure
 	proc   txn.Procedure
+	atomic bool // the call is all or nothing (txn.AllOrNothing): its pieces vote
 }
 
 // queued is a delivery in the executor's queue.
@@ -74,15 +75,16 @@ func (q *queued) footprint() *footprint {
 func (q *queued) sendsVote() bool { return !q.job.voteTo().Empty() }
 
 // voteTo returns the groups j's piece sends its vote to: those a
-// transaction's piece names (txn.Piece.VoteTo), or, for a call to several
-// groups, every other destination: any piece of a procedure can abort (a
-// missing row, a key it may not touch, too many writes, a panic), and the
-// call commits at every destination or at none (DESIGN 6).
+// transaction's piece names (txn.Piece.VoteTo), or, for an all-or-nothing
+// call to several groups, every other destination: any piece of a
+// procedure can abort (a missing row, a key it may not touch, too many
+// writes, a panic), and the call commits at every destination or at none
+// (DESIGN 6).
 func (j *job) voteTo() partition.GroupSet {
 	switch {
 	case j.piece != nil:
 		return j.piece.VoteTo
-	case j.call != nil:
+	case j.call != nil && j.atomic:
 		return j.dst.Remove(j.self)
 	}
 	return 0
@@ -94,7 +96,7 @@ func (j *job) voters() partition.GroupSet {
 	switch {
 	case j.piece != nil:
 		return j.piece.Voters
-	case j.call != nil:
+	case j.call != nil && j.atomic:
 		return j.dst.Remove(j.self)
 	}
 	return 0
@@ -194,7 +196,7 @@ func (x *execution) pass() error {
 	for _, q := range e.queue {
 		early := ahead.jobs > 0
 		// With nothing ahead, neither rule needs q's footprint.
-		if q.job.call != nil && q.voted && q.sendsVote() && !q.hasFP {
+		if q.job.atomic && q.voted && q.sendsVote() && !q.hasFP {
 			// A call that voted before this executor opened (a restart):
 			// its footprint is its trial run's again. The jobs that ran
 			// ahead of it since it voted touched nothing it reads, so the
@@ -310,7 +312,7 @@ func (e *Executor) prepare(d delivery) *job {
 			j.reason = err.Error()
 			return j
 		}
-		j.call, j.proc = p.Call, proc
+		j.call, j.proc, j.atomic = p.Call, proc, txn.IsAllOrNothing(proc)
 		return j
 	}
 	// dst has Self (checked above).

@@ -37,10 +37,11 @@ import (
 // group votes (Piece.VoteTo) evaluates its vote (EvalVote) and sends it
 // once, as soon as no delivery ahead of it that has not run may write what
 // the vote reads; a delivery runs as soon as it has its votes and conflicts
-// with no delivery ahead of it that has not run. A stored-procedure call
-// to several groups votes too, at every destination: its vote is a trial
-// run of its piece, taken at the head of the queue, and it commits only if
-// no destination's piece aborted (runCall). These two rules
+// with no delivery ahead of it that has not run. An all-or-nothing
+// stored-procedure call (txn.AllOrNothing) to several groups votes too, at
+// every destination: its vote is a trial run of its piece, taken at the
+// head of the queue, and it commits only if no destination's piece aborted
+// (runCall). These two rules
 // (conflict.go) give every vote, every result and the state the values of
 // a serial execution in delivery order, while a piece waiting for a vote's
 // round trip between groups holds back only the deliveries that touch its

@@ -78,6 +78,11 @@ type funcProc struct {
 func (f funcProc) Keys(args []byte) ([][]byte, error)            { return f.keys(args) }
 func (f funcProc) Run(p *txn.ProcPiece) (txn.PieceResult, error) { return f.run(p) }
 
+// atomicProc is a funcProc whose calls are all or nothing.
+type atomicProc struct{ funcProc }
+
+func (atomicProc) AllOrNothing() bool { return true }
+
 func fixedKeys(keys ...string) func([]byte) ([][]byte, error) {
 	return func([]byte) ([][]byte, error) {
 		out := make([][]byte, len(keys))
@@ -113,7 +118,7 @@ func testRegistry(t *testing.T) *txn.Registry {
 		}},
 		// stamp writes a stamp into each of its keys the group owns, and
 		// aborts if the group lacks its row "w/000N/row".
-		"stamp": funcProc{fixedKeys("w/0001/s", "w/0004/s"), func(p *txn.ProcPiece) (txn.PieceResult, error) {
+		"stamp": atomicProc{funcProc{fixedKeys("w/0001/s", "w/0004/s"), func(p *txn.ProcPiece) (txn.PieceResult, error) {
 			for _, row := range []string{"w/0001/row", "w/0004/row"} {
 				if !p.Owns([]byte(row)) {
 					continue
@@ -126,7 +131,7 @@ func testRegistry(t *testing.T) *txn.Registry {
 				}
 			}
 			return txn.PieceResult{Succeeded: true}, nil
-		}},
+		}}},
 		// crash writes, then panics.
 		"crash": funcProc{fixedKeys("w/0001/a"), func(p *txn.ProcPiece) (txn.PieceResult, error) {
 			if err := p.Writer.Put([]byte("w/0001/a"), []byte("half")); err != nil {
@@ -228,16 +233,13 @@ func TestExecutorProcedures(t *testing.T) {
 	c.seed(0, map[string]string{"w/0001/a": "10", "w/0001/b": "b"})
 	c.seed(2, map[string]string{"w/0004/a": "1"})
 
-	// Every destination of a call votes to the others (any piece of a
-	// procedure can abort), and runs once it has their votes.
+	// A call that is not all or nothing takes no votes.
 	move := c.callMsg(1, "move", "w/0001/a w/0004/a 4 item/1")
 	for _, g := range []partition.GroupID{2, 0} {
-		sends := c.deliver(g, move)
-		if other := 2 - g; len(sends) != 1 || sends[0].To != other {
-			t.Errorf("group %d sent %+v, want one vote to group %d", g, sends, other)
+		if sends := c.deliver(g, move); len(sends) != 0 {
+			t.Errorf("group %d voted on a procedure call", g)
 		}
 	}
-	c.settle()
 	res, err := c.merged(move)
 	if err != nil {
 		t.Fatal(err)
@@ -257,19 +259,10 @@ func TestExecutorProcedures(t *testing.T) {
 		}
 	}
 
-	// All or nothing: group 0's piece of peek aborts (it reads a key it
-	// does not hold), group 1's would succeed; both abort, with group 0's
-	// reason, and group 1 writes nothing.
 	peek := c.callMsg(3, "peek", "")
 	c.deliver(0, peek)
-	c.deliver(1, peek)
-	c.settle()
-	r0, r1 := c.result(0, peek), c.result(1, peek)
-	if !r0.Aborted || !strings.Contains(r0.Reason, `get "w/0003/a": a key group 0 does not hold`) {
-		t.Errorf("peek at group 0: %s", describeResult(r0))
-	}
-	if describeResult(r1) != describeResult(r0) {
-		t.Errorf("peek at group 1: %s, want group 0's abort: %s", describeResult(r1), describeResult(r0))
+	if r := c.result(0, peek); !r.Aborted || !strings.Contains(r.Reason, `get "w/0003/a": a key group 0 does not hold`) {
+		t.Errorf("peek at group 0: %s", describeResult(r))
 	}
 	sneak := c.callMsg(4, "sneak", "")
 	c.deliver(0, sneak)
