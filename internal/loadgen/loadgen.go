@@ -260,7 +260,7 @@ func (k Keys) AppendKey(b []byte, i int) []byte {
 // decimal digits sort in their numeric order.
 func (k Keys) First() []byte { return k.fill('0') }
 
-// Last: see First.
+// Last returns the highest key k can make (see First).
 func (k Keys) Last() []byte { return k.fill('9') }
 
 func (k Keys) fill(c byte) []byte {
