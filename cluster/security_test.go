@@ -283,3 +283,43 @@ func copyFile(t testing.TB, from, to string) {
 		t.Fatal(err)
 	}
 }
+
+// TestInsecure: --insecure, the exception, runs every link in plaintext: no
+// certificates are made, a plaintext client works across groups, and a TLS
+// client is refused.
+func TestInsecure(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testcluster.Layout(t, "flexcast", testaddr.Cluster)
+	l := startLocalConfig(t, Config{Cluster: cfg, Dir: dir, Insecure: true})
+	if l.ClientTLS() != nil || l.CertsDir() != "" {
+		t.Fatalf("an insecure cluster has client TLS %v, certificates in %q", l.ClientTLS() != nil, l.CertsDir())
+	}
+	if _, err := os.Stat(CertsDir(dir)); err == nil {
+		t.Error("an insecure cluster made certificates")
+	}
+	ctx := ctxTimeout(t, time.Minute)
+	c, err := client.New(ctx, client.Config{Endpoints: l.Endpoints()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	res, err := c.Txn(ctx, mustTxn(t, `{"then":[{"op":"add","key":"w/0001/n","int":1},{"op":"add","key":"w/0005/n","int":1}]}`))
+	if err != nil || !res.Succeeded {
+		t.Fatalf("a transaction across groups in plaintext: %+v, %v", res, err)
+	}
+	other := t.TempDir()
+	otherCA, err := certs.CreateCA(filepath.Join(other, "certs"), filepath.Join(other, "ca.key"), certs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := otherCA.CreateClient(filepath.Join(other, "certs"), "root", certs.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := certs.LoadClient(filepath.Join(other, "certs"), "root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := getVia(cfg.Groups[0].Replicas[0].GRPC, grpc.WithTransportCredentials(credentials.NewTLS(certs.ClientConfig(cl)))); err == nil {
+		t.Error("a TLS client was answered by a plaintext server")
+	}
+}
