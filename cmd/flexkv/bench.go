@@ -90,11 +90,7 @@ cluster is unreachable (connecting failed, or every request failed so).`,
 	}
 	needSubcommand(cmd, "put, get or txn")
 	pf := cmd.PersistentFlags()
-	pf.String("endpoints", "", "gRPC addresses host:port,... of cluster servers (default: those of --config)")
-	addClientTLSFlags(pf)
-	pf.String("config", "", "cluster configuration YAML, for the default endpoints and the partition map (default: embedded "+defaultConfigName+")")
-	pf.Duration("timeout", kvTimeoutDefault, "deadline of connecting, then of each request")
-	pf.String("region", "", "the client's region, for choosing the nearest servers (default: none)")
+	addConnFlags(pf, "deadline of connecting, then of each request")
 	pf.Int("clients", benchClientsDefault, fmt.Sprintf("concurrent clients, each with one request in flight: 1..%d", loadgen.ClientsMax))
 	pf.Int("total", benchTotalDefault, fmt.Sprintf("requests to make: 1..%d", loadgen.TotalMax))
 	pf.Int("key-size", benchKeySizeDefault, "bytes of each key after the prefix: a zero-padded request number")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -124,7 +125,7 @@ func TestCertOverwrite(t *testing.T) {
 			}
 		})
 	}
-	if after := readFiles(t, dir); !equalMaps(before, after) {
+	if after := readFiles(t, dir); !maps.Equal(before, after) {
 		t.Fatal("a refused command changed the certs dir")
 	}
 	mustRun(t, append([]string{"cert", "create-node", "r1", "--overwrite"}, flags...)...)
@@ -152,18 +153,6 @@ func readFiles(t *testing.T, dir string) map[string]string {
 		files[e.Name()] = string(data)
 	}
 	return files
-}
-
-func equalMaps(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // TestCertBadUsage: each bad invocation exits with its code and a message
@@ -219,7 +208,7 @@ func TestCertBadUsage(t *testing.T) {
 			}
 		})
 	}
-	if after := readFiles(t, dir); !equalMaps(before, after) {
+	if after := readFiles(t, dir); !maps.Equal(before, after) {
 		t.Fatal("a bad invocation changed the certs dir")
 	}
 	if entries, _ := os.ReadDir(otherDir); len(entries) != 0 {

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/flexkv/flexkv/cluster"
 	"github.com/flexkv/flexkv/gtpcc"
 	"github.com/flexkv/flexkv/gtpcc/bench"
@@ -77,14 +75,8 @@ func localLayout(t *testing.T, replicas int, latency bool) (string, *partition.C
 		}
 		cfg.Latency = name
 	}
-	data, err := yaml.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := filepath.Join(dir, "cluster.yaml")
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeConfigAt(t, path, cfg)
 	return path, cfg
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -75,12 +76,7 @@ Exit codes: 0 ok; 1 key not found, transaction aborted or request refused;
 reached.`,
 	}
 	needSubcommand(cmd, "get, put, del, scan or txn")
-	pf := cmd.PersistentFlags()
-	pf.String("endpoints", "", "gRPC addresses host:port,... of cluster servers (default: those of --config)")
-	addClientTLSFlags(pf)
-	pf.String("config", "", "cluster configuration YAML, for the default endpoints and the partition map (default: embedded "+defaultConfigName+")")
-	pf.Duration("timeout", kvTimeoutDefault, "deadline of the whole command: connecting, fetching the topology and the call")
-	pf.String("region", "", "the client's region, for choosing the nearest servers (default: none)")
+	addConnFlags(cmd.PersistentFlags(), "deadline of the whole command: connecting, fetching the topology and the call")
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError(fmt.Errorf("%s: %w", kvName(c), err))
 	})
@@ -457,6 +453,16 @@ func parseEndpoints(s string) ([]string, error) {
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// addConnFlags registers the flags by which a client command reaches a
+// cluster (kv, bench): endpoints, TLS, configuration, timeout, region.
+func addConnFlags(pf *pflag.FlagSet, timeoutHelp string) {
+	pf.String("endpoints", "", "gRPC addresses host:port,... of cluster servers (default: those of --config)")
+	addClientTLSFlags(pf)
+	pf.String("config", "", "cluster configuration YAML, for the default endpoints and the partition map (default: embedded "+defaultConfigName+")")
+	pf.Duration("timeout", kvTimeoutDefault, timeoutHelp)
+	pf.String("region", "", "the client's region, for choosing the nearest servers (default: none)")
 }
 
 // execKV runs one kv command whose arguments c has checked: it reads the

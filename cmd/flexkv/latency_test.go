@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/flexkv/flexkv/cluster"
 	"github.com/flexkv/flexkv/txn"
 )
@@ -54,13 +52,7 @@ func TestLocalLatencyMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Latency = "latency.csv"
-	data, err := yaml.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeConfigAt(t, path, cfg)
 	transfer := `{"then":[{"op":"add","key":"w/0001/a","int":-1},{"op":"add","key":"w/0003/a","int":1}]}`
 	dataDir := t.TempDir()
 	code, out, errOut := runUntil(t, "endpoints:", func() {

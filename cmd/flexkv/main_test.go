@@ -6,8 +6,11 @@ import (
 	"path/filepath"
 	"testing"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/flexkv/flexkv/certs"
 	"github.com/flexkv/flexkv/cluster"
+	"github.com/flexkv/flexkv/partition"
 )
 
 // TestMain gives every command the certificates of a test CA through
@@ -57,4 +60,25 @@ func makeTestCerts(dir string) error {
 func useCertsOf(t *testing.T, l *cluster.Local) {
 	t.Helper()
 	t.Setenv("FLEXKV_CERTS_DIR", l.CertsDir())
+}
+
+// writeConfigAt writes cfg as YAML to path.
+func writeConfigAt(t *testing.T, path string, cfg *partition.ClusterConfig) {
+	t.Helper()
+	data, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// configFile writes cfg as YAML to a cluster.yaml of a fresh temporary
+// directory and returns its path.
+func configFile(t *testing.T, cfg *partition.ClusterConfig) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "cluster.yaml")
+	writeConfigAt(t, path, cfg)
+	return path
 }

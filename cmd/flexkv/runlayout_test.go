@@ -2,14 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/server"
@@ -38,14 +37,8 @@ func aws12Layout(t *testing.T) (string, *partition.ClusterConfig) {
 	if err := os.WriteFile(filepath.Join(dir, cfg.Latency), csv, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	data, err := yaml.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := filepath.Join(dir, "cluster.yaml")
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeConfigAt(t, path, cfg)
 	return path, cfg
 }
 
@@ -127,7 +120,7 @@ func TestOverlayAuto(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !mapsEqual(tr, want.Tree) {
+		if !maps.Equal(tr, want.Tree) {
 			t.Errorf("--tree auto: %v, want the suggestion %v", tr, want.Tree)
 		}
 		// The run's prediction is the suggestion's.
@@ -150,21 +143,9 @@ func TestOverlayAuto(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want, _ := partition.PaperTree("T3"); !mapsEqual(t3, want) {
+	if want, _ := partition.PaperTree("T3"); !maps.Equal(t3, want) {
 		t.Errorf("T3: %v, want %v", t3, want)
 	}
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // TestDemoOverlays runs the demo on aws-12 (12 groups, one replica each,

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/flexkv/flexkv/certs"
 	"github.com/flexkv/flexkv/cluster"
 	"github.com/flexkv/flexkv/partition"
@@ -48,11 +46,7 @@ func oneReplicaConfig(t *testing.T) (string, *partition.ClusterConfig) {
 		r.Raft, r.GRPC, r.Peer = freeAddr(t), freeAddr(t), freeAddr(t)
 		cfg.Groups[i].Replicas = []partition.ReplicaConfig{r}
 	}
-	data, err := yaml.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return writeFile(t, "cluster.yaml", data), cfg
+	return configFile(t, cfg), cfg
 }
 
 // runUntil runs the root command with args until its output contains

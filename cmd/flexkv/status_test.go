@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/flexkv/flexkv/cluster"
 	"github.com/flexkv/flexkv/partition"
 )
@@ -27,11 +25,7 @@ func TestStatus(t *testing.T) {
 			r.Raft, r.GRPC, r.Peer = freeAddr(t), freeAddr(t), freeAddr(t)
 		}
 	}
-	data, err := yaml.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := writeFile(t, "cluster.yaml", data)
+	path := configFile(t, cfg)
 	l, err := cluster.Start(cluster.Config{Cluster: cfg, Dir: t.TempDir(), NoSync: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
