@@ -22,14 +22,24 @@ import (
 // row, a key its group does not hold, too many writes, a panic) aborts
 // alone. A procedure that implements AllOrNothing and returns true makes
 // its calls all or nothing (DESIGN 6): each destination of a call to
-// several groups runs its piece once as a trial at the head of its queue,
-// sends the outcome to the other destinations as its vote, and commits only
-// if no piece aborted; otherwise every destination aborts with the reason
-// of the first destination, in rank order, whose piece aborted. The price
-// is a vote's trip between groups before any destination answers, with the
-// queue behind the call held back from its keys meanwhile. The executor
-// enforces, either way, that a piece that reads or writes a key its group
-// does not hold aborts.
+// several groups whose piece can abort runs it once as a trial at the head
+// of its queue and sends the outcome to the other destinations as its
+// vote; every destination commits only if no piece aborted, and otherwise
+// aborts with the reason of the first destination, in rank order, whose
+// piece aborted. The price is a vote's trip between groups before any
+// destination answers, with the queue behind the call held back from what
+// its trial touched meanwhile.
+//
+// Which pieces can abort is the procedure's to say (PieceVotes): by
+// default every piece of an all-or-nothing call can, and votes. A piece
+// that cannot abort sends no vote, and waits only for the votes of the
+// pieces that can; a call none of whose pieces can abort takes no vote at
+// all and costs what a call that is not all or nothing does. "Cannot
+// abort" means: the piece aborts, if ever, only when every piece of the
+// call aborts alike, on a decision taken from the arguments and replicated
+// keys alone (every destination reads the same copies at the call's point
+// of the delivery order). The executor enforces, either way, that a piece
+// that reads or writes a key its group does not hold aborts.
 
 // KeysMax bounds the keys a procedure call may touch.
 const KeysMax = 4096
@@ -69,6 +79,55 @@ type AllOrNothing interface {
 func IsAllOrNothing(p Procedure) bool {
 	a, ok := p.(AllOrNothing)
 	return ok && a.AllOrNothing()
+}
+
+// CallPiece is one piece of a call as PieceVotes sees it: before it runs,
+// at any destination of the call, for any destination's piece.
+type CallPiece struct {
+	Group partition.GroupID  // the group whose piece it is
+	Dst   partition.GroupSet // the call's destinations, with Group
+	Args  []byte             // the call's arguments; read only
+	// Partitions is the partition map every replica of every group
+	// shares.
+	Partitions *partition.PartitionMap
+}
+
+// Owns reports whether c.Group owns key (replicated keys excluded).
+func (c *CallPiece) Owns(key []byte) bool {
+	g, replicated, err := c.Partitions.Owner(key)
+	return err == nil && !replicated && g == c.Group
+}
+
+// PieceVotes is implemented by an all-or-nothing procedure that knows which
+// pieces of a call can abort (see above). Only those vote; the others
+// send no vote and wait only for theirs.
+type PieceVotes interface {
+	// CanAbort reports whether piece c of a call can abort other than
+	// as every piece of the call does. It must be deterministic and must
+	// not panic, and must depend on c alone: every destination asks it
+	// about every destination's piece, when the call is delivered and
+	// again after a restart, and all must get the same answers. It has
+	// no state to read: a decision taken on replicated keys is one that
+	// every piece takes alike in Run, which needs no vote. Answering
+	// false for a piece that then aborts on its own makes that piece
+	// abort alone, as if the call were not all or nothing.
+	CanAbort(c *CallPiece) bool
+}
+
+// PieceCanAbort reports whether piece c of a call of the all-or-nothing
+// procedure p can abort: p's CanAbort, or true if p does not implement
+// PieceVotes or its CanAbort panics (which every replica sees alike).
+func PieceCanAbort(p Procedure, c *CallPiece) (can bool) {
+	v, ok := p.(PieceVotes)
+	if !ok {
+		return true
+	}
+	defer func() {
+		if recover() != nil {
+			can = true
+		}
+	}()
+	return v.CanAbort(c)
 }
 
 // ProcPiece is what a procedure's Run gets: one group's piece of one call.

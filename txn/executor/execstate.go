@@ -21,7 +21,12 @@ import (
 //	'q' seq (8 B BE) 'v'                 -> (empty) the queued piece voted
 //	's' index (8 B BE) n (4 B BE)        -> the n-th send of entry index
 //	'v' client (8 B BE) seq (8 B BE) g   -> the vote of group g (1 byte) on
-//	                                        transaction client.seq
+//	                                        transaction client.seq: its
+//	                                        arrival (8 B BE), then the vote
+//
+// A vote's arrival numbers the stored votes in the order they were stored
+// (execMeta.voteNext), for the bound on stored votes (Config.StoredVoteBytesMax),
+// which drops the oldest first.
 //
 // The executor's results are kv results (kv.Batch.SetResult), under the
 // transaction id, each a result record: the digest of the delivery that
@@ -76,6 +81,29 @@ func voteKey(id multicast.MsgID, g partition.GroupID) []byte {
 	return append(votePrefix(id), byte(g))
 }
 
+// voteRecordHead is the length of a vote record's value before the vote.
+const voteRecordHead = 8
+
+// voteRecordSize is what a stored vote of payload bytes counts against
+// Config.StoredVoteBytesMax: its key and value.
+func voteRecordSize(payload int) int64 { return int64(18 + voteRecordHead + payload) }
+
+// voteRecordMax is the size of the largest vote record.
+const voteRecordMax = 18 + voteRecordHead + txn.VoteBytesMax
+
+func appendVoteRecord(b []byte, arrival uint64, payload []byte) []byte {
+	b = binary.BigEndian.AppendUint64(b, arrival)
+	return append(b, payload...)
+}
+
+// parseVoteRecord splits a vote record's value into its arrival and vote.
+func parseVoteRecord(v []byte) (uint64, []byte, error) {
+	if len(v) < voteRecordHead {
+		return 0, nil, fmt.Errorf("%w: vote record of %d bytes", kv.ErrCorrupt, len(v))
+	}
+	return binary.BigEndian.Uint64(v), v[voteRecordHead:], nil
+}
+
 // parseQueueKey returns the sequence of a queue record's key, and whether
 // the key is the voted mark of that record.
 func parseQueueKey(k []byte) (seq uint64, mark bool, err error) {
@@ -106,17 +134,24 @@ type execMeta struct {
 	votesEarly uint64
 	ranAhead   uint64
 	duplicates uint64
+	// voteNext is the arrival of the next stored vote.
+	voteNext     uint64
+	votesSent    uint64
+	votesEvicted uint64
 }
 
-// metaVersion 3: results are result records, with the digest of their
-// delivery, and the meta record counts duplicates. Version 2 stored bare
-// PieceResults; version 1 kept a queue that only ran from its head, with
-// the head's voted flag in the meta record. A store of another version is
-// refused (loadMeta), not converted.
-const metaVersion = 3
+// metaVersion 4: a stored vote starts with its arrival, and the meta
+// record holds the next arrival and counts the votes sent and evicted.
+// Version 3 stored bare votes; its results were already result records,
+// with the digest of their delivery, and it counted duplicates. Version 2
+// stored bare PieceResults; version 1 kept a queue that only ran from its
+// head, with the head's voted flag in the meta record. A store of another
+// version is refused (loadMeta), not converted.
+const metaVersion = 4
 
 func (m *execMeta) fields() []*uint64 {
-	return []*uint64{&m.qNext, &m.queued, &m.votes, &m.executed, &m.aborted, &m.junkVotes, &m.votesEarly, &m.ranAhead, &m.duplicates}
+	return []*uint64{&m.qNext, &m.queued, &m.votes, &m.executed, &m.aborted, &m.junkVotes, &m.votesEarly, &m.ranAhead, &m.duplicates,
+		&m.voteNext, &m.votesSent, &m.votesEvicted}
 }
 
 func (m *execMeta) stats() Stats {
@@ -125,6 +160,7 @@ func (m *execMeta) stats() Stats {
 		VotesStored: m.votes, VotesJunk: m.junkVotes,
 		VotesEarly: m.votesEarly, RanAhead: m.ranAhead,
 		Duplicates: m.duplicates,
+		VotesSent:  m.votesSent, VotesEvicted: m.votesEvicted,
 	}
 }
 

@@ -3,6 +3,7 @@ package executor
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/kv"
@@ -23,6 +24,12 @@ type execution struct {
 	ids   []multicast.MsgID // results stored, in the order they ran
 	// ran are the queue entries run by this execution, to delete.
 	ran []*queued
+	// trialJob, trialRes and trialView are the call whose trial run the
+	// pass just took, its outcome and view, for runCall if the call runs
+	// next on the same state: it runs once, not twice.
+	trialJob  *job
+	trialRes  txn.PieceResult
+	trialView *procView
 }
 
 // job is a delivery prepared to run at this group.
@@ -36,7 +43,11 @@ type job struct {
 	piece  *txn.Piece // this group's piece of a transaction
 	call   *txn.Call  // a procedure call, with its procedure
 	proc   txn.Procedure
-	atomic bool // the call is all or nothing (txn.AllOrNothing): its pieces vote
+	// callVoteTo and callVoters are, for an all-or-nothing call
+	// (txn.AllOrNothing), the groups this piece sends its vote to (every
+	// other destination, if the piece can abort) and the other
+	// destinations whose pieces can abort, whose votes it waits for.
+	callVoteTo, callVoters partition.GroupSet
 }
 
 // queued is a delivery in the executor's queue.
@@ -47,7 +58,7 @@ type queued struct {
 	// with nothing queued ahead of it is checked against nothing.
 	fp    footprint
 	hasFP bool
-	// voted: the piece sent its vote, or sends none.
+	// voted: the piece took its vote step (voteStep), or takes none.
 	voted bool
 	// d is the delivery until its queue record is stored; its payload
 	// is the caller's, valid during Execute only.
@@ -59,7 +70,7 @@ type queued struct {
 
 func (e *Executor) newQueued(seq uint64, j *job) *queued {
 	q := &queued{seq: seq, job: j}
-	q.voted = !q.sendsVote()
+	q.voted = !j.voteStep()
 	return q
 }
 
@@ -71,35 +82,44 @@ func (q *queued) footprint() *footprint {
 	return &q.fp
 }
 
-// sendsVote reports whether q's piece sends a vote.
-func (q *queued) sendsVote() bool { return !q.job.voteTo().Empty() }
-
 // voteTo returns the groups j's piece sends its vote to: those a
 // transaction's piece names (txn.Piece.VoteTo), or, for an all-or-nothing
-// call to several groups, every other destination: any piece of a
-// procedure can abort (a missing row, a key it may not touch, too many
-// writes, a panic), and the call commits at every destination or at none
-// (DESIGN 6).
+// call to several groups whose piece here can abort, every other
+// destination (prepare).
 func (j *job) voteTo() partition.GroupSet {
-	switch {
-	case j.piece != nil:
+	if j.piece != nil {
 		return j.piece.VoteTo
-	case j.call != nil && j.atomic:
-		return j.dst.Remove(j.self)
 	}
-	return 0
+	return j.callVoteTo
 }
 
-// voters returns the groups whose votes j waits for (for a call, every
-// other destination, as voteTo).
+// voters returns the groups whose votes j waits for: those a transaction's
+// piece names (txn.Piece.Voters), or, for an all-or-nothing call, the other
+// destinations whose pieces can abort.
 func (j *job) voters() partition.GroupSet {
-	switch {
-	case j.piece != nil:
+	if j.piece != nil {
 		return j.piece.Voters
-	case j.call != nil && j.atomic:
-		return j.dst.Remove(j.self)
 	}
-	return 0
+	return j.callVoters
+}
+
+// trial reports whether j is a call that takes a trial run at the head of
+// the queue: one that sends a vote, or waits for one. A call that does
+// neither runs at the head of the queue, once.
+func (j *job) trial() bool {
+	return j.call != nil && !(j.callVoteTo.Empty() && j.callVoters.Empty())
+}
+
+// voteStep reports whether j's piece has a step to take, once, before it
+// can run, marked durably by its queue record's voted mark: a
+// transaction's piece that votes evaluates and sends its vote; a call's
+// trial run (trial) sends its vote if it has one, and records the call's
+// footprint either way.
+func (j *job) voteStep() bool {
+	if j.piece != nil {
+		return !j.piece.VoteTo.Empty()
+	}
+	return j.trial()
 }
 
 // apply runs the entry: deliveries, inbound votes, then a pass over the
@@ -119,6 +139,9 @@ func (x *execution) apply(index uint64, deliveries []multicast.Message, inbound 
 			return err
 		}
 		changed = changed || ok
+	}
+	if err := x.evictVotes(); err != nil {
+		return err
 	}
 	if changed {
 		if err := x.pass(); err != nil {
@@ -177,10 +200,7 @@ func (x *execution) sendUsed(d delivery, other bool) {
 		return
 	}
 	v := txn.Vote{Group: x.e.cfg.Self, Used: true, Other: other, Digest: j.digest}
-	payload := txn.AppendVote(nil, j.id, v)
-	for _, g := range j.voteTo().Slice() {
-		x.sends = append(x.sends, group.AppSend{To: g, About: j.id, Payload: payload})
-	}
+	x.send(j, txn.AppendVote(nil, j.id, v))
 }
 
 // pass goes through the queue in order, applying the two rules of
@@ -194,12 +214,13 @@ func (x *execution) pass() error {
 	ahead.reset()
 	kept := e.queue[:0]
 	for _, q := range e.queue {
+		x.trialJob, x.trialView = nil, nil
 		early := ahead.jobs > 0
 		// With nothing ahead, neither rule needs q's footprint.
-		if q.job.atomic && q.voted && q.sendsVote() && !q.hasFP {
-			// A call that voted before this executor opened (a restart):
-			// its footprint is its trial run's again. The jobs that ran
-			// ahead of it since it voted touched nothing it reads, so the
+		if q.job.trial() && q.voted && !q.hasFP {
+			// A call that took its trial before this executor opened (a
+			// restart): its footprint is its trial run's again. The jobs
+			// that ran ahead of it since touched nothing it reads, so the
 			// trial touches what it touched then, as on every replica.
 			if err := x.callFootprint(q); err != nil {
 				return err
@@ -238,12 +259,14 @@ func (x *execution) pass() error {
 	return nil
 }
 
-// vote evaluates the vote of j's piece on the current state and sends it.
-// A call's vote is a trial run of its procedure, its writes dropped: it
-// votes only at the head of the queue (conflict.go: a call conflicts with
-// everything), so the state it runs on later is the one it voted on, and
-// the vote carries the abort reason (Vote.Then) that every destination
-// reports alike.
+// vote takes the vote step of q's piece (voteStep) on the current state:
+// it evaluates the piece's vote and sends it. A call's step is a trial run
+// of its procedure, its writes dropped: it is taken only at the head of
+// the queue (conflict.go: a call conflicts with everything), so the state
+// it runs on later is the one its trial ran on, and its vote carries the
+// abort reason (Vote.Then) that every destination reports alike. A call
+// whose piece cannot abort takes the trial too, when it waits for votes,
+// for its footprint, and sends nothing.
 func (x *execution) vote(q *queued) error {
 	j := q.job
 	var v txn.Vote
@@ -252,25 +275,36 @@ func (x *execution) vote(q *queued) error {
 		if err != nil {
 			return err
 		}
-		v = txn.Vote{Group: j.self, Holds: true}
-		if res.Aborted {
-			v.Then = txn.Abort{Reason: res.Reason}
-		}
 		// From now on the call conflicts only with what its trial run
 		// touched, not with everything: the deliveries behind it that
 		// touch none of it run while it waits for the other votes.
 		q.fp, q.hasFP = view.fp, true
+		// If the call runs right away (it waits for no vote), it runs on
+		// this state, so the trial's outcome is its run's (runCall).
+		x.trialJob, x.trialRes, x.trialView = j, res, view
+		if j.voteTo().Empty() {
+			return nil
+		}
+		v = txn.Vote{Group: j.self, Holds: true}
+		if res.Aborted {
+			v.Then = txn.Abort{Reason: res.Reason}
+		}
 	} else {
 		var err error
 		if v, err = txn.EvalVote(x.rw, j.piece); err != nil {
 			return err
 		}
 	}
-	payload := txn.AppendVote(nil, j.id, v)
+	x.send(j, txn.AppendVote(nil, j.id, v))
+	return nil
+}
+
+// send sends the vote payload about j to every group of j.voteTo.
+func (x *execution) send(j *job, payload []byte) {
 	for _, g := range j.voteTo().Slice() {
 		x.sends = append(x.sends, group.AppSend{To: g, About: j.id, Payload: payload})
+		x.meta.votesSent++
 	}
-	return nil
 }
 
 // callFootprint sets the footprint of call q, which voted: what a trial run
@@ -312,7 +346,10 @@ func (e *Executor) prepare(d delivery) *job {
 			j.reason = err.Error()
 			return j
 		}
-		j.call, j.proc, j.atomic = p.Call, proc, txn.IsAllOrNothing(proc)
+		j.call, j.proc = p.Call, proc
+		if txn.IsAllOrNothing(proc) && j.dst.Len() > 1 {
+			j.callVoteTo, j.callVoters = callVotes(proc, p.Call.Args, cfg.Partitions, j.dst, cfg.Self)
+		}
 		return j
 	}
 	// dst has Self (checked above).
@@ -323,6 +360,26 @@ func (e *Executor) prepare(d delivery) *job {
 	}
 	j.piece = piece
 	return j
+}
+
+// callVotes returns, for the piece of group self of an all-or-nothing call
+// of proc with args to dst, the groups it sends its vote to (every other
+// destination, if its piece can abort) and those it waits for (the other
+// destinations whose pieces can abort). Every destination asks
+// txn.PieceCanAbort the same questions and gets the same answers, so a
+// group waits for a vote exactly when its sender sends it.
+func callVotes(proc txn.Procedure, args []byte, pm *partition.PartitionMap, dst partition.GroupSet, self partition.GroupID) (voteTo, voters partition.GroupSet) {
+	for _, g := range dst.Slice() {
+		if !txn.PieceCanAbort(proc, &txn.CallPiece{Group: g, Dst: dst, Args: args, Partitions: pm}) {
+			continue
+		}
+		if g == self {
+			voteTo = dst.Remove(self)
+		} else {
+			voters = voters.Add(g)
+		}
+	}
+	return voteTo, voters
 }
 
 // votes returns the stored votes j waits for, in group order, if all are
@@ -362,12 +419,16 @@ func (x *execution) votes(j *job) (votes []txn.Vote, reason string, ok bool, err
 
 // storedVote returns the vote of group g on id, which must be stored.
 func (x *execution) storedVote(id multicast.MsgID, g partition.GroupID) (txn.Vote, error) {
-	raw, ok, err := x.b.GetAux(voteKey(id, g))
+	rec, ok, err := x.b.GetAux(voteKey(id, g))
 	switch {
 	case err != nil:
 		return txn.Vote{}, err
 	case !ok:
 		return txn.Vote{}, fmt.Errorf("txn: %w: stored vote of group %d on %s missing", kv.ErrCorrupt, g, id)
+	}
+	_, raw, err := parseVoteRecord(rec)
+	if err != nil {
+		return txn.Vote{}, err
 	}
 	about, v, err := txn.DecodeVote(raw)
 	switch {
@@ -406,7 +467,7 @@ func (x *execution) receive(in group.AppInbound) (bool, error) {
 		if !replace {
 			return false, nil
 		}
-		if err := x.b.PutAux(voteKey(id, v.Group), in.Payload); err != nil {
+		if err := x.putVote(id, v.Group, in.Payload); err != nil {
 			return false, err
 		}
 		return true, nil
@@ -419,12 +480,93 @@ func (x *execution) receive(in group.AppInbound) (bool, error) {
 		x.meta.junkVotes++
 		return false, nil
 	}
-	if err := x.b.PutAux(voteKey(id, v.Group), in.Payload); err != nil {
+	if err := x.putVote(id, v.Group, in.Payload); err != nil {
 		return false, err
 	}
 	x.e.votes[id] = got.Add(v.Group)
 	x.meta.votes++
 	return true, nil
+}
+
+// putVote stores the vote payload of group g on id, in place of the one
+// stored, if any, as the latest arrival.
+func (x *execution) putVote(id multicast.MsgID, g partition.GroupID, payload []byte) error {
+	e := x.e
+	seq := x.meta.voteNext
+	if err := x.b.PutAux(voteKey(id, g), appendVoteRecord(nil, seq, payload)); err != nil {
+		return err
+	}
+	x.meta.voteNext++
+	slot := voteSlot{id, g}
+	e.voteBytes -= e.stored[slot].size // 0 if none
+	v := voteInfo{seq: seq, size: voteRecordSize(len(payload))}
+	e.stored[slot] = v
+	e.voteBytes += v.size
+	e.arrivals = append(e.arrivals, arrival{seq: seq, slot: slot})
+	return nil
+}
+
+// forgetVote forgets the stored vote of slot in memory; its record is
+// deleted by the caller.
+func (e *Executor) forgetVote(slot voteSlot) {
+	e.voteBytes -= e.stored[slot].size
+	delete(e.stored, slot)
+	// Drop the stale arrivals once they are most of them: each arrival
+	// is appended once and dropped once.
+	if len(e.arrivals) > 64 && len(e.arrivals) > 2*len(e.stored) {
+		e.arrivals = slices.DeleteFunc(e.arrivals, e.staleArrival)
+	}
+}
+
+// staleArrival reports whether a is not the arrival of a stored vote.
+func (e *Executor) staleArrival(a arrival) bool {
+	v, ok := e.stored[a.slot]
+	return !ok || v.seq != a.seq
+}
+
+// evictVotes drops the oldest stored votes, of transactions not queued
+// here, until the stored votes take at most Config.StoredVoteBytesMax bytes
+// or only votes of queued transactions remain (see Executor, Bounds). It
+// depends only on the stored votes, their arrivals and the queue, which
+// every replica has alike.
+func (x *execution) evictVotes() error {
+	e := x.e
+	if e.voteBytes <= e.cfg.StoredVoteBytesMax {
+		return nil
+	}
+	queued := make(map[multicast.MsgID]bool, len(e.queue))
+	for _, q := range e.queue {
+		queued[q.job.id] = true
+	}
+	kept := e.arrivals[:0]
+	for i, a := range e.arrivals {
+		if e.voteBytes <= e.cfg.StoredVoteBytesMax {
+			kept = append(kept, e.arrivals[i:]...)
+			break
+		}
+		switch {
+		case e.staleArrival(a):
+			continue
+		case queued[a.slot.id]:
+			kept = append(kept, a)
+			continue
+		}
+		if err := x.b.DeleteAux(voteKey(a.slot.id, a.slot.g)); err != nil {
+			return err
+		}
+		e.voteBytes -= e.stored[a.slot].size
+		delete(e.stored, a.slot)
+		if got := e.votes[a.slot.id].Remove(a.slot.g); got.Empty() {
+			delete(e.votes, a.slot.id)
+		} else {
+			e.votes[a.slot.id] = got
+		}
+		x.meta.votes--
+		x.meta.votesEvicted++
+	}
+	clear(e.arrivals[len(kept):])
+	e.arrivals = kept
+	return nil
 }
 
 // run runs job j with the votes it waited for, or aborts it for reason,
@@ -495,6 +637,7 @@ func (x *execution) dropVotes(id multicast.MsgID, used int) error {
 		if err := x.b.DeleteAux(voteKey(id, g)); err != nil {
 			return err
 		}
+		x.e.forgetVote(voteSlot{id, g})
 	}
 	delete(x.e.votes, id)
 	x.meta.votes -= uint64(got.Len())
@@ -524,7 +667,7 @@ func (x *execution) finish(index uint64) error {
 			}
 			q.stored, q.d = true, nil
 		}
-		if q.voted && !q.votedStored && q.sendsVote() {
+		if q.voted && !q.votedStored && q.job.voteStep() {
 			if err := x.b.PutAux(votedKey(q.seq), nil); err != nil {
 				return err
 			}

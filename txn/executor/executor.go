@@ -9,9 +9,11 @@
 package executor
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/flexkv/flexkv/group"
@@ -39,9 +41,14 @@ import (
 // the vote reads; a delivery runs as soon as it has its votes and conflicts
 // with no delivery ahead of it that has not run. An all-or-nothing
 // stored-procedure call (txn.AllOrNothing) to several groups votes too, at
-// every destination: its vote is a trial run of its piece, taken at the
-// head of the queue, and it commits only if no destination's piece aborted
-// (runCall). These two rules
+// every destination whose piece can abort (txn.PieceVotes): its vote is a
+// trial run of its piece, taken at the head of the queue, and it commits
+// only if no destination's piece aborted (runCall). A destination whose
+// piece cannot abort sends no vote; if some other piece can, it waits for
+// those votes, after a trial run at the head of the queue that sends
+// nothing and records what the call touches, as a voter's does, so that
+// the deliveries behind it that touch none of it run meanwhile. These two
+// rules
 // (conflict.go) give every vote, every result and the state the values of
 // a serial execution in delivery order, while a piece waiting for a vote's
 // round trip between groups holds back only the deliveries that touch its
@@ -118,10 +125,27 @@ import (
 // transactions a voter executed before this group delivered them. Both are
 // bounded upstream, by the admission control of the entry groups (the
 // channel outboxes' bound, which stops new requests while groups lag) and
-// the channel's hold-back bound. Stats reports both. Votes for transactions
-// this group never delivers, which only a faulty sender makes, stay stored;
-// they are counted as junk when they are for an id that already has a
-// result or repeat a stored vote.
+// the channel's hold-back bound. Stats reports both. A vote for an id that
+// already has a result here, or that repeats a stored vote, is junk:
+// counted, not stored.
+//
+// Votes for transactions this group never delivers (a faulty sender's, a
+// used vote on an id whose result this group has forgotten) would stay
+// stored forever; Config.StoredVoteBytesMax bounds the stored votes in
+// bytes. When an entry leaves more, the executor deletes the oldest stored
+// votes (by arrival, a number stored with each) of transactions not queued
+// here until they fit (Stats.VotesEvicted): a function of the entries
+// executed, so every replica deletes the same ones, also one restarted in
+// between. A vote of a queued transaction is never deleted: its piece
+// waits for it. A needed vote that might be deleted is one that arrived
+// before its delivery, while its transaction is in flight to this group;
+// all the votes stored after it would have to exceed the bound before the
+// delivery comes, but the votes on transactions in flight are bounded
+// upstream (above), a few thousand votes of a few dozen bytes at most,
+// far below the default's million, and the leftovers, which alone grow
+// without bound, are older and go first. A bound set below what is in
+// flight could delete a needed vote: its piece would then wait forever,
+// on every replica alike, and Stats.VotesEvicted would say why.
 //
 // # Determinism
 //
@@ -140,6 +164,13 @@ type Executor struct {
 	queue []*queued
 	// votes are the groups whose votes are stored, by transaction.
 	votes map[multicast.MsgID]partition.GroupSet
+	// stored are the arrival and size of every stored vote, arrivals
+	// the stored votes oldest first, with stale entries (a vote consumed,
+	// evicted or replaced since), and voteBytes the size of them all
+	// (voteRecordSize): the bound on stored votes (evictVotes).
+	stored    map[voteSlot]voteInfo
+	arrivals  []arrival
+	voteBytes int64
 	// conflicts is the pass's scratch set, kept to reuse its memory.
 	conflicts *conflictSet
 	// stale: an Execute failed after changing queue or votes, which must
@@ -161,12 +192,28 @@ type Config struct {
 	Self partition.GroupID
 	// Procedures are the stored procedures calls may name; nil: none.
 	Procedures *txn.Registry
+	// StoredVoteBytesMax bounds the stored votes, in bytes (key and value
+	// of their records): storing one beyond it drops the oldest stored
+	// votes of transactions not queued here (see Executor, Bounds). 0:
+	// StoredVoteBytesDefault; otherwise at least StoredVoteBytesMin. Every
+	// replica of a group must have the same.
+	StoredVoteBytesMax int64
 	// OnExecuted, when not nil, is called after each commit with the ids of
 	// the transactions whose results the commit stored, in the order they
 	// ran (which may differ from delivery order, see Executor). It must
 	// not block (it runs in the raft apply loop) and must not call Execute.
 	OnExecuted func(ids []multicast.MsgID)
 }
+
+// Bounds of Config.StoredVoteBytesMax.
+const (
+	// StoredVoteBytesDefault is 64 MiB: some 20,000 votes of the largest
+	// size (txn.VoteBytesMax), a million of a usual one (a few dozen
+	// bytes).
+	StoredVoteBytesDefault = 64 << 20
+	// StoredVoteBytesMin holds 16 votes of the largest size.
+	StoredVoteBytesMin = 16 * voteRecordMax
+)
 
 // Stats counts what an executor did. Every field is a function of
 // the replica's inputs, stored with its state: replicas at the same entry
@@ -185,6 +232,12 @@ type Stats struct {
 	// Duplicates counts the deliveries skipped because their id was
 	// already used here (see Executor, Reused ids).
 	Duplicates uint64
+	// VotesSent counts the votes sent, one per group sent to, used votes
+	// included.
+	VotesSent uint64
+	// VotesEvicted counts the stored votes dropped to keep within
+	// Config.StoredVoteBytesMax (see Executor, Bounds).
+	VotesEvicted uint64
 }
 
 // NewExecutor returns the executor of cfg.Store, resuming its queue and
@@ -197,6 +250,11 @@ func NewExecutor(cfg Config) (*Executor, error) {
 		return nil, errors.New("txn: executor without a partition map or topology")
 	case !cfg.Topology.Valid(cfg.Self):
 		return nil, fmt.Errorf("txn: executor of group %d, not a group of the topology (0..%d)", cfg.Self, cfg.Topology.Len()-1)
+	case cfg.StoredVoteBytesMax == 0:
+		cfg.StoredVoteBytesMax = StoredVoteBytesDefault
+	case cfg.StoredVoteBytesMax < StoredVoteBytesMin:
+		return nil, fmt.Errorf("txn: executor: stored vote bound of %d bytes, want at least StoredVoteBytesMin (%d), or 0 for the default (%d)",
+			cfg.StoredVoteBytesMax, StoredVoteBytesMin, StoredVoteBytesDefault)
 	}
 	e := &Executor{cfg: cfg, conflicts: newConflictSet()}
 	if err := e.load(); err != nil {
@@ -221,7 +279,7 @@ func (e *Executor) load() error {
 		}
 		if mark {
 			// The mark follows its delivery's record.
-			if len(queue) == 0 || queue[len(queue)-1].seq != seq || !queue[len(queue)-1].sendsVote() {
+			if len(queue) == 0 || queue[len(queue)-1].seq != seq || !queue[len(queue)-1].job.voteStep() {
 				return fmt.Errorf("%w: voted mark of queued delivery %d, which does not vote", kv.ErrCorrupt, seq)
 			}
 			q := queue[len(queue)-1]
@@ -247,14 +305,28 @@ func (e *Executor) load() error {
 		return fmt.Errorf("txn: executor state: %w: %d queued deliveries, the meta record says %d", kv.ErrCorrupt, len(queue), m.queued)
 	}
 	votes := map[multicast.MsgID]partition.GroupSet{}
-	n := uint64(0)
+	stored := map[voteSlot]voteInfo{}
+	var arrivals []arrival
+	n, size := uint64(0), int64(0)
 	err = scanAux(s, []byte{auxVote}, []byte{auxVote + 1}, func(r kv.KV) error {
 		id, g, err := parseVoteKey(r.Key)
 		if err != nil {
 			return err
 		}
+		seq, payload, err := parseVoteRecord(r.Value)
+		if err != nil {
+			return err
+		}
+		if seq >= m.voteNext {
+			return fmt.Errorf("%w: vote of group %d on %s arrived %d, not before the next arrival %d", kv.ErrCorrupt, g, id, seq, m.voteNext)
+		}
 		votes[id] = votes[id].Add(g)
+		slot := voteSlot{id, g}
+		sv := voteInfo{seq: seq, size: voteRecordSize(len(payload))}
+		stored[slot] = sv
+		arrivals = append(arrivals, arrival{seq: seq, slot: slot})
 		n++
+		size += sv.size
 		return nil
 	})
 	if err != nil {
@@ -263,9 +335,30 @@ func (e *Executor) load() error {
 	if n != m.votes {
 		return fmt.Errorf("txn: executor state: %w: %d stored votes, the meta record says %d", kv.ErrCorrupt, n, m.votes)
 	}
+	slices.SortFunc(arrivals, func(a, b arrival) int { return cmp.Compare(a.seq, b.seq) })
 	e.queue, e.votes, e.stale = queue, votes, false
+	e.stored, e.arrivals, e.voteBytes = stored, arrivals, size
 	e.setMeta(m)
 	return nil
+}
+
+// voteSlot names a stored vote: group g's on transaction id.
+type voteSlot struct {
+	id multicast.MsgID
+	g  partition.GroupID
+}
+
+// voteInfo is what the executor keeps in memory of a stored vote.
+type voteInfo struct {
+	seq  uint64 // its arrival
+	size int64  // voteRecordSize
+}
+
+// arrival is an entry of Executor.arrivals: the vote of slot that arrived
+// seq-th, stale unless stored[slot].seq is still seq.
+type arrival struct {
+	seq  uint64
+	slot voteSlot
 }
 
 // setMeta installs the committed meta record; mu is held (or e is new).

@@ -39,7 +39,10 @@ type cluster struct {
 	// resultsMax is the kv.Options.ResultsMax of the replicas opened from
 	// now on; 0: the store's default.
 	resultsMax int
-	reps       []*replica
+	// storedVoteBytesMax is the Config.StoredVoteBytesMax of the
+	// executors opened from now on; 0: the default.
+	storedVoteBytesMax int64
+	reps               []*replica
 	// twins, when not nil, are a second replica of each group, given the
 	// same entries as reps: they must send the same and end up with the
 	// same bytes.
@@ -94,6 +97,7 @@ func (c *cluster) open(r *replica) {
 	})
 	ex, err := NewExecutor(Config{
 		Store: s, Partitions: c.pm, Topology: c.top, Self: r.g, Procedures: c.procs,
+		StoredVoteBytesMax: c.storedVoteBytesMax,
 		OnExecuted: func(ids []multicast.MsgID) { r.executed = append(r.executed, ids...) },
 	})
 	if err != nil {
@@ -484,7 +488,7 @@ func TestExecutorThreeGroups(t *testing.T) {
 				if got := c.data(partition.GroupID(g)); got != want {
 					t.Errorf("group %d: %s, want %s", g, got, want)
 				}
-				if st := c.reps[g].ex.Stats(); st != (Stats{Executed: 1}) {
+				if st := c.reps[g].ex.Stats(); st != (Stats{Executed: 1, VotesSent: 2}) {
 					t.Errorf("group %d stats %+v", g, st)
 				}
 			}
@@ -834,9 +838,90 @@ func TestNewExecutorRejects(t *testing.T) {
 		{"no partition map", Config{Store: s, Topology: c.top}},
 		{"no topology", Config{Store: s, Partitions: c.pm}},
 		{"group out of range", Config{Store: s, Partitions: c.pm, Topology: c.top, Self: 3}},
+		{"stored vote bound too small", Config{Store: s, Partitions: c.pm, Topology: c.top, StoredVoteBytesMax: StoredVoteBytesMin - 1}},
+		{"negative stored vote bound", Config{Store: s, Partitions: c.pm, Topology: c.top, StoredVoteBytesMax: -1}},
 	} {
 		if _, err := NewExecutor(tc.cfg); err == nil {
 			t.Errorf("%s: no error", tc.name)
 		}
+	}
+}
+
+// TestExecutorBoundsStoredVotes: votes on transactions never delivered
+// here take at most Config.StoredVoteBytesMax: the oldest go first, alike
+// on every replica, also one restarted in between (arrival order, not key
+// order), and a vote of a queued transaction stays.
+func TestExecutorBoundsStoredVotes(t *testing.T) {
+	c := newCluster(t, nil)
+	c.storedVoteBytesMax = StoredVoteBytesMin
+	for _, r := range c.reps {
+		c.restart(r.g)
+	}
+	c.addTwins()
+	// Group 1 writes mixedTxn's w/0003/a and waits for the votes of
+	// groups 0 and 2; it gets group 0's only.
+	c.seed(0, map[string]string{"w/0001/a": "10"})
+	c.seed(2, map[string]string{"w/0004/b": "1"})
+	for _, g := range []partition.GroupID{0, 1, 2} {
+		c.seed(g, map[string]string{"item/1": "x"})
+	}
+	m := c.msg(1, mixedTxn)
+	c.deliver(0, m)
+	c.deliver(2, m)
+	c.execute(1, []multicast.Message{m}, c.take(1, []int{1, 0, 0}))
+	if c.hasResult(1, m) {
+		t.Fatal("group 1 ran without group 2's vote")
+	}
+	// Votes of group 2 on transactions never delivered, newest on the
+	// lowest id: far more than the bound holds.
+	junk := func(i int) []byte {
+		return txn.AppendVote(nil, multicast.MsgID{Client: 9, Seq: uint64(100000 - i)}, txn.Vote{Group: 2, Holds: true})
+	}
+	size := voteRecordSize(len(junk(0)))
+	per := int(StoredVoteBytesMin / size)
+	const entries = 8
+	for e := range entries {
+		var in []group.AppInbound
+		for i := range per / 2 {
+			in = append(in, group.AppInbound{From: 2, Payload: junk(e*per/2 + i)})
+		}
+		c.execute(1, nil, in)
+		if e == entries/2 {
+			c.restart(1)
+		}
+		st, tw := c.reps[1].ex.Stats(), c.twins[1].ex.Stats()
+		if st != tw {
+			t.Fatalf("entry %d: stats %+v, the twin's %+v", e, st, tw)
+		}
+		if bytes := int64(st.VotesStored) * size; bytes > StoredVoteBytesMin+size {
+			t.Fatalf("entry %d: %d votes stored, %d bytes, more than the bound %d", e, st.VotesStored, bytes, StoredVoteBytesMin)
+		}
+	}
+	st := c.reps[1].ex.Stats()
+	if st.VotesEvicted == 0 || st.VotesStored+st.VotesEvicted != uint64(entries*(per/2)+1) {
+		t.Errorf("stats %+v: want %d votes stored or evicted", st, entries*(per/2)+1)
+	}
+	// The stored ones are the newest.
+	for _, r := range []*replica{c.reps[1], c.twins[1]} {
+		kept := 0
+		for i := range entries * (per / 2) {
+			about, _, _ := txn.DecodeVote(junk(i))
+			if _, ok, err := r.store.GetAux(voteKey(about, 2)); err != nil {
+				t.Fatal(err)
+			} else if ok {
+				kept++
+			} else if kept > 0 {
+				t.Fatalf("vote %d evicted after a newer one was kept", i)
+			}
+		}
+		if kept != int(st.VotesStored)-1 {
+			t.Errorf("%d junk votes kept, want %d", kept, st.VotesStored-1)
+		}
+	}
+	// Group 0's vote on the queued transaction stayed: with group 2's,
+	// it runs.
+	c.settle()
+	if r := c.result(1, m); !r.Succeeded {
+		t.Errorf("group 1: %s, want succeeded", describeResult(r))
 	}
 }

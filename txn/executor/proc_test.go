@@ -83,6 +83,32 @@ type atomicProc struct{ funcProc }
 
 func (atomicProc) AllOrNothing() bool { return true }
 
+// pickyProc is an atomicProc that says which pieces can abort.
+type pickyProc struct {
+	atomicProc
+	canAbort func(c *txn.CallPiece) bool
+}
+
+func (p pickyProc) CanAbort(c *txn.CallPiece) bool { return p.canAbort(c) }
+
+// stampRun is stamp's Run: it writes a stamp into each of w/0001/s and
+// w/0004/s the group owns, and aborts if the group lacks its row
+// "w/000N/row".
+func stampRun(p *txn.ProcPiece) (txn.PieceResult, error) {
+	for _, row := range []string{"w/0001/row", "w/0004/row"} {
+		if !p.Owns([]byte(row)) {
+			continue
+		}
+		if _, found, err := p.Reader.Get([]byte(row)); err != nil || !found {
+			return txn.PieceResult{Aborted: true, Reason: "missing row " + row}, err
+		}
+		if err := p.Writer.Put([]byte(row[:7]+"s"), []byte("stamped")); err != nil {
+			return txn.PieceResult{}, err
+		}
+	}
+	return txn.PieceResult{Succeeded: true}, nil
+}
+
 func fixedKeys(keys ...string) func([]byte) ([][]byte, error) {
 	return func([]byte) ([][]byte, error) {
 		out := make([][]byte, len(keys))
@@ -117,21 +143,16 @@ func testRegistry(t *testing.T) *txn.Registry {
 			return txn.PieceResult{Succeeded: true, Results: []txn.OpResult{{Index: 1, Kind: txn.OpPut}, {Index: 0, Kind: txn.OpPut}}}, nil
 		}},
 		// stamp writes a stamp into each of its keys the group owns, and
-		// aborts if the group lacks its row "w/000N/row".
-		"stamp": atomicProc{funcProc{fixedKeys("w/0001/s", "w/0004/s"), func(p *txn.ProcPiece) (txn.PieceResult, error) {
-			for _, row := range []string{"w/0001/row", "w/0004/row"} {
-				if !p.Owns([]byte(row)) {
-					continue
-				}
-				if _, found, err := p.Reader.Get([]byte(row)); err != nil || !found {
-					return txn.PieceResult{Aborted: true, Reason: "missing row " + row}, err
-				}
-				if err := p.Writer.Put([]byte(row[:7]+"s"), []byte("stamped")); err != nil {
-					return txn.PieceResult{}, err
-				}
-			}
-			return txn.PieceResult{Succeeded: true}, nil
-		}}},
+		// aborts if the group lacks its row "w/000N/row" (stampRun).
+		"stamp": atomicProc{funcProc{fixedKeys("w/0001/s", "w/0004/s"), stampRun}},
+		// stamp.remote is stamp whose piece can abort at the owner of
+		// w/0004 (group 2) only.
+		"stamp.remote": pickyProc{atomicProc{funcProc{fixedKeys("w/0001/s", "w/0004/s"), stampRun}},
+			func(c *txn.CallPiece) bool { return c.Owns([]byte("w/0004/row")) }},
+		// stamp.sure is stamp whose pieces cannot abort (it is wrong of a
+		// group that lacks its row).
+		"stamp.sure": pickyProc{atomicProc{funcProc{fixedKeys("w/0001/s", "w/0004/s"), stampRun}},
+			func(*txn.CallPiece) bool { return false }},
 		// crash writes, then panics.
 		"crash": funcProc{fixedKeys("w/0001/a"), func(p *txn.ProcPiece) (txn.PieceResult, error) {
 			if err := p.Writer.Put([]byte("w/0001/a"), []byte("half")); err != nil {
@@ -360,5 +381,78 @@ func TestExecutorProcedureAllOrNothing(t *testing.T) {
 	}
 	if got, want := c.data(2), "w/0004/row=r w/0004/s=stamped"; got != want {
 		t.Errorf("group 2: %s, want %s", got, want)
+	}
+}
+
+// TestExecutorProcedureVotesWhereAPieceCanAbort: only the pieces of an
+// all-or-nothing call that can abort (txn.PieceVotes) vote. A call whose
+// remote piece misses a row aborts at every destination, though the piece
+// that cannot abort sends no vote; it waits for the vote of the one that
+// can, holding back only what its trial run touched, also across a
+// restart. A call no piece of which can abort takes no vote.
+func TestExecutorProcedureVotesWhereAPieceCanAbort(t *testing.T) {
+	c := newCluster(t, testRegistry(t))
+	c.addTwins()
+	c.seed(0, map[string]string{"w/0001/row": "r"})
+	m := c.callMsg(1, "stamp.remote", "")
+	if sends := c.deliver(0, m); len(sends) != 0 {
+		t.Errorf("group 0, whose piece cannot abort, sent %+v", sends)
+	}
+	if c.hasResult(0, m) {
+		t.Fatalf("group 0 ran the call before group 2's vote")
+	}
+	c.restart(0)
+	// Behind the waiting call, a transaction that touches none of what
+	// the call's trial touched runs; one that does waits.
+	other := c.msg(2, `{"then":[{"op":"put","key":"w/0002/z","value":"1"}]}`)
+	behind := c.msg(3, `{"then":[{"op":"put","key":"w/0001/row","value":"r2"}]}`)
+	c.deliver(0, other, behind)
+	if !c.hasResult(0, other) || c.hasResult(0, behind) {
+		t.Errorf("behind the waiting call: unrelated ran %v (want true), conflicting ran %v (want false)", c.hasResult(0, other), c.hasResult(0, behind))
+	}
+	if sends := c.deliver(2, m); len(sends) != 1 || sends[0].To != 0 {
+		t.Errorf("group 2, whose piece can abort, sent %+v, want one vote to group 0", sends)
+	}
+	c.settle()
+	for _, g := range []partition.GroupID{0, 2} {
+		if r := c.result(g, m); !r.Aborted || r.Reason != `txn: procedure "stamp.remote": missing row w/0004/row` {
+			t.Errorf("group %d: %s, want the abort of group 2's missing row", g, describeResult(r))
+		}
+	}
+	if got, want := c.data(0), "w/0001/row=r2 w/0002/z=1"; got != want {
+		t.Errorf("group 0 after the aborted call: %s, want %s", got, want)
+	}
+	if st0, st2 := c.reps[0].ex.Stats(), c.reps[2].ex.Stats(); st0.VotesSent != 0 || st2.VotesSent != 1 || st0.VotesStored != 0 {
+		t.Errorf("votes sent: group 0 %d (want 0), group 2 %d (want 1); stored at group 0: %d", st0.VotesSent, st2.VotesSent, st0.VotesStored)
+	}
+
+	// With the row there, the call commits everywhere, on one vote.
+	c.seed(2, map[string]string{"w/0004/row": "r"})
+	m2 := c.callMsg(2, "stamp.remote", "")
+	c.deliver(2, m2)
+	c.deliver(0, m2)
+	c.settle()
+	for _, g := range []partition.GroupID{0, 2} {
+		if r := c.result(g, m2); r.Aborted || !r.Succeeded {
+			t.Errorf("group %d: %s, want committed", g, describeResult(r))
+		}
+	}
+	if st0, st2 := c.reps[0].ex.Stats(), c.reps[2].ex.Stats(); st0.VotesSent != 0 || st2.VotesSent != 2 {
+		t.Errorf("votes sent: group 0 %d (want 0), group 2 %d (want 2)", st0.VotesSent, st2.VotesSent)
+	}
+
+	// No piece can abort: no vote, and each destination runs its piece
+	// as soon as it is delivered.
+	m3 := c.callMsg(3, "stamp.sure", "")
+	for _, g := range []partition.GroupID{0, 2} {
+		if sends := c.deliver(g, m3); len(sends) != 0 {
+			t.Errorf("group %d sent %+v for a call no piece of which can abort", g, sends)
+		}
+		if r := c.result(g, m3); r.Aborted || !r.Succeeded {
+			t.Errorf("group %d: %s, want committed", g, describeResult(r))
+		}
+	}
+	if st0, st2 := c.reps[0].ex.Stats(), c.reps[2].ex.Stats(); st0.VotesSent != 0 || st2.VotesSent != 2 {
+		t.Errorf("votes sent: group 0 %d (want 0), group 2 %d (want 2)", st0.VotesSent, st2.VotesSent)
 	}
 }
