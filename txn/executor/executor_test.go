@@ -98,7 +98,7 @@ func (c *cluster) open(r *replica) {
 	ex, err := NewExecutor(Config{
 		Store: s, Partitions: c.pm, Topology: c.top, Self: r.g, Procedures: c.procs,
 		StoredVoteBytesMax: c.storedVoteBytesMax,
-		OnExecuted: func(ids []multicast.MsgID) { r.executed = append(r.executed, ids...) },
+		OnExecuted:         func(ids []multicast.MsgID) { r.executed = append(r.executed, ids...) },
 	})
 	if err != nil {
 		c.t.Fatal(err)
