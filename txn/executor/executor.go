@@ -139,13 +139,16 @@ import (
 // between. A vote of a queued transaction is never deleted: its piece
 // waits for it. A needed vote that might be deleted is one that arrived
 // before its delivery, while its transaction is in flight to this group;
-// all the votes stored after it would have to exceed the bound before the
-// delivery comes, but the votes on transactions in flight are bounded
-// upstream (above), a few thousand votes of a few dozen bytes at most,
-// far below the default's million, and the leftovers, which alone grow
-// without bound, are older and go first. A bound set below what is in
-// flight could delete a needed vote: its piece would then wait forever,
-// on every replica alike, and Stats.VotesEvicted would say why.
+// the votes stored after it would have to exceed the bound before the
+// delivery comes. But the votes on transactions in flight are bounded
+// upstream (above): per sending group, what its channel holds (by default
+// 4,096 messages in the outbox and 1,024 held back), some 300 KB of votes
+// of a few dozen bytes, against the default's 64 MiB; and the leftovers,
+// which alone grow without bound, are older and go first. Only many groups
+// with thousands of votes each, carrying long abort reasons, in flight at
+// once, or a bound set below what is in flight, could delete a needed
+// vote: its piece would then wait forever, on every replica alike, and
+// Stats.VotesEvicted would say why.
 //
 // # Determinism
 //
