@@ -2,6 +2,7 @@ package procs
 
 import (
 	"bytes"
+	"fmt"
 
 	"github.com/flexkv/flexkv/txn"
 )
@@ -10,7 +11,17 @@ import (
 // order, and every group that owns a line's stock row updates it.
 type newOrderProc struct{}
 
-var _ txn.Procedure = newOrderProc{}
+var (
+	_ txn.Procedure  = newOrderProc{}
+	_ txn.PieceVotes = newOrderProc{}
+)
+
+// AllOrNothing makes a call commit at every destination or at none.
+func (newOrderProc) AllOrNothing() bool { return true }
+
+// CanAbort is false: every piece decides alike whether the call aborts
+// (see procs.go, All or nothing, without votes), and none votes.
+func (newOrderProc) CanAbort(*txn.CallPiece) bool { return false }
 
 // Keys returns the home warehouse's key and the stock key of every line:
 // the call goes to the home group and to every supply group. The item keys
@@ -27,19 +38,34 @@ func (newOrderProc) Keys(args []byte) ([][]byte, error) {
 	return keys, nil
 }
 
-// Run runs one group's piece. Every group first reads the items of every
-// line from the replicated item table: an unknown item rolls the order
-// back (Succeeded false, nothing written) at every destination alike,
-// since every group reads the same item rows at this point of the order.
+// Run runs one group's piece. Every group first checks, in the replicated
+// range, that the rows the call needs exist at every warehouse it names
+// (newOrderLoaded), then reads the items of every line from the
+// replicated item table: an unknown item rolls the order back (Succeeded
+// false, nothing written). Both are decided alike at every destination,
+// since every group reads the same replicated rows at this point of the
+// order.
 func (newOrderProc) Run(p *txn.ProcPiece) (txn.PieceResult, error) {
 	a, err := parseNewOrder(p.Args)
 	if err != nil {
 		return txn.PieceResult{}, err
 	}
 	r := procRows{p: p, proc: ProcNewOrder}
+	scales, err := r.newOrderLoaded(&a)
+	if err != nil {
+		return txn.PieceResult{}, err
+	}
 	items, known, err := r.newOrderItems(a.Lines)
 	if err != nil || !known {
 		return txn.PieceResult{}, err
+	}
+	// A known item beyond the supply warehouse's stock (a warehouse
+	// loaded at a smaller scale than the items) has no stock row.
+	for _, l := range a.Lines {
+		if s := scales(l.SupplyW); l.Item > s.Items {
+			return txn.PieceResult{}, fmt.Errorf("gtpcc: %s: no stock of item %d at warehouse %d: it stocks items 1..%d",
+				r.proc, l.Item, l.SupplyW, s.Items)
+		}
 	}
 	res := txn.PieceResult{Succeeded: true}
 	if p.Owns(WarehouseKey(a.W)) {
@@ -55,6 +81,22 @@ func (newOrderProc) Run(p *txn.ProcPiece) (txn.PieceResult, error) {
 	}
 	res.Results = append(res.Results, lines...)
 	return res, nil
+}
+
+// newOrderLoaded checks that the home warehouse and every supply
+// warehouse are loaded and that the home district has the customer, and
+// returns their scales (warehouseScales).
+func (r procRows) newOrderLoaded(a *NewOrderArgs) (func(w int) Scale, error) {
+	ws := make([]int, 0, 1+len(a.Lines))
+	ws = append(ws, a.W)
+	for _, l := range a.Lines {
+		ws = append(ws, l.SupplyW)
+	}
+	scales, err := r.warehouseScales(ws...)
+	if err != nil {
+		return nil, err
+	}
+	return scales, r.checkCustomerLoaded(a.W, a.D, a.C, "", scales(a.W))
 }
 
 // newOrderItems reads the item of every line; known is false when one is

@@ -32,7 +32,17 @@ type CustomerPayment struct {
 	Date   int64 `json:"date_ms"`
 }
 
-var _ txn.Procedure = paymentProc{}
+var (
+	_ txn.Procedure  = paymentProc{}
+	_ txn.PieceVotes = paymentProc{}
+)
+
+// AllOrNothing makes a call commit at every destination or at none.
+func (paymentProc) AllOrNothing() bool { return true }
+
+// CanAbort is false: every piece decides alike whether the call aborts
+// (see procs.go, All or nothing, without votes), and none votes.
+func (paymentProc) CanAbort(*txn.CallPiece) bool { return false }
 
 // Keys returns the home warehouse's key and the customer warehouse's.
 func (paymentProc) Keys(args []byte) ([][]byte, error) {
@@ -51,6 +61,15 @@ func (paymentProc) Run(p *txn.ProcPiece) (txn.PieceResult, error) {
 		return txn.PieceResult{}, err
 	}
 	r := procRows{p: p, proc: ProcPayment}
+	// Every group checks, in the replicated range, that both warehouses
+	// are loaded and the customer exists, alike at every destination.
+	scales, err := r.warehouseScales(a.W, a.CW)
+	if err != nil {
+		return txn.PieceResult{}, err
+	}
+	if err := r.checkCustomerLoaded(a.CW, a.CD, a.CID, a.CLast, scales(a.CW)); err != nil {
+		return txn.PieceResult{}, err
+	}
 	var (
 		cust    Customer
 		custKey []byte

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/flexkv/flexkv/txn"
 )
@@ -29,13 +31,46 @@ import (
 // DecodeNewOrder, DecodePayment, DecodeOrderStatus, DecodeDelivery and
 // DecodeStockLevel read them back from the merged txn.Result.
 //
-// A row a procedure needs that is not there (a warehouse that was not
-// loaded) or does not decode is an error naming its key: it aborts the
-// piece of the group that reads it, and only that piece. Such a call is not
-// atomic: the other destinations cannot know of the missing row (procedures
-// take no votes, txn/proc.go), so they commit their pieces. Only a
-// decision taken on replicated rows (new-order's unknown item) is taken
-// alike everywhere. A loaded population never has missing rows.
+// # All or nothing, without votes
+//
+// New-order and payment, the procedures whose calls go to several groups,
+// are all or nothing (txn.AllOrNothing): a call commits at every
+// destination or at none. Their pieces take no votes (CanAbort is false
+// for every piece, txn.PieceVotes), because every reason for one to abort
+// is decided by every piece alike, from the arguments and the replicated
+// keys, which every destination reads at the same point of the delivery
+// order:
+//
+//   - new-order's 1% roll back (an item id not in the item table) is read
+//     in the replicated item table: every piece rolls back (TPC-C clause
+//     2.4.2.3), before any write;
+//   - a row that should exist and does not: every row new-order and
+//     payment read is one the loader writes, which no procedure deletes,
+//     so it exists exactly when its warehouse was loaded (ScaleKey, in the
+//     replicated range, written once the warehouse is loaded whole) and
+//     its id is within the warehouse's scale: the customer ids, last names
+//     (a last name is LastName(n) for an n below the district's customers,
+//     at most 1000: customerNameLoaded) and stock items the call names.
+//     Every piece checks all of them for every warehouse of the call
+//     (checkLoaded) before its own rows and aborts with the same reason,
+//     naming the warehouse, if one fails;
+//   - the piece's keys are those of the warehouses its group owns and the
+//     replicated ones, and it writes at most 34 keys, far below
+//     txn.ProcWritesMax, so neither ownership nor the write bound can
+//     abort it;
+//   - payment never aborts by the spec, and the arithmetic cannot overflow
+//     (the argument bounds of keys.go).
+//
+// A vote would cost a trip between regions before any destination
+// answers, with the calls behind it on the same rows waiting too. What is
+// left to abort one piece alone is a population changed outside the
+// procedures: a row a client deleted or overwrote with plain writes (one
+// that does not decode, or holds a number out of range), or a name index
+// with txn.ScanLimitMax entries for one name (the loader's NURand names
+// give a district of 9,999 customers some 250 of its most frequent name).
+// The workload never writes so; Check reports the damage. Then only the
+// piece of the group that reads the row aborts, with an error naming its
+// key.
 
 // Indices of the outputs in a procedure's result (see above).
 const (
@@ -292,6 +327,86 @@ func (r procRows) customerByLastName(w, d int, last string) (int, error) {
 		return 0, fmt.Errorf("gtpcc: %s: name index key %q does not end in a customer id", r.proc, key)
 	}
 	return cid, nil
+}
+
+// scale returns the scale warehouse w was loaded at (ScaleKey), read from
+// the replicated range, the same at every destination; a warehouse not
+// loaded is an error naming it.
+func (r procRows) scale(w int) (Scale, error) {
+	var s Scale
+	key := ScaleKey(w)
+	found, err := r.get(key, &s)
+	switch {
+	case err != nil:
+		return Scale{}, err
+	case !found:
+		return Scale{}, fmt.Errorf("gtpcc: %s: warehouse %d is not loaded (no %s)", r.proc, w, key)
+	}
+	if err := s.Validate(); err != nil {
+		return Scale{}, fmt.Errorf("gtpcc: %s: warehouse %d: %w", r.proc, w, err)
+	}
+	return s, nil
+}
+
+// warehouseScales returns the scale of each of ws (scale), as a function
+// of the warehouse; the first one not loaded is an error.
+func (r procRows) warehouseScales(ws ...int) (func(w int) Scale, error) {
+	type ws1 struct {
+		w int
+		s Scale
+	}
+	var got []ws1 // at most 1 + OrderLinesMax
+	for _, w := range ws {
+		if slices.ContainsFunc(got, func(x ws1) bool { return x.w == w }) {
+			continue
+		}
+		s, err := r.scale(w)
+		if err != nil {
+			return nil, err
+		}
+		got = append(got, ws1{w, s})
+	}
+	return func(w int) Scale {
+		i := slices.IndexFunc(got, func(x ws1) bool { return x.w == w })
+		return got[i].s
+	}, nil
+}
+
+// checkCustomerLoaded checks that customer cid (or, when cid is 0, one
+// named last) of district d of warehouse w, loaded at s, exists: every
+// district has customers 1..s.CustomersPerDistrict, which no procedure
+// deletes.
+func (r procRows) checkCustomerLoaded(w, d, cid int, last string, s Scale) error {
+	switch {
+	case cid > s.CustomersPerDistrict:
+		return fmt.Errorf("gtpcc: %s: no customer %d in district %d of warehouse %d: it has %d",
+			r.proc, cid, d, w, s.CustomersPerDistrict)
+	case cid == 0 && !customerNameLoaded(last, s):
+		return fmt.Errorf("gtpcc: %s: no customer named %q in district %d of warehouse %d", r.proc, last, d, w)
+	}
+	return nil
+}
+
+// customerNameLoaded reports whether the loader gives some customer of a
+// district of scale s the last name last: customer c of the first 1000
+// has LastName(c-1), and any beyond one of those 1000 names (customerRow),
+// so the names of a district are LastName(n) for n below
+// min(s.CustomersPerDistrict, 1000).
+func customerNameLoaded(last string, s Scale) bool {
+	limit := min(s.CustomersPerDistrict, 1000)
+	var parse func(rest string, depth, n int) bool
+	parse = func(rest string, depth, n int) bool {
+		if depth == 3 {
+			return rest == "" && n < limit
+		}
+		for i, syl := range syllables {
+			if strings.HasPrefix(rest, syl) && parse(rest[len(syl):], depth+1, n*10+i) {
+				return true
+			}
+		}
+		return false
+	}
+	return parse(last, 0, 0)
 }
 
 // checkRowRange checks a number read from the row at key.

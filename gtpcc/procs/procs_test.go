@@ -163,12 +163,17 @@ func (g *procGroup) run(t *testing.T, proc txn.Procedure, args []byte, dst parti
 // Fixture: warehouses 1 and 2, each with 10 districts (tax 5%, next order
 // 3001), customers 1..3 of every district (discount 10%, named
 // BARBARBAR), stock of items 1..5 (quantity 20); items 1..5 priced
-// 100*i+1 cents. Warehouse tax 10%.
+// 100*i+1 cents. Warehouse tax 10%. Their scale (fixtureScale) has 1000
+// customers per district, so that tests may add customers of any loaded
+// name.
 const (
 	fixtureNextOID = 3001
 	fixtureItems   = 5
 	fixtureLast    = "BARBARBAR"
 )
+
+// fixtureScale is the fixture's scale, in its warehouses' ScaleKey.
+var fixtureScale = Scale{Items: fixtureItems, CustomersPerDistrict: 1000}
 
 func itemPrice(i int) int64 { return int64(100*i + 1) }
 
@@ -178,6 +183,7 @@ func fixture(owned ...int) *procGroup {
 		g.set(ItemKey(i), Item{Image: i, Name: fmt.Sprintf("item%d", i), Price: itemPrice(i), Data: "data"})
 	}
 	for _, w := range []int{1, 2} {
+		g.set(ScaleKey(w), fixtureScale)
 		g.set(WarehouseKey(w), Warehouse{Name: fmt.Sprintf("wh%d", w), Tax: 1000, YTD: 30000000})
 		for d := 1; d <= DistrictsPerWarehouse; d++ {
 			g.set(DistrictKey(w, d), District{Name: fmt.Sprintf("dist%d", d), Tax: 500, YTD: 3000000, NextOID: fixtureNextOID})
@@ -381,6 +387,109 @@ func TestNewOrderMissingRow(t *testing.T) {
 	}
 }
 
+// TestNotLoadedAbortsEverywhere: a call naming a warehouse that is not
+// loaded, a customer or an item beyond its scale, aborts every piece with
+// the same reason, decided on the replicated scales, before any write, so
+// that the call is all or nothing without votes.
+func TestNotLoadedAbortsEverywhere(t *testing.T) {
+	line := func(i, w int) NewOrderLine { return NewOrderLine{Item: i, SupplyW: w, Quantity: 1} }
+	for _, tc := range []struct {
+		name   string
+		proc   txn.Procedure
+		args   any
+		unload int // a warehouse whose ScaleKey is deleted
+		want   string
+	}{
+		{"new-order, remote supply warehouse not loaded", newOrderProc{},
+			NewOrderArgs{EntryD: 1, W: 1, D: 1, C: 1, Lines: []NewOrderLine{line(1, 1), line(2, 2)}}, 2,
+			"gtpcc.new_order: warehouse 2 is not loaded (no item/scale/0002)"},
+		{"new-order, home warehouse not loaded", newOrderProc{},
+			NewOrderArgs{EntryD: 1, W: 1, D: 1, C: 1, Lines: []NewOrderLine{line(2, 2)}}, 1,
+			"gtpcc.new_order: warehouse 1 is not loaded (no item/scale/0001)"},
+		{"new-order, customer beyond the scale", newOrderProc{},
+			NewOrderArgs{EntryD: 1, W: 1, D: 1, C: 1001, Lines: []NewOrderLine{line(2, 2)}}, 0,
+			"gtpcc.new_order: no customer 1001 in district 1 of warehouse 1: it has 1000"},
+		{"payment, remote customer's warehouse not loaded", paymentProc{},
+			PaymentArgs{Date: 1, W: 1, D: 1, CW: 2, CD: 1, CID: 1, Amount: 1}, 2,
+			"gtpcc.payment: warehouse 2 is not loaded (no item/scale/0002)"},
+		{"payment, remote customer beyond the scale", paymentProc{},
+			PaymentArgs{Date: 1, W: 1, D: 1, CW: 2, CD: 1, CID: 1001, Amount: 1}, 0,
+			"gtpcc.payment: no customer 1001 in district 1 of warehouse 2: it has 1000"},
+		{"payment, remote customer's name not loaded", paymentProc{},
+			PaymentArgs{Date: 1, W: 1, D: 1, CW: 2, CD: 1, CLast: "NOBODY", Amount: 1}, 0,
+			`gtpcc.payment: no customer named "NOBODY" in district 1 of warehouse 2`},
+	} {
+		a0, a1 := split()
+		if tc.unload != 0 {
+			delete(a0.kv, string(ScaleKey(tc.unload)))
+			delete(a1.kv, string(ScaleKey(tc.unload)))
+		}
+		b := EncodeArgs(tc.args)
+		for _, g := range []*procGroup{a0, a1} {
+			_, err := g.run(t, tc.proc, b, partition.SetOf(0, 1))
+			if err == nil || err.Error() != "gtpcc: "+tc.want {
+				t.Errorf("%s: group %d: %v, want gtpcc: %s", tc.name, g.id, err, tc.want)
+			}
+			if len(g.writes) != 0 {
+				t.Errorf("%s: group %d wrote %q", tc.name, g.id, g.writes)
+			}
+		}
+	}
+	// A known item beyond a supply warehouse's stock.
+	a0, a1 := split()
+	small := fixtureScale
+	small.Items = 3
+	for _, g := range []*procGroup{a0, a1} {
+		g.set(ScaleKey(2), small)
+	}
+	b := EncodeArgs(NewOrderArgs{EntryD: 1, W: 1, D: 1, C: 1, Lines: []NewOrderLine{line(4, 1), line(4, 2)}})
+	for _, g := range []*procGroup{a0, a1} {
+		if _, err := g.run(t, newOrderProc{}, b, partition.SetOf(0, 1)); err == nil ||
+			err.Error() != "gtpcc: gtpcc.new_order: no stock of item 4 at warehouse 2: it stocks items 1..3" {
+			t.Errorf("group %d: %v, want the abort of warehouse 2's missing stock", g.id, err)
+		}
+	}
+}
+
+// TestAllOrNothingWithoutVotes: the procedures of several groups are all
+// or nothing, and none of their pieces votes.
+func TestAllOrNothingWithoutVotes(t *testing.T) {
+	for _, p := range procedures {
+		if p.name != ProcNewOrder && p.name != ProcPayment {
+			continue
+		}
+		if !txn.IsAllOrNothing(p.proc) {
+			t.Errorf("%s is not all or nothing", p.name)
+		}
+		if txn.PieceCanAbort(p.proc, &txn.CallPiece{Group: 1, Dst: partition.SetOf(0, 1)}) {
+			t.Errorf("%s: a piece can abort, and votes", p.name)
+		}
+	}
+}
+
+// TestCustomerNameLoaded: the last names of a loaded district are those
+// its customers get (customerRow).
+func TestCustomerNameLoaded(t *testing.T) {
+	for _, n := range []int{1, 7, 100, 999, 1000, 1001, 3000} {
+		s := Scale{Items: 1, CustomersPerDistrict: n}
+		names := map[string]bool{}
+		a := LoadArgs{W: 1, Scale: s, Date: 1}
+		for c := 1; c <= n; c++ {
+			names[customerRow(&a, 1, c).Last] = true
+		}
+		for i := range 1000 {
+			if got, want := customerNameLoaded(LastName(i), s), names[LastName(i)]; got != want {
+				t.Errorf("%d customers: customerNameLoaded(%s) = %v, want %v", n, LastName(i), got, want)
+			}
+		}
+		for _, bad := range []string{"", "BAR", "BARBAR", "BARBARBARBAR", "NOBODY", "barbarbar"} {
+			if customerNameLoaded(bad, s) {
+				t.Errorf("%d customers: customerNameLoaded(%q) = true", n, bad)
+			}
+		}
+	}
+}
+
 func TestNewOrderTotal(t *testing.T) {
 	for _, tc := range []struct {
 		sum, discount, wTax, dTax, want int64
@@ -431,12 +540,12 @@ func TestPayment(t *testing.T) {
 			setNamed(g, 2, 2, 8, "PRESESEABLEX", "AAB") // a longer name is not a match
 			setNamed(g, 2, 3, 9, "PRESESEABLE", "AAC")  // nor another district
 		}, true, want{2, 2, 7, 0, "PRESESEABLE"}},
-		{"local by name of 4", PaymentArgs{Date: 1, W: 2, D: 1, CW: 2, CD: 3, CLast: "OUGHTABLE"}, func(g *procGroup) {
+		{"local by name of 4", PaymentArgs{Date: 1, W: 2, D: 1, CW: 2, CD: 3, CLast: "BAROUGHTABLE"}, func(g *procGroup) {
 			// Sorted: AAA(9) BBB(11) CCC(10) DDD(8); ceil(4/2) = 2: BBB.
-			setNamed(g, 2, 3, 8, "OUGHTABLE", "DDD", "AAA", "CCC", "BBB")
+			setNamed(g, 2, 3, 8, "BAROUGHTABLE", "DDD", "AAA", "CCC", "BBB")
 		}, false, want{2, 3, 11, 11, ""}},
-		{"by name of 1", PaymentArgs{Date: 1, W: 1, D: 1, CW: 1, CD: 1, CLast: "ABLE"}, func(g *procGroup) {
-			setNamed(g, 1, 1, 20, "ABLE", "ZED")
+		{"by name of 1", PaymentArgs{Date: 1, W: 1, D: 1, CW: 1, CD: 1, CLast: "BARBARABLE"}, func(g *procGroup) {
+			setNamed(g, 1, 1, 20, "BARBARABLE", "ZED")
 		}, false, want{1, 1, 20, 20, ""}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -30,6 +30,7 @@
 //	w/0001/ol/01/00000007/03       order line 3 of order 7
 //	w/0001/s/000123                stock of item 123 in warehouse 1
 //	item/000123                    item 123 (replicated)
+//	item/scale/0001                the scale warehouse 1 was loaded at (replicated)
 //
 // A payment writes its history row at the home warehouse and its
 // customer-side record (CustomerPayment) at the customer's, each group the
@@ -185,10 +186,14 @@ func StockPrefix(w int) []byte { return fmt.Appendf(nil, "w/%04d/s/", w) }
 // HistoryPrefix is the prefix of warehouse w's history keys.
 func HistoryPrefix(w int) []byte { return fmt.Appendf(nil, "w/%04d/h/", w) }
 
-// ScaleKey is the key of warehouse w's population scale, which the loader (gtpcc.Load) writes
-// once the warehouse is loaded whole: a warehouse without it was never
-// loaded, or its load did not finish.
-func ScaleKey(w int) []byte { return fmt.Appendf(nil, "w/%04d/scale", w) }
+// ScaleKey is the key of warehouse w's population scale, which the loader
+// (gtpcc.Load) writes once the warehouse is loaded whole: a warehouse
+// without it was never loaded, or its load did not finish. It lives in the
+// replicated range with the items, not under the warehouse's prefix, so
+// that every group holds it: every piece of a call reads the same scale of
+// every warehouse the call names, and knows alike which of their rows
+// exist (see procs.go).
+func ScaleKey(w int) []byte { return fmt.Appendf(nil, "item/scale/%04d", w) }
 
 // PrefixEnd returns the first key after every key that starts with prefix
 // (prefix with its last byte incremented; the prefixes here end in '/').
