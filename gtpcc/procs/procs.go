@@ -68,9 +68,8 @@ import (
 // that does not decode, or holds a number out of range), or a name index
 // with txn.ScanLimitMax entries for one name (the loader's NURand names
 // give a district of 9,999 customers some 250 of its most frequent name).
-// The workload never writes so; Check reports the damage. Then only the
-// piece of the group that reads the row aborts, with an error naming its
-// key.
+// The workload never writes so. Then only the piece of the group that
+// reads the row aborts, with an error naming its key.
 
 // Indices of the outputs in a procedure's result (see above).
 const (
