@@ -64,12 +64,13 @@ import (
 // A vote would cost a trip between regions before any destination
 // answers, with the calls behind it on the same rows waiting too. What is
 // left to abort one piece alone is a population changed outside the
-// procedures: a row a client deleted or overwrote with plain writes (one
-// that does not decode, or holds a number out of range), or a name index
-// with txn.ScanLimitMax entries for one name (the loader's NURand names
-// give a district of 9,999 customers some 250 of its most frequent name).
-// The workload never writes so. Then only the piece of the group that
-// reads the row aborts, with an error naming its key.
+// procedures, a row a client deleted or overwrote with plain writes (one
+// that does not decode, or holds a number out of range), which the
+// workload never writes; and a name index with txn.ScanLimitMax (1,024)
+// entries for one name, which the loader's names make vanishingly unlikely
+// (a district of 9,999 customers has some 232 of its most frequent name:
+// 1 + 8,998 x 2.6%, NURand's largest odds). Then only the piece of the
+// group that reads the row aborts, with an error naming its key.
 
 // Indices of the outputs in a procedure's result (see above).
 const (
