@@ -69,7 +69,7 @@ import (
 // workload never writes; and a name index with txn.ScanLimitMax (1,024)
 // entries for one name, which the loader's names make vanishingly unlikely
 // (a district of 9,999 customers has some 232 of its most frequent name:
-// 1 + 8,998 x 2.6%, NURand's largest odds). Then only the piece of the
+// 1 + 8,999 x 2.6%, NURand's largest odds). Then only the piece of the
 // group that reads the row aborts, with an error naming its key.
 
 // Indices of the outputs in a procedure's result (see above).
