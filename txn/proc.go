@@ -107,8 +107,10 @@ type PieceVotes interface {
 	// not panic, and must depend on c alone: every destination asks it
 	// about every destination's piece, when the call is delivered and
 	// again after a restart, and all must get the same answers. It has
-	// no state to read: a decision taken on replicated keys is one that
-	// every piece takes alike in Run, which needs no vote. Answering
+	// no state to read, and needs none: it is asked when the call is
+	// delivered, before the deliveries ahead of it have run, and a
+	// decision taken on replicated keys is one that every piece takes
+	// alike in Run, which needs no vote. Answering
 	// false for a piece that then aborts on its own makes that piece
 	// abort alone, as if the call were not all or nothing.
 	CanAbort(c *CallPiece) bool

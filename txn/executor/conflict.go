@@ -12,7 +12,10 @@ import "github.com/flexkv/flexkv/txn"
 // and the keys of its adds, which the vote's trial run reads to learn
 // whether they abort). Which branch runs is not known before the votes, so
 // both branches count. A stored-procedure call's footprint is everything:
-// its Keys are for routing and do not cover what Run may scan.
+// its Keys are for routing and do not cover what Run may scan. A call that
+// votes, or waits for votes, takes a trial run at the head of the queue
+// (execution.go, vote), and from then on its footprint is what the trial
+// touched.
 //
 // Rule 1, early votes. A queued piece that has not voted computes and sends
 // its vote (EvalVote) as soon as V is disjoint from the W of every job ahead
