@@ -456,3 +456,50 @@ func TestExecutorProcedureVotesWhereAPieceCanAbort(t *testing.T) {
 		t.Errorf("votes sent: group 0 %d (want 0), group 2 %d (want 2)", st0.VotesSent, st2.VotesSent)
 	}
 }
+
+// TestExecutorProcedureTrialRuns: a piece that votes and waits for no vote
+// runs its procedure once, its trial being its run; one that waits for a
+// vote runs it twice, trial and run; one of a call that takes no vote,
+// once.
+func TestExecutorProcedureTrialRuns(t *testing.T) {
+	runs := map[partition.GroupID]int{}
+	counted := func(p *txn.ProcPiece) (txn.PieceResult, error) {
+		runs[p.Group]++
+		return stampRun(p)
+	}
+	r := txn.NewRegistry()
+	for name, p := range map[string]txn.Procedure{
+		"remote": pickyProc{atomicProc{funcProc{fixedKeys("w/0001/s", "w/0004/s"), counted}},
+			func(c *txn.CallPiece) bool { return c.Owns([]byte("w/0004/row")) }},
+		"sure": pickyProc{atomicProc{funcProc{fixedKeys("w/0001/s", "w/0004/s"), counted}},
+			func(*txn.CallPiece) bool { return false }},
+	} { //flexkv:unordered registration order does not matter
+		if err := r.Register(name, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := newCluster(t, r)
+	c.seed(0, map[string]string{"w/0001/row": "r"})
+	c.seed(2, map[string]string{"w/0004/row": "r"})
+	m := c.callMsg(1, "remote", "")
+	c.deliver(0, m)
+	c.deliver(2, m)
+	c.settle()
+	if runs[0] != 2 || runs[2] != 1 {
+		t.Errorf("runs of a call whose group 2 alone votes: group 0 %d (want 2), group 2 %d (want 1)", runs[0], runs[2])
+	}
+	clear(runs)
+	m2 := c.callMsg(2, "sure", "")
+	c.deliver(0, m2)
+	c.deliver(2, m2)
+	if runs[0] != 1 || runs[2] != 1 {
+		t.Errorf("runs of a call without votes: group 0 %d, group 2 %d, want 1 each", runs[0], runs[2])
+	}
+	for _, m := range []multicast.Message{m, m2} {
+		for _, g := range []partition.GroupID{0, 2} {
+			if res := c.result(g, m); !res.Succeeded {
+				t.Errorf("group %d: %s: %s, want committed", g, m.ID, describeResult(res))
+			}
+		}
+	}
+}
