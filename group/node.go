@@ -109,7 +109,9 @@ func newNode(core multicast.Core, ch *channel.Channel) (*Node, error) {
 // it returns the core's error, wrapped, if the core rejects the request.
 func (n *Node) Request(m multicast.Message) error {
 	if to, busy := n.ch.BusyWith(); busy {
-		return fmt.Errorf("node: request %s: %w: group %d has not acknowledged %d or more envelopes (unreachable or slow)", m.ID, multicast.ErrBusy, to, n.ch.Config().OutboxMax)
+		cfg := n.ch.Config()
+		return fmt.Errorf("node: request %s: %w: group %d is unreachable or slow: it has not acknowledged %d envelopes (max %d), %d bytes sent since the oldest of them (max %d)",
+			m.ID, multicast.ErrBusy, to, n.ch.OutboxLen(to), cfg.OutboxMax, n.ch.Backlog(to), cfg.BacklogBytesMax)
 	}
 	err := n.core.Step(multicast.Request(m))
 	n.drainCore()
@@ -156,9 +158,16 @@ func (n *Node) Receive(f channel.Frame) error {
 	return nil
 }
 
-// Tick advances the channel's clock, then the core's, by one tick.
+// Tick advances the channel's clock, then the core's, by one tick. While
+// the node is Busy the core's clock stands still: the only timer of the
+// cores is FlexCast's flush, whose envelopes would pile up, one per timer
+// period, in the outbox of the group that does not acknowledge, and at the
+// groups that wait for it; a flush that cannot complete frees nothing.
 func (n *Node) Tick() {
 	n.ch.Tick()
+	if n.ch.Busy() {
+		return
+	}
 	if err := n.core.Step(multicast.Tick()); err != nil {
 		// A tick is never malformed.
 		panic(fmt.Sprintf("node: core rejected a tick: %v", err))
@@ -230,6 +239,16 @@ func (n *Node) BusyWith() (partition.GroupID, bool) { return n.ch.BusyWith() }
 
 // OutboxLen returns the number of envelopes to group to not acknowledged yet.
 func (n *Node) OutboxLen(to partition.GroupID) int { return n.ch.OutboxLen(to) }
+
+// OutboxBytes returns the payload bytes to group to not acknowledged yet.
+func (n *Node) OutboxBytes(to partition.GroupID) int { return n.ch.OutboxBytes(to) }
+
+// Backlog returns the bytes sent to any group since the oldest envelope
+// that group to has not acknowledged (channel.Channel.Backlog).
+func (n *Node) Backlog(to partition.GroupID) uint64 { return n.ch.Backlog(to) }
+
+// HoldbackBytes returns the payload bytes from group from held back.
+func (n *Node) HoldbackBytes(from partition.GroupID) int { return n.ch.HoldbackBytes(from) }
 
 // Unacked returns the unacknowledged data frames for group to, for a new
 // leader to resend (channel.Channel.Unacked). It changes nothing.
