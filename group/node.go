@@ -15,7 +15,9 @@ import (
 // It is not safe for concurrent use.
 //
 // Flow. A client request goes to the core unless the channel is Busy (the
-// group's admission control, which bounds the outboxes). A frame goes to the
+// group's admission control, which bounds the outboxes and, through the
+// backlog, what the other groups hold of this group's work when a peer
+// does not acknowledge); its payload is charged to the backlog clock. A frame goes to the
 // channel; every envelope it hands up goes to the core, in order. A tick goes
 // to the channel, then to the core. After each step of the core, its sends
 // go into the channel (and into Output.Sends, for logs and metrics) and its
@@ -118,6 +120,9 @@ func (n *Node) Request(m multicast.Message) error {
 	if err != nil {
 		return fmt.Errorf("node: request %s: %w", m.ID, err)
 	}
+	// The core holds m until it delivers it, which may wait for the
+	// group that makes the node busy.
+	n.ch.Charge(len(m.Payload))
 	n.out.Requests = append(n.out.Requests, m)
 	return nil
 }

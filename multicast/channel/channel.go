@@ -40,7 +40,8 @@
 // for; a Send past it is counted in Stats.OutboxOverflows.
 //
 // The backlog behind peer p is the number of payload bytes Self has sent to
-// any peer since (and including) the oldest envelope p has not acknowledged.
+// any peer, or taken on otherwise (Charge), since (and including) the oldest
+// envelope p has not acknowledged.
 // It bounds more than the outbox to p: when p is unreachable, the other
 // groups hold what Self sent them that waits for p (a FlexCast message
 // waiting for p's ack at a group ranked above p, a Skeen message waiting
@@ -201,7 +202,8 @@ type Channel struct {
 	links []link // indexed by peer GroupID; links[cfg.Self] stays zero
 	stats Stats
 	// sentBytes counts the payload bytes of every envelope Send took, to
-	// any peer: the clock that backlogs are measured on.
+	// any peer, and the bytes charged: the clock that backlogs are measured
+	// on.
 	sentBytes uint64
 
 	// Output waiting for Ready; not part of the state proper.
@@ -282,6 +284,19 @@ func (c *Channel) Send(to partition.GroupID, payload []byte) {
 	}
 	c.emit(to, l.sent(), 0, payload)
 	c.stats.DataSent++
+}
+
+// Charge counts n bytes of work that the group took on outside the channel
+// (a client request its core holds) on the clock that backlogs are measured
+// on, as if they had been sent: work admitted after an envelope a peer has
+// not acknowledged may wait for that peer as much as what was sent after it
+// (a local Skeen message behind a global one that the peer has not
+// proposed a timestamp for).
+func (c *Channel) Charge(n int) {
+	if n < 0 {
+		panic(fmt.Sprintf("channel: charge of %d bytes", n))
+	}
+	c.sentBytes += uint64(n)
 }
 
 // emit queues a frame to peer to, carrying Self's receive position for it,
@@ -521,8 +536,8 @@ func (c *Channel) BusyWith() (partition.GroupID, bool) {
 }
 
 // Backlog returns the backlog behind group to: the payload bytes sent to
-// any group since (and including) the oldest envelope to that has not
-// acknowledged; 0 when to acknowledged everything.
+// any group, or charged, since (and including) the oldest envelope to that
+// has not acknowledged; 0 when to acknowledged everything.
 func (c *Channel) Backlog(to partition.GroupID) uint64 {
 	l := c.peer(to)
 	if len(l.outbox) == 0 {

@@ -573,7 +573,7 @@ func TestBusyAtBacklog(t *testing.T) {
 	if a.Busy() {
 		t.Fatalf("Busy at backlog 9 of 10")
 	}
-	a.Send(2, []byte("x"))
+	a.Charge(1) // work taken on outside the channel counts as well
 	if g, busy := a.BusyWith(); !busy || g != 1 {
 		t.Fatalf("BusyWith() = %d, %v at backlog 10 of 10, want 1, true", g, busy)
 	}
@@ -590,7 +590,7 @@ func TestBusyAtBacklog(t *testing.T) {
 	if got := a.Stats().OutboxOverflows; got != 1 {
 		t.Errorf("OutboxOverflows = %d at 21 bytes of 20, want 1", got)
 	}
-	receive(t, a, ctl(1, 0, 10, 0), ctl(2, 0, 3, 0))
+	receive(t, a, ctl(1, 0, 10, 0))
 	if got := a.Backlog(1); got != 1 {
 		t.Fatalf("Backlog(1) = %d with one byte unacknowledged, want 1", got)
 	}
