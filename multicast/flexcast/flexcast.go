@@ -95,6 +95,7 @@ type Stats struct {
 	HistoryLenMax  int    // largest HistoryLen seen
 	DAGNodes       int
 	Pending        int // messages received or acked, not delivered
+	PendingBytes   int // payload bytes of the pending messages that arrived
 	Open           int // messages known to be addressed here, not delivered
 	NotifQueue     int // notifications waiting for open dependencies
 	PendingMaxSeen int
@@ -247,6 +248,9 @@ func (c *Core) Stats() Stats {
 	s.HistoryLen = c.historyLen()
 	s.DAGNodes = c.dag.len()
 	s.Pending = len(c.pending)
+	for _, p := range c.pending { //flexkv:unordered a sum
+		s.PendingBytes += len(p.msg.Payload)
+	}
 	s.Open = c.dag.openLen()
 	s.NotifQueue = len(c.notifQ)
 	return s
