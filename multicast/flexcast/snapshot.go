@@ -17,9 +17,9 @@ import (
 // (so that another core's snapshot is refused), and snapshotVersion.
 const (
 	snapshotMagic = 'F'
-	// Version 2: the notifications issued about each message (notified).
 	// Version 3: every queued notification holds the blockers it took on
-	// arrival (no armed flag).
+	// arrival (no armed flag); no record of the notifications issued about
+	// each message (version 2's, which notifyNext does not need).
 	snapshotVersion = 3
 )
 
@@ -37,8 +37,6 @@ const (
 //	                         notifGot (each a count, then notifier, group, id)
 //	notifQ:                  count, then in queue order: id, dst, notifier,
 //	                         notifID, blockers (count, ids)
-//	notified:                count, then by increasing id: id, refs (count,
-//	                         then group and notif id each)
 //	notifSeq, flushSeq, sinceFlush, ticksSinceFlush
 //	counters:                Stats.snapshotCounters, then HistoryLenMax and
 //	                         PendingMaxSeen
@@ -105,17 +103,6 @@ func (c *Core) AppendSnapshot(b []byte) []byte {
 		b = wire.AppendUvarint(b, pn.notifID)
 		b = appendIDs(b, pn.blockers)
 	}
-	nids := slices.SortedFunc(maps.Keys(c.notified), compareIDs)
-	b = wire.AppendUvarint(b, uint64(len(nids)))
-	for _, id := range nids {
-		b = wire.AppendMsgID(b, id)
-		refs := c.notified[id]
-		b = wire.AppendUvarint(b, uint64(len(refs)))
-		for _, r := range refs {
-			b = wire.AppendUvarint(b, uint64(r.group))
-			b = wire.AppendUvarint(b, r.id)
-		}
-	}
 	b = wire.AppendUvarint(b, c.notifSeq)
 	b = wire.AppendUvarint(b, c.flushSeq)
 	b = wire.AppendUvarint(b, uint64(c.sinceFlush))
@@ -167,7 +154,6 @@ func (c *Core) restore(d *wire.Decoder) error {
 	c.restoreKnows(d)
 	c.restorePending(d)
 	c.restoreNotifQ(d)
-	c.restoreNotified(d)
 	c.notifSeq = d.Uvarint()
 	c.flushSeq = d.Uvarint()
 	c.sinceFlush = decodeInt(d, "deliveries since the last flush")
@@ -179,14 +165,6 @@ func (c *Core) restore(d *wire.Decoder) error {
 	c.stats.PendingMaxSeen = decodeInt(d, "largest pending count")
 	if err := d.Finish(); err != nil {
 		return err
-	}
-	for _, refs := range c.notified { //flexkv:unordered a check on each entry
-		for _, r := range refs {
-			if r.id > c.notifSeq {
-				d.Fail("notification %d issued, but only %d were", r.id, c.notifSeq)
-				return d.Err()
-			}
-		}
 	}
 	// afterStep keeps both maxima up to date after every step.
 	if h := c.historyLen(); c.stats.HistoryLenMax < h {
@@ -396,49 +374,6 @@ func (c *Core) restoreNotifQ(d *wire.Decoder) {
 			c.blocking[id] = pn
 		}
 		c.notifQ[i] = pn
-	}
-}
-
-// restoreNotified decodes the notifications issued about each message: ids
-// in increasing order, none delivered here (a destination never answers a
-// notification), each with one to n refs to distinct groups above self.
-func (c *Core) restoreNotified(d *wire.Decoder) {
-	cnt := d.Count(4)
-	if d.Err() != nil || cnt == 0 {
-		return
-	}
-	c.notified = make(map[multicast.MsgID][]notifRef, cnt)
-	var prev multicast.MsgID
-	for i := range cnt {
-		id := d.MsgID()
-		n := d.Count(2)
-		if d.Err() != nil {
-			return
-		}
-		switch {
-		case i > 0 && compareIDs(prev, id) >= 0:
-			d.Fail("notified ids out of order: %s after %s", id, prev)
-		case n == 0 || n > c.n:
-			d.Fail("%d notifications about %s", n, id)
-		case c.chains[c.self].has(id):
-			d.Fail("notifications answered about %s, delivered here", id)
-		}
-		if d.Err() != nil {
-			return
-		}
-		prev = id
-		refs := make([]notifRef, n)
-		for j := range refs {
-			refs[j] = notifRef{group: d.Group(c.n), id: d.Uvarint()}
-			if d.Err() != nil {
-				return
-			}
-			if refs[j].group <= c.self || notifiedGroup(refs[:j], refs[j].group) || refs[j].id == 0 {
-				d.Fail("notification about %s to group %d (notif id %d)", id, refs[j].group, refs[j].id)
-				return
-			}
-		}
-		c.notified[id] = refs
 	}
 }
 
