@@ -685,9 +685,31 @@ func (r *Replica) Multicast(ctx context.Context, m multicast.Message) error {
 	return r.propose(ctx, group.EncodeRequest(m))
 }
 
+// OpenSession opens a client session at this group (group.EncodeSession)
+// and returns its id, once applied: the entry's index makes it. It returns a
+// *NotLeaderError on a follower, or why the group refused it
+// (group.ErrSessionsFull when it keeps SessionsMax sessions).
+func (r *Replica) OpenSession(ctx context.Context) (uint64, error) {
+	if r.raft.State() != raft.Leader {
+		return 0, &NotLeaderError{Leader: r.leaderHint()}
+	}
+	index, err := r.proposeAt(ctx, group.EncodeSession())
+	if err != nil {
+		return 0, err
+	}
+	return group.SessionID(r.cfg.State.Self, index), nil
+}
+
 func (r *Replica) propose(ctx context.Context, data []byte) error {
+	_, err := r.proposeAt(ctx, data)
+	return err
+}
+
+// proposeAt proposes data and waits until it is applied; it returns the
+// entry's index and its outcome.
+func (r *Replica) proposeAt(ctx context.Context, data []byte) (uint64, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return 0, err
 	}
 	timeout := r.cfg.ApplyTimeout
 	if dl, ok := ctx.Deadline(); ok {
@@ -696,14 +718,14 @@ func (r *Replica) propose(ctx context.Context, data []byte) error {
 	f := r.raft.Apply(data, timeout)
 	if err := r.await(ctx, f); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
-			return &NotLeaderError{Leader: r.leaderHint()}
+			return 0, &NotLeaderError{Leader: r.leaderHint()}
 		}
-		return fmt.Errorf("replication: %w", err)
+		return 0, fmt.Errorf("replication: %w", err)
 	}
 	if err, ok := f.Response().(error); ok && err != nil {
-		return err
+		return f.Index(), err
 	}
-	return nil
+	return f.Index(), nil
 }
 
 // Deliver takes frames from another group's leader: the leader proposes them
