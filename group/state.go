@@ -101,6 +101,9 @@ func NewState(cfg Config) (*State, error) {
 	return &State{cfg: cfg, core: core, node: n, sessions: newSessionTable(0)}, nil
 }
 
+// Config returns the state's configuration, defaults filled in.
+func (s *State) Config() Config { return s.cfg }
+
 // Applied returns the index of the last entry applied.
 func (s *State) Applied() uint64 { return s.applied }
 

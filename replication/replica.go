@@ -685,6 +685,10 @@ func (r *Replica) Multicast(ctx context.Context, m multicast.Message) error {
 	return r.propose(ctx, group.EncodeRequest(m))
 }
 
+// TickInterval is how often the leader proposes a tick while the group is
+// busy: the length of one tick of log time.
+func (r *Replica) TickInterval() time.Duration { return r.cfg.TickInterval }
+
 // OpenSession opens a client session at this group (group.EncodeSession)
 // and returns its id, once applied: the entry's index makes it. It returns a
 // *NotLeaderError on a follower, or why the group refused it
