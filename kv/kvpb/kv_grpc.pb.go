@@ -70,10 +70,10 @@ const (
 // Put's key); the session's id is its client_id there, and its requests
 // carry (client_id, seq), written "c<client_id>.<seq>", with seq increasing
 // from 1. One request is outstanding per session: re-sending the same
-// (client_id, seq) returns the first result and does not execute again; a
-// later seq accepted makes the earlier ones duplicates, and tells every
-// destination that the client has received (or given up) the results of
-// the earlier ones, which may then be dropped. A session that stays idle
+// (client_id, seq) returns the first result and does not execute again
+// (another transaction under an id used before gets the first one's
+// answer); a later seq accepted makes the earlier ones duplicates. A
+// session that stays idle
 // (no request naming it) for the group's session lifetime, counted in
 // ticks of its log, expires; a request naming it is then refused with
 // FAILED_PRECONDITION "session expired" and never runs. The client opens a
@@ -256,10 +256,10 @@ func (c *kVClient) Status(ctx context.Context, in *StatusRequest, opts ...grpc.C
 // Put's key); the session's id is its client_id there, and its requests
 // carry (client_id, seq), written "c<client_id>.<seq>", with seq increasing
 // from 1. One request is outstanding per session: re-sending the same
-// (client_id, seq) returns the first result and does not execute again; a
-// later seq accepted makes the earlier ones duplicates, and tells every
-// destination that the client has received (or given up) the results of
-// the earlier ones, which may then be dropped. A session that stays idle
+// (client_id, seq) returns the first result and does not execute again
+// (another transaction under an id used before gets the first one's
+// answer); a later seq accepted makes the earlier ones duplicates. A
+// session that stays idle
 // (no request naming it) for the group's session lifetime, counted in
 // ticks of its log, expires; a request naming it is then refused with
 // FAILED_PRECONDITION "session expired" and never runs. The client opens a
