@@ -208,7 +208,9 @@ func TestExecutorFailure(t *testing.T) {
 
 // TestApplyOutcomes: what each kind of entry gives, in order on one
 // machine ("retry" needs "request"), alike on a second replica; a refused or
-// malformed entry changes nothing but the applied index.
+// malformed entry changes nothing but the applied index (and the last use
+// of the session it names, which stays the same here: no tick is applied
+// before the refusals).
 func TestApplyOutcomes(t *testing.T) {
 	big := reqMsg(anon(3), 1, 0)
 	sid := SessionID(0, 1) // opened by the first entry
