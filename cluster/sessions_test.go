@@ -100,4 +100,12 @@ func TestSessionExpiry(t *testing.T) {
 	if n := f.Sum("flexkv_request_errors_total", map[string]string{"group": "eu-west-1", "method": "Put", "code": codes.FailedPrecondition.String()}); n < 1 {
 		t.Errorf("%v Put calls refused at eu-west-1, want the client's first attempt after its session expired", n)
 	}
+	if n := f.Sum("flexkv_request_seconds", map[string]string{"group": "eu-west-1", "method": "OpenSession"}); n < 3 {
+		t.Errorf("%v OpenSession calls at eu-west-1, want 3 at least: the client's two and the raw one", n)
+	}
+	for _, r := range cfg.Groups[0].Replicas {
+		if tk := f.Sum("flexkv_log_time_ticks", map[string]string{"replica": r.ID}); tk < 25 {
+			t.Errorf("replica %s: log time %v ticks, want 25 at least (a session expired)", r.ID, tk)
+		}
+	}
 }

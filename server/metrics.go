@@ -70,7 +70,7 @@ func (h *histogram) metric(desc *prometheus.Desc, labels ...string) prometheus.M
 
 // requestMethods are the client API's methods that the request metrics
 // follow.
-var requestMethods = [...]string{"Txn", "Await", "Get", "Put", "Delete", "Scan", "Topology"}
+var requestMethods = [...]string{"Txn", "Await", "Get", "Put", "Delete", "Scan", "OpenSession", "Topology"}
 
 // requestCodes is the number of gRPC status codes (OK to Unauthenticated).
 const requestCodes = int(codes.Unauthenticated) + 1
@@ -259,7 +259,7 @@ type Metrics struct {
 
 	deliveries, sends, sendBytes, delivery, requests, requestErrors, peerRefusals *prometheus.Desc
 
-	outbox, busy, rejected                                                 *prometheus.Desc
+	outbox, busy, sessions, logTime, rejected                              *prometheus.Desc
 	chSent, chResent, chReceived, chDuplicates, chHeldBack, chHoldbackDrop *prometheus.Desc
 	chNacksSent, chNacksServed, chAcksSent                                 *prometheus.Desc
 
@@ -296,6 +296,8 @@ func NewMetrics(servers func() []*Server) *Metrics {
 
 	m.outbox = d("outbox_envelopes", "Envelopes to a group not acknowledged yet.", "to")
 	m.busy = d("busy", "1 while the group refuses new requests because an outbox is full.")
+	m.sessions = d("sessions", "Client sessions the group keeps open (at most its SessionsMax).")
+	m.logTime = d("log_time_ticks", "The group's log time: the ticks its log has applied, by which sessions expire.")
 	m.rejected = d("envelopes_rejected_total", "Envelopes from other groups that the protocol core rejected as malformed.")
 	m.chSent = d("channel_frames_sent_total", "Data frames sent to other groups for the first time.")
 	m.chResent = d("channel_resends_total", "Data frames sent again, after a timeout or a negative ack.")
@@ -364,10 +366,12 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 // snapshot is what Collect reads from a server's replicated state, copied
 // with the state locked so that the lock is held briefly.
 type snapshot struct {
-	node   group.Stats
-	busy   bool
-	outbox []int              // by group id; this group's own entry is unused
-	core   []protocol.Reading // of the server's protocol
+	node     group.Stats
+	busy     bool
+	sessions int
+	logTime  uint64
+	outbox   []int              // by group id; this group's own entry is unused
+	core     []protocol.Reading // of the server's protocol
 }
 
 func (m *Metrics) collect(ch chan<- prometheus.Metric, s *Server) {
@@ -405,6 +409,7 @@ func (m *Metrics) collect(ch chan<- prometheus.Metric, s *Server) {
 	s.replica.State(func(st *group.State) {
 		nd := st.Node()
 		sn.node, sn.busy = nd.Stats(), nd.Busy()
+		sn.sessions, sn.logTime = st.Sessions(), st.LogTime()
 		sn.outbox = make([]int, s.top.Len())
 		for g := range sn.outbox {
 			if id := partition.GroupID(g); id != s.self {
@@ -419,6 +424,8 @@ func (m *Metrics) collect(ch chan<- prometheus.Metric, s *Server) {
 		}
 	}
 	gauge(m.busy, boolValue(sn.busy))
+	gauge(m.sessions, float64(sn.sessions))
+	gauge(m.logTime, float64(sn.logTime))
 	counter(m.rejected, sn.node.EnvelopesRejected)
 	cs := sn.node.Channel
 	counter(m.chSent, cs.DataSent)
