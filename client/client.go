@@ -27,8 +27,9 @@
 // forgotten session is refused, "session expired", and never runs. The
 // client then opens a new session at that group and resubmits the request
 // under it, as a new transaction, when it knows the request never ran: when
-// every attempt of it was refused outright (the usual case: the session
-// expired while the pool session sat idle). When an earlier attempt may
+// every attempt of it was refused outright, by a follower's redirect
+// included (the usual case: the session expired while the pool session sat
+// idle, and the group may have changed leaders meanwhile). When an earlier attempt may
 // have been accepted (it timed out, or its replica lost its leadership),
 // resubmitting could run it twice: the call fails with an error matching
 // ErrSessionExpired, and the transaction may or may not have run.
@@ -69,6 +70,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/flexkv/flexkv/api"
@@ -443,9 +445,9 @@ type outcome struct {
 	maybe bool // an attempt may have been accepted
 }
 
-// attempt records the end of one attempt.
-func (o *outcome) attempt(err error) {
-	if err == nil || refused(err) {
+// attempt records the end of one attempt, with the trailer of its answer.
+func (o *outcome) attempt(err error, trailer metadata.MD) {
+	if err == nil || refused(err) || (status.Code(err) == codes.Unavailable && len(trailer.Get(kvpb.NotRunTrailer)) > 0) {
 		return
 	}
 	o.mu.Lock()
@@ -461,7 +463,8 @@ func (o *outcome) mayHaveRun() bool {
 
 // refused reports whether err is a server's refusal of a request that did
 // not run: a wrong group or an expired session (FailedPrecondition), bad
-// input (InvalidArgument), admission control (ResourceExhausted).
+// input (InvalidArgument), admission control (ResourceExhausted). A
+// follower's Unavailable says so in its trailer (kvpb.NotRunTrailer).
 func refused(err error) bool {
 	switch status.Code(err) {
 	case codes.FailedPrecondition, codes.InvalidArgument, codes.ResourceExhausted:

@@ -849,3 +849,27 @@ func TestSessionExpiredUncertain(t *testing.T) {
 		t.Errorf("%d txn attempts, want 2", n)
 	}
 }
+
+// TestSessionRenewedAfterRedirect: a follower's redirect says the attempt
+// did not run (kvpb.NotRunTrailer), so an expired session found at the new
+// leader is still renewed: the usual case of a client idle while its group
+// changed leaders.
+func TestSessionRenewedAfterRedirect(t *testing.T) {
+	cl := newFakeCluster(t, fakeOptions{})
+	c := newTestClient(t, cl, func(cfg *Config) { cfg.Sessions = 1 })
+	ctx := context.Background()
+	if err := c.Put(ctx, []byte("a/k"), []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	cl.setLeader(0, 2)
+	cl.rep[0][2].then("put", expiredSession)
+	if err := c.Put(ctx, []byte("a/k"), []byte("2")); err != nil {
+		t.Fatalf("put after a redirect and an expired session: %v, want renewed and run", err)
+	}
+	if n := cl.count(0, 2, "open"); n != 1 {
+		t.Errorf("%d sessions opened at the new leader, want 1", n)
+	}
+	if v := string(cl.stores[0].kv["a/k"]); v != "2" {
+		t.Errorf("a/k = %q, want 2", v)
+	}
+}

@@ -316,6 +316,8 @@ func (r *fakeReplica) leaderCheck(ctx context.Context) error {
 	if !noHint {
 		hint = cl.rep[r.group][leader].addr
 	}
+	// A follower proposes nothing: it says so, as the servers do.
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(kvpb.NotRunTrailer, "1"))
 	return unavailable(hint)(ctx)
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/flexkv/flexkv/api"
 	"github.com/flexkv/flexkv/kv/kvpb"
@@ -67,8 +68,9 @@ func (c *Client) single(ctx context.Context, what string, dst partition.GroupSet
 		seq := s.seq
 		var o outcome
 		err = c.invoke(ctx, g, true, what, func(ctx context.Context, kv kvpb.KVClient, opts ...grpc.CallOption) error {
-			err := rpc(ctx, kv, client, seq, opts...)
-			o.attempt(err)
+			var md metadata.MD
+			err := rpc(ctx, kv, client, seq, append(opts, grpc.Trailer(&md))...)
+			o.attempt(err, md)
 			return err
 		})
 		err = expired(err, what+" "+multicast.MsgID{Client: client, Seq: seq}.String(), &o)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/flexkv/flexkv/api"
 	"github.com/flexkv/flexkv/kv/kvpb"
@@ -232,9 +233,10 @@ func (c *Client) runOnce(ctx context.Context, start time.Time, s *session, entry
 	var resp *kvpb.TxnResponse
 	var o outcome
 	err = c.invoke(ctx, entry, true, "txn "+id, func(ctx context.Context, kv kvpb.KVClient, opts ...grpc.CallOption) error {
-		r, err := kv.Txn(ctx, req, opts...)
+		var md metadata.MD
+		r, err := kv.Txn(ctx, req, append(opts, grpc.Trailer(&md))...)
 		resp = r
-		o.attempt(err)
+		o.attempt(err, md)
 		return err
 	})
 	if err != nil {

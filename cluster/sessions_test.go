@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/flexkv/flexkv/client"
@@ -47,6 +49,23 @@ func TestSessionExpiry(t *testing.T) {
 			_, err := c.Txn(ctx, req)
 			return err
 		})
+	}
+	// A follower refuses before proposing, and says the write did not run.
+	for _, r := range cfg.Groups[0].Replicas {
+		if r.ID == l.Leader("eu-west-1") {
+			continue
+		}
+		cc, err := grpc.NewClient(r.GRPC, clientCreds(l))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var md metadata.MD
+		_, err = kvpb.NewKVClient(cc).Txn(ctx, req, grpc.Trailer(&md))
+		cc.Close()
+		if status.Code(err) != codes.Unavailable || len(md.Get(kvpb.NotRunTrailer)) == 0 {
+			t.Errorf("txn at follower %s: %v, trailer %v: want Unavailable with %s", r.ID, err, md, kvpb.NotRunTrailer)
+		}
+		break
 	}
 	for i := range 2 { // the first run, and a retry within the session's life
 		if err := txn(); err != nil {

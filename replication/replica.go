@@ -141,9 +141,13 @@ func (c *Config) member(id string) (Member, bool) {
 	return Member{}, false
 }
 
-// NotLeaderError answers a request that reached a follower.
+// NotLeaderError answers a request that reached a follower, or a leader
+// that lost its leadership while proposing it.
 type NotLeaderError struct {
 	Leader string // gRPC address of the leader, if known
+	// MayHaveRun is set when the request was proposed before the leadership
+	// was lost: its entry may still commit under the next leader.
+	MayHaveRun bool
 }
 
 func (e *NotLeaderError) Error() string {
@@ -722,7 +726,9 @@ func (r *Replica) proposeAt(ctx context.Context, data []byte) (uint64, error) {
 	f := r.raft.Apply(data, timeout)
 	if err := r.await(ctx, f); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
-			return 0, &NotLeaderError{Leader: r.leaderHint()}
+			// ErrNotLeader: raft refused the entry; ErrLeadershipLost: it
+			// was in the log, and a new leader may commit it.
+			return 0, &NotLeaderError{Leader: r.leaderHint(), MayHaveRun: !errors.Is(err, raft.ErrNotLeader)}
 		}
 		return 0, fmt.Errorf("replication: %w", err)
 	}

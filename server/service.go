@@ -262,7 +262,11 @@ func (s *Server) status(ctx context.Context, err error) error {
 	}
 	switch {
 	case errors.As(err, &nl):
-		_ = grpc.SetTrailer(ctx, metadata.Pairs(kvpb.LeaderTrailer, nl.Leader))
+		md := metadata.Pairs(kvpb.LeaderTrailer, nl.Leader)
+		if !nl.MayHaveRun {
+			md.Set(kvpb.NotRunTrailer, "1")
+		}
+		_ = grpc.SetTrailer(ctx, md)
 		return status.Error(codes.Unavailable, fmt.Sprintf("server: group %s: %v", s.group.Name, err))
 	case errors.Is(err, group.ErrSessionExpired):
 		return status.Error(codes.FailedPrecondition, fmt.Sprintf("server: group %s: %v", s.group.Name, err))

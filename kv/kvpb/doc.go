@@ -39,3 +39,10 @@ const LeaderTrailer = "flexkv-leader"
 // request whose session the group does not know (expired, or never opened
 // there): the request did not run.
 const SessionExpiredText = "session expired"
+
+// NotRunTrailer is the trailer metadata key that a server sets, to "1", on
+// the error of a write it refused before it could run: a follower that
+// proposed nothing. A client whose write's session then expires knows from
+// it that the attempt did not run (other refusals say so by their code:
+// InvalidArgument, FailedPrecondition, ResourceExhausted).
+const NotRunTrailer = "flexkv-not-run"

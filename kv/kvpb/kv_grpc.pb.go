@@ -47,7 +47,9 @@ const (
 //   - UNAVAILABLE: the replica is not its group's leader, or the group has no
 //     leader. The trailer metadata "flexkv-leader" (kvpb.LeaderTrailer)
 //     holds the gRPC address host:port of the leader, or is empty when the
-//     replica knows none. Also the usual transport failures.
+//     replica knows none; the trailer "flexkv-not-run" (kvpb.NotRunTrailer)
+//     is "1" when the replica proposed nothing (a write that did not run).
+//     Also the usual transport failures.
 //   - RESOURCE_EXHAUSTED: admission control refused the request (a full
 //     outbox or queue, or OpenSession at a group that keeps its bound of
 //     sessions): retry later, with the same id.
@@ -233,7 +235,9 @@ func (c *kVClient) Status(ctx context.Context, in *StatusRequest, opts ...grpc.C
 //   - UNAVAILABLE: the replica is not its group's leader, or the group has no
 //     leader. The trailer metadata "flexkv-leader" (kvpb.LeaderTrailer)
 //     holds the gRPC address host:port of the leader, or is empty when the
-//     replica knows none. Also the usual transport failures.
+//     replica knows none; the trailer "flexkv-not-run" (kvpb.NotRunTrailer)
+//     is "1" when the replica proposed nothing (a write that did not run).
+//     Also the usual transport failures.
 //   - RESOURCE_EXHAUSTED: admission control refused the request (a full
 //     outbox or queue, or OpenSession at a group that keeps its bound of
 //     sessions): retry later, with the same id.
