@@ -272,3 +272,43 @@ func TestSessionIDs(t *testing.T) {
 		t.Error("client id 3 (index 0) taken for a session")
 	}
 }
+
+// BenchmarkSessionRequest: one request of one of n open sessions, round
+// robin, with a tick every 64 requests: the work does not grow with n.
+func BenchmarkSessionRequest(b *testing.B) {
+	for _, n := range []int{1 << 10, 1 << 16} {
+		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
+			cfg := testConfig(b, protocol.FlexCast, 0)
+			cfg.SessionsMax = n
+			st, err := NewState(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			index := uint64(0)
+			ids := make([]uint64, n)
+			for i := range ids {
+				index++
+				if _, err := st.Apply(index, EncodeSession()); err != nil {
+					b.Fatal(err)
+				}
+				ids[i] = SessionID(0, index)
+			}
+			entries := make([][]byte, n)
+			for i, id := range ids {
+				entries[i] = EncodeRequest(multicast.Message{ID: multicast.MsgID{Client: id, Seq: 1}, Dst: 1})
+			}
+			tick := EncodeTick()
+			b.ResetTimer()
+			for i := range b.N {
+				index++
+				e := entries[i%n]
+				if i%64 == 63 {
+					e = tick
+				}
+				if _, err := st.Apply(index, e); err != nil && !errors.Is(err, ErrDuplicate) {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
