@@ -117,8 +117,13 @@ func TestMetricsLocalCluster(t *testing.T) {
 		if len(f.Series("flexkv_raft_leader", r)) != 1 {
 			t.Errorf("%s: %d flexkv_raft_leader series, want 1", id, len(f.Series("flexkv_raft_leader", r)))
 		}
-		if n := len(f.Series("flexkv_outbox_envelopes", r)); n != 2 {
-			t.Errorf("%s: %d outbox series, want one per other group (2)", id, n)
+		for _, name := range []string{"flexkv_outbox_envelopes", "flexkv_outbox_bytes", "flexkv_backlog_bytes", "flexkv_holdback_bytes", "flexkv_busy_with"} {
+			if n := len(f.Series(name, r)); n != 2 {
+				t.Errorf("%s: %d %s series, want one per other group (2)", id, n, name)
+			}
+		}
+		if v := f.Sum("flexkv_busy_with", r); v != 0 {
+			t.Errorf("%s: flexkv_busy_with sums to %v in a healthy cluster, want 0", id, v)
 		}
 		if len(f.Series("flexkv_flexcast_history_entries", r)) != 1 {
 			t.Errorf("%s: no flexkv_flexcast_history_entries", id)

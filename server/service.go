@@ -496,8 +496,8 @@ func (v *service) Topology(context.Context, *kvpb.TopologyRequest) (*kvpb.Topolo
 	return api.ConfigToProto(v.s.cfg.Cluster, v.s.cfg.Latency), nil
 }
 
-// busyMessage names, for a request the group refused for a full outbox,
-// the group that does not acknowledge (DESIGN 12: the entry group refuses
+// busyMessage names, for a request the group refused for a full outbox or
+// backlog, the group that does not acknowledge (DESIGN 12: the entry group refuses
 // new work naming the unreachable group).
 func (s *Server) busyMessage(err error) string {
 	var to partition.GroupID
@@ -506,5 +506,5 @@ func (s *Server) busyMessage(err error) string {
 	if !busy {
 		return fmt.Sprintf("server: group %s: %v", s.group.Name, err)
 	}
-	return fmt.Sprintf("server: group %s refuses new work: group %s is unreachable or slow (its outbox is full); retry later: %v", s.group.Name, s.top.Name(to), err)
+	return fmt.Sprintf("server: group %s refuses new work: group %s is unreachable or slow (it has not acknowledged what this group sent it); retry later: %v", s.group.Name, s.top.Name(to), err)
 }

@@ -249,16 +249,20 @@ func (*Compare_Int) isCompare_Operand() {}
 func (*Compare_Value) isCompare_Operand() {}
 
 // Op is one operation (txn.Op). Each kind uses some fields and requires the
-// others to be zero: get, delete: key; put: key, value; add: key, int; scan:
-// key, end, limit (up to limit keys of [key, end), in one partition).
+// others to be zero: get, delete: key; put: key, value; add: key, int, and
+// wrap if it is to wrap; scan: key, end, limit (up to limit keys of
+// [key, end), in one partition).
 type Op struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Kind          OpKind                 `protobuf:"varint,1,opt,name=kind,proto3,enum=flexkv.kv.v1.OpKind" json:"kind,omitempty"`
-	Key           []byte                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
-	Value         []byte                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
-	Int           int64                  `protobuf:"varint,4,opt,name=int,proto3" json:"int,omitempty"`
-	End           []byte                 `protobuf:"bytes,5,opt,name=end,proto3" json:"end,omitempty"`
-	Limit         uint32                 `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Kind  OpKind                 `protobuf:"varint,1,opt,name=kind,proto3,enum=flexkv.kv.v1.OpKind" json:"kind,omitempty"`
+	Key   []byte                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Value []byte                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	Int   int64                  `protobuf:"varint,4,opt,name=int,proto3" json:"int,omitempty"`
+	End   []byte                 `protobuf:"bytes,5,opt,name=end,proto3" json:"end,omitempty"`
+	Limit uint32                 `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	// add only: wrap around int64 on overflow and count a stored value that
+	// is not an integer as 0, so that the add never aborts (txn.Op.Wrap).
+	Wrap          bool `protobuf:"varint,7,opt,name=wrap,proto3" json:"wrap,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -333,6 +337,13 @@ func (x *Op) GetLimit() uint32 {
 		return x.Limit
 	}
 	return 0
+}
+
+func (x *Op) GetWrap() bool {
+	if x != nil {
+		return x.Wrap
+	}
+	return false
 }
 
 // Txn is a one-shot transaction (txn.Txn): if every compare holds, then runs,
@@ -2168,14 +2179,15 @@ const file_kv_proto_rawDesc = "" +
 	"\x03cmp\x18\x02 \x01(\x0e2\x11.flexkv.kv.v1.CmpR\x03cmp\x12\x12\n" +
 	"\x03int\x18\x03 \x01(\x03H\x00R\x03int\x12\x16\n" +
 	"\x05value\x18\x04 \x01(\fH\x00R\x05valueB\t\n" +
-	"\aoperand\"\x90\x01\n" +
+	"\aoperand\"\xa4\x01\n" +
 	"\x02Op\x12(\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.flexkv.kv.v1.OpKindR\x04kind\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x03 \x01(\fR\x05value\x12\x10\n" +
 	"\x03int\x18\x04 \x01(\x03R\x03int\x12\x10\n" +
 	"\x03end\x18\x05 \x01(\fR\x03end\x12\x14\n" +
-	"\x05limit\x18\x06 \x01(\rR\x05limit\"x\n" +
+	"\x05limit\x18\x06 \x01(\rR\x05limit\x12\x12\n" +
+	"\x04wrap\x18\a \x01(\bR\x04wrap\"x\n" +
 	"\x03Txn\x12%\n" +
 	"\x02if\x18\x01 \x03(\v2\x15.flexkv.kv.v1.CompareR\x02if\x12$\n" +
 	"\x04then\x18\x02 \x03(\v2\x10.flexkv.kv.v1.OpR\x04then\x12$\n" +
