@@ -26,10 +26,11 @@ func TestTwoGroupTransferOverWAN(t *testing.T) {
 	}}
 	// A retry (callLeader) only makes the elapsed time longer: the bound
 	// below is a lower one.
+	sid := openSession(t, l, "eu-west-1")
 	start := time.Now()
 	var resp *kvpb.TxnResponse
 	err := callLeader(t, l, "eu-west-1", func(c kvpb.KVClient) (err error) {
-		resp, err = c.Txn(ctx, &kvpb.TxnRequest{ClientId: 7, Seq: 1, Body: &kvpb.TxnRequest_Txn{Txn: tx}})
+		resp, err = c.Txn(ctx, &kvpb.TxnRequest{ClientId: sid, Seq: 1, Body: &kvpb.TxnRequest_Txn{Txn: tx}})
 		return err
 	})
 	if err != nil {

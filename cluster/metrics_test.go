@@ -33,15 +33,16 @@ func TestMetricsLocalCluster(t *testing.T) {
 		retried = retried || attempts > 1
 		return err
 	}
+	s1, s3 := openSession(t, l, "eu-west-1"), openSession(t, l, "eu-west-3")
 	err := call("eu-west-1", func(c kvpb.KVClient) error {
-		_, err := c.Put(ctx, &kvpb.PutRequest{ClientId: 7, Seq: 1, Key: []byte("w/0001/x"), Value: []byte("5")})
+		_, err := c.Put(ctx, &kvpb.PutRequest{ClientId: s1, Seq: 1, Key: []byte("w/0001/x"), Value: []byte("5")})
 		return err
 	})
 	if err != nil {
 		t.Fatalf("put: %v", err)
 	}
 	err = call("eu-west-3", func(c kvpb.KVClient) error {
-		_, err := c.Put(ctx, &kvpb.PutRequest{ClientId: 8, Seq: 1, Key: []byte("w/0003/y"), Value: []byte("1")})
+		_, err := c.Put(ctx, &kvpb.PutRequest{ClientId: s3, Seq: 1, Key: []byte("w/0003/y"), Value: []byte("1")})
 		return err
 	})
 	if err != nil {
@@ -56,7 +57,7 @@ func TestMetricsLocalCluster(t *testing.T) {
 	}
 	var resp *kvpb.TxnResponse
 	err = call("eu-west-1", func(c kvpb.KVClient) (err error) {
-		resp, err = c.Txn(ctx, &kvpb.TxnRequest{ClientId: 7, Seq: 2, Body: &kvpb.TxnRequest_Txn{Txn: tx}})
+		resp, err = c.Txn(ctx, &kvpb.TxnRequest{ClientId: s1, Seq: 2, Body: &kvpb.TxnRequest_Txn{Txn: tx}})
 		return err
 	})
 	if err != nil {

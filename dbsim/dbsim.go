@@ -72,6 +72,10 @@ type Config struct {
 	BacklogBytesMax int
 	// StepsMax bounds the run, the drain included; 0: 200,000.
 	StepsMax int
+	// SessionTicks is how long a client session lives idle, in ticks
+	// (group.Config.SessionTicks; 0: its default). A short one makes the
+	// clients' sessions expire while they wait or retry.
+	SessionTicks int
 }
 
 func (c *Config) fill() error {
@@ -115,6 +119,8 @@ type Result struct {
 	Aborted    int // acknowledged as aborted (a transfer without the funds)
 	Busy       int // requests refused for a full outbox, then retried
 	Duplicates int // re-sent requests refused as duplicates
+	Expired    int // requests refused for an expired session (then resubmitted under a new one when never accepted)
+	Sessions   int // sessions opened
 	Crashes    int
 	Installs   int        // snapshots installed on lagging followers
 	Leaders    int        // leader changes
@@ -175,14 +181,18 @@ type packet struct {
 	frames   []channel.Frame
 }
 
-// A client runs its requests one at a time.
+// A client runs its requests one at a time. id names it in the workload;
+// its requests carry the ids of its sessions, one per entry group (opened
+// before its first request there), given to a request when it is first
+// sent.
 type client struct {
-	id     uint64
-	home   partition.GroupID
-	reqs   []*request
-	next   int // index of the request in flight, or of the next one
-	sent   bool
-	waited int // steps since sent
+	id       uint64
+	sessions map[partition.GroupID]uint64
+	home     partition.GroupID
+	reqs     []*request
+	next     int // index of the request in flight, or of the next one
+	sent     bool
+	waited   int // steps since sent
 }
 
 type groupState struct {
@@ -242,7 +252,7 @@ func Run(cfg Config) (*Result, error) {
 	defer s.close()
 	for g := range cfg.Groups {
 		gs := &groupState{}
-		gcfg := group.Config{Protocol: cfg.Protocol, Topology: s.top, Self: partition.GroupID(g)}
+		gcfg := group.Config{Protocol: cfg.Protocol, Topology: s.top, Self: partition.GroupID(g), SessionTicks: cfg.SessionTicks}
 		gcfg.Channel.BacklogBytesMax = cfg.BacklogBytesMax
 		for r := range cfg.Replicas {
 			rp, err := openReplica(g, r, gcfg, s.pm, s.procs, vfs.NewCrashableMem())
@@ -499,6 +509,12 @@ func (s *sim) clientStep(c *client) error {
 		}
 	}
 	entry := s.entry(c.home, rq.msg.Dst)
+	if !c.sent {
+		ok, err := s.sessionID(c, rq, entry)
+		if err != nil || !ok {
+			return err
+		}
+	}
 	result, err := s.propose(entry, group.EncodeRequest(rq.msg))
 	if err != nil {
 		return err
@@ -511,6 +527,17 @@ func (s *sim) clientStep(c *client) error {
 		s.accepted = append(s.accepted, rq)
 	case errors.Is(result, group.ErrDuplicate) && c.sent:
 		s.res.Duplicates++
+	case errors.Is(result, group.ErrSessionExpired):
+		// Never executed. A request the group never accepted goes again
+		// under a new session; one it accepted must not run twice: the
+		// client waits for its results, which its destinations deliver
+		// whatever became of the session.
+		s.res.Expired++
+		if !c.sent {
+			delete(c.sessions, entry)
+		}
+		c.waited = 0
+		return nil
 	case errors.Is(result, multicast.ErrBusy):
 		s.res.Busy++
 		s.refused(entry, result)
@@ -520,6 +547,40 @@ func (s *sim) clientStep(c *client) error {
 	}
 	c.sent, c.waited = true, 0
 	return nil
+}
+
+// sessionID gives rq, not sent yet, the id of c's session at group entry,
+// opening the session first if c has none there; ok is false when the
+// group refused the open (it is tried again at a later step).
+func (s *sim) sessionID(c *client, rq *request, entry partition.GroupID) (ok bool, err error) {
+	sid, open := c.sessions[entry]
+	if !open {
+		index := uint64(len(s.groups[entry].log)) + 1
+		result, err := s.propose(entry, group.EncodeSession())
+		switch {
+		case err != nil:
+			return false, err
+		case errors.Is(result, multicast.ErrBusy):
+			s.res.Busy++
+			return false, nil
+		case result != nil:
+			return false, fmt.Errorf("dbsim: client %d opens a session at group %d: %w", c.id, entry, result)
+		}
+		s.res.Sessions++
+		sid = group.SessionID(entry, index)
+		if c.sessions == nil {
+			c.sessions = map[partition.GroupID]uint64{}
+		}
+		c.sessions[entry] = sid
+	}
+	if rq.msg.ID.Client != sid {
+		rq.msg.ID.Client = sid
+		if rq.kind == kindAppend {
+			// The procedure appends its own id to the lists.
+			rq.msg.Payload = txn.AppendCallPayload(nil, appendCall(rq.msg.ID, rq.lists))
+		}
+	}
+	return true, nil
 }
 
 // answered collects the results of c's request from its destinations'
@@ -858,8 +919,10 @@ func (s *sim) pressure() error {
 	return nil
 }
 
-// pressureID is the client id of the requests pressure offers.
-const pressureID = 2000
+// pressureID is the client id of the requests pressure offers: anonymous
+// (group.AnonymousBit), as no client retries them and so none needs a
+// session.
+const pressureID = group.AnonymousBit | 2000
 
 // refused records a refusal as busy at entry during the long cut, which
 // must name the cut group.

@@ -26,6 +26,10 @@ func configOf(p multicast.Protocol, seed uint64) Config {
 	c.Dup = []float64{0, 0.05, 0.1}[seed/45%3]
 	c.Faults = []float64{0.005, 0.015, 0.04}[seed/5%3]
 	c.CutGroup = seed%4 == 1
+	if seed%3 == 2 {
+		// Sessions that expire while their clients wait out faults.
+		c.SessionTicks = []int{8, 30, 120}[seed/6%3]
+	}
 	return c
 }
 
@@ -64,12 +68,14 @@ func TestSeeds(t *testing.T) {
 				total.Leaders += res.Leaders
 				total.Duplicates += res.Duplicates
 				total.Busy += res.Busy
+				total.Expired += res.Expired
+				total.Sessions += res.Sessions
 				total.Entries += res.Entries
 				total.Steps += res.Steps
 			}
-			t.Logf("%d seeds: %d committed, %d aborted, %d crashes, %d snapshot installs, %d leader changes, %d duplicates refused, %d busy, %d entries, %d steps",
-				seeds, total.Committed, total.Aborted, total.Crashes, total.Installs, total.Leaders, total.Duplicates, total.Busy, total.Entries, total.Steps)
-			if total.Crashes == 0 || total.Leaders == 0 || total.Committed == 0 || total.Aborted == 0 {
+			t.Logf("%d seeds: %d committed, %d aborted, %d crashes, %d snapshot installs, %d leader changes, %d duplicates refused, %d busy, %d sessions, %d refused as expired, %d entries, %d steps",
+				seeds, total.Committed, total.Aborted, total.Crashes, total.Installs, total.Leaders, total.Duplicates, total.Busy, total.Sessions, total.Expired, total.Entries, total.Steps)
+			if total.Crashes == 0 || total.Leaders == 0 || total.Committed == 0 || total.Aborted == 0 || total.Sessions == 0 || total.Expired == 0 {
 				t.Errorf("the seeds exercised too little: %+v", total)
 			}
 		})

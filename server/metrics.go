@@ -70,7 +70,7 @@ func (h *histogram) metric(desc *prometheus.Desc, labels ...string) prometheus.M
 
 // requestMethods are the client API's methods that the request metrics
 // follow.
-var requestMethods = [...]string{"Txn", "Await", "Get", "Put", "Delete", "Scan", "Topology"}
+var requestMethods = [...]string{"Txn", "Await", "Get", "Put", "Delete", "Scan", "OpenSession", "Topology"}
 
 // requestCodes is the number of gRPC status codes (OK to Unauthenticated).
 const requestCodes = int(codes.Unauthenticated) + 1
@@ -260,6 +260,7 @@ type Metrics struct {
 	deliveries, sends, sendBytes, delivery, requests, requestErrors, peerRefusals *prometheus.Desc
 
 	outbox, outboxBytes, backlog, holdbackBytes, busy, busyWith, rejected  *prometheus.Desc
+	sessions, logTime                                                      *prometheus.Desc
 	chHoldbackByteDrops, chOutboxOverflows                                 *prometheus.Desc
 	chSent, chResent, chReceived, chDuplicates, chHeldBack, chHoldbackDrop *prometheus.Desc
 	chNacksSent, chNacksServed, chAcksSent                                 *prometheus.Desc
@@ -301,6 +302,8 @@ func NewMetrics(servers func() []*Server) *Metrics {
 	m.holdbackBytes = d("holdback_bytes", "Payload bytes of out-of-order frames from a group held back.", "from")
 	m.busy = d("busy", "1 while the group refuses new requests because an outbox is full or a backlog reached its bound.")
 	m.busyWith = d("busy_with", "1 for the group that makes this group refuse new requests (the lowest-ranked one), 0 for the others.", "to")
+	m.sessions = d("sessions", "Client sessions the group keeps open (at most its SessionsMax).")
+	m.logTime = d("log_time_ticks", "The group's log time: the ticks its log has applied, by which sessions expire.")
 	m.rejected = d("envelopes_rejected_total", "Envelopes from other groups that the protocol core rejected as malformed.")
 	m.chHoldbackByteDrops = d("channel_holdback_byte_drops_total", "Out-of-order frames dropped for the hold-back byte bound.")
 	m.chOutboxOverflows = d("channel_outbox_overflows_total", "Envelopes queued while an outbox was beyond its byte bound (admission control should prevent it).")
@@ -374,6 +377,8 @@ type snapshot struct {
 	node     group.Stats
 	busy     bool
 	busyWith partition.GroupID
+	sessions int
+	logTime  uint64
 	// By group id; this group's own entries are unused.
 	outbox, outboxBytes, holdbackBytes []int
 	backlog                            []uint64
@@ -416,6 +421,7 @@ func (m *Metrics) collect(ch chan<- prometheus.Metric, s *Server) {
 		nd := st.Node()
 		sn.node = nd.Stats()
 		sn.busyWith, sn.busy = nd.BusyWith()
+		sn.sessions, sn.logTime = st.Sessions(), st.LogTime()
 		n := s.top.Len()
 		sn.outbox, sn.outboxBytes, sn.holdbackBytes, sn.backlog = make([]int, n), make([]int, n), make([]int, n), make([]uint64, n)
 		for g := range n {
@@ -437,6 +443,8 @@ func (m *Metrics) collect(ch chan<- prometheus.Metric, s *Server) {
 		}
 	}
 	gauge(m.busy, boolValue(sn.busy))
+	gauge(m.sessions, float64(sn.sessions))
+	gauge(m.logTime, float64(sn.logTime))
 	counter(m.rejected, sn.node.EnvelopesRejected)
 	cs := sn.node.Channel
 	counter(m.chSent, cs.DataSent)
