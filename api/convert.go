@@ -65,7 +65,7 @@ func opsToProto(ops []txn.Op) []*kvpb.Op {
 		if o.Limit >= 0 && uint64(o.Limit) < math.MaxUint32 {
 			limit = uint32(o.Limit)
 		}
-		out[i] = &kvpb.Op{Kind: kvpb.OpKind(o.Kind), Key: o.Key, Value: o.Value, Int: o.Int, End: o.End, Limit: limit}
+		out[i] = &kvpb.Op{Kind: kvpb.OpKind(o.Kind), Key: o.Key, Value: o.Value, Int: o.Int, End: o.End, Limit: limit, Wrap: o.Wrap}
 	}
 	return out
 }
@@ -152,7 +152,7 @@ func opsFromProto(branch string, ops []*kvpb.Op) ([]txn.Op, error) {
 			// the conversion to int could wrap.
 			return nil, invalidf("kvpb: %s[%d].limit: %d, want at most ScanLimitMax (%d)", branch, i, po.Limit, txn.ScanLimitMax)
 		}
-		out[i] = txn.Op{Kind: kind, Key: po.Key, Value: po.Value, Int: po.Int, End: po.End, Limit: int(po.Limit)}
+		out[i] = txn.Op{Kind: kind, Key: po.Key, Value: po.Value, Int: po.Int, End: po.End, Limit: int(po.Limit), Wrap: po.Wrap}
 	}
 	return out, nil
 }

@@ -43,7 +43,7 @@ func sampleTxns() map[string]*txn.Txn {
 				{Kind: txn.OpPut, Key: []byte("b"), Value: []byte("x")},
 				{Kind: txn.OpPut, Key: []byte("b2")},
 				{Kind: txn.OpDelete, Key: []byte("c")},
-				{Kind: txn.OpAdd, Key: []byte("d"), Int: math.MaxInt64},
+				{Kind: txn.OpAdd, Key: []byte("d"), Int: math.MaxInt64}, {Kind: txn.OpAdd, Key: []byte("d"), Int: -1, Wrap: true},
 				{Kind: txn.OpScan, Key: []byte("e"), End: []byte("f"), Limit: txn.ScanLimitMax},
 			},
 			Else: []txn.Op{{Kind: txn.OpGet, Key: []byte("z")}},

@@ -11,14 +11,28 @@
 //
 // # Retries and transaction ids
 //
-// Every request carries a transaction id (client id, seq). A Client holds
-// a pool of sessions (Config.Sessions), each with a random 63-bit client id
-// and its own increasing seq: a call takes a free session (waiting for one
-// up to its context), uses the next seq, and retries that same id, on the
-// group's other replicas and after leader redirects, until it gets an
-// answer or its context ends. The servers deduplicate by id, so a retried
-// request takes effect at most once and its retry returns the first
-// result. A call whose context ended may still take effect.
+// Every write carries a transaction id (client id, seq). A Client holds a
+// pool of sessions (Config.Sessions), each with its own increasing seq: a
+// call takes a free session (waiting for one up to its context), uses the
+// next seq, and retries that same id, on the group's other replicas and
+// after leader redirects, until it gets an answer or its context ends. The
+// servers deduplicate by id, so a retried request takes effect at most once
+// and its retry returns the first result. A call whose context ended may
+// still take effect. Reads (Get, Scan) carry no id.
+//
+// The client id is a server session (DESIGN 6): a pool session opens one at
+// each group where its requests enter (OpenSession, the first time it sends
+// there), and a group forgets a session idle for its session lifetime
+// (counted in ticks of its log: minutes, by default). A request of a
+// forgotten session is refused, "session expired", and never runs. The
+// client then opens a new session at that group and resubmits the request
+// under it, as a new transaction, when it knows the request never ran: when
+// every attempt of it was refused outright, by a follower's redirect
+// included (the usual case: the session expired while the pool session sat
+// idle, and the group may have changed leaders meanwhile). When an earlier attempt may
+// have been accepted (it timed out, or its replica lost its leadership),
+// resubmitting could run it twice: the call fails with an error matching
+// ErrSessionExpired, and the transaction may or may not have run.
 //
 // # Errors
 //
@@ -46,15 +60,18 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/flexkv/flexkv/api"
 	"github.com/flexkv/flexkv/kv/kvpb"
@@ -75,6 +92,11 @@ var (
 	// request) was larger than gRPC lets a side receive: the error names the
 	// sizes. It is not retried: the same call would be as large.
 	ErrTooLarge = errors.New("client: message too large")
+	// ErrSessionExpired is matched by the error of a write refused because
+	// its session expired at the group after an earlier attempt whose
+	// outcome the client cannot know: the write may have run once, or not
+	// at all; it was not resubmitted (see the package comment).
+	ErrSessionExpired = errors.New("client: session expired")
 )
 
 // SessionsDefault is the number of sessions, and so of concurrent
@@ -171,7 +193,13 @@ type Client struct {
 	proto    *protocol.Protocol
 	origin   protocol.Origin
 	replicas [][]string // gRPC addresses of each group's replicas, by GroupID
-	sessions chan *session
+	// sessions holds a token per free session, free the free sessions
+	// themselves, the last released on top (freeMu): a client that makes
+	// one call at a time reuses one session, and so opens one server
+	// session per group, not one per pool session.
+	sessions chan struct{}
+	freeMu   sync.Mutex
+	free     []*session
 	done     chan struct{} // closed by Close
 
 	mu      sync.Mutex
@@ -192,10 +220,12 @@ type Client struct {
 	answered func(group string)
 }
 
-// session is a transaction id space: one request in flight at a time.
+// session is a transaction id space: one request in flight at a time. Its
+// client id at group g is ids[g], a server session opened there, or 0 until
+// one is.
 type session struct {
-	client uint64
-	seq    uint64
+	ids []uint64
+	seq uint64
 }
 
 // New connects to the cluster: it asks the endpoints, in order, for the
@@ -232,7 +262,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 				MinConnectTimeout: connectAttempt,
 			}),
 		}, cfg.DialOptions...),
-		sessions:   make(chan *session, n),
+		sessions:   make(chan struct{}, n),
 		done:       make(chan struct{}),
 		conns:      make(map[string]*grpc.ClientConn),
 		attempt:    cmp.Or(cfg.AttemptTimeout, AttemptTimeoutDefault),
@@ -270,14 +300,9 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 			c.wan[g] = d
 		}
 	}
-	used := make(map[uint64]bool, n)
 	for range n {
-		id := rand.Uint64() >> 1 // 63 bits: never the reserved 2^64-1
-		for id == 0 || used[id] {
-			id = rand.Uint64() >> 1
-		}
-		used[id] = true
-		c.sessions <- &session{client: id}
+		c.free = append(c.free, &session{ids: make([]uint64, view.Groups.Len())})
+		c.sessions <- struct{}{}
 	}
 	return c, nil
 }
@@ -376,13 +401,13 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 // acquire takes a free session, waiting up to ctx.
 func (c *Client) acquire(ctx context.Context) (*session, error) {
 	select {
-	case s := <-c.sessions:
-		return s, nil
+	case <-c.sessions:
+		return c.pop(), nil
 	default:
 	}
 	select {
-	case s := <-c.sessions:
-		return s, nil
+	case <-c.sessions:
+		return c.pop(), nil
 	case <-c.done:
 		return nil, ErrClosed
 	case <-ctx.Done():
@@ -390,9 +415,93 @@ func (c *Client) acquire(ctx context.Context) (*session, error) {
 	}
 }
 
+// sessionAt returns s's client id at group g, opening a session there
+// first if it has none.
+func (c *Client) sessionAt(ctx context.Context, s *session, g partition.GroupID) (uint64, error) {
+	if id := s.ids[g]; id != 0 {
+		return id, nil
+	}
+	var id uint64
+	err := c.invoke(ctx, g, true, "open session", func(ctx context.Context, kv kvpb.KVClient, opts ...grpc.CallOption) error {
+		r, err := kv.OpenSession(ctx, &kvpb.OpenSessionRequest{}, opts...)
+		id = r.GetClientId()
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	if id == 0 {
+		return 0, fmt.Errorf("%w: group %s opened session 0", ErrInconsistent, c.view.Groups.Name(g))
+	}
+	s.ids[g] = id
+	return id, nil
+}
+
+// outcome tracks whether any attempt of a write may have been accepted:
+// only refusals that say the request did not run leave it certain that it
+// never ran.
+type outcome struct {
+	mu    sync.Mutex
+	maybe bool // an attempt may have been accepted
+}
+
+// attempt records the end of one attempt, with the trailer of its answer.
+func (o *outcome) attempt(err error, trailer metadata.MD) {
+	if err == nil || refused(err) || (status.Code(err) == codes.Unavailable && len(trailer.Get(kvpb.NotRunTrailer)) > 0) {
+		return
+	}
+	o.mu.Lock()
+	o.maybe = true
+	o.mu.Unlock()
+}
+
+func (o *outcome) mayHaveRun() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.maybe
+}
+
+// refused reports whether err is a server's refusal of a request that did
+// not run: a wrong group or an expired session (FailedPrecondition), bad
+// input (InvalidArgument), admission control (ResourceExhausted). A
+// follower's Unavailable says so in its trailer (kvpb.NotRunTrailer).
+func refused(err error) bool {
+	switch status.Code(err) {
+	case codes.FailedPrecondition, codes.InvalidArgument, codes.ResourceExhausted:
+		return true
+	}
+	return false
+}
+
+// sessionExpired reports whether err is a server's refusal of a request
+// whose session it does not know.
+func sessionExpired(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.FailedPrecondition && strings.Contains(st.Message(), kvpb.SessionExpiredText)
+}
+
+// renewals bounds how often one write opens a new session after its
+// session expired: once is enough unless sessions expire as fast as they
+// are opened.
+const renewals = 3
+
 // release returns s to the pool; it never blocks, the pool having room for
 // every session.
-func (c *Client) release(s *session) { c.sessions <- s }
+func (c *Client) release(s *session) {
+	c.freeMu.Lock()
+	c.free = append(c.free, s)
+	c.freeMu.Unlock()
+	c.sessions <- struct{}{}
+}
+
+// pop takes the free session on top; the caller holds its token.
+func (c *Client) pop() *session {
+	c.freeMu.Lock()
+	defer c.freeMu.Unlock()
+	s := c.free[len(c.free)-1]
+	c.free = c.free[:len(c.free)-1]
+	return s
+}
 
 // leaderOf returns the address to try first at group g: the last known
 // leader, else the group's first replica.

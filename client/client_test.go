@@ -237,16 +237,18 @@ func TestNotLeaderRedirect(t *testing.T) {
 	if err := c.Put(ctx, []byte("a/k"), []byte("1")); err != nil {
 		t.Fatal(err)
 	}
-	// Replica 0 redirected to 2; 1 was never asked.
-	if n0, n1, n2 := cl.count(0, 0, "put"), cl.count(0, 1, "put"), cl.count(0, 2, "put"); n0 != 1 || n1 != 0 || n2 != 1 {
-		t.Errorf("puts at a's replicas: %d %d %d, want 1 0 1", n0, n1, n2)
+	// The session's open, the first call at a, went to replica 0, which
+	// redirected to 2; 1 was never asked.
+	calls := func(r int) int { return cl.count(0, r, "open") + cl.count(0, r, "put") }
+	if n0, n1, n2 := calls(0), calls(1), calls(2); n0 != 1 || n1 != 0 || n2 != 2 {
+		t.Errorf("opens and puts at a's replicas: %d %d %d, want 1 0 2", n0, n1, n2)
 	}
 	// The leader is remembered.
 	if err := c.Put(ctx, []byte("a/k"), []byte("2")); err != nil {
 		t.Fatal(err)
 	}
-	if n0, n2 := cl.count(0, 0, "put"), cl.count(0, 2, "put"); n0 != 1 || n2 != 2 {
-		t.Errorf("after the first put: %d puts at replica 0, %d at 2, want 1 and 2", n0, n2)
+	if n0, n2 := calls(0), calls(2); n0 != 1 || n2 != 3 {
+		t.Errorf("after the first put: %d calls at replica 0, %d at 2, want 1 and 3", n0, n2)
 	}
 	// A new leader, and followers that do not know it: the client walks
 	// the replicas from the old leader on.
@@ -257,8 +259,8 @@ func TestNotLeaderRedirect(t *testing.T) {
 	if err := c.Put(ctx, []byte("a/k"), []byte("3")); err != nil {
 		t.Fatal(err)
 	}
-	if n0, n1, n2 := cl.count(0, 0, "put"), cl.count(0, 1, "put"), cl.count(0, 2, "put"); n0 != 2 || n1 != 1 || n2 != 3 {
-		t.Errorf("puts at a's replicas: %d %d %d, want 2 1 3", n0, n1, n2)
+	if n0, n1, n2 := calls(0), calls(1), calls(2); n0 != 2 || n1 != 1 || n2 != 4 {
+		t.Errorf("opens and puts at a's replicas: %d %d %d, want 2 1 4", n0, n1, n2)
 	}
 	if v := string(cl.stores[0].kv["a/k"]); v != "3" {
 		t.Errorf("a/k = %q, want 3", v)
@@ -303,10 +305,10 @@ func TestBusyThenSuccess(t *testing.T) {
 		t.Errorf("result %+v", res)
 	}
 	calls := cl.calls()["a/0"]
-	if len(calls) != 4 { // topology, then three txns
-		t.Fatalf("calls at a/0: %v, want the topology and three txns", calls)
+	if len(calls) != 5 { // topology, the session's open, then three txns
+		t.Fatalf("calls at a/0: %v, want the topology, an open and three txns", calls)
 	}
-	for _, ca := range calls[1:] {
+	for _, ca := range calls[2:] {
 		if ca.method != "txn" || ca.id != res.ID {
 			t.Errorf("call %+v, want txn %s", ca, res.ID)
 		}
@@ -335,7 +337,7 @@ func TestDuplicateRetry(t *testing.T) {
 	}
 	for where, calls := range cl.calls() {
 		for _, ca := range calls {
-			if ca.method != "topology" && ca.id != res.ID {
+			if ca.method != "topology" && ca.method != "open" && ca.id != res.ID {
 				t.Errorf("%s got %+v, want every call about %s", where, ca, res.ID)
 			}
 		}
@@ -426,7 +428,7 @@ func TestSessions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	calls := cl.calls()["a/0"][1:]
+	calls := cl.calls()["a/0"][2:] // after the topology and the session's open
 	var client uint64
 	for i, ca := range calls {
 		var cid, seq uint64
@@ -778,5 +780,96 @@ func TestResourceExhaustedFinalOrRetried(t *testing.T) {
 	}
 	if n := cl.count(0, 0, "get") - gets; n != 3 {
 		t.Errorf("%d gets sent, want 3 (two busy, then the answer)", n)
+	}
+}
+
+// expiredSession is a server's refusal of a request whose session it does
+// not know.
+func expiredSession(context.Context) error {
+	return status.Error(codes.FailedPrecondition, "server: group a: group: session expired: c64.1: client 64 has no open session at group 0: not run; open a new session")
+}
+
+// gaveUp is a server that ended a wait at its own bound: the request may
+// have been accepted.
+func gaveUp(context.Context) error {
+	return status.Error(codes.DeadlineExceeded, "server: no result within 30s, this server's bound on a wait")
+}
+
+// TestSessionRenewed: a write refused for an expired session before it
+// ran goes again, once, under a new session and as a new transaction; the
+// caller sees one success.
+func TestSessionRenewed(t *testing.T) {
+	for _, tc := range []struct {
+		name, method string
+		run          func(c *Client) error
+	}{
+		{"txn", "txn", func(c *Client) error {
+			_, err := c.Txn(context.Background(), &txn.Txn{Then: []txn.Op{add("a/n", 3), add("b/n", 1)}})
+			return err
+		}},
+		{"put", "put", func(c *Client) error { return c.Put(context.Background(), []byte("a/n"), []byte("3")) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl := newFakeCluster(t, fakeOptions{})
+			cl.rep[0][0].then(tc.method, expiredSession)
+			c := newTestClient(t, cl, func(cfg *Config) { cfg.Sessions = 1 })
+			if err := tc.run(c); err != nil {
+				t.Fatalf("%s after its session expired: %v, want renewed and run", tc.name, err)
+			}
+			if cl.executions != 1 || string(cl.stores[0].kv["a/n"]) != "3" {
+				t.Errorf("%d executions, a/n = %q, want once and 3", cl.executions, cl.stores[0].kv["a/n"])
+			}
+			var got []string
+			for _, ca := range cl.calls()["a/0"][1:] {
+				got = append(got, ca.method+" "+ca.id)
+			}
+			want := []string{"open ", tc.method + " c64.1", "open ", tc.method + " c128.2"}
+			if !slices.Equal(got, want) {
+				t.Errorf("calls at a/0: %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// TestSessionExpiredUncertain: when an earlier attempt of a write may have
+// been accepted, a later "session expired" is not resubmitted: the call
+// fails with ErrSessionExpired, and nothing runs twice.
+func TestSessionExpiredUncertain(t *testing.T) {
+	cl := newFakeCluster(t, fakeOptions{})
+	cl.rep[0][0].then("txn", gaveUp, expiredSession)
+	c := newTestClient(t, cl, nil)
+	_, err := c.Txn(context.Background(), &txn.Txn{Then: []txn.Op{add("a/n", 3)}})
+	if !errors.Is(err, ErrSessionExpired) || !strings.Contains(err.Error(), "may have run") {
+		t.Fatalf("Txn: %v, want ErrSessionExpired saying it may have run", err)
+	}
+	if n := cl.count(0, 0, "open"); n != 1 {
+		t.Errorf("%d sessions opened, want 1: no renewal", n)
+	}
+	if n := cl.count(0, 0, "txn"); n != 2 {
+		t.Errorf("%d txn attempts, want 2", n)
+	}
+}
+
+// TestSessionRenewedAfterRedirect: a follower's redirect says the attempt
+// did not run (kvpb.NotRunTrailer), so an expired session found at the new
+// leader is still renewed: the usual case of a client idle while its group
+// changed leaders.
+func TestSessionRenewedAfterRedirect(t *testing.T) {
+	cl := newFakeCluster(t, fakeOptions{})
+	c := newTestClient(t, cl, func(cfg *Config) { cfg.Sessions = 1 })
+	ctx := context.Background()
+	if err := c.Put(ctx, []byte("a/k"), []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	cl.setLeader(0, 2)
+	cl.rep[0][2].then("put", expiredSession)
+	if err := c.Put(ctx, []byte("a/k"), []byte("2")); err != nil {
+		t.Fatalf("put after a redirect and an expired session: %v, want renewed and run", err)
+	}
+	if n := cl.count(0, 2, "open"); n != 1 {
+		t.Errorf("%d sessions opened at the new leader, want 1", n)
+	}
+	if v := string(cl.stores[0].kv["a/k"]); v != "2" {
+		t.Errorf("a/k = %q, want 2", v)
 	}
 }

@@ -57,6 +57,8 @@ type fakeCluster struct {
 	flip       [groupsN]bool          // Await at the group reports the other outcome
 	awaits     int                    // Await handlers running, at every replica
 	scanPage   int                    // when set, a Scan answers at most this many keys and pages the rest
+	sessions   int                    // sessions opened
+	reads      uint64                 // reads without an id, each run as its own transaction
 }
 
 // fakeOptions shape a fake cluster.
@@ -314,10 +316,29 @@ func (r *fakeReplica) leaderCheck(ctx context.Context) error {
 	if !noHint {
 		hint = cl.rep[r.group][leader].addr
 	}
+	// A follower proposes nothing: it says so, as the servers do.
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(kvpb.NotRunTrailer, "1"))
 	return unavailable(hint)(ctx)
 }
 
 func idOf(client, seq uint64) string { return multicast.MsgID{Client: client, Seq: seq}.String() }
+
+// OpenSession opens a session at the leader: ids from 64 up, unique in the
+// cluster.
+func (r *fakeReplica) OpenSession(ctx context.Context, _ *kvpb.OpenSessionRequest) (*kvpb.OpenSessionResponse, error) {
+	r.record("open", "")
+	if err := r.scripted(ctx, "open"); err != nil {
+		return nil, err
+	}
+	if err := r.leaderCheck(ctx); err != nil {
+		return nil, err
+	}
+	cl := r.cl
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	cl.sessions++
+	return &kvpb.OpenSessionResponse{ClientId: 64*uint64(cl.sessions) + uint64(r.group)}, nil
+}
 
 func (r *fakeReplica) Topology(context.Context, *kvpb.TopologyRequest) (*kvpb.TopologyResponse, error) {
 	r.record("topology", "")
@@ -394,6 +415,12 @@ func (r *fakeReplica) Await(ctx context.Context, req *kvpb.AwaitRequest) (*kvpb.
 // single runs a one-operation transaction at r, its group's leader.
 func (r *fakeReplica) single(ctx context.Context, method string, client, seq uint64, op txn.Op) (txn.OpResult, error) {
 	id := idOf(client, seq)
+	if client == 0 && seq == 0 {
+		r.cl.mu.Lock()
+		r.cl.reads++
+		id = fmt.Sprintf("read.%d", r.cl.reads) // as the server's anonymous ids: not deduplicated
+		r.cl.mu.Unlock()
+	}
 	r.record(method, id)
 	if err := r.scripted(ctx, method); err != nil {
 		return txn.OpResult{}, err

@@ -3,12 +3,15 @@ package client
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/flexkv/flexkv/api"
 	"github.com/flexkv/flexkv/kv/kvpb"
+	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/txn"
 )
@@ -35,9 +38,11 @@ func (c *Client) route(op txn.Op) (*txn.Txn, partition.GroupSet, error) {
 	return t, dst, nil
 }
 
-// single runs rpc at the leader of the one group of dst under a session's
-// next id.
-func (c *Client) single(ctx context.Context, what string, dst partition.GroupSet,
+// single runs rpc at the leader of the one group of dst, holding a session
+// of the pool: a write under the session's next id there (renewing the
+// session as run does), a read under none (client 0, seq 0: reads are not
+// deduplicated).
+func (c *Client) single(ctx context.Context, what string, dst partition.GroupSet, write bool,
 	rpc func(ctx context.Context, kv kvpb.KVClient, client, seq uint64, opts ...grpc.CallOption) error,
 ) error {
 	if dst.Len() != 1 {
@@ -48,11 +53,35 @@ func (c *Client) single(ctx context.Context, what string, dst partition.GroupSet
 		return err
 	}
 	defer c.release(s)
-	s.seq++
-	client, seq := s.client, s.seq
-	return c.invoke(ctx, dst.Min(), true, what, func(ctx context.Context, kv kvpb.KVClient, opts ...grpc.CallOption) error {
-		return rpc(ctx, kv, client, seq, opts...)
-	})
+	g := dst.Min()
+	if !write {
+		return c.invoke(ctx, g, true, what, func(ctx context.Context, kv kvpb.KVClient, opts ...grpc.CallOption) error {
+			return rpc(ctx, kv, 0, 0, opts...)
+		})
+	}
+	for renewed := 0; ; renewed++ {
+		client, err := c.sessionAt(ctx, s, g)
+		if err != nil {
+			return err
+		}
+		s.seq++
+		seq := s.seq
+		var o outcome
+		err = c.invoke(ctx, g, true, what, func(ctx context.Context, kv kvpb.KVClient, opts ...grpc.CallOption) error {
+			var md metadata.MD
+			err := rpc(ctx, kv, client, seq, append(opts, grpc.Trailer(&md))...)
+			o.attempt(err, md)
+			return err
+		})
+		err = expired(err, what+" "+multicast.MsgID{Client: client, Seq: seq}.String(), &o)
+		if !errors.Is(err, errRenew) {
+			return err
+		}
+		s.ids[g] = 0
+		if renewed == renewals {
+			return &classError{class: ErrSessionExpired, err: fmt.Errorf("client: group %s: %d sessions in a row expired before their first request: %w", c.view.Groups.Name(g), renewals+1, err)}
+		}
+	}
 }
 
 // Get returns the value stored at key, and whether there is one.
@@ -62,7 +91,7 @@ func (c *Client) Get(ctx context.Context, key []byte) (value []byte, found bool,
 		return nil, false, err
 	}
 	var resp *kvpb.GetResponse
-	err = c.single(ctx, "get", dst, func(ctx context.Context, kv kvpb.KVClient, client, seq uint64, opts ...grpc.CallOption) error {
+	err = c.single(ctx, "get", dst, false, func(ctx context.Context, kv kvpb.KVClient, client, seq uint64, opts ...grpc.CallOption) error {
 		var err error
 		resp, err = kv.Get(ctx, &kvpb.GetRequest{ClientId: client, Seq: seq, Key: key}, opts...)
 		return err
@@ -118,7 +147,7 @@ func (c *Client) write(ctx context.Context, what string, op txn.Op,
 		_, err := c.Txn(ctx, t)
 		return err
 	}
-	return c.single(ctx, what, dst, rpc)
+	return c.single(ctx, what, dst, true, rpc)
 }
 
 // Put stores value at key.
@@ -158,7 +187,7 @@ func (c *Client) Scan(ctx context.Context, start, end []byte, limit int) ([]txn.
 	for from := start; ; {
 		var resp *kvpb.ScanResponse
 		want := limit - len(out)
-		err = c.single(ctx, "scan", dst, func(ctx context.Context, kv kvpb.KVClient, client, seq uint64, opts ...grpc.CallOption) error {
+		err = c.single(ctx, "scan", dst, false, func(ctx context.Context, kv kvpb.KVClient, client, seq uint64, opts ...grpc.CallOption) error {
 			var err error
 			resp, err = kv.Scan(ctx, &kvpb.ScanRequest{ClientId: client, Seq: seq, Start: from, End: end, Limit: uint32(want)}, opts...)
 			return err

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/flexkv/flexkv/api"
 	"github.com/flexkv/flexkv/kv/kvpb"
@@ -154,17 +155,55 @@ func (t *tally) add(g partition.GroupID, piece *kvpb.PieceResult) error {
 }
 
 // run sends req, a transaction or call with destinations dst, under a
-// session's next id, and collects the answers of every destination.
+// session's next id, and collects the answers of every destination. A
+// request refused for an expired session that never ran goes again under a
+// new session and the next seq (see the package comment).
 func (c *Client) run(ctx context.Context, start time.Time, req *kvpb.TxnRequest, dst partition.GroupSet) (*txn.Result, error) {
 	s, err := c.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer c.release(s)
-	s.seq++
-	req.ClientId, req.Seq = s.client, s.seq
-	id := multicast.MsgID{Client: s.client, Seq: s.seq}.String()
 	entry := c.proto.Entry(c.view.Groups, c.view.Latency, c.origin, dst)
+	for renewed := 0; ; renewed++ {
+		res, err := c.runOnce(ctx, start, s, entry, req, dst)
+		if !errors.Is(err, errRenew) {
+			return res, err
+		}
+		s.ids[entry] = 0
+		if renewed == renewals {
+			return nil, &classError{class: ErrSessionExpired, err: fmt.Errorf("client: group %s: %d sessions in a row expired before their first request: %w", c.view.Groups.Name(entry), renewals+1, err)}
+		}
+		c.log.Debug("client: session expired before the request ran, open a new one", "group", c.view.Groups.Name(entry), "error", err)
+	}
+}
+
+// errRenew says that a write's session expired, and that the write never
+// ran: it may go again under a new session.
+var errRenew = errors.New("client: the session expired before the request ran")
+
+// expired turns the error of a write refused for an expired session into
+// errRenew when no attempt may have run, or into an error matching
+// ErrSessionExpired; other errors are returned as they are.
+func expired(err error, id string, o *outcome) error {
+	if !sessionExpired(err) {
+		return err
+	}
+	if !o.mayHaveRun() {
+		return fmt.Errorf("%w: %s: %w", errRenew, id, err)
+	}
+	return &classError{class: ErrSessionExpired, err: fmt.Errorf("client: %s: its session expired after an attempt that may have been accepted: it may have run, it was not resubmitted: %w", id, err)}
+}
+
+// runOnce is one submission of run, under s's session at the entry group.
+func (c *Client) runOnce(ctx context.Context, start time.Time, s *session, entry partition.GroupID, req *kvpb.TxnRequest, dst partition.GroupSet) (*txn.Result, error) {
+	client, err := c.sessionAt(ctx, s, entry)
+	if err != nil {
+		return nil, err
+	}
+	s.seq++
+	req.ClientId, req.Seq = client, s.seq
+	id := multicast.MsgID{Client: client, Seq: s.seq}.String()
 	tl := &tally{c: c, start: start, id: id}
 
 	// The awaits end with the call: cancel them, then wait for them, so
@@ -192,13 +231,16 @@ func (c *Client) run(ctx context.Context, start time.Time, req *kvpb.TxnRequest,
 	}
 
 	var resp *kvpb.TxnResponse
+	var o outcome
 	err = c.invoke(ctx, entry, true, "txn "+id, func(ctx context.Context, kv kvpb.KVClient, opts ...grpc.CallOption) error {
-		r, err := kv.Txn(ctx, req, opts...)
+		var md metadata.MD
+		r, err := kv.Txn(ctx, req, append(opts, grpc.Trailer(&md))...)
 		resp = r
+		o.attempt(err, md)
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, expired(err, id, &o)
 	}
 	if want := c.names(dst); !slices.Equal(resp.GetDestinations(), want) {
 		return nil, fmt.Errorf("%w: %s: the entry group %s routes it to [%s], the client to [%s]", ErrInconsistent, id,

@@ -32,7 +32,8 @@ func TestTxnWaitBound(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	req := &kvpb.TxnRequest{ClientId: 9, Seq: 1, Body: &kvpb.TxnRequest_Txn{Txn: &kvpb.Txn{
+	sid := openSession(t, l, cfg.Groups[0].Name)
+	req := &kvpb.TxnRequest{ClientId: sid, Seq: 1, Body: &kvpb.TxnRequest_Txn{Txn: &kvpb.Txn{
 		If:   []*kvpb.Compare{{Key: []byte("w/0003/a"), Cmp: kvpb.Cmp_CMP_EQUAL, Operand: &kvpb.Compare_Value{Value: []byte("x")}}},
 		Then: []*kvpb.Op{{Kind: kvpb.OpKind_OP_KIND_PUT, Key: []byte("w/0001/a"), Value: []byte("y")}},
 	}}}
@@ -52,7 +53,7 @@ func TestTxnWaitBound(t *testing.T) {
 	}
 	// The same id again waits for the same outcome, bounded again.
 	err = callLeader(t, l, cfg.Groups[0].Name, func(kv kvpb.KVClient) error {
-		_, err := kv.Await(context.Background(), &kvpb.AwaitRequest{Id: "c9.1"})
+		_, err := kv.Await(context.Background(), &kvpb.AwaitRequest{Id: fmt.Sprintf("c%d.1", sid)})
 		return err
 	})
 	if status.Code(err) != codes.DeadlineExceeded {
@@ -131,8 +132,9 @@ func TestBusyNamesUnreachableGroup(t *testing.T) {
 	l := startLocalConfig(t, lc)
 	l.SetGroupCut(cfg.Groups[1].Name, true) // eu-west-3, which owns w/0003/
 	var busy error
+	sid := openSession(t, l, cfg.Groups[0].Name)
 	for seq := uint64(1); seq <= 40 && busy == nil; seq++ {
-		req := &kvpb.TxnRequest{ClientId: 11, Seq: seq, Body: &kvpb.TxnRequest_Txn{Txn: &kvpb.Txn{
+		req := &kvpb.TxnRequest{ClientId: sid, Seq: seq, Body: &kvpb.TxnRequest_Txn{Txn: &kvpb.Txn{
 			Then: []*kvpb.Op{{Kind: kvpb.OpKind_OP_KIND_PUT, Key: []byte("w/0001/b"), Value: []byte("y")}, {Kind: kvpb.OpKind_OP_KIND_PUT, Key: []byte("w/0003/b"), Value: []byte("y")}},
 		}}}
 		err := callLeader(t, l, cfg.Groups[0].Name, func(kv kvpb.KVClient) error {

@@ -130,6 +130,22 @@ func callLeader(t testing.TB, l *Local, group string, f func(kvpb.KVClient) erro
 	}
 }
 
+// openSession opens a client session at group's leader (kvpb
+// OpenSession) and returns its id: a write's client_id there.
+func openSession(t testing.TB, l *Local, group string) uint64 {
+	t.Helper()
+	var id uint64
+	err := callLeader(t, l, group, func(c kvpb.KVClient) error {
+		r, err := c.OpenSession(ctxTimeout(t, 20*time.Second), &kvpb.OpenSessionRequest{})
+		id = r.GetClientId()
+		return err
+	})
+	if err != nil {
+		t.Fatalf("open a session at %s: %v", group, err)
+	}
+	return id
+}
+
 // callLeaderOnce calls f once with a raw client of group's current leader,
 // on a connection of its own that it closes afterwards.
 func callLeaderOnce(t testing.TB, l *Local, group string, f func(kvpb.KVClient) error) error {

@@ -4,6 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/internal/testcluster"
 	"github.com/flexkv/flexkv/kv/kvpb"
@@ -23,10 +26,11 @@ func TestTwoGroupTransferOverWAN(t *testing.T) {
 	}}
 	// A retry (callLeader) only makes the elapsed time longer: the bound
 	// below is a lower one.
+	sid := openSession(t, l, "eu-west-1")
 	start := time.Now()
 	var resp *kvpb.TxnResponse
 	err := callLeader(t, l, "eu-west-1", func(c kvpb.KVClient) (err error) {
-		resp, err = c.Txn(ctx, &kvpb.TxnRequest{ClientId: 7, Seq: 1, Body: &kvpb.TxnRequest_Txn{Txn: tx}})
+		resp, err = c.Txn(ctx, &kvpb.TxnRequest{ClientId: sid, Seq: 1, Body: &kvpb.TxnRequest_Txn{Txn: tx}})
 		return err
 	})
 	if err != nil {
@@ -46,5 +50,51 @@ func TestTwoGroupTransferOverWAN(t *testing.T) {
 	}
 	if oneWay := 20 * time.Millisecond; elapsed < oneWay {
 		t.Errorf("the transaction was executed at eu-west-3 %v after it was submitted at eu-west-1, want at least the one-way delay %v", elapsed, oneWay)
+	}
+}
+
+// TestWrappingTransferAnswersAlone: a transfer whose adds wrap needs no vote
+// (DESIGN 6), so its lca answers with the other group cut off; the same
+// transfer with checked adds waits for the other group's vote, and both
+// complete at the other group after the heal.
+func TestWrappingTransferAnswersAlone(t *testing.T) {
+	cfg := testcluster.Layout(t, "flexcast", testaddr.Cluster)
+	l := startLocalConfig(t, Config{Cluster: cfg, Dir: t.TempDir(), WaitMax: 300 * time.Millisecond})
+	lca, other := cfg.Groups[0].Name, cfg.Groups[1].Name // eu-west-1 (w/0001/), eu-west-3 (w/0003/)
+	transfer := func(seq uint64, wrap bool) *kvpb.TxnRequest {
+		return &kvpb.TxnRequest{ClientId: 21, Seq: seq, Body: &kvpb.TxnRequest_Txn{Txn: &kvpb.Txn{Then: []*kvpb.Op{
+			{Kind: kvpb.OpKind_OP_KIND_ADD, Key: []byte("w/0001/t"), Int: -1, Wrap: wrap},
+			{Kind: kvpb.OpKind_OP_KIND_ADD, Key: []byte("w/0003/t"), Int: 1, Wrap: wrap},
+		}}}}
+	}
+	l.SetGroupCut(other, true)
+	var resp *kvpb.TxnResponse
+	err := callLeader(t, l, lca, func(c kvpb.KVClient) (err error) {
+		resp, err = c.Txn(ctxTimeout(t, 10*time.Second), transfer(1, true))
+		return err
+	})
+	if err != nil || !resp.GetPiece().GetSucceeded() {
+		t.Fatalf("wrapping transfer with %s cut off: %v, %v; want the lca's answer", other, resp, err)
+	}
+	err = callLeaderOnce(t, l, lca, func(c kvpb.KVClient) error {
+		_, err := c.Txn(ctxTimeout(t, 10*time.Second), transfer(2, false))
+		return err
+	})
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("checked transfer with %s cut off: %v; want DeadlineExceeded (its lca waits for the vote)", other, err)
+	}
+	l.SetGroupCut(other, false)
+	ctx := ctxTimeout(t, 30*time.Second)
+	for _, id := range []string{"c21.1", "c21.2"} {
+		for _, g := range []string{lca, other} {
+			var aw *kvpb.AwaitResponse
+			err := callLeader(t, l, g, func(c kvpb.KVClient) (err error) {
+				aw, err = c.Await(ctx, &kvpb.AwaitRequest{Id: id})
+				return err
+			})
+			if err != nil || !aw.GetPiece().GetSucceeded() {
+				t.Fatalf("await %s at %s after the heal: %v, %v", id, g, aw, err)
+			}
+		}
 	}
 }

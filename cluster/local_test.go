@@ -17,8 +17,9 @@ import (
 func TestPutGetThroughTheLog(t *testing.T) {
 	l := startLocal(t, testcluster.Layout(t, "flexcast", testaddr.Cluster), t.TempDir())
 	ctx := ctxTimeout(t, 20*time.Second)
+	sid := openSession(t, l, "eu-west-1")
 	err := callLeader(t, l, "eu-west-1", func(c kvpb.KVClient) error {
-		_, err := c.Put(ctx, &kvpb.PutRequest{ClientId: 7, Seq: 1, Key: []byte("w/0001/x"), Value: []byte("5")})
+		_, err := c.Put(ctx, &kvpb.PutRequest{ClientId: sid, Seq: 1, Key: []byte("w/0001/x"), Value: []byte("5")})
 		return err
 	})
 	if err != nil {
@@ -40,8 +41,9 @@ func TestPutGetThroughTheLog(t *testing.T) {
 func TestTwoGroupTransfer(t *testing.T) {
 	l := startLocal(t, testcluster.Layout(t, "flexcast", testaddr.Cluster), t.TempDir())
 	ctx := ctxTimeout(t, 30*time.Second)
+	sid := openSession(t, l, "eu-west-1")
 	err := callLeader(t, l, "eu-west-1", func(c kvpb.KVClient) error {
-		_, err := c.Put(ctx, &kvpb.PutRequest{ClientId: 7, Seq: 1, Key: []byte("w/0001/x"), Value: []byte("5")})
+		_, err := c.Put(ctx, &kvpb.PutRequest{ClientId: sid, Seq: 1, Key: []byte("w/0001/x"), Value: []byte("5")})
 		return err
 	})
 	if err != nil {
@@ -59,7 +61,7 @@ func TestTwoGroupTransfer(t *testing.T) {
 	// once however often it is sent.
 	var resp *kvpb.TxnResponse
 	err = callLeader(t, l, "eu-west-1", func(c kvpb.KVClient) (err error) {
-		resp, err = c.Txn(ctx, &kvpb.TxnRequest{ClientId: 7, Seq: 2, Body: &kvpb.TxnRequest_Txn{Txn: tx}})
+		resp, err = c.Txn(ctx, &kvpb.TxnRequest{ClientId: sid, Seq: 2, Body: &kvpb.TxnRequest_Txn{Txn: tx}})
 		return err
 	})
 	if err != nil {

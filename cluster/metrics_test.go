@@ -33,15 +33,16 @@ func TestMetricsLocalCluster(t *testing.T) {
 		retried = retried || attempts > 1
 		return err
 	}
+	s1, s3 := openSession(t, l, "eu-west-1"), openSession(t, l, "eu-west-3")
 	err := call("eu-west-1", func(c kvpb.KVClient) error {
-		_, err := c.Put(ctx, &kvpb.PutRequest{ClientId: 7, Seq: 1, Key: []byte("w/0001/x"), Value: []byte("5")})
+		_, err := c.Put(ctx, &kvpb.PutRequest{ClientId: s1, Seq: 1, Key: []byte("w/0001/x"), Value: []byte("5")})
 		return err
 	})
 	if err != nil {
 		t.Fatalf("put: %v", err)
 	}
 	err = call("eu-west-3", func(c kvpb.KVClient) error {
-		_, err := c.Put(ctx, &kvpb.PutRequest{ClientId: 8, Seq: 1, Key: []byte("w/0003/y"), Value: []byte("1")})
+		_, err := c.Put(ctx, &kvpb.PutRequest{ClientId: s3, Seq: 1, Key: []byte("w/0003/y"), Value: []byte("1")})
 		return err
 	})
 	if err != nil {
@@ -56,7 +57,7 @@ func TestMetricsLocalCluster(t *testing.T) {
 	}
 	var resp *kvpb.TxnResponse
 	err = call("eu-west-1", func(c kvpb.KVClient) (err error) {
-		resp, err = c.Txn(ctx, &kvpb.TxnRequest{ClientId: 7, Seq: 2, Body: &kvpb.TxnRequest_Txn{Txn: tx}})
+		resp, err = c.Txn(ctx, &kvpb.TxnRequest{ClientId: s1, Seq: 2, Body: &kvpb.TxnRequest_Txn{Txn: tx}})
 		return err
 	})
 	if err != nil {
@@ -116,8 +117,13 @@ func TestMetricsLocalCluster(t *testing.T) {
 		if len(f.Series("flexkv_raft_leader", r)) != 1 {
 			t.Errorf("%s: %d flexkv_raft_leader series, want 1", id, len(f.Series("flexkv_raft_leader", r)))
 		}
-		if n := len(f.Series("flexkv_outbox_envelopes", r)); n != 2 {
-			t.Errorf("%s: %d outbox series, want one per other group (2)", id, n)
+		for _, name := range []string{"flexkv_outbox_envelopes", "flexkv_outbox_bytes", "flexkv_backlog_bytes", "flexkv_holdback_bytes", "flexkv_busy_with"} {
+			if n := len(f.Series(name, r)); n != 2 {
+				t.Errorf("%s: %d %s series, want one per other group (2)", id, n, name)
+			}
+		}
+		if v := f.Sum("flexkv_busy_with", r); v != 0 {
+			t.Errorf("%s: flexkv_busy_with sums to %v in a healthy cluster, want 0", id, v)
 		}
 		if len(f.Series("flexkv_flexcast_history_entries", r)) != 1 {
 			t.Errorf("%s: no flexkv_flexcast_history_entries", id)

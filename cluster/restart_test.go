@@ -9,12 +9,14 @@ import (
 	"github.com/flexkv/flexkv/client"
 	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/internal/testcluster"
+	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/txn"
 )
 
 // TestRestartKeepsData stops the whole cluster and starts it again on the
-// same data: every committed value is there, and the cluster takes new
-// writes.
+// same data: every committed value is there, the client sessions too (a
+// retry from before the restart is a duplicate, not run again), and the
+// cluster takes new writes.
 func TestRestartKeepsData(t *testing.T) {
 	cfg := testcluster.Layout(t, "flexcast", testaddr.Cluster)
 	dir := t.TempDir()
@@ -51,6 +53,24 @@ func TestRestartKeepsData(t *testing.T) {
 		t.Fatalf("put item: %v", err)
 	}
 	want["item/42"] = "widget"
+	// A transfer under a session of its own, to retry after the restart.
+	sid := openSession(t, l, "eu-west-1")
+	once := func(l *Local, seq uint64) (*kvpb.TxnResponse, error) {
+		var resp *kvpb.TxnResponse
+		err := callLeader(t, l, "eu-west-1", func(kv kvpb.KVClient) (err error) {
+			resp, err = kv.Txn(ctx, &kvpb.TxnRequest{ClientId: sid, Seq: seq, Body: &kvpb.TxnRequest_Txn{Txn: &kvpb.Txn{Then: []*kvpb.Op{
+				{Kind: kvpb.OpKind_OP_KIND_ADD, Key: []byte("w/0001/once"), Int: 1},
+				{Kind: kvpb.OpKind_OP_KIND_ADD, Key: []byte("w/0006/once"), Int: -1},
+			}}}})
+			return err
+		})
+		return resp, err
+	}
+	first, err := once(l, 1)
+	if err != nil {
+		t.Fatalf("txn under a session: %v", err)
+	}
+	want["w/0001/once"], want["w/0006/once"] = "1", "-1"
 	c.Close()
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
@@ -62,6 +82,17 @@ func TestRestartKeepsData(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c2.Close()
+	retry, err := once(l2, 1)
+	if err != nil {
+		t.Fatalf("the retry after the restart: %v", err)
+	}
+	if got, want := retry.GetPiece().GetResults()[0].GetInt(), first.GetPiece().GetResults()[0].GetInt(); got != want {
+		t.Errorf("the retry after the restart answers %d, the first run %d: want the first result", got, want)
+	}
+	if _, err := once(l2, 2); err != nil {
+		t.Fatalf("the session's next request after the restart: %v", err)
+	}
+	want["w/0001/once"], want["w/0006/once"] = "2", "-2"
 	for k, v := range want {
 		got, found, err := c2.Get(ctx, []byte(k))
 		if err != nil || !found || string(got) != v {

@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -58,8 +59,23 @@ type Config struct {
 	// CutGroup cuts one group off from all others for a long stretch of
 	// the run.
 	CutGroup bool
+	// LongCut > 0 cuts group LongCutGroup off from all others for LongCut
+	// steps once the accounts are loaded, and offers, meanwhile, one
+	// request in four steps that no client waits for (a transfer of
+	// nothing, to a random set of groups, at its entry group): the
+	// back-pressure scenario of DESIGN 12. Result.Cut then reports the
+	// memory of the other groups and the refusals.
+	LongCut      int
+	LongCutGroup int
+	// BacklogBytesMax sets channel.Config.BacklogBytesMax of every group;
+	// 0: the default.
+	BacklogBytesMax int
 	// StepsMax bounds the run, the drain included; 0: 200,000.
 	StepsMax int
+	// SessionTicks is how long a client session lives idle, in ticks
+	// (group.Config.SessionTicks; 0: its default). A short one makes the
+	// clients' sessions expire while they wait or retry.
+	SessionTicks int
 }
 
 func (c *Config) fill() error {
@@ -83,6 +99,8 @@ func (c *Config) fill() error {
 		return fmt.Errorf("dbsim: %d replicas per group, want 1..5", c.Replicas)
 	case c.Clients < 1 || c.Txns < 1:
 		return fmt.Errorf("dbsim: %d clients of %d transactions", c.Clients, c.Txns)
+	case c.LongCut < 0 || c.LongCutGroup < 0 || c.LongCutGroup >= c.Groups:
+		return fmt.Errorf("dbsim: long cut of %d steps of group %d of %d", c.LongCut, c.LongCutGroup, c.Groups)
 	}
 	return nil
 }
@@ -101,10 +119,47 @@ type Result struct {
 	Aborted    int // acknowledged as aborted (a transfer without the funds)
 	Busy       int // requests refused for a full outbox, then retried
 	Duplicates int // re-sent requests refused as duplicates
+	Expired    int // requests refused for an expired session (then resubmitted under a new one when never accepted)
+	Sessions   int // sessions opened
 	Crashes    int
-	Installs   int // snapshots installed on lagging followers
-	Leaders    int // leader changes
+	Installs   int        // snapshots installed on lagging followers
+	Leaders    int        // leader changes
+	Cut        *CutResult // with Config.LongCut
 	Violations []string
+}
+
+// CutResult is what the long cut of Config.LongCut left at the leaders of
+// the groups that were not cut: the largest figures seen during the cut
+// (Peak), and those at its middle (Mid) and at its end (End), which stay
+// level when the memory is flat.
+type CutResult struct {
+	Peak, Mid, End CutMemory
+	Offered        int // requests offered during the cut
+	Accepted       int
+	Refused        int // refused as busy at a group that was not cut
+	// RefusedElse lists refusals at groups that were not cut that did
+	// not name the cut group (at most a few).
+	RefusedElse []string
+}
+
+// CutMemory is the memory of the groups that were not cut, summed over
+// their links or taken at the worst group, as each field says.
+type CutMemory struct {
+	OutboxBytes   int    // the largest outbox to one group, in payload bytes
+	Backlog       uint64 // the largest backlog behind one group
+	HoldbackBytes int    // the largest hold-back queue of one link
+	PendingBytes  int    // the largest core pending bytes of one group
+	VotesStored   uint64 // the most votes stored at one group
+	Queued        uint64 // the most deliveries waiting for votes at one group
+}
+
+func (m *CutMemory) raise(o CutMemory) {
+	m.OutboxBytes = max(m.OutboxBytes, o.OutboxBytes)
+	m.Backlog = max(m.Backlog, o.Backlog)
+	m.HoldbackBytes = max(m.HoldbackBytes, o.HoldbackBytes)
+	m.PendingBytes = max(m.PendingBytes, o.PendingBytes)
+	m.VotesStored = max(m.VotesStored, o.VotesStored)
+	m.Queued = max(m.Queued, o.Queued)
 }
 
 // OK reports whether the run found nothing wrong.
@@ -126,14 +181,18 @@ type packet struct {
 	frames   []channel.Frame
 }
 
-// A client runs its requests one at a time.
+// A client runs its requests one at a time. id names it in the workload;
+// its requests carry the ids of its sessions, one per entry group (opened
+// before its first request there), given to a request when it is first
+// sent.
 type client struct {
-	id     uint64
-	home   partition.GroupID
-	reqs   []*request
-	next   int // index of the request in flight, or of the next one
-	sent   bool
-	waited int // steps since sent
+	id       uint64
+	sessions map[partition.GroupID]uint64
+	home     partition.GroupID
+	reqs     []*request
+	next     int // index of the request in flight, or of the next one
+	sent     bool
+	waited   int // steps since sent
 }
 
 type groupState struct {
@@ -158,10 +217,13 @@ type sim struct {
 	// groupCuts counts the times a whole group was cut off, at most
 	// groupCutsMax a run.
 	groupCuts int
-	clients   []*client
-	loaded    bool
-	faults    bool
-	res       Result
+	// The long cut of Config.LongCut: the step it ends at (0: not begun).
+	longCutUntil int
+	pressureSeq  uint64
+	clients      []*client
+	loaded       bool
+	faults       bool
+	res          Result
 	// accepted lists every request accepted by its entry group, in order.
 	accepted []*request
 	acked    map[multicast.MsgID]bool
@@ -190,7 +252,8 @@ func Run(cfg Config) (*Result, error) {
 	defer s.close()
 	for g := range cfg.Groups {
 		gs := &groupState{}
-		gcfg := group.Config{Protocol: cfg.Protocol, Topology: s.top, Self: partition.GroupID(g)}
+		gcfg := group.Config{Protocol: cfg.Protocol, Topology: s.top, Self: partition.GroupID(g), SessionTicks: cfg.SessionTicks}
+		gcfg.Channel.BacklogBytesMax = cfg.BacklogBytesMax
 		for r := range cfg.Replicas {
 			rp, err := openReplica(g, r, gcfg, s.pm, s.procs, vfs.NewCrashableMem())
 			if err != nil {
@@ -341,7 +404,10 @@ func (s *sim) run() error {
 	s.faults = true
 	workloadDone := false
 	for s.res.Steps = 0; s.res.Steps < s.cfg.StepsMax; s.res.Steps++ {
-		if !workloadDone && s.clientsDone() {
+		if s.cfg.LongCut > 0 {
+			s.longCut()
+		}
+		if !workloadDone && s.clientsDone() && (s.cfg.LongCut == 0 || s.longCutOver()) {
 			workloadDone = true
 			s.faults = false
 			s.healAll()
@@ -360,6 +426,9 @@ func (s *sim) run() error {
 func (s *sim) step() error {
 	if s.faults && s.rng.Float64() < s.cfg.Faults {
 		return s.fault()
+	}
+	if s.inLongCut() && s.rng.IntN(4) == 0 {
+		return s.pressure()
 	}
 	switch n := s.rng.IntN(100); {
 	case n < 40 && len(s.net) > 0:
@@ -440,6 +509,12 @@ func (s *sim) clientStep(c *client) error {
 		}
 	}
 	entry := s.entry(c.home, rq.msg.Dst)
+	if !c.sent {
+		ok, err := s.sessionID(c, rq, entry)
+		if err != nil || !ok {
+			return err
+		}
+	}
 	result, err := s.propose(entry, group.EncodeRequest(rq.msg))
 	if err != nil {
 		return err
@@ -452,14 +527,60 @@ func (s *sim) clientStep(c *client) error {
 		s.accepted = append(s.accepted, rq)
 	case errors.Is(result, group.ErrDuplicate) && c.sent:
 		s.res.Duplicates++
+	case errors.Is(result, group.ErrSessionExpired):
+		// Never executed. A request the group never accepted goes again
+		// under a new session; one it accepted must not run twice: the
+		// client waits for its results, which its destinations deliver
+		// whatever became of the session.
+		s.res.Expired++
+		if !c.sent {
+			delete(c.sessions, entry)
+		}
+		c.waited = 0
+		return nil
 	case errors.Is(result, multicast.ErrBusy):
 		s.res.Busy++
+		s.refused(entry, result)
 		return nil
 	default:
 		return fmt.Errorf("dbsim: request %s at group %d: %w", rq.msg.ID, entry, result)
 	}
 	c.sent, c.waited = true, 0
 	return nil
+}
+
+// sessionID gives rq, not sent yet, the id of c's session at group entry,
+// opening the session first if c has none there; ok is false when the
+// group refused the open (it is tried again at a later step).
+func (s *sim) sessionID(c *client, rq *request, entry partition.GroupID) (ok bool, err error) {
+	sid, open := c.sessions[entry]
+	if !open {
+		index := uint64(len(s.groups[entry].log)) + 1
+		result, err := s.propose(entry, group.EncodeSession())
+		switch {
+		case err != nil:
+			return false, err
+		case errors.Is(result, multicast.ErrBusy):
+			s.res.Busy++
+			return false, nil
+		case result != nil:
+			return false, fmt.Errorf("dbsim: client %d opens a session at group %d: %w", c.id, entry, result)
+		}
+		s.res.Sessions++
+		sid = group.SessionID(entry, index)
+		if c.sessions == nil {
+			c.sessions = map[partition.GroupID]uint64{}
+		}
+		c.sessions[entry] = sid
+	}
+	if rq.msg.ID.Client != sid {
+		rq.msg.ID.Client = sid
+		if rq.kind == kindAppend {
+			// The procedure appends its own id to the lists.
+			rq.msg.Payload = txn.AppendCallPayload(nil, appendCall(rq.msg.ID, rq.lists))
+		}
+	}
+	return true, nil
 }
 
 // answered collects the results of c's request from its destinations'
@@ -611,7 +732,11 @@ func (s *sim) fault() error {
 		}
 	case n < 90:
 		if a, b := s.rng.IntN(len(s.groups)), s.rng.IntN(len(s.groups)); a != b {
-			s.cutUntil[a][b] = s.res.Steps + 100 + s.rng.IntN(3000)
+			until := s.res.Steps + 100 + s.rng.IntN(3000)
+			if s.inLongCut() && (a == s.cfg.LongCutGroup || b == s.cfg.LongCutGroup) {
+				break // the long cut lasts its length
+			}
+			s.cutUntil[a][b] = until
 		}
 	}
 	return nil
@@ -694,4 +819,120 @@ func (s *sim) install(gs *groupState) error {
 		lag.snaps = lag.snaps[1:]
 	}
 	return nil
+}
+
+// longCut begins the long cut of Config.LongCut once the accounts are
+// loaded, and measures the other groups while it lasts.
+func (s *sim) longCut() {
+	g := s.cfg.LongCutGroup
+	switch {
+	case s.longCutUntil == 0 && s.loaded:
+		s.longCutUntil = s.res.Steps + s.cfg.LongCut
+		s.res.Cut = &CutResult{}
+		for h := range s.groups {
+			if h != g {
+				s.cutUntil[g][h], s.cutUntil[h][g] = s.longCutUntil, s.longCutUntil
+			}
+		}
+	case s.inLongCut():
+		now := s.memory()
+		s.res.Cut.Peak.raise(now)
+		switch s.res.Steps {
+		case s.longCutUntil - s.cfg.LongCut/2:
+			s.res.Cut.Mid = now
+		case s.longCutUntil - 1:
+			s.res.Cut.End = now
+		}
+	}
+}
+
+func (s *sim) inLongCut() bool { return s.longCutUntil != 0 && s.res.Steps < s.longCutUntil }
+
+func (s *sim) longCutOver() bool { return s.longCutUntil != 0 && s.res.Steps >= s.longCutUntil }
+
+// memory measures the leaders of the groups that are not cut.
+func (s *sim) memory() CutMemory {
+	var m CutMemory
+	for g, gs := range s.groups {
+		if g == s.cfg.LongCutGroup {
+			continue
+		}
+		lead := gs.replicas[gs.leader]
+		st := lead.m.State()
+		nd := st.Node()
+		for h := range s.groups {
+			if h == g {
+				continue
+			}
+			h := partition.GroupID(h)
+			m.OutboxBytes = max(m.OutboxBytes, nd.OutboxBytes(h))
+			m.Backlog = max(m.Backlog, nd.Backlog(h))
+			m.HoldbackBytes = max(m.HoldbackBytes, nd.HoldbackBytes(h))
+		}
+		for _, r := range s.proto.Read(st.Core(), nil) {
+			if strings.HasSuffix(s.proto.Stats()[r.Stat].Name, "_pending_bytes") {
+				m.PendingBytes = max(m.PendingBytes, int(r.Value))
+			}
+		}
+		es := lead.exec.Stats()
+		m.VotesStored = max(m.VotesStored, es.VotesStored)
+		m.Queued = max(m.Queued, es.Queued)
+	}
+	return m
+}
+
+// pressure offers a request that no client waits for, during the long
+// cut: a transfer of nothing to the first account of each of a random,
+// non-empty set of groups, at the entry group of a random home.
+func (s *sim) pressure() error {
+	var dst []int
+	for len(dst) == 0 {
+		for g := range s.groups {
+			if s.rng.IntN(2) == 0 {
+				dst = append(dst, g)
+			}
+		}
+	}
+	t := &txn.Txn{}
+	for _, g := range dst {
+		t.Then = append(t.Then, txn.Op{Kind: txn.OpAdd, Key: []byte(accountKey(g, 0)), Int: 0})
+	}
+	s.pressureSeq++
+	home := partition.GroupID(s.rng.IntN(len(s.groups)))
+	m := s.txnMsg(pressureID, s.pressureSeq, t, home)
+	entry := s.entry(home, m.Dst)
+	cut := s.res.Cut
+	cut.Offered++
+	result, err := s.propose(entry, group.EncodeRequest(m))
+	if err != nil {
+		return err
+	}
+	switch {
+	case result == nil:
+		cut.Accepted++
+		s.accepted = append(s.accepted, &request{kind: kindPressure, msg: m})
+	case errors.Is(result, multicast.ErrBusy):
+		s.refused(entry, result)
+	default:
+		return fmt.Errorf("dbsim: request %s at group %d: %w", m.ID, entry, result)
+	}
+	return nil
+}
+
+// pressureID is the client id of the requests pressure offers: anonymous
+// (group.AnonymousBit), as no client retries them and so none needs a
+// session.
+const pressureID = group.AnonymousBit | 2000
+
+// refused records a refusal as busy at entry during the long cut, which
+// must name the cut group.
+func (s *sim) refused(entry partition.GroupID, err error) {
+	cut := s.res.Cut
+	if !s.inLongCut() || int(entry) == s.cfg.LongCutGroup {
+		return
+	}
+	cut.Refused++
+	if !strings.Contains(err.Error(), fmt.Sprintf("group %d is unreachable", s.cfg.LongCutGroup)) && len(cut.RefusedElse) < 3 {
+		cut.RefusedElse = append(cut.RefusedElse, fmt.Sprintf("at group %d: %v", entry, err))
+	}
 }

@@ -13,6 +13,7 @@ var (
 	flagSeeds    = flag.Int("dbsim.seeds", 200, "seeds per protocol (make sim runs more)")
 	flagSeed     = flag.Uint64("dbsim.seed", 1, "the first seed")
 	flagProtocol = flag.String("dbsim.protocol", "", "one protocol only (default: all)")
+	flagLongCut  = flag.Int("dbsim.longcut", 10_000, "steps of the long cut of TestLongCutBounded")
 )
 
 // configOf draws a run's shape from its seed, so that the seeds cover one
@@ -25,6 +26,10 @@ func configOf(p multicast.Protocol, seed uint64) Config {
 	c.Dup = []float64{0, 0.05, 0.1}[seed/45%3]
 	c.Faults = []float64{0.005, 0.015, 0.04}[seed/5%3]
 	c.CutGroup = seed%4 == 1
+	if seed%3 == 2 {
+		// Sessions that expire while their clients wait out faults.
+		c.SessionTicks = []int{8, 30, 120}[seed/6%3]
+	}
 	return c
 }
 
@@ -63,14 +68,75 @@ func TestSeeds(t *testing.T) {
 				total.Leaders += res.Leaders
 				total.Duplicates += res.Duplicates
 				total.Busy += res.Busy
+				total.Expired += res.Expired
+				total.Sessions += res.Sessions
 				total.Entries += res.Entries
 				total.Steps += res.Steps
 			}
-			t.Logf("%d seeds: %d committed, %d aborted, %d crashes, %d snapshot installs, %d leader changes, %d duplicates refused, %d busy, %d entries, %d steps",
-				seeds, total.Committed, total.Aborted, total.Crashes, total.Installs, total.Leaders, total.Duplicates, total.Busy, total.Entries, total.Steps)
-			if total.Crashes == 0 || total.Leaders == 0 || total.Committed == 0 || total.Aborted == 0 {
+			t.Logf("%d seeds: %d committed, %d aborted, %d crashes, %d snapshot installs, %d leader changes, %d duplicates refused, %d busy, %d sessions, %d refused as expired, %d entries, %d steps",
+				seeds, total.Committed, total.Aborted, total.Crashes, total.Installs, total.Leaders, total.Duplicates, total.Busy, total.Sessions, total.Expired, total.Entries, total.Steps)
+			if total.Crashes == 0 || total.Leaders == 0 || total.Committed == 0 || total.Aborted == 0 || total.Sessions == 0 || total.Expired == 0 {
 				t.Errorf("the seeds exercised too little: %+v", total)
 			}
 		})
 	}
+}
+
+// TestLongCutBounded: one group cut off for a long simulated time while
+// requests keep coming (DESIGN 12, back-pressure): the other groups' memory
+// stays within the bounds (BacklogBytesMax, here 4 KiB, for the backlog and
+// the outboxes; a share of that per entry group for what the cores hold),
+// the entry groups refuse naming the cut group, and after the heal
+// everything drains and every check passes. The same cut with a bound too
+// large to reach shows the growth the bound prevents.
+func TestLongCutBounded(t *testing.T) {
+	const backlog = 4 << 10
+	// What one admitted request may add past the busy limit: its
+	// envelopes and votes.
+	const slack = 1 << 10
+	run := func(t *testing.T, p multicast.Protocol, groups, backlog, stepsMax int) *Result {
+		cfg := Config{Protocol: p, Seed: 7, Groups: groups, Replicas: 3, Faults: 0.01, Drop: 0.05,
+			LongCut: *flagLongCut, LongCutGroup: 1, BacklogBytesMax: backlog, StepsMax: stepsMax}
+		res, err := Run(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := res.Cut
+		t.Logf("%s, %d groups, backlog bound %d B, cut %d steps: offered %d, accepted %d, refused %d; peak %+v; mid %+v; end %+v; %d steps",
+			p, groups, backlog, cfg.LongCut, c.Offered, c.Accepted, c.Refused, c.Peak, c.Mid, c.End, res.Steps)
+		if stepsMax == 0 && !res.OK() {
+			t.Fatalf("%d groups:\n  %s", groups, strings.Join(res.Violations, "\n  "))
+		}
+		return res
+	}
+	for _, p := range protocol.Names() {
+		t.Run(string(p), func(t *testing.T) {
+			t.Parallel()
+			for _, groups := range []int{3, 4} {
+				c := run(t, p, groups, backlog, 0).Cut
+				if c.Refused == 0 {
+					t.Errorf("%d groups: no request refused during the cut", groups)
+				}
+				for _, e := range c.RefusedElse {
+					t.Errorf("%d groups: a refusal does not name group 1: %s", groups, e)
+				}
+				if c.Peak.Backlog > backlog+slack || c.Peak.OutboxBytes > backlog+slack {
+					t.Errorf("%d groups: backlog peak %d B, outbox peak %d B, want at most %d + %d", groups, c.Peak.Backlog, c.Peak.OutboxBytes, backlog, slack)
+				}
+				if want := (groups - 1) * (backlog + slack); c.Peak.PendingBytes > want {
+					t.Errorf("%d groups: pending peak %d B, want at most %d", groups, c.Peak.PendingBytes, want)
+				}
+			}
+		})
+	}
+	t.Run("unbounded", func(t *testing.T) {
+		t.Parallel()
+		// Thousands of requests admitted: the run stops soon after the
+		// heal rather than drain them all.
+		c := run(t, protocol.FlexCast, 3, 1<<30, *flagLongCut+5000).Cut
+		if c.Peak.Backlog < 10*backlog || c.End.PendingBytes <= c.Mid.PendingBytes {
+			t.Errorf("without a reachable bound, backlog peak %d B, pending %d B at mid-cut, %d B at its end: the run does not show the growth",
+				c.Peak.Backlog, c.Mid.PendingBytes, c.End.PendingBytes)
+		}
+	})
 }

@@ -164,6 +164,7 @@ const (
 	kindLoad requestKind = iota + 1
 	kindTransfer
 	kindAppend
+	kindPressure // a transfer of nothing that no client waits for (Config.LongCut)
 )
 
 func transferTxn(from, to string, amount int64) *txn.Txn {

@@ -13,7 +13,8 @@ import (
 const (
 	entryRequest byte = 1 // a client request: the message (its id is the client id and sequence number)
 	entryInbound byte = 2 // a batch of frames from another group, in the order they arrived
-	entryTick    byte = 3 // a logical tick proposed by the leader
+	entryTick    byte = 3 // a logical tick proposed by the leader: the group's log time
+	entrySession byte = 4 // a client opens a session (session.go); its id comes from the entry's index
 )
 
 // Bounds of a log entry.
@@ -22,9 +23,6 @@ const (
 	// frames and their encoded bytes.
 	InboundFramesMax = 4096
 	InboundBytesMax  = 1 << 20
-	// DefaultClientsMax bounds the clients whose last request is remembered
-	// for deduplication.
-	DefaultClientsMax = 1 << 16
 	// MessagePayloadMax bounds the payload of a client request. A message
 	// travels in envelopes (with the protocol's own data: FlexCast's
 	// history, Skeen's timestamps) in frames of at most InboundBytesMax: a
@@ -34,7 +32,7 @@ const (
 )
 
 // ErrDuplicate says that a request with this id (or a later one of its
-// client) was accepted before: it is not applied again.
+// session) was accepted before: it is not applied again.
 var ErrDuplicate = errors.New("group: duplicate request")
 
 // EncodeRequest returns the log entry of a client request.
@@ -57,3 +55,7 @@ func EncodeInbound(from partition.GroupID, frames []channel.Frame) []byte {
 
 // EncodeTick returns the log entry of a tick.
 func EncodeTick() []byte { return []byte{entryTick} }
+
+// EncodeSession returns the log entry that opens a client session. The
+// session's id is SessionID(group, the entry's index).
+func EncodeSession() []byte { return []byte{entrySession} }

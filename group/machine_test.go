@@ -29,6 +29,9 @@ func testConfig(t testing.TB, p multicast.Protocol, self partition.GroupID) Conf
 	return Config{Protocol: p, Topology: testTopology(t), Self: self}
 }
 
+// anon returns the client id of an anonymous request.
+func anon(c uint64) uint64 { return AnonymousBit | c }
+
 func reqMsg(client, seq uint64, dst ...partition.GroupID) multicast.Message {
 	return multicast.Message{ID: multicast.MsgID{Client: client, Seq: seq}, Dst: partition.SetOf(dst...), Payload: fmt.Appendf(nil, "m%d.%d", client, seq)}
 }
@@ -90,14 +93,16 @@ func applyAll(t *testing.T, m *Machine, first uint64, entries [][]byte) []Output
 	return outs
 }
 
-// testEntries are requests at group 0 (the lca under FlexCast, which
-// delivers them at once), each followed by ticks.
+// testEntries, applied from index 1, open two sessions at group 0 (the
+// lca under FlexCast, which delivers their requests at once), and make
+// requests of both and anonymous ones, with ticks between them.
 func testEntries() [][]byte {
-	var es [][]byte
+	es := [][]byte{EncodeSession(), EncodeSession()}
+	s1, s2 := SessionID(0, 1), SessionID(0, 2)
 	for i := range uint64(6) {
-		es = append(es, EncodeRequest(reqMsg(1, i+1, 0, 1)), EncodeTick())
+		es = append(es, EncodeRequest(reqMsg(s1, i+1, 0, 1)), EncodeTick())
 		if i%2 == 0 {
-			es = append(es, EncodeRequest(reqMsg(2, i+1, 0)))
+			es = append(es, EncodeRequest(reqMsg(s2, i+1, 0)), EncodeRequest(reqMsg(anon(7), i+1, 0)))
 		}
 	}
 	return es
@@ -195,7 +200,7 @@ func TestExecutorFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = m.Apply(1, EncodeRequest(reqMsg(1, 1, 0)))
+	_, _, err = m.Apply(1, EncodeRequest(reqMsg(anon(1), 1, 0)))
 	if !errors.Is(err, ErrExecutor) || !errors.Is(err, exec.fail) {
 		t.Fatalf("Apply with a failing executor: %v, want ErrExecutor wrapping the executor's error", err)
 	}
@@ -203,9 +208,12 @@ func TestExecutorFailure(t *testing.T) {
 
 // TestApplyOutcomes: what each kind of entry gives, in order on one
 // machine ("retry" needs "request"), alike on a second replica; a refused or
-// malformed entry changes nothing but the applied index.
+// malformed entry changes nothing but the applied index (and the last use
+// of the session it names, which stays the same here: no tick is applied
+// before the refusals).
 func TestApplyOutcomes(t *testing.T) {
-	big := reqMsg(3, 1, 0)
+	big := reqMsg(anon(3), 1, 0)
+	sid := SessionID(0, 1) // opened by the first entry
 	big.Payload = make([]byte, MessagePayloadMax+1)
 	m, err := NewMachine(testConfig(t, protocol.FlexCast, 0), newRecorder(1))
 	if err != nil {
@@ -218,16 +226,23 @@ func TestApplyOutcomes(t *testing.T) {
 		entry []byte
 		want  error // nil: accepted
 	}{
-		{"request", EncodeRequest(reqMsg(1, 1, 0, 2)), nil},
-		{"retry", EncodeRequest(reqMsg(1, 1, 0, 2)), ErrDuplicate},
-		{"older", EncodeRequest(reqMsg(1, 0, 0)), ErrDuplicate},
-		{"next", EncodeRequest(reqMsg(1, 2, 0)), nil},
-		{"not the entry group", EncodeRequest(reqMsg(4, 1, 1, 2)), multicast.ErrNotEntry},
+		{"open a session", EncodeSession(), nil},
+		{"request", EncodeRequest(reqMsg(sid, 1, 0, 2)), nil},
+		{"retry", EncodeRequest(reqMsg(sid, 1, 0, 2)), ErrDuplicate},
+		{"older", EncodeRequest(reqMsg(sid, 0, 0)), ErrDuplicate},
+		{"next", EncodeRequest(reqMsg(sid, 2, 0)), nil},
+		{"unknown session", EncodeRequest(reqMsg(SessionID(0, 99), 1, 0)), ErrSessionExpired},
+		{"session of another group", EncodeRequest(reqMsg(SessionID(1, 1), 1, 0)), ErrSessionExpired},
+		{"no session id", EncodeRequest(reqMsg(5, 1, 0)), ErrSessionExpired},
+		{"anonymous", EncodeRequest(reqMsg(anon(4), 1, 0)), nil},
+		{"anonymous again", EncodeRequest(reqMsg(anon(4), 1, 0)), nil},
+		{"not the entry group", EncodeRequest(reqMsg(anon(4), 1, 1, 2)), multicast.ErrNotEntry},
+		{"session with a tail", append(EncodeSession(), 0), multicast.ErrInvalid},
 		{"oversized payload", EncodeRequest(big), multicast.ErrInvalid},
 		{"tick", EncodeTick(), nil},
 		{"empty", nil, multicast.ErrInvalid},
 		{"unknown kind", []byte{99}, multicast.ErrInvalid},
-		{"truncated request", EncodeRequest(reqMsg(5, 1, 0))[:3], multicast.ErrInvalid},
+		{"truncated request", EncodeRequest(reqMsg(sid, 3, 0))[:3], multicast.ErrInvalid},
 		{"tick with a tail", append(EncodeTick(), 0), multicast.ErrInvalid},
 		{"inbound from self", EncodeInbound(0, []channel.Frame{{From: 0, To: 0}}), multicast.ErrInvalid},
 		{"inbound from an unknown group", EncodeInbound(7, nil), multicast.ErrInvalid},
@@ -266,47 +281,6 @@ func TestApplyOutcomes(t *testing.T) {
 	}
 	if !bytes.Equal(m.State().AppendSnapshot(nil), other.State().AppendSnapshot(nil)) {
 		t.Error("two replicas that applied the same entries differ")
-	}
-}
-
-// TestClientTable: a client's requests are admitted once each, in
-// increasing order; past ClientsMax clients the one idle longest is
-// forgotten (its retry would be admitted again), and the table survives a
-// snapshot.
-func TestClientTable(t *testing.T) {
-	cfg := testConfig(t, protocol.FlexCast, 0)
-	cfg.ClientsMax = 2
-	m, err := NewMachine(cfg, newRecorder(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	index := uint64(0)
-	apply := func(e []byte) error {
-		index++
-		_, result, err := m.Apply(index, e)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return result
-	}
-	for _, c := range []uint64{1, 2, 3} { // client 1 is forgotten when 3 arrives
-		if err := apply(EncodeRequest(reqMsg(c, 1, 0))); err != nil {
-			t.Fatalf("client %d: %v", c, err)
-		}
-	}
-	st, err := RestoreState(cfg, m.State().AppendSnapshot(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Restore(st)
-	if err := apply(EncodeRequest(reqMsg(3, 1, 0))); !errors.Is(err, ErrDuplicate) {
-		t.Errorf("client 3's retry after a snapshot: %v, want ErrDuplicate", err)
-	}
-	if err := apply(EncodeRequest(reqMsg(1, 1, 0))); err != nil {
-		t.Errorf("client 1, forgotten, retries: %v, want admitted again (the documented bound)", err)
-	}
-	if _, err := RestoreState(Config{Protocol: protocol.FlexCast, Topology: cfg.Topology, Self: 0, ClientsMax: 1}, m.State().AppendSnapshot(nil)); err == nil {
-		t.Error("a snapshot with more clients than ClientsMax was restored")
 	}
 }
 

@@ -15,7 +15,9 @@ import (
 // It is not safe for concurrent use.
 //
 // Flow. A client request goes to the core unless the channel is Busy (the
-// group's admission control, which bounds the outboxes). A frame goes to the
+// group's admission control, which bounds the outboxes and, through the
+// backlog, what the other groups hold of this group's work when a peer
+// does not acknowledge); its payload is charged to the backlog clock. A frame goes to the
 // channel; every envelope it hands up goes to the core, in order. A tick goes
 // to the channel, then to the core. After each step of the core, its sends
 // go into the channel (and into Output.Sends, for logs and metrics) and its
@@ -109,13 +111,18 @@ func newNode(core multicast.Core, ch *channel.Channel) (*Node, error) {
 // it returns the core's error, wrapped, if the core rejects the request.
 func (n *Node) Request(m multicast.Message) error {
 	if to, busy := n.ch.BusyWith(); busy {
-		return fmt.Errorf("node: request %s: %w: group %d has not acknowledged %d or more envelopes (unreachable or slow)", m.ID, multicast.ErrBusy, to, n.ch.Config().OutboxMax)
+		cfg := n.ch.Config()
+		return fmt.Errorf("node: request %s: %w: group %d is unreachable or slow: it has not acknowledged %d envelopes (max %d), %d bytes sent since the oldest of them (max %d)",
+			m.ID, multicast.ErrBusy, to, n.ch.OutboxLen(to), cfg.OutboxMax, n.ch.Backlog(to), cfg.BacklogBytesMax)
 	}
 	err := n.core.Step(multicast.Request(m))
 	n.drainCore()
 	if err != nil {
 		return fmt.Errorf("node: request %s: %w", m.ID, err)
 	}
+	// The core holds m until it delivers it, which may wait for the
+	// group that makes the node busy.
+	n.ch.Charge(len(m.Payload))
 	n.out.Requests = append(n.out.Requests, m)
 	return nil
 }
@@ -156,9 +163,16 @@ func (n *Node) Receive(f channel.Frame) error {
 	return nil
 }
 
-// Tick advances the channel's clock, then the core's, by one tick.
+// Tick advances the channel's clock, then the core's, by one tick. While
+// the node is Busy the core's clock stands still: the only timer of the
+// cores is FlexCast's flush, whose envelopes would pile up, one per timer
+// period, in the outbox of the group that does not acknowledge, and at the
+// groups that wait for it; a flush that cannot complete frees nothing.
 func (n *Node) Tick() {
 	n.ch.Tick()
+	if n.ch.Busy() {
+		return
+	}
 	if err := n.core.Step(multicast.Tick()); err != nil {
 		// A tick is never malformed.
 		panic(fmt.Sprintf("node: core rejected a tick: %v", err))
@@ -230,6 +244,16 @@ func (n *Node) BusyWith() (partition.GroupID, bool) { return n.ch.BusyWith() }
 
 // OutboxLen returns the number of envelopes to group to not acknowledged yet.
 func (n *Node) OutboxLen(to partition.GroupID) int { return n.ch.OutboxLen(to) }
+
+// OutboxBytes returns the payload bytes to group to not acknowledged yet.
+func (n *Node) OutboxBytes(to partition.GroupID) int { return n.ch.OutboxBytes(to) }
+
+// Backlog returns the bytes sent to any group since the oldest envelope
+// that group to has not acknowledged (channel.Channel.Backlog).
+func (n *Node) Backlog(to partition.GroupID) uint64 { return n.ch.Backlog(to) }
+
+// HoldbackBytes returns the payload bytes from group from held back.
+func (n *Node) HoldbackBytes(from partition.GroupID) int { return n.ch.HoldbackBytes(from) }
 
 // Unacked returns the unacknowledged data frames for group to, for a new
 // leader to resend (channel.Channel.Unacked). It changes nothing.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -252,6 +253,12 @@ func TestBusyRefusesRequests(t *testing.T) {
 	if out := a.Ready(); len(out.Frames)+len(out.Deliveries)+len(out.Sends) != 0 {
 		t.Errorf("refused request produced %+v", out)
 	}
+	// While busy, the core's clock stands still.
+	a.Tick()
+	a.Ready()
+	if len(aCore.inputs) != inputs {
+		t.Errorf("the core was ticked while busy")
+	}
 	// b acknowledges: a admits requests again.
 	receive(t, b, frames...)
 	b.Tick()
@@ -260,6 +267,33 @@ func TestBusyRefusesRequests(t *testing.T) {
 		t.Fatalf("Busy after every envelope was acknowledged")
 	}
 	request(t, a, msg(5, "x", 0, 2))
+	a.Tick()
+	if last := aCore.inputs[len(aCore.inputs)-1]; last.Kind != multicast.InputTick {
+		t.Errorf("the core was not ticked once the node was no longer busy")
+	}
+}
+
+// TestBusyAtBacklog: a request's payload counts in the backlog behind a
+// peer that has not acknowledged, and the refusal names that peer.
+func TestBusyAtBacklog(t *testing.T) {
+	cfg := config(0)
+	cfg.OutboxMax = 100
+	cfg.BacklogBytesMax, cfg.OutboxBytesMax = 50, 100
+	a, _ := startNode(t, cfg)
+	request(t, a, msg(1, "x", 0, 2)) // one envelope sent, 1 byte charged
+	a.Ready()
+	sent := a.OutboxBytes(2)
+	if got, want := a.Backlog(2), uint64(sent+1); got != want {
+		t.Fatalf("Backlog(2) = %d, want %d", got, want)
+	}
+	request(t, a, msg(2, strings.Repeat("p", 49-sent), 0)) // local: charged only
+	err := a.Request(msg(3, "y", 0))
+	if !errors.Is(err, multicast.ErrBusy) || !strings.Contains(err.Error(), "group 2 is unreachable or slow") {
+		t.Fatalf("Request at backlog %d of 50 = %v, want ErrBusy naming group 2", a.Backlog(2), err)
+	}
+	if got := a.OutboxBytes(2); got != sent {
+		t.Errorf("OutboxBytes(2) = %d, want %d", got, sent)
+	}
 }
 
 func TestCorruptEnvelopeSkipped(t *testing.T) {

@@ -2,7 +2,6 @@ package group
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/channel"
@@ -18,8 +17,13 @@ type Config struct {
 	Self     partition.GroupID
 	// Channel: ResendTicks, HoldbackMax, OutboxMax (Self and Groups are set
 	// from the fields above).
-	Channel    channel.Config
-	ClientsMax int // 0: DefaultClientsMax
+	Channel channel.Config
+	// SessionsMax bounds the open client sessions (0: DefaultSessionsMax);
+	// SessionTicks is how long, in ticks of log time, a session lives idle
+	// (0: DefaultSessionTicks). Every replica of a group must use the same
+	// values, or they expire different sessions.
+	SessionsMax  int
+	SessionTicks int
 }
 
 // Fill sets the defaults of the fields left zero and validates the
@@ -46,32 +50,35 @@ func (c *Config) fill() error {
 	if c.Channel.OutboxMax == 0 {
 		c.Channel.OutboxMax = 4096
 	}
-	if c.ClientsMax == 0 {
-		c.ClientsMax = DefaultClientsMax
+	if c.SessionsMax == 0 {
+		c.SessionsMax = DefaultSessionsMax
 	}
-	if c.ClientsMax < 0 {
-		return fmt.Errorf("group: ClientsMax %d < 0", c.ClientsMax)
+	if c.SessionsMax < 0 {
+		return fmt.Errorf("group: SessionsMax %d, want > 0 (0: %d)", c.SessionsMax, DefaultSessionsMax)
+	}
+	if c.SessionTicks == 0 {
+		c.SessionTicks = DefaultSessionTicks
+	}
+	if c.SessionTicks < 0 {
+		return fmt.Errorf("group: SessionTicks %d, want > 0 (0: %d)", c.SessionTicks, DefaultSessionTicks)
 	}
 	return c.Channel.Validate()
 }
 
-// clientRec remembers a client's highest accepted request.
-type clientRec struct {
-	seq  uint64
-	used uint64 // log index of its last accepted request, for eviction
-}
-
 // State is the replicated state of one group: the channel layer and the
-// protocol core (a group.Node), and the client table that deduplicates
-// requests. It is deterministic: the same entries at the same indexes give
+// protocol core (a group.Node), and the client sessions that admit each
+// request once (see session.go). It is deterministic: the same entries at the same indexes give
 // the same outputs and the same snapshot on every replica. It is not safe
 // for concurrent use.
 type State struct {
-	cfg     Config
-	core    multicast.Core
-	node    *Node
-	clients map[uint64]clientRec
-	applied uint64 // index of the last entry applied
+	cfg  Config
+	core multicast.Core
+	node *Node
+	// sessions are the open client sessions; now is the log time, the
+	// ticks applied, by which they expire.
+	sessions sessionTable
+	now      uint64
+	applied  uint64 // index of the last entry applied
 	// idleTicks counts the ticks applied since the last other entry. It
 	// steers only whether the leader proposes ticks (Quiet), not what an
 	// entry does, so it is left out of snapshots.
@@ -91,8 +98,11 @@ func NewState(cfg Config) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &State{cfg: cfg, core: core, node: n, clients: make(map[uint64]clientRec)}, nil
+	return &State{cfg: cfg, core: core, node: n, sessions: newSessionTable(0)}, nil
 }
+
+// Config returns the state's configuration, defaults filled in.
+func (s *State) Config() Config { return s.cfg }
 
 // Applied returns the index of the last entry applied.
 func (s *State) Applied() uint64 { return s.applied }
@@ -141,7 +151,7 @@ func (s *State) apply(index uint64, data []byte) error {
 		if err := d.Finish(); err != nil {
 			return fmt.Errorf("%w: group: request entry %d: %w", multicast.ErrInvalid, index, err)
 		}
-		return s.request(index, m)
+		return s.request(m)
 	case entryInbound:
 		from := d.Group(s.cfg.Topology.Len())
 		n := d.Count(1)
@@ -173,52 +183,45 @@ func (s *State) apply(index uint64, data []byte) error {
 		if err := d.Finish(); err != nil {
 			return fmt.Errorf("%w: group: tick entry %d: %w", multicast.ErrInvalid, index, err)
 		}
+		s.now++
+		s.sessions.expire(s.now, uint64(s.cfg.SessionTicks))
 		s.node.Tick()
 		return nil
+	case entrySession:
+		if err := d.Finish(); err != nil {
+			return fmt.Errorf("%w: group: session entry %d: %w", multicast.ErrInvalid, index, err)
+		}
+		return s.openSession(index)
 	default:
 		return fmt.Errorf("%w: group: entry %d of unknown kind %d", multicast.ErrInvalid, index, data[0])
 	}
 }
 
-// request admits a client request once: a client's requests carry
+// request admits a client request once: a session's requests carry
 // increasing sequence numbers, and one at or below the highest accepted is
-// a retry of something already ordered.
+// a retry of something already ordered (ErrDuplicate). A request of no
+// open session is refused (ErrSessionExpired); an anonymous one is admitted
+// as it comes.
 //
-// The client contract: one request outstanding per client id, retried with
+// The client contract: one request outstanding per session, retried with
 // the same sequence number until it is accepted (a refused request, e.g.
 // ErrBusy, is not recorded; a client that moved on to a later number would
-// have its earlier one reported as a duplicate). The table holds ClientsMax
-// clients; the one idle longest is forgotten first, so a retry arriving
-// after ClientsMax other clients came since would be applied again.
-func (s *State) request(index uint64, m multicast.Message) error {
+// have its earlier one reported as a duplicate).
+func (s *State) request(m multicast.Message) error {
 	if len(m.Payload) > MessagePayloadMax {
 		return fmt.Errorf("%w: group: request %s carries %d bytes, more than MessagePayloadMax (%d)", multicast.ErrInvalid, m.ID, len(m.Payload), MessagePayloadMax)
 	}
-	rec, known := s.clients[m.ID.Client]
-	if known && m.ID.Seq <= rec.seq {
-		return fmt.Errorf("%w: %s (client's last accepted is %d)", ErrDuplicate, m.ID, rec.seq)
+	ss, err := s.admit(m.ID)
+	if err != nil {
+		return err
 	}
 	if err := s.node.Request(m); err != nil {
 		return err
 	}
-	if !known && len(s.clients) >= s.cfg.ClientsMax {
-		s.evictClient()
+	if ss != nil {
+		ss.seq = m.ID.Seq
 	}
-	s.clients[m.ID.Client] = clientRec{seq: m.ID.Seq, used: index}
 	return nil
-}
-
-// evictClient forgets the client whose last request is the oldest. The
-// minimum does not depend on the map's iteration order (indexes are unique).
-func (s *State) evictClient() {
-	var victim uint64
-	oldest := ^uint64(0)
-	for id, rec := range s.clients { //flexkv:unordered the minimum of unique indexes
-		if rec.used < oldest {
-			victim, oldest = id, rec.used
-		}
-	}
-	delete(s.clients, victim)
 }
 
 // SendApp queues application payloads (votes the executor produced) on the
@@ -239,9 +242,17 @@ type snapshotter interface {
 	AppendSnapshot(b []byte) []byte
 }
 
-const stateSnapshotVersion = 1
+// The versions of the state's snapshot: 1 had a count-bounded client
+// table, which is read as sessions last used at log time 0; 2 has the log
+// time and the sessions, least recently used first.
+const (
+	stateSnapshotV1      = 1
+	stateSnapshotVersion = 2
+)
 
-// AppendSnapshot appends the deterministic encoding of the state.
+// AppendSnapshot appends the deterministic encoding of the state. The
+// sessions are written in their list order, which every replica has built
+// from the same entries.
 func (s *State) AppendSnapshot(b []byte) []byte {
 	sn, ok := s.core.(snapshotter)
 	if !ok {
@@ -251,41 +262,58 @@ func (s *State) AppendSnapshot(b []byte) []byte {
 	b = wire.AppendUvarint(b, s.applied)
 	b = wire.AppendBytes(b, sn.AppendSnapshot(nil))
 	b = wire.AppendBytes(b, s.node.AppendSnapshot(nil))
-	ids := make([]uint64, 0, len(s.clients))
-	for id := range s.clients { //flexkv:unordered sorted below
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	b = wire.AppendUvarint(b, uint64(len(ids)))
-	for _, id := range ids {
-		rec := s.clients[id]
-		b = wire.AppendUvarint(b, id)
-		b = wire.AppendUvarint(b, rec.seq)
-		b = wire.AppendUvarint(b, rec.used)
+	b = wire.AppendUvarint(b, s.now)
+	b = wire.AppendUvarint(b, uint64(s.sessions.len()))
+	for ss := s.sessions.head; ss != nil; ss = ss.next {
+		b = wire.AppendUvarint(b, ss.id)
+		b = wire.AppendUvarint(b, ss.seq)
+		b = wire.AppendUvarint(b, ss.used)
 	}
 	return b
 }
 
-// RestoreState rebuilds a state from AppendSnapshot's output.
+// RestoreState rebuilds a state from AppendSnapshot's output (either
+// version).
 func RestoreState(cfg Config, b []byte) (*State, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
 	d := wire.NewDecoder(b)
-	if v := d.Byte(); d.Err() == nil && v != stateSnapshotVersion {
-		return nil, fmt.Errorf("group: snapshot version %d, want %d", v, stateSnapshotVersion)
+	v := d.Byte()
+	if d.Err() == nil && v != stateSnapshotVersion && v != stateSnapshotV1 {
+		return nil, fmt.Errorf("group: snapshot version %d, want %d or %d", v, stateSnapshotV1, stateSnapshotVersion)
 	}
 	applied := d.Uvarint()
 	coreSnap := d.Bytes()
 	nodeSnap := d.Bytes()
-	n := d.Count(3)
-	if n > cfg.ClientsMax {
-		d.Fail("%d clients, at most %d", n, cfg.ClientsMax)
+	var now uint64
+	if v == stateSnapshotVersion {
+		now = d.Uvarint()
 	}
-	clients := make(map[uint64]clientRec, n)
+	n := d.Count(3)
+	if n > cfg.SessionsMax {
+		d.Fail("%d sessions, more than SessionsMax (%d)", n, cfg.SessionsMax)
+	}
+	sessions := newSessionTable(n)
+	var last uint64
 	for range n {
-		id := d.Uvarint()
-		clients[id] = clientRec{seq: d.Uvarint(), used: d.Uvarint()}
+		ss := &session{id: d.Uvarint(), seq: d.Uvarint(), used: d.Uvarint()}
+		if v == stateSnapshotV1 {
+			ss.used = 0 // a log index, not a log time
+		}
+		if d.Err() != nil {
+			break
+		}
+		if ss.used < last || ss.used > now {
+			d.Fail("session %d last used at %d, out of order (previous %d, log time %d)", ss.id, ss.used, last, now)
+			break
+		}
+		if sessions.get(ss.id) != nil {
+			d.Fail("session %d twice", ss.id)
+			break
+		}
+		last = ss.used
+		sessions.push(ss)
 	}
 	if err := d.Finish(); err != nil {
 		return nil, fmt.Errorf("group: snapshot: %w", err)
@@ -298,5 +326,5 @@ func RestoreState(cfg Config, b []byte) (*State, error) {
 	if err != nil {
 		return nil, fmt.Errorf("group: snapshot: %w", err)
 	}
-	return &State{cfg: cfg, core: core, node: nd, clients: clients, applied: applied}, nil
+	return &State{cfg: cfg, core: core, node: nd, sessions: sessions, now: now, applied: applied}, nil
 }

@@ -1,6 +1,7 @@
 package gtpcc
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -126,6 +127,9 @@ type RunConfig struct {
 	// Extra is copied to the report's config (the cluster's
 	// configuration file, latency mode, ...).
 	Extra map[string]string
+	// GroupNames names the groups of Workload.Group (a partition.GroupID
+	// each) in the report's destination sets; nil: "g<number>".
+	GroupNames []string
 }
 
 // withDefaults returns cfg with the defaults in place, or an error naming
@@ -244,7 +248,7 @@ func runClient(ctx context.Context, cfg RunConfig, gen *Generator, caller Caller
 			// outcome of the transaction, which may still take effect.
 			return
 		}
-		rec.record(op, begin, cfg.Clock(), res, err)
+		rec.record(op, cfg.Workload.groupOf(gen.home), begin, cfg.Clock(), res, err)
 		if err != nil && cfg.ErrorPause > 0 && cfg.Clock().Before(deadline) {
 			pause(ctx, cfg.ErrorPause)
 		}
@@ -361,6 +365,9 @@ type recorder struct {
 	txns, errs   int64
 	rolledBack   int64
 	errorSamples []string
+	// sets counts the completed transactions by home group and
+	// destination groups (Op.Groups), keyed by setKey.
+	sets map[string]*setCount
 
 	// Of the whole run, for progress lines and the timeline.
 	all      latencyStat
@@ -379,6 +386,7 @@ func newRecorder(start time.Time, cfg RunConfig) *recorder {
 		to:     start.Add(d - time.Duration(cfg.CoolDown*float64(d))),
 		all:    newLatencyStat(),
 		lastAt: start,
+		sets:   map[string]*setCount{},
 		// A point per second of the run, and one for calls that end
 		// after it.
 		timeline: make([]TimelinePoint, int((d+time.Second-1)/time.Second)+1),
@@ -419,8 +427,21 @@ func outcome(op Op, res *txn.Result, err error) (rolledBack bool, failure error)
 	return op.Rollback, nil
 }
 
-// record records a call of op that ran from begin to end.
-func (r *recorder) record(op Op, begin, end time.Time, res *txn.Result, err error) {
+// setCount counts the transactions of one home group and destination set.
+type setCount struct {
+	home   int
+	groups []int
+	count  int64
+}
+
+// setsMax bounds the distinct destination sets a report counts: with
+// three groups at most per transaction under the paper's workloads, a few
+// thousand at 64 groups; beyond the bound, new sets are not counted.
+const setsMax = 1 << 16
+
+// record records a call of op, by a client of group home, that ran from
+// begin to end.
+func (r *recorder) record(op Op, home int, begin, end time.Time, res *txn.Result, err error) {
 	rolledBack, failure := outcome(op, res, err)
 	ms := float64(end.Sub(begin)) / float64(time.Millisecond)
 	k := kindIndex(op.Kind)
@@ -451,6 +472,7 @@ func (r *recorder) record(op Op, begin, end time.Time, res *txn.Result, err erro
 		r.rolledBack++
 	}
 	r.kinds[k].add(ms)
+	r.countSet(home, op.Groups)
 	// By destination order: global transactions only, as the paper
 	// reports them; a local one's single answer is its latency by kind.
 	if res != nil && len(res.Destinations) >= 2 {
@@ -458,6 +480,42 @@ func (r *recorder) record(op Op, begin, end time.Time, res *txn.Result, err erro
 			r.dests[i].add(d.Ms)
 		}
 	}
+}
+
+// countSet counts a completed transaction of a client of group home to
+// groups.
+func (r *recorder) countSet(home int, groups []int) {
+	key := fmt.Sprint(home, groups)
+	if c, ok := r.sets[key]; ok {
+		c.count++
+		return
+	}
+	if len(r.sets) < setsMax {
+		r.sets[key] = &setCount{home: home, groups: slices.Clone(groups), count: 1}
+	}
+}
+
+// destinationSets returns the counted sets, most frequent first (then by
+// home and groups), named by names.
+func (r *recorder) destinationSets(names []string) []DestinationSet {
+	name := func(g int) string {
+		if g >= 0 && g < len(names) {
+			return names[g]
+		}
+		return fmt.Sprint("g", g)
+	}
+	out := make([]DestinationSet, 0, len(r.sets))
+	for _, c := range r.sets {
+		ds := DestinationSet{Home: name(c.home), Count: c.count, home: c.home, groups: c.groups}
+		for _, g := range c.groups {
+			ds.Groups = append(ds.Groups, name(g))
+		}
+		out = append(out, ds)
+	}
+	slices.SortFunc(out, func(a, b DestinationSet) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.home, b.home), slices.Compare(a.groups, b.groups))
+	})
+	return out
 }
 
 // sampleError keeps the first errorSamplesMax distinct error texts.
@@ -517,9 +575,10 @@ func (r *recorder) report(cfg RunConfig) *Report {
 		Traffic:    map[string]NodeTraffic{},
 		Overhead:   map[string]GroupOverhead{},
 
-		ErrorSamples: slices.Clone(r.errorSamples),
-		Timeline:     slices.Clone(r.timeline),
-		hists:        map[string]*hdrhistogram.Histogram{},
+		ErrorSamples:    slices.Clone(r.errorSamples),
+		DestinationSets: r.destinationSets(cfg.GroupNames),
+		Timeline:        slices.Clone(r.timeline),
+		hists:           map[string]*hdrhistogram.Histogram{},
 	}
 	if window > 0 {
 		rep.TxnPerS = math.Round(float64(r.txns)/window*1000) / 1000

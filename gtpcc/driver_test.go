@@ -200,6 +200,21 @@ func TestRunTrimsAndCounts(t *testing.T) {
 		near(t, name+" destination mean", s.Mean, float64(10*(j+1)))
 		near(t, name+" destination p99", s.P99, float64(10*(j+1)))
 	}
+	// Every counted transaction is in one destination set of the home's
+	// group (warehouse 2: group 2 without a Workload.Group).
+	var counted int64
+	for i, ds := range rep.DestinationSets {
+		counted += ds.Count
+		if ds.Home != "g2" || !slices.Contains(ds.Groups, "g2") {
+			t.Errorf("destination set %+v: want home g2 among its groups", ds)
+		}
+		if i > 0 && ds.Count > rep.DestinationSets[i-1].Count {
+			t.Errorf("destination sets not by count: %+v", rep.DestinationSets)
+		}
+	}
+	if counted != txns || len(rep.DestinationSets) < 2 {
+		t.Errorf("destination sets %+v count %d transactions, want %d in two sets or more", rep.DestinationSets, counted, txns)
+	}
 	if samples := slices.Sorted(slices.Values(rep.ErrorSamples)); !slices.Equal(samples, []string{"boom 0", "boom 1", "boom 2"}) {
 		t.Errorf("error samples %q, want the three distinct errors", rep.ErrorSamples)
 	}
@@ -323,7 +338,7 @@ func TestRecorderOutcomes(t *testing.T) {
 		{payment, rolled, nil},
 		{payment, nil, fmt.Errorf("%w: gtpcc: payment: no customer", txn.ErrAborted)},
 	} {
-		rec.record(c.op, at, at.Add(10*time.Millisecond), c.res, c.err)
+		rec.record(c.op, 0, at, at.Add(10*time.Millisecond), c.res, c.err)
 	}
 	rep := rec.report(RunConfig{Duration: 10 * time.Second})
 	if rep.TxnTotal != 4 || rep.RolledBack != 2 || rep.Errors != 4 {
@@ -357,18 +372,35 @@ func TestRecorderDestinations(t *testing.T) {
 		return r
 	}
 	at := start.Add(5 * time.Second)
-	rec.record(op, at, at.Add(7*time.Millisecond), dl(7), nil)
-	rec.record(op, at, at.Add(40*time.Millisecond), dl(5, 40), nil)
-	rec.record(op, at, at.Add(90*time.Millisecond), dl(6, 50, 80, 90), nil)
-	rep := rec.report(RunConfig{Duration: 10 * time.Second})
+	one, two, three := op, op, op
+	one.Groups, two.Groups, three.Groups = []int{1}, []int{0, 1}, []int{0, 1, 2}
+	rec.record(one, 1, at, at.Add(7*time.Millisecond), dl(7), nil)
+	rec.record(two, 0, at, at.Add(40*time.Millisecond), dl(5, 40), nil)
+	rec.record(three, 1, at, at.Add(90*time.Millisecond), dl(6, 50, 80, 90), nil)
+	rec.record(two, 0, at, at.Add(40*time.Millisecond), dl(5, 40), nil)
+	rec.record(two, 0, at, at.Add(40*time.Millisecond), nil, errors.New("down"))
+	rep := rec.report(RunConfig{Duration: 10 * time.Second, GroupNames: []string{"a", "b"}})
+	wantSets := []DestinationSet{
+		{Home: "a", Groups: []string{"a", "b"}, Count: 2},
+		{Home: "b", Groups: []string{"a", "b", "g2"}, Count: 1},
+		{Home: "b", Groups: []string{"b"}, Count: 1},
+	}
+	if len(rep.DestinationSets) != len(wantSets) {
+		t.Fatalf("destination sets %+v, want %+v", rep.DestinationSets, wantSets)
+	}
+	for i, w := range wantSets {
+		if g := rep.DestinationSets[i]; g.Home != w.Home || !slices.Equal(g.Groups, w.Groups) || g.Count != w.Count {
+			t.Errorf("destination set %d: %+v, want %+v", i, g, w)
+		}
+	}
 	for _, tc := range []struct {
 		name      string
 		count     int64
 		mean, max float64
 	}{
-		{KindPayment, 3, (7 + 40 + 90) / 3.0, 90},
-		{"1st", 2, 5.5, 6},
-		{"2nd", 2, 45, 50},
+		{KindPayment, 4, (7 + 40 + 90 + 40) / 4.0, 90},
+		{"1st", 3, (5 + 6 + 5) / 3.0, 6},
+		{"2nd", 3, (40 + 50 + 40) / 3.0, 50},
 		{"3rd", 1, 80, 80},
 	} {
 		s := rep.Latency.Get(tc.name)
@@ -376,8 +408,8 @@ func TestRecorderDestinations(t *testing.T) {
 			t.Errorf("%s: %+v, want count %d, mean %v, max %v", tc.name, s, tc.count, tc.mean, tc.max)
 		}
 	}
-	if h := rep.Histogram("2nd"); h == nil || h.TotalCount() != 2 {
-		t.Errorf("2nd destination histogram %v, want 2 values", h)
+	if h := rep.Histogram("2nd"); h == nil || h.TotalCount() != 3 {
+		t.Errorf("2nd destination histogram %v, want 3 values", h)
 	}
 }
 
@@ -387,9 +419,9 @@ func TestProgressLine(t *testing.T) {
 	op := Op{Kind: KindDelivery, Proc: procs.ProcDelivery}
 	for i := range 10 {
 		at := start.Add(time.Duration(i) * 100 * time.Millisecond)
-		rec.record(op, at, at.Add(20*time.Millisecond), &txn.Result{Succeeded: true}, nil)
+		rec.record(op, 0, at, at.Add(20*time.Millisecond), &txn.Result{Succeeded: true}, nil)
 	}
-	rec.record(op, start, start.Add(time.Second), nil, errors.New("down"))
+	rec.record(op, 0, start, start.Add(time.Second), nil, errors.New("down"))
 	line := rec.progressLine(start.Add(2 * time.Second))
 	for _, want := range []string{"2.0s", "5.0 txn/s", "10 txn", "1 errors", "p50 20.0 ms", "p99 20.0 ms"} {
 		if !strings.Contains(line, want) {

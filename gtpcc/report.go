@@ -47,6 +47,11 @@ type Report struct {
 	Overlay     []string           `json:"overlay,omitempty"`
 	Tree        map[string]string  `json:"tree,omitempty"`
 	PredictedMs map[string]float64 `json:"predicted_ms,omitempty"`
+	// DestinationSets counts the window's completed transactions by the
+	// group of their client's home warehouse and their destination groups
+	// (most frequent first): what `flexkv overlay suggest --sets` reads.
+	// An addition to DESIGN 10.3's fields.
+	DestinationSets []DestinationSet `json:"destination_sets,omitempty"`
 
 	// ErrorSamples are the first distinct error texts of the window, for
 	// the table; Timeline counts completions per second of the whole
@@ -55,6 +60,17 @@ type Report struct {
 	ErrorSamples []string        `json:"-"`
 	Timeline     []TimelinePoint `json:"-"`
 	hists        map[string]*hdrhistogram.Histogram
+}
+
+// DestinationSet is one home group and destination set of a run, with the
+// number of its transactions (the fields of overlay.CountedSet).
+type DestinationSet struct {
+	Home   string   `json:"home"`   // the group of the clients' home warehouse
+	Groups []string `json:"groups"` // the destination groups, ascending by group number
+	Count  int64    `json:"count"`
+
+	home   int // group numbers, for the order of the list
+	groups []int
 }
 
 // ReportConfig is the configuration of a run, as its report records it.

@@ -28,7 +28,7 @@ func testReport(t *testing.T, protocol string, scale float64) *Report {
 	for i, k := range kinds {
 		ms := scale * float64(10*(i+1))
 		res := &txn.Result{Succeeded: true, Destinations: []txn.DestLatency{{Ms: ms / 3}, {Ms: ms / 2}, {Ms: ms}}}
-		rec.record(Op{Kind: k}, at, at.Add(time.Duration(ms*float64(time.Millisecond))), res, nil)
+		rec.record(Op{Kind: k}, 0, at, at.Add(time.Duration(ms*float64(time.Millisecond))), res, nil)
 	}
 	rep := rec.report(cfg)
 	rep.Traffic["r1"] = NewNodeTraffic(100, 25000, 10)
@@ -65,9 +65,12 @@ func TestReportJSONFields(t *testing.T) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
-	// DESIGN 10.3's fields, and rolled_back.
+	// DESIGN 10.3's fields, rolled_back and destination_sets.
 	wantKeys(t, m, "results", "protocol", "config", "duration_s", "txn_total", "txn_per_s", "errors", "rolled_back",
-		"latency_ms", "traffic", "overhead", "check")
+		"latency_ms", "traffic", "overhead", "check", "destination_sets")
+	for _, ds := range m["destination_sets"].([]any) {
+		wantKeys(t, ds, "destination_sets[]", "home", "groups", "count")
+	}
 	stats := []string{"count", "mean", "p50", "p90", "p95", "p99", "max"}
 	lat := m["latency_ms"].(map[string]any)
 	wantKeys(t, lat, "latency_ms", append(slices.Clone(kinds[:]), "by_destination")...)

@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -22,6 +23,14 @@ type Batch struct {
 	data    bool     // holds user writes or results (CommitAux refuses it)
 	done    bool     // committed (or a commit was attempted) or closed
 	closed  bool
+
+	// it serves the batch's point reads (Get, Result): Pebble's Batch.Get
+	// makes an iterator a call, and an entry's execution reads many keys.
+	// It sees the batch as of itCount mutations, and is refreshed when the
+	// batch has more. key is scratch for the Pebble key of a read.
+	it      *pebble.Iterator
+	itCount uint32
+	key     []byte
 }
 
 // NewBatch returns an empty batch on the store's current state. After
@@ -56,7 +65,49 @@ func (b *Batch) Get(key []byte) ([]byte, bool, error) {
 	if err := checkKey(key); err != nil {
 		return nil, false, err
 	}
-	return get(b.b, dataKey(key))
+	b.key = append(append(b.key[:0], prefixData), key...)
+	return b.point(b.key)
+}
+
+// point returns a copy of the value of the Pebble key k as the batch sees
+// it, its own writes included.
+func (b *Batch) point(k []byte) ([]byte, bool, error) {
+	switch {
+	case b.it == nil:
+		it, err := b.b.NewIter(nil)
+		if err != nil {
+			return nil, false, fmt.Errorf("kv: %w", err)
+		}
+		b.it, b.itCount = it, b.b.Count()
+	case b.itCount != b.b.Count():
+		// An iterator sees the batch as it was when made or last given
+		// options: the same options again refresh its view.
+		b.it.SetOptions(&pebble.IterOptions{})
+		b.itCount = b.b.Count()
+	}
+	// SeekPrefixGE finds k itself or nothing (the comparer's prefix of a
+	// key is the whole key), and lets the tables' bloom filters skip.
+	if !b.it.SeekPrefixGE(k) || !bytes.Equal(b.it.Key(), k) {
+		if err := b.it.Error(); err != nil {
+			return nil, false, fmt.Errorf("kv: %w", err)
+		}
+		return nil, false, nil
+	}
+	v, err := b.it.ValueAndErr()
+	if err != nil {
+		return nil, false, fmt.Errorf("kv: %w", err)
+	}
+	return append([]byte{}, v...), true, nil
+}
+
+// closeIter closes the batch's read iterator, if it has one.
+func (b *Batch) closeIter() {
+	if b.it != nil {
+		// An iterator fails its Close only with an error a read already
+		// returned.
+		_ = b.it.Close()
+		b.it = nil
+	}
 }
 
 // Scan returns up to limit entries with keys in [start, end) as the batch
@@ -114,7 +165,7 @@ func (b *Batch) Result(id string) ([]byte, bool, error) {
 	if err := checkResultID(id); err != nil {
 		return nil, false, err
 	}
-	return get(b.b, resultKey(id))
+	return b.point(resultKey(id))
 }
 
 // SetResult stores the result of transaction id with the batch. A result
@@ -132,7 +183,7 @@ func (b *Batch) SetResult(id string, result []byte) error {
 		return err
 	}
 	k := resultKey(id)
-	_, found, err := get(b.b, k)
+	_, found, err := b.point(k)
 	switch {
 	case err != nil:
 		return err
@@ -154,6 +205,7 @@ func (b *Batch) Close() {
 		return
 	}
 	b.closed, b.done = true, true
+	b.closeIter()
 	// Pebble's batch Close fails only on a second close, which cannot
 	// happen here. Closing the files, when this is the last reference after
 	// the store's Close or a restore, has no caller to report to.

@@ -546,6 +546,7 @@ func (s *Store) Commit(b *Batch, index uint64) error {
 		return fmt.Errorf("kv: commit: %w: index %d not after the applied index %d", ErrInvalid, index, s.applied.Load())
 	}
 	b.done = true
+	b.closeIter()
 	first, next, err := s.sequenceResults(b, s.resFirst, s.resNext)
 	if err != nil {
 		return fmt.Errorf("kv: commit %d: %w", index, err)

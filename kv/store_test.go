@@ -212,6 +212,65 @@ func TestBatchReadsOwnWrites(t *testing.T) {
 	}
 }
 
+// TestBatchReadsInterleaveWrites: each read sees every write before it in
+// the batch, however reads and writes alternate (the batch's reads share
+// one iterator, refreshed after writes).
+func TestBatchReadsInterleaveWrites(t *testing.T) {
+	s := openStore(t, Options{NoSync: true})
+	commit(t, s, 1, ops(put("a", "1"), put("c", "3")))
+	b := s.NewBatch()
+	defer b.Close()
+	want := func(key, value string) {
+		t.Helper()
+		v, found, err := b.Get(keyOf(key))
+		switch {
+		case err != nil:
+			t.Fatalf("Get(%s): %v", key, err)
+		case value == "" && found:
+			t.Fatalf("Get(%s) = %q, want missing", key, v)
+		case value != "" && (!found || string(v) != value):
+			t.Fatalf("Get(%s) = %q, %v; want %q", key, v, found, value)
+		}
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	want("a", "1")
+	want("b", "")
+	must(b.Put(keyOf("a"), valueOf("2")))
+	want("a", "2")
+	want("c", "3")
+	must(b.Delete(keyOf("a")))
+	want("a", "")
+	must(b.Put(keyOf("b"), valueOf("x")))
+	want("b", "x")
+	must(b.Put(keyOf("a"), valueOf("4")))
+	want("a", "4")
+	if _, found, err := b.Result("tx9"); err != nil || found {
+		t.Fatalf("Result(tx9) before SetResult: %v, %v", found, err)
+	}
+	must(b.SetResult("tx9", valueOf("r")))
+	if v, found, err := b.Result("tx9"); err != nil || !found || string(v) != "r" {
+		t.Fatalf("Result(tx9) = %q, %v, %v; want r", v, found, err)
+	}
+	if err := b.SetResult("tx9", valueOf("r")); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("second SetResult(tx9): %v, want ErrInvalid", err)
+	}
+	// A value returned is a copy: a later write does not change it.
+	v, _, _ := b.Get(keyOf("a"))
+	must(b.Put(keyOf("a"), valueOf("5")))
+	if string(v) != "4" {
+		t.Fatalf("value read before a write changed to %q", v)
+	}
+	must(s.Commit(b, 2))
+	if got, want := dump(t, s).Data, []string{"a=5", "b=x", "c=3"}; !cmp.Equal(got, want) {
+		t.Errorf("after the commit: data %v, want %v", got, want)
+	}
+}
+
 func kvStrings(kvs []KV) []string {
 	var out []string
 	for _, kv := range kvs {

@@ -100,7 +100,7 @@ func predict(d *Dist, answers answersFunc) Prediction {
 		kw            [AnswersMax]float64
 	}
 	homes := make([]acc, d.N)
-	buf := make([]float64, 0, 8)
+	buf := make([]float64, 0, SetGroupsMax)
 	for i := range d.Sets {
 		s := &d.Sets[i]
 		buf = buf[:len(s.Groups)]
@@ -120,15 +120,18 @@ func predict(d *Dist, answers answersFunc) Prediction {
 		a.mean += s.Prob * sum / float64(len(buf))
 	}
 	// Client h completes 1/E[last] transactions per ms: weigh its
-	// per-transaction means by that rate.
+	// per-transaction means by that rate (or by its counted share).
 	var p Prediction
 	var wSum float64
 	var kSum, kw [AnswersMax]float64
-	for _, a := range homes {
+	for h, a := range homes {
 		if a.w == 0 || a.last == 0 {
 			continue
 		}
 		rate := a.w / a.last // 1 / E[last], E[last] = a.last/a.w
+		if d.Shares != nil {
+			rate = d.Shares[h] // counted: the closed loop is in the counts
+		}
 		wSum += rate
 		p.LastMs += rate * a.last / a.w
 		p.MeanMs += rate * a.mean / a.w

@@ -130,10 +130,14 @@ func (m *Model) nearestChain(from int) []int {
 	return order
 }
 
-// homeRates returns each client's closed-loop rate, 1/E[last answer].
+// homeRates returns each client's closed-loop rate, 1/E[last answer], or
+// the shares of a counted distribution (Dist.Shares).
 func homeRates(d *Dist, answers answersFunc) []float64 {
+	if d.Shares != nil {
+		return slices.Clone(d.Shares)
+	}
 	w, last := make([]float64, d.N), make([]float64, d.N)
-	buf := make([]float64, 8)
+	buf := make([]float64, SetGroupsMax)
 	for i := range d.Sets {
 		s := &d.Sets[i]
 		out := buf[:len(s.Groups)]
@@ -168,7 +172,7 @@ func newFixed(m *Model, d *Dist, rate []float64, obj Objective) *fixed {
 		f.coef[i] = rate[s.Home] * s.Prob
 		sum += f.coef[i]
 	}
-	lb := make([]float64, 8)
+	lb := make([]float64, SetGroupsMax)
 	for i := range d.Sets {
 		if sum > 0 {
 			f.coef[i] /= sum
@@ -219,7 +223,7 @@ func (f *fixed) score(order []int) float64 {
 // below top are e's (exact when top is every group).
 func (f *fixed) bound(e *flexEval, top int) float64 {
 	total := 0.0
-	buf := make([]float64, 8)
+	buf := make([]float64, SetGroupsMax)
 	for i := range f.d.Sets {
 		s := &f.d.Sets[i]
 		lo := len(e.order)
@@ -324,7 +328,7 @@ func (f *fixed) anneal(start []int, steps int, work int64, rng *rand.Rand) []int
 	sets := f.d.Sets
 	contrib := make([]float64, len(sets))
 	lo, hi := make([]int, len(sets)), make([]int, len(sets))
-	buf := make([]float64, 8)
+	buf := make([]float64, SetGroupsMax)
 	span := func(i int) (int, int) {
 		a, b := n, -1
 		for _, g := range sets[i].Groups {

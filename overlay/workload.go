@@ -41,10 +41,18 @@ type Set struct {
 	Prob   float64
 }
 
+// SetGroupsMax bounds the groups of one destination set.
+const SetGroupsMax = 8
+
 // Dist is the distribution of destination sets of every client.
 type Dist struct {
 	N    int   // groups
 	Sets []Set // by home, then as generated; each home's Probs sum to 1
+	// Shares, when not nil, is each home's share of all transactions
+	// (summing to 1), as counted in a run (ReadSets): the counts already
+	// hold the closed loop, so the model weighs each home by its share
+	// instead of by its rate 1/E[last answer].
+	Shares []float64
 }
 
 // Validate returns an error unless w's probabilities are in 0..1 and a

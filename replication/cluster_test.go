@@ -36,6 +36,7 @@ type testCluster struct {
 	mu        sync.Mutex
 	accepted  map[multicast.MsgID]partition.GroupSet // acknowledged multicasts
 	nextSeq   uint64
+	sessions  map[[2]uint64]uint64 // [client, group]: the client's session there
 	snapEvery uint64
 
 	retries    atomic.Int64 // client attempts that did not succeed
@@ -199,19 +200,69 @@ func (c *testCluster) leader(g int) int {
 	return -1
 }
 
-// multicast sends m to its entry group, following leader hints and retrying
-// until the group accepts it or the deadline passes. A retry that finds the
+// multicast sends m to its entry group, under the client's session there
+// (opened at its first request), following leader hints and retrying until
+// the group accepts it or the deadline passes. A retry that finds the
 // request applied already counts as accepted.
 func (c *testCluster) multicast(ctx context.Context, client uint64, dst partition.GroupSet) error {
-	c.mu.Lock()
-	c.nextSeq++
-	m := multicast.Message{ID: multicast.MsgID{Client: client, Seq: c.nextSeq}, Dst: dst, Payload: []byte("x")}
-	c.mu.Unlock()
 	p, err := protocol.Lookup(c.proto)
 	if err != nil {
 		return err
 	}
-	entry := int(p.Entry(c.top, nil, protocol.HomeOrigin(dst.Min()), dst))
+	entry := p.Entry(c.top, nil, protocol.HomeOrigin(dst.Min()), dst)
+	sid, err := c.session(ctx, client, entry)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.nextSeq++
+	m := multicast.Message{ID: multicast.MsgID{Client: sid, Seq: c.nextSeq}, Dst: dst, Payload: []byte("x")}
+	c.mu.Unlock()
+	err = c.atEntry(ctx, int(entry), m.ID.String(), func(r *Replica) error {
+		err := r.Multicast(ctx, m)
+		if errors.Is(err, group.ErrDuplicate) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.accepted[m.ID] = dst
+	c.mu.Unlock()
+	return nil
+}
+
+// session returns client's session at group g, opening it the first time.
+func (c *testCluster) session(ctx context.Context, client uint64, g partition.GroupID) (uint64, error) {
+	key := [2]uint64{client, uint64(g)}
+	c.mu.Lock()
+	sid, ok := c.sessions[key]
+	c.mu.Unlock()
+	if ok {
+		return sid, nil
+	}
+	err := c.atEntry(ctx, int(g), fmt.Sprintf("session of client %d", client), func(r *Replica) error {
+		var err error
+		sid, err = r.OpenSession(ctx)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	if c.sessions == nil {
+		c.sessions = map[[2]uint64]uint64{}
+	}
+	c.sessions[key] = sid
+	c.mu.Unlock()
+	return sid, nil
+}
+
+// atEntry runs call at the leader of group entry, following leader hints
+// and retrying until it succeeds or the deadline passes.
+func (c *testCluster) atEntry(ctx context.Context, entry int, what string, call func(r *Replica) error) error {
 	try := int(c.leaderGuess[entry].Load())
 	for {
 		tr := c.reps[entry][try%len(c.reps[entry])]
@@ -219,17 +270,14 @@ func (c *testCluster) multicast(ctx context.Context, client uint64, dst partitio
 		if r := tr.live.Load(); r == nil {
 			err = errors.New("down")
 		} else {
-			err = r.Multicast(ctx, m)
+			err = call(r)
 		}
-		if err == nil || errors.Is(err, group.ErrDuplicate) {
+		if err == nil {
 			c.leaderGuess[entry].Store(int32(try % len(c.reps[entry])))
-			c.mu.Lock()
-			c.accepted[m.ID] = dst
-			c.mu.Unlock()
 			return nil
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("multicast %s: %w (last: %w)", m.ID, ctx.Err(), err)
+			return fmt.Errorf("%s: %w (last: %w)", what, ctx.Err(), err)
 		}
 		c.retries.Add(1)
 		var nl *NotLeaderError
@@ -246,7 +294,7 @@ func (c *testCluster) multicast(ctx context.Context, client uint64, dst partitio
 		}
 		try++
 		if !errors.As(err, &nl) && !errors.Is(err, multicast.ErrBusy) && err.Error() != "down" && !strings.Contains(err.Error(), "shutdown") {
-			c.t.Logf("multicast %s at g%d: %v", m.ID, entry, err)
+			c.t.Logf("%s at g%d: %v", what, entry, err)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

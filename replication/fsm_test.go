@@ -97,7 +97,7 @@ func TestRestoreKeepsCurrentExecutor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := multicast.Message{ID: multicast.MsgID{Client: 1, Seq: 1}, Dst: partition.SetOf(0)}
+	m := multicast.Message{ID: multicast.MsgID{Client: group.AnonymousBit | 1, Seq: 1}, Dst: partition.SetOf(0)}
 	logs := []*raft.Log{
 		{Index: 1, Type: raft.LogCommand, Data: group.EncodeRequest(m)},
 		{Index: 2, Type: raft.LogCommand, Data: group.EncodeTick()},
@@ -158,7 +158,7 @@ func TestReplayResendsExecutorSends(t *testing.T) {
 	cfg := group.Config{Protocol: protocol.FlexCast, Topology: top, Self: 0}
 	var logs []*raft.Log
 	for i := uint64(1); i <= 6; i++ {
-		m := multicast.Message{ID: multicast.MsgID{Client: 1, Seq: i}, Dst: partition.SetOf(0)}
+		m := multicast.Message{ID: multicast.MsgID{Client: group.AnonymousBit | 1, Seq: i}, Dst: partition.SetOf(0)}
 		logs = append(logs, &raft.Log{Index: i, Type: raft.LogCommand, Data: group.EncodeRequest(m)})
 	}
 	// The reference replica applies everything.

@@ -141,9 +141,13 @@ func (c *Config) member(id string) (Member, bool) {
 	return Member{}, false
 }
 
-// NotLeaderError answers a request that reached a follower.
+// NotLeaderError answers a request that reached a follower, or a leader
+// that lost its leadership while proposing it.
 type NotLeaderError struct {
 	Leader string // gRPC address of the leader, if known
+	// MayHaveRun is set when the request was proposed before the leadership
+	// was lost: its entry may still commit under the next leader.
+	MayHaveRun bool
 }
 
 func (e *NotLeaderError) Error() string {
@@ -685,9 +689,35 @@ func (r *Replica) Multicast(ctx context.Context, m multicast.Message) error {
 	return r.propose(ctx, group.EncodeRequest(m))
 }
 
+// TickInterval is how often the leader proposes a tick while the group is
+// busy: the length of one tick of log time.
+func (r *Replica) TickInterval() time.Duration { return r.cfg.TickInterval }
+
+// OpenSession opens a client session at this group (group.EncodeSession)
+// and returns its id, once applied: the entry's index makes it. It returns a
+// *NotLeaderError on a follower, or why the group refused it
+// (group.ErrSessionsFull when it keeps SessionsMax sessions).
+func (r *Replica) OpenSession(ctx context.Context) (uint64, error) {
+	if r.raft.State() != raft.Leader {
+		return 0, &NotLeaderError{Leader: r.leaderHint()}
+	}
+	index, err := r.proposeAt(ctx, group.EncodeSession())
+	if err != nil {
+		return 0, err
+	}
+	return group.SessionID(r.cfg.State.Self, index), nil
+}
+
 func (r *Replica) propose(ctx context.Context, data []byte) error {
+	_, err := r.proposeAt(ctx, data)
+	return err
+}
+
+// proposeAt proposes data and waits until it is applied; it returns the
+// entry's index and its outcome.
+func (r *Replica) proposeAt(ctx context.Context, data []byte) (uint64, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return 0, err
 	}
 	timeout := r.cfg.ApplyTimeout
 	if dl, ok := ctx.Deadline(); ok {
@@ -696,14 +726,16 @@ func (r *Replica) propose(ctx context.Context, data []byte) error {
 	f := r.raft.Apply(data, timeout)
 	if err := r.await(ctx, f); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
-			return &NotLeaderError{Leader: r.leaderHint()}
+			// ErrNotLeader: raft refused the entry; ErrLeadershipLost: it
+			// was in the log, and a new leader may commit it.
+			return 0, &NotLeaderError{Leader: r.leaderHint(), MayHaveRun: !errors.Is(err, raft.ErrNotLeader)}
 		}
-		return fmt.Errorf("replication: %w", err)
+		return 0, fmt.Errorf("replication: %w", err)
 	}
 	if err, ok := f.Response().(error); ok && err != nil {
-		return err
+		return f.Index(), err
 	}
-	return nil
+	return f.Index(), nil
 }
 
 // Deliver takes frames from another group's leader: the leader proposes them

@@ -130,6 +130,15 @@ func testFollowerWipe(t *testing.T, p multicast.Protocol) {
 	if got := c.reps[1][f].r.raft.Stats()["last_snapshot_index"]; got == "0" || got == "" {
 		t.Fatalf("wiped follower: last snapshot index %q, want one installed from the leader", got)
 	}
+	// The clients' sessions came with the snapshot: the follower holds
+	// the sessions its group opened (the clients of the loads above).
+	sessions := func(r *Replica) (n int) {
+		r.State(func(st *group.State) { n = st.Sessions() })
+		return n
+	}
+	if got, want := sessions(c.reps[1][f].r), sessions(c.reps[1][c.leader(1)].r); got != want || want == 0 {
+		t.Fatalf("wiped follower holds %d sessions, its leader %d: want the same, and some", got, want)
+	}
 }
 
 // TestReadBarrier: at the leader, a read barrier returns with the state

@@ -61,10 +61,13 @@ func openSingle(t *testing.T, cfg Config) kvpb.KVClient {
 }
 
 func TestOpenRejectsBounds(t *testing.T) {
-	for _, cfg := range []Config{{WaitMax: -time.Second}, {ScanBytesMax: -1}, {ScanBytesMax: ScanBytesMaxMax + 1}} {
+	for _, cfg := range []Config{{WaitMax: -time.Second}, {ScanBytesMax: -1}, {ScanBytesMax: ScanBytesMaxMax + 1}, {SessionsMax: -1}, {SessionTicks: -1}} {
 		if err := checkBounds(cfg); err == nil {
-			t.Errorf("checkBounds(wait %s, scan bytes %d) = nil, want an error", cfg.WaitMax, cfg.ScanBytesMax)
+			t.Errorf("checkBounds(wait %s, scan bytes %d, sessions %d, session ticks %d) = nil, want an error", cfg.WaitMax, cfg.ScanBytesMax, cfg.SessionsMax, cfg.SessionTicks)
 		}
+	}
+	if err := checkBounds(Config{SessionTicks: -2}); err == nil || !strings.Contains(err.Error(), "session lifetime -2 ticks") {
+		t.Errorf("checkBounds(session ticks -2) = %v, want the lifetime named", err)
 	}
 	if err := checkBounds(Config{}); err != nil {
 		t.Errorf("checkBounds(defaults) = %v", err)

@@ -70,7 +70,7 @@ func (h *histogram) metric(desc *prometheus.Desc, labels ...string) prometheus.M
 
 // requestMethods are the client API's methods that the request metrics
 // follow.
-var requestMethods = [...]string{"Txn", "Await", "Get", "Put", "Delete", "Scan", "Topology"}
+var requestMethods = [...]string{"Txn", "Await", "Get", "Put", "Delete", "Scan", "OpenSession", "Topology"}
 
 // requestCodes is the number of gRPC status codes (OK to Unauthenticated).
 const requestCodes = int(codes.Unauthenticated) + 1
@@ -259,7 +259,9 @@ type Metrics struct {
 
 	deliveries, sends, sendBytes, delivery, requests, requestErrors, peerRefusals *prometheus.Desc
 
-	outbox, busy, rejected                                                 *prometheus.Desc
+	outbox, outboxBytes, backlog, holdbackBytes, busy, busyWith, rejected  *prometheus.Desc
+	sessions, logTime                                                      *prometheus.Desc
+	chHoldbackByteDrops, chOutboxOverflows                                 *prometheus.Desc
 	chSent, chResent, chReceived, chDuplicates, chHeldBack, chHoldbackDrop *prometheus.Desc
 	chNacksSent, chNacksServed, chAcksSent                                 *prometheus.Desc
 
@@ -295,8 +297,16 @@ func NewMetrics(servers func() []*Server) *Metrics {
 	m.peerRefusals = d("peer_refusals_total", "Calls from other groups refused, by reason: certificate (it names no node of the group the frames claim), fingerprint (the caller runs another cluster configuration; DESIGN 13).", "reason")
 
 	m.outbox = d("outbox_envelopes", "Envelopes to a group not acknowledged yet.", "to")
-	m.busy = d("busy", "1 while the group refuses new requests because an outbox is full.")
+	m.outboxBytes = d("outbox_bytes", "Payload bytes of the envelopes to a group not acknowledged yet.", "to")
+	m.backlog = d("backlog_bytes", "Bytes the group sent to any group, or took on as requests, since the oldest envelope a group has not acknowledged: the work that may wait for it. The group refuses new requests at the channel's backlog bound.", "to")
+	m.holdbackBytes = d("holdback_bytes", "Payload bytes of out-of-order frames from a group held back.", "from")
+	m.busy = d("busy", "1 while the group refuses new requests because an outbox is full or a backlog reached its bound.")
+	m.busyWith = d("busy_with", "1 for the group that makes this group refuse new requests (the lowest-ranked one), 0 for the others.", "to")
+	m.sessions = d("sessions", "Client sessions the group keeps open (at most its SessionsMax).")
+	m.logTime = d("log_time_ticks", "The group's log time: the ticks its log has applied, by which sessions expire.")
 	m.rejected = d("envelopes_rejected_total", "Envelopes from other groups that the protocol core rejected as malformed.")
+	m.chHoldbackByteDrops = d("channel_holdback_byte_drops_total", "Out-of-order frames dropped for the hold-back byte bound.")
+	m.chOutboxOverflows = d("channel_outbox_overflows_total", "Envelopes queued while an outbox was beyond its byte bound (admission control should prevent it).")
 	m.chSent = d("channel_frames_sent_total", "Data frames sent to other groups for the first time.")
 	m.chResent = d("channel_resends_total", "Data frames sent again, after a timeout or a negative ack.")
 	m.chReceived = d("channel_envelopes_received_total", "Envelopes received from other groups and handed up, in order.")
@@ -364,10 +374,15 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 // snapshot is what Collect reads from a server's replicated state, copied
 // with the state locked so that the lock is held briefly.
 type snapshot struct {
-	node   group.Stats
-	busy   bool
-	outbox []int              // by group id; this group's own entry is unused
-	core   []protocol.Reading // of the server's protocol
+	node     group.Stats
+	busy     bool
+	busyWith partition.GroupID
+	sessions int
+	logTime  uint64
+	// By group id; this group's own entries are unused.
+	outbox, outboxBytes, holdbackBytes []int
+	backlog                            []uint64
+	core                               []protocol.Reading // of the server's protocol
 }
 
 func (m *Metrics) collect(ch chan<- prometheus.Metric, s *Server) {
@@ -404,21 +419,32 @@ func (m *Metrics) collect(ch chan<- prometheus.Metric, s *Server) {
 	var sn snapshot
 	s.replica.State(func(st *group.State) {
 		nd := st.Node()
-		sn.node, sn.busy = nd.Stats(), nd.Busy()
-		sn.outbox = make([]int, s.top.Len())
-		for g := range sn.outbox {
+		sn.node = nd.Stats()
+		sn.busyWith, sn.busy = nd.BusyWith()
+		sn.sessions, sn.logTime = st.Sessions(), st.LogTime()
+		n := s.top.Len()
+		sn.outbox, sn.outboxBytes, sn.holdbackBytes, sn.backlog = make([]int, n), make([]int, n), make([]int, n), make([]uint64, n)
+		for g := range n {
 			if id := partition.GroupID(g); id != s.self {
-				sn.outbox[g] = nd.OutboxLen(id)
+				sn.outbox[g], sn.outboxBytes[g] = nd.OutboxLen(id), nd.OutboxBytes(id)
+				sn.holdbackBytes[g], sn.backlog[g] = nd.HoldbackBytes(id), nd.Backlog(id)
 			}
 		}
 		sn.core = s.proto.Read(st.Core(), nil)
 	})
 	for g, n := range sn.outbox {
 		if id := partition.GroupID(g); id != s.self {
-			gauge(m.outbox, float64(n), s.top.Name(id))
+			name := s.top.Name(id)
+			gauge(m.outbox, float64(n), name)
+			gauge(m.outboxBytes, float64(sn.outboxBytes[g]), name)
+			gauge(m.backlog, float64(sn.backlog[g]), name)
+			gauge(m.holdbackBytes, float64(sn.holdbackBytes[g]), name)
+			gauge(m.busyWith, boolValue(sn.busy && sn.busyWith == id), name)
 		}
 	}
 	gauge(m.busy, boolValue(sn.busy))
+	gauge(m.sessions, float64(sn.sessions))
+	gauge(m.logTime, float64(sn.logTime))
 	counter(m.rejected, sn.node.EnvelopesRejected)
 	cs := sn.node.Channel
 	counter(m.chSent, cs.DataSent)
@@ -427,6 +453,8 @@ func (m *Metrics) collect(ch chan<- prometheus.Metric, s *Server) {
 	counter(m.chDuplicates, cs.DuplicatesDropped)
 	counter(m.chHeldBack, cs.HeldBack)
 	counter(m.chHoldbackDrop, cs.HoldbackDrops)
+	counter(m.chHoldbackByteDrops, cs.HoldbackByteDrops)
+	counter(m.chOutboxOverflows, cs.OutboxOverflows)
 	counter(m.chNacksSent, cs.NacksSent)
 	counter(m.chNacksServed, cs.NacksServed)
 	counter(m.chAcksSent, cs.AcksSent)

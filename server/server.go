@@ -73,6 +73,14 @@ type Config struct {
 	// ResultsMax bounds the transaction results kept for Await and retries
 	// (0: kv.ResultsMaxDefault).
 	ResultsMax int
+	// SessionsMax bounds the client sessions this replica's group keeps
+	// open (0: group.DefaultSessionsMax); SessionTicks is how long one
+	// lives idle, in ticks of the group's log (0:
+	// group.DefaultSessionTicks; a tick is Replication.TickInterval, 20 ms
+	// by default, while the group is busy). Every replica of a group must
+	// use the same values. They set Replication.State's fields when not 0.
+	SessionsMax  int
+	SessionTicks int
 	// WaitMax bounds how long one Txn, Await, Put or Delete call waits at
 	// this server for its result, whatever the caller's deadline, or with
 	// none (0: WaitMaxDefault): past it the call answers DeadlineExceeded,
@@ -230,6 +238,12 @@ func Open(cfg Config) (*Server, error) {
 	rc.State.Protocol = proto.Name()
 	rc.State.Topology = top
 	rc.State.Self = self
+	if cfg.SessionsMax != 0 {
+		rc.State.SessionsMax = cfg.SessionsMax
+	}
+	if cfg.SessionTicks != 0 {
+		rc.State.SessionTicks = cfg.SessionTicks
+	}
 	rc.ID = cfg.NodeID
 	rc.Members = nil
 	for _, r := range gc.Replicas {

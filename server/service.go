@@ -42,8 +42,9 @@ func invalid(err error) error { return status.Error(codes.InvalidArgument, err.E
 // fails to build if the bounds ever cross.
 const _ = uint(group.MessagePayloadMax - txn.PayloadMax)
 
-// requestID returns the transaction id of a request: the client's, or a
-// fresh one when it names none.
+// requestID returns the transaction id of a request: the client's, whose
+// client_id is a session (the group refuses one it does not know), or an
+// anonymous one (freshID) when it names none.
 func (s *Server) requestID(client, seq uint64) (multicast.MsgID, error) {
 	switch {
 	case client == 0 && seq == 0:
@@ -52,8 +53,8 @@ func (s *Server) requestID(client, seq uint64) (multicast.MsgID, error) {
 		return multicast.MsgID{}, invalid(fmt.Errorf("server: seq %d without a client_id", seq))
 	case seq == 0:
 		return multicast.MsgID{}, invalid(fmt.Errorf("server: client_id %d without a seq (sequence numbers start at 1)", client))
-	case client == multicast.FlushClient:
-		return multicast.MsgID{}, invalid(fmt.Errorf("server: client_id %d is reserved", client))
+	case client&group.AnonymousBit != 0:
+		return multicast.MsgID{}, invalid(fmt.Errorf("server: client_id %d is reserved (2^63 and above: anonymous requests; open a session)", client))
 	}
 	return multicast.MsgID{Client: client, Seq: seq}, nil
 }
@@ -122,6 +123,10 @@ func checkBounds(cfg Config) error {
 		return fmt.Errorf("server: wait bound %s, want > 0 (0: %s)", cfg.WaitMax, WaitMaxDefault)
 	case cfg.ScanBytesMax < 0 || cfg.ScanBytesMax > ScanBytesMaxMax:
 		return fmt.Errorf("server: scan bytes bound %d, want 1..%d (0: %d)", cfg.ScanBytesMax, ScanBytesMaxMax, ScanBytesMaxDefault)
+	case cfg.SessionsMax < 0:
+		return fmt.Errorf("server: sessions bound %d, want > 0 (0: %d)", cfg.SessionsMax, group.DefaultSessionsMax)
+	case cfg.SessionTicks < 0:
+		return fmt.Errorf("server: session lifetime %d ticks, want > 0 (0: %d)", cfg.SessionTicks, group.DefaultSessionTicks)
 	}
 	return nil
 }
@@ -257,8 +262,16 @@ func (s *Server) status(ctx context.Context, err error) error {
 	}
 	switch {
 	case errors.As(err, &nl):
-		_ = grpc.SetTrailer(ctx, metadata.Pairs(kvpb.LeaderTrailer, nl.Leader))
+		md := metadata.Pairs(kvpb.LeaderTrailer, nl.Leader)
+		if !nl.MayHaveRun {
+			md.Set(kvpb.NotRunTrailer, "1")
+		}
+		_ = grpc.SetTrailer(ctx, md)
 		return status.Error(codes.Unavailable, fmt.Sprintf("server: group %s: %v", s.group.Name, err))
+	case errors.Is(err, group.ErrSessionExpired):
+		return status.Error(codes.FailedPrecondition, fmt.Sprintf("server: group %s: %v", s.group.Name, err))
+	case errors.Is(err, group.ErrSessionsFull):
+		return status.Error(codes.ResourceExhausted, fmt.Sprintf("server: group %s: %v", s.group.Name, err))
 	case errors.Is(err, multicast.ErrBusy):
 		return status.Error(codes.ResourceExhausted, s.busyMessage(err))
 	case errors.Is(err, multicast.ErrNotEntry):
@@ -463,13 +476,28 @@ func (v *service) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanRe
 	return &kvpb.ScanResponse{Kvs: api.KVsToProto(out), NextStart: next}, nil
 }
 
+// OpenSession implements kvpb.KVServer: it opens a session through this
+// group's log (group.EncodeSession).
+func (v *service) OpenSession(ctx context.Context, _ *kvpb.OpenSessionRequest) (*kvpb.OpenSessionResponse, error) {
+	s := v.s
+	ctx, cancel := context.WithTimeout(ctx, cmp.Or(s.cfg.WaitMax, WaitMaxDefault))
+	defer cancel()
+	id, err := s.replica.OpenSession(ctx)
+	if err != nil {
+		return nil, s.status(ctx, err)
+	}
+	var ticks uint64
+	s.replica.State(func(st *group.State) { ticks = uint64(st.Config().SessionTicks) })
+	return &kvpb.OpenSessionResponse{ClientId: id, IdleTicks: ticks, TickMs: float64(s.replica.TickInterval()) / float64(time.Millisecond)}, nil
+}
+
 // Topology implements kvpb.KVServer.
 func (v *service) Topology(context.Context, *kvpb.TopologyRequest) (*kvpb.TopologyResponse, error) {
 	return api.ConfigToProto(v.s.cfg.Cluster, v.s.cfg.Latency), nil
 }
 
-// busyMessage names, for a request the group refused for a full outbox,
-// the group that does not acknowledge (DESIGN 12: the entry group refuses
+// busyMessage names, for a request the group refused for a full outbox or
+// backlog, the group that does not acknowledge (DESIGN 12: the entry group refuses
 // new work naming the unreachable group).
 func (s *Server) busyMessage(err error) string {
 	var to partition.GroupID
@@ -478,5 +506,5 @@ func (s *Server) busyMessage(err error) string {
 	if !busy {
 		return fmt.Sprintf("server: group %s: %v", s.group.Name, err)
 	}
-	return fmt.Sprintf("server: group %s refuses new work: group %s is unreachable or slow (its outbox is full); retry later: %v", s.group.Name, s.top.Name(to), err)
+	return fmt.Sprintf("server: group %s refuses new work: group %s is unreachable or slow (it has not acknowledged what this group sent it); retry later: %v", s.group.Name, s.top.Name(to), err)
 }

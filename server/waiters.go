@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"sync"
 
+	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/multicast"
 )
 
@@ -54,12 +55,13 @@ func (w *waiters) done(ids []multicast.MsgID) {
 	}
 }
 
-// freshID gives a request that names no client id one of its own: a
-// random 63-bit client id with sequence number 1. Such a request is not
-// deduplicated across retries: a client that retries must name its id.
+// freshID gives an anonymous request (one that names no client id) an id
+// of its own: group.AnonymousBit and 63 random bits, with sequence number 1.
+// It belongs to no session, so the group admits it without deduplication:
+// sent again, it runs again. A client that retries must open a session.
 func freshID() multicast.MsgID {
 	for {
-		if c := rand.Uint64() >> 1; c != 0 {
+		if c := group.AnonymousBit | rand.Uint64(); c != multicast.FlushClient {
 			return multicast.MsgID{Client: c, Seq: 1}
 		}
 	}

@@ -16,6 +16,7 @@ import (
 //	op      = kind:byte key:bytes field*   get, delete: none
 //	                                       put: value:bytes
 //	                                       add: int:zigzag
+//	                                       (an add that wraps: kind 0x84)
 //	                                       scan: end:bytes limit:uvarint
 //
 // count and uvarint are unsigned varints, bytes a varint length and the
@@ -26,6 +27,9 @@ import (
 // encodingVersion is the first byte of the encoding; a reader rejects any
 // other, so that a format change cannot be misread.
 const encodingVersion = 1
+
+// wrapFlag marks, in an op's kind byte, an add that wraps (Op.Wrap).
+const wrapFlag = 0x80
 
 // The operand tags of a compare.
 const (
@@ -60,7 +64,11 @@ func AppendTxn(b []byte, t *Txn) []byte {
 	for _, ops := range [][]Op{t.Then, t.Else} {
 		b = wire.AppendUvarint(b, uint64(len(ops)))
 		for _, o := range ops {
-			b = append(b, byte(o.Kind))
+			kind := byte(o.Kind)
+			if o.Wrap {
+				kind |= wrapFlag
+			}
+			b = append(b, kind)
 			b = wire.AppendBytes(b, o.Key)
 			switch o.Kind {
 			case OpPut:
@@ -121,7 +129,8 @@ func DecodeTxn(b []byte) (*Txn, error) {
 		*ops = make([]Op, count(opSizeMin))
 		for i := range *ops {
 			o := &(*ops)[i]
-			o.Kind = OpKind(d.Byte())
+			kind := d.Byte()
+			o.Kind, o.Wrap = OpKind(kind&^wrapFlag), kind&wrapFlag != 0
 			o.Key = d.Bytes()
 			switch o.Kind {
 			case OpPut:

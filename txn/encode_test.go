@@ -18,6 +18,7 @@ func sampleTxns(t testing.TB) []*Txn {
 		mustParse(t, mixedTxn),
 		mustParse(t, `{"if":[{"key":"w/0001/a","cmp":"!=","value":""}],"then":[{"op":"put","key":"w/0001/b","value":""},{"op":"delete","key":"w/0001/c"},`+
 			`{"op":"scan","key":"w/0001/","end":"w/0002/","limit":1024}],"else":[{"op":"add","key":"w/0001/d","int":-9223372036854775808}]}`),
+		mustParse(t, `{"then":[{"op":"add","key":"w/0001/a","int":-1,"wrap":true},{"op":"add","key":"w/0001/a","int":1,"wrap":false}]}`),
 	}
 	txs = append(txs, &Txn{
 		If:   []Compare{{Key: []byte{0, 0xff, 1}, Cmp: CmpLess, Int: i64(9223372036854775807)}},
@@ -52,7 +53,7 @@ func TestEncodingRoundTrip(t *testing.T) {
 func TestEncodingKnownBytes(t *testing.T) {
 	tx := &Txn{
 		If:   []Compare{{Key: []byte("k"), Cmp: CmpGreaterEqual, Int: i64(-3)}, {Key: []byte("k"), Cmp: CmpEqual, Value: []byte{}}},
-		Then: []Op{{Kind: OpAdd, Key: []byte("k"), Int: 2}, {Kind: OpScan, Key: []byte("a"), End: []byte("b"), Limit: 300}},
+		Then: []Op{{Kind: OpAdd, Key: []byte("k"), Int: 2}, {Kind: OpScan, Key: []byte("a"), End: []byte("b"), Limit: 300}, {Kind: OpAdd, Key: []byte("k"), Int: -1, Wrap: true}},
 		Else: []Op{{Kind: OpPut, Key: []byte("k"), Value: []byte("v")}, {Kind: OpGet, Key: []byte("k")}, {Kind: OpDelete, Key: []byte("k")}},
 	}
 	want := []byte{
@@ -60,9 +61,10 @@ func TestEncodingKnownBytes(t *testing.T) {
 		2,               // compares
 		1, 'k', 6, 0, 5, // k >= int -3 (zigzag 5)
 		1, 'k', 1, 1, 0, // k = value ""
-		2,            // then
+		3,            // then
 		4, 1, 'k', 4, // add k 2 (zigzag 4)
 		5, 1, 'a', 1, 'b', 0xac, 0x02, // scan [a, b) limit 300
+		0x84, 1, 'k', 1, // add k -1, wrapping (zigzag 1)
 		3,                 // else
 		2, 1, 'k', 1, 'v', // put k v
 		1, 1, 'k', // get k
@@ -93,6 +95,7 @@ func TestDecodeTxnRejects(t *testing.T) {
 		{"count beyond input", []byte{1, 100}, "count 100 exceeds input", true},
 		{"too many ops", tooMany, "more than OpsMax (64)", true},
 		{"unknown kind", []byte{1, 0, 1, 9, 1, 'k', 0}, "op kind 9", true},
+		{"wrap on a put", []byte{1, 0, 1, 0x82, 1, 'k', 1, 'v', 0}, "txn: then[0]: field wrap does not apply to op put", false},
 		{"unknown operand tag", []byte{1, 1, 1, 'k', 1, 7, 0, 0, 0, 0}, "operand tag 7", true},
 		{"limit too big", []byte{1, 0, 1, 5, 1, 'a', 1, 'b', 0x81, 0x08, 0}, "scan limit 1025", true},
 		{"unknown cmp", []byte{1, 1, 1, 'k', 0, 0, 2, 0, 0}, "txn: if[0]: unknown cmp Cmp(0)", false},

@@ -125,11 +125,12 @@ func EvalVote(r Reader, p *Piece) (Vote, error) {
 	return v, nil
 }
 
-// hasAdd reports whether p runs an add in b.
+// hasAdd reports whether p runs an add that can abort (one that does not
+// wrap) in b.
 func (p *Piece) hasAdd(b branch) bool {
 	ops := p.Txn.ops(b)
 	for _, i := range p.ops(b) {
-		if ops[i].Kind == OpAdd {
+		if ops[i].canAbort() {
 			return true
 		}
 	}
@@ -475,6 +476,16 @@ func (e *evaluator) op(b branch, i int, o *Op) (OpResult, error) {
 			return res, readErr(err)
 		}
 		n, ok := integer(v, found)
+		if o.Wrap {
+			// Go's signed addition wraps around: FoundationDB's atomic add.
+			if !ok {
+				n = 0
+			}
+			sum := n + o.Int
+			e.set(o.Key, strconv.AppendInt(nil, sum, 10), false)
+			res.Int = sum
+			break
+		}
 		if !ok {
 			return res, abortf("txn: %s[%d]: add to %s: stored value %s: %w", b, i, Quote(o.Key), Quote(v), ErrNotInteger)
 		}

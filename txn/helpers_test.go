@@ -141,7 +141,7 @@ func equalTxn(a, b *Txn) bool {
 		for i := range pair[0] {
 			x, y := pair[0][i], pair[1][i]
 			if x.Kind != y.Kind || !bytes.Equal(x.Key, y.Key) || !bytes.Equal(x.Value, y.Value) ||
-				x.Int != y.Int || !bytes.Equal(x.End, y.End) || x.Limit != y.Limit {
+				x.Int != y.Int || !bytes.Equal(x.End, y.End) || x.Limit != y.Limit || x.Wrap != y.Wrap {
 				return false
 			}
 		}

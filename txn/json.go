@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -32,7 +33,8 @@ import (
 // repeated fields; values of the wrong JSON type; a compare without key or
 // cmp, with both or neither of int and value; an op without op or key, with
 // an unknown op, without the fields its kind requires (put: value, add:
-// int, scan: end and limit) or with fields it does not take; more than
+// int, scan: end and limit) or with fields it does not take (add alone
+// takes "wrap", a boolean: Op.Wrap); more than
 // OpsMax compares and operations; and everything else Validate checks
 // without a partition map (keys, sizes, scan bounds). Errors match
 // ErrInvalid. The Txn returned owns its bytes. Validate it against the
@@ -236,6 +238,18 @@ func (p *parser) integer(path string) (int64, error) {
 	return v, nil
 }
 
+func (p *parser) boolean(path string) (bool, error) {
+	tok, err := p.token(path)
+	if err != nil {
+		return false, err
+	}
+	v, ok := tok.(bool)
+	if !ok {
+		return false, wrongType(path, tok, "boolean")
+	}
+	return v, nil
+}
+
 func (p *parser) compare(path string) (Compare, error) {
 	var c Compare
 	var hasKey, hasCmp bool
@@ -279,13 +293,16 @@ func (p *parser) compare(path string) (Compare, error) {
 
 // opFields are the fields of an op object, in the order errors report
 // them.
-var opFields = []string{"op", "key", "value", "int", "end", "limit"}
+var opFields = []string{"op", "key", "value", "int", "end", "limit", "wrap"}
 
-// kindFields are the fields each kind requires besides op and key; it
-// takes no other.
-var kindFields = [...][]string{
-	OpGet: nil, OpPut: {"value"}, OpDelete: nil, OpAdd: {"int"}, OpScan: {"end", "limit"},
-}
+// kindFields are the fields each kind requires besides op and key, and
+// kindOptional those it may have; it takes no other.
+var (
+	kindFields = [...][]string{
+		OpGet: nil, OpPut: {"value"}, OpDelete: nil, OpAdd: {"int"}, OpScan: {"end", "limit"},
+	}
+	kindOptional = [...][]string{OpAdd: {"wrap"}, OpScan: nil}
+)
 
 func (p *parser) op(path string) (Op, error) {
 	var o Op
@@ -312,6 +329,8 @@ func (p *parser) op(path string) (Op, error) {
 				err = invalidf("txn: %s: %d, want 1..ScanLimitMax (%d)", fpath, v, ScanLimitMax)
 			}
 			o.Limit = int(v)
+		case "wrap":
+			o.Wrap, err = p.boolean(fpath)
 		default:
 			return invalidf("txn: %s: unknown field %q (want %s)", path, name, strings.Join(opFields, ", "))
 		}
@@ -331,16 +350,13 @@ func (p *parser) op(path string) (Op, error) {
 	if !has["key"] {
 		return o, invalidf("txn: %s: missing key", path)
 	}
-	want := kindFields[o.Kind]
 	for _, f := range opFields[2:] {
-		required := false
-		for _, w := range want {
-			required = required || w == f
-		}
+		required := slices.Contains(kindFields[o.Kind], f)
+		optional := slices.Contains(kindOptional[o.Kind], f)
 		switch {
 		case required && !has[f]:
 			return o, invalidf("txn: %s: op %s without %s", path, o.Kind, f)
-		case !required && has[f]:
+		case !required && !optional && has[f]:
 			return o, invalidf("txn: %s: field %s does not apply to op %s", path, f, o.Kind)
 		}
 	}
@@ -362,6 +378,7 @@ type (
 		Int   *int64  `json:"int,omitempty"`
 		End   *string `json:"end,omitempty"`
 		Limit *int    `json:"limit,omitempty"`
+		Wrap  bool    `json:"wrap,omitempty"`
 	}
 	jsonTxn struct {
 		If   []jsonCompare `json:"if"`
@@ -411,7 +428,7 @@ func (t Txn) MarshalJSON() ([]byte, error) {
 			case OpPut:
 				jo.Value = ptr(string(o.Value))
 			case OpAdd:
-				jo.Int = ptr(o.Int)
+				jo.Int, jo.Wrap = ptr(o.Int), o.Wrap
 			case OpScan:
 				jo.End, jo.Limit = ptr(string(o.End)), ptr(o.Limit)
 			case OpGet, OpDelete:

@@ -45,7 +45,7 @@ func TestParseJSONDesignExample(t *testing.T) {
 func TestJSONCanonical(t *testing.T) {
 	canonical := `{"if":[{"key":"w/0001/a","cmp":"!=","value":""},{"key":"item/7","cmp":"<","int":-3}],` +
 		`"then":[{"op":"get","key":"w/0001/a"},{"op":"put","key":"w/0001/b","value":"<&>"},{"op":"delete","key":"w/0001/c"},` +
-		`{"op":"add","key":"w/0001/d","int":0},{"op":"scan","key":"w/0001/","end":"w/0002/","limit":10}],` +
+		`{"op":"add","key":"w/0001/d","int":0},{"op":"add","key":"w/0001/d","int":-1,"wrap":true},{"op":"scan","key":"w/0001/","end":"w/0002/","limit":10}],` +
 		`"else":[{"op":"put","key":"w/0001/é","value":""}]}`
 	tx := mustParse(t, canonical)
 	if got := jsonOf(tx); got != canonical {

@@ -97,15 +97,18 @@ func (pl *placement) destinations(t *Txn, top *partition.Topology) (partition.Gr
 //
 // Atomic aborts. An add aborts on a stored value that is not an integer or
 // on overflow (ErrNotInteger, ErrOverflow), which only the group holding the
-// key can tell. So in a transaction with several destinations, a group that
-// runs an add on a key it owns, in either branch, votes too: its vote also
+// key can tell, unless it wraps (Op.Wrap), which never aborts. So in a
+// transaction with several destinations, a group that runs an add that
+// does not wrap on a key it owns, in either branch, votes too: its vote also
 // says whether its operations of each branch can run, and names the first
 // that aborts. Every destination waits for the votes of all such groups, and
 // a branch that any group cannot run aborts the transaction at every
 // destination, each reporting the same abort (Eval). Adds to replicated keys
 // need no vote: every group runs them on equal copies, with equal outcomes.
 // A single-destination transaction never votes, nor does one without remote
-// compares and without adds on owned keys.
+// compares and without adds that do not wrap on owned keys: a transfer whose
+// adds wrap, guarded by a compare of one group, waits only for that group's
+// vote, and that group for none.
 //
 // A vote is evaluated on the state the piece then runs on: the executor
 // computes a group's vote once nothing that runs before the piece can
@@ -255,7 +258,7 @@ func (pl *placement) voters(t *Txn, dst partition.GroupSet) partition.GroupSet {
 	}
 	for _, b := range []branch{thenBranch, elseBranch} {
 		for i, p := range pl.ops[b] {
-			if !p.replicated && t.ops(b)[i].Kind == OpAdd {
+			if !p.replicated && t.ops(b)[i].canAbort() {
 				v = v.Add(p.group)
 			}
 		}

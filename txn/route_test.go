@@ -116,6 +116,21 @@ func TestPieces(t *testing.T) {
 				"g0 if[] then[0] else[] voters{} voteto{1}",
 				"g1 if[] then[1] else[] voters{0} voteto{}",
 			}},
+		{"a transfer that does not wrap: both vote", `{"if":[{"key":"w/0001/a","cmp":">=","int":5}],"then":[{"op":"add","key":"w/0001/a","int":-5},{"op":"add","key":"w/0003/a","int":5}]}`,
+			partition.SetOf(0, 1), []string{
+				"g0 if[L] then[0] else[] voters{1} voteto{1}",
+				"g1 if[R0] then[1] else[] voters{0} voteto{0}",
+			}},
+		{"a transfer whose adds wrap: only the compare's owner votes, and waits for none", `{"if":[{"key":"w/0001/a","cmp":">=","int":5}],"then":[{"op":"add","key":"w/0001/a","int":-5,"wrap":true},{"op":"add","key":"w/0003/a","int":5,"wrap":true}]}`,
+			partition.SetOf(0, 1), []string{
+				"g0 if[L] then[0] else[] voters{} voteto{1}",
+				"g1 if[R0] then[1] else[] voters{0} voteto{}",
+			}},
+		{"an add that wraps needs no vote", `{"then":[{"op":"add","key":"w/0001/a","int":1,"wrap":true},{"op":"put","key":"w/0003/a","value":"x"}]}`,
+			partition.SetOf(0, 1), []string{
+				"g0 if[] then[0] else[] voters{} voteto{}",
+				"g1 if[] then[1] else[] voters{} voteto{}",
+			}},
 		{"an add in else votes too", `{"if":[{"key":"item/1","cmp":"=","value":"x"}],"then":[{"op":"put","key":"w/0001/a","value":"1"}],"else":[{"op":"add","key":"w/0003/a","int":1}]}`,
 			partition.SetOf(0, 1), []string{
 				"g0 if[L*] then[0] else[] voters{1} voteto{}",

@@ -245,7 +245,17 @@ type Op struct {
 	Int   int64
 	End   []byte
 	Limit int
+	// Wrap makes an add one that cannot abort, as FoundationDB's atomic
+	// add: the sum wraps around int64 (two's complement), and a stored
+	// value that is not an integer counts as 0, as a missing key does (the
+	// add replaces it). Such an add needs no vote, so the other
+	// destinations of a transaction do not wait for its group. Add only.
+	Wrap bool
 }
+
+// canAbort reports whether o can abort its transaction for what it finds
+// stored: an add that does not wrap.
+func (o *Op) canAbort() bool { return o.Kind == OpAdd && !o.Wrap }
 
 // Txn is a one-shot transaction: if every compare of If holds, Then runs,
 // else Else runs. Operations see the writes of the operations before them.
@@ -352,6 +362,8 @@ func (o *Op) check(b branch, i int) error {
 		extra = "end"
 	case o.Limit != 0 && o.Kind != OpScan:
 		extra = "limit"
+	case o.Wrap && o.Kind != OpAdd:
+		extra = "wrap"
 	}
 	if extra != "" {
 		return invalidf("txn: %s[%d]: field %s does not apply to op %s", b, i, extra, o.Kind)

@@ -71,8 +71,10 @@ lie in one partition.
               --total, --key-size and --prefix, the keys bench put wrote. A
               missing key is no error; the text output counts those found.
   bench txn   runs, per request, the transaction
-                {"then":[{"op":"add","key":"<A>","int":-1},{"op":"add","key":"<B>","int":1}]}
-              an unconditional transfer: A is the request's key, B the same
+                {"then":[{"op":"add","key":"<A>","int":-1,"wrap":true},{"op":"add","key":"<B>","int":1,"wrap":true}]}
+              an unconditional transfer whose adds wrap, so that no group votes
+              (--wrap=false: checked adds, on which both groups vote, and each
+              waits for the other's vote): A is the request's key, B the same
               number after the start key of the first partition, in key order,
               of another group than A's. Its numbers count down from 9...9
               (request i: 10^key-size-1-i), so that it does not add to the
@@ -96,6 +98,7 @@ cluster is unreachable (connecting failed, or every request failed so).`,
 	pf.Int("key-size", benchKeySizeDefault, "bytes of each key after the prefix: a zero-padded request number")
 	pf.Int("val-size", benchValSizeDefault, fmt.Sprintf("bytes of each value (put): 0..txn.ValueMax (%d)", txn.ValueMax))
 	pf.String("prefix", "", "the keys' prefix (default: the start key of the first partition one group owns)")
+	pf.Bool("wrap", true, "txn: adds that wrap, which need no vote (false: checked adds, which vote)")
 	pf.Bool("json", false, `print one JSON object: {"op":...,"clients":...,"total":...,"errors":...,"requests_per_s":...,"latency_ms":{...}}`)
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError(fmt.Errorf("%s: %w", benchName(c), err))
@@ -133,6 +136,7 @@ type benchOptions struct {
 	valSize   int
 	prefix    []byte
 	prefixSet bool // --prefix given, even empty
+	wrap      bool // txn: adds that wrap
 	asJSON    bool
 }
 
@@ -158,6 +162,7 @@ func benchFlags(c *cobra.Command) (benchOptions, error) {
 	prefix, _ := f.GetString("prefix") // registered above: cannot fail
 	o.prefix = []byte(prefix)
 	o.asJSON, _ = f.GetBool("json")
+	o.wrap, _ = f.GetBool("wrap")
 	switch {
 	case o.clients < 1 || o.clients > loadgen.ClientsMax:
 		return o, fmt.Errorf("--clients %d, want 1..%d", o.clients, loadgen.ClientsMax)
@@ -372,8 +377,8 @@ func benchOp(o benchOptions, plan benchPlan, cl *client.Client, found *atomic.In
 	}
 	return func(ctx context.Context, i int) error {
 		res, err := cl.Txn(ctx, &txn.Txn{Then: []txn.Op{
-			{Kind: txn.OpAdd, Key: plan.keys.Key(i), Int: -1},
-			{Kind: txn.OpAdd, Key: plan.other.Key(i), Int: 1},
+			{Kind: txn.OpAdd, Key: plan.keys.Key(i), Int: -1, Wrap: o.wrap},
+			{Kind: txn.OpAdd, Key: plan.other.Key(i), Int: 1, Wrap: o.wrap},
 		}})
 		if err == nil && !res.Succeeded {
 			// Without compares the then branch always runs.

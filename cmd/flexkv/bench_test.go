@@ -191,11 +191,12 @@ func TestBenchCluster(t *testing.T) {
 		t.Fatalf("bench get: exit code %d, stdout %q, stderr %q; want the 40 keys found", code, stdout, stderr)
 	}
 
-	// Two runs of 30 transfers, with different clients: each account pair
+	// Two runs of 30 transfers, with different clients, the first with
+	// adds that wrap, the second with checked adds: each account pair
 	// moves two units, keeping its sum at 0. The accounts count down from
 	// 999999, away from the put's text values.
 	for _, clients := range []string{"3", "7"} {
-		code, stdout, stderr = bench(t, "txn", "--json", "--clients", clients, "--total", "30", "--key-size", "6")
+		code, stdout, stderr = bench(t, "txn", "--json", "--clients", clients, "--total", "30", "--key-size", "6", "--wrap="+strconv.FormatBool(clients == "3"))
 		if code != 0 || stderr != "" {
 			t.Fatalf("bench txn: exit code %d, stderr %q", code, stderr)
 		}
@@ -234,12 +235,21 @@ func TestBenchCluster(t *testing.T) {
 	if code, _, stderr := bench(t, "put", "--key-size", "1", "--total", "10"); code != 0 {
 		t.Fatalf("bench put --key-size 1: exit code %d, stderr %q", code, stderr)
 	}
-	code, stdout, stderr = bench(t, "txn", "--json", "--key-size", "1", "--total", "1")
+	code, stdout, stderr = bench(t, "txn", "--json", "--key-size", "1", "--total", "1", "--wrap=false")
 	if b := decodeBench(t, stdout); code != 1 || b.Errors != 1 || b.Total != 1 || b.RequestsPerS != 0 ||
 		!strings.Contains(stderr, "bench txn: 1 of 1 requests failed; the first: ") || !strings.Contains(stderr, "not an integer") {
 		t.Fatalf("bench txn on text values: exit code %d, output %+v, stderr %q; want 1, one error, the abort named", code, b, stderr)
 	}
 	if code, stdout, _ := kv(t, "get", "w/0003/9"); code != 1 {
 		t.Fatalf("kv get w/0003/9: exit code %d, stdout %q; want 1: the aborted transfer wrote nothing", code, stdout)
+	}
+	// With adds that wrap, the text value counts as 0: the transfer runs.
+	if code, _, stderr := bench(t, "txn", "--key-size", "1", "--total", "1"); code != 0 {
+		t.Fatalf("bench txn (wrap) on text values: exit code %d, stderr %q; want 0", code, stderr)
+	}
+	for key, want := range map[string]string{"w/0001/9": "-1\n", "w/0003/9": "1\n"} {
+		if code, stdout, _ := kv(t, "get", key); code != 0 || stdout != want {
+			t.Fatalf("kv get %s: exit code %d, stdout %q; want %q", key, code, stdout, want)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"time"
 
@@ -43,7 +44,10 @@ its group's warehouse as home: new-order 45, payment 43, the three local kinds
 --global-only); each of a new-order's 5..15 lines is remote with --remote-item;
 a remote warehouse is the k-th nearest other group with probability
 proportional to L(1-L)^k, L = --locality. Sets of more than three groups are
-left out.
+left out. Or, with --sets FILE, the destination sets a run counted: the
+"destination_sets" of a results JSON ("flexkv gtpcc run --json FILE"; each
+{"home": group, "groups": [groups], "count": n}); the counts then weigh every
+home (they hold the closed loop), and the workload flags are not used.
 
 Model (contention-free): a hop costs the one-way latency, half the matrix's
 round trip; every step of a group costs a commit (--commit-ms). FlexCast: the
@@ -70,6 +74,7 @@ type overlaySuggestion struct {
 	Config    string            `json:"config"`
 	Groups    int               `json:"groups"`
 	Workload  overlay.Workload  `json:"workload"`
+	Sets      string            `json:"sets,omitempty"` // the --sets file, whose counts replace Workload`
 	Objective string            `json:"objective"`
 	CommitMs  float64           `json:"commit_ms"`
 	Seed      uint64            `json:"seed"`
@@ -94,6 +99,7 @@ type predictionRow struct {
 func newOverlaySuggestCmd() *cobra.Command {
 	var (
 		configPath, objective string
+		setsPath              string
 		w                     overlay.Workload
 		commitMs              float64
 		seed                  uint64
@@ -128,11 +134,21 @@ func newOverlaySuggestCmd() *cobra.Command {
 			if len(cfg.Groups) < 2 {
 				return usageError(fmt.Errorf("overlay suggest: config %s has %d group, want two or more", configPath, len(cfg.Groups)))
 			}
-			res, err := suggestOverlay(cfg, clusterRTT(cfg, lat, server.LatencyReal), w, obj, commitMs, seed)
+			rtt := clusterRTT(cfg, lat, server.LatencyReal)
+			var d *overlay.Dist
+			if setsPath != "" {
+				names, _ := groupRegions(cfg)
+				if d, err = readSets(setsPath, names); err != nil {
+					return usageError(fmt.Errorf("overlay suggest: --sets %s: %w", setsPath, err))
+				}
+			} else if d, err = overlay.Destinations(rtt, w); err != nil {
+				return usageError(fmt.Errorf("overlay suggest: %w", err))
+			}
+			res, err := suggestOverlay(cfg, rtt, d, obj, commitMs, seed)
 			if err != nil {
 				return err
 			}
-			res.Config = configPath
+			res.Config, res.Workload, res.Sets = configPath, w, setsPath
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
@@ -148,6 +164,7 @@ func newOverlaySuggestCmd() *cobra.Command {
 	f.Float64Var(&w.RemoteItem, "remote-item", gtpcc.RemoteItemPaper, "probability that a new-order line is supplied by a remote warehouse")
 	f.Float64Var(&w.RemotePayment, "remote-payment", gtpcc.RemotePaymentDefault, "probability that a payment's customer belongs to a remote warehouse")
 	f.BoolVar(&w.GlobalOnly, "global-only", true, "only transactions with 2 or 3 warehouses (the paper's latency runs); false adds the local ones")
+	f.StringVar(&setsPath, "sets", "", "counted destination sets to use instead of the generator's (a results JSON of gtpcc run)")
 	f.StringVar(&objective, "objective", "mean", "what to minimise per transaction: first, last or mean answer")
 	f.Float64Var(&commitMs, "commit-ms", 1, "cost of one step of a group (a raft commit), in ms")
 	f.Uint64Var(&seed, "seed", 1, "seed of the search: the same seed gives the same suggestion")
@@ -189,13 +206,21 @@ func clusterRTT(cfg *partition.ClusterConfig, lat *partition.Latency, mode serve
 
 // suggestOverlay runs the search for cfg's groups with the round trips
 // rtt (clusterRTT) and collects the comparisons.
-func suggestOverlay(cfg *partition.ClusterConfig, rtt [][]float64, w overlay.Workload, obj overlay.Objective, commitMs float64, seed uint64) (*overlaySuggestion, error) {
+// readSets reads the counted destination sets of a results JSON.
+func readSets(path string, names []string) (*overlay.Dist, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return overlay.ReadSets(f, names)
+}
+
+// suggestOverlay searches the overlay and the tree for the distribution d
+// of destination sets over cfg's groups (matrix rtt, in cfg.Groups order).
+func suggestOverlay(cfg *partition.ClusterConfig, rtt [][]float64, d *overlay.Dist, obj overlay.Objective, commitMs float64, seed uint64) (*overlaySuggestion, error) {
 	n := len(cfg.Groups)
 	names, regions := groupRegions(cfg)
-	d, err := overlay.Destinations(rtt, w)
-	if err != nil {
-		return nil, usageError(fmt.Errorf("overlay suggest: %w", err))
-	}
 	m := &overlay.Model{RTTMs: rtt, CommitMs: commitMs, Notifications: true}
 	// Named orders and trees to compare with, as group indexes.
 	type named struct {
@@ -255,7 +280,7 @@ func suggestOverlay(cfg *partition.ClusterConfig, rtt [][]float64, w overlay.Wor
 		return nil, err
 	}
 	res := &overlaySuggestion{
-		Groups: n, Workload: w, Objective: obj.String(), CommitMs: commitMs, Seed: seed,
+		Groups: n, Objective: obj.String(), CommitMs: commitMs, Seed: seed,
 		Overlay: groupNames(best.Order, names), Tree: treeNames(bestTree.Parent, names), Exact: best.Exact,
 	}
 	row := func(protocol, name string, p overlay.Prediction) predictionRow {
@@ -335,8 +360,12 @@ func treeNames(parent []int, names []string) map[string]string {
 // printSuggestion prints the suggestion as YAML, the rest as comments.
 func printSuggestion(out io.Writer, s *overlaySuggestion) {
 	w := s.Workload
-	fmt.Fprintf(out, "# flexkv overlay suggest: %s, %d groups; gTPC-C global-only=%t locality %g, remote-item %g, remote-payment %g;\n",
-		s.Config, s.Groups, w.GlobalOnly, w.Locality, w.RemoteItem, w.RemotePayment)
+	if s.Sets != "" {
+		fmt.Fprintf(out, "# flexkv overlay suggest: %s, %d groups; the destination sets counted in %s;\n", s.Config, s.Groups, s.Sets)
+	} else {
+		fmt.Fprintf(out, "# flexkv overlay suggest: %s, %d groups; gTPC-C global-only=%t locality %g, remote-item %g, remote-payment %g;\n",
+			s.Config, s.Groups, w.GlobalOnly, w.Locality, w.RemoteItem, w.RemotePayment)
+	}
 	how := "annealing"
 	if s.Exact {
 		how = "exact"

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -69,6 +70,41 @@ func TestOverlaySuggestJSON(t *testing.T) {
 	}
 }
 
+// TestOverlaySuggestSets: counted destination sets (a results JSON's)
+// replace the generator's workload: all of them from us-east-1 to
+// {us-east-1, sa-east-1} make us-east-1 the lca, answering at home.
+func TestOverlaySuggestSets(t *testing.T) {
+	sets := filepath.Join(t.TempDir(), "results.json")
+	results := `{"protocol":"flexcast","txn_total":10,"destination_sets":[
+		{"home":"us-east-1","groups":["us-east-1","sa-east-1"],"count":9},
+		{"home":"us-east-1","groups":["us-east-1"],"count":1}]}`
+	if err := os.WriteFile(sets, []byte(results), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runOverlay(t, "suggest", "--config", "../../configs/aws-12.yaml", "--sets", sets, "--json")
+	if code != 0 {
+		t.Fatalf("exit code %d, want 0; stderr:\n%s", code, errOut)
+	}
+	var res overlaySuggestion
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("not one JSON object: %v\n%s", err, out)
+	}
+	if res.Sets != sets || len(res.Overlay) != 12 {
+		t.Fatalf("sets %q, overlay %v: want the file and 12 groups", res.Sets, res.Overlay)
+	}
+	if slices.Index(res.Overlay, "us-east-1") > slices.Index(res.Overlay, "sa-east-1") {
+		t.Errorf("overlay %v ranks sa-east-1 below us-east-1, the clients' home", res.Overlay)
+	}
+	sug := res.Predictions[0]
+	if sug.Name != "suggested" || len(sug.AnswerMs) != 2 || sug.AnswerMs[0] > 20 {
+		t.Errorf("suggestion's answers %v ms: want 2, the first at home (well below the 60 ms hop to sa-east-1)", sug.AnswerMs)
+	}
+	code, out, _ = runOverlay(t, "suggest", "--config", "../../configs/aws-12.yaml", "--sets", sets)
+	if code != 0 || !strings.Contains(out, "the destination sets counted in "+sets) {
+		t.Errorf("exit code %d, output without the sets file named:\n%s", code, out)
+	}
+}
+
 func TestOverlaySuggestBadInvocations(t *testing.T) {
 	dir := t.TempDir()
 	noMatrix := filepath.Join(dir, "nolat.yaml")
@@ -80,6 +116,10 @@ func TestOverlaySuggestBadInvocations(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := "../../configs/aws-12.yaml"
+	badSets := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(badSets, []byte(`{"destination_sets":[{"home":"mars-1","groups":["us-east-1"],"count":1}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
@@ -93,6 +133,8 @@ func TestOverlaySuggestBadInvocations(t *testing.T) {
 		{[]string{"suggest", "--config", filepath.Join(dir, "missing.yaml")}, "missing.yaml"},
 		{[]string{"suggest", "--config", noMatrix}, "names no latency matrix"},
 		{[]string{"suggest", "--config", cfg, "extra"}, "unexpected argument"},
+		{[]string{"suggest", "--config", cfg, "--sets", filepath.Join(dir, "none.json")}, "none.json: no such file"},
+		{[]string{"suggest", "--config", cfg, "--sets", badSets}, `home "mars-1" is not a group of the configuration`},
 		{[]string{"propose"}, `unknown command "propose"`},
 		{nil, "want a command: suggest"},
 	} {

@@ -118,10 +118,11 @@ func (r *layoutResolver) suggest(flag string) (*overlaySuggestion, error) {
 	if len(r.cfg.Groups) < 2 {
 		return nil, fmt.Errorf("--%s auto: the configuration has %d group, want two or more", flag, len(r.cfg.Groups))
 	}
-	if err := r.workload.Validate(); err != nil {
+	d, err := overlay.Destinations(r.rtt, r.workload)
+	if err != nil {
 		return nil, fmt.Errorf("--%s auto: %w", flag, err)
 	}
-	s, err := suggestOverlay(r.cfg, r.rtt, r.workload, overlay.Mean, modelCommitMs, r.seed)
+	s, err := suggestOverlay(r.cfg, r.rtt, d, overlay.Mean, modelCommitMs, r.seed)
 	if err != nil {
 		return nil, fmt.Errorf("--%s auto: %w", flag, err)
 	}

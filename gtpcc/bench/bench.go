@@ -148,7 +148,7 @@ func Run(ctx context.Context, t Target, opts Options, progress io.Writer) (*gtpc
 	cfg := gtpcc.RunConfig{
 		Protocol: protocol, Workload: wl, Clients: specs, Duration: opts.Duration,
 		WarmUp: trim(opts.WarmUp), CoolDown: trim(opts.CoolDown), Seed: opts.Seed,
-		Extra: opts.Extra,
+		Extra: opts.Extra, GroupNames: view.Groups.Names(),
 	}
 	if opts.ProgressEvery > 0 {
 		cfg.Progress, cfg.ProgressEvery = progress, opts.ProgressEvery

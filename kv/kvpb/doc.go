@@ -11,8 +11,11 @@
 //     has no leader. The trailer metadata LeaderTrailer holds the leader's
 //     gRPC address (host:port), or is empty when the replica knows none.
 //     Also the usual transport failures.
-//   - codes.ResourceExhausted: admission control (a full outbox) refused the
-//     request; retry later with the same id.
+//   - codes.ResourceExhausted: admission control (a full outbox, a full
+//     session table) refused the request; retry later with the same id.
+//   - codes.FailedPrecondition: the request went to the wrong group (the
+//     message names the right one), or its session expired: the message
+//     contains SessionExpiredText; the request did not run.
 //   - codes.DeadlineExceeded, codes.Canceled: the caller's context ended.
 //
 // An aborted transaction is a normal answer: PieceResult.Aborted gives the
@@ -21,11 +24,25 @@
 // # Transaction ids
 //
 // A request carries (client_id, seq), spelt "c<client_id>.<seq>" as
-// multicast.MsgID.String spells it. The server keeps one outstanding request
-// per client id: the same id sent again returns the first result, and a
-// later seq accepted for a client id makes the earlier ones duplicates.
+// multicast.MsgID.String spells it; client_id is a session the client
+// opened at the group (OpenSession; see kv.proto for the contract). The
+// server keeps one outstanding request per session: the same id sent again
+// returns the first result, and a later seq accepted for a session makes the
+// earlier ones duplicates.
 package kvpb
 
 // LeaderTrailer is the trailer metadata key of an Unavailable status: the
 // gRPC address of the group's leader, or empty when unknown.
 const LeaderTrailer = "flexkv-leader"
+
+// SessionExpiredText is in the message of the FailedPrecondition status of a
+// request whose session the group does not know (expired, or never opened
+// there): the request did not run.
+const SessionExpiredText = "session expired"
+
+// NotRunTrailer is the trailer metadata key that a server sets, to "1", on
+// the error of a write it refused before it could run: a follower that
+// proposed nothing. A client whose write's session then expires knows from
+// it that the attempt did not run (other refusals say so by their code:
+// InvalidArgument, FailedPrecondition, ResourceExhausted).
+const NotRunTrailer = "flexkv-not-run"

@@ -249,16 +249,20 @@ func (*Compare_Int) isCompare_Operand() {}
 func (*Compare_Value) isCompare_Operand() {}
 
 // Op is one operation (txn.Op). Each kind uses some fields and requires the
-// others to be zero: get, delete: key; put: key, value; add: key, int; scan:
-// key, end, limit (up to limit keys of [key, end), in one partition).
+// others to be zero: get, delete: key; put: key, value; add: key, int, and
+// wrap if it is to wrap; scan: key, end, limit (up to limit keys of
+// [key, end), in one partition).
 type Op struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Kind          OpKind                 `protobuf:"varint,1,opt,name=kind,proto3,enum=flexkv.kv.v1.OpKind" json:"kind,omitempty"`
-	Key           []byte                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
-	Value         []byte                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
-	Int           int64                  `protobuf:"varint,4,opt,name=int,proto3" json:"int,omitempty"`
-	End           []byte                 `protobuf:"bytes,5,opt,name=end,proto3" json:"end,omitempty"`
-	Limit         uint32                 `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Kind  OpKind                 `protobuf:"varint,1,opt,name=kind,proto3,enum=flexkv.kv.v1.OpKind" json:"kind,omitempty"`
+	Key   []byte                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Value []byte                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	Int   int64                  `protobuf:"varint,4,opt,name=int,proto3" json:"int,omitempty"`
+	End   []byte                 `protobuf:"bytes,5,opt,name=end,proto3" json:"end,omitempty"`
+	Limit uint32                 `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	// add only: wrap around int64 on overflow and count a stored value that
+	// is not an integer as 0, so that the add never aborts (txn.Op.Wrap).
+	Wrap          bool `protobuf:"varint,7,opt,name=wrap,proto3" json:"wrap,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -333,6 +337,13 @@ func (x *Op) GetLimit() uint32 {
 		return x.Limit
 	}
 	return 0
+}
+
+func (x *Op) GetWrap() bool {
+	if x != nil {
+		return x.Wrap
+	}
+	return false
 }
 
 // Txn is a one-shot transaction (txn.Txn): if every compare holds, then runs,
@@ -1433,6 +1444,106 @@ func (x *ScanResponse) GetNextStart() []byte {
 	return nil
 }
 
+type OpenSessionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OpenSessionRequest) Reset() {
+	*x = OpenSessionRequest{}
+	mi := &file_kv_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpenSessionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpenSessionRequest) ProtoMessage() {}
+
+func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kv_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpenSessionRequest.ProtoReflect.Descriptor instead.
+func (*OpenSessionRequest) Descriptor() ([]byte, []int) {
+	return file_kv_proto_rawDescGZIP(), []int{19}
+}
+
+type OpenSessionResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	ClientId uint64                 `protobuf:"varint,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	// How long the session lives idle, in ticks of the group's log, and the
+	// leader's tick interval in milliseconds: the session expires after
+	// about idle_ticks x tick_ms of activity at the group without a request
+	// of its own (log time stands still while the group is idle).
+	IdleTicks     uint64  `protobuf:"varint,2,opt,name=idle_ticks,json=idleTicks,proto3" json:"idle_ticks,omitempty"`
+	TickMs        float64 `protobuf:"fixed64,3,opt,name=tick_ms,json=tickMs,proto3" json:"tick_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OpenSessionResponse) Reset() {
+	*x = OpenSessionResponse{}
+	mi := &file_kv_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpenSessionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpenSessionResponse) ProtoMessage() {}
+
+func (x *OpenSessionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kv_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpenSessionResponse.ProtoReflect.Descriptor instead.
+func (*OpenSessionResponse) Descriptor() ([]byte, []int) {
+	return file_kv_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *OpenSessionResponse) GetClientId() uint64 {
+	if x != nil {
+		return x.ClientId
+	}
+	return 0
+}
+
+func (x *OpenSessionResponse) GetIdleTicks() uint64 {
+	if x != nil {
+		return x.IdleTicks
+	}
+	return 0
+}
+
+func (x *OpenSessionResponse) GetTickMs() float64 {
+	if x != nil {
+		return x.TickMs
+	}
+	return 0
+}
+
 type TopologyRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1441,7 +1552,7 @@ type TopologyRequest struct {
 
 func (x *TopologyRequest) Reset() {
 	*x = TopologyRequest{}
-	mi := &file_kv_proto_msgTypes[19]
+	mi := &file_kv_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1564,7 @@ func (x *TopologyRequest) String() string {
 func (*TopologyRequest) ProtoMessage() {}
 
 func (x *TopologyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[19]
+	mi := &file_kv_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1577,7 @@ func (x *TopologyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologyRequest.ProtoReflect.Descriptor instead.
 func (*TopologyRequest) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{19}
+	return file_kv_proto_rawDescGZIP(), []int{21}
 }
 
 // TopologyResponse is the cluster configuration (partition.ClusterConfig)
@@ -1492,7 +1603,7 @@ type TopologyResponse struct {
 
 func (x *TopologyResponse) Reset() {
 	*x = TopologyResponse{}
-	mi := &file_kv_proto_msgTypes[20]
+	mi := &file_kv_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1504,7 +1615,7 @@ func (x *TopologyResponse) String() string {
 func (*TopologyResponse) ProtoMessage() {}
 
 func (x *TopologyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[20]
+	mi := &file_kv_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1517,7 +1628,7 @@ func (x *TopologyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologyResponse.ProtoReflect.Descriptor instead.
 func (*TopologyResponse) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{20}
+	return file_kv_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TopologyResponse) GetProtocol() string {
@@ -1579,7 +1690,7 @@ type TreeEdge struct {
 
 func (x *TreeEdge) Reset() {
 	*x = TreeEdge{}
-	mi := &file_kv_proto_msgTypes[21]
+	mi := &file_kv_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1591,7 +1702,7 @@ func (x *TreeEdge) String() string {
 func (*TreeEdge) ProtoMessage() {}
 
 func (x *TreeEdge) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[21]
+	mi := &file_kv_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1604,7 +1715,7 @@ func (x *TreeEdge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeEdge.ProtoReflect.Descriptor instead.
 func (*TreeEdge) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{21}
+	return file_kv_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TreeEdge) GetChild() string {
@@ -1632,7 +1743,7 @@ type Group struct {
 
 func (x *Group) Reset() {
 	*x = Group{}
-	mi := &file_kv_proto_msgTypes[22]
+	mi := &file_kv_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1644,7 +1755,7 @@ func (x *Group) String() string {
 func (*Group) ProtoMessage() {}
 
 func (x *Group) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[22]
+	mi := &file_kv_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1657,7 +1768,7 @@ func (x *Group) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Group.ProtoReflect.Descriptor instead.
 func (*Group) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{22}
+	return file_kv_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Group) GetName() string {
@@ -1693,7 +1804,7 @@ type Replica struct {
 
 func (x *Replica) Reset() {
 	*x = Replica{}
-	mi := &file_kv_proto_msgTypes[23]
+	mi := &file_kv_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1705,7 +1816,7 @@ func (x *Replica) String() string {
 func (*Replica) ProtoMessage() {}
 
 func (x *Replica) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[23]
+	mi := &file_kv_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1718,7 +1829,7 @@ func (x *Replica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replica.ProtoReflect.Descriptor instead.
 func (*Replica) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{23}
+	return file_kv_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Replica) GetId() string {
@@ -1764,7 +1875,7 @@ type Partition struct {
 
 func (x *Partition) Reset() {
 	*x = Partition{}
-	mi := &file_kv_proto_msgTypes[24]
+	mi := &file_kv_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1776,7 +1887,7 @@ func (x *Partition) String() string {
 func (*Partition) ProtoMessage() {}
 
 func (x *Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[24]
+	mi := &file_kv_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1789,7 +1900,7 @@ func (x *Partition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Partition.ProtoReflect.Descriptor instead.
 func (*Partition) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{24}
+	return file_kv_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Partition) GetName() string {
@@ -1839,7 +1950,7 @@ type LatencyRow struct {
 
 func (x *LatencyRow) Reset() {
 	*x = LatencyRow{}
-	mi := &file_kv_proto_msgTypes[25]
+	mi := &file_kv_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1851,7 +1962,7 @@ func (x *LatencyRow) String() string {
 func (*LatencyRow) ProtoMessage() {}
 
 func (x *LatencyRow) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[25]
+	mi := &file_kv_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1864,7 +1975,7 @@ func (x *LatencyRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LatencyRow.ProtoReflect.Descriptor instead.
 func (*LatencyRow) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{25}
+	return file_kv_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *LatencyRow) GetRegion() string {
@@ -1889,7 +2000,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_kv_proto_msgTypes[26]
+	mi := &file_kv_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1901,7 +2012,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[26]
+	mi := &file_kv_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1914,7 +2025,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{26}
+	return file_kv_proto_rawDescGZIP(), []int{28}
 }
 
 // StatusResponse is one replica's state (DESIGN 7, 13).
@@ -1939,7 +2050,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_kv_proto_msgTypes[27]
+	mi := &file_kv_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1951,7 +2062,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kv_proto_msgTypes[27]
+	mi := &file_kv_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1964,7 +2075,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_kv_proto_rawDescGZIP(), []int{27}
+	return file_kv_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *StatusResponse) GetGroup() string {
@@ -2068,14 +2179,15 @@ const file_kv_proto_rawDesc = "" +
 	"\x03cmp\x18\x02 \x01(\x0e2\x11.flexkv.kv.v1.CmpR\x03cmp\x12\x12\n" +
 	"\x03int\x18\x03 \x01(\x03H\x00R\x03int\x12\x16\n" +
 	"\x05value\x18\x04 \x01(\fH\x00R\x05valueB\t\n" +
-	"\aoperand\"\x90\x01\n" +
+	"\aoperand\"\xa4\x01\n" +
 	"\x02Op\x12(\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.flexkv.kv.v1.OpKindR\x04kind\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x03 \x01(\fR\x05value\x12\x10\n" +
 	"\x03int\x18\x04 \x01(\x03R\x03int\x12\x10\n" +
 	"\x03end\x18\x05 \x01(\fR\x03end\x12\x14\n" +
-	"\x05limit\x18\x06 \x01(\rR\x05limit\"x\n" +
+	"\x05limit\x18\x06 \x01(\rR\x05limit\x12\x12\n" +
+	"\x04wrap\x18\a \x01(\bR\x04wrap\"x\n" +
 	"\x03Txn\x12%\n" +
 	"\x02if\x18\x01 \x03(\v2\x15.flexkv.kv.v1.CompareR\x02if\x12$\n" +
 	"\x04then\x18\x02 \x03(\v2\x10.flexkv.kv.v1.OpR\x04then\x12$\n" +
@@ -2150,7 +2262,13 @@ const file_kv_proto_rawDesc = "" +
 	"\fScanResponse\x12(\n" +
 	"\x03kvs\x18\x01 \x03(\v2\x16.flexkv.kv.v1.KeyValueR\x03kvs\x12\x1d\n" +
 	"\n" +
-	"next_start\x18\x02 \x01(\fR\tnextStart\"\x11\n" +
+	"next_start\x18\x02 \x01(\fR\tnextStart\"\x14\n" +
+	"\x12OpenSessionRequest\"j\n" +
+	"\x13OpenSessionResponse\x12\x1b\n" +
+	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12\x1d\n" +
+	"\n" +
+	"idle_ticks\x18\x02 \x01(\x04R\tidleTicks\x12\x17\n" +
+	"\atick_ms\x18\x03 \x01(\x01R\x06tickMs\"\x11\n" +
 	"\x0fTopologyRequest\"\xa8\x02\n" +
 	"\x10TopologyResponse\x12\x1a\n" +
 	"\bprotocol\x18\x01 \x01(\tR\bprotocol\x12\x18\n" +
@@ -2218,14 +2336,15 @@ const file_kv_proto_rawDesc = "" +
 	"\vOP_KIND_PUT\x10\x02\x12\x12\n" +
 	"\x0eOP_KIND_DELETE\x10\x03\x12\x0f\n" +
 	"\vOP_KIND_ADD\x10\x04\x12\x10\n" +
-	"\fOP_KIND_SCAN\x10\x052\x8e\x04\n" +
+	"\fOP_KIND_SCAN\x10\x052\xe2\x04\n" +
 	"\x02KV\x12:\n" +
 	"\x03Txn\x12\x18.flexkv.kv.v1.TxnRequest\x1a\x19.flexkv.kv.v1.TxnResponse\x12@\n" +
 	"\x05Await\x12\x1a.flexkv.kv.v1.AwaitRequest\x1a\x1b.flexkv.kv.v1.AwaitResponse\x12:\n" +
 	"\x03Get\x12\x18.flexkv.kv.v1.GetRequest\x1a\x19.flexkv.kv.v1.GetResponse\x12:\n" +
 	"\x03Put\x12\x18.flexkv.kv.v1.PutRequest\x1a\x19.flexkv.kv.v1.PutResponse\x12C\n" +
 	"\x06Delete\x12\x1b.flexkv.kv.v1.DeleteRequest\x1a\x1c.flexkv.kv.v1.DeleteResponse\x12=\n" +
-	"\x04Scan\x12\x19.flexkv.kv.v1.ScanRequest\x1a\x1a.flexkv.kv.v1.ScanResponse\x12I\n" +
+	"\x04Scan\x12\x19.flexkv.kv.v1.ScanRequest\x1a\x1a.flexkv.kv.v1.ScanResponse\x12R\n" +
+	"\vOpenSession\x12 .flexkv.kv.v1.OpenSessionRequest\x1a!.flexkv.kv.v1.OpenSessionResponse\x12I\n" +
 	"\bTopology\x12\x1d.flexkv.kv.v1.TopologyRequest\x1a\x1e.flexkv.kv.v1.TopologyResponse\x12C\n" +
 	"\x06Status\x12\x1b.flexkv.kv.v1.StatusRequest\x1a\x1c.flexkv.kv.v1.StatusResponseB\"Z github.com/flexkv/flexkv/kv/kvpbb\x06proto3"
 
@@ -2242,38 +2361,40 @@ func file_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_kv_proto_goTypes = []any{
-	(Cmp)(0),                 // 0: flexkv.kv.v1.Cmp
-	(OpKind)(0),              // 1: flexkv.kv.v1.OpKind
-	(*Compare)(nil),          // 2: flexkv.kv.v1.Compare
-	(*Op)(nil),               // 3: flexkv.kv.v1.Op
-	(*Txn)(nil),              // 4: flexkv.kv.v1.Txn
-	(*Call)(nil),             // 5: flexkv.kv.v1.Call
-	(*TxnRequest)(nil),       // 6: flexkv.kv.v1.TxnRequest
-	(*KeyValue)(nil),         // 7: flexkv.kv.v1.KeyValue
-	(*OpResult)(nil),         // 8: flexkv.kv.v1.OpResult
-	(*PieceResult)(nil),      // 9: flexkv.kv.v1.PieceResult
-	(*TxnResponse)(nil),      // 10: flexkv.kv.v1.TxnResponse
-	(*AwaitRequest)(nil),     // 11: flexkv.kv.v1.AwaitRequest
-	(*AwaitResponse)(nil),    // 12: flexkv.kv.v1.AwaitResponse
-	(*GetRequest)(nil),       // 13: flexkv.kv.v1.GetRequest
-	(*GetResponse)(nil),      // 14: flexkv.kv.v1.GetResponse
-	(*PutRequest)(nil),       // 15: flexkv.kv.v1.PutRequest
-	(*PutResponse)(nil),      // 16: flexkv.kv.v1.PutResponse
-	(*DeleteRequest)(nil),    // 17: flexkv.kv.v1.DeleteRequest
-	(*DeleteResponse)(nil),   // 18: flexkv.kv.v1.DeleteResponse
-	(*ScanRequest)(nil),      // 19: flexkv.kv.v1.ScanRequest
-	(*ScanResponse)(nil),     // 20: flexkv.kv.v1.ScanResponse
-	(*TopologyRequest)(nil),  // 21: flexkv.kv.v1.TopologyRequest
-	(*TopologyResponse)(nil), // 22: flexkv.kv.v1.TopologyResponse
-	(*TreeEdge)(nil),         // 23: flexkv.kv.v1.TreeEdge
-	(*Group)(nil),            // 24: flexkv.kv.v1.Group
-	(*Replica)(nil),          // 25: flexkv.kv.v1.Replica
-	(*Partition)(nil),        // 26: flexkv.kv.v1.Partition
-	(*LatencyRow)(nil),       // 27: flexkv.kv.v1.LatencyRow
-	(*StatusRequest)(nil),    // 28: flexkv.kv.v1.StatusRequest
-	(*StatusResponse)(nil),   // 29: flexkv.kv.v1.StatusResponse
+	(Cmp)(0),                    // 0: flexkv.kv.v1.Cmp
+	(OpKind)(0),                 // 1: flexkv.kv.v1.OpKind
+	(*Compare)(nil),             // 2: flexkv.kv.v1.Compare
+	(*Op)(nil),                  // 3: flexkv.kv.v1.Op
+	(*Txn)(nil),                 // 4: flexkv.kv.v1.Txn
+	(*Call)(nil),                // 5: flexkv.kv.v1.Call
+	(*TxnRequest)(nil),          // 6: flexkv.kv.v1.TxnRequest
+	(*KeyValue)(nil),            // 7: flexkv.kv.v1.KeyValue
+	(*OpResult)(nil),            // 8: flexkv.kv.v1.OpResult
+	(*PieceResult)(nil),         // 9: flexkv.kv.v1.PieceResult
+	(*TxnResponse)(nil),         // 10: flexkv.kv.v1.TxnResponse
+	(*AwaitRequest)(nil),        // 11: flexkv.kv.v1.AwaitRequest
+	(*AwaitResponse)(nil),       // 12: flexkv.kv.v1.AwaitResponse
+	(*GetRequest)(nil),          // 13: flexkv.kv.v1.GetRequest
+	(*GetResponse)(nil),         // 14: flexkv.kv.v1.GetResponse
+	(*PutRequest)(nil),          // 15: flexkv.kv.v1.PutRequest
+	(*PutResponse)(nil),         // 16: flexkv.kv.v1.PutResponse
+	(*DeleteRequest)(nil),       // 17: flexkv.kv.v1.DeleteRequest
+	(*DeleteResponse)(nil),      // 18: flexkv.kv.v1.DeleteResponse
+	(*ScanRequest)(nil),         // 19: flexkv.kv.v1.ScanRequest
+	(*ScanResponse)(nil),        // 20: flexkv.kv.v1.ScanResponse
+	(*OpenSessionRequest)(nil),  // 21: flexkv.kv.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil), // 22: flexkv.kv.v1.OpenSessionResponse
+	(*TopologyRequest)(nil),     // 23: flexkv.kv.v1.TopologyRequest
+	(*TopologyResponse)(nil),    // 24: flexkv.kv.v1.TopologyResponse
+	(*TreeEdge)(nil),            // 25: flexkv.kv.v1.TreeEdge
+	(*Group)(nil),               // 26: flexkv.kv.v1.Group
+	(*Replica)(nil),             // 27: flexkv.kv.v1.Replica
+	(*Partition)(nil),           // 28: flexkv.kv.v1.Partition
+	(*LatencyRow)(nil),          // 29: flexkv.kv.v1.LatencyRow
+	(*StatusRequest)(nil),       // 30: flexkv.kv.v1.StatusRequest
+	(*StatusResponse)(nil),      // 31: flexkv.kv.v1.StatusResponse
 }
 var file_kv_proto_depIdxs = []int32{
 	0,  // 0: flexkv.kv.v1.Compare.cmp:type_name -> flexkv.kv.v1.Cmp
@@ -2289,29 +2410,31 @@ var file_kv_proto_depIdxs = []int32{
 	9,  // 10: flexkv.kv.v1.TxnResponse.piece:type_name -> flexkv.kv.v1.PieceResult
 	9,  // 11: flexkv.kv.v1.AwaitResponse.piece:type_name -> flexkv.kv.v1.PieceResult
 	7,  // 12: flexkv.kv.v1.ScanResponse.kvs:type_name -> flexkv.kv.v1.KeyValue
-	23, // 13: flexkv.kv.v1.TopologyResponse.tree:type_name -> flexkv.kv.v1.TreeEdge
-	24, // 14: flexkv.kv.v1.TopologyResponse.groups:type_name -> flexkv.kv.v1.Group
-	26, // 15: flexkv.kv.v1.TopologyResponse.partitions:type_name -> flexkv.kv.v1.Partition
-	27, // 16: flexkv.kv.v1.TopologyResponse.latency:type_name -> flexkv.kv.v1.LatencyRow
-	25, // 17: flexkv.kv.v1.Group.replicas:type_name -> flexkv.kv.v1.Replica
+	25, // 13: flexkv.kv.v1.TopologyResponse.tree:type_name -> flexkv.kv.v1.TreeEdge
+	26, // 14: flexkv.kv.v1.TopologyResponse.groups:type_name -> flexkv.kv.v1.Group
+	28, // 15: flexkv.kv.v1.TopologyResponse.partitions:type_name -> flexkv.kv.v1.Partition
+	29, // 16: flexkv.kv.v1.TopologyResponse.latency:type_name -> flexkv.kv.v1.LatencyRow
+	27, // 17: flexkv.kv.v1.Group.replicas:type_name -> flexkv.kv.v1.Replica
 	6,  // 18: flexkv.kv.v1.KV.Txn:input_type -> flexkv.kv.v1.TxnRequest
 	11, // 19: flexkv.kv.v1.KV.Await:input_type -> flexkv.kv.v1.AwaitRequest
 	13, // 20: flexkv.kv.v1.KV.Get:input_type -> flexkv.kv.v1.GetRequest
 	15, // 21: flexkv.kv.v1.KV.Put:input_type -> flexkv.kv.v1.PutRequest
 	17, // 22: flexkv.kv.v1.KV.Delete:input_type -> flexkv.kv.v1.DeleteRequest
 	19, // 23: flexkv.kv.v1.KV.Scan:input_type -> flexkv.kv.v1.ScanRequest
-	21, // 24: flexkv.kv.v1.KV.Topology:input_type -> flexkv.kv.v1.TopologyRequest
-	28, // 25: flexkv.kv.v1.KV.Status:input_type -> flexkv.kv.v1.StatusRequest
-	10, // 26: flexkv.kv.v1.KV.Txn:output_type -> flexkv.kv.v1.TxnResponse
-	12, // 27: flexkv.kv.v1.KV.Await:output_type -> flexkv.kv.v1.AwaitResponse
-	14, // 28: flexkv.kv.v1.KV.Get:output_type -> flexkv.kv.v1.GetResponse
-	16, // 29: flexkv.kv.v1.KV.Put:output_type -> flexkv.kv.v1.PutResponse
-	18, // 30: flexkv.kv.v1.KV.Delete:output_type -> flexkv.kv.v1.DeleteResponse
-	20, // 31: flexkv.kv.v1.KV.Scan:output_type -> flexkv.kv.v1.ScanResponse
-	22, // 32: flexkv.kv.v1.KV.Topology:output_type -> flexkv.kv.v1.TopologyResponse
-	29, // 33: flexkv.kv.v1.KV.Status:output_type -> flexkv.kv.v1.StatusResponse
-	26, // [26:34] is the sub-list for method output_type
-	18, // [18:26] is the sub-list for method input_type
+	21, // 24: flexkv.kv.v1.KV.OpenSession:input_type -> flexkv.kv.v1.OpenSessionRequest
+	23, // 25: flexkv.kv.v1.KV.Topology:input_type -> flexkv.kv.v1.TopologyRequest
+	30, // 26: flexkv.kv.v1.KV.Status:input_type -> flexkv.kv.v1.StatusRequest
+	10, // 27: flexkv.kv.v1.KV.Txn:output_type -> flexkv.kv.v1.TxnResponse
+	12, // 28: flexkv.kv.v1.KV.Await:output_type -> flexkv.kv.v1.AwaitResponse
+	14, // 29: flexkv.kv.v1.KV.Get:output_type -> flexkv.kv.v1.GetResponse
+	16, // 30: flexkv.kv.v1.KV.Put:output_type -> flexkv.kv.v1.PutResponse
+	18, // 31: flexkv.kv.v1.KV.Delete:output_type -> flexkv.kv.v1.DeleteResponse
+	20, // 32: flexkv.kv.v1.KV.Scan:output_type -> flexkv.kv.v1.ScanResponse
+	22, // 33: flexkv.kv.v1.KV.OpenSession:output_type -> flexkv.kv.v1.OpenSessionResponse
+	24, // 34: flexkv.kv.v1.KV.Topology:output_type -> flexkv.kv.v1.TopologyResponse
+	31, // 35: flexkv.kv.v1.KV.Status:output_type -> flexkv.kv.v1.StatusResponse
+	27, // [27:36] is the sub-list for method output_type
+	18, // [18:27] is the sub-list for method input_type
 	18, // [18:18] is the sub-list for extension type_name
 	18, // [18:18] is the sub-list for extension extendee
 	0,  // [0:18] is the sub-list for field type_name
@@ -2336,7 +2459,7 @@ func file_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kv_proto_rawDesc), len(file_kv_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   28,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,14 +23,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	KV_Txn_FullMethodName      = "/flexkv.kv.v1.KV/Txn"
-	KV_Await_FullMethodName    = "/flexkv.kv.v1.KV/Await"
-	KV_Get_FullMethodName      = "/flexkv.kv.v1.KV/Get"
-	KV_Put_FullMethodName      = "/flexkv.kv.v1.KV/Put"
-	KV_Delete_FullMethodName   = "/flexkv.kv.v1.KV/Delete"
-	KV_Scan_FullMethodName     = "/flexkv.kv.v1.KV/Scan"
-	KV_Topology_FullMethodName = "/flexkv.kv.v1.KV/Topology"
-	KV_Status_FullMethodName   = "/flexkv.kv.v1.KV/Status"
+	KV_Txn_FullMethodName         = "/flexkv.kv.v1.KV/Txn"
+	KV_Await_FullMethodName       = "/flexkv.kv.v1.KV/Await"
+	KV_Get_FullMethodName         = "/flexkv.kv.v1.KV/Get"
+	KV_Put_FullMethodName         = "/flexkv.kv.v1.KV/Put"
+	KV_Delete_FullMethodName      = "/flexkv.kv.v1.KV/Delete"
+	KV_Scan_FullMethodName        = "/flexkv.kv.v1.KV/Scan"
+	KV_OpenSession_FullMethodName = "/flexkv.kv.v1.KV/OpenSession"
+	KV_Topology_FullMethodName    = "/flexkv.kv.v1.KV/Topology"
+	KV_Status_FullMethodName      = "/flexkv.kv.v1.KV/Status"
 )
 
 // KVClient is the client API for KV service.
@@ -46,9 +47,17 @@ const (
 //   - UNAVAILABLE: the replica is not its group's leader, or the group has no
 //     leader. The trailer metadata "flexkv-leader" (kvpb.LeaderTrailer)
 //     holds the gRPC address host:port of the leader, or is empty when the
-//     replica knows none. Also the usual transport failures.
+//     replica knows none; the trailer "flexkv-not-run" (kvpb.NotRunTrailer)
+//     is "1" when the replica proposed nothing (a write that did not run).
+//     Also the usual transport failures.
 //   - RESOURCE_EXHAUSTED: admission control refused the request (a full
-//     outbox or queue): retry later, with the same id.
+//     outbox or queue, or OpenSession at a group that keeps its bound of
+//     sessions): retry later, with the same id.
+//   - FAILED_PRECONDITION: the request was sent to a group that cannot take
+//     it (not the entry group of its destinations, not the owner of its
+//     key; the message names the right one); or its client_id names no
+//     open session of the group (message containing "session expired"):
+//     it did not run, and never will under that id (see below).
 //   - DEADLINE_EXCEEDED, CANCELED: the caller's context ended first, or
 //     the server's bound on a wait (Txn, Await, Put, Delete; 30 s unless
 //     configured) did, which the message says. A request may still take
@@ -57,11 +66,28 @@ const (
 // An aborted transaction is not an error: it is a normal answer whose
 // PieceResult.aborted gives the reason.
 //
-// Transaction ids: a request carries (client_id, seq), written
-// "c<client_id>.<seq>". The server keeps one outstanding request per
-// client_id: re-sending the same (client_id, seq) returns the first result
-// and does not execute again; a later seq accepted for a client_id makes the
-// earlier ones duplicates. client_id 2^64-1 is reserved.
+// Sessions and transaction ids (DESIGN 6). A client opens a session at a
+// group (OpenSession) before its first Txn, Put or Delete there, at the group
+// that admits it (the entry group of a Txn's destinations, the owner of a
+// Put's key); the session's id is its client_id there, and its requests
+// carry (client_id, seq), written "c<client_id>.<seq>", with seq increasing
+// from 1. One request is outstanding per session: re-sending the same
+// (client_id, seq) returns the first result and does not execute again
+// (another transaction under an id used before gets the first one's
+// answer); a later seq accepted makes the earlier ones duplicates. A
+// session that stays idle
+// (no request naming it) for the group's session lifetime, counted in
+// ticks of its log, expires; a request naming it is then refused with
+// FAILED_PRECONDITION "session expired" and never runs. The client opens a
+// new session and may resubmit under it, as a new transaction, only a
+// request it knows never ran: one every attempt of which was refused (a
+// request accepted before the expiry still runs, and its results can be
+// awaited under its old id).
+//
+// A request with neither client_id nor seq is anonymous: the server gives
+// it an id of its own, it is not deduplicated (sent again, it runs again),
+// and its result is kept within the server's bound on anonymous results.
+// client_ids with the top bit set (2^63 and above) are reserved.
 type KVClient interface {
 	// Txn submits a transaction to the group it is sent to, which must be the
 	// entry group of the cluster's protocol for the transaction's destinations
@@ -88,6 +114,9 @@ type KVClient interface {
 	Put(ctx context.Context, in *PutRequest, opts ...grpc.CallOption) (*PutResponse, error)
 	Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*DeleteResponse, error)
 	Scan(ctx context.Context, in *ScanRequest, opts ...grpc.CallOption) (*ScanResponse, error)
+	// OpenSession opens a client session at the group it is sent to (to its
+	// leader) and returns its id, unique in the cluster and never reused.
+	OpenSession(ctx context.Context, in *OpenSessionRequest, opts ...grpc.CallOption) (*OpenSessionResponse, error)
 	// Topology returns the cluster configuration the server loaded.
 	Topology(ctx context.Context, in *TopologyRequest, opts ...grpc.CallOption) (*TopologyResponse, error)
 	// Status reports this replica's state, for `flexkv status` (DESIGN 7):
@@ -163,6 +192,16 @@ func (c *kVClient) Scan(ctx context.Context, in *ScanRequest, opts ...grpc.CallO
 	return out, nil
 }
 
+func (c *kVClient) OpenSession(ctx context.Context, in *OpenSessionRequest, opts ...grpc.CallOption) (*OpenSessionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(OpenSessionResponse)
+	err := c.cc.Invoke(ctx, KV_OpenSession_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *kVClient) Topology(ctx context.Context, in *TopologyRequest, opts ...grpc.CallOption) (*TopologyResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(TopologyResponse)
@@ -196,9 +235,17 @@ func (c *kVClient) Status(ctx context.Context, in *StatusRequest, opts ...grpc.C
 //   - UNAVAILABLE: the replica is not its group's leader, or the group has no
 //     leader. The trailer metadata "flexkv-leader" (kvpb.LeaderTrailer)
 //     holds the gRPC address host:port of the leader, or is empty when the
-//     replica knows none. Also the usual transport failures.
+//     replica knows none; the trailer "flexkv-not-run" (kvpb.NotRunTrailer)
+//     is "1" when the replica proposed nothing (a write that did not run).
+//     Also the usual transport failures.
 //   - RESOURCE_EXHAUSTED: admission control refused the request (a full
-//     outbox or queue): retry later, with the same id.
+//     outbox or queue, or OpenSession at a group that keeps its bound of
+//     sessions): retry later, with the same id.
+//   - FAILED_PRECONDITION: the request was sent to a group that cannot take
+//     it (not the entry group of its destinations, not the owner of its
+//     key; the message names the right one); or its client_id names no
+//     open session of the group (message containing "session expired"):
+//     it did not run, and never will under that id (see below).
 //   - DEADLINE_EXCEEDED, CANCELED: the caller's context ended first, or
 //     the server's bound on a wait (Txn, Await, Put, Delete; 30 s unless
 //     configured) did, which the message says. A request may still take
@@ -207,11 +254,28 @@ func (c *kVClient) Status(ctx context.Context, in *StatusRequest, opts ...grpc.C
 // An aborted transaction is not an error: it is a normal answer whose
 // PieceResult.aborted gives the reason.
 //
-// Transaction ids: a request carries (client_id, seq), written
-// "c<client_id>.<seq>". The server keeps one outstanding request per
-// client_id: re-sending the same (client_id, seq) returns the first result
-// and does not execute again; a later seq accepted for a client_id makes the
-// earlier ones duplicates. client_id 2^64-1 is reserved.
+// Sessions and transaction ids (DESIGN 6). A client opens a session at a
+// group (OpenSession) before its first Txn, Put or Delete there, at the group
+// that admits it (the entry group of a Txn's destinations, the owner of a
+// Put's key); the session's id is its client_id there, and its requests
+// carry (client_id, seq), written "c<client_id>.<seq>", with seq increasing
+// from 1. One request is outstanding per session: re-sending the same
+// (client_id, seq) returns the first result and does not execute again
+// (another transaction under an id used before gets the first one's
+// answer); a later seq accepted makes the earlier ones duplicates. A
+// session that stays idle
+// (no request naming it) for the group's session lifetime, counted in
+// ticks of its log, expires; a request naming it is then refused with
+// FAILED_PRECONDITION "session expired" and never runs. The client opens a
+// new session and may resubmit under it, as a new transaction, only a
+// request it knows never ran: one every attempt of which was refused (a
+// request accepted before the expiry still runs, and its results can be
+// awaited under its old id).
+//
+// A request with neither client_id nor seq is anonymous: the server gives
+// it an id of its own, it is not deduplicated (sent again, it runs again),
+// and its result is kept within the server's bound on anonymous results.
+// client_ids with the top bit set (2^63 and above) are reserved.
 type KVServer interface {
 	// Txn submits a transaction to the group it is sent to, which must be the
 	// entry group of the cluster's protocol for the transaction's destinations
@@ -238,6 +302,9 @@ type KVServer interface {
 	Put(context.Context, *PutRequest) (*PutResponse, error)
 	Delete(context.Context, *DeleteRequest) (*DeleteResponse, error)
 	Scan(context.Context, *ScanRequest) (*ScanResponse, error)
+	// OpenSession opens a client session at the group it is sent to (to its
+	// leader) and returns its id, unique in the cluster and never reused.
+	OpenSession(context.Context, *OpenSessionRequest) (*OpenSessionResponse, error)
 	// Topology returns the cluster configuration the server loaded.
 	Topology(context.Context, *TopologyRequest) (*TopologyResponse, error)
 	// Status reports this replica's state, for `flexkv status` (DESIGN 7):
@@ -270,6 +337,9 @@ func (UnimplementedKVServer) Delete(context.Context, *DeleteRequest) (*DeleteRes
 }
 func (UnimplementedKVServer) Scan(context.Context, *ScanRequest) (*ScanResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Scan not implemented")
+}
+func (UnimplementedKVServer) OpenSession(context.Context, *OpenSessionRequest) (*OpenSessionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method OpenSession not implemented")
 }
 func (UnimplementedKVServer) Topology(context.Context, *TopologyRequest) (*TopologyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Topology not implemented")
@@ -406,6 +476,24 @@ func _KV_Scan_Handler(srv interface{}, ctx context.Context, dec func(interface{}
 	return interceptor(ctx, in, info, handler)
 }
 
+func _KV_OpenSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OpenSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KVServer).OpenSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KV_OpenSession_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KVServer).OpenSession(ctx, req.(*OpenSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _KV_Topology_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(TopologyRequest)
 	if err := dec(in); err != nil {
@@ -472,6 +560,10 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Scan",
 			Handler:    _KV_Scan_Handler,
+		},
+		{
+			MethodName: "OpenSession",
+			Handler:    _KV_OpenSession_Handler,
 		},
 		{
 			MethodName: "Topology",

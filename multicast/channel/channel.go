@@ -26,16 +26,36 @@
 // cumulative acknowledgement; a tick sends a control-only frame to each peer
 // that is owed an acknowledgement and got no other frame since.
 //
-// Bounds. The hold-back queue of each peer holds at most HoldbackMax frames.
-// The outbox is bounded by back-pressure rather than refusal: Busy reports
-// true once some outbox holds OutboxMax envelopes, and the group then admits
-// no new client request (package node). Send itself never refuses, because an
-// envelope that a core produces in answer to another group's envelope cannot
-// be refused without stalling the channel: two groups refusing each other's
-// traffic would deadlock. Since each admitted message makes a bounded number
-// of envelopes, the outboxes stay bounded by OutboxMax plus the envelopes of
-// the messages already admitted. The output waiting for Ready is bounded by
-// what one input produces, provided Ready is called after each input.
+// Bounds. The hold-back queue of each peer holds at most HoldbackMax frames
+// and HoldbackBytesMax payload bytes. The outbox is bounded by back-pressure
+// rather than refusal: Busy reports true once some outbox holds OutboxMax
+// envelopes, or once the backlog behind some peer reaches BacklogBytesMax,
+// and the group then admits no new client request (package group). Send
+// itself never refuses, because an envelope that a core produces in answer
+// to another group's envelope cannot be refused without stalling the
+// channel: two groups refusing each other's traffic would deadlock. Since
+// each admitted message makes a bounded number of envelopes, the outboxes
+// stay bounded by the busy limits plus the envelopes of the messages already
+// admitted, which OutboxBytesMax, at least twice BacklogBytesMax, leaves room
+// for; a Send past it is counted in Stats.OutboxOverflows.
+//
+// The backlog behind peer p is the number of payload bytes Self has sent to
+// any peer, or taken on otherwise (Charge), since (and including) the oldest
+// envelope p has not acknowledged.
+// It bounds more than the outbox to p: when p is unreachable, the other
+// groups hold what Self sent them that waits for p (a FlexCast message
+// waiting for p's ack at a group ranked above p, a Skeen message waiting
+// behind one whose timestamp p has not proposed), and all of it was sent
+// after Self's oldest envelope that p did not acknowledge, give or take what
+// p received just before it became unreachable.
+//
+// Resends cover a window: at most ResendFramesMax frames and ResendBytesMax
+// bytes from the oldest unacknowledged one. A repair (a resend after
+// ResendTicks or for a nack) then goes on, a window at a time as the
+// acknowledgements cover the previous one, up to what was sent when it
+// began; what was sent later goes out again only if it, in turn, is nacked
+// or times out. The output waiting for Ready is bounded by what one input
+// produces, provided Ready is called after each input.
 package channel
 
 import (
@@ -51,10 +71,10 @@ type Config struct {
 	Self   partition.GroupID
 	Groups int // groups in the cluster (links to every other group)
 	// ResendTicks is the number of ticks without acknowledgement progress
-	// after which the unacknowledged data frames of a link are sent again.
-	// Each expiry resends the whole outbox, so it should exceed the round
-	// trip between the farthest groups, in ticks; a shorter one only wastes
-	// bandwidth (the outbox bounds each resend).
+	// after which the unacknowledged data frames of a link are sent again,
+	// a window at a time (ResendFramesMax, ResendBytesMax). It should exceed
+	// the round trip between the farthest groups, in ticks; a shorter one
+	// only wastes bandwidth.
 	ResendTicks int
 	// HoldbackMax is the number of out-of-order data frames kept per sending
 	// group; frames beyond that window are dropped (the sender resends them).
@@ -63,10 +83,63 @@ type Config struct {
 	// OutboxMax is the number of unacknowledged envelopes to one destination
 	// at which Busy reports true.
 	OutboxMax int
+
+	// The fields below count payload bytes; zero takes the Default value.
+
+	// HoldbackBytesMax bounds the payload bytes held back per sending group;
+	// the frames farthest from the gap are dropped first.
+	HoldbackBytesMax int
+	// BacklogBytesMax is the backlog behind one peer (see the package
+	// comment) at which Busy reports true.
+	BacklogBytesMax int
+	// OutboxBytesMax is the bound on the unacknowledged bytes to one
+	// destination that admission control keeps: at least twice
+	// BacklogBytesMax, so that the envelopes of admitted work and the
+	// protocol's answers (acks, notifications, flushes) fit beyond the
+	// point where requests are refused. Send never refuses; one that
+	// leaves an outbox beyond it is counted in Stats.OutboxOverflows.
+	OutboxBytesMax int
+	// ResendFramesMax and ResendBytesMax bound one resend window (at least
+	// one frame goes out, whatever its size).
+	ResendFramesMax int
+	ResendBytesMax  int
 }
 
-// Validate checks c.
+// Defaults of the byte bounds and resend windows left zero in a Config.
+const (
+	DefaultHoldbackBytesMax = 8 << 20
+	DefaultBacklogBytesMax  = 16 << 20
+	DefaultOutboxBytesMax   = 64 << 20
+	DefaultResendFramesMax  = 256
+	DefaultResendBytesMax   = 1 << 20
+)
+
+// withDefaults returns c with the zero byte bounds and windows set to their
+// defaults. A zero OutboxBytesMax follows a BacklogBytesMax set above a
+// quarter of the default, so that setting the busy limit alone stays valid.
+func (c Config) withDefaults() Config {
+	if c.HoldbackBytesMax == 0 {
+		c.HoldbackBytesMax = DefaultHoldbackBytesMax
+	}
+	if c.BacklogBytesMax == 0 {
+		c.BacklogBytesMax = DefaultBacklogBytesMax
+	}
+	if c.OutboxBytesMax == 0 {
+		c.OutboxBytesMax = max(DefaultOutboxBytesMax, 4*c.BacklogBytesMax)
+	}
+	if c.ResendFramesMax == 0 {
+		c.ResendFramesMax = DefaultResendFramesMax
+	}
+	if c.ResendBytesMax == 0 {
+		c.ResendBytesMax = DefaultResendBytesMax
+	}
+	return c
+}
+
+// Validate checks c, with the zero byte bounds and windows taken as their
+// defaults.
 func (c Config) Validate() error {
+	c = c.withDefaults()
 	switch {
 	case c.Groups < 1 || c.Groups > partition.GroupsMax:
 		return fmt.Errorf("channel: config: groups %d out of range [1,%d]", c.Groups, partition.GroupsMax)
@@ -78,6 +151,18 @@ func (c Config) Validate() error {
 		return fmt.Errorf("channel: config: holdback max %d is negative", c.HoldbackMax)
 	case c.OutboxMax < 1:
 		return fmt.Errorf("channel: config: outbox max %d, want at least 1", c.OutboxMax)
+	case c.HoldbackBytesMax < 0:
+		return fmt.Errorf("channel: config: holdback bytes max %d is negative", c.HoldbackBytesMax)
+	case c.BacklogBytesMax < 0:
+		return fmt.Errorf("channel: config: backlog bytes max %d is negative", c.BacklogBytesMax)
+	case c.OutboxBytesMax < 0:
+		return fmt.Errorf("channel: config: outbox bytes max %d is negative", c.OutboxBytesMax)
+	case c.OutboxBytesMax/2 < c.BacklogBytesMax:
+		return fmt.Errorf("channel: config: outbox bytes max %d below twice backlog bytes max %d: admitted work would not fit past the busy limit", c.OutboxBytesMax, c.BacklogBytesMax)
+	case c.ResendFramesMax < 0:
+		return fmt.Errorf("channel: config: resend frames max %d is negative", c.ResendFramesMax)
+	case c.ResendBytesMax < 0:
+		return fmt.Errorf("channel: config: resend bytes max %d is negative", c.ResendBytesMax)
 	}
 	return nil
 }
@@ -106,6 +191,8 @@ type Stats struct {
 	NacksSent         uint64
 	NacksServed       uint64
 	AcksSent          uint64
+	HoldbackByteDrops uint64 // held-back or arriving frames dropped for HoldbackBytesMax
+	OutboxOverflows   uint64 // Sends that left an outbox beyond OutboxBytesMax
 }
 
 // Channel is one group's end of its links to every other group. It is not
@@ -114,6 +201,10 @@ type Channel struct {
 	cfg   Config
 	links []link // indexed by peer GroupID; links[cfg.Self] stays zero
 	stats Stats
+	// sentBytes counts the payload bytes of every envelope Send took, to
+	// any peer, and the bytes charged: the clock that backlogs are measured
+	// on.
+	sentBytes uint64
 
 	// Output waiting for Ready; not part of the state proper.
 	frames  []Frame
@@ -124,16 +215,30 @@ type Channel struct {
 // plain data, so that a snapshot encodes it field by field.
 type link struct {
 	// Sender side: what Self sends to the peer.
-	acked      uint64   // the peer's cumulative ack: it applied every seq <= acked
-	outbox     [][]byte // unacknowledged payloads; outbox[i] has seq acked+1+i
-	idle       int      // ticks without ack progress or resend; 0 when outbox is empty
-	nackServed bool     // a nack from the peer was served during this tick
+	acked       uint64    // the peer's cumulative ack: it applied every seq <= acked
+	outbox      []pending // unacknowledged envelopes; outbox[i] has seq acked+1+i
+	outboxBytes int       // payload bytes in outbox
+	idle        int       // ticks without ack progress or resend; 0 when outbox is empty
+	nackServed  bool      // a nack from the peer was served during this tick
+	// A repair in progress resent every seq up to repair (0: none) and goes
+	// on, a window at a time, up to repairEnd, the last seq sent when it
+	// began.
+	repair, repairEnd uint64
 
 	// Receiver side: what the peer sends to Self.
-	recv     uint64 // last seq handed up
-	holdback []held // seqs increasing, all in (recv+1, recv+1+HoldbackMax]
-	ackDue   bool   // recv advanced, or a duplicate came, since the last frame to the peer
-	nackSent bool   // a nack went to the peer during this tick
+	recv          uint64 // last seq handed up
+	holdback      []held // seqs increasing, all in (recv+1, recv+1+HoldbackMax]
+	holdbackBytes int    // payload bytes in holdback
+	ackDue        bool   // recv advanced, or a duplicate came, since the last frame to the peer
+	nackSent      bool   // a nack went to the peer during this tick
+}
+
+// pending is an unacknowledged envelope. end is the channel's sentBytes
+// once Send took it, so that the backlog behind a peer is sentBytes minus
+// the start (end minus size) of its oldest pending envelope.
+type pending struct {
+	payload []byte
+	end     uint64
 }
 
 // held is an out-of-order data frame waiting for the gap before it.
@@ -150,10 +255,10 @@ func New(cfg Config) (*Channel, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Channel{cfg: cfg, links: make([]link, cfg.Groups)}, nil
+	return &Channel{cfg: cfg.withDefaults(), links: make([]link, cfg.Groups)}, nil
 }
 
-// Config returns the channel's configuration.
+// Config returns the channel's configuration, with the defaults filled in.
 func (c *Channel) Config() Config { return c.cfg }
 
 // peer returns the link to g, which must be another group of the cluster:
@@ -171,9 +276,27 @@ func (c *Channel) peer(g partition.GroupID) *link {
 // comment on bounds); to must be another group of the cluster.
 func (c *Channel) Send(to partition.GroupID, payload []byte) {
 	l := c.peer(to)
-	l.outbox = append(l.outbox, payload)
+	c.sentBytes += uint64(len(payload))
+	l.outbox = append(l.outbox, pending{payload: payload, end: c.sentBytes})
+	l.outboxBytes += len(payload)
+	if l.outboxBytes > c.cfg.OutboxBytesMax {
+		c.stats.OutboxOverflows++
+	}
 	c.emit(to, l.sent(), 0, payload)
 	c.stats.DataSent++
+}
+
+// Charge counts n bytes of work that the group took on outside the channel
+// (a client request its core holds) on the clock that backlogs are measured
+// on, as if they had been sent: work admitted after an envelope a peer has
+// not acknowledged may wait for that peer as much as what was sent after it
+// (a local Skeen message behind a global one that the peer has not
+// proposed a timestamp for).
+func (c *Channel) Charge(n int) {
+	if n < 0 {
+		panic(fmt.Sprintf("channel: charge of %d bytes", n))
+	}
+	c.sentBytes += uint64(n)
 }
 
 // emit queues a frame to peer to, carrying Self's receive position for it,
@@ -217,11 +340,22 @@ func (c *Channel) ack(from partition.GroupID, ack uint64) {
 	if ack <= l.acked {
 		return
 	}
+	for _, p := range l.outbox[:ack-l.acked] {
+		l.outboxBytes -= len(p.payload)
+	}
 	n := copy(l.outbox, l.outbox[ack-l.acked:])
 	clear(l.outbox[n:]) // let the trimmed payloads be collected
 	l.outbox = l.outbox[:n]
 	l.acked = ack
 	l.idle = 0
+	if l.repair != 0 && ack >= l.repair {
+		// The last window arrived: send the next one, or end the repair.
+		if ack >= l.repairEnd || len(l.outbox) == 0 {
+			l.repair, l.repairEnd = 0, 0
+		} else {
+			c.resendWindow(from)
+		}
+	}
 }
 
 // serveNack resends the unacknowledged frames to from, which reported a gap
@@ -239,14 +373,36 @@ func (c *Channel) serveNack(from partition.GroupID, nack uint64) {
 	c.resend(from)
 }
 
-// resend emits every unacknowledged data frame to peer to, in seq order, and
-// restarts its resend timer.
+// resend starts a repair of the link to peer to: everything sent so far is
+// to go out again, from the oldest unacknowledged frame, a window at a time.
 func (c *Channel) resend(to partition.GroupID) {
 	l := &c.links[to]
-	for i, p := range l.outbox {
-		c.emit(to, l.acked+1+uint64(i), 0, p)
+	l.repairEnd = l.sent()
+	c.resendWindow(to)
+}
+
+// resendWindow emits the next window of the repair of the link to peer to:
+// from the oldest unacknowledged frame, at most ResendFramesMax frames and
+// ResendBytesMax bytes (at least one frame), up to repairEnd. It restarts
+// the resend timer.
+func (c *Channel) resendWindow(to partition.GroupID) {
+	l := &c.links[to]
+	size := 0
+	n := 0
+	for n < len(l.outbox) && n < c.cfg.ResendFramesMax && l.acked+1+uint64(n) <= l.repairEnd {
+		p := l.outbox[n].payload
+		if n > 0 && size+len(p) > c.cfg.ResendBytesMax {
+			break
+		}
+		size += len(p)
+		c.emit(to, l.acked+1+uint64(n), 0, p)
+		n++
 	}
-	c.stats.DataResent += uint64(len(l.outbox))
+	c.stats.DataResent += uint64(n)
+	l.repair = l.acked + uint64(n)
+	if n == 0 {
+		l.repair, l.repairEnd = 0, 0
+	}
 	l.idle = 0
 }
 
@@ -266,6 +422,9 @@ func (c *Channel) data(from partition.GroupID, seq uint64, payload []byte) {
 			n++
 		}
 		if n > 0 {
+			for _, h := range l.holdback[:n] {
+				l.holdbackBytes -= len(h.payload)
+			}
 			k := copy(l.holdback, l.holdback[n:])
 			clear(l.holdback[k:])
 			l.holdback = l.holdback[:k]
@@ -292,7 +451,9 @@ func (c *Channel) deliver(from partition.GroupID, payload []byte) {
 // hold keeps data frame seq > recv+1 from peer from if it falls in the
 // hold-back window. The window, rather than the first HoldbackMax frames to
 // arrive, decides what is kept, so that the queue always holds the frames
-// needed next and never more than HoldbackMax of them.
+// needed next and never more than HoldbackMax of them. The byte bound is
+// kept the same way: past HoldbackBytesMax, the frames farthest from the gap
+// go first, the arriving one included.
 func (c *Channel) hold(from partition.GroupID, seq uint64, payload []byte) {
 	l := &c.links[from]
 	if seq-l.recv-1 > uint64(c.cfg.HoldbackMax) {
@@ -305,7 +466,15 @@ func (c *Channel) hold(from partition.GroupID, seq uint64, payload []byte) {
 		return
 	}
 	l.holdback = slices.Insert(l.holdback, i, held{seq: seq, payload: payload})
+	l.holdbackBytes += len(payload)
 	c.stats.HeldBack++
+	for l.holdbackBytes > c.cfg.HoldbackBytesMax {
+		last := len(l.holdback) - 1
+		l.holdbackBytes -= len(l.holdback[last].payload)
+		l.holdback[last] = held{}
+		l.holdback = l.holdback[:last]
+		c.stats.HoldbackByteDrops++
+	}
 }
 
 // Tick advances the channel's logical clock by one tick. For each peer, in
@@ -343,23 +512,46 @@ func (c *Channel) Ready() Output {
 }
 
 // Busy reports whether some outbox holds OutboxMax or more unacknowledged
-// envelopes; the group should then admit no new request.
+// envelopes, or the backlog behind some peer reached BacklogBytesMax; the
+// group should then admit no new request.
 func (c *Channel) Busy() bool {
 	_, busy := c.BusyWith()
 	return busy
 }
 
-// BusyWith returns the lowest-ranked group whose outbox is full, and
+// BusyWith returns the lowest-ranked group that makes the channel Busy, and
 // whether there is one: the group that does not acknowledge what it is
 // sent, unreachable or slow, which Busy refuses new work for.
 func (c *Channel) BusyWith() (partition.GroupID, bool) {
 	for i := range c.links {
-		if len(c.links[i].outbox) >= c.cfg.OutboxMax {
-			return partition.GroupID(i), true
+		g := partition.GroupID(i)
+		if g == c.cfg.Self {
+			continue
+		}
+		if len(c.links[i].outbox) >= c.cfg.OutboxMax || c.Backlog(g) >= uint64(c.cfg.BacklogBytesMax) {
+			return g, true
 		}
 	}
 	return 0, false
 }
+
+// Backlog returns the backlog behind group to: the payload bytes sent to
+// any group, or charged, since (and including) the oldest envelope to that
+// has not acknowledged; 0 when to acknowledged everything.
+func (c *Channel) Backlog(to partition.GroupID) uint64 {
+	l := c.peer(to)
+	if len(l.outbox) == 0 {
+		return 0
+	}
+	first := l.outbox[0]
+	return c.sentBytes - (first.end - uint64(len(first.payload)))
+}
+
+// OutboxBytes returns the payload bytes to group to not acknowledged yet.
+func (c *Channel) OutboxBytes(to partition.GroupID) int { return c.peer(to).outboxBytes }
+
+// HoldbackBytes returns the payload bytes from group from held back.
+func (c *Channel) HoldbackBytes(from partition.GroupID) int { return c.peer(from).holdbackBytes }
 
 // Quiet reports whether the channel has nothing that a tick would move: no
 // unacknowledged envelope (to resend), no out-of-order frame held back (to
@@ -387,7 +579,7 @@ func (c *Channel) Unacked(to partition.GroupID) []Frame {
 	l := c.peer(to)
 	out := make([]Frame, len(l.outbox))
 	for i, p := range l.outbox {
-		out[i] = Frame{From: c.cfg.Self, To: to, Seq: l.acked + 1 + uint64(i), Ack: l.recv, Payload: p}
+		out[i] = Frame{From: c.cfg.Self, To: to, Seq: l.acked + 1 + uint64(i), Ack: l.recv, Payload: p.payload}
 	}
 	return out
 }
@@ -411,8 +603,8 @@ func (c *Channel) check() error {
 		l := &c.links[i]
 		g := partition.GroupID(i)
 		if g == c.cfg.Self {
-			if l.acked != 0 || len(l.outbox) != 0 || l.idle != 0 || l.nackServed ||
-				l.recv != 0 || len(l.holdback) != 0 || l.ackDue || l.nackSent {
+			if l.acked != 0 || len(l.outbox) != 0 || l.outboxBytes != 0 || l.idle != 0 || l.nackServed || l.repair != 0 || l.repairEnd != 0 ||
+				l.recv != 0 || len(l.holdback) != 0 || l.holdbackBytes != 0 || l.ackDue || l.nackSent {
 				return fmt.Errorf("channel: link of group %d to itself is used", g)
 			}
 			continue
@@ -423,15 +615,37 @@ func (c *Channel) check() error {
 		if l.idle < 0 || l.idle >= c.cfg.ResendTicks || (len(l.outbox) == 0 && l.idle != 0) {
 			return fmt.Errorf("channel: link to %d: idle %d with %d unacked, resend ticks %d", g, l.idle, len(l.outbox), c.cfg.ResendTicks)
 		}
+		if l.repair != 0 && (l.repair <= l.acked || l.repair > l.repairEnd || l.repairEnd > l.sent()) {
+			return fmt.Errorf("channel: link to %d: repair at %d up to %d, acked %d, sent %d", g, l.repair, l.repairEnd, l.acked, l.sent())
+		}
+		if l.repair == 0 && l.repairEnd != 0 {
+			return fmt.Errorf("channel: link to %d: repair end %d without a repair", g, l.repairEnd)
+		}
+		bytes, prevEnd := 0, uint64(0)
+		for _, p := range l.outbox {
+			bytes += len(p.payload)
+			if p.end < prevEnd+uint64(len(p.payload)) || p.end > c.sentBytes {
+				return fmt.Errorf("channel: link to %d: envelope ends at byte %d, after %d, of %d sent", g, p.end, prevEnd, c.sentBytes)
+			}
+			prevEnd = p.end
+		}
+		if bytes != l.outboxBytes {
+			return fmt.Errorf("channel: link to %d: outbox bytes %d, counted %d", g, l.outboxBytes, bytes)
+		}
 		if len(l.holdback) > c.cfg.HoldbackMax {
 			return fmt.Errorf("channel: link from %d: %d held back, max %d", g, len(l.holdback), c.cfg.HoldbackMax)
 		}
 		prev := l.recv + 1
+		bytes = 0
 		for _, h := range l.holdback {
 			if h.seq <= prev || h.seq-l.recv-1 > uint64(c.cfg.HoldbackMax) {
 				return fmt.Errorf("channel: link from %d: held seq %d out of order or window (recv %d)", g, h.seq, l.recv)
 			}
 			prev = h.seq
+			bytes += len(h.payload)
+		}
+		if bytes != l.holdbackBytes || bytes > c.cfg.HoldbackBytesMax {
+			return fmt.Errorf("channel: link from %d: %d bytes held back, counted %d, max %d", g, bytes, l.holdbackBytes, c.cfg.HoldbackBytesMax)
 		}
 	}
 	return nil

@@ -93,6 +93,14 @@ func TestConfigValidate(t *testing.T) {
 		{"resend ticks", func(c *Config) { c.ResendTicks = 0 }, "resend ticks 0"},
 		{"holdback negative", func(c *Config) { c.HoldbackMax = -1 }, "holdback max -1"},
 		{"outbox max", func(c *Config) { c.OutboxMax = 0 }, "outbox max 0"},
+		{"byte bounds", func(c *Config) { c.BacklogBytesMax, c.OutboxBytesMax, c.HoldbackBytesMax = 100, 200, 50 }, ""},
+		{"backlog alone", func(c *Config) { c.BacklogBytesMax = 1 << 30 }, ""},
+		{"holdback bytes", func(c *Config) { c.HoldbackBytesMax = -1 }, "holdback bytes max -1"},
+		{"backlog bytes", func(c *Config) { c.BacklogBytesMax = -2 }, "backlog bytes max -2"},
+		{"outbox bytes", func(c *Config) { c.OutboxBytesMax = -3 }, "outbox bytes max -3"},
+		{"outbox below backlog", func(c *Config) { c.BacklogBytesMax, c.OutboxBytesMax = 100, 199 }, "below twice backlog bytes max 100"},
+		{"resend frames", func(c *Config) { c.ResendFramesMax = -1 }, "resend frames max -1"},
+		{"resend bytes", func(c *Config) { c.ResendBytesMax = -1 }, "resend bytes max -1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -456,4 +464,140 @@ func TestSingleGroup(t *testing.T) {
 		t.Errorf("a channel with no peers is Busy")
 	}
 	wantReady(t, c, nil, nil)
+}
+
+// TestResendWindow: a resend covers ResendFramesMax frames from the oldest
+// unacknowledged; the repair goes on as each window is acknowledged, up to
+// what was sent when it began.
+func TestResendWindow(t *testing.T) {
+	cfg := testConfig(0) // ResendTicks 3
+	cfg.ResendFramesMax = 2
+	a := newChannel(t, cfg)
+	for _, p := range []string{"a", "b", "c", "d", "e"} {
+		a.Send(1, []byte(p))
+	}
+	a.Ready() // all lost
+	for range 3 {
+		a.Tick()
+	}
+	wantReady(t, a, []Frame{data(0, 1, 1, 0, "a"), data(0, 1, 2, 0, "b")}, nil)
+	a.Send(1, []byte("f")) // after the repair began: not part of it
+	a.Ready()
+	receive(t, a, ctl(1, 0, 1, 0)) // half the window: wait
+	wantReady(t, a, nil, nil)
+	receive(t, a, ctl(1, 0, 2, 0))
+	wantReady(t, a, []Frame{data(0, 1, 3, 0, "c"), data(0, 1, 4, 0, "d")}, nil)
+	receive(t, a, ctl(1, 0, 4, 0))
+	wantReady(t, a, []Frame{data(0, 1, 5, 0, "e")}, nil)
+	receive(t, a, ctl(1, 0, 5, 0)) // the repair is over; f waits for its timer
+	wantReady(t, a, nil, nil)
+	if err := a.check(); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		a.Tick()
+	}
+	wantReady(t, a, []Frame{data(0, 1, 6, 0, "f")}, nil)
+	receive(t, a, ctl(1, 0, 6, 0))
+	if got := a.Stats().DataResent; got != 6 {
+		t.Errorf("DataResent = %d, want 6", got)
+	}
+
+	// A nack starts a repair too; the window is bounded in bytes as well.
+	cfg.ResendFramesMax, cfg.ResendBytesMax = 100, 5
+	b := newChannel(t, cfg)
+	for _, p := range []string{"xxx", "yy", "z", "wwwwwwww"} {
+		b.Send(1, []byte(p))
+	}
+	b.Ready()
+	receive(t, b, ctl(1, 0, 0, 1))
+	wantReady(t, b, []Frame{data(0, 1, 1, 0, "xxx"), data(0, 1, 2, 0, "yy")}, nil)
+	receive(t, b, ctl(1, 0, 2, 0))
+	wantReady(t, b, []Frame{data(0, 1, 3, 0, "z")}, nil) // z+w is 9 bytes
+	receive(t, b, ctl(1, 0, 3, 0))
+	wantReady(t, b, []Frame{data(0, 1, 4, 0, "wwwwwwww")}, nil) // one frame, whatever its size
+}
+
+// TestHoldbackBytes: the hold-back queue keeps at most HoldbackBytesMax
+// bytes, dropping the frames farthest from the gap first.
+func TestHoldbackBytes(t *testing.T) {
+	cfg := testConfig(1) // HoldbackMax 4
+	cfg.HoldbackBytesMax = 4
+	b := newChannel(t, cfg)
+	receive(t, b, data(0, 1, 4, 0, "dd"), data(0, 1, 5, 0, "ee"))
+	if got := b.HoldbackBytes(0); got != 4 {
+		t.Fatalf("HoldbackBytes = %d, want 4", got)
+	}
+	receive(t, b, data(0, 1, 3, 0, "c")) // 5 goes
+	if got := b.HoldbackBytes(0); got != 3 {
+		t.Fatalf("HoldbackBytes = %d, want 3", got)
+	}
+	receive(t, b, data(0, 1, 5, 0, "eeeee")) // does not fit: dropped itself
+	receive(t, b, data(0, 1, 1, 0, "a"))
+	out := b.Ready()
+	if diff := cmp.Diff(inboundOf(0, "a"), out.Inbound, equateEmpty); diff != "" {
+		t.Fatalf("inbound (-want +got):\n%s", diff)
+	}
+	receive(t, b, data(0, 1, 2, 0, "b"))
+	out = b.Ready()
+	if diff := cmp.Diff(inboundOf(0, "b", "c", "dd"), out.Inbound, equateEmpty); diff != "" {
+		t.Fatalf("inbound (-want +got):\n%s", diff)
+	}
+	if got, want := b.Stats().HoldbackByteDrops, uint64(2); got != want {
+		t.Errorf("HoldbackByteDrops = %d, want %d", got, want)
+	}
+	if got := b.HoldbackBytes(0); got != 0 {
+		t.Errorf("HoldbackBytes = %d after the gap closed, want 0", got)
+	}
+}
+
+// TestBusyAtBacklog: the backlog behind a peer counts what was sent to
+// every peer since its oldest unacknowledged envelope; Busy names it once
+// the backlog reaches BacklogBytesMax, and a Send past OutboxBytesMax is
+// counted.
+func TestBusyAtBacklog(t *testing.T) {
+	cfg := testConfig(0)
+	cfg.OutboxMax = 1000
+	cfg.BacklogBytesMax, cfg.OutboxBytesMax = 10, 20
+	a := newChannel(t, cfg)
+	a.Send(2, []byte("0123"))    // acknowledged below: not in 1's backlog
+	a.Send(1, []byte("ab"))      // 1 never acknowledges
+	a.Send(2, []byte("0123456")) // 9 bytes behind 1
+	receive(t, a, ctl(2, 0, 2, 0))
+	if got := a.Backlog(1); got != 9 {
+		t.Fatalf("Backlog(1) = %d, want 9", got)
+	}
+	if got := a.Backlog(2); got != 0 {
+		t.Fatalf("Backlog(2) = %d, want 0", got)
+	}
+	if a.Busy() {
+		t.Fatalf("Busy at backlog 9 of 10")
+	}
+	a.Charge(1) // work taken on outside the channel counts as well
+	if g, busy := a.BusyWith(); !busy || g != 1 {
+		t.Fatalf("BusyWith() = %d, %v at backlog 10 of 10, want 1, true", g, busy)
+	}
+	if got := a.OutboxBytes(1); got != 2 {
+		t.Errorf("OutboxBytes(1) = %d, want 2", got)
+	}
+	for range 9 {
+		a.Send(1, []byte("yy"))
+	}
+	if got := a.Stats().OutboxOverflows; got != 0 {
+		t.Errorf("OutboxOverflows = %d at 20 bytes of 20", got)
+	}
+	a.Send(1, []byte("z"))
+	if got := a.Stats().OutboxOverflows; got != 1 {
+		t.Errorf("OutboxOverflows = %d at 21 bytes of 20, want 1", got)
+	}
+	receive(t, a, ctl(1, 0, 10, 0))
+	if got := a.Backlog(1); got != 1 {
+		t.Fatalf("Backlog(1) = %d with one byte unacknowledged, want 1", got)
+	}
+	if a.Busy() {
+		t.Fatalf("Busy at backlog 1")
+	}
+	if err := a.check(); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -45,6 +45,23 @@ func AppendFrame(b []byte, f Frame) []byte {
 	return wire.AppendBytes(b, f.Payload)
 }
 
+// FrameSize returns the length of the encoding of f, len(AppendFrame(nil,
+// f)), without encoding it.
+func FrameSize(f Frame) int {
+	return 1 + uvarintLen(uint64(f.From)) + uvarintLen(uint64(f.To)) + uvarintLen(f.Seq) +
+		uvarintLen(f.Ack) + uvarintLen(f.Nack) + uvarintLen(uint64(len(f.Payload))) + len(f.Payload)
+}
+
+// uvarintLen returns the length of the uvarint encoding of v.
+func uvarintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
+}
+
 // DecodeFrame decodes a frame of a cluster of groups groups and checks its
 // shape (groups in range, From != To, no payload on a control frame, a nack
 // that follows its ack). Errors wrap multicast.ErrInvalid, and also

@@ -23,6 +23,9 @@ func TestFrameRoundTrip(t *testing.T) {
 	}
 	for _, f := range frames {
 		b := AppendFrame([]byte("prefix"), f)
+		if n := FrameSize(f); n != len(b)-len("prefix") {
+			t.Errorf("FrameSize(%s) = %d, encoding has %d bytes", f, n, len(b)-len("prefix"))
+		}
 		got, err := DecodeFrame(b[len("prefix"):], 5)
 		if err != nil {
 			t.Fatalf("DecodeFrame(AppendFrame(%s)): %v", f, err)
@@ -109,7 +112,11 @@ func FuzzFrameRoundTrip(f *testing.F) {
 			payload = nil
 		}
 		fr := Frame{From: partition.GroupID(from), To: partition.GroupID(to), Seq: seq, Ack: ack, Nack: nack, Payload: payload}
-		got, err := DecodeFrame(AppendFrame(nil, fr), groups)
+		enc := AppendFrame(nil, fr)
+		if n := FrameSize(fr); n != len(enc) {
+			t.Fatalf("FrameSize(%s) = %d, encoding has %d bytes", fr, n, len(enc))
+		}
+		got, err := DecodeFrame(enc, groups)
 		if want := checkFrame(fr, groups); want != nil {
 			if err == nil {
 				t.Fatalf("DecodeFrame accepted %s: %v", fr, want)

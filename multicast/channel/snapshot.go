@@ -6,8 +6,9 @@ import (
 	"github.com/flexkv/flexkv/multicast/wire"
 )
 
-// snapshotVersion is the first byte of an encoded channel state.
-const snapshotVersion = 1
+// snapshotVersion is the first byte of an encoded channel state. Version 2
+// added the byte clock of backlogs, the repair window and two counters.
+const snapshotVersion = 2
 
 // Bits of the per-link flags byte of a snapshot.
 const (
@@ -29,6 +30,7 @@ func (c *Channel) AppendSnapshot(b []byte) []byte {
 	b = append(b, snapshotVersion)
 	b = wire.AppendUvarint(b, uint64(c.cfg.Groups))
 	b = wire.AppendUvarint(b, uint64(c.cfg.Self))
+	b = wire.AppendUvarint(b, c.sentBytes)
 	for i := range c.links {
 		if i == int(c.cfg.Self) {
 			continue
@@ -37,9 +39,12 @@ func (c *Channel) AppendSnapshot(b []byte) []byte {
 		b = wire.AppendUvarint(b, l.acked)
 		b = wire.AppendUvarint(b, uint64(len(l.outbox)))
 		for _, p := range l.outbox {
-			b = wire.AppendBytes(b, p)
+			b = wire.AppendBytes(b, p.payload)
+			b = wire.AppendUvarint(b, p.end)
 		}
 		b = wire.AppendUvarint(b, uint64(l.idle))
+		b = wire.AppendUvarint(b, l.repair)
+		b = wire.AppendUvarint(b, l.repairEnd)
 		var flags byte
 		if l.nackServed {
 			flags |= flagNackServed
@@ -85,17 +90,20 @@ func RestoreChannel(b []byte, cfg Config) (*Channel, error) {
 	if self := d.Uvarint(); d.Err() == nil && self != uint64(cfg.Self) {
 		d.Fail("snapshot of group %d, want %d", self, cfg.Self)
 	}
-	c := &Channel{cfg: cfg, links: make([]link, cfg.Groups)}
+	c := &Channel{cfg: cfg.withDefaults(), links: make([]link, cfg.Groups)}
+	c.sentBytes = d.Uvarint()
 	for i := range c.links {
 		if i == int(cfg.Self) {
 			continue
 		}
 		l := &c.links[i]
 		l.acked = d.Uvarint()
-		if n := d.Count(1); n > 0 {
-			l.outbox = make([][]byte, n)
+		if n := d.Count(2); n > 0 {
+			l.outbox = make([]pending, n)
 			for j := range l.outbox {
-				l.outbox[j] = d.Bytes()
+				l.outbox[j].payload = d.Bytes()
+				l.outbox[j].end = d.Uvarint()
+				l.outboxBytes += len(l.outbox[j].payload)
 			}
 		}
 		// idle is checked against ResendTicks by check below; bound it here
@@ -105,6 +113,8 @@ func RestoreChannel(b []byte, cfg Config) (*Channel, error) {
 		} else {
 			d.Fail("link to %d: resend timer %d, want below %d", i, idle, cfg.ResendTicks)
 		}
+		l.repair = d.Uvarint()
+		l.repairEnd = d.Uvarint()
 		flags := d.Byte()
 		if flags&^flagsAll != 0 {
 			d.Fail("link to %d: unknown flags %#x", i, flags)
@@ -123,6 +133,7 @@ func RestoreChannel(b []byte, cfg Config) (*Channel, error) {
 			for j := range l.holdback {
 				l.holdback[j].seq = d.Uvarint()
 				l.holdback[j].payload = d.Bytes()
+				l.holdbackBytes += len(l.holdback[j].payload)
 			}
 		}
 	}
@@ -143,5 +154,6 @@ func (s *Stats) counters() []*uint64 {
 	return []*uint64{
 		&s.DataSent, &s.DataResent, &s.Delivered, &s.DuplicatesDropped,
 		&s.HeldBack, &s.HoldbackDrops, &s.NacksSent, &s.NacksServed, &s.AcksSent,
+		&s.HoldbackByteDrops, &s.OutboxOverflows,
 	}
 }

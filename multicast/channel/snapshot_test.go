@@ -11,20 +11,23 @@ import (
 )
 
 // busyChannel returns group 1 of three with every part of the state in use:
-// outboxes, a resend timer, a hold-back queue, due acks and spent nacks.
+// outboxes, a resend timer, a repair in progress, a hold-back queue, due
+// acks, spent nacks and charged bytes.
 func busyChannel(t *testing.T) *Channel {
 	t.Helper()
 	c := newChannel(t, testConfig(1))
 	c.Send(0, []byte("a"))
 	c.Send(0, nil)
 	c.Send(2, []byte("c"))
+	c.Charge(3)
 	c.Tick()
 	receive(t, c,
 		data(0, 1, 1, 0, "x"), data(0, 1, 3, 0, "z"), data(0, 1, 5, 0, "v"),
 		ctl(2, 1, 0, 1), data(2, 1, 2, 0, "q"), data(0, 1, 1, 0, "x"))
 	c.Ready()
 	l0, l2 := &c.links[0], &c.links[2]
-	if l0.idle != 1 || len(l0.holdback) != 2 || !l0.ackDue || !l0.nackSent || !l2.nackServed || len(l2.holdback) != 1 {
+	if l0.idle != 1 || len(l0.holdback) != 2 || !l0.ackDue || !l0.nackSent || !l2.nackServed || len(l2.holdback) != 1 ||
+		l2.repair == 0 || l0.holdbackBytes == 0 || c.Backlog(0) != 5 {
 		t.Fatalf("setup: links %+v and %+v do not use every part of the state", *l0, *l2)
 	}
 	return c

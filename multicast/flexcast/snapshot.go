@@ -17,8 +17,10 @@ import (
 // (so that another core's snapshot is refused), and snapshotVersion.
 const (
 	snapshotMagic = 'F'
-	// Version 2: the notifications issued about each message (notified).
-	snapshotVersion = 2
+	// Version 3: every queued notification holds the blockers it took on
+	// arrival (no armed flag); no record of the notifications issued about
+	// each message (version 2's, which notifyNext does not need).
+	snapshotVersion = 3
 )
 
 // Snapshot layout. Integers are unsigned varints, ids two of them, sets one
@@ -34,9 +36,7 @@ const (
 //	                         dst and payload if arrived, acks, notifReq,
 //	                         notifGot (each a count, then notifier, group, id)
 //	notifQ:                  count, then in queue order: id, dst, notifier,
-//	                         notifID, armed flag, blockers (count, ids)
-//	notified:                count, then by increasing id: id, refs (count,
-//	                         then group and notif id each)
+//	                         notifID, blockers (count, ids)
 //	notifSeq, flushSeq, sinceFlush, ticksSinceFlush
 //	counters:                Stats.snapshotCounters, then HistoryLenMax and
 //	                         PendingMaxSeen
@@ -48,8 +48,10 @@ const (
 // the core held. The order of its nodes and of their successors changes no
 // answer (blocked and reaches are questions about reachability), and the
 // reachability cache is recomputed on first use. Only the order of the open
-// dependencies reaches the state, through the blockers that arm copies; it
-// is encoded, and Restore opens them in that order.
+// dependencies reaches the state, through the blockers a notification
+// copies from them on arrival; it is encoded, and Restore opens them in that
+// order. The map from a blocker to the notification that holds it
+// (blocking) is rebuilt from the queue.
 //
 // The invariants build's record of truncated ids (forgotten) is a check, not
 // state: a restored core starts it afresh.
@@ -99,19 +101,7 @@ func (c *Core) AppendSnapshot(b []byte) []byte {
 		b = wire.AppendUvarint(b, uint64(pn.dst))
 		b = wire.AppendUvarint(b, uint64(pn.notifier))
 		b = wire.AppendUvarint(b, pn.notifID)
-		b = append(b, flag(pn.armed))
 		b = appendIDs(b, pn.blockers)
-	}
-	nids := slices.SortedFunc(maps.Keys(c.notified), compareIDs)
-	b = wire.AppendUvarint(b, uint64(len(nids)))
-	for _, id := range nids {
-		b = wire.AppendMsgID(b, id)
-		refs := c.notified[id]
-		b = wire.AppendUvarint(b, uint64(len(refs)))
-		for _, r := range refs {
-			b = wire.AppendUvarint(b, uint64(r.group))
-			b = wire.AppendUvarint(b, r.id)
-		}
 	}
 	b = wire.AppendUvarint(b, c.notifSeq)
 	b = wire.AppendUvarint(b, c.flushSeq)
@@ -164,7 +154,6 @@ func (c *Core) restore(d *wire.Decoder) error {
 	c.restoreKnows(d)
 	c.restorePending(d)
 	c.restoreNotifQ(d)
-	c.restoreNotified(d)
 	c.notifSeq = d.Uvarint()
 	c.flushSeq = d.Uvarint()
 	c.sinceFlush = decodeInt(d, "deliveries since the last flush")
@@ -176,14 +165,6 @@ func (c *Core) restore(d *wire.Decoder) error {
 	c.stats.PendingMaxSeen = decodeInt(d, "largest pending count")
 	if err := d.Finish(); err != nil {
 		return err
-	}
-	for _, refs := range c.notified { //flexkv:unordered a check on each entry
-		for _, r := range refs {
-			if r.id > c.notifSeq {
-				d.Fail("notification %d issued, but only %d were", r.id, c.notifSeq)
-				return d.Err()
-			}
-		}
 	}
 	// afterStep keeps both maxima up to date after every step.
 	if h := c.historyLen(); c.stats.HistoryLenMax < h {
@@ -299,7 +280,7 @@ func (c *Core) restorePending(d *wire.Decoder) {
 		}
 		c.queue[a] = q
 	}
-	cnt := d.Count(5)
+	cnt := d.Count(6)
 	arrived := 0
 	var prev multicast.MsgID
 	below := partition.AllGroups(int(c.self))
@@ -357,8 +338,8 @@ func (c *Core) restorePending(d *wire.Decoder) {
 }
 
 // restoreNotifQ decodes the notifications waiting for open dependencies.
-// The head is armed with blockers left (release answers it when none is),
-// the others are not armed yet (only the head is).
+// Each blocker is an open dependency held by one notification only, and the
+// head has blockers left (release answers it when none is).
 func (c *Core) restoreNotifQ(d *wire.Decoder) {
 	cnt := d.Count(6)
 	if d.Err() != nil || cnt == 0 {
@@ -369,13 +350,6 @@ func (c *Core) restoreNotifQ(d *wire.Decoder) {
 		pn := &pendingNotif{id: d.MsgID(), dst: nonEmptySet(d, c.n, "notification")}
 		pn.notifier = d.Group(c.n)
 		pn.notifID = d.Uvarint()
-		switch d.Byte() {
-		case 0:
-		case 1:
-			pn.armed = true
-		default:
-			d.Fail("notification %s: bad armed flag", pn.id)
-		}
 		pn.blockers = restoreIDs(d)
 		if d.Err() != nil {
 			return
@@ -385,63 +359,21 @@ func (c *Core) restoreNotifQ(d *wire.Decoder) {
 			d.Fail("notification %s to %s at a destination or above every destination", pn.id, pn.dst)
 		case pn.notifier >= c.self:
 			d.Fail("notification %s from group %d, not an ancestor", pn.id, pn.notifier)
-		case i == 0 && (!pn.armed || len(pn.blockers) == 0):
+		case i == 0 && len(pn.blockers) == 0:
 			d.Fail("notification %s heads the queue without blockers", pn.id)
-		case i > 0 && (pn.armed || len(pn.blockers) > 0):
-			d.Fail("notification %s is armed behind the head", pn.id)
 		}
-		seen := make(map[multicast.MsgID]bool, len(pn.blockers))
 		for _, id := range pn.blockers {
-			if seen[id] {
-				d.Fail("notification %s blocked by %s twice", pn.id, id)
+			if i, ok := c.dag.index[id]; !ok || c.dag.openPos[i] < 0 {
+				d.Fail("notification %s blocked by %s, which is not an open dependency", pn.id, id)
 				return
 			}
-			seen[id] = true
+			if c.blocking[id] != nil {
+				d.Fail("notification %s blocked by %s, which another or the same notification waits for", pn.id, id)
+				return
+			}
+			c.blocking[id] = pn
 		}
 		c.notifQ[i] = pn
-	}
-}
-
-// restoreNotified decodes the notifications issued about each message: ids
-// in increasing order, none delivered here (a destination never answers a
-// notification), each with one to n refs to distinct groups above self.
-func (c *Core) restoreNotified(d *wire.Decoder) {
-	cnt := d.Count(4)
-	if d.Err() != nil || cnt == 0 {
-		return
-	}
-	c.notified = make(map[multicast.MsgID][]notifRef, cnt)
-	var prev multicast.MsgID
-	for i := range cnt {
-		id := d.MsgID()
-		n := d.Count(2)
-		if d.Err() != nil {
-			return
-		}
-		switch {
-		case i > 0 && compareIDs(prev, id) >= 0:
-			d.Fail("notified ids out of order: %s after %s", id, prev)
-		case n == 0 || n > c.n:
-			d.Fail("%d notifications about %s", n, id)
-		case c.chains[c.self].has(id):
-			d.Fail("notifications answered about %s, delivered here", id)
-		}
-		if d.Err() != nil {
-			return
-		}
-		prev = id
-		refs := make([]notifRef, n)
-		for j := range refs {
-			refs[j] = notifRef{group: d.Group(c.n), id: d.Uvarint()}
-			if d.Err() != nil {
-				return
-			}
-			if refs[j].group <= c.self || notifiedGroup(refs[:j], refs[j].group) || refs[j].id == 0 {
-				d.Fail("notification about %s to group %d (notif id %d)", id, refs[j].group, refs[j].id)
-				return
-			}
-		}
-		c.notified[id] = refs
 	}
 }
 
@@ -528,13 +460,6 @@ func decodeInt(d *wire.Decoder, what string) int {
 		return 0
 	}
 	return int(v)
-}
-
-func flag(b bool) byte {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // compareIDs orders ids as multicast.MsgID.Less does.

@@ -363,12 +363,15 @@ func TestRestoreRejectsBrokenInvariants(t *testing.T) {
 				}
 			}
 		}, "listed twice"},
-		{"queue head unarmed", featNotifQueued, func(c *Core) {
-			c.notifQ[0].armed, c.notifQ[0].blockers = false, nil
+		{"queue head without blockers", featNotifQueued, func(c *Core) {
+			c.notifQ[0].blockers = nil
 		}, "without blockers"},
 		{"blocker twice", featNotifQueued, func(c *Core) {
 			c.notifQ[0].blockers = append(c.notifQ[0].blockers, c.notifQ[0].blockers[0])
-		}, "blocked by"},
+		}, "waits for"},
+		{"blocker not open", featNotifQueued, func(c *Core) {
+			c.notifQ[0].blockers[0] = multicast.MsgID{Client: 1 << 40, Seq: 1}
+		}, "not an open dependency"},
 		{"notification at a destination", featNotifQueued, func(c *Core) {
 			c.notifQ[0].dst = c.notifQ[0].dst.Add(c.self)
 		}, "at a destination"},

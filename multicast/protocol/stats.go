@@ -59,6 +59,7 @@ const (
 	fcHistoryMax
 	fcDAG
 	fcPending
+	fcPendingBytes
 	fcOpen
 	fcNotifQueue
 	fcFlushes
@@ -67,15 +68,16 @@ const (
 )
 
 var flexcastStats = []Stat{
-	fcHistory:     {"flexcast_history_entries", "FlexCast: entries in the chains of the group's history now.", Gauge, ""},
-	fcHistoryMax:  {"flexcast_history_entries_max", "FlexCast: the most history entries held at once.", Gauge, ""},
-	fcDAG:         {"flexcast_dag_nodes", "FlexCast: nodes of the dependency graph.", Gauge, ""},
-	fcPending:     {"flexcast_pending", "FlexCast: messages received or acked, not delivered.", Gauge, ""},
-	fcOpen:        {"flexcast_open", "FlexCast: messages known to be addressed to the group, not delivered.", Gauge, ""},
-	fcNotifQueue:  {"flexcast_notif_queue", "FlexCast: notifications waiting for open dependencies.", Gauge, ""},
-	fcFlushes:     {"flexcast_flushes_total", "FlexCast: flushes delivered (history truncations).", Counter, ""},
-	fcEntriesSent: {"flexcast_history_entries_sent_total", "FlexCast: history entries shipped in envelopes.", Counter, ""},
-	fcLateAcks:    {"flexcast_late_acks_total", "FlexCast: acks about messages already delivered.", Counter, ""},
+	fcHistory:      {"flexcast_history_entries", "FlexCast: entries in the chains of the group's history now.", Gauge, ""},
+	fcHistoryMax:   {"flexcast_history_entries_max", "FlexCast: the most history entries held at once.", Gauge, ""},
+	fcDAG:          {"flexcast_dag_nodes", "FlexCast: nodes of the dependency graph.", Gauge, ""},
+	fcPending:      {"flexcast_pending", "FlexCast: messages received or acked, not delivered.", Gauge, ""},
+	fcPendingBytes: {"flexcast_pending_bytes", "FlexCast: payload bytes of the messages received and not delivered.", Gauge, ""},
+	fcOpen:         {"flexcast_open", "FlexCast: messages known to be addressed to the group, not delivered.", Gauge, ""},
+	fcNotifQueue:   {"flexcast_notif_queue", "FlexCast: notifications waiting for open dependencies.", Gauge, ""},
+	fcFlushes:      {"flexcast_flushes_total", "FlexCast: flushes delivered (history truncations).", Counter, ""},
+	fcEntriesSent:  {"flexcast_history_entries_sent_total", "FlexCast: history entries shipped in envelopes.", Counter, ""},
+	fcLateAcks:     {"flexcast_late_acks_total", "FlexCast: acks about messages already delivered.", Counter, ""},
 }
 
 func readFlexCast(core multicast.Core, out []Reading) []Reading {
@@ -89,6 +91,7 @@ func readFlexCast(core multicast.Core, out []Reading) []Reading {
 		Reading{Stat: fcHistoryMax, Value: float64(s.HistoryLenMax)},
 		Reading{Stat: fcDAG, Value: float64(s.DAGNodes)},
 		Reading{Stat: fcPending, Value: float64(s.Pending)},
+		Reading{Stat: fcPendingBytes, Value: float64(s.PendingBytes)},
 		Reading{Stat: fcOpen, Value: float64(s.Open)},
 		Reading{Stat: fcNotifQueue, Value: float64(s.NotifQueue)},
 		Reading{Stat: fcFlushes, Value: float64(s.Flushes)},
@@ -101,13 +104,15 @@ func readFlexCast(core multicast.Core, out []Reading) []Reading {
 const (
 	skPending = iota
 	skPendingMax
+	skPendingBytes
 	skClock
 )
 
 var skeenStats = []Stat{
-	skPending:    {"skeen_pending", "Skeen: messages held, by state (undecided, decided, buffered).", Gauge, "state"},
-	skPendingMax: {"skeen_pending_max", "Skeen: the most messages held at once.", Gauge, ""},
-	skClock:      {"skeen_clock", "Skeen: the logical clock.", Gauge, ""},
+	skPending:      {"skeen_pending", "Skeen: messages held, by state (undecided, decided, buffered).", Gauge, "state"},
+	skPendingMax:   {"skeen_pending_max", "Skeen: the most messages held at once.", Gauge, ""},
+	skPendingBytes: {"skeen_pending_bytes", "Skeen: payload bytes of the messages held.", Gauge, ""},
+	skClock:        {"skeen_clock", "Skeen: the logical clock.", Gauge, ""},
 }
 
 func readSkeen(core multicast.Core, out []Reading) []Reading {
@@ -121,6 +126,7 @@ func readSkeen(core multicast.Core, out []Reading) []Reading {
 		Reading{Stat: skPending, Label: "decided", Value: float64(s.Decided)},
 		Reading{Stat: skPending, Label: "buffered", Value: float64(s.Buffered)},
 		Reading{Stat: skPendingMax, Value: float64(s.PendingPeak)},
+		Reading{Stat: skPendingBytes, Value: float64(s.PendingBytes)},
 		Reading{Stat: skClock, Value: float64(s.Clock)},
 	)
 }

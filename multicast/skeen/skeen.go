@@ -77,13 +77,14 @@ type Config struct {
 // Stats describes a core's state. Pending = Undecided + Decided + Buffered
 // is the figure that Config.PendingMax bounds at admission.
 type Stats struct {
-	Pending     int    // messages held: Undecided + Decided + Buffered
-	Undecided   int    // known, waiting for proposals
-	Decided     int    // final timestamp known, waiting for delivery
-	Buffered    int    // ids whose proposals arrived before the message
-	PendingPeak int    // the largest Pending seen
-	Delivered   uint64 // messages delivered so far
-	Clock       uint64 // the logical clock
+	Pending      int    // messages held: Undecided + Decided + Buffered
+	PendingBytes int    // payload bytes of the messages held
+	Undecided    int    // known, waiting for proposals
+	Decided      int    // final timestamp known, waiting for delivery
+	Buffered     int    // ids whose proposals arrived before the message
+	PendingPeak  int    // the largest Pending seen
+	Delivered    uint64 // messages delivered so far
+	Clock        uint64 // the logical clock
 }
 
 // Core is Skeen's protocol at one group. Create it with New; it implements
@@ -162,14 +163,19 @@ func New(cfg Config) (*Core, error) {
 
 // Stats returns a summary of the core's state.
 func (c *Core) Stats() Stats {
+	size := 0
+	for _, e := range c.entries { //flexkv:unordered a sum
+		size += len(e.msg.Payload)
+	}
 	return Stats{
-		Pending:     len(c.entries),
-		Undecided:   c.undecidedCount,
-		Decided:     c.decided.Len(),
-		Buffered:    c.bufferedCount,
-		PendingPeak: c.pendingPeak,
-		Delivered:   c.deliveredCount,
-		Clock:       c.clock,
+		PendingBytes: size,
+		Pending:      len(c.entries),
+		Undecided:    c.undecidedCount,
+		Decided:      c.decided.Len(),
+		Buffered:     c.bufferedCount,
+		PendingPeak:  c.pendingPeak,
+		Delivered:    c.deliveredCount,
+		Clock:        c.clock,
 	}
 }
 

@@ -78,7 +78,8 @@ func preparedCore(t testing.TB) *Core {
 			t.Fatal(err)
 		}
 	}
-	want := Stats{Pending: 3, Undecided: 1, Decided: 1, Buffered: 1, PendingPeak: 3, Clock: 5}
+	// PendingBytes: the payloads of messages 1.1 and 2.2, 11 bytes each.
+	want := Stats{Pending: 3, PendingBytes: 22, Undecided: 1, Decided: 1, Buffered: 1, PendingPeak: 3, Clock: 5}
 	if got := c.Stats(); got != want {
 		t.Fatalf("prepared core: got %+v, want %+v", got, want)
 	}
@@ -181,7 +182,8 @@ func TestRequestOfBufferedIDAtBound(t *testing.T) {
 	if err := c.Step(multicast.Request(m)); err != nil {
 		t.Fatalf("got %v, want the request admitted", err)
 	}
-	want := Stats{Pending: 3, Undecided: 2, Decided: 1, Buffered: 0, PendingPeak: 3, Clock: 6}
+	// PendingBytes: 1.1, 2.2 and 5.5, 11 bytes each.
+	want := Stats{Pending: 3, PendingBytes: 33, Undecided: 2, Decided: 1, Buffered: 0, PendingPeak: 3, Clock: 6}
 	if got := c.Stats(); got != want {
 		t.Errorf("got %+v, want %+v", got, want)
 	}
@@ -234,15 +236,18 @@ func TestLargeBacklog(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl.recv(C, B) // relay; C's proposal stays on the link
+	size := len(msg(0, 1, B, C).Payload)
 	for i := range backlog {
-		if _, _, err := cl.request(A, msg(1, uint64(i), A, B)); err != nil {
+		m := msg(1, uint64(i), A, B)
+		size += len(m.Payload)
+		if _, _, err := cl.request(A, m); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for len(cl.links[A][B]) > 0 {
 		cl.recv(A, B)
 	}
-	if got, want := cl.cores[B].Stats(), (Stats{Pending: backlog + 1, Undecided: 1, Decided: backlog,
+	if got, want := cl.cores[B].Stats(), (Stats{Pending: backlog + 1, PendingBytes: size, Undecided: 1, Decided: backlog,
 		PendingPeak: backlog + 1, Clock: uint64(backlog + 1)}); got != want {
 		t.Fatalf("backlog at B: got %+v, want %+v", got, want)
 	}

@@ -175,7 +175,7 @@ func TestPeerJitterSpread(t *testing.T) {
 	}
 	for i := range cfg.QueueFrames {
 		before := time.Since(p.epoch)
-		p.enqueue([][]byte{{byte(i)}})
+		p.enqueue([][]byte{{byte(i)}}, 0)
 		due := p.due[i]
 		if due < before+lo {
 			t.Fatalf("frame %d due %v after it was queued, want at least %v", i, due-before, lo)

@@ -251,7 +251,9 @@ func NewTransmitter(cfg TransmitterConfig) (*Transmitter, error) {
 // BatchBytes; otherwise Send returns an error and queues none of them.
 // Frames that do not fit in the peer group's queue are dropped and counted
 // in Stats.Drops, the first ones kept: the channel layer sends them again.
-// The transmitter keeps no reference to the frames.
+// Only the frames that fit are encoded, so that offering a whole outbox to
+// a peer that is not draining its queue costs little. The transmitter
+// keeps no reference to the frames.
 func (t *Transmitter) Send(to partition.GroupID, frames []channel.Frame) error {
 	if t.closed.Load() {
 		return fmt.Errorf("transport: send to group %d: %w", to, ErrClosed)
@@ -260,27 +262,35 @@ func (t *Transmitter) Send(to partition.GroupID, frames []channel.Frame) error {
 	if !ok {
 		return fmt.Errorf("transport: send to group %d: not a peer group of group %d", to, t.cfg.Self)
 	}
-	// One buffer for all the encodings: a frame costs no allocation of its own.
-	var buf []byte
-	ends := make([]int, len(frames))
-	for i, f := range frames {
+	for _, f := range frames {
 		if f.From != t.cfg.Self || f.To != to {
 			return fmt.Errorf("transport: send to group %d: frame %s is not from group %d to group %d", to, f, t.cfg.Self, to)
 		}
-		start := len(buf)
-		buf = channel.AppendFrame(buf, f)
-		if n := len(buf) - start; n > t.cfg.BatchBytes {
+		if n := channel.FrameSize(f); n > t.cfg.BatchBytes {
 			return fmt.Errorf("transport: send to group %d: frame %s encodes to %d bytes, more than batch bytes %d", to, f, n, t.cfg.BatchBytes)
 		}
-		ends[i] = len(buf)
 	}
-	encoded := make([][]byte, len(frames))
-	start := 0
-	for i, end := range ends {
-		encoded[i] = buf[start:end:end]
-		start = end
+	// Meanwhile the queue can only drain, unless another Send fills it;
+	// enqueue then drops what no longer fits.
+	roomFrames, roomBytes := p.room()
+	fit, size := 0, 0
+	for fit < len(frames) && fit < roomFrames {
+		n := channel.FrameSize(frames[fit])
+		if size+n > roomBytes {
+			break
+		}
+		size += n
+		fit++
 	}
-	p.enqueue(encoded)
+	// One buffer for all the encodings: a frame costs no allocation of its own.
+	buf := make([]byte, 0, size)
+	encoded := make([][]byte, fit)
+	for i, f := range frames[:fit] {
+		start := len(buf)
+		buf = channel.AppendFrame(buf, f)
+		encoded[i] = buf[start:len(buf):len(buf)]
+	}
+	p.enqueue(encoded, len(frames)-fit)
 	return nil
 }
 
@@ -375,8 +385,16 @@ type peer struct {
 	batches, frames, drops, refused, redirects, errors atomic.Uint64
 }
 
-// enqueue appends what fits of frames to the queue and drops the rest.
-func (p *peer) enqueue(frames [][]byte) {
+// room returns how many frames, and bytes, the queue has room for.
+func (p *peer) room() (frames, bytes int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.queue) - p.n, p.cfg.QueueBytes - p.queueBytes
+}
+
+// enqueue appends what fits of frames to the queue and drops the rest,
+// counting those and the skipped frames that were not even encoded.
+func (p *peer) enqueue(frames [][]byte, skipped int) {
 	p.mu.Lock()
 	var due time.Duration
 	if p.delay > 0 {
@@ -402,7 +420,7 @@ func (p *peer) enqueue(frames [][]byte) {
 		p.dueLast = due
 	}
 	p.mu.Unlock()
-	if dropped := len(frames) - kept; dropped > 0 {
+	if dropped := len(frames) - kept + skipped; dropped > 0 {
 		p.drops.Add(uint64(dropped))
 	}
 	if kept > 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -216,6 +217,41 @@ func TestTransmitterQueueBound(t *testing.T) {
 			checkSeqs(t, g.seqs(), seqRange(1, last+1))
 		})
 	}
+}
+
+// TestTransmitterEncodesWhatFits: offered a whole outbox while its queue
+// is full, the transmitter encodes only what fits (here nothing): 10,000
+// frames of 60 KiB would take 600 MiB to encode.
+func TestTransmitterEncodesWhatFits(t *testing.T) {
+	g := newFakeGroup(t, 1, 0, serverConfig())
+	release := make(chan struct{})
+	entered := blockFirst(g, release)
+	cfg := transmitterConfig(g.addrs)
+	cfg.QueueFrames = 4
+	tr := newTransmitter(t, cfg)
+	sendAll(t, tr, dataFrames(1, 1), 1)
+	<-entered
+	sendAll(t, tr, dataFrames(2, 4), 4) // the queue is full
+	payload := make([]byte, 60<<10)
+	frames := make([]channel.Frame, 10_000)
+	for i := range frames {
+		frames[i] = channel.Frame{From: testFrom, To: testTo, Seq: uint64(6 + i), Payload: payload}
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if err := tr.Send(testTo, frames); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 16<<20 {
+		t.Errorf("Send into a full queue allocated %d bytes, want under 16 MiB", got)
+	}
+	if got, want := tr.Stats().Drops, uint64(len(frames)); got != want {
+		t.Errorf("drops %d, want %d", got, want)
+	}
+	close(release)
+	waitFor(t, "the queued frames", func() bool { return g.logLen() >= 5 })
+	checkSeqs(t, g.seqs(), seqRange(1, 5))
 }
 
 func TestTransmitterDropsRefusedBatch(t *testing.T) {

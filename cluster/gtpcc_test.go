@@ -1,0 +1,149 @@
+package cluster
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flexkv/flexkv/client"
+	"github.com/flexkv/flexkv/gtpcc"
+	"github.com/flexkv/flexkv/gtpcc/procs"
+	"github.com/flexkv/flexkv/internal/testaddr"
+	"github.com/flexkv/flexkv/internal/testcluster"
+	"github.com/flexkv/flexkv/replication"
+)
+
+var (
+	gtpccPartitionDuration = flag.Duration("gtpcc-partition.duration", 12*time.Second, "how long TestGTPCCUnderGroupPartition runs gTPC-C under the group partitions")
+	// The bound is the process's: nine replicas with their Pebble stores,
+	// raft logs, the clients and the test (measured: about 120 MiB after
+	// the load, 160 MiB at most during a 12s run). A group cut off for
+	// seconds under the load must not raise it.
+	gtpccRSSMaxMiB = flag.Int("gtpcc-partition.rss-max-mib", 512, "the resident set size TestGTPCCUnderGroupPartition allows, in MiB")
+)
+
+// TestGTPCCUnderGroupPartition runs gTPC-C on the local cluster while
+// whole groups are cut off from the others in turn (the group-partition
+// chaos of flexkv local), with a small backlog bound. The process's
+// resident set stays under a stated bound, and after the heal the TPC-C
+// consistency check passes. (The closed-loop clients, which the Go client
+// retries on RESOURCE_EXHAUSTED, mostly end up waiting on calls that
+// involve the cut group; the refusals themselves are tested by
+// TestBusyNamesUnreachableGroup, and the bounds on the pure layers by
+// group's TestCutGroupBoundsMemory and dbsim's TestLongCutBounded.)
+func TestGTPCCUnderGroupPartition(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos run")
+	}
+	rc := replication.Config{ElectionTimeout: 200 * time.Millisecond}
+	rc.State.Channel.BacklogBytesMax = 256 << 10
+	l := startLocalConfig(t, Config{Cluster: testcluster.Layout(t, "flexcast", testaddr.Cluster), Dir: t.TempDir(), Replication: rc, Procedures: procs.Registry()})
+	ctx := ctxTimeout(t, *gtpccPartitionDuration+3*time.Minute)
+	c, err := client.New(ctx, client.Config{Endpoints: l.Endpoints(), TLS: l.ClientTLS()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	warehouses := gtpcc.ClusterWarehouses(c.Topology())
+	scale := procs.Scale{Items: 200, CustomersPerDistrict: 30, OrdersPerDistrict: 30, NewOrdersPerDistrict: 9}
+	if err := gtpcc.Load(ctx, c, gtpcc.LoadConfig{Warehouses: warehouses, Scale: scale}); err != nil {
+		t.Fatalf("load: %v", err)
+	}
+
+	var (
+		rssMu    sync.Mutex
+		rssStart = rssBytes(t)
+		rssMax   = rssStart
+	)
+	runCtx, stopRun := context.WithTimeout(ctx, *gtpccPartitionDuration)
+	defer stopRun()
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-runCtx.Done():
+				return
+			case <-tick.C:
+				n := rssBytes(t)
+				rssMu.Lock()
+				rssMax = max(rssMax, n)
+				rssMu.Unlock()
+			}
+		}
+	}()
+	chaos := &Chaos{
+		Local: l, Seed: 5, Down: 3 * time.Second,
+		Faults: []Fault{{Kind: FaultGroupPartition, Every: 4 * time.Second}},
+		Logger: testLogger(t),
+	}
+	var faults int
+	chaosDone := make(chan struct{})
+	go func() {
+		defer close(chaosDone)
+		faults = chaos.Run(runCtx)
+	}()
+	clients, err := gtpcc.ClientsPerWarehouse(warehouses, 8, func(int, int) (gtpcc.Caller, error) { return c, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := gtpcc.Run(runCtx, gtpcc.RunConfig{
+		Protocol: "flexcast", Workload: gtpcc.DefaultWorkload(warehouses, scale), Clients: clients,
+		Duration: *gtpccPartitionDuration, WarmUp: gtpcc.TrimNone, CoolDown: gtpcc.TrimNone, Seed: 3,
+	})
+	if err != nil && runCtx.Err() == nil {
+		t.Fatalf("run: %v", err)
+	}
+	<-chaosDone
+	<-sampled
+	if faults == 0 {
+		t.Fatalf("no group was cut off")
+	}
+	t.Logf("%d group partitions; %d transactions, %d errors (%v); resident set %d MiB at the start, at most %d MiB",
+		faults, rep.TxnTotal, rep.Errors, rep.ErrorSamples, rssStart>>20, rssMax>>20)
+	if rep.TxnTotal == 0 {
+		t.Errorf("no transaction completed")
+	}
+	if limit := uint64(*gtpccRSSMaxMiB) << 20; rssMax > limit {
+		t.Errorf("resident set reached %d MiB, bound %d MiB", rssMax>>20, limit>>20)
+	}
+
+	waitLeaders(t, l)
+	check, err := gtpcc.Check(ctx, c, warehouses)
+	if err != nil {
+		t.Fatalf("check: %v", err)
+	}
+	if !check.Passed {
+		t.Fatalf("gTPC-C check after the heal: %v", check.Failures)
+	}
+}
+
+// rssBytes returns the process's resident set size (VmRSS).
+func rssBytes(t *testing.T) uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skipf("no resident set size here: %v", err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		if rest, ok := bytes.CutPrefix(sc.Bytes(), []byte("VmRSS:")); ok {
+			f := bytes.Fields(rest)
+			if len(f) == 2 && string(f[1]) == "kB" {
+				n, err := strconv.ParseUint(string(f[0]), 10, 64)
+				if err == nil {
+					return n << 10
+				}
+			}
+		}
+	}
+	t.Fatalf("no VmRSS line in /proc/self/status")
+	return 0
+}

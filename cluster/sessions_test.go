@@ -1,0 +1,130 @@
+package cluster
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/flexkv/flexkv/client"
+	"github.com/flexkv/flexkv/internal/testaddr"
+	"github.com/flexkv/flexkv/internal/testcluster"
+	"github.com/flexkv/flexkv/kv/kvpb"
+)
+
+// TestSessionExpiry, end to end over TLS: a transfer between two groups
+// runs once under a session; its retry is a duplicate while the session
+// lives; once the session has been idle for its lifetime of log time (other
+// clients keep the group busy, so that its log time runs), the retry is
+// refused with FailedPrecondition "session expired" and does not run
+// again. The Go client, whose session at the group expired the same way,
+// opens a new one and its next write succeeds.
+func TestSessionExpiry(t *testing.T) {
+	cfg := testcluster.Layout(t, "flexcast", testaddr.Cluster)
+	lc := Config{Cluster: cfg, Dir: t.TempDir(), MetricsAddr: "127.0.0.1:0"}
+	lc.Replication.State.SessionTicks = 25 // half a second of a busy group
+	l := startLocalConfig(t, lc)
+	ctx := ctxTimeout(t, time.Minute)
+	c, err := client.New(ctx, client.Config{Endpoints: l.Endpoints(), TLS: l.ClientTLS(), Sessions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if err := c.Put(ctx, []byte("w/0001/s"), []byte("go")); err != nil {
+		t.Fatalf("client put: %v", err)
+	}
+
+	sid := openSession(t, l, "eu-west-1")
+	req := &kvpb.TxnRequest{ClientId: sid, Seq: 1, Body: &kvpb.TxnRequest_Txn{Txn: &kvpb.Txn{Then: []*kvpb.Op{
+		{Kind: kvpb.OpKind_OP_KIND_ADD, Key: []byte("w/0001/n"), Int: -1},
+		{Kind: kvpb.OpKind_OP_KIND_ADD, Key: []byte("w/0004/n"), Int: 1},
+	}}}}
+	txn := func() error {
+		return callLeader(t, l, "eu-west-1", func(c kvpb.KVClient) error {
+			_, err := c.Txn(ctx, req)
+			return err
+		})
+	}
+	// A follower refuses before proposing, and says the write did not run.
+	for _, r := range cfg.Groups[0].Replicas {
+		if r.ID == l.Leader("eu-west-1") {
+			continue
+		}
+		cc, err := grpc.NewClient(r.GRPC, clientCreds(l))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var md metadata.MD
+		_, err = kvpb.NewKVClient(cc).Txn(ctx, req, grpc.Trailer(&md))
+		cc.Close()
+		if status.Code(err) != codes.Unavailable || len(md.Get(kvpb.NotRunTrailer)) == 0 {
+			t.Errorf("txn at follower %s: %v, trailer %v: want Unavailable with %s", r.ID, err, md, kvpb.NotRunTrailer)
+		}
+		break
+	}
+	for i := range 2 { // the first run, and a retry within the session's life
+		if err := txn(); err != nil {
+			t.Fatalf("txn %d: %v", i, err)
+		}
+	}
+
+	// Other clients keep eu-west-1 busy (anonymous puts: no session)
+	// while the session stays idle; then the retry is refused. A retry
+	// that comes too soon is a use that keeps the session alive: the
+	// stretch starts again.
+	var refused error
+	for i := 0; refused == nil; i++ {
+		if i == 400 {
+			t.Fatalf("the session was never refused after %d puts of other clients%s", i, describe(l))
+		}
+		err := callLeader(t, l, "eu-west-1", func(c kvpb.KVClient) error {
+			_, err := c.Put(ctx, &kvpb.PutRequest{Key: []byte(fmt.Sprintf("w/0001/other%d", i%10)), Value: []byte("x")})
+			return err
+		})
+		if err != nil {
+			t.Fatalf("anonymous put %d: %v", i, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+		if i%40 == 39 {
+			if err := txn(); err != nil {
+				refused = err
+			}
+		}
+	}
+	if status.Code(refused) != codes.FailedPrecondition || !strings.Contains(refused.Error(), kvpb.SessionExpiredText) {
+		t.Fatalf("the retry after the session expired: %v, want FailedPrecondition %q", refused, kvpb.SessionExpiredText)
+	}
+	for _, kv := range []struct{ key, want string }{{"w/0001/n", "-1"}, {"w/0004/n", "1"}} {
+		v, found, err := c.Get(ctx, []byte(kv.key))
+		if err != nil || !found || string(v) != kv.want {
+			t.Errorf("%s = %q (found %v, %v), want %s: the transfer ran once", kv.key, v, found, err, kv.want)
+		}
+	}
+	// The client's own session at eu-west-1 expired too: its write opens a
+	// new one.
+	if err := c.Put(ctx, []byte("w/0001/s"), []byte("again")); err != nil {
+		t.Fatalf("client put after its session expired: %v", err)
+	}
+	if v, _, err := c.Get(ctx, []byte("w/0001/s")); err != nil || string(v) != "again" {
+		t.Errorf("w/0001/s = %q (%v), want again", v, err)
+	}
+	// It did so after a refusal, which the server counted: the renewal
+	// was exercised, not skipped by a session that happened to live.
+	f := testcluster.ScrapeHTTP(t, l.MetricsAddr())
+	if n := f.Sum("flexkv_request_errors_total", map[string]string{"group": "eu-west-1", "method": "Put", "code": codes.FailedPrecondition.String()}); n < 1 {
+		t.Errorf("%v Put calls refused at eu-west-1, want the client's first attempt after its session expired", n)
+	}
+	if n := f.Sum("flexkv_request_seconds", map[string]string{"group": "eu-west-1", "method": "OpenSession"}); n < 3 {
+		t.Errorf("%v OpenSession calls at eu-west-1, want 3 at least: the client's two and the raw one", n)
+	}
+	for _, r := range cfg.Groups[0].Replicas {
+		if tk := f.Sum("flexkv_log_time_ticks", map[string]string{"replica": r.ID}); tk < 25 {
+			t.Errorf("replica %s: log time %v ticks, want 25 at least (a session expired)", r.ID, tk)
+		}
+	}
+}
