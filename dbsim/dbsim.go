@@ -72,6 +72,10 @@ type Config struct {
 	BacklogBytesMax int
 	// StepsMax bounds the run, the drain included; 0: 200,000.
 	StepsMax int
+	// OpenLists leaves all lists but the first of each group without a
+	// cap (AppendProc.Open): the pieces of an append that own no capped
+	// list cannot abort, and send no vote.
+	OpenLists bool
 	// SessionTicks is how long a client session lives idle, in ticks
 	// (group.Config.SessionTicks; 0: its default). A short one makes the
 	// clients' sessions expire while they wait or retry.
@@ -246,7 +250,7 @@ func Run(cfg Config) (*Result, error) {
 		return nil, err
 	}
 	s.procs = txn.NewRegistry()
-	if err := s.procs.Register(ProcName, AppendProc{}); err != nil {
+	if err := s.procs.Register(ProcName, AppendProc{Open: s.cfg.OpenLists}); err != nil {
 		return nil, err
 	}
 	defer s.close()

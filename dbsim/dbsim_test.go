@@ -26,6 +26,7 @@ func configOf(p multicast.Protocol, seed uint64) Config {
 	c.Dup = []float64{0, 0.05, 0.1}[seed/45%3]
 	c.Faults = []float64{0.005, 0.015, 0.04}[seed/5%3]
 	c.CutGroup = seed%4 == 1
+	c.OpenLists = seed%2 == 1
 	if seed%3 == 2 {
 		// Sessions that expire while their clients wait out faults.
 		c.SessionTicks = []int{8, 30, 120}[seed/6%3]

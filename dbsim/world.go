@@ -64,16 +64,18 @@ func newWorld(n int) (*partition.Topology, *partition.PartitionMap, error) {
 // AppendProc is the stored procedure "append" (args "ID KEY..."): every
 // group appends ID to each list it owns among KEY..., a list being the
 // comma-separated IDs appended so far, and reports what each list held
-// before. A capped list (the first of each group, "p<g>/l/0") holds
-// ListCap ids at most: an append to a full list aborts that group's piece,
-// and so the call at every destination (DESIGN 6), which the checks
-// verify: an aborted append is in none of its lists. The other lists have
-// no cap, so a piece whose group owns none of the call's capped lists
-// cannot abort: it sends no vote, and waits for the votes of those that
-// can (txn.PieceVotes). A call is the list-append transaction of Elle (Kingsbury and
+// before. A list holds ListCap ids at most: an append to a full list
+// aborts that group's piece, and so the call at every destination (DESIGN
+// 6), which the checks verify: an aborted append is in none of its lists.
+// With Open, only the first list of each group ("p<g>/l/0") has the cap
+// and the others none, so a piece whose group owns none of the call's
+// capped lists cannot abort: it sends no vote, and waits for the votes of
+// those that can (txn.PieceVotes). A call is the list-append transaction of Elle (Kingsbury and
 // Alvaro, 2020): the lists' final orders and what every call read are
 // checked for serializability.
-type AppendProc struct{}
+type AppendProc struct {
+	Open bool // only the first list of each group has a cap
+}
 
 // ProcName is the name AppendProc is registered under.
 const ProcName = "append"
@@ -92,13 +94,13 @@ func (AppendProc) AllOrNothing() bool { return true }
 
 // CanAbort implements txn.PieceVotes: a piece can abort when its group
 // owns one of the call's capped lists.
-func (AppendProc) CanAbort(c *txn.CallPiece) bool {
+func (a AppendProc) CanAbort(c *txn.CallPiece) bool {
 	_, keys, err := parseAppend(c.Args)
 	if err != nil {
 		return false // every piece fails alike
 	}
 	for _, k := range keys {
-		if capped(k) && c.Owns(k) {
+		if a.capped(k) && c.Owns(k) {
 			return true
 		}
 	}
@@ -106,7 +108,7 @@ func (AppendProc) CanAbort(c *txn.CallPiece) bool {
 }
 
 // capped reports whether list key has a cap (see AppendProc).
-func capped(key []byte) bool { return bytes.HasSuffix(key, []byte("/l/0")) }
+func (a AppendProc) capped(key []byte) bool { return !a.Open || bytes.HasSuffix(key, []byte("/l/0")) }
 
 // Keys implements txn.Procedure.
 func (AppendProc) Keys(args []byte) ([][]byte, error) {
@@ -115,7 +117,7 @@ func (AppendProc) Keys(args []byte) ([][]byte, error) {
 }
 
 // Run implements txn.Procedure.
-func (AppendProc) Run(p *txn.ProcPiece) (txn.PieceResult, error) {
+func (a AppendProc) Run(p *txn.ProcPiece) (txn.PieceResult, error) {
 	id, keys, err := parseAppend(p.Args)
 	if err != nil {
 		return txn.PieceResult{}, err
@@ -129,7 +131,7 @@ func (AppendProc) Run(p *txn.ProcPiece) (txn.PieceResult, error) {
 		if err != nil {
 			return txn.PieceResult{}, err
 		}
-		if capped(k) && found && bytes.Count(v, []byte(","))+1 >= ListCap {
+		if a.capped(k) && found && bytes.Count(v, []byte(","))+1 >= ListCap {
 			return txn.PieceResult{Aborted: true, Reason: fmt.Sprintf("list %s is full", k)}, nil
 		}
 		res.Results = append(res.Results, txn.OpResult{Index: i, Kind: txn.OpGet, Key: k, Found: found, Value: v})
