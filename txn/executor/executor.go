@@ -141,14 +141,15 @@ import (
 // before its delivery, while its transaction is in flight to this group;
 // the votes stored after it would have to exceed the bound before the
 // delivery comes. But the votes on transactions in flight are bounded
-// upstream (above): per sending group, what its channel holds (by default
-// 4,096 messages in the outbox and 1,024 held back), some 300 KB of votes
-// of a few dozen bytes, against the default's 64 MiB; and the leftovers,
+// upstream (above): the channel layer refuses new requests once the
+// backlog behind a peer reaches its bound (channel.Config.BacklogBytesMax,
+// 16 MiB by default, of all that is sent, votes a small part of it), and
+// holds back at most HoldbackBytesMax from each sender; and the leftovers,
 // which alone grow without bound, are older and go first. Only many groups
-// with thousands of votes each, carrying long abort reasons, in flight at
-// once, or a bound set below what is in flight, could delete a needed
-// vote: its piece would then wait forever, on every replica alike, and
-// Stats.VotesEvicted would say why.
+// with full backlogs of votes in flight to one group at once, or a bound
+// set below what is in flight, could delete a needed vote: its piece would
+// then wait forever, on every replica alike, and Stats.VotesEvicted would
+// say why.
 //
 // # Determinism
 //
