@@ -273,6 +273,7 @@ type Metrics struct {
 
 	txnExecuted, txnAborted, txnQueued, txnVotes, txnVotesJunk *prometheus.Desc
 	txnVotesEarly, txnRanAhead                                 *prometheus.Desc
+	txnVotesSent, txnVotesEvicted                              *prometheus.Desc
 
 	pbDisk, pbMemtable, pbTables, pbReadAmp, pbFlushes, pbCompactions, pbDebt, pbWAL *prometheus.Desc
 	pbCache, pbCacheHits, pbCacheMisses                                              *prometheus.Desc
@@ -342,6 +343,8 @@ func NewMetrics(servers func() []*Server) *Metrics {
 	m.txnVotesJunk = d("txn_votes_junk_total", "Votes ignored: undecodable, misdirected, late or repeated.")
 	m.txnVotesEarly = d("txn_votes_early_total", "Votes sent while a delivery ahead had not run (pipelining).")
 	m.txnRanAhead = d("txn_ran_ahead_total", "Deliveries run before one ahead of them that waited (pipelining).")
+	m.txnVotesSent = d("txn_votes_sent_total", "Votes sent, one per group sent to: pieces that can abort vote, the others send none.")
+	m.txnVotesEvicted = d("txn_votes_evicted_total", "Stored votes dropped to stay within the stored-vote byte bound (oldest of transactions not queued first).")
 
 	m.pbDisk = d("pebble_disk_bytes", "Pebble: bytes on disk.")
 	m.pbMemtable = d("pebble_memtable_bytes", "Pebble: bytes allocated by memtables.")
@@ -489,6 +492,8 @@ func (m *Metrics) collect(ch chan<- prometheus.Metric, s *Server) {
 	counter(m.txnVotesJunk, xs.VotesJunk)
 	counter(m.txnVotesEarly, xs.VotesEarly)
 	counter(m.txnRanAhead, xs.RanAhead)
+	counter(m.txnVotesSent, xs.VotesSent)
+	counter(m.txnVotesEvicted, xs.VotesEvicted)
 
 	// A store closed under a scrape (the server stopping) has no figures.
 	if ps, err := s.store.Metrics(); err == nil {

@@ -73,6 +73,10 @@ type Config struct {
 	// ResultsMax bounds the transaction results kept for Await and retries
 	// (0: kv.ResultsMaxDefault).
 	ResultsMax int
+	// StoredVoteBytesMax bounds the bytes of the votes from other groups
+	// stored for transactions not yet run here (0: the executor's
+	// default; see executor.Config).
+	StoredVoteBytesMax int64
 	// SessionsMax bounds the client sessions this replica's group keeps
 	// open (0: group.DefaultSessionsMax); SessionTicks is how long one
 	// lives idle, in ticks of the group's log (0:
@@ -230,6 +234,7 @@ func Open(cfg Config) (*Server, error) {
 	s.exec, err = executor.NewExecutor(executor.Config{
 		Store: s.store, Partitions: pm, Topology: top, Self: self,
 		Procedures: cfg.Procedures, OnExecuted: s.waiters.done,
+		StoredVoteBytesMax: cfg.StoredVoteBytesMax,
 	})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("server: %w", err), s.store.Close())
