@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -61,8 +62,9 @@ func TestWrappingTransferAnswersAlone(t *testing.T) {
 	cfg := testcluster.Layout(t, "flexcast", testaddr.Cluster)
 	l := startLocalConfig(t, Config{Cluster: cfg, Dir: t.TempDir(), WaitMax: 300 * time.Millisecond})
 	lca, other := cfg.Groups[0].Name, cfg.Groups[1].Name // eu-west-1 (w/0001/), eu-west-3 (w/0003/)
+	session := openSession(t, l, lca)
 	transfer := func(seq uint64, wrap bool) *kvpb.TxnRequest {
-		return &kvpb.TxnRequest{ClientId: 21, Seq: seq, Body: &kvpb.TxnRequest_Txn{Txn: &kvpb.Txn{Then: []*kvpb.Op{
+		return &kvpb.TxnRequest{ClientId: session, Seq: seq, Body: &kvpb.TxnRequest_Txn{Txn: &kvpb.Txn{Then: []*kvpb.Op{
 			{Kind: kvpb.OpKind_OP_KIND_ADD, Key: []byte("w/0001/t"), Int: -1, Wrap: wrap},
 			{Kind: kvpb.OpKind_OP_KIND_ADD, Key: []byte("w/0003/t"), Int: 1, Wrap: wrap},
 		}}}}
@@ -85,7 +87,7 @@ func TestWrappingTransferAnswersAlone(t *testing.T) {
 	}
 	l.SetGroupCut(other, false)
 	ctx := ctxTimeout(t, 30*time.Second)
-	for _, id := range []string{"c21.1", "c21.2"} {
+	for _, id := range []string{fmt.Sprintf("c%d.1", session), fmt.Sprintf("c%d.2", session)} {
 		for _, g := range []string{lca, other} {
 			var aw *kvpb.AwaitResponse
 			err := callLeader(t, l, g, func(c kvpb.KVClient) (err error) {
