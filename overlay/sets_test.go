@@ -119,25 +119,13 @@ func TestCountedSetsMerge(t *testing.T) {
 		t.Fatalf("sets %+v, want %+v", d.Sets, want)
 	}
 	for i, s := range d.Sets {
-		if s.Home != want[i].Home || !slicesEqual(s.Groups, want[i].Groups) || s.Prob != want[i].Prob {
+		if s.Home != want[i].Home || !slices.Equal(s.Groups, want[i].Groups) || s.Prob != want[i].Prob {
 			t.Errorf("set %d: %+v, want %+v", i, s, want[i])
 		}
 	}
 	if d.Shares[0] != 0.5 || d.Shares[1] != 0 || d.Shares[2] != 0.5 {
 		t.Errorf("shares %v, want [0.5 0 0.5]", d.Shares)
 	}
-}
-
-func slicesEqual(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestReadSetsErrors(t *testing.T) {
