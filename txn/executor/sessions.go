@@ -37,14 +37,19 @@ import (
 // delivered, the log time it was last used (a delivery, or a result
 // stored), and the seq of the result kept, if any. Records expire by this
 // group's log time (group.Clock, from the machine's ExecuteAt): one idle
-// for SessionTicks or more is dropped with its result at the next entry
-// executed, so every replica drops the same ones at the same entry; between
-// executions nothing is stored, so nothing grows. The table holds at most
+// for SessionTicks or more is dropped at the next entry executed, so every
+// replica drops the same ones at the same entry; between executions
+// nothing is stored, so nothing grows. The table holds at most
 // Config.ResultSessionsMax records: opening one past that drops the least
-// recently used record and its result (Stats.SessionsEvicted), a safety
-// valve that a cluster sized as configured does not reach (every entry
-// group keeps at most its SessionsMax sessions open, each of which expires
-// here as it does there).
+// recently used record (Stats.SessionsEvicted), a safety valve that a
+// cluster sized as configured does not reach (every entry group keeps at
+// most its SessionsMax sessions open, each of which expires here as it
+// does there). A dropped record's unacknowledged result leaves the
+// session table for kv's count-bounded results (kv.Options.ResultsMax),
+// where newer results push it out: its session is gone, so nothing will
+// acknowledge it, and a client that still awaits it (one that waited out a
+// partition longer than the session lifetime) may yet find it there, as
+// before sessions kept results; memory stays bounded by ResultsMax.
 //
 // A session keeps at most one result here: the result of seq s is kept only
 // if s is still the highest seq delivered when its piece runs. A piece can
@@ -227,11 +232,25 @@ func (x *execution) touchSession(ss *session) error {
 	return x.b.PutAux(sessionKey(ss.client), ss.append(nil))
 }
 
-// dropSession deletes ss and the result it keeps.
+// dropSession deletes ss, and hands the result it keeps to kv's
+// count-bounded results.
 func (x *execution) dropSession(ss *session) error {
 	t := x.e.sessions
-	if err := x.dropKept(ss); err != nil {
-		return err
+	if ss.kept != 0 {
+		id := multicast.MsgID{Client: ss.client, Seq: ss.kept}
+		rec, found, err := x.b.GetAux(sessionResultKey(id))
+		switch {
+		case err != nil:
+			return err
+		case !found:
+			return fmt.Errorf("txn: %w: the result of %s kept by its session is missing", kv.ErrCorrupt, id)
+		}
+		if err := x.b.SetResult(id.String(), rec); err != nil {
+			return err
+		}
+		if err := x.dropKept(ss); err != nil {
+			return err
+		}
 	}
 	t.unlink(ss)
 	delete(t.byID, ss.client)

@@ -97,9 +97,12 @@ func TestSessionResultKeptUntilAcknowledged(t *testing.T) {
 }
 
 // Sessions expire by the group's log time: at the first entry executed at
-// SessionTicks or more after their last use, with their results.
+// SessionTicks or more after their last use. Their results join the
+// count-bounded table, where newer results push them out.
 func TestSessionResultsExpire(t *testing.T) {
 	c := newCluster(t, nil)
+	c.resultsMax = 2
+	c.restart(0)
 	ex := c.reps[0].ex
 	run := func(now uint64, ms ...multicast.Message) {
 		t.Helper()
@@ -118,8 +121,8 @@ func TestSessionResultsExpire(t *testing.T) {
 		t.Fatal("a result expired early")
 	}
 	run(10)
-	if c.hasResult(0, a) {
-		t.Error("the result of a session idle for SessionTicks is kept")
+	if got := describeResult(c.result(0, a)); got != "succeeded true: 0:add w/0001/acct=-5" {
+		t.Errorf("the result of an expired session, in the count-bounded table: %s", got)
 	}
 	if _, _, ok, err := ex.SessionState(a.ID.Client); ok || err != nil {
 		t.Errorf("expired session's record: kept %v, %v", ok, err)
@@ -131,13 +134,20 @@ func TestSessionResultsExpire(t *testing.T) {
 	if st.SessionsExpired != 1 || st.Sessions != 1 || st.SessionResults != 1 {
 		t.Errorf("stats %+v, want 1 expired, 1 kept with its result", st)
 	}
+	// Anonymous results push it out.
+	for i := range 2 {
+		run(10, c.sessionMsg(group.AnonymousBit|uint64(i), 1, addAcct))
+	}
+	if c.hasResult(0, a) {
+		t.Error("the expired session's result outlived ResultsMax newer results")
+	}
 	// An Execute without a clock keeps the log time: nothing expires.
 	c.deliver(0)
 	if !c.hasResult(0, b) {
 		t.Error("Execute without a clock expired a session")
 	}
 	run(100)
-	if c.hasResult(0, b) || c.auxCount(0, auxSession) != 0 || c.auxCount(0, auxSessionResult) != 0 {
+	if c.auxCount(0, auxSession) != 0 || c.auxCount(0, auxSessionResult) != 0 {
 		t.Error("records left after every session expired")
 	}
 }
@@ -180,8 +190,10 @@ func TestSessionResultsBounded(t *testing.T) {
 	if st.Sessions != bound || st.SessionResults != bound || st.SessionsEvicted != sessions-bound || st.ResultsAcked != sessions*(seqs-1) {
 		t.Errorf("stats %+v, want %d sessions with their results, %d evicted, %d acknowledged", st, bound, sessions-bound, sessions*(seqs-1))
 	}
+	// The evicted sessions' last results went to the count-bounded
+	// table, which keeps the 4 latest.
 	for i, m := range last {
-		if kept := c.hasResult(0, m); kept != (i >= sessions-bound) {
+		if kept := c.hasResult(0, m); kept != (i >= sessions-bound-4) {
 			t.Errorf("last result of session %d kept: %v", i, kept)
 		}
 	}
