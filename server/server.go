@@ -70,8 +70,9 @@ type Config struct {
 	Dir string
 	// Procedures are the stored procedures the replica can run (may be nil).
 	Procedures *txn.Registry
-	// ResultsMax bounds the transaction results kept for Await and retries
-	// (0: kv.ResultsMaxDefault).
+	// ResultsMax bounds the anonymous results kept for Await (0:
+	// kv.ResultsMaxDefault): a session's results are kept until it
+	// acknowledges them (txn/executor, Session results).
 	ResultsMax int
 	// StoredVoteBytesMax bounds the bytes of the votes from other groups
 	// stored for transactions not yet run here (0: the executor's
