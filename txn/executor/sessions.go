@@ -323,7 +323,8 @@ func (x *execution) setResult(id multicast.MsgID, rec []byte) error {
 	if isSession(id) {
 		if ss := x.e.sessions.byID[id.Client]; ss != nil && ss.delivered == id.Seq {
 			if ss.kept != 0 {
-				return fmt.Errorf("txn: %w: result of %s stored twice", kv.ErrInvalid, id)
+				// The dedupe of deliver found no result under id.
+				return fmt.Errorf("txn: %w: the session record of %s says its result is kept, and none is stored", kv.ErrCorrupt, id)
 			}
 			if err := x.b.PutAux(sessionResultKey(id), rec); err != nil {
 				return err

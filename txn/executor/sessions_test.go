@@ -280,3 +280,20 @@ func TestSessionRecordCorrupt(t *testing.T) {
 		}
 	}
 }
+
+func FuzzDecodeSession(f *testing.F) {
+	f.Add((&session{delivered: 3, used: 2, touch: 7, kept: 3}).append(nil))
+	f.Add((&session{delivered: 1 << 60}).append(nil))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ss, err := decodeSession(5, b)
+		if err != nil {
+			if !corrupt(err) {
+				t.Fatalf("error %v is not about corruption", err)
+			}
+			return
+		}
+		if ss2, err := decodeSession(5, ss.append(nil)); err != nil || *ss2 != *ss {
+			t.Fatalf("%+v encodes to a record that decodes to %+v, %v", ss, ss2, err)
+		}
+	})
+}
