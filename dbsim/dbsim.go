@@ -89,6 +89,10 @@ type Config struct {
 	// theirs until acknowledged (txn/executor, Session results).
 	ResultsMax int
 	Anonymous  float64
+	// ResultSessionsMax is executor.Config.ResultSessionsMax of every
+	// replica (0: its default); a small one drops session records, whose
+	// results then join the count-bounded table.
+	ResultSessionsMax int
 }
 
 func (c *Config) fill() error {
@@ -273,7 +277,7 @@ func Run(cfg Config) (*Result, error) {
 		gcfg := group.Config{Protocol: cfg.Protocol, Topology: s.top, Self: partition.GroupID(g), SessionTicks: cfg.SessionTicks}
 		gcfg.Channel.BacklogBytesMax = cfg.BacklogBytesMax
 		for r := range cfg.Replicas {
-			rp, err := openReplica(g, r, gcfg, s.pm, s.procs, vfs.NewCrashableMem(), cfg.ResultsMax)
+			rp, err := openReplica(g, r, gcfg, s.pm, s.procs, vfs.NewCrashableMem(), cfg.ResultsMax, cfg.ResultSessionsMax)
 			if err != nil {
 				return nil, err
 			}

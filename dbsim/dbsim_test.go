@@ -34,6 +34,10 @@ func configOf(p multicast.Protocol, seed uint64) Config {
 		// Anonymous traffic through a results table of 2: the sessions'
 		// results must survive it.
 		c.ResultsMax, c.Anonymous = 2, 0.05
+	} else if seed%6 == 1 {
+		// Room for 2 session records per replica: the others' results
+		// go to the count-bounded table.
+		c.ResultSessionsMax = 2
 	}
 	return c
 }

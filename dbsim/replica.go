@@ -47,15 +47,16 @@ type delivered struct {
 type replica struct {
 	g, r int
 	cfg  group.Config
-	// resultsMax is the store's kv.Options.ResultsMax.
-	resultsMax int
-	procs      *txn.Registry
-	pm         *partition.PartitionMap
-	fs         *vfs.MemFS
-	store      *kv.Store
-	exec       *executor.Executor
-	m          *group.Machine
-	applied    uint64 // the last log entry applied (State.Applied)
+	// resultsMax is the store's kv.Options.ResultsMax, sessionsMax the
+	// executor's Config.ResultSessionsMax.
+	resultsMax, sessionsMax int
+	procs                   *txn.Registry
+	pm                      *partition.PartitionMap
+	fs                      *vfs.MemFS
+	store                   *kv.Store
+	exec                    *executor.Executor
+	m                       *group.Machine
+	applied                 uint64 // the last log entry applied (State.Applied)
 	// snaps are the persisted snapshots, newest last; raft keeps two.
 	snaps []snapshot
 	// dlog is what the executor ran, by entry, in log order: the replica's
@@ -63,8 +64,8 @@ type replica struct {
 	dlog []delivered
 }
 
-func openReplica(g, r int, cfg group.Config, pm *partition.PartitionMap, procs *txn.Registry, fs *vfs.MemFS, resultsMax int) (*replica, error) {
-	rp := &replica{g: g, r: r, cfg: cfg, procs: procs, pm: pm, fs: fs, resultsMax: resultsMax}
+func openReplica(g, r int, cfg group.Config, pm *partition.PartitionMap, procs *txn.Registry, fs *vfs.MemFS, resultsMax, sessionsMax int) (*replica, error) {
+	rp := &replica{g: g, r: r, cfg: cfg, procs: procs, pm: pm, fs: fs, resultsMax: resultsMax, sessionsMax: sessionsMax}
 	if err := rp.open(); err != nil {
 		return nil, err
 	}
@@ -82,7 +83,7 @@ func (rp *replica) open() error {
 	if err != nil {
 		return err
 	}
-	ex, err := executor.NewExecutor(executor.Config{Store: st, Partitions: rp.pm, Topology: rp.cfg.Topology, Self: rp.cfg.Self, Procedures: rp.procs})
+	ex, err := executor.NewExecutor(executor.Config{Store: st, Partitions: rp.pm, Topology: rp.cfg.Topology, Self: rp.cfg.Self, Procedures: rp.procs, ResultSessionsMax: rp.sessionsMax})
 	if err != nil {
 		return errors.Join(err, st.Close())
 	}
