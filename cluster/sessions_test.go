@@ -195,12 +195,12 @@ func TestSessionResultsAcknowledged(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, g := range []string{"eu-west-1", "eu-west-3"} {
-		if _, err := await(g, 1); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "acknowledged") {
-			t.Errorf("await of the acknowledged result at %s: %v, want FailedPrecondition \"acknowledged\"", g, err)
+		if _, err := await(g, 1); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), kvpb.ResultAcknowledgedText) {
+			t.Errorf("await of the acknowledged result at %s: %v, want FailedPrecondition %q", g, err, kvpb.ResultAcknowledgedText)
 		}
 	}
-	if _, err := txn(1); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "acknowledged") {
-		t.Errorf("retry of the acknowledged request: %v, want FailedPrecondition \"acknowledged\"", err)
+	if _, err := txn(1); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), kvpb.ResultAcknowledgedText) {
+		t.Errorf("retry of the acknowledged request: %v, want FailedPrecondition %q", err, kvpb.ResultAcknowledgedText)
 	}
 	for _, kv := range []struct{ group, key, want string }{{"eu-west-1", "w/0001/n", "-2"}, {"eu-west-3", "w/0004/n", "2"}} {
 		var got string

@@ -203,7 +203,8 @@ func (s *Server) result(ctx context.Context, id multicast.MsgID, wait <-chan str
 		switch {
 		case errors.Is(err, executor.ErrAcknowledged):
 			// Its session sent a later request here since: the client
-			// said it had this result, which is gone for good.
+			// said it had this result, which is gone for good. The
+			// error's text holds kvpb.ResultAcknowledgedText.
 			return nil, status.Errorf(codes.FailedPrecondition, "server: group %s: %v", s.group.Name, err)
 		case err != nil:
 			return nil, status.Error(codes.Unavailable, err.Error())

@@ -59,7 +59,7 @@ const (
 //     open session of the group (message containing "session expired"):
 //     it did not run, and never will under that id (see below); or, for
 //     Await and a retried Txn, Put or Delete, the result was acknowledged
-//     (message containing "acknowledged"): the session sent a later
+//     (message containing "result acknowledged"): the session sent a later
 //     request to the group since, and its result is gone (see below).
 //   - DEADLINE_EXCEEDED, CANCELED: the caller's context ended first, or
 //     the server's bound on a wait (Txn, Await, Put, Delete; 30 s unless
@@ -91,7 +91,7 @@ const (
 // session's latest request there until the session acknowledges it: a
 // request with seq N says "every result of this session below N received",
 // so its delivery at a group drops the session's earlier result there, and
-// an Await for it is then FAILED_PRECONDITION "acknowledged". Send the
+// an Await for it is then FAILED_PRECONDITION "result acknowledged". Send the
 // next request of a session only once every destination answered the
 // previous one (or once you give up on it). A session's last result is
 // kept until the session expires at that group; then, like anonymous
@@ -263,7 +263,7 @@ func (c *kVClient) Status(ctx context.Context, in *StatusRequest, opts ...grpc.C
 //     open session of the group (message containing "session expired"):
 //     it did not run, and never will under that id (see below); or, for
 //     Await and a retried Txn, Put or Delete, the result was acknowledged
-//     (message containing "acknowledged"): the session sent a later
+//     (message containing "result acknowledged"): the session sent a later
 //     request to the group since, and its result is gone (see below).
 //   - DEADLINE_EXCEEDED, CANCELED: the caller's context ended first, or
 //     the server's bound on a wait (Txn, Await, Put, Delete; 30 s unless
@@ -295,7 +295,7 @@ func (c *kVClient) Status(ctx context.Context, in *StatusRequest, opts ...grpc.C
 // session's latest request there until the session acknowledges it: a
 // request with seq N says "every result of this session below N received",
 // so its delivery at a group drops the session's earlier result there, and
-// an Await for it is then FAILED_PRECONDITION "acknowledged". Send the
+// an Await for it is then FAILED_PRECONDITION "result acknowledged". Send the
 // next request of a session only once every destination answered the
 // previous one (or once you give up on it). A session's last result is
 // kept until the session expires at that group; then, like anonymous

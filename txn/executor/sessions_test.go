@@ -3,10 +3,12 @@ package executor
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/kv"
+	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/partition"
 )
@@ -296,4 +298,14 @@ func FuzzDecodeSession(f *testing.F) {
 			t.Fatalf("%+v encodes to a record that decodes to %+v, %v", ss, ss2, err)
 		}
 	})
+}
+
+// The server's status text for an acknowledged result is the executor's.
+func TestAcknowledgedText(t *testing.T) {
+	if !strings.Contains(ErrAcknowledged.Error(), kvpb.ResultAcknowledgedText) {
+		t.Errorf("ErrAcknowledged %q does not contain kvpb.ResultAcknowledgedText %q", ErrAcknowledged, kvpb.ResultAcknowledgedText)
+	}
+	if _, err := decodeMeta([]byte{4}); err == nil || !strings.Contains(err.Error(), "version 4, want 5") {
+		t.Errorf("a version 4 meta record: %v, want an error naming the versions", err)
+	}
 }
