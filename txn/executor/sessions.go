@@ -30,7 +30,11 @@ import (
 // added for it, and every replica of every destination sees the
 // acknowledgement at the same point of its delivery order. The result of a
 // session's last request here is acknowledged by its next request to this
-// group, or by the session's expiry here.
+// group, or by the session's expiry here. A client that breaks the
+// contract (sends s+1 before it has every answer of s) only loses answers:
+// Result then says ErrAcknowledged (also for a piece of s still waiting
+// for its votes: its client moved on); nothing runs twice, as the entry
+// group deduplicates by session, not by result.
 //
 // Each destination keeps a record per session it delivered from (keyed by
 // the session id, unique in the cluster: group.SessionID): the highest seq
@@ -43,8 +47,8 @@ import (
 // Config.ResultSessionsMax records: opening one past that drops the least
 // recently used record (Stats.SessionsEvicted), a safety valve that a
 // cluster sized as configured does not reach (every entry group keeps at
-// most its SessionsMax sessions open, each of which expires here as it
-// does there). A dropped record's unacknowledged result leaves the
+// most its SessionsMax sessions open, and an idle one expires here too,
+// after SessionTicks of this group's log time). A dropped record's unacknowledged result leaves the
 // session table for kv's count-bounded results (kv.Options.ResultsMax),
 // where newer results push it out: its session is gone, so nothing will
 // acknowledge it, and a client that still awaits it (one that waited out a
