@@ -56,6 +56,9 @@ type Config struct {
 	// server.Config; 0: the defaults).
 	WaitMax      time.Duration
 	ScanBytesMax int
+	// ResultsMax is every server's bound on anonymous results
+	// (server.Config.ResultsMax; 0: the default).
+	ResultsMax int
 	// Insecure runs every link without TLS. Otherwise (the default, as for
 	// a real cluster: DESIGN 13) the cluster runs mutual TLS from a
 	// throwaway CA that Start creates under Dir: ca.key beside the
@@ -240,7 +243,7 @@ func (l *Local) Start(id string) error {
 		Dir: filepath.Join(l.cfg.Dir, id), Procedures: l.cfg.Procedures, NoSync: l.cfg.NoSync,
 		DeliveryLog: dlog, Logger: l.cfg.Logger, RaftCut: n.cutSw, Replication: l.cfg.Replication, Node: l.certs[id],
 		InitialClusterState: l.cfg.InitialClusterState,
-		WaitMax:             l.cfg.WaitMax, ScanBytesMax: l.cfg.ScanBytesMax,
+		WaitMax:             l.cfg.WaitMax, ScanBytesMax: l.cfg.ScanBytesMax, ResultsMax: l.cfg.ResultsMax,
 		FrameFilter: func(to partition.GroupID, frames []channel.Frame) []channel.Frame {
 			if l.groupsCut(l.groupOf[id], to) {
 				return nil

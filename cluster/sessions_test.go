@@ -128,3 +128,89 @@ func TestSessionExpiry(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionResultsAcknowledged, end to end: with room for two anonymous
+// results per replica and anonymous traffic at both destinations, a
+// session's transfer is still answered by Await and by a retry with its
+// first result; once the session's next request ran, both say
+// FailedPrecondition "acknowledged", and nothing ran twice.
+func TestSessionResultsAcknowledged(t *testing.T) {
+	cfg := testcluster.Layout(t, "flexcast", testaddr.Cluster)
+	l := startLocalConfig(t, Config{Cluster: cfg, Dir: t.TempDir(), ResultsMax: 2})
+	ctx := ctxTimeout(t, time.Minute)
+	sid := openSession(t, l, "eu-west-1")
+	transfer := func(seq uint64) *kvpb.TxnRequest {
+		return &kvpb.TxnRequest{ClientId: sid, Seq: seq, Body: &kvpb.TxnRequest_Txn{Txn: &kvpb.Txn{Then: []*kvpb.Op{
+			{Kind: kvpb.OpKind_OP_KIND_ADD, Key: []byte("w/0001/n"), Int: -1},
+			{Kind: kvpb.OpKind_OP_KIND_ADD, Key: []byte("w/0004/n"), Int: 1},
+		}}}}
+	}
+	txn := func(seq uint64) (*kvpb.PieceResult, error) {
+		var piece *kvpb.PieceResult
+		err := callLeader(t, l, "eu-west-1", func(c kvpb.KVClient) error {
+			r, err := c.Txn(ctx, transfer(seq))
+			piece = r.GetPiece()
+			return err
+		})
+		return piece, err
+	}
+	await := func(group string, seq uint64) (*kvpb.PieceResult, error) {
+		var piece *kvpb.PieceResult
+		err := callLeader(t, l, group, func(c kvpb.KVClient) error {
+			r, err := c.Await(ctx, &kvpb.AwaitRequest{Id: fmt.Sprintf("c%d.%d", sid, seq)})
+			piece = r.GetPiece()
+			return err
+		})
+		return piece, err
+	}
+	first, err := txn(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		for _, k := range []string{"w/0001/other", "w/0004/other"} {
+			group := map[string]string{"w/0001/other": "eu-west-1", "w/0004/other": "eu-west-3"}[k]
+			err := callLeader(t, l, group, func(c kvpb.KVClient) error {
+				_, err := c.Put(ctx, &kvpb.PutRequest{Key: []byte(k), Value: []byte(fmt.Sprint(i))})
+				return err
+			})
+			if err != nil {
+				t.Fatalf("anonymous put %d: %v", i, err)
+			}
+		}
+	}
+	again, err := txn(1)
+	if err != nil || again.String() != first.String() {
+		t.Errorf("retry after 40 anonymous results: %v, %v; want the first result %v", again, err, first)
+	}
+	remote, err := await("eu-west-3", 1)
+	if err != nil || len(remote.GetResults()) != 1 || remote.GetResults()[0].GetInt() != 1 {
+		t.Errorf("await at eu-west-3 after 40 anonymous results: %v, %v", remote, err)
+	}
+
+	if _, err := txn(2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := await("eu-west-3", 2); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []string{"eu-west-1", "eu-west-3"} {
+		if _, err := await(g, 1); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), kvpb.ResultAcknowledgedText) {
+			t.Errorf("await of the acknowledged result at %s: %v, want FailedPrecondition %q", g, err, kvpb.ResultAcknowledgedText)
+		}
+	}
+	if _, err := txn(1); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), kvpb.ResultAcknowledgedText) {
+		t.Errorf("retry of the acknowledged request: %v, want FailedPrecondition %q", err, kvpb.ResultAcknowledgedText)
+	}
+	for _, kv := range []struct{ group, key, want string }{{"eu-west-1", "w/0001/n", "-2"}, {"eu-west-3", "w/0004/n", "2"}} {
+		var got string
+		err := callLeader(t, l, kv.group, func(c kvpb.KVClient) error {
+			r, err := c.Get(ctx, &kvpb.GetRequest{Key: []byte(kv.key)})
+			got = string(r.GetValue())
+			return err
+		})
+		if err != nil || got != kv.want {
+			t.Errorf("%s = %q (%v), want %s: each transfer ran once", kv.key, got, err, kv.want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package dbsim
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"github.com/flexkv/flexkv/multicast/check"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/txn"
+	"github.com/flexkv/flexkv/txn/executor"
 )
 
 // check runs every check of the package comment on a quiescent run.
@@ -19,6 +21,9 @@ func (s *sim) check() error {
 	}
 	s.checkOrder()
 	if err := s.checkReplicas(); err != nil {
+		return err
+	}
+	if err := s.checkSessions(); err != nil {
 		return err
 	}
 	if err := s.checkBank(); err != nil {
@@ -309,6 +314,79 @@ func listCycle(final map[string][]string) []string {
 	for _, id := range nodes {
 		if color[id] == white && visit(id) {
 			return found
+		}
+	}
+	return nil
+}
+
+// checkSessions checks, at every replica of every destination, what
+// became of each session request's result (txn/executor, Session
+// results): one followed there by a later request of its session is
+// acknowledged, gone; the last of its session there is kept, the very
+// result its client received (also after retries); unless the session's
+// record there expired since (then either may be among the count-bounded
+// results, which must hold what the client received). Each replica keeps
+// exactly the results found kept.
+func (s *sim) checkSessions() error {
+	// last[g][client] is the highest seq of the session's requests to g.
+	last := make([]map[uint64]uint64, len(s.groups))
+	for g := range last {
+		last[g] = map[uint64]uint64{}
+	}
+	for _, rq := range s.accepted {
+		if rq.kind == kindPressure {
+			continue
+		}
+		for _, g := range rq.msg.Dst.Slice() {
+			last[g][rq.msg.ID.Client] = max(last[g][rq.msg.ID.Client], rq.msg.ID.Seq)
+		}
+	}
+	for g, gs := range s.groups {
+		for _, rp := range gs.replicas {
+			kept := uint64(0)
+			for _, rq := range s.accepted {
+				if rq.kind == kindPressure || !rq.msg.Dst.Has(partition.GroupID(g)) {
+					continue
+				}
+				id := rq.msg.ID
+				res, found, err := rp.exec.Result(id)
+				acked := errors.Is(err, executor.ErrAcknowledged)
+				if err != nil && !acked {
+					return fmt.Errorf("dbsim: %s: result of %s: %w", rp.name(), id, err)
+				}
+				_, keptSeq, open, err := rp.exec.SessionState(id.Client)
+				if err != nil {
+					return fmt.Errorf("dbsim: %s: session of %s: %w", rp.name(), id, err)
+				}
+				switch {
+				case id.Seq < last[g][id.Client]:
+					// Found: among the count-bounded results, where an
+					// expired record or a piece that ran after its
+					// acknowledgement leaves it.
+					if open && !found && !acked {
+						s.res.violate("sessions: %s: %s, followed there by c%d.%d, is not acknowledged (found %v, %v)", rp.name(), id, id.Client, last[g][id.Client], found, err)
+					}
+					if acked {
+						s.res.Acked++
+					}
+				case open && keptSeq != id.Seq:
+					s.res.violate("sessions: %s: the session of %s keeps the result of seq %d", rp.name(), id, keptSeq)
+				case open && !found:
+					s.res.violate("sessions: %s: the unacknowledged result of %s is lost", rp.name(), id)
+				case open:
+					kept++
+					s.res.Unacked++
+				}
+				if found && rq.pieces != nil {
+					want := rq.pieces[slices.Index(rq.msg.Dst.Slice(), partition.GroupID(g))]
+					if a, b := txn.AppendPieceResult(nil, &res), txn.AppendPieceResult(nil, &want); string(a) != string(b) {
+						s.res.violate("exactly once: %s: the result of %s is %+v, its client received %+v", rp.name(), id, res, want)
+					}
+				}
+			}
+			if st := rp.exec.Stats(); st.SessionResults != kept || st.SessionResults > st.Sessions {
+				s.res.violate("sessions: %s keeps %d session results in %d sessions; the requests account for %d", rp.name(), st.SessionResults, st.Sessions, kept)
+			}
 		}
 	}
 	return nil

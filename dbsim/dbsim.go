@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -80,6 +81,18 @@ type Config struct {
 	// (group.Config.SessionTicks; 0: its default). A short one makes the
 	// clients' sessions expire while they wait or retry.
 	SessionTicks int
+	// ResultsMax is kv.Options.ResultsMax of every replica, the bound on
+	// anonymous results (0: its default); Anonymous the odds that a step
+	// offers an anonymous request that no client waits for (a transfer of
+	// nothing, as in the long cut). With a small ResultsMax they push
+	// each other's results out at once, while the clients' sessions keep
+	// theirs until acknowledged (txn/executor, Session results).
+	ResultsMax int
+	Anonymous  float64
+	// ResultSessionsMax is executor.Config.ResultSessionsMax of every
+	// replica (0: its default); a small one drops session records, whose
+	// results then join the count-bounded table.
+	ResultSessionsMax int
 }
 
 func (c *Config) fill() error {
@@ -126,10 +139,15 @@ type Result struct {
 	Expired    int // requests refused for an expired session (then resubmitted under a new one when never accepted)
 	Sessions   int // sessions opened
 	Crashes    int
-	Installs   int        // snapshots installed on lagging followers
-	Leaders    int        // leader changes
-	Cut        *CutResult // with Config.LongCut
-	Violations []string
+	Installs   int // snapshots installed on lagging followers
+	Leaders    int // leader changes
+	Anonymous  int // anonymous requests accepted (Config.Anonymous)
+	// Acked counts the results the checks found acknowledged (a later
+	// request of their session delivered at the group), Unacked those
+	// found kept, each at every replica of a destination.
+	Acked, Unacked int
+	Cut            *CutResult // with Config.LongCut
+	Violations     []string
 }
 
 // CutResult is what the long cut of Config.LongCut left at the leaders of
@@ -259,7 +277,7 @@ func Run(cfg Config) (*Result, error) {
 		gcfg := group.Config{Protocol: cfg.Protocol, Topology: s.top, Self: partition.GroupID(g), SessionTicks: cfg.SessionTicks}
 		gcfg.Channel.BacklogBytesMax = cfg.BacklogBytesMax
 		for r := range cfg.Replicas {
-			rp, err := openReplica(g, r, gcfg, s.pm, s.procs, vfs.NewCrashableMem())
+			rp, err := openReplica(g, r, gcfg, s.pm, s.procs, vfs.NewCrashableMem(), cfg.ResultsMax, cfg.ResultSessionsMax)
 			if err != nil {
 				return nil, err
 			}
@@ -433,6 +451,9 @@ func (s *sim) step() error {
 	}
 	if s.inLongCut() && s.rng.IntN(4) == 0 {
 		return s.pressure()
+	}
+	if s.faults && s.loaded && s.rng.Float64() < s.cfg.Anonymous {
+		return s.anonymous()
 	}
 	switch n := s.rng.IntN(100); {
 	case n < 40 && len(s.net) > 0:
@@ -889,6 +910,28 @@ func (s *sim) memory() CutMemory {
 // cut: a transfer of nothing to the first account of each of a random,
 // non-empty set of groups, at the entry group of a random home.
 func (s *sim) pressure() error {
+	m, entry := s.nothing()
+	cut := s.res.Cut
+	cut.Offered++
+	result, err := s.propose(entry, group.EncodeRequest(m))
+	if err != nil {
+		return err
+	}
+	switch {
+	case result == nil:
+		cut.Accepted++
+		s.accepted = append(s.accepted, &request{kind: kindPressure, msg: m})
+	case errors.Is(result, multicast.ErrBusy):
+		s.refused(entry, result)
+	default:
+		return fmt.Errorf("dbsim: request %s at group %d: %w", m.ID, entry, result)
+	}
+	return nil
+}
+
+// nothing returns an anonymous transfer of nothing to a random non-empty
+// set of groups, and its entry group from a random home.
+func (s *sim) nothing() (multicast.Message, partition.GroupID) {
 	var dst []int
 	for len(dst) == 0 {
 		for g := range s.groups {
@@ -904,19 +947,26 @@ func (s *sim) pressure() error {
 	s.pressureSeq++
 	home := partition.GroupID(s.rng.IntN(len(s.groups)))
 	m := s.txnMsg(pressureID, s.pressureSeq, t, home)
-	entry := s.entry(home, m.Dst)
-	cut := s.res.Cut
-	cut.Offered++
+	return m, s.entry(home, m.Dst)
+}
+
+// anonymous offers an anonymous request outside the long cut
+// (Config.Anonymous): a put of one group's noise key, which sends no vote;
+// a refused one is dropped.
+func (s *sim) anonymous() error {
+	g := s.rng.IntN(len(s.groups))
+	s.pressureSeq++
+	t := &txn.Txn{Then: []txn.Op{{Kind: txn.OpPut, Key: []byte(noiseKey(g)), Value: []byte(strconv.FormatUint(s.pressureSeq, 10))}}}
+	m := s.txnMsg(pressureID, s.pressureSeq, t, partition.GroupID(g))
+	entry := s.entry(partition.GroupID(g), m.Dst)
 	result, err := s.propose(entry, group.EncodeRequest(m))
-	if err != nil {
-		return err
-	}
 	switch {
+	case err != nil:
+		return err
 	case result == nil:
-		cut.Accepted++
+		s.res.Anonymous++
 		s.accepted = append(s.accepted, &request{kind: kindPressure, msg: m})
 	case errors.Is(result, multicast.ErrBusy):
-		s.refused(entry, result)
 	default:
 		return fmt.Errorf("dbsim: request %s at group %d: %w", m.ID, entry, result)
 	}

@@ -30,6 +30,14 @@ func configOf(p multicast.Protocol, seed uint64) Config {
 	if seed%3 == 2 {
 		// Sessions that expire while their clients wait out faults.
 		c.SessionTicks = []int{8, 30, 120}[seed/6%3]
+	} else if seed%2 == 0 {
+		// Anonymous traffic through a results table of 2: the sessions'
+		// results must survive it.
+		c.ResultsMax, c.Anonymous = 2, 0.05
+	} else if seed%6 == 1 {
+		// Room for 2 session records per replica: the others' results
+		// go to the count-bounded table.
+		c.ResultSessionsMax = 2
 	}
 	return c
 }
@@ -71,12 +79,16 @@ func TestSeeds(t *testing.T) {
 				total.Busy += res.Busy
 				total.Expired += res.Expired
 				total.Sessions += res.Sessions
+				total.Anonymous += res.Anonymous
+				total.Acked += res.Acked
+				total.Unacked += res.Unacked
 				total.Entries += res.Entries
 				total.Steps += res.Steps
 			}
-			t.Logf("%d seeds: %d committed, %d aborted, %d crashes, %d snapshot installs, %d leader changes, %d duplicates refused, %d busy, %d sessions, %d refused as expired, %d entries, %d steps",
-				seeds, total.Committed, total.Aborted, total.Crashes, total.Installs, total.Leaders, total.Duplicates, total.Busy, total.Sessions, total.Expired, total.Entries, total.Steps)
-			if total.Crashes == 0 || total.Leaders == 0 || total.Committed == 0 || total.Aborted == 0 || total.Sessions == 0 || total.Expired == 0 {
+			t.Logf("%d seeds: %d committed, %d aborted, %d crashes, %d snapshot installs, %d leader changes, %d duplicates refused, %d busy, %d sessions, %d refused as expired, %d anonymous, %d results acknowledged and %d kept (per replica), %d entries, %d steps",
+				seeds, total.Committed, total.Aborted, total.Crashes, total.Installs, total.Leaders, total.Duplicates, total.Busy, total.Sessions, total.Expired, total.Anonymous, total.Acked, total.Unacked, total.Entries, total.Steps)
+			if total.Crashes == 0 || total.Leaders == 0 || total.Committed == 0 || total.Aborted == 0 || total.Sessions == 0 || total.Expired == 0 ||
+				total.Anonymous == 0 || total.Acked == 0 || total.Unacked == 0 {
 				t.Errorf("the seeds exercised too little: %+v", total)
 			}
 		})

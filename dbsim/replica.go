@@ -45,15 +45,18 @@ type delivered struct {
 // A replica is one group replica: its state machine over a real executor on
 // an in-memory, crashable Pebble store.
 type replica struct {
-	g, r    int
-	cfg     group.Config
-	procs   *txn.Registry
-	pm      *partition.PartitionMap
-	fs      *vfs.MemFS
-	store   *kv.Store
-	exec    *executor.Executor
-	m       *group.Machine
-	applied uint64 // the last log entry applied (State.Applied)
+	g, r int
+	cfg  group.Config
+	// resultsMax is the store's kv.Options.ResultsMax, sessionsMax the
+	// executor's Config.ResultSessionsMax.
+	resultsMax, sessionsMax int
+	procs                   *txn.Registry
+	pm                      *partition.PartitionMap
+	fs                      *vfs.MemFS
+	store                   *kv.Store
+	exec                    *executor.Executor
+	m                       *group.Machine
+	applied                 uint64 // the last log entry applied (State.Applied)
 	// snaps are the persisted snapshots, newest last; raft keeps two.
 	snaps []snapshot
 	// dlog is what the executor ran, by entry, in log order: the replica's
@@ -61,8 +64,8 @@ type replica struct {
 	dlog []delivered
 }
 
-func openReplica(g, r int, cfg group.Config, pm *partition.PartitionMap, procs *txn.Registry, fs *vfs.MemFS) (*replica, error) {
-	rp := &replica{g: g, r: r, cfg: cfg, procs: procs, pm: pm, fs: fs}
+func openReplica(g, r int, cfg group.Config, pm *partition.PartitionMap, procs *txn.Registry, fs *vfs.MemFS, resultsMax, sessionsMax int) (*replica, error) {
+	rp := &replica{g: g, r: r, cfg: cfg, procs: procs, pm: pm, fs: fs, resultsMax: resultsMax, sessionsMax: sessionsMax}
 	if err := rp.open(); err != nil {
 		return nil, err
 	}
@@ -76,11 +79,11 @@ func openReplica(g, r int, cfg group.Config, pm *partition.PartitionMap, procs *
 
 // open opens the store and the executor on rp.fs.
 func (rp *replica) open() error {
-	st, err := kv.Open(kv.Options{Dir: storeDir, NoSync: true, FS: rp.fs, CacheBytes: 1 << 20, MemTableBytes: 256 << 10})
+	st, err := kv.Open(kv.Options{Dir: storeDir, NoSync: true, ResultsMax: rp.resultsMax, FS: rp.fs, CacheBytes: 1 << 20, MemTableBytes: 256 << 10})
 	if err != nil {
 		return err
 	}
-	ex, err := executor.NewExecutor(executor.Config{Store: st, Partitions: rp.pm, Topology: rp.cfg.Topology, Self: rp.cfg.Self, Procedures: rp.procs})
+	ex, err := executor.NewExecutor(executor.Config{Store: st, Partitions: rp.pm, Topology: rp.cfg.Topology, Self: rp.cfg.Self, Procedures: rp.procs, ResultSessionsMax: rp.sessionsMax})
 	if err != nil {
 		return errors.Join(err, st.Close())
 	}
@@ -201,7 +204,7 @@ func (rp *replica) truncateDeliveries(index uint64) {
 
 // digest hashes what the replicas of a group must agree on: the state
 // machine's encoding, every user key and value, the results of the given
-// transactions and the executor's counters.
+// transactions, what their sessions keep and the executor's counters.
 func (rp *replica) digest(ids []multicast.MsgID) ([32]byte, error) {
 	h := sha256.New()
 	h.Write(rp.m.State().AppendSnapshot(nil))
@@ -214,12 +217,19 @@ func (rp *replica) digest(ids []multicast.MsgID) ([32]byte, error) {
 	}
 	for _, id := range ids {
 		res, found, err := rp.exec.Result(id)
+		switch {
+		case errors.Is(err, executor.ErrAcknowledged):
+			fmt.Fprintf(h, "%s acknowledged\n", id)
+		case err != nil:
+			return [32]byte{}, err
+		case found:
+			h.Write(txn.AppendPieceResult([]byte(id.String()), &res))
+		}
+		delivered, kept, ok, err := rp.exec.SessionState(id.Client)
 		if err != nil {
 			return [32]byte{}, err
 		}
-		if found {
-			h.Write(txn.AppendPieceResult([]byte(id.String()), &res))
-		}
+		fmt.Fprintf(h, "session %d: %d %d %v\n", id.Client, delivered, kept, ok)
 	}
 	fmt.Fprintf(h, "%+v", rp.exec.Stats())
 	var sum [32]byte

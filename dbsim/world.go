@@ -28,6 +28,10 @@ func accountKey(g, i int) string { return partitionStart(g) + "a/" + strconv.Ito
 
 func listKey(g, i int) string { return partitionStart(g) + "l/" + strconv.Itoa(i) }
 
+// noiseKey is the key of group g that anonymous requests write
+// (Config.Anonymous), which no check reads.
+func noiseKey(g int) string { return partitionStart(g) + "n" }
+
 // newWorld returns the topology and partition map of n groups g0..g<n-1>,
 // ranked in that order, with g0 the root of a tree whose other groups hang
 // from their predecessor in pairs: g1 and g2 under g0, g3 under g1.

@@ -34,6 +34,24 @@ type Executor interface {
 	AppliedIndex() uint64
 }
 
+// Clock is a group's log time at an entry (DESIGN 6: sessions expire by
+// log time, never by count): Now is State.LogTime after the entry, and
+// SessionTicks the group's Config.SessionTicks, how long a session lives
+// idle. Every replica sees the same Clock at the same entry.
+type Clock struct {
+	Now          uint64
+	SessionTicks uint64
+}
+
+// ClockedExecutor is an Executor that keeps per-session state of its own
+// (txn/executor keeps the results a session has not acknowledged) and
+// expires it by the group's log time: the machine calls ExecuteAt, with the
+// entry's Clock, in place of Execute.
+type ClockedExecutor interface {
+	Executor
+	ExecuteAt(index uint64, clock Clock, deliveries []multicast.Message, inbound []AppInbound) ([]AppSend, error)
+}
+
 // ErrExecutor wraps a failure of the executor: the replica can no longer
 // keep its state, and must stop rather than diverge from its group.
 var ErrExecutor = errors.New("group: executor failed")
@@ -97,6 +115,9 @@ func (m *Machine) Apply(index uint64, data []byte) (out Output, result error, er
 	var sends []AppSend
 	if replay {
 		sends, err = m.exec.Sent(index)
+	} else if ce, ok := m.exec.(ClockedExecutor); ok {
+		clock := Clock{Now: m.state.now, SessionTicks: uint64(m.state.cfg.SessionTicks)}
+		sends, err = ce.ExecuteAt(index, clock, out.Deliveries, out.App)
 	} else {
 		sends, err = m.exec.Execute(index, out.Deliveries, out.App)
 	}

@@ -310,3 +310,43 @@ func TestSnapshotDeterministic(t *testing.T) {
 		})
 	}
 }
+
+// clockedRecorder is a recorder told the log time of every entry it runs.
+type clockedRecorder struct {
+	*recorder
+	clocks []Clock
+}
+
+func (r *clockedRecorder) ExecuteAt(index uint64, clock Clock, deliveries []multicast.Message, inbound []AppInbound) ([]AppSend, error) {
+	r.clocks = append(r.clocks, clock)
+	return r.recorder.Execute(index, deliveries, inbound)
+}
+
+// A ClockedExecutor runs every entry through ExecuteAt, with the log time
+// after the entry and the group's session lifetime.
+func TestMachineClock(t *testing.T) {
+	cfg := testConfig(t, protocol.FlexCast, 0)
+	cfg.SessionTicks = 7
+	rec := &clockedRecorder{recorder: newRecorder(1)}
+	m, err := NewMachine(cfg, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyAll(t, m, 1, testEntries())
+	if len(rec.clocks) == 0 || len(rec.clocks) != rec.calls {
+		t.Fatalf("%d ExecuteAt calls of %d executions", len(rec.clocks), rec.calls)
+	}
+	// testEntries: requests of s1 at seq i+1 come after i ticks.
+	if got := rec.clocks[0]; got != (Clock{Now: 0, SessionTicks: 7}) {
+		t.Errorf("first clock %+v", got)
+	}
+	last := rec.clocks[len(rec.clocks)-1]
+	if last.Now != 5 || last.Now != m.State().LogTime()-1 {
+		t.Errorf("last clock %+v, log time %d", last, m.State().LogTime())
+	}
+	for i := 1; i < len(rec.clocks); i++ {
+		if rec.clocks[i].Now < rec.clocks[i-1].Now {
+			t.Errorf("clock %d went back: %+v after %+v", i, rec.clocks[i], rec.clocks[i-1])
+		}
+	}
+}

@@ -47,8 +47,16 @@ import (
 // Anonymous requests (a client id with AnonymousBit set: the server gives
 // one to a request that names no client) belong to no session: they are
 // admitted without deduplication and take no room in the table, so a
-// resubmitted anonymous request runs again. Their results are kept like
-// every other's, within the store's results bound.
+// resubmitted anonymous request runs again. Their results are kept
+// within the store's results bound (kv.Options.ResultsMax), newest first.
+//
+// A session's results are kept at each destination until the session
+// acknowledges them: as one request is outstanding per session, a request
+// with seq s says that its client received every result of the session
+// below s, and each destination deletes the earlier one as it delivers
+// it. The executor keeps that per destination and expires it by the
+// destination's log time, which the Machine hands it (Clock,
+// ClockedExecutor); package txn/executor, Session results.
 
 // AnonymousBit marks the client id of an anonymous request. Session ids
 // never have it (SessionIndexMax).

@@ -43,7 +43,9 @@
 // for bookkeeping that belongs to no entry.
 //
 // Results are kept by transaction id so that a re-submitted transaction gets
-// its first result. Each result takes the next sequence number at Commit,
+// its first result. (The executor keeps the results of client sessions in
+// the aux namespace instead, until each session acknowledges them; these
+// are the others.) Each result takes the next sequence number at Commit,
 // in the order of SetResult calls; when more than Options.ResultsMax are
 // kept, the oldest are deleted in the same Pebble batch. Eviction depends
 // only on the sequence of commits and ResultsMax, so replicas that apply

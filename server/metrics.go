@@ -274,6 +274,8 @@ type Metrics struct {
 	txnExecuted, txnAborted, txnQueued, txnVotes, txnVotesJunk *prometheus.Desc
 	txnVotesEarly, txnRanAhead                                 *prometheus.Desc
 	txnVotesSent, txnVotesEvicted                              *prometheus.Desc
+	txnSessions, txnSessionResults, txnResultsAcked            *prometheus.Desc
+	txnSessionsExpired, txnSessionsEvicted                     *prometheus.Desc
 
 	pbDisk, pbMemtable, pbTables, pbReadAmp, pbFlushes, pbCompactions, pbDebt, pbWAL *prometheus.Desc
 	pbCache, pbCacheHits, pbCacheMisses                                              *prometheus.Desc
@@ -345,6 +347,11 @@ func NewMetrics(servers func() []*Server) *Metrics {
 	m.txnRanAhead = d("txn_ran_ahead_total", "Deliveries run before one ahead of them that waited (pipelining).")
 	m.txnVotesSent = d("txn_votes_sent_total", "Votes sent, one per group sent to: pieces that can abort vote, the others send none.")
 	m.txnVotesEvicted = d("txn_votes_evicted_total", "Stored votes dropped to stay within the stored-vote byte bound (oldest of transactions not queued first).")
+	m.txnSessions = d("txn_sessions", "Client sessions whose results this group keeps until acknowledged.")
+	m.txnSessionResults = d("txn_session_results", "Results kept for client sessions, not yet acknowledged (at most one per session).")
+	m.txnResultsAcked = d("txn_results_acknowledged_total", "Session results deleted because the session's next request acknowledged them.")
+	m.txnSessionsExpired = d("txn_sessions_expired_total", "Session records dropped after their session was idle for its lifetime of log time.")
+	m.txnSessionsEvicted = d("txn_sessions_evicted_total", "Session records dropped to stay within the executor's bound on sessions (least recently used first).")
 
 	m.pbDisk = d("pebble_disk_bytes", "Pebble: bytes on disk.")
 	m.pbMemtable = d("pebble_memtable_bytes", "Pebble: bytes allocated by memtables.")
@@ -494,6 +501,11 @@ func (m *Metrics) collect(ch chan<- prometheus.Metric, s *Server) {
 	counter(m.txnRanAhead, xs.RanAhead)
 	counter(m.txnVotesSent, xs.VotesSent)
 	counter(m.txnVotesEvicted, xs.VotesEvicted)
+	gauge(m.txnSessions, float64(xs.Sessions))
+	gauge(m.txnSessionResults, float64(xs.SessionResults))
+	counter(m.txnResultsAcked, xs.ResultsAcked)
+	counter(m.txnSessionsExpired, xs.SessionsExpired)
+	counter(m.txnSessionsEvicted, xs.SessionsEvicted)
 
 	// A store closed under a scrape (the server stopping) has no figures.
 	if ps, err := s.store.Metrics(); err == nil {

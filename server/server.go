@@ -70,9 +70,14 @@ type Config struct {
 	Dir string
 	// Procedures are the stored procedures the replica can run (may be nil).
 	Procedures *txn.Registry
-	// ResultsMax bounds the transaction results kept for Await and retries
-	// (0: kv.ResultsMaxDefault).
+	// ResultsMax bounds the anonymous results kept for Await (0:
+	// kv.ResultsMaxDefault): a session's results are kept until it
+	// acknowledges them (txn/executor, Session results).
 	ResultsMax int
+	// ResultSessionsMax bounds the client sessions whose unacknowledged
+	// result this replica keeps, one each (0: the executor's default,
+	// executor.ResultSessionsDefault; see executor.Config).
+	ResultSessionsMax int
 	// StoredVoteBytesMax bounds the bytes of the votes from other groups
 	// stored for transactions not yet run here (0: the executor's
 	// default; see executor.Config).
@@ -234,7 +239,7 @@ func Open(cfg Config) (*Server, error) {
 	s.exec, err = executor.NewExecutor(executor.Config{
 		Store: s.store, Partitions: pm, Topology: top, Self: self,
 		Procedures: cfg.Procedures, OnExecuted: s.waiters.done,
-		StoredVoteBytesMax: cfg.StoredVoteBytesMax,
+		StoredVoteBytesMax: cfg.StoredVoteBytesMax, ResultSessionsMax: cfg.ResultSessionsMax,
 	})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("server: %w", err), s.store.Close())

@@ -21,6 +21,7 @@ import (
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/replication"
 	"github.com/flexkv/flexkv/txn"
+	"github.com/flexkv/flexkv/txn/executor"
 )
 
 // service implements kvpb.KVServer on a Server.
@@ -199,7 +200,13 @@ func (s *Server) result(ctx context.Context, id multicast.MsgID, wait <-chan str
 	leaderless := time.Duration(0)
 	for {
 		res, found, err := s.exec.Result(id)
-		if err != nil {
+		switch {
+		case errors.Is(err, executor.ErrAcknowledged):
+			// Its session sent a later request here since: the client
+			// said it had this result, which is gone for good. The
+			// error's text holds kvpb.ResultAcknowledgedText.
+			return nil, status.Errorf(codes.FailedPrecondition, "server: group %s: %v", s.group.Name, err)
+		case err != nil:
 			return nil, status.Error(codes.Unavailable, err.Error())
 		}
 		if found {

@@ -15,7 +15,10 @@
 //     session table) refused the request; retry later with the same id.
 //   - codes.FailedPrecondition: the request went to the wrong group (the
 //     message names the right one), or its session expired: the message
-//     contains SessionExpiredText; the request did not run.
+//     contains SessionExpiredText; the request did not run. Or, for Await
+//     and a retried write, its result was acknowledged (the message
+//     contains ResultAcknowledgedText): its session sent a later request
+//     to the group, which deleted the result.
 //   - codes.DeadlineExceeded, codes.Canceled: the caller's context ended.
 //
 // An aborted transaction is a normal answer: PieceResult.Aborted gives the
@@ -39,6 +42,12 @@ const LeaderTrailer = "flexkv-leader"
 // request whose session the group does not know (expired, or never opened
 // there): the request did not run.
 const SessionExpiredText = "session expired"
+
+// ResultAcknowledgedText is in the message of the FailedPrecondition status
+// of an Await, or of a retried write, whose result its group no longer
+// keeps because the session acknowledged it: a later request of the
+// session reached the group (see kv.proto, Results).
+const ResultAcknowledgedText = "result acknowledged"
 
 // NotRunTrailer is the trailer metadata key that a server sets, to "1", on
 // the error of a write it refused before it could run: a follower that

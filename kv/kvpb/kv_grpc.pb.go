@@ -57,7 +57,10 @@ const (
 //     it (not the entry group of its destinations, not the owner of its
 //     key; the message names the right one); or its client_id names no
 //     open session of the group (message containing "session expired"):
-//     it did not run, and never will under that id (see below).
+//     it did not run, and never will under that id (see below); or, for
+//     Await and a retried Txn, Put or Delete, the result was acknowledged
+//     (message containing "result acknowledged"): the session sent a later
+//     request to the group since, and its result is gone (see below).
 //   - DEADLINE_EXCEEDED, CANCELED: the caller's context ended first, or
 //     the server's bound on a wait (Txn, Await, Put, Delete; 30 s unless
 //     configured) did, which the message says. A request may still take
@@ -84,9 +87,22 @@ const (
 // request accepted before the expiry still runs, and its results can be
 // awaited under its old id).
 //
+// Results (DESIGN 6). Each destination group keeps the result of a
+// session's latest request there until the session acknowledges it: a
+// request with seq N says "every result of this session below N received",
+// so its delivery at a group drops the session's earlier result there, and
+// an Await for it is then FAILED_PRECONDITION "result acknowledged". Send the
+// next request of a session only once every destination answered the
+// previous one (or once you give up on it). A session's last result is
+// kept until the session expires at that group; then, like anonymous
+// results, it is kept only among the server's latest results (its bound on
+// anonymous results), and an Await for a result no longer kept waits until
+// its deadline.
+//
 // A request with neither client_id nor seq is anonymous: the server gives
 // it an id of its own, it is not deduplicated (sent again, it runs again),
-// and its result is kept within the server's bound on anonymous results.
+// and its result is kept within the server's bound on anonymous results
+// (the latest ResultsMax, 65,536 unless configured).
 // client_ids with the top bit set (2^63 and above) are reserved.
 type KVClient interface {
 	// Txn submits a transaction to the group it is sent to, which must be the
@@ -245,7 +261,10 @@ func (c *kVClient) Status(ctx context.Context, in *StatusRequest, opts ...grpc.C
 //     it (not the entry group of its destinations, not the owner of its
 //     key; the message names the right one); or its client_id names no
 //     open session of the group (message containing "session expired"):
-//     it did not run, and never will under that id (see below).
+//     it did not run, and never will under that id (see below); or, for
+//     Await and a retried Txn, Put or Delete, the result was acknowledged
+//     (message containing "result acknowledged"): the session sent a later
+//     request to the group since, and its result is gone (see below).
 //   - DEADLINE_EXCEEDED, CANCELED: the caller's context ended first, or
 //     the server's bound on a wait (Txn, Await, Put, Delete; 30 s unless
 //     configured) did, which the message says. A request may still take
@@ -272,9 +291,22 @@ func (c *kVClient) Status(ctx context.Context, in *StatusRequest, opts ...grpc.C
 // request accepted before the expiry still runs, and its results can be
 // awaited under its old id).
 //
+// Results (DESIGN 6). Each destination group keeps the result of a
+// session's latest request there until the session acknowledges it: a
+// request with seq N says "every result of this session below N received",
+// so its delivery at a group drops the session's earlier result there, and
+// an Await for it is then FAILED_PRECONDITION "result acknowledged". Send the
+// next request of a session only once every destination answered the
+// previous one (or once you give up on it). A session's last result is
+// kept until the session expires at that group; then, like anonymous
+// results, it is kept only among the server's latest results (its bound on
+// anonymous results), and an Await for a result no longer kept waits until
+// its deadline.
+//
 // A request with neither client_id nor seq is anonymous: the server gives
 // it an id of its own, it is not deduplicated (sent again, it runs again),
-// and its result is kept within the server's bound on anonymous results.
+// and its result is kept within the server's bound on anonymous results
+// (the latest ResultsMax, 65,536 unless configured).
 // client_ids with the top bit set (2^63 and above) are reserved.
 type KVServer interface {
 	// Txn submits a transaction to the group it is sent to, which must be the

@@ -24,12 +24,18 @@ import (
 //	                                        transaction client.seq: its
 //	                                        arrival (8 B BE), then the vote
 //
+//	'c' client (8 B BE)                  -> a session record (sessions.go)
+//	'r' client (8 B BE) seq (8 B BE)     -> the result record of a session's
+//	                                        transaction, kept until the
+//	                                        session acknowledges it
+//
 // A vote's arrival numbers the stored votes in the order they were stored
 // (execMeta.voteNext), for the bound on stored votes (Config.StoredVoteBytesMax),
 // which drops the oldest first.
 //
-// The executor's results are kv results (kv.Batch.SetResult), under the
-// transaction id, each a result record: the digest of the delivery that
+// The results of sessions' transactions are 'r' records; the others' (and
+// a session's acknowledged before it ran) are kv results
+// (kv.Batch.SetResult), under the transaction id. Each is a result record: the digest of the delivery that
 // ran (digestOf) beside its PieceResult, so that a later delivery
 // under the same id tells a re-submission from another transaction.
 //
@@ -138,20 +144,34 @@ type execMeta struct {
 	voteNext     uint64
 	votesSent    uint64
 	votesEvicted uint64
+	// now is the log time of the last entry executed (group.Clock),
+	// touchNext the touch number of the next session use; sessions and
+	// sessionResults count the session records and the results they keep
+	// (sessions.go).
+	now             uint64
+	touchNext       uint64
+	sessions        uint64
+	sessionResults  uint64
+	resultsAcked    uint64
+	sessionsExpired uint64
+	sessionsEvicted uint64
 }
 
-// metaVersion 4: a stored vote starts with its arrival, and the meta
+// metaVersion 5: sessions keep their results until acknowledged
+// (sessions.go), and the meta record holds the log time, the next touch
+// number and the session counters. Version 4: a stored vote starts with its arrival, and the meta
 // record holds the next arrival and counts the votes sent and evicted.
 // Version 3 stored bare votes; its results were already result records,
 // with the digest of their delivery, and it counted duplicates. Version 2
 // stored bare PieceResults; version 1 kept a queue that only ran from its
 // head, with the head's voted flag in the meta record. A store of another
 // version is refused (loadMeta), not converted.
-const metaVersion = 4
+const metaVersion = 5
 
 func (m *execMeta) fields() []*uint64 {
 	return []*uint64{&m.qNext, &m.queued, &m.votes, &m.executed, &m.aborted, &m.junkVotes, &m.votesEarly, &m.ranAhead, &m.duplicates,
-		&m.voteNext, &m.votesSent, &m.votesEvicted}
+		&m.voteNext, &m.votesSent, &m.votesEvicted,
+		&m.now, &m.touchNext, &m.sessions, &m.sessionResults, &m.resultsAcked, &m.sessionsExpired, &m.sessionsEvicted}
 }
 
 func (m *execMeta) stats() Stats {
@@ -161,6 +181,8 @@ func (m *execMeta) stats() Stats {
 		VotesEarly: m.votesEarly, RanAhead: m.ranAhead,
 		Duplicates: m.duplicates,
 		VotesSent:  m.votesSent, VotesEvicted: m.votesEvicted,
+		Sessions: m.sessions, SessionResults: m.sessionResults, ResultsAcked: m.resultsAcked,
+		SessionsExpired: m.sessionsExpired, SessionsEvicted: m.sessionsEvicted,
 	}
 }
 
@@ -175,7 +197,7 @@ func (m *execMeta) append(b []byte) []byte {
 func decodeMeta(b []byte) (execMeta, error) {
 	d := wire.NewDecoder(b)
 	if v := d.Byte(); d.Err() == nil && v != metaVersion {
-		d.Fail("executor meta version %d, want %d", v, metaVersion)
+		d.Fail("executor meta version %d, want %d (a store written by an older version is not converted: restore it from a snapshot of a current replica, or start it afresh)", v, metaVersion)
 	}
 	var m execMeta
 	for _, p := range m.fields() {

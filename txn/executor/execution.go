@@ -20,6 +20,7 @@ type execution struct {
 	b     *kv.Batch
 	rw    batchRW
 	meta  execMeta
+	now   uint64 // the entry's log time (group.Clock)
 	sends []group.AppSend
 	ids   []multicast.MsgID // results stored, in the order they ran
 	// ran are the queue entries run by this execution, to delete.
@@ -124,7 +125,10 @@ func (j *job) voteStep() bool {
 
 // apply runs the entry: deliveries, inbound votes, then a pass over the
 // queue, and writes the state the entry leaves.
-func (x *execution) apply(index uint64, deliveries []multicast.Message, inbound []group.AppInbound) error {
+func (x *execution) apply(index, sessionTicks uint64, deliveries []multicast.Message, inbound []group.AppInbound) error {
+	if err := x.expireSessions(sessionTicks); err != nil {
+		return err
+	}
 	changed := false
 	for _, m := range deliveries {
 		ok, err := x.deliver(m)
@@ -171,7 +175,7 @@ func (x *execution) deliver(m multicast.Message) (bool, error) {
 		x.meta.duplicates++
 		return false, nil
 	}
-	rec, found, err := x.b.Result(m.ID.String())
+	rec, found, err := x.result(m.ID)
 	if err != nil {
 		return false, err
 	}
@@ -183,6 +187,11 @@ func (x *execution) deliver(m multicast.Message) (bool, error) {
 		x.sendUsed(d, used != digest)
 		x.meta.duplicates++
 		return false, nil
+	}
+	if isSession(m.ID) {
+		if err := x.delivered(m.ID); err != nil {
+			return false, err
+		}
 	}
 	q := e.newQueued(x.meta.qNext, e.prepare(d))
 	q.d = &d
@@ -472,7 +481,7 @@ func (x *execution) receive(in group.AppInbound) (bool, error) {
 		}
 		return true, nil
 	}
-	_, found, err := x.b.Result(id.String())
+	_, found, err := x.result(id)
 	if err != nil {
 		return false, err
 	}
@@ -595,7 +604,7 @@ func (x *execution) run(j *job, votes []txn.Vote, reason string) error {
 		res = txn.PieceResult{Succeeded: res.Succeeded, Truncated: true}
 		enc = appendResultRecord(nil, j.digest, &res)
 	}
-	if err := x.b.SetResult(j.id.String(), enc); err != nil {
+	if err := x.setResult(j.id, enc); err != nil {
 		return err
 	}
 	x.meta.executed++

@@ -58,8 +58,11 @@ import (
 // order), and the head of the queue can always vote, the waits cannot form
 // a cycle (DESIGN 6).
 //
-// A piece writes its effects and its PieceResult (the kv result under the
-// transaction id, MsgID.String) in the batch of the entry that runs it. A
+// A piece writes its effects and its PieceResult in the batch of the entry
+// that runs it. A session's result is kept until the session acknowledges
+// it (its next request delivered here) or expires here; the others are kv
+// results under the transaction id (MsgID.String), of which kv keeps the
+// latest ResultsMax (see Session results, sessions.go). A
 // delivery that cannot run at all (a malformed payload, one that does not
 // fit the partition map, an unknown procedure) gets an aborted PieceResult
 // naming the problem, at once, since it touches no key; every replica
@@ -73,7 +76,8 @@ import (
 // first result. But an id comes back in other ways: a client that reuses
 // one for another transaction, or a re-submission accepted again after the
 // entry group forgot the id while a destination still holds its result,
-// and another dropped it (results are kept in bounded number). Then the
+// and another dropped it (anonymous results are kept in bounded number,
+// a session's until acknowledged). Then the
 // destinations disagree on whether the delivery is a duplicate, and one
 // that runs it may wait for the vote of one that skipped it. So a skipped
 // delivery whose piece would vote sends a used vote instead (Vote.Used),
@@ -175,6 +179,8 @@ type Executor struct {
 	stored    map[voteSlot]voteInfo
 	arrivals  []arrival
 	voteBytes int64
+	// sessions are the session records (sessions.go).
+	sessions *sessionTable
 	// conflicts is the pass's scratch set, kept to reuse its memory.
 	conflicts *conflictSet
 	// stale: an Execute failed after changing queue or votes, which must
@@ -202,6 +208,12 @@ type Config struct {
 	// StoredVoteBytesDefault; otherwise at least StoredVoteBytesMin. Every
 	// replica of a group must have the same.
 	StoredVoteBytesMax int64
+	// ResultSessionsMax bounds the sessions whose results this group keeps
+	// until they are acknowledged (see Session results, sessions.go): a
+	// session delivered past it drops the least recently used one and its
+	// result. 0: ResultSessionsDefault. Every replica of a group must have
+	// the same.
+	ResultSessionsMax int
 	// OnExecuted, when not nil, is called after each commit with the ids of
 	// the transactions whose results the commit stored, in the order they
 	// ran (which may differ from delivery order, see Executor). It must
@@ -242,6 +254,16 @@ type Stats struct {
 	// VotesEvicted counts the stored votes dropped to keep within
 	// Config.StoredVoteBytesMax (see Executor, Bounds).
 	VotesEvicted uint64
+	// Sessions and SessionResults are the session records kept now and
+	// the results they keep, unacknowledged (sessions.go);
+	// ResultsAcked counts the results deleted by an acknowledgement,
+	// SessionsExpired the records dropped by log time, SessionsEvicted
+	// those dropped for Config.ResultSessionsMax.
+	Sessions        uint64
+	SessionResults  uint64
+	ResultsAcked    uint64
+	SessionsExpired uint64
+	SessionsEvicted uint64
 }
 
 // NewExecutor returns the executor of cfg.Store, resuming its queue and
@@ -259,6 +281,13 @@ func NewExecutor(cfg Config) (*Executor, error) {
 	case cfg.StoredVoteBytesMax < StoredVoteBytesMin:
 		return nil, fmt.Errorf("txn: executor: stored vote bound of %d bytes, want at least StoredVoteBytesMin (%d), or 0 for the default (%d)",
 			cfg.StoredVoteBytesMax, StoredVoteBytesMin, StoredVoteBytesDefault)
+	}
+	switch {
+	case cfg.ResultSessionsMax == 0:
+		cfg.ResultSessionsMax = ResultSessionsDefault
+	case cfg.ResultSessionsMax < ResultSessionsMin:
+		return nil, fmt.Errorf("txn: executor: result sessions bound %d, want at least %d, or 0 for the default (%d)",
+			cfg.ResultSessionsMax, ResultSessionsMin, ResultSessionsDefault)
 	}
 	e := &Executor{cfg: cfg, conflicts: newConflictSet()}
 	if err := e.load(); err != nil {
@@ -340,6 +369,15 @@ func (e *Executor) load() error {
 		return fmt.Errorf("txn: executor state: %w: %d stored votes, the meta record says %d", kv.ErrCorrupt, n, m.votes)
 	}
 	slices.SortFunc(arrivals, func(a, b arrival) int { return cmp.Compare(a.seq, b.seq) })
+	sessions, kept, err := loadSessions(s)
+	switch {
+	case err != nil:
+		return fmt.Errorf("txn: executor state: %w", err)
+	case uint64(sessions.len()) != m.sessions || kept != m.sessionResults:
+		return fmt.Errorf("txn: executor state: %w: %d session records keeping %d results, the meta record says %d and %d",
+			kv.ErrCorrupt, sessions.len(), kept, m.sessions, m.sessionResults)
+	}
+	e.sessions = sessions
 	e.queue, e.votes, e.stale = queue, votes, false
 	e.stored, e.arrivals, e.voteBytes = stored, arrivals, size
 	e.setMeta(m)
@@ -387,15 +425,17 @@ func (e *Executor) AppliedIndex() uint64 { return e.cfg.Store.AppliedIndex() }
 func (e *Executor) Sync() error { return e.cfg.Store.Sync() }
 
 // Result returns the committed result of transaction id at this group, if
-// it is still kept. Safe to call concurrently with Execute.
+// it is still kept. A session's result acknowledged here (see Session
+// results, sessions.go) is an error wrapping ErrAcknowledged. Safe to call
+// concurrently with Execute.
 func (e *Executor) Result(id multicast.MsgID) (txn.PieceResult, bool, error) {
-	b, ok, err := e.cfg.Store.Result(id.String())
+	b, ok, err := e.storedResult(id)
 	if err != nil || !ok {
 		return txn.PieceResult{}, false, err
 	}
-	_, r, err := decodeResultRecord(b)
+	r, err := decodeStoredResult(id, b)
 	if err != nil {
-		return txn.PieceResult{}, false, fmt.Errorf("txn: result of %s: %w", id, err)
+		return txn.PieceResult{}, false, err
 	}
 	return r, true, nil
 }
@@ -408,8 +448,19 @@ func (e *Executor) Result(id multicast.MsgID) (txn.PieceResult, bool, error) {
 // entry's pieces sent, in queue order, for the channel layer. An error is
 // the store's (the replica must stop) or an invalid index; bad input never
 // fails Execute.
+//
+// Execute keeps the log time of the last entry executed: sessions expire
+// only under ExecuteAt, which group.Machine calls.
 func (e *Executor) Execute(index uint64, deliveries []multicast.Message, inbound []group.AppInbound) ([]group.AppSend, error) {
-	sends, ids, err := e.execute(index, deliveries, inbound)
+	return e.ExecuteAt(index, group.Clock{}, deliveries, inbound)
+}
+
+// ExecuteAt is Execute at the group's log time clock (group.ClockedExecutor):
+// first it drops the session records idle for clock.SessionTicks or more
+// (see Session results, sessions.go). A Clock whose Now is behind the last
+// one's keeps the last.
+func (e *Executor) ExecuteAt(index uint64, clock group.Clock, deliveries []multicast.Message, inbound []group.AppInbound) ([]group.AppSend, error) {
+	sends, ids, err := e.execute(index, clock, deliveries, inbound)
 	if err != nil {
 		return nil, err
 	}
@@ -419,7 +470,7 @@ func (e *Executor) Execute(index uint64, deliveries []multicast.Message, inbound
 	return sends, nil
 }
 
-func (e *Executor) execute(index uint64, deliveries []multicast.Message, inbound []group.AppInbound) ([]group.AppSend, []multicast.MsgID, error) {
+func (e *Executor) execute(index uint64, clock group.Clock, deliveries []multicast.Message, inbound []group.AppInbound) ([]group.AppSend, []multicast.MsgID, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.stale {
@@ -433,7 +484,9 @@ func (e *Executor) execute(index uint64, deliveries []multicast.Message, inbound
 	b := e.cfg.Store.NewBatch()
 	defer b.Close()
 	x := &execution{e: e, b: b, rw: batchRW{b}, meta: e.meta}
-	if err := x.apply(index, deliveries, inbound); err != nil {
+	x.meta.now = max(x.meta.now, clock.Now)
+	x.now = x.meta.now
+	if err := x.apply(index, clock.SessionTicks, deliveries, inbound); err != nil {
 		e.stale = true
 		return nil, nil, fmt.Errorf("txn: execute %d: %w", index, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/partition"
 )
@@ -17,6 +18,23 @@ func BenchmarkExecuteLocal(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		m.ID.Seq = uint64(i + 1)
 		c.execute(0, []multicast.Message{m}, nil)
+	}
+}
+
+// BenchmarkExecuteLocalSession is BenchmarkExecuteLocal under one session:
+// each entry stores the session's result and deletes the one before,
+// which the delivery acknowledges.
+func BenchmarkExecuteLocalSession(b *testing.B) {
+	c := newCluster(b, nil)
+	c.seed(0, map[string]string{"w/0001/acct": "1000000000"})
+	m := c.sessionMsg(group.SessionID(0, 1), 0, designTransfer)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		m.ID.Seq = uint64(i + 1)
+		c.execute(0, []multicast.Message{m}, nil)
+	}
+	if st := c.reps[0].ex.Stats(); st.SessionResults != 1 {
+		b.Fatalf("%d session results kept, want 1", st.SessionResults)
 	}
 }
 

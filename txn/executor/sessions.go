@@ -1,0 +1,408 @@
+package executor
+
+import (
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/flexkv/flexkv/group"
+	"github.com/flexkv/flexkv/kv"
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/wire"
+	"github.com/flexkv/flexkv/txn"
+)
+
+// Session results (DESIGN 6, client sessions): the result of a session's
+// transaction is kept at each of its destinations until the client
+// acknowledges it or the session expires there, never pushed out by other
+// clients' results.
+//
+// The acknowledgement travels with the requests themselves. A session has
+// at most one request outstanding (the client contract, group.State's
+// request), and a client sends its next request only once it has every
+// answer of the previous one, or has given up on it; so a request with
+// seq s says "every result of this session below s received". Its
+// destinations learn it as they deliver it: the delivery of (session, s)
+// deletes, in the batch of the entry that delivers it, the session's result
+// kept here, which is of a seq below s. No message, field or log entry is
+// added for it, and every replica of every destination sees the
+// acknowledgement at the same point of its delivery order. The result of a
+// session's last request here is acknowledged by its next request to this
+// group, or by the session's expiry here. A client that breaks the
+// contract (sends s+1 before it has every answer of s) only loses answers:
+// Result then says ErrAcknowledged (also for a piece of s still waiting
+// for its votes: its client moved on); nothing runs twice, as the entry
+// group deduplicates by session, not by result.
+//
+// Each destination keeps a record per session it delivered from (keyed by
+// the session id, unique in the cluster: group.SessionID): the highest seq
+// delivered, the log time it was last used (a delivery, or a result
+// stored), and the seq of the result kept, if any. Records expire by this
+// group's log time (group.Clock, from the machine's ExecuteAt): one idle
+// for SessionTicks or more is dropped at the next entry executed, so every
+// replica drops the same ones at the same entry; between executions
+// nothing is stored, so nothing grows. The table holds at most
+// Config.ResultSessionsMax records: opening one past that drops the least
+// recently used record (Stats.SessionsEvicted), a safety valve that a
+// cluster sized as configured does not reach (every entry group keeps at
+// most its SessionsMax sessions open, and an idle one expires here too,
+// after SessionTicks of this group's log time). A dropped record's unacknowledged result leaves the
+// session table for kv's count-bounded results (kv.Options.ResultsMax),
+// where newer results push it out: its session is gone, so nothing will
+// acknowledge it, and a client that still awaits it (one that waited out a
+// partition longer than the session lifetime) may yet find it there, as
+// before sessions kept results; memory stays bounded by ResultsMax.
+//
+// A session keeps at most one result here: the result of seq s is kept only
+// if s is still the highest seq delivered when its piece runs. A piece can
+// run after a later delivery of its session (it waited for votes, and the
+// client gave up on it and moved on): its acknowledgement came first, and
+// its result goes to the count-bounded table of kv (kv.Options.ResultsMax)
+// with those of anonymous requests, where Await may still find it for a
+// while. So memory is bounded by ResultSessionsMax records and as many
+// results, plus ResultsMax others.
+//
+// Records and results are aux records of the store, written in the batch
+// of the entry that changes them: a restart resumes them with the applied
+// index (entries at or below it are not executed again, so nothing is
+// deleted twice or brought back), and a snapshot carries them in its aux
+// section. Re-submission needs no result: a session's entry group refuses
+// a request at or below the highest seq it accepted, so an acknowledged id
+// is never delivered again.
+
+// Defaults and bounds of Config.ResultSessionsMax.
+const (
+	// ResultSessionsDefault is four times group.DefaultSessionsMax: the
+	// sessions of four entry groups' full tables.
+	ResultSessionsDefault = 4 * group.DefaultSessionsMax
+	// ResultSessionsMin is the least ResultSessionsMax.
+	ResultSessionsMin = 1
+)
+
+// ErrAcknowledged says that a transaction's result is no longer kept:
+// its session sent a later request to the group, which acknowledged every
+// result below it (see Session results).
+var ErrAcknowledged = errors.New("txn: result acknowledged")
+
+// The aux records of sessions:
+//
+//	'c' client (8 B BE)               -> session record
+//	'r' client (8 B BE) seq (8 B BE)  -> the result record kept for it
+const (
+	auxSession       byte = 'c'
+	auxSessionResult byte = 'r'
+)
+
+func sessionKey(client uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{auxSession}, client)
+}
+
+func sessionResultKey(id multicast.MsgID) []byte {
+	k := binary.BigEndian.AppendUint64([]byte{auxSessionResult}, id.Client)
+	return binary.BigEndian.AppendUint64(k, id.Seq)
+}
+
+// isSession reports whether id belongs to a session, whose results are
+// kept until acknowledged; anonymous (and flush) ids are not.
+func isSession(id multicast.MsgID) bool {
+	_, ok := group.SessionGroup(id.Client)
+	return ok
+}
+
+// session is the record of one session at this group, a node of the
+// table's list.
+type session struct {
+	client    uint64
+	delivered uint64 // highest seq delivered here
+	used      uint64 // log time of its last use
+	touch     uint64 // order of its last use (execMeta.touchNext): the list's order
+	kept      uint64 // seq of the result kept, 0 if none
+	prev      *session
+	next      *session
+}
+
+// The session record: version (byte), then delivered, used, touch and kept
+// (uvarints).
+const sessionRecordVersion = 1
+
+func (s *session) append(b []byte) []byte {
+	b = append(b, sessionRecordVersion)
+	b = wire.AppendUvarint(b, s.delivered)
+	b = wire.AppendUvarint(b, s.used)
+	b = wire.AppendUvarint(b, s.touch)
+	return wire.AppendUvarint(b, s.kept)
+}
+
+func decodeSession(client uint64, b []byte) (*session, error) {
+	d := wire.NewDecoder(b)
+	if v := d.Byte(); d.Err() == nil && v != sessionRecordVersion {
+		d.Fail("session record version %d, want %d", v, sessionRecordVersion)
+	}
+	s := &session{client: client, delivered: d.Uvarint(), used: d.Uvarint(), touch: d.Uvarint(), kept: d.Uvarint()}
+	if err := d.Finish(); err != nil {
+		return nil, fmt.Errorf("txn: session record of client %d: %w", client, err)
+	}
+	if s.kept != 0 && s.kept != s.delivered {
+		return nil, fmt.Errorf("txn: session record of client %d: %w: result of seq %d kept, the highest delivered is %d", client, kv.ErrCorrupt, s.kept, s.delivered)
+	}
+	return s, nil
+}
+
+// sessionTable is the session records, by client, and in a list from the
+// least recently used (head) to the most (tail). Each use takes the next
+// touch number and moves its record to the tail, so the list is sorted by
+// touch, and by used, since log time never decreases: it is rebuilt in the
+// same order from the stored records (load).
+type sessionTable struct {
+	byID map[uint64]*session
+	head *session
+	tail *session
+}
+
+func newSessionTable() *sessionTable { return &sessionTable{byID: map[uint64]*session{}} }
+
+func (t *sessionTable) len() int { return len(t.byID) }
+
+func (t *sessionTable) link(s *session) {
+	s.prev, s.next = t.tail, nil
+	if t.tail != nil {
+		t.tail.next = s
+	} else {
+		t.head = s
+	}
+	t.tail = s
+}
+
+func (t *sessionTable) unlink(s *session) {
+	if s.prev != nil {
+		s.prev.next = s.next
+	} else {
+		t.head = s.next
+	}
+	if s.next != nil {
+		s.next.prev = s.prev
+	} else {
+		t.tail = s.prev
+	}
+	s.prev, s.next = nil, nil
+}
+
+// loadSessions reads the session records back from the store; the caller
+// checks their number against the meta record.
+func loadSessions(s *kv.Store) (*sessionTable, uint64, error) {
+	var recs []*session
+	kept := uint64(0)
+	err := scanAux(s, []byte{auxSession}, []byte{auxSession + 1}, func(r kv.KV) error {
+		if len(r.Key) != 9 {
+			return fmt.Errorf("%w: session record key %x", kv.ErrCorrupt, r.Key)
+		}
+		ss, err := decodeSession(binary.BigEndian.Uint64(r.Key[1:]), r.Value)
+		if err != nil {
+			return err
+		}
+		if ss.kept != 0 {
+			kept++
+		}
+		recs = append(recs, ss)
+		return nil
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	slices.SortFunc(recs, func(a, b *session) int { return cmp.Compare(a.touch, b.touch) })
+	t := newSessionTable()
+	for i, ss := range recs {
+		if i > 0 && (ss.touch == recs[i-1].touch || ss.used < recs[i-1].used) {
+			return nil, 0, fmt.Errorf("%w: session records of clients %d and %d out of order (touch %d, %d; used %d, %d)",
+				kv.ErrCorrupt, recs[i-1].client, ss.client, recs[i-1].touch, ss.touch, recs[i-1].used, ss.used)
+		}
+		t.byID[ss.client] = ss
+		t.link(ss)
+	}
+	return t, kept, nil
+}
+
+// touchSession marks ss used now, moving it to the tail, and stores it.
+func (x *execution) touchSession(ss *session) error {
+	t := x.e.sessions
+	ss.used, ss.touch = x.now, x.meta.touchNext
+	x.meta.touchNext++
+	if t.tail != ss {
+		t.unlink(ss)
+		t.link(ss)
+	}
+	return x.b.PutAux(sessionKey(ss.client), ss.append(nil))
+}
+
+// dropSession deletes ss, and hands the result it keeps to kv's
+// count-bounded results.
+func (x *execution) dropSession(ss *session) error {
+	t := x.e.sessions
+	if ss.kept != 0 {
+		id := multicast.MsgID{Client: ss.client, Seq: ss.kept}
+		rec, found, err := x.b.GetAux(sessionResultKey(id))
+		switch {
+		case err != nil:
+			return err
+		case !found:
+			return fmt.Errorf("txn: %w: the result of %s kept by its session is missing", kv.ErrCorrupt, id)
+		}
+		if err := x.b.SetResult(id.String(), rec); err != nil {
+			return err
+		}
+		if err := x.dropKept(ss); err != nil {
+			return err
+		}
+	}
+	t.unlink(ss)
+	delete(t.byID, ss.client)
+	x.meta.sessions--
+	return x.b.DeleteAux(sessionKey(ss.client))
+}
+
+// dropKept deletes the result ss keeps, if any; the caller stores ss.
+func (x *execution) dropKept(ss *session) error {
+	if ss.kept == 0 {
+		return nil
+	}
+	if err := x.b.DeleteAux(sessionResultKey(multicast.MsgID{Client: ss.client, Seq: ss.kept})); err != nil {
+		return err
+	}
+	ss.kept = 0
+	x.meta.sessionResults--
+	return nil
+}
+
+// expireSessions drops the sessions idle for SessionTicks or more at the
+// entry's log time, oldest first (a clock of no SessionTicks expires
+// none: Execute without a clock).
+func (x *execution) expireSessions(ticks uint64) error {
+	t := x.e.sessions
+	for ss := t.head; ticks > 0 && ss != nil && x.now-ss.used >= ticks; ss = t.head {
+		if err := x.dropSession(ss); err != nil {
+			return err
+		}
+		x.meta.sessionsExpired++
+	}
+	return nil
+}
+
+// delivered records the delivery of session id here: a seq above the
+// highest delivered acknowledges the result kept, which is deleted.
+func (x *execution) delivered(id multicast.MsgID) error {
+	e := x.e
+	t := e.sessions
+	ss := t.byID[id.Client]
+	if ss == nil {
+		if t.len() >= e.cfg.ResultSessionsMax {
+			if err := x.dropSession(t.head); err != nil {
+				return err
+			}
+			x.meta.sessionsEvicted++
+		}
+		ss = &session{client: id.Client}
+		t.byID[id.Client] = ss
+		t.link(ss)
+		x.meta.sessions++
+	}
+	if id.Seq > ss.delivered {
+		if ss.kept != 0 {
+			if err := x.dropKept(ss); err != nil {
+				return err
+			}
+			x.meta.resultsAcked++
+		}
+		ss.delivered = id.Seq
+	}
+	return x.touchSession(ss)
+}
+
+// setResult stores the result record of the job that ran: in its
+// session's record when the session's latest delivery here is that job's,
+// else (anonymous, acknowledged already, or its session expired here
+// while it waited) in kv's count-bounded results.
+func (x *execution) setResult(id multicast.MsgID, rec []byte) error {
+	if isSession(id) {
+		if ss := x.e.sessions.byID[id.Client]; ss != nil && ss.delivered == id.Seq {
+			if ss.kept != 0 {
+				// The dedupe of deliver found no result under id.
+				return fmt.Errorf("txn: %w: the session record of %s says its result is kept, and none is stored", kv.ErrCorrupt, id)
+			}
+			if err := x.b.PutAux(sessionResultKey(id), rec); err != nil {
+				return err
+			}
+			ss.kept = id.Seq
+			x.meta.sessionResults++
+			return x.touchSession(ss)
+		}
+	}
+	return x.b.SetResult(id.String(), rec)
+}
+
+// result returns the result record of id as the batch sees it, wherever it
+// is kept.
+func (x *execution) result(id multicast.MsgID) ([]byte, bool, error) {
+	if isSession(id) {
+		rec, found, err := x.b.GetAux(sessionResultKey(id))
+		if err != nil || found {
+			return rec, found, err
+		}
+	}
+	return x.b.Result(id.String())
+}
+
+// storedResult returns the committed result record of id, wherever it is
+// kept, or an error wrapping ErrAcknowledged when it is not because its
+// session acknowledged it here.
+func (e *Executor) storedResult(id multicast.MsgID) ([]byte, bool, error) {
+	s := e.cfg.Store
+	if !isSession(id) {
+		return s.Result(id.String())
+	}
+	if rec, found, err := s.GetAux(sessionResultKey(id)); err != nil || found {
+		return rec, found, err
+	}
+	if rec, found, err := s.Result(id.String()); err != nil || found {
+		return rec, found, err
+	}
+	b, found, err := s.GetAux(sessionKey(id.Client))
+	if err != nil || !found {
+		return nil, false, err
+	}
+	ss, err := decodeSession(id.Client, b)
+	if err != nil {
+		return nil, false, err
+	}
+	if ss.delivered > id.Seq {
+		return nil, false, fmt.Errorf("%w: %s: group %d delivered c%d.%d since, a later request of the session, which acknowledged every result below it: the result was dropped",
+			ErrAcknowledged, id, e.cfg.Self, id.Client, ss.delivered)
+	}
+	return nil, false, nil
+}
+
+// SessionState reports what this group keeps of session client: the
+// highest seq delivered and the seq of the result kept (0: none); ok is
+// false when it keeps no record (never delivered here, expired or
+// evicted). Safe to call concurrently with Execute.
+func (e *Executor) SessionState(client uint64) (delivered, kept uint64, ok bool, err error) {
+	b, found, err := e.cfg.Store.GetAux(sessionKey(client))
+	if err != nil || !found {
+		return 0, 0, false, err
+	}
+	ss, err := decodeSession(client, b)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	return ss.delivered, ss.kept, true, nil
+}
+
+// decodeStoredResult decodes a result record of id.
+func decodeStoredResult(id multicast.MsgID, b []byte) (txn.PieceResult, error) {
+	_, r, err := decodeResultRecord(b)
+	if err != nil {
+		return txn.PieceResult{}, fmt.Errorf("txn: result of %s: %w", id, err)
+	}
+	return r, nil
+}

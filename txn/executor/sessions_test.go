@@ -1,0 +1,311 @@
+package executor
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/flexkv/flexkv/group"
+	"github.com/flexkv/flexkv/kv"
+	"github.com/flexkv/flexkv/kv/kvpb"
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/partition"
+)
+
+// sessionMsg is transaction seq of session client, in JSON (home group 0).
+func (c *cluster) sessionMsg(client, seq uint64, js string) multicast.Message {
+	c.t.Helper()
+	m := c.msg(seq, js)
+	m.ID.Client = client
+	return m
+}
+
+// auxCount counts group g's committed aux records with the given kind.
+func (c *cluster) auxCount(g partition.GroupID, kind byte) int {
+	c.t.Helper()
+	n := 0
+	if err := scanAux(c.reps[g].store, []byte{kind}, []byte{kind + 1}, func(kv.KV) error { n++; return nil }); err != nil {
+		c.t.Fatal(err)
+	}
+	return n
+}
+
+const addAcct = `{"then":[{"op":"add","key":"w/0001/acct","int":-5}]}`
+
+// A session's result is kept until the session acknowledges it, however
+// many other clients' results come after it; the count-bounded table of
+// anonymous results drops its oldest meanwhile. A retry finds the first
+// result; the session's next request deletes it, and Result then says it
+// was acknowledged, also after a restart.
+func TestSessionResultKeptUntilAcknowledged(t *testing.T) {
+	c := newCluster(t, nil)
+	c.resultsMax = 4
+	c.restart(0)
+	c.seed(0, map[string]string{"w/0001/acct": "100"})
+	sid := group.SessionID(0, 5)
+	first := c.sessionMsg(sid, 1, addAcct)
+	c.deliver(0, first)
+	const others = 200
+	var anon []multicast.Message
+	for i := range others {
+		m := c.sessionMsg(group.SessionID(1, uint64(10+i)), 1, `{"then":[{"op":"add","key":"w/0001/other","int":1}]}`)
+		a := c.sessionMsg(group.AnonymousBit|uint64(i), 1, `{"then":[{"op":"add","key":"w/0001/anon","int":1}]}`)
+		anon = append(anon, a)
+		c.deliver(0, m, a)
+	}
+	if c.hasResult(0, anon[0]) {
+		t.Errorf("the first anonymous result is still kept, with ResultsMax 4 and %d after it", others)
+	}
+	if !c.hasResult(0, anon[others-1]) {
+		t.Error("the last anonymous result is gone")
+	}
+	if got := describeResult(c.result(0, first)); got != "succeeded true: 0:add w/0001/acct=95" {
+		t.Fatalf("session result after %d others: %s", 2*others, got)
+	}
+	// A retry is a duplicate: it finds the first result and runs nothing.
+	before := c.reps[0].ex.Stats()
+	c.deliver(0, first)
+	if got := c.reps[0].ex.Stats().Duplicates; got != before.Duplicates+1 {
+		t.Errorf("duplicates %d after a retry, want %d", got, before.Duplicates+1)
+	}
+	if got := describeResult(c.result(0, first)); got != "succeeded true: 0:add w/0001/acct=95" {
+		t.Errorf("result after a retry: %s", got)
+	}
+	st := c.reps[0].ex.Stats()
+	if st.Sessions != others+1 || st.SessionResults != others+1 || st.ResultsAcked != 0 {
+		t.Errorf("stats %+v, want %d sessions keeping %d results, none acknowledged", st, others+1, others+1)
+	}
+
+	second := c.sessionMsg(sid, 2, addAcct)
+	c.deliver(0, second)
+	for range 2 {
+		_, found, err := c.reps[0].ex.Result(first.ID)
+		if found || !errors.Is(err, ErrAcknowledged) || !bytes.Contains([]byte(err.Error()), []byte("acknowledged")) {
+			t.Errorf("result of %s after the session's next request: found %v, %v; want ErrAcknowledged", first.ID, found, err)
+		}
+		if got := describeResult(c.result(0, second)); got != "succeeded true: 0:add w/0001/acct=90" {
+			t.Errorf("second result: %s", got)
+		}
+		st := c.reps[0].ex.Stats()
+		if st.Sessions != others+1 || st.SessionResults != others+1 || st.ResultsAcked != 1 {
+			t.Errorf("stats %+v, want %d sessions keeping %d results, 1 acknowledged", st, others+1, others+1)
+		}
+		if n := c.auxCount(0, auxSessionResult); n != others+1 {
+			t.Errorf("%d session results stored, want %d", n, others+1)
+		}
+		c.restart(0)
+	}
+}
+
+// Sessions expire by the group's log time: at the first entry executed at
+// SessionTicks or more after their last use. Their results join the
+// count-bounded table, where newer results push them out.
+func TestSessionResultsExpire(t *testing.T) {
+	c := newCluster(t, nil)
+	c.resultsMax = 2
+	c.restart(0)
+	ex := c.reps[0].ex
+	run := func(now uint64, ms ...multicast.Message) {
+		t.Helper()
+		r := c.reps[0]
+		r.index++
+		if _, err := ex.ExecuteAt(r.index, group.Clock{Now: now, SessionTicks: 10}, ms, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := c.sessionMsg(group.SessionID(0, 1), 1, addAcct)
+	b := c.sessionMsg(group.SessionID(0, 2), 1, addAcct)
+	run(0, a)
+	run(5, b)
+	run(9)
+	if !c.hasResult(0, a) || !c.hasResult(0, b) {
+		t.Fatal("a result expired early")
+	}
+	run(10)
+	if got := describeResult(c.result(0, a)); got != "succeeded true: 0:add w/0001/acct=-5" {
+		t.Errorf("the result of an expired session, in the count-bounded table: %s", got)
+	}
+	if _, _, ok, err := ex.SessionState(a.ID.Client); ok || err != nil {
+		t.Errorf("expired session's record: kept %v, %v", ok, err)
+	}
+	if !c.hasResult(0, b) {
+		t.Error("the result of a session idle for less than SessionTicks is gone")
+	}
+	st := ex.Stats()
+	if st.SessionsExpired != 1 || st.Sessions != 1 || st.SessionResults != 1 {
+		t.Errorf("stats %+v, want 1 expired, 1 kept with its result", st)
+	}
+	// Anonymous results push it out.
+	for i := range 2 {
+		run(10, c.sessionMsg(group.AnonymousBit|uint64(i), 1, addAcct))
+	}
+	if c.hasResult(0, a) {
+		t.Error("the expired session's result outlived ResultsMax newer results")
+	}
+	// An Execute without a clock keeps the log time: nothing expires.
+	c.deliver(0)
+	if !c.hasResult(0, b) {
+		t.Error("Execute without a clock expired a session")
+	}
+	run(100)
+	if c.auxCount(0, auxSession) != 0 || c.auxCount(0, auxSessionResult) != 0 {
+		t.Error("records left after every session expired")
+	}
+}
+
+// Churning sessions never keep more than ResultSessionsMax records, each
+// with at most one result; the newest sessions' last results survive.
+func TestSessionResultsBounded(t *testing.T) {
+	c := newCluster(t, nil)
+	r := c.reps[0]
+	if err := r.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := kv.Open(kv.Options{Dir: r.dir, NoSync: true, ResultsMax: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const bound = 8
+	ex, err := NewExecutor(Config{Store: s, Partitions: c.pm, Topology: c.top, Self: 0, ResultSessionsMax: bound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.store, r.ex = s, ex
+	const sessions, seqs = 50, 3
+	var last []multicast.Message
+	for i := range sessions {
+		sid := group.SessionID(1, uint64(i+1))
+		for seq := uint64(1); seq <= seqs; seq++ {
+			m := c.sessionMsg(sid, seq, addAcct)
+			c.deliver(0, m)
+			if seq == seqs {
+				last = append(last, m)
+			}
+		}
+		if n, k := c.auxCount(0, auxSession), c.auxCount(0, auxSessionResult); n > bound || k > n {
+			t.Fatalf("after %d sessions: %d records, %d results stored; bound %d", i+1, n, k, bound)
+		}
+	}
+	st := ex.Stats()
+	if st.Sessions != bound || st.SessionResults != bound || st.SessionsEvicted != sessions-bound || st.ResultsAcked != sessions*(seqs-1) {
+		t.Errorf("stats %+v, want %d sessions with their results, %d evicted, %d acknowledged", st, bound, sessions-bound, sessions*(seqs-1))
+	}
+	// The evicted sessions' last results went to the count-bounded
+	// table, which keeps the 4 latest.
+	for i, m := range last {
+		if kept := c.hasResult(0, m); kept != (i >= sessions-bound-4) {
+			t.Errorf("last result of session %d kept: %v", i, kept)
+		}
+	}
+	if _, err := NewExecutor(Config{Store: s, Partitions: c.pm, Topology: c.top, ResultSessionsMax: -1}); err == nil {
+		t.Error("a negative ResultSessionsMax was accepted")
+	}
+}
+
+// A piece that runs after a later delivery of its session (it waited for a
+// vote; its client moved on) was acknowledged before its result existed:
+// the result goes to the count-bounded table, and the session keeps its
+// latest result alone.
+func TestSessionAckBeforeResult(t *testing.T) {
+	c := newCluster(t, nil)
+	c.seed(2, map[string]string{"w/0004/flag": "on"})
+	sid := group.SessionID(0, 9)
+	waits := c.sessionMsg(sid, 1, remoteCompare)
+	later := c.sessionMsg(sid, 2, `{"then":[{"op":"put","key":"w/0002/y","value":"1"}]}`)
+	c.deliver(0, waits)
+	c.deliver(0, later)
+	if !c.hasResult(0, later) {
+		t.Fatal("want the later request run ahead of the one waiting for its vote")
+	}
+	// The client moved on: it acknowledged the one still waiting.
+	if _, found, err := c.reps[0].ex.Result(waits.ID); found || !errors.Is(err, ErrAcknowledged) {
+		t.Errorf("result of the waiting request: found %v, %v; want ErrAcknowledged", found, err)
+	}
+	c.deliver(2, waits)
+	c.settle()
+	if got := describeResult(c.result(0, waits)); got != "succeeded true: 0:put w/0001/x" {
+		t.Errorf("late result: %s", got)
+	}
+	delivered, kept, ok, err := c.reps[0].ex.SessionState(sid)
+	if err != nil || !ok || delivered != 2 || kept != 2 {
+		t.Errorf("session state: delivered %d, kept %d, %v, %v; want 2, 2", delivered, kept, ok, err)
+	}
+	if st := c.reps[0].ex.Stats(); st.SessionResults != 1 {
+		t.Errorf("%d session results, want 1", st.SessionResults)
+	}
+}
+
+// A snapshot carries the session records and their results: the restored
+// replica answers, acknowledges and writes the same bytes as the original.
+func TestSessionResultsInSnapshot(t *testing.T) {
+	c := newCluster(t, nil)
+	sid := group.SessionID(0, 3)
+	first := c.sessionMsg(sid, 1, addAcct)
+	c.deliver(0, first, c.sessionMsg(group.SessionID(2, 4), 1, addAcct))
+	stream := c.snapshot(0)
+	index := c.reps[0].ex.AppliedIndex()
+	twin := newCluster(t, nil)
+	r := twin.reps[0]
+	if err := r.ex.RestoreSnapshot(bytes.NewReader(stream), index); err != nil {
+		t.Fatal(err)
+	}
+	r.index = index
+	if got, want := r.ex.Stats(), c.reps[0].ex.Stats(); got != want {
+		t.Errorf("restored stats %+v, want %+v", got, want)
+	}
+	if got := describeResult(twin.result(0, first)); got != "succeeded true: 0:add w/0001/acct=-5" {
+		t.Errorf("restored result: %s", got)
+	}
+	second := c.sessionMsg(sid, 2, addAcct)
+	for _, cl := range []*cluster{c, twin} {
+		cl.deliver(0, second)
+		if _, _, err := cl.reps[0].ex.Result(first.ID); !errors.Is(err, ErrAcknowledged) {
+			t.Errorf("after the next request: %v, want ErrAcknowledged", err)
+		}
+	}
+	if !bytes.Equal(twin.snapshot(0), c.snapshot(0)) {
+		t.Error("the original and the restored replica differ after the same entry")
+	}
+}
+
+// The session record's decoder refuses what the executor does not write.
+func TestSessionRecordCorrupt(t *testing.T) {
+	good := (&session{delivered: 3, used: 2, touch: 7, kept: 3}).append(nil)
+	if ss, err := decodeSession(9, good); err != nil || ss.delivered != 3 || ss.kept != 3 || ss.touch != 7 || ss.used != 2 {
+		t.Fatalf("decode: %+v, %v", ss, err)
+	}
+	for _, b := range [][]byte{nil, {2, 0, 0, 0, 0}, good[:len(good)-1], append(good, 0), (&session{delivered: 3, kept: 2}).append(nil)} {
+		if _, err := decodeSession(9, b); err == nil {
+			t.Errorf("decoded %x", b)
+		}
+	}
+}
+
+func FuzzDecodeSession(f *testing.F) {
+	f.Add((&session{delivered: 3, used: 2, touch: 7, kept: 3}).append(nil))
+	f.Add((&session{delivered: 1 << 60}).append(nil))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ss, err := decodeSession(5, b)
+		if err != nil {
+			if !corrupt(err) {
+				t.Fatalf("error %v is not about corruption", err)
+			}
+			return
+		}
+		if ss2, err := decodeSession(5, ss.append(nil)); err != nil || *ss2 != *ss {
+			t.Fatalf("%+v encodes to a record that decodes to %+v, %v", ss, ss2, err)
+		}
+	})
+}
+
+// The server's status text for an acknowledged result is the executor's.
+func TestAcknowledgedText(t *testing.T) {
+	if !strings.Contains(ErrAcknowledged.Error(), kvpb.ResultAcknowledgedText) {
+		t.Errorf("ErrAcknowledged %q does not contain kvpb.ResultAcknowledgedText %q", ErrAcknowledged, kvpb.ResultAcknowledgedText)
+	}
+	if _, err := decodeMeta([]byte{4}); err == nil || !strings.Contains(err.Error(), "version 4, want 5") {
+		t.Errorf("a version 4 meta record: %v, want an error naming the versions", err)
+	}
+}
