@@ -51,22 +51,34 @@ type envelope struct {
 	notifIDOut uint64 // envNotif: this notification's id
 }
 
-func appendEnvelope(b []byte, e *envelope) []byte {
-	b = append(b, byte(e.kind))
-	switch e.kind {
-	case envMsg:
-		b = wire.AppendMessage(b, e.msg)
-	default:
-		b = wire.AppendMsgID(b, e.msg.ID)
-		b = wire.AppendUvarint(b, uint64(e.msg.Dst))
+// envFormat is the format of the envelopes this build writes and reads: the
+// high four bits of an envelope's first byte, the kind the low four.
+//
+// Format 2: message ids travel through the link's memory (linkIDs), and the
+// destinations of a history entry without its chain's owner, which every
+// entry of the chain is addressed to: one byte for a single other group.
+// Format 1 (first byte 1-3, ids and sets in full) is no longer read.
+const envFormat = 2
+
+// Destinations of a history entry besides the owner of its chain: one group g
+// as the varint g (below 64), any other set as dstSet, then the set.
+const dstSet = 64
+
+// appendEnvelope appends e, sent on the link that k remembers.
+func appendEnvelope(b []byte, e *envelope, k *linkIDs) []byte {
+	b = append(b, envFormat<<4|byte(e.kind))
+	b = k.appendID(b, e.msg.ID)
+	b = wire.AppendUvarint(b, uint64(e.msg.Dst))
+	if e.kind == envMsg {
+		b = wire.AppendBytes(b, e.msg.Payload)
 	}
 	b = wire.AppendUvarint(b, uint64(len(e.history)))
 	for _, s := range e.history {
 		b = wire.AppendUvarint(b, uint64(s.owner))
 		b = wire.AppendUvarint(b, uint64(len(s.entries)))
 		for _, en := range s.entries {
-			b = wire.AppendMsgID(b, en.id)
-			b = wire.AppendUvarint(b, uint64(en.dst))
+			b = k.appendID(b, en.id)
+			b = appendOthers(b, en.dst.Remove(s.owner))
 		}
 	}
 	switch e.kind {
@@ -91,12 +103,39 @@ func appendEnvelope(b []byte, e *envelope) []byte {
 	return b
 }
 
-// decodeEnvelope parses an envelope of a cluster of n groups. It checks the
-// encoding only; the core checks that the envelope makes sense where it
-// arrives.
-func decodeEnvelope(b []byte, n int) (*envelope, error) {
+// appendOthers appends the destinations of a history entry besides its
+// chain's owner.
+func appendOthers(b []byte, others partition.GroupSet) []byte {
+	if others.Len() == 1 {
+		return wire.AppendUvarint(b, uint64(others.Min()))
+	}
+	b = wire.AppendUvarint(b, dstSet)
+	return wire.AppendUvarint(b, uint64(others))
+}
+
+// others reads appendOthers's encoding, for a cluster of n groups.
+func others(d *wire.Decoder, n int) partition.GroupSet {
+	v := d.Uvarint()
+	if v < dstSet {
+		if d.Err() == nil && v >= uint64(n) {
+			d.Fail("group %d out of range", v)
+			return 0
+		}
+		return partition.SetOf(partition.GroupID(v))
+	}
+	if d.Err() == nil && v != dstSet {
+		d.Fail("bad destination code %d", v)
+		return 0
+	}
+	return d.GroupSet(n)
+}
+
+// decodeEnvelope parses an envelope of a cluster of n groups, sent on the
+// link that k remembers. It checks the encoding only; the core checks that
+// the envelope makes sense where it arrives.
+func decodeEnvelope(b []byte, n int, k *linkIDs) (*envelope, error) {
 	e := &envelope{}
-	if err := decodeInto(e, b, n); err != nil {
+	if err := decodeInto(e, b, n, k); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -104,24 +143,34 @@ func decodeEnvelope(b []byte, n int) (*envelope, error) {
 
 // decodeInto decodes into e, reusing the capacity of its slices: the core
 // decodes every envelope into one scratch envelope, whose contents it copies
-// where it keeps them.
-func decodeInto(e *envelope, b []byte, n int) error {
+// where it keeps them. It updates k even when it fails: the core passes a
+// copy of the link's memory, which it keeps only for an envelope it accepts.
+func decodeInto(e *envelope, b []byte, n int, k *linkIDs) error {
 	d := wire.NewDecoder(b)
 	hist, notifs := e.history[:0], e.notifs[:0]
-	*e = envelope{kind: envKind(d.Byte())}
+	first := d.Byte()
+	if err := d.Err(); err != nil {
+		return err
+	}
+	*e = envelope{kind: envKind(first & 0xf)}
+	if f := first >> 4; f != envFormat {
+		if f == 0 && e.kind >= envMsg && e.kind <= envNotif {
+			f = 1
+		}
+		return fmt.Errorf("%w: flexcast envelope of format %d, this build reads format %d only (every group must run the same format)", wire.ErrCorrupt, f, envFormat)
+	}
 	switch e.kind {
-	case envMsg:
-		e.msg = d.Message(n)
-	case envAck, envNotif:
-		e.msg.ID = d.MsgID()
+	case envMsg, envAck, envNotif:
+		e.msg.ID = k.id(d)
 		e.msg.Dst = d.GroupSet(n)
+		if e.kind == envMsg {
+			e.msg.Payload = d.Bytes()
+		}
 		if d.Err() == nil && e.msg.Dst.Empty() {
 			d.Fail("message %s has no destination", e.msg.ID)
 		}
 	default:
-		if d.Err() == nil {
-			return fmt.Errorf("%w: unknown flexcast envelope kind %d", wire.ErrCorrupt, e.kind)
-		}
+		return fmt.Errorf("%w: unknown flexcast envelope kind %d", wire.ErrCorrupt, e.kind)
 	}
 	segs := d.Count(2)
 	if segs > n {
@@ -143,11 +192,12 @@ func decodeInto(e *envelope, b []byte, n int) error {
 			s.entries = make([]entry, cnt)
 		}
 		for j := range s.entries {
-			s.entries[j].id = d.MsgID()
-			s.entries[j].dst = d.GroupSet(n)
-			if d.Err() == nil && s.entries[j].dst.Empty() {
-				d.Fail("history entry %s has no destination", s.entries[j].id)
+			s.entries[j].id = k.id(d)
+			o := others(d, n)
+			if d.Err() == nil && (o.Empty() || o.Has(s.owner)) {
+				d.Fail("history entry %s of group %d's chain: other destinations %s", s.entries[j].id, s.owner, o)
 			}
+			s.entries[j].dst = o.Add(s.owner)
 		}
 	}
 	if segs > 0 {

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/check"
+	"github.com/flexkv/flexkv/multicast/wire"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -175,7 +177,7 @@ func TestBusy(t *testing.T) {
 // that each is refused with ErrInvalid and changes nothing.
 func TestEnvelopeErrors(t *testing.T) {
 	top := lettersTopology(t, 4)
-	mk := func(e envelope) []byte { return appendEnvelope(nil, &e) }
+	mk := func(e envelope) []byte { return appendEnvelope(nil, &e, &linkIDs{}) }
 	id := multicast.MsgID{Client: 1, Seq: 1}
 	msg := func(dst partition.GroupSet) multicast.Message { return multicast.Message{ID: id, Dst: dst} }
 	for _, tc := range []struct {
@@ -185,7 +187,9 @@ func TestEnvelopeErrors(t *testing.T) {
 		payload []byte
 	}{
 		{"empty", 2, 0, nil},
-		{"unknown kind", 2, 0, []byte{9}},
+		{"unknown kind", 2, 0, []byte{envFormat<<4 | 9}},
+		{"format 1", 2, 0, []byte{byte(envMsg), 1, 1, 5, 0, 0, 0}},
+		{"slot not in use", 2, 0, []byte{envFormat<<4 | byte(envMsg), 3, 2, 5, 0, 0, 0}},
 		{"truncated", 2, 0, mk(envelope{kind: envMsg, msg: msg(partition.SetOf(0, 2))})[:3]},
 		{"trailing bytes", 2, 0, append(mk(envelope{kind: envMsg, msg: msg(partition.SetOf(0, 2))}), 0)},
 		{"from above", 1, 2, mk(envelope{kind: envMsg, msg: msg(partition.SetOf(1, 2))})},
@@ -220,22 +224,91 @@ func TestEnvelopeErrors(t *testing.T) {
 
 func FuzzDecodeEnvelope(f *testing.F) {
 	id := multicast.MsgID{Client: 3, Seq: 17}
-	f.Add(appendEnvelope(nil, &envelope{kind: envMsg, msg: multicast.Message{ID: id, Dst: partition.SetOf(0, 2), Payload: []byte("x")},
-		history: []segment{{owner: 0, entries: []entry{{id: id, dst: partition.SetOf(0, 2)}}}}, notifs: []notifRef{{group: 1, id: 4}}}))
-	f.Add(appendEnvelope(nil, &envelope{kind: envAck, msg: multicast.Message{ID: id, Dst: partition.SetOf(0, 3)}, notified: true, notifier: 0, notifID: 2}))
-	f.Add(appendEnvelope(nil, &envelope{kind: envNotif, msg: multicast.Message{ID: id, Dst: partition.SetOf(0, 3)}, notifIDOut: 9}))
+	enc := func(e envelope) []byte { return appendEnvelope(nil, &e, &linkIDs{}) }
+	f.Add(enc(envelope{kind: envMsg, msg: multicast.Message{ID: id, Dst: partition.SetOf(0, 2), Payload: []byte("x")},
+		history: []segment{{owner: 0, entries: []entry{{id: id, dst: partition.SetOf(0, 2)}, {id: multicast.MsgID{Client: 3, Seq: 9}, dst: partition.SetOf(0, 1, 5)}}}}, notifs: []notifRef{{group: 1, id: 4}}}))
+	f.Add(enc(envelope{kind: envAck, msg: multicast.Message{ID: id, Dst: partition.SetOf(0, 3)}, notified: true, notifier: 0, notifID: 2}))
+	f.Add(enc(envelope{kind: envNotif, msg: multicast.Message{ID: id, Dst: partition.SetOf(0, 3)}, notifIDOut: 9}))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		e, err := decodeEnvelope(b, 8)
+		e, err := decodeEnvelope(b, 8, &linkIDs{})
 		if err != nil {
 			return
 		}
-		again := appendEnvelope(nil, e)
-		e2, err := decodeEnvelope(again, 8)
+		again := appendEnvelope(nil, e, &linkIDs{})
+		e2, err := decodeEnvelope(again, 8, &linkIDs{})
 		if err != nil {
 			t.Fatalf("re-decoding %x: %v", again, err)
 		}
-		if !bytes.Equal(appendEnvelope(nil, e2), again) {
+		if !bytes.Equal(appendEnvelope(nil, e2, &linkIDs{}), again) {
 			t.Fatalf("encoding not stable for %x", b)
 		}
 	})
+}
+
+// TestLinkIDs sends ids over one link, more clients than it has slots, and
+// checks that the receiving end decodes every one, that remembered clients
+// travel in a few bytes, and that a snapshot of either end restores to the
+// same memory.
+func TestLinkIDs(t *testing.T) {
+	var tx, rx linkIDs
+	rng := rand.New(rand.NewPCG(7, 7))
+	clients := make([]uint64, 2*linkSlots)
+	seqs := make([]uint64, len(clients))
+	for i := range clients {
+		clients[i] = rng.Uint64()
+	}
+	clients[0] = multicast.FlushClient
+	var short, all int
+	for i := range 20000 {
+		// Mostly a few hot clients, at times one of many.
+		k := rng.IntN(24)
+		if i%10 == 0 {
+			k = rng.IntN(len(clients))
+		}
+		seqs[k] += uint64(rng.IntN(3))
+		if rng.IntN(20) == 0 {
+			seqs[k] -= min(seqs[k], 5) // an older id of the client
+		}
+		id := multicast.MsgID{Client: clients[k], Seq: seqs[k]}
+		b := tx.appendID(nil, id)
+		d := wire.NewDecoder(b)
+		if got := rx.id(d); got != id || d.Finish() != nil {
+			t.Fatalf("id %d: sent %s, received %s (%v)", i, id, got, d.Err())
+		}
+		all++
+		if len(b) <= 3 {
+			short++
+		}
+		if i%5000 == 0 {
+			for _, end := range []struct {
+				k      *linkIDs
+				sender bool
+			}{{&tx, true}, {&rx, false}} {
+				var back linkIDs
+				d := wire.NewDecoder(appendLinkIDs(nil, end.k))
+				restoreLinkIDs(d, &back, end.sender)
+				if err := d.Finish(); err != nil {
+					t.Fatal(err)
+				}
+				if back.client != end.k.client || back.seq != end.k.seq || back.used != end.k.used || back.next != end.k.next {
+					t.Fatalf("id %d: link memory changed through a snapshot", i)
+				}
+				if end.sender && !maps.Equal(back.slot, end.k.slot) {
+					t.Fatalf("id %d: sender's slot map changed through a snapshot", i)
+				}
+			}
+		}
+	}
+	if short < all*8/10 {
+		t.Errorf("%d of %d ids took at most 3 bytes, want 80%%", short, all)
+	}
+	// A sender's memory with a client in two slots is corrupt.
+	dup := linkIDs{used: 2}
+	dup.client[0], dup.client[1] = 5, 5
+	dup.used = 2
+	d := wire.NewDecoder(appendLinkIDs(nil, &dup))
+	restoreLinkIDs(d, &linkIDs{}, true)
+	if d.Finish() == nil {
+		t.Error("restored a sender's link memory with a client in two slots")
+	}
 }

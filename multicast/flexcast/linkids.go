@@ -1,0 +1,163 @@
+package flexcast
+
+import (
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/wire"
+)
+
+// linkSlots is the number of client ids a link remembers. An id whose
+// client is in a slot travels as the slot's number (one byte) and the
+// difference of its sequence from the last one the slot carried (usually
+// one byte); any other as slotMiss, the client in full (nine bytes for the
+// random 63-bit ids of package client) and the sequence.
+const (
+	linkSlots = 127
+	slotMiss  = linkSlots
+)
+
+// linkIDs is the memory of the message ids one link carried, from a group to
+// a descendant: both ends keep one, and update it alike as the sender encodes
+// and the receiver decodes each envelope, in the link's order (the channel
+// below delivers every envelope once, in order). A client takes the next
+// free slot, or once all are taken the slot filled longest ago.
+//
+// Both ends stay alike only if the receiver applies every envelope the
+// sender encoded: the core decodes into a copy and keeps it only for an
+// envelope it accepts; an envelope it refuses (a faulty sender's) leaves
+// the two ends apart, and what follows on that link decodes to other ids
+// or fails.
+type linkIDs struct {
+	client [linkSlots]uint64
+	seq    [linkSlots]uint64 // the last sequence the slot carried
+	used   int               // slots 0..used-1 hold clients
+	next   int               // once all are used, the slot the next new client takes
+	// slot maps a client to its slot, at the sending end only (nil at the
+	// receiving end, which reads slots by number).
+	slot map[uint64]int
+}
+
+// take gives client a slot and returns it: the next free one, or the oldest.
+func (k *linkIDs) take(client uint64) int {
+	var s int
+	if k.used < linkSlots {
+		s = k.used
+		k.used++
+	} else {
+		s = k.next
+		k.next = (k.next + 1) % linkSlots
+		if k.slot != nil {
+			delete(k.slot, k.client[s])
+		}
+	}
+	k.client[s] = client
+	k.seq[s] = 0
+	if k.slot != nil {
+		k.slot[client] = s
+	}
+	return s
+}
+
+// appendID appends id and records it (the sending end).
+func (k *linkIDs) appendID(b []byte, id multicast.MsgID) []byte {
+	if k.slot == nil {
+		k.slot = make(map[uint64]int)
+		for s := range k.used {
+			k.slot[k.client[s]] = s
+		}
+	}
+	s, ok := k.slot[id.Client]
+	if ok {
+		b = wire.AppendUvarint(b, uint64(s))
+	} else {
+		b = wire.AppendUvarint(b, slotMiss)
+		b = wire.AppendUvarint(b, id.Client)
+		s = k.take(id.Client)
+	}
+	b = appendDelta(b, id.Seq-k.seq[s])
+	k.seq[s] = id.Seq
+	return b
+}
+
+// id reads an id and records it (the receiving end).
+func (k *linkIDs) id(d *wire.Decoder) multicast.MsgID {
+	tag := d.Uvarint()
+	if d.Err() != nil {
+		return multicast.MsgID{}
+	}
+	var s int
+	switch {
+	case tag == slotMiss:
+		client := d.Uvarint()
+		if d.Err() != nil {
+			return multicast.MsgID{}
+		}
+		s = k.take(client)
+	case tag < uint64(k.used):
+		s = int(tag)
+	default:
+		d.Fail("id in slot %d, %d of the link's slots in use", tag, k.used)
+		return multicast.MsgID{}
+	}
+	seq := k.seq[s] + delta(d.Uvarint())
+	if d.Err() != nil {
+		return multicast.MsgID{}
+	}
+	k.seq[s] = seq
+	return multicast.MsgID{Client: k.client[s], Seq: seq}
+}
+
+// appendDelta appends a difference of sequences (modulo 2^64), zigzag
+// encoded so that a small step back is as short as a small step forward.
+func appendDelta(b []byte, diff uint64) []byte {
+	v := int64(diff)
+	return wire.AppendUvarint(b, uint64(v<<1)^uint64(v>>63))
+}
+
+// delta decodes appendDelta's varint.
+func delta(u uint64) uint64 { return uint64(int64(u>>1) ^ -int64(u&1)) }
+
+// appendLinkIDs appends k for a snapshot: the slots in use, their clients
+// and sequences, and next.
+func appendLinkIDs(b []byte, k *linkIDs) []byte {
+	b = wire.AppendUvarint(b, uint64(k.used))
+	for s := range k.used {
+		b = wire.AppendUvarint(b, k.client[s])
+		b = wire.AppendUvarint(b, k.seq[s])
+	}
+	return wire.AppendUvarint(b, uint64(k.next))
+}
+
+// restoreLinkIDs decodes appendLinkIDs's encoding into k. At the sending end
+// (sender) every client holds one slot: take never gives a client a second.
+func restoreLinkIDs(d *wire.Decoder, k *linkIDs, sender bool) {
+	used := d.Uvarint()
+	if d.Err() == nil && used > linkSlots {
+		d.Fail("%d link slots in use, %d exist", used, linkSlots)
+	}
+	if d.Err() != nil {
+		return
+	}
+	k.used = int(used)
+	for s := range k.used {
+		k.client[s] = d.Uvarint()
+		k.seq[s] = d.Uvarint()
+	}
+	next := d.Uvarint()
+	if d.Err() == nil && (next >= linkSlots || (k.used < linkSlots && next != 0)) {
+		d.Fail("next link slot %d with %d in use", next, k.used)
+	}
+	if d.Err() != nil {
+		return
+	}
+	k.next = int(next)
+	if sender {
+		k.slot = make(map[uint64]int, k.used)
+		for s := range k.used {
+			if _, dup := k.slot[k.client[s]]; dup {
+				d.Fail("client %d in two link slots", k.client[s])
+				return
+			}
+			k.slot[k.client[s]] = s
+		}
+	}
+}
