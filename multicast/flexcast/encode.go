@@ -2,6 +2,7 @@ package flexcast
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/wire"
@@ -55,17 +56,14 @@ type envelope struct {
 // high four bits of an envelope's first byte, the kind the low four.
 //
 // Format 2: message ids travel through the link's memory (linkIDs), and the
-// destinations of a history entry without its chain's owner, which every
-// entry of the chain is addressed to: one byte for a single other group.
-// Format 1 (first byte 1-3, ids and sets in full) is no longer read.
+// entries of each history segment bit-packed (bits.go), their destinations
+// without the segment's owner, which every entry of its chain is addressed
+// to. Format 1 (first byte 1-3, ids and sets in full) is no longer read.
 const envFormat = 2
 
-// Destinations of a history entry besides the owner of its chain: one group g
-// as the varint g (below 64), any other set as dstSet, then the set.
-const dstSet = 64
-
-// appendEnvelope appends e, sent on the link that k remembers.
-func appendEnvelope(b []byte, e *envelope, k *linkIDs) []byte {
+// appendEnvelope appends e, sent on the link that k remembers, in a cluster
+// of n groups.
+func appendEnvelope(b []byte, e *envelope, n int, k *linkIDs) []byte {
 	b = append(b, envFormat<<4|byte(e.kind))
 	b = k.appendID(b, e.msg.ID)
 	b = wire.AppendUvarint(b, uint64(e.msg.Dst))
@@ -76,10 +74,7 @@ func appendEnvelope(b []byte, e *envelope, k *linkIDs) []byte {
 	for _, s := range e.history {
 		b = wire.AppendUvarint(b, uint64(s.owner))
 		b = wire.AppendUvarint(b, uint64(len(s.entries)))
-		for _, en := range s.entries {
-			b = k.appendID(b, en.id)
-			b = appendOthers(b, en.dst.Remove(s.owner))
-		}
+		b = appendEntryBlock(b, s.entries, s.owner, n, k)
 	}
 	switch e.kind {
 	case envMsg, envAck:
@@ -101,33 +96,6 @@ func appendEnvelope(b []byte, e *envelope, k *linkIDs) []byte {
 		b = wire.AppendUvarint(b, e.notifIDOut)
 	}
 	return b
-}
-
-// appendOthers appends the destinations of a history entry besides its
-// chain's owner.
-func appendOthers(b []byte, others partition.GroupSet) []byte {
-	if others.Len() == 1 {
-		return wire.AppendUvarint(b, uint64(others.Min()))
-	}
-	b = wire.AppendUvarint(b, dstSet)
-	return wire.AppendUvarint(b, uint64(others))
-}
-
-// others reads appendOthers's encoding, for a cluster of n groups.
-func others(d *wire.Decoder, n int) partition.GroupSet {
-	v := d.Uvarint()
-	if v < dstSet {
-		if d.Err() == nil && v >= uint64(n) {
-			d.Fail("group %d out of range", v)
-			return 0
-		}
-		return partition.SetOf(partition.GroupID(v))
-	}
-	if d.Err() == nil && v != dstSet {
-		d.Fail("bad destination code %d", v)
-		return 0
-	}
-	return d.GroupSet(n)
 }
 
 // decodeEnvelope parses an envelope of a cluster of n groups, sent on the
@@ -185,19 +153,21 @@ func decodeInto(e *envelope, b []byte, n int, k *linkIDs) error {
 		}
 		s := &hist[i]
 		s.owner = d.Group(n)
-		cnt := d.Count(3)
+		// An entry takes at least 6 bits (bits.go): bound the count by
+		// the input left before allocating for it.
+		cnt := 0
+		if v := d.Uvarint(); v > uint64(d.Len())*8/6 || v > math.MaxInt32 {
+			d.Fail("history segment of %d entries in %d bytes", v, d.Len())
+		} else {
+			cnt = int(v)
+		}
 		if cnt <= cap(s.entries) {
 			s.entries = s.entries[:cnt]
 		} else {
 			s.entries = make([]entry, cnt)
 		}
-		for j := range s.entries {
-			s.entries[j].id = k.id(d)
-			o := others(d, n)
-			if d.Err() == nil && (o.Empty() || o.Has(s.owner)) {
-				d.Fail("history entry %s of group %d's chain: other destinations %s", s.entries[j].id, s.owner, o)
-			}
-			s.entries[j].dst = o.Add(s.owner)
+		if d.Err() == nil {
+			entryBlock(d, s.entries, s.owner, n, k)
 		}
 	}
 	if segs > 0 {

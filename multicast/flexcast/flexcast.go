@@ -850,7 +850,7 @@ func (c *Core) send(to partition.GroupID, e *envelope) {
 	for _, s := range e.history {
 		c.stats.EntriesSent += uint64(len(s.entries))
 	}
-	c.out.Sends = append(c.out.Sends, multicast.Send{To: to, Kind: kind, About: e.msg.ID, Payload: appendEnvelope(nil, e, &c.links[to])})
+	c.out.Sends = append(c.out.Sends, multicast.Send{To: to, Kind: kind, About: e.msg.ID, Payload: appendEnvelope(nil, e, c.n, &c.links[to])})
 }
 
 // flush multicasts a flush from the rank-0 group to every group.

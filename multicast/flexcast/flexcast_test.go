@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/flexkv/flexkv/multicast"
@@ -177,7 +178,7 @@ func TestBusy(t *testing.T) {
 // that each is refused with ErrInvalid and changes nothing.
 func TestEnvelopeErrors(t *testing.T) {
 	top := lettersTopology(t, 4)
-	mk := func(e envelope) []byte { return appendEnvelope(nil, &e, &linkIDs{}) }
+	mk := func(e envelope) []byte { return appendEnvelope(nil, &e, 4, &linkIDs{}) }
 	id := multicast.MsgID{Client: 1, Seq: 1}
 	msg := func(dst partition.GroupSet) multicast.Message { return multicast.Message{ID: id, Dst: dst} }
 	for _, tc := range []struct {
@@ -224,7 +225,7 @@ func TestEnvelopeErrors(t *testing.T) {
 
 func FuzzDecodeEnvelope(f *testing.F) {
 	id := multicast.MsgID{Client: 3, Seq: 17}
-	enc := func(e envelope) []byte { return appendEnvelope(nil, &e, &linkIDs{}) }
+	enc := func(e envelope) []byte { return appendEnvelope(nil, &e, 8, &linkIDs{}) }
 	f.Add(enc(envelope{kind: envMsg, msg: multicast.Message{ID: id, Dst: partition.SetOf(0, 2), Payload: []byte("x")},
 		history: []segment{{owner: 0, entries: []entry{{id: id, dst: partition.SetOf(0, 2)}, {id: multicast.MsgID{Client: 3, Seq: 9}, dst: partition.SetOf(0, 1, 5)}}}}, notifs: []notifRef{{group: 1, id: 4}}}))
 	f.Add(enc(envelope{kind: envAck, msg: multicast.Message{ID: id, Dst: partition.SetOf(0, 3)}, notified: true, notifier: 0, notifID: 2}))
@@ -234,12 +235,12 @@ func FuzzDecodeEnvelope(f *testing.F) {
 		if err != nil {
 			return
 		}
-		again := appendEnvelope(nil, e, &linkIDs{})
+		again := appendEnvelope(nil, e, 8, &linkIDs{})
 		e2, err := decodeEnvelope(again, 8, &linkIDs{})
 		if err != nil {
 			t.Fatalf("re-decoding %x: %v", again, err)
 		}
-		if !bytes.Equal(appendEnvelope(nil, e2, &linkIDs{}), again) {
+		if !bytes.Equal(appendEnvelope(nil, e2, 8, &linkIDs{}), again) {
 			t.Fatalf("encoding not stable for %x", b)
 		}
 	})
@@ -310,5 +311,74 @@ func TestLinkIDs(t *testing.T) {
 	restoreLinkIDs(d, &linkIDs{}, true)
 	if d.Finish() == nil {
 		t.Error("restored a sender's link memory with a client in two slots")
+	}
+}
+
+// TestEntryBlock sends history segments of random entries over one link,
+// from ids of a few clients to any id at all (flushes, sequences far
+// apart), and checks that each decodes to what was sent, that a block cut
+// short is refused, and that entries of a few hot clients take
+// about two bytes.
+func TestEntryBlock(t *testing.T) {
+	const n = 12
+	var tx, rx linkIDs
+	rng := rand.New(rand.NewPCG(8, 8))
+	hot := make([]multicast.MsgID, 24)
+	for i := range hot {
+		hot[i] = multicast.MsgID{Client: rng.Uint64() >> 1, Seq: rng.Uint64N(1000)}
+	}
+	var entries, bytesHot int
+	for round := range 3000 {
+		owner := partition.GroupID(rng.IntN(n))
+		es := make([]entry, rng.IntN(40))
+		for i := range es {
+			var id multicast.MsgID
+			switch r := rng.IntN(100); {
+			case round < 2000 || r < 90:
+				k := rng.IntN(len(hot))
+				hot[k].Seq += rng.Uint64N(8)
+				id = hot[k]
+			case r < 93:
+				id = multicast.MsgID{Client: multicast.FlushClient, Seq: rng.Uint64()}
+			default:
+				id = multicast.MsgID{Client: rng.Uint64(), Seq: rng.Uint64()}
+			}
+			dst := partition.SetOf(owner, partition.GroupID(rng.IntN(n)))
+			if rng.IntN(10) == 0 {
+				dst = partition.AllGroups(n)
+			}
+			if dst.Len() == 1 {
+				dst = dst.Add((owner + 1) % n)
+			}
+			es[i] = entry{id: id, dst: dst}
+		}
+		before := rx
+		b := appendEntryBlock(nil, es, owner, n, &tx)
+		block := wire.NewDecoder(b).Bytes()
+		for cut := range len(block) {
+			// A block cut short fails.
+			trial := before
+			d := wire.NewDecoder(wire.AppendBytes(nil, block[:cut]))
+			entryBlock(d, make([]entry, len(es)), owner, n, &trial)
+			if d.Finish() == nil {
+				t.Fatalf("round %d: a block cut from %d to %d bytes decoded", round, len(block), cut)
+			}
+		}
+		got := make([]entry, len(es))
+		d := wire.NewDecoder(b)
+		entryBlock(d, got, owner, n, &rx)
+		if err := d.Finish(); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if !slices.Equal(got, es) {
+			t.Fatalf("round %d: sent %v, received %v", round, es, got)
+		}
+		if round < 2000 && round >= 100 {
+			entries += len(es)
+			bytesHot += len(b)
+		}
+	}
+	if per := float64(bytesHot) / float64(entries); per > 2.5 {
+		t.Errorf("%.2f bytes per entry of 24 hot clients, want <= 2.5", per)
 	}
 }

@@ -5,11 +5,12 @@ import (
 	"github.com/flexkv/flexkv/multicast/wire"
 )
 
-// linkSlots is the number of client ids a link remembers. An id whose
-// client is in a slot travels as the slot's number (one byte) and the
-// difference of its sequence from the last one the slot carried (usually
-// one byte); any other as slotMiss, the client in full (nine bytes for the
-// random 63-bit ids of package client) and the sequence.
+// linkSlots is the number of client ids a link remembers. The id of an
+// envelope's message whose client is in a slot travels as the slot's number
+// (one byte) and the difference of its sequence from the last one the slot
+// carried (usually one byte); any other as slotMiss, the client in full
+// (nine bytes for the random 63-bit ids of package client) and the
+// sequence. The ids of history entries travel bit-packed (see bits.go).
 const (
 	linkSlots = 127
 	slotMiss  = linkSlots
@@ -57,14 +58,19 @@ func (k *linkIDs) take(client uint64) int {
 	return s
 }
 
-// appendID appends id and records it (the sending end).
-func (k *linkIDs) appendID(b []byte, id multicast.MsgID) []byte {
+// ensureIndex builds the sending end's map from clients to slots.
+func (k *linkIDs) ensureIndex() {
 	if k.slot == nil {
 		k.slot = make(map[uint64]int)
 		for s := range k.used {
 			k.slot[k.client[s]] = s
 		}
 	}
+}
+
+// appendID appends id and records it (the sending end).
+func (k *linkIDs) appendID(b []byte, id multicast.MsgID) []byte {
+	k.ensureIndex()
 	s, ok := k.slot[id.Client]
 	if ok {
 		b = wire.AppendUvarint(b, uint64(s))
