@@ -16,8 +16,11 @@ import (
 //	step   the difference of the sequence from the slot's last one, zigzag
 //	       encoded, as an exponential-Golomb code of order 2 (3 bits up to
 //	       3, 5 up to 11, 7 up to 27, ...)
-//	others bits.Len(n) bits: the one destination besides the chain's owner,
-//	       or n, followed by n bits of the destinations besides the owner
+//	others the destinations besides the chain's owner: 0 if they are the
+//	       latest that an entry of the owner's chain carried on the link,
+//	       10 if the latest but one (linkIDs.others), else 11 and
+//	       bits.Len(n) bits: the one destination, or n followed by n bits
+//	       of the destinations
 //
 // where used is the number of the link's slots in use as the entry is
 // written (linkIDs), and n the number of groups. Bits fill each byte from its
@@ -117,12 +120,20 @@ func appendEntryBlock(b []byte, es []entry, owner partition.GroupID, n int, k *l
 	for _, e := range es {
 		k.writeID(&w, e.id)
 		others := e.dst.Remove(owner)
-		if others.Len() == 1 {
+		switch latest := k.others[owner]; {
+		case others == latest[0]:
+			w.write(0, 1)
+		case others == latest[1]:
+			w.write(1, 2)
+		case others.Len() == 1:
+			w.write(3, 2)
 			w.write(uint64(others.Min()), dstWidth)
-		} else {
+		default:
+			w.write(3, 2)
 			w.write(uint64(n), dstWidth)
 			w.write(uint64(others), uint(n))
 		}
+		k.seenOthers(owner, others)
 	}
 	return wire.AppendBytes(b, w.flush())
 }
@@ -137,14 +148,21 @@ func entryBlock(d *wire.Decoder, es []entry, owner partition.GroupID, n int, k *
 	for i := range es {
 		es[i].id = k.readID(&r)
 		var others partition.GroupSet
-		switch code := r.read(dstWidth); {
-		case code < uint64(n):
-			others = partition.SetOf(partition.GroupID(code))
-		case code == uint64(n):
-			others = partition.GroupSet(r.read(uint(n)))
+		switch {
+		case r.read(1) == 0:
+			others = k.others[owner][0]
+		case r.read(1) == 0:
+			others = k.others[owner][1]
 		default:
-			d.Fail("history entry %s: destination code %d", es[i].id, code)
-			return
+			switch code := r.read(dstWidth); {
+			case code < uint64(n):
+				others = partition.SetOf(partition.GroupID(code))
+			case code == uint64(n):
+				others = partition.GroupSet(r.read(uint(n)))
+			default:
+				d.Fail("history entry %s: destination code %d", es[i].id, code)
+				return
+			}
 		}
 		if r.bad {
 			break
@@ -153,6 +171,7 @@ func entryBlock(d *wire.Decoder, es []entry, owner partition.GroupID, n int, k *
 			d.Fail("history entry %s of group %d's chain: other destinations %s", es[i].id, owner, others)
 			return
 		}
+		k.seenOthers(owner, others)
 		es[i].dst = others.Add(owner)
 	}
 	if !r.done() {

@@ -286,12 +286,12 @@ func TestLinkIDs(t *testing.T) {
 				sender bool
 			}{{&tx, true}, {&rx, false}} {
 				var back linkIDs
-				d := wire.NewDecoder(appendLinkIDs(nil, end.k))
-				restoreLinkIDs(d, &back, end.sender)
+				d := wire.NewDecoder(appendLinkIDs(nil, end.k, 4))
+				restoreLinkIDs(d, &back, 4, end.sender)
 				if err := d.Finish(); err != nil {
 					t.Fatal(err)
 				}
-				if back.client != end.k.client || back.seq != end.k.seq || back.used != end.k.used || back.next != end.k.next {
+				if back.client != end.k.client || back.seq != end.k.seq || back.used != end.k.used || back.next != end.k.next || back.others != end.k.others {
 					t.Fatalf("id %d: link memory changed through a snapshot", i)
 				}
 				if end.sender && !maps.Equal(back.slot, end.k.slot) {
@@ -307,8 +307,8 @@ func TestLinkIDs(t *testing.T) {
 	dup := linkIDs{used: 2}
 	dup.client[0], dup.client[1] = 5, 5
 	dup.used = 2
-	d := wire.NewDecoder(appendLinkIDs(nil, &dup))
-	restoreLinkIDs(d, &linkIDs{}, true)
+	d := wire.NewDecoder(appendLinkIDs(nil, &dup, 4))
+	restoreLinkIDs(d, &linkIDs{}, 4, true)
 	if d.Finish() == nil {
 		t.Error("restored a sender's link memory with a client in two slots")
 	}
@@ -344,6 +344,9 @@ func TestEntryBlock(t *testing.T) {
 				id = multicast.MsgID{Client: rng.Uint64(), Seq: rng.Uint64()}
 			}
 			dst := partition.SetOf(owner, partition.GroupID(rng.IntN(n)))
+			if rng.IntN(2) == 0 {
+				dst = partition.SetOf(owner, (owner+1)%n) // an owner's usual peer
+			}
 			if rng.IntN(10) == 0 {
 				dst = partition.AllGroups(n)
 			}

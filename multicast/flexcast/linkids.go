@@ -3,6 +3,7 @@ package flexcast
 import (
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/wire"
+	"github.com/flexkv/flexkv/partition"
 )
 
 // linkSlots is the number of client ids a link remembers. The id of an
@@ -35,6 +36,17 @@ type linkIDs struct {
 	// slot maps a client to its slot, at the sending end only (nil at the
 	// receiving end, which reads slots by number).
 	slot map[uint64]int
+	// others[o]: the two sets of destinations besides o that entries of
+	// o's chain carried last, the latest first (see bits.go).
+	others [partition.GroupsMax][2]partition.GroupSet
+}
+
+// seenOthers records that an entry of owner's chain went to others too.
+func (k *linkIDs) seenOthers(owner partition.GroupID, others partition.GroupSet) {
+	m := &k.others[owner]
+	if m[0] != others {
+		m[0], m[1] = others, m[0]
+	}
 }
 
 // take gives client a slot and returns it: the next free one, or the oldest.
@@ -122,20 +134,27 @@ func appendDelta(b []byte, diff uint64) []byte {
 // delta decodes appendDelta's varint.
 func delta(u uint64) uint64 { return uint64(int64(u>>1) ^ -int64(u&1)) }
 
-// appendLinkIDs appends k for a snapshot: the slots in use, their clients
-// and sequences, and next.
-func appendLinkIDs(b []byte, k *linkIDs) []byte {
+// appendLinkIDs appends k, of a cluster of n groups, for a snapshot: the
+// slots in use, their clients and sequences, next, and the latest other
+// destinations of each owner's entries.
+func appendLinkIDs(b []byte, k *linkIDs, n int) []byte {
 	b = wire.AppendUvarint(b, uint64(k.used))
 	for s := range k.used {
 		b = wire.AppendUvarint(b, k.client[s])
 		b = wire.AppendUvarint(b, k.seq[s])
 	}
-	return wire.AppendUvarint(b, uint64(k.next))
+	b = wire.AppendUvarint(b, uint64(k.next))
+	for o := range n {
+		b = wire.AppendUvarint(b, uint64(k.others[o][0]))
+		b = wire.AppendUvarint(b, uint64(k.others[o][1]))
+	}
+	return b
 }
 
-// restoreLinkIDs decodes appendLinkIDs's encoding into k. At the sending end
+// restoreLinkIDs decodes appendLinkIDs's encoding, of a cluster of n groups,
+// into k. At the sending end
 // (sender) every client holds one slot: take never gives a client a second.
-func restoreLinkIDs(d *wire.Decoder, k *linkIDs, sender bool) {
+func restoreLinkIDs(d *wire.Decoder, k *linkIDs, n int, sender bool) {
 	used := d.Uvarint()
 	if d.Err() == nil && used > linkSlots {
 		d.Fail("%d link slots in use, %d exist", used, linkSlots)
@@ -156,6 +175,14 @@ func restoreLinkIDs(d *wire.Decoder, k *linkIDs, sender bool) {
 		return
 	}
 	k.next = int(next)
+	for o := range n {
+		for i := range k.others[o] {
+			k.others[o][i] = d.GroupSet(n)
+		}
+	}
+	if d.Err() != nil {
+		return
+	}
 	if sender {
 		k.slot = make(map[uint64]int, k.used)
 		for s := range k.used {

@@ -32,7 +32,8 @@ const (
 //	chains[o], o = 0..self:  count, then id and dst per entry, in chain order
 //	sent[d][o]+1:            d = self+1..n-1, o = 0..self
 //	links[g], g != self:     slots used, then client and last sequence per
-//	                         slot, then next (see linkIDs)
+//	                         slot, next, and for o = 0..n-1 the two latest
+//	                         other destinations (see linkIDs)
 //	open dependencies:       count, then ids in the dag's open order
 //	knownEver
 //	queue[a], a = 0..self-1: count, then ids in queue order
@@ -80,7 +81,7 @@ func (c *Core) AppendSnapshot(b []byte) []byte {
 	}
 	for g := range c.links {
 		if g != int(c.self) {
-			b = appendLinkIDs(b, &c.links[g])
+			b = appendLinkIDs(b, &c.links[g], c.n)
 		}
 	}
 	b = appendIDs(b, c.dag.openIDs(nil))
@@ -160,7 +161,7 @@ func (c *Core) restore(d *wire.Decoder) error {
 	}
 	for g := range c.links {
 		if g != int(c.self) && d.Err() == nil {
-			restoreLinkIDs(d, &c.links[g], g > int(c.self))
+			restoreLinkIDs(d, &c.links[g], c.n, g > int(c.self))
 		}
 	}
 	open := restoreIDs(d)
