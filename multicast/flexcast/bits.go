@@ -1,20 +1,20 @@
 package flexcast
 
 import (
+	"fmt"
 	"math/bits"
 
 	"github.com/flexkv/flexkv/multicast"
-	"github.com/flexkv/flexkv/multicast/wire"
 	"github.com/flexkv/flexkv/partition"
 )
 
-// The entries of a history segment travel bit-packed, in a length-prefixed
-// block of bytes, each entry as
+// The entries of a history segment travel bit-packed (see appendEnvelope),
+// each as
 //
 //	slot   bits.Len(used) bits: the slot of the id's client in the link's
 //	       memory, or used (no slot), followed by the client in 64 bits
 //	step   the difference of the sequence from the slot's last one, zigzag
-//	       encoded, as an exponential-Golomb code of order 2 (3 bits up to
+//	       encoded, in an exponential-Golomb code of order 2 (3 bits up to
 //	       3, 5 up to 11, 7 up to 27, ...)
 //	others the destinations besides the chain's owner: 0 if they are the
 //	       latest that an entry of the owner's chain carried on the link,
@@ -24,7 +24,10 @@ import (
 //
 // where used is the number of the link's slots in use as the entry is
 // written (linkIDs), and n the number of groups. Bits fill each byte from its
-// lowest; the last byte is padded with zeros.
+// lowest; the last byte is padded with zeros. An exponential-Golomb code of
+// order k writes v as q = v>>k + 1 in 2*bits.Len(q)-1 bits (as many zeros
+// as q has bits after its highest, then q from its highest bit), then the
+// low k bits of v.
 
 // bitWriter appends bits to a byte slice.
 type bitWriter struct {
@@ -49,13 +52,13 @@ func (w *bitWriter) write(v uint64, n uint) {
 	}
 }
 
-// golomb2 appends z as an exponential-Golomb code of order 2.
-func (w *bitWriter) golomb2(z uint64) {
-	q := z>>2 + 1
+// golomb appends v in an exponential-Golomb code of order k (v < 2^63).
+func (w *bitWriter) golomb(v uint64, k uint) {
+	q := v>>k + 1
 	l := uint(bits.Len64(q))
 	w.write(0, l-1)
 	w.write(reverse(q, l), l) // the highest bit, a one, first
-	w.write(z&3, 2)
+	w.write(v, k)
 }
 
 // flush pads the last byte with zeros and returns the bytes.
@@ -90,18 +93,22 @@ func (r *bitReader) read(n uint) uint64 {
 	return v
 }
 
-func (r *bitReader) golomb2() uint64 {
+// golomb reads an exponential-Golomb code of order k.
+func (r *bitReader) golomb(k uint) uint64 {
 	zeros := uint(0)
 	for r.read(1) == 0 {
-		if r.bad || zeros == 62 {
+		if r.bad || zeros == 63-k {
 			r.bad = true
 			return 0
 		}
 		zeros++
 	}
 	q := uint64(1)<<zeros | reverse(r.read(zeros), zeros)
-	return (q-1)<<2 | r.read(2)
+	return (q-1)<<k | r.read(k)
 }
+
+// left returns the number of bits not read yet.
+func (r *bitReader) left() uint64 { return uint64(len(r.b))*8 - uint64(r.pos) }
 
 // done reports whether the reader stopped in the last byte with only zero
 // padding after it.
@@ -112,13 +119,12 @@ func (r *bitReader) done() bool {
 	return r.pos%8 == 0 || r.b[len(r.b)-1]>>(r.pos%8) == 0
 }
 
-// appendEntryBlock appends the entries of owner's chain segment es, sent on the
-// link that k remembers, to a cluster of n groups.
-func appendEntryBlock(b []byte, es []entry, owner partition.GroupID, n int, k *linkIDs) []byte {
-	w := bitWriter{}
+// appendEntryBits writes the entries of owner's chain segment es, sent on
+// the link that k remembers, to a cluster of n groups.
+func appendEntryBits(w *bitWriter, es []entry, owner partition.GroupID, n int, k *linkIDs) {
 	dstWidth := uint(bits.Len(uint(n)))
 	for _, e := range es {
-		k.writeID(&w, e.id)
+		k.writeID(w, e.id)
 		others := e.dst.Remove(owner)
 		switch latest := k.others[owner]; {
 		case others == latest[0]:
@@ -135,18 +141,13 @@ func appendEntryBlock(b []byte, es []entry, owner partition.GroupID, n int, k *l
 		}
 		k.seenOthers(owner, others)
 	}
-	return wire.AppendBytes(b, w.flush())
 }
 
-// entryBlock decodes appendEntryBlock's block into es (len(es) entries).
-func entryBlock(d *wire.Decoder, es []entry, owner partition.GroupID, n int, k *linkIDs) {
-	r := bitReader{b: d.Bytes()}
-	if d.Err() != nil {
-		return
-	}
+// entryBits reads appendEntryBits's entries into es (len(es) of them).
+func entryBits(r *bitReader, es []entry, owner partition.GroupID, n int, k *linkIDs) error {
 	dstWidth := uint(bits.Len(uint(n)))
 	for i := range es {
-		es[i].id = k.readID(&r)
+		es[i].id = k.readID(r)
 		var others partition.GroupSet
 		switch {
 		case r.read(1) == 0:
@@ -159,24 +160,20 @@ func entryBlock(d *wire.Decoder, es []entry, owner partition.GroupID, n int, k *
 				others = partition.SetOf(partition.GroupID(code))
 			case code == uint64(n):
 				others = partition.GroupSet(r.read(uint(n)))
-			default:
-				d.Fail("history entry %s: destination code %d", es[i].id, code)
-				return
+			case !r.bad:
+				return fmt.Errorf("history entry %s: destination code %d", es[i].id, code)
 			}
 		}
 		if r.bad {
-			break
+			return nil // the caller reports it
 		}
 		if others.Empty() || others.Has(owner) {
-			d.Fail("history entry %s of group %d's chain: other destinations %s", es[i].id, owner, others)
-			return
+			return fmt.Errorf("history entry %s of group %d's chain: other destinations %s", es[i].id, owner, others)
 		}
 		k.seenOthers(owner, others)
 		es[i].dst = others.Add(owner)
 	}
-	if !r.done() {
-		d.Fail("history block of group %d's chain: %d bytes for %d entries", owner, len(r.b), len(es))
-	}
+	return nil
 }
 
 // writeID writes id and records it (the sending end).
@@ -192,7 +189,7 @@ func (k *linkIDs) writeID(w *bitWriter, id multicast.MsgID) {
 		s = k.take(id.Client)
 	}
 	v := int64(id.Seq - k.seq[s])
-	w.golomb2(uint64(v<<1) ^ uint64(v>>63))
+	w.golomb(uint64(v<<1)^uint64(v>>63), 2)
 	k.seq[s] = id.Seq
 }
 
@@ -215,7 +212,7 @@ func (k *linkIDs) readID(r *bitReader) multicast.MsgID {
 		r.bad = true
 		return multicast.MsgID{}
 	}
-	seq := k.seq[s] + delta(r.golomb2())
+	seq := k.seq[s] + delta(r.golomb(2))
 	if r.bad {
 		return multicast.MsgID{}
 	}

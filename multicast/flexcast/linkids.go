@@ -1,21 +1,15 @@
 package flexcast
 
 import (
-	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/wire"
 	"github.com/flexkv/flexkv/partition"
 )
 
-// linkSlots is the number of client ids a link remembers. The id of an
-// envelope's message whose client is in a slot travels as the slot's number
-// (one byte) and the difference of its sequence from the last one the slot
-// carried (usually one byte); any other as slotMiss, the client in full
-// (nine bytes for the random 63-bit ids of package client) and the
-// sequence. The ids of history entries travel bit-packed (see bits.go).
-const (
-	linkSlots = 127
-	slotMiss  = linkSlots
-)
+// linkSlots is the number of client ids a link remembers. An id whose client
+// is in a slot travels as the slot's number and the difference of its
+// sequence from the last one the slot carried; any other as the client in
+// full and the sequence (see bits.go).
+const linkSlots = 127
 
 // linkIDs is the memory of the message ids one link carried, from a group to
 // a descendant: both ends keep one, and update it alike as the sender encodes
@@ -80,58 +74,8 @@ func (k *linkIDs) ensureIndex() {
 	}
 }
 
-// appendID appends id and records it (the sending end).
-func (k *linkIDs) appendID(b []byte, id multicast.MsgID) []byte {
-	k.ensureIndex()
-	s, ok := k.slot[id.Client]
-	if ok {
-		b = wire.AppendUvarint(b, uint64(s))
-	} else {
-		b = wire.AppendUvarint(b, slotMiss)
-		b = wire.AppendUvarint(b, id.Client)
-		s = k.take(id.Client)
-	}
-	b = appendDelta(b, id.Seq-k.seq[s])
-	k.seq[s] = id.Seq
-	return b
-}
-
-// id reads an id and records it (the receiving end).
-func (k *linkIDs) id(d *wire.Decoder) multicast.MsgID {
-	tag := d.Uvarint()
-	if d.Err() != nil {
-		return multicast.MsgID{}
-	}
-	var s int
-	switch {
-	case tag == slotMiss:
-		client := d.Uvarint()
-		if d.Err() != nil {
-			return multicast.MsgID{}
-		}
-		s = k.take(client)
-	case tag < uint64(k.used):
-		s = int(tag)
-	default:
-		d.Fail("id in slot %d, %d of the link's slots in use", tag, k.used)
-		return multicast.MsgID{}
-	}
-	seq := k.seq[s] + delta(d.Uvarint())
-	if d.Err() != nil {
-		return multicast.MsgID{}
-	}
-	k.seq[s] = seq
-	return multicast.MsgID{Client: k.client[s], Seq: seq}
-}
-
-// appendDelta appends a difference of sequences (modulo 2^64), zigzag
-// encoded so that a small step back is as short as a small step forward.
-func appendDelta(b []byte, diff uint64) []byte {
-	v := int64(diff)
-	return wire.AppendUvarint(b, uint64(v<<1)^uint64(v>>63))
-}
-
-// delta decodes appendDelta's varint.
+// delta decodes a difference of sequences (modulo 2^64), zigzag encoded so
+// that a small step back is as short as a small step forward.
 func delta(u uint64) uint64 { return uint64(int64(u>>1) ^ -int64(u&1)) }
 
 // appendLinkIDs appends k, of a cluster of n groups, for a snapshot: the
