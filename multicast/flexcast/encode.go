@@ -71,8 +71,11 @@ const envFormat = 2
 //	dst         n bits
 //	segments    bits.Len(n) bits: their number; then each: the owner, as
 //	            the step from the previous one's plus one (from -1) less one
-//	            in an exponential-Golomb code of order 0, the number of
-//	            entries less one (order 2), the entries (appendEntryBits)
+//	            in an exponential-Golomb code of order 0; 1 bit, set if the
+//	            segment starts at the last entry of the owner's chain that
+//	            the link carried (linkIDs.last), which is then left out; the
+//	            number of entries written less one (order 2); those entries
+//	            (appendEntryBits)
 //	msg, ack:   notifications: bits.Len(n) bits, their number; each: the
 //	            group in bits.Len(n) bits and the id (order 0)
 //	ack:        1 bit, notified; if set, the notifier in bits.Len(n) bits
@@ -92,8 +95,16 @@ func appendEnvelope(b []byte, e *envelope, n int, k *linkIDs) []byte {
 	for _, s := range e.history {
 		w.golomb(uint64(int(s.owner)-prev-1), 0)
 		prev = int(s.owner)
-		w.golomb(uint64(len(s.entries)-1), 2)
-		appendEntryBits(&w, s.entries, s.owner, n, k)
+		es := s.entries
+		if last := k.last[s.owner]; len(es) > 1 && es[0] == last {
+			w.write(1, 1)
+			es = es[1:]
+		} else {
+			w.write(0, 1)
+		}
+		w.golomb(uint64(len(es)-1), 2)
+		appendEntryBits(&w, es, s.owner, n, k)
+		k.last[s.owner] = es[len(es)-1]
 	}
 	switch e.kind {
 	case envMsg, envAck:
@@ -196,6 +207,7 @@ func decodeBits(e *envelope, b []byte, n int, k *linkIDs, hist []segment, notifs
 		}
 		s := &hist[i]
 		step := r.golomb(0)
+		cont := r.read(1) == 1
 		cnt := r.golomb(2) + 1
 		owner := uint64(prev+1) + step
 		switch {
@@ -208,14 +220,25 @@ func decodeBits(e *envelope, b []byte, n int, k *linkIDs, hist []segment, notifs
 		}
 		s.owner = partition.GroupID(owner)
 		prev = int(owner)
-		if cnt <= uint64(cap(s.entries)) {
-			s.entries = s.entries[:cnt]
-		} else {
-			s.entries = make([]entry, cnt)
+		skip := uint64(0)
+		if cont {
+			if k.last[s.owner].dst.Empty() {
+				return fmt.Errorf("history of group %d continues, and the link carried none", s.owner)
+			}
+			skip = 1
 		}
-		if err := entryBits(&r, s.entries, s.owner, n, k); err != nil {
+		if cnt+skip <= uint64(cap(s.entries)) {
+			s.entries = s.entries[:cnt+skip]
+		} else {
+			s.entries = make([]entry, cnt+skip)
+		}
+		if cont {
+			s.entries[0] = k.last[s.owner]
+		}
+		if err := entryBits(&r, s.entries[skip:], s.owner, n, k); err != nil {
 			return err
 		}
+		k.last[s.owner] = s.entries[len(s.entries)-1]
 	}
 	if segs > 0 {
 		e.history = hist

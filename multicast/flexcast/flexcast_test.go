@@ -292,7 +292,7 @@ func TestLinkIDs(t *testing.T) {
 				if err := d.Finish(); err != nil {
 					t.Fatal(err)
 				}
-				if back.client != end.k.client || back.seq != end.k.seq || back.used != end.k.used || back.next != end.k.next || back.others != end.k.others {
+				if back.client != end.k.client || back.seq != end.k.seq || back.used != end.k.used || back.next != end.k.next || back.others != end.k.others || back.last != end.k.last {
 					t.Fatalf("id %d: link memory changed through a snapshot", i)
 				}
 				if end.sender && !maps.Equal(back.slot, end.k.slot) {

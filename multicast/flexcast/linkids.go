@@ -33,6 +33,10 @@ type linkIDs struct {
 	// others[o]: the two sets of destinations besides o that entries of
 	// o's chain carried last, the latest first (see bits.go).
 	others [partition.GroupsMax][2]partition.GroupSet
+	// last[o]: the last entry of o's chain the link carried. A segment
+	// starts at the last entry its sender shipped on the link (the
+	// one-entry overlap of diff), which then travels as one bit.
+	last [partition.GroupsMax]entry
 }
 
 // seenOthers records that an entry of owner's chain went to others too.
@@ -79,8 +83,8 @@ func (k *linkIDs) ensureIndex() {
 func delta(u uint64) uint64 { return uint64(int64(u>>1) ^ -int64(u&1)) }
 
 // appendLinkIDs appends k, of a cluster of n groups, for a snapshot: the
-// slots in use, their clients and sequences, next, and the latest other
-// destinations of each owner's entries.
+// slots in use, their clients and sequences, next, and for each owner the
+// latest other destinations of its entries and its last entry.
 func appendLinkIDs(b []byte, k *linkIDs, n int) []byte {
 	b = wire.AppendUvarint(b, uint64(k.used))
 	for s := range k.used {
@@ -91,6 +95,8 @@ func appendLinkIDs(b []byte, k *linkIDs, n int) []byte {
 	for o := range n {
 		b = wire.AppendUvarint(b, uint64(k.others[o][0]))
 		b = wire.AppendUvarint(b, uint64(k.others[o][1]))
+		b = wire.AppendMsgID(b, k.last[o].id)
+		b = wire.AppendUvarint(b, uint64(k.last[o].dst))
 	}
 	return b
 }
@@ -123,6 +129,7 @@ func restoreLinkIDs(d *wire.Decoder, k *linkIDs, n int, sender bool) {
 		for i := range k.others[o] {
 			k.others[o][i] = d.GroupSet(n)
 		}
+		k.last[o] = entry{id: d.MsgID(), dst: d.GroupSet(n)}
 	}
 	if d.Err() != nil {
 		return
