@@ -10,7 +10,8 @@ import (
 	"github.com/flexkv/flexkv/partition"
 )
 
-// envKind is the first byte of every FlexCast envelope.
+// envKind is the low four bits of the first byte of every FlexCast envelope
+// (envFormat the high four).
 type envKind byte
 
 const (

@@ -315,12 +315,12 @@ func TestLinkIDs(t *testing.T) {
 	}
 }
 
-// TestEntryBlock sends history segments of random entries over one link,
+// TestEntryBits sends history segments of random entries over one link,
 // from ids of a few clients to any id at all (flushes, sequences far
 // apart), and checks that each decodes to what was sent, that a block cut
 // short is refused, and that entries of a few hot clients take
 // about two bytes.
-func TestEntryBlock(t *testing.T) {
+func TestEntryBits(t *testing.T) {
 	const n = 12
 	var tx, rx linkIDs
 	rng := rand.New(rand.NewPCG(8, 8))
