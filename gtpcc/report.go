@@ -33,6 +33,13 @@ type Report struct {
 	// the caller has no metrics.
 	Traffic  map[string]NodeTraffic   `json:"traffic"`
 	Overhead map[string]GroupOverhead `json:"overhead"`
+	// BytesPerTxn and MsgsPerTxn are the bytes and messages the nodes
+	// sent one another over the whole run (Traffic's, summed) per
+	// transaction completed in it (warm-up and cool-down included): the
+	// protocols' cost per transaction, comparable across protocols. Zero
+	// when the caller has no metrics. Additions to DESIGN 10.3's fields.
+	BytesPerTxn float64 `json:"bytes_per_txn,omitempty"`
+	MsgsPerTxn  float64 `json:"msgs_per_txn,omitempty"`
 	// Check is the consistency check's outcome, nil (JSON null) when none
 	// ran.
 	Check *CheckSummary `json:"check"`
@@ -300,6 +307,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 			p.printf("%-*s\t%.1f\t%.0f\t%.1f\t\n", width, node, t.MsgsPerS, t.BytesPerS, t.AvgMsgBytes)
 		}
 	}
+	if r.BytesPerTxn > 0 {
+		p.printf("\ntraffic between nodes: %.0f bytes/txn, %.2f msgs/txn\n", r.BytesPerTxn, r.MsgsPerTxn)
+	}
 	if len(r.Overhead) > 0 {
 		p.printf("\n")
 	}
@@ -334,7 +344,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 }
 
 // CompareTable writes reports side by side (the paper's Table 3 layout):
-// a column per report, headed by its Name; a row for the throughput, then a row
+// a column per report, headed by its Name; a row for the throughput, one for
+// the bytes sent between nodes per transaction when a report has them, then a row
 // per kind of transaction and per destination order whose cells are the
 // mean and p99 latency in ms ("-" where a report has none).
 func CompareTable(w io.Writer, reports []*Report) error {
@@ -356,6 +367,13 @@ func CompareTable(w io.Writer, reports []*Report) error {
 		p.printf("\t%.1f", r.TxnPerS)
 	}
 	p.printf("\t\n")
+	if slices.ContainsFunc(reports, func(r *Report) bool { return r.BytesPerTxn > 0 }) {
+		p.printf("%-*s", width, "bytes/txn")
+		for _, r := range reports {
+			p.printf("\t%.0f", r.BytesPerTxn)
+		}
+		p.printf("\t\n")
+	}
 	for _, name := range RowNames() {
 		p.printf("%-*s", width, rowLabel(name))
 		for _, r := range reports {

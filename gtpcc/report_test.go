@@ -57,7 +57,9 @@ func wantKeys(t *testing.T, v any, where string, want ...string) {
 
 // TestReportJSONFields checks the results JSON against DESIGN 10.3.
 func TestReportJSONFields(t *testing.T) {
-	b, err := json.Marshal(testReport(t, "flexcast", 1))
+	rep := testReport(t, "flexcast", 1)
+	rep.BytesPerTxn, rep.MsgsPerTxn = 1180.5, 1.5
+	b, err := json.Marshal(rep)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,9 +67,13 @@ func TestReportJSONFields(t *testing.T) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
-	// DESIGN 10.3's fields, rolled_back and destination_sets.
+	// DESIGN 10.3's fields, rolled_back, bytes_per_txn, msgs_per_txn and
+	// destination_sets.
 	wantKeys(t, m, "results", "protocol", "config", "duration_s", "txn_total", "txn_per_s", "errors", "rolled_back",
-		"latency_ms", "traffic", "overhead", "check", "destination_sets")
+		"latency_ms", "traffic", "bytes_per_txn", "msgs_per_txn", "overhead", "check", "destination_sets")
+	if m["bytes_per_txn"] != 1180.5 || m["msgs_per_txn"] != 1.5 {
+		t.Errorf("bytes_per_txn %v, msgs_per_txn %v, want 1180.5 and 1.5", m["bytes_per_txn"], m["msgs_per_txn"])
+	}
 	for _, ds := range m["destination_sets"].([]any) {
 		wantKeys(t, ds, "destination_sets[]", "home", "groups", "count")
 	}
@@ -170,6 +176,7 @@ func TestNewNodeTraffic(t *testing.T) {
 func TestWriteTable(t *testing.T) {
 	rep := testReport(t, "flexcast", 1)
 	rep.ErrorSamples = []string{"client: unavailable"}
+	rep.BytesPerTxn, rep.MsgsPerTxn = 1180.4, 1.364
 	var buf bytes.Buffer
 	if err := rep.WriteTable(&buf); err != nil {
 		t.Fatal(err)
@@ -206,7 +213,8 @@ func TestWriteTable(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"traffic (node)", "r1", "10.0", "2500", "250.0", "overhead g1: 25.0% (received 4, delivered 3)",
-		"check: FAILED, 1 failures", "condition 1: warehouse 1", "client: unavailable"} {
+		"check: FAILED, 1 failures", "condition 1: warehouse 1", "client: unavailable",
+		"traffic between nodes: 1180 bytes/txn, 1.36 msgs/txn"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q", want)
 		}
@@ -272,6 +280,20 @@ func TestCompareTable(t *testing.T) {
 	}
 	if !strings.Contains(lines[2], "10.0 / 10.0") || !strings.Contains(lines[2], "20.0 / 20.0") || !strings.Contains(lines[2], "30.0 / 30.0") {
 		t.Errorf("new-order line %q, want 10, 20 and 30 ms", lines[2])
+	}
+
+	// With traffic, a bytes/txn row follows the throughput.
+	reports[0].BytesPerTxn, reports[2].BytesPerTxn = 1180.4, 338
+	buf.Reset()
+	if err := CompareTable(&buf, reports); err != nil {
+		t.Fatal(err)
+	}
+	lines = strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	if want := 3 + len(RowNames()); len(lines) != want {
+		t.Fatalf("%d lines with traffic, want %d:\n%s", len(lines), want, buf.String())
+	}
+	if f := strings.Fields(lines[2]); !slices.Equal(f, []string{"bytes/txn", "1180", "0", "338"}) {
+		t.Errorf("bytes line %q, want bytes/txn 1180 0 338", lines[2])
 	}
 	if err := CompareTable(&buf, []*Report{nil}); err == nil {
 		t.Error("CompareTable accepted a nil report")

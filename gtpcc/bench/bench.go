@@ -208,7 +208,8 @@ func wanDelay(view *client.Topology, region string, mode server.LatencyMode) fun
 // traffic fills the report's traffic per node and overhead per group from
 // the servers' counts before and after the run (its whole length, warm-up,
 // cool-down and the wait for the last calls included; rates are over the
-// run's duration). A group's overhead is DESIGN 3.4's: 1 - delivered /
+// run's duration), and the bytes and messages per transaction: the sums of
+// those counts over the transactions completed in the whole run. A group's overhead is DESIGN 3.4's: 1 - delivered /
 // received payload messages, where a group receives the client requests it
 // accepts and the payloads other groups send it (every replica applies the
 // same requests and deliveries: the group's count is its replicas'
@@ -219,8 +220,11 @@ func traffic(rep *gtpcc.Report, l *cluster.Local, before, after map[string]serve
 	rep.Traffic = make(map[string]gtpcc.NodeTraffic)
 	received := make(map[string]uint64)
 	delivered := make(map[string]uint64)
+	var sends, bytes uint64
 	for id, a := range after {
 		p := before[id]
+		sends += diff(a.Sends, p.Sends)
+		bytes += diff(a.SendBytes, p.SendBytes)
 		rep.Traffic[id] = gtpcc.NewNodeTraffic(int64(diff(a.Sends, p.Sends)), int64(diff(a.SendBytes, p.SendBytes)), secs)
 		g := l.Group(id)
 		received[g] = max(received[g], diff(a.Requests, p.Requests))
@@ -230,6 +234,14 @@ func traffic(rep *gtpcc.Report, l *cluster.Local, before, after map[string]serve
 		for to, n := range a.PayloadTo {
 			received[to] += diff(n, before[id].PayloadTo[to])
 		}
+	}
+	var txns int64
+	for _, pt := range rep.Timeline {
+		txns += pt.Txns
+	}
+	if txns > 0 {
+		rep.BytesPerTxn = float64(bytes) / float64(txns)
+		rep.MsgsPerTxn = float64(sends) / float64(txns)
 	}
 	rep.Overhead = make(map[string]gtpcc.GroupOverhead)
 	for g, r := range received {

@@ -1,14 +1,17 @@
 package flexcast
 
 import (
+	"errors"
 	"fmt"
+	"math/bits"
 
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/wire"
 	"github.com/flexkv/flexkv/partition"
 )
 
-// envKind is the first byte of every FlexCast envelope.
+// envKind is the low four bits of the first byte of every FlexCast envelope
+// (envFormat the high four).
 type envKind byte
 
 const (
@@ -51,52 +54,87 @@ type envelope struct {
 	notifIDOut uint64 // envNotif: this notification's id
 }
 
-func appendEnvelope(b []byte, e *envelope) []byte {
-	b = append(b, byte(e.kind))
-	switch e.kind {
-	case envMsg:
-		b = wire.AppendMessage(b, e.msg)
-	default:
-		b = wire.AppendMsgID(b, e.msg.ID)
-		b = wire.AppendUvarint(b, uint64(e.msg.Dst))
+// envFormat is the format of the envelopes this build writes and reads: the
+// high four bits of an envelope's first byte, the kind the low four.
+//
+// Format 2: after the first byte, an MSG's payload (a varint length, then the
+// bytes), then everything else in one stream of bits (bits.go) to the end of
+// the envelope: message ids through the link's memory (linkIDs), history
+// entries with their destinations besides their chain's owner, which every
+// entry of the chain is addressed to. Format 1 (first byte 1-3, varints, ids
+// and sets in full) is no longer read.
+const envFormat = 2
+
+// appendEnvelope appends e, sent on the link that k remembers, in a cluster
+// of n groups. The bits after the payload:
+//
+//	id          the message's (linkIDs.writeID)
+//	dst         n bits
+//	segments    bits.Len(n) bits: their number; then each: the owner, as
+//	            the step from the previous one's plus one (from -1) less one
+//	            in an exponential-Golomb code of order 0; 1 bit, set if the
+//	            segment starts at the last entry of the owner's chain that
+//	            the link carried (linkIDs.last), which is then left out; the
+//	            number of entries written less one (order 2); those entries
+//	            (appendEntryBits)
+//	msg, ack:   notifications: bits.Len(n) bits, their number; each: the
+//	            group in bits.Len(n) bits and the id (order 0)
+//	ack:        1 bit, notified; if set, the notifier in bits.Len(n) bits
+//	            and the notification id (order 0)
+//	notif:      the notification's id (order 0)
+func appendEnvelope(b []byte, e *envelope, n int, k *linkIDs) []byte {
+	b = append(b, envFormat<<4|byte(e.kind))
+	if e.kind == envMsg {
+		b = wire.AppendBytes(b, e.msg.Payload)
 	}
-	b = wire.AppendUvarint(b, uint64(len(e.history)))
+	w := bitWriter{b: b}
+	gw := uint(bits.Len(uint(n)))
+	k.writeID(&w, e.msg.ID)
+	w.write(uint64(e.msg.Dst), uint(n))
+	w.write(uint64(len(e.history)), gw)
+	prev := -1
 	for _, s := range e.history {
-		b = wire.AppendUvarint(b, uint64(s.owner))
-		b = wire.AppendUvarint(b, uint64(len(s.entries)))
-		for _, en := range s.entries {
-			b = wire.AppendMsgID(b, en.id)
-			b = wire.AppendUvarint(b, uint64(en.dst))
+		w.golomb(uint64(int(s.owner)-prev-1), 0)
+		prev = int(s.owner)
+		es := s.entries
+		if last := k.last[s.owner]; len(es) > 1 && es[0] == last {
+			w.write(1, 1)
+			es = es[1:]
+		} else {
+			w.write(0, 1)
 		}
+		w.golomb(uint64(len(es)-1), 2)
+		appendEntryBits(&w, es, s.owner, n, k)
+		k.last[s.owner] = es[len(es)-1]
 	}
 	switch e.kind {
 	case envMsg, envAck:
-		b = wire.AppendUvarint(b, uint64(len(e.notifs)))
-		for _, n := range e.notifs {
-			b = wire.AppendUvarint(b, uint64(n.group))
-			b = wire.AppendUvarint(b, n.id)
+		w.write(uint64(len(e.notifs)), gw)
+		for _, r := range e.notifs {
+			w.write(uint64(r.group), gw)
+			w.golomb(r.id, 0)
 		}
 		if e.kind == envAck {
 			if e.notified {
-				b = append(b, 1)
-				b = wire.AppendUvarint(b, uint64(e.notifier))
-				b = wire.AppendUvarint(b, e.notifID)
+				w.write(1, 1)
+				w.write(uint64(e.notifier), gw)
+				w.golomb(e.notifID, 0)
 			} else {
-				b = append(b, 0)
+				w.write(0, 1)
 			}
 		}
 	case envNotif:
-		b = wire.AppendUvarint(b, e.notifIDOut)
+		w.golomb(e.notifIDOut, 0)
 	}
-	return b
+	return w.flush()
 }
 
-// decodeEnvelope parses an envelope of a cluster of n groups. It checks the
-// encoding only; the core checks that the envelope makes sense where it
-// arrives.
-func decodeEnvelope(b []byte, n int) (*envelope, error) {
+// decodeEnvelope parses an envelope of a cluster of n groups, sent on the
+// link that k remembers. It checks the encoding only; the core checks that
+// the envelope makes sense where it arrives.
+func decodeEnvelope(b []byte, n int, k *linkIDs) (*envelope, error) {
 	e := &envelope{}
-	if err := decodeInto(e, b, n); err != nil {
+	if err := decodeInto(e, b, n, k); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -104,61 +142,113 @@ func decodeEnvelope(b []byte, n int) (*envelope, error) {
 
 // decodeInto decodes into e, reusing the capacity of its slices: the core
 // decodes every envelope into one scratch envelope, whose contents it copies
-// where it keeps them.
-func decodeInto(e *envelope, b []byte, n int) error {
-	d := wire.NewDecoder(b)
+// where it keeps them. It updates k even when it fails: the core passes a
+// copy of the link's memory, which it keeps only for an envelope it accepts.
+func decodeInto(e *envelope, b []byte, n int, k *linkIDs) error {
 	hist, notifs := e.history[:0], e.notifs[:0]
-	*e = envelope{kind: envKind(d.Byte())}
-	switch e.kind {
-	case envMsg:
-		e.msg = d.Message(n)
-	case envAck, envNotif:
-		e.msg.ID = d.MsgID()
-		e.msg.Dst = d.GroupSet(n)
-		if d.Err() == nil && e.msg.Dst.Empty() {
-			d.Fail("message %s has no destination", e.msg.ID)
+	err := decodeBits(e, b, n, k, hist, notifs)
+	if err != nil {
+		// Keep the buffers for the next envelope.
+		e.history, e.notifs = hist[:0], notifs[:0]
+		return fmt.Errorf("%w: %w", wire.ErrCorrupt, err)
+	}
+	return nil
+}
+
+func decodeBits(e *envelope, b []byte, n int, k *linkIDs, hist []segment, notifs []notifRef) error {
+	if len(b) == 0 {
+		return errors.New("empty flexcast envelope")
+	}
+	*e = envelope{kind: envKind(b[0] & 0xf)}
+	if f := b[0] >> 4; f != envFormat {
+		if f == 0 && e.kind >= envMsg && e.kind <= envNotif {
+			f = 1
 		}
-	default:
-		if d.Err() == nil {
-			return fmt.Errorf("%w: unknown flexcast envelope kind %d", wire.ErrCorrupt, e.kind)
+		return fmt.Errorf("flexcast envelope of format %d, this build reads format %d only (every group must run the same format)", f, envFormat)
+	}
+	if e.kind < envMsg || e.kind > envNotif {
+		return fmt.Errorf("unknown flexcast envelope kind %d", e.kind)
+	}
+	rest := b[1:]
+	if e.kind == envMsg {
+		d := wire.NewDecoder(rest)
+		e.msg.Payload = d.Bytes()
+		if err := d.Err(); err != nil {
+			return err
+		}
+		rest = rest[len(rest)-d.Len():]
+	}
+	r := bitReader{b: rest}
+	gw := uint(bits.Len(uint(n)))
+	group := func(what string) (partition.GroupID, error) {
+		if v := r.read(gw); v < uint64(n) || r.bad {
+			return partition.GroupID(v), nil
+		} else {
+			return 0, fmt.Errorf("%s %d out of range", what, v)
 		}
 	}
-	segs := d.Count(2)
+	e.msg.ID = k.readID(&r)
+	e.msg.Dst = partition.GroupSet(r.read(uint(n)))
+	if !r.bad && e.msg.Dst.Empty() {
+		return fmt.Errorf("message %s has no destination", e.msg.ID)
+	}
+	segs := int(r.read(gw))
 	if segs > n {
-		d.Fail("%d history segments for %d groups", segs, n)
-		segs = 0
+		return fmt.Errorf("%d history segments for %d groups", segs, n)
 	}
+	prev := -1
 	for i := range segs {
+		if r.bad {
+			break
+		}
 		if i < cap(hist) {
 			hist = hist[:i+1]
 		} else {
 			hist = append(hist, segment{})
 		}
 		s := &hist[i]
-		s.owner = d.Group(n)
-		cnt := d.Count(3)
-		if cnt <= cap(s.entries) {
-			s.entries = s.entries[:cnt]
-		} else {
-			s.entries = make([]entry, cnt)
+		step := r.golomb(0)
+		cont := r.read(1) == 1
+		cnt := r.golomb(2) + 1
+		owner := uint64(prev+1) + step
+		switch {
+		case r.bad:
+			continue
+		case step >= uint64(n) || owner >= uint64(n):
+			return fmt.Errorf("history of group %d after group %d: out of range", owner, prev)
+		case cnt > r.left()/6: // an entry takes 6 bits at least
+			return fmt.Errorf("history segment of %d entries in %d bits", cnt, r.left())
 		}
-		for j := range s.entries {
-			s.entries[j].id = d.MsgID()
-			s.entries[j].dst = d.GroupSet(n)
-			if d.Err() == nil && s.entries[j].dst.Empty() {
-				d.Fail("history entry %s has no destination", s.entries[j].id)
+		s.owner = partition.GroupID(owner)
+		prev = int(owner)
+		skip := uint64(0)
+		if cont {
+			if k.last[s.owner].dst.Empty() {
+				return fmt.Errorf("history of group %d continues, and the link carried none", s.owner)
 			}
+			skip = 1
 		}
+		if cnt+skip <= uint64(cap(s.entries)) {
+			s.entries = s.entries[:cnt+skip]
+		} else {
+			s.entries = make([]entry, cnt+skip)
+		}
+		if cont {
+			s.entries[0] = k.last[s.owner]
+		}
+		if err := entryBits(&r, s.entries[skip:], s.owner, n, k); err != nil {
+			return err
+		}
+		k.last[s.owner] = s.entries[len(s.entries)-1]
 	}
 	if segs > 0 {
 		e.history = hist
 	}
 	switch e.kind {
 	case envMsg, envAck:
-		cnt := d.Count(2)
+		cnt := int(r.read(gw))
 		if cnt > n {
-			d.Fail("%d notifications for %d groups", cnt, n)
-			cnt = 0
+			return fmt.Errorf("%d notifications for %d groups", cnt, n)
 		}
 		if cnt > 0 {
 			if cnt <= cap(notifs) {
@@ -168,27 +258,26 @@ func decodeInto(e *envelope, b []byte, n int) error {
 			}
 		}
 		for i := range e.notifs {
-			e.notifs[i].group = d.Group(n)
-			e.notifs[i].id = d.Uvarint()
-		}
-		if e.kind == envAck {
-			switch d.Byte() {
-			case 0:
-			case 1:
-				e.notified = true
-				e.notifier = d.Group(n)
-				e.notifID = d.Uvarint()
-			default:
-				d.Fail("bad ack flag")
+			g, err := group("notified group")
+			if err != nil {
+				return err
 			}
+			e.notifs[i] = notifRef{group: g, id: r.golomb(0)}
+		}
+		if e.kind == envAck && r.read(1) == 1 {
+			e.notified = true
+			g, err := group("notifier")
+			if err != nil {
+				return err
+			}
+			e.notifier = g
+			e.notifID = r.golomb(0)
 		}
 	case envNotif:
-		e.notifIDOut = d.Uvarint()
+		e.notifIDOut = r.golomb(0)
 	}
-	if err := d.Finish(); err != nil {
-		// Keep the buffers for the next envelope.
-		e.history, e.notifs = hist[:0], notifs[:0]
-		return err
+	if !r.done() {
+		return fmt.Errorf("flexcast envelope of %d bytes: %d bits decoded", len(b), r.pos)
 	}
 	return nil
 }

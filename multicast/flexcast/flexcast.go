@@ -172,6 +172,11 @@ type Core struct {
 	stats Stats
 	// scratch receives every decoded envelope (its slices are reused).
 	scratch envelope
+	// links[g]: the memory of the ids carried on the link to g, a
+	// descendant, or from g, an ancestor (see linkIDs); linkScratch, the
+	// copy an arriving envelope is decoded with.
+	links       []linkIDs
+	linkScratch linkIDs
 
 	// forgotten holds, with the invariants tag, every id truncation dropped:
 	// none may come back.
@@ -215,6 +220,7 @@ func New(cfg Config) (*Core, error) {
 		knows:   make([]int32, n),
 		queue:   make([][]multicast.MsgID, cfg.Self),
 		pending: make(map[multicast.MsgID]*pend),
+		links:   make([]linkIDs, n),
 
 		blocking: make(map[multicast.MsgID]*pendingNotif),
 	}
@@ -348,8 +354,9 @@ func (c *Core) checkEnvelope(from partition.GroupID, payload []byte) (*envelope,
 		return nil, bad("envelopes travel from lower to higher ranks only")
 	}
 	e := &c.scratch
-	if err := decodeInto(e, payload, c.n); err != nil {
-		return nil, fmt.Errorf("%w: flexcast: %w", multicast.ErrInvalid, err)
+	c.linkScratch = c.links[from]
+	if err := decodeInto(e, payload, c.n, &c.linkScratch); err != nil {
+		return nil, fmt.Errorf("%w: flexcast: group %d from %d: %w", multicast.ErrInvalid, c.self, from, err)
 	}
 	for i, s := range e.history {
 		if s.owner > from {
@@ -404,6 +411,8 @@ func (c *Core) checkEnvelope(from partition.GroupID, payload []byte) (*envelope,
 			return nil, bad("notification of group %d about %s to %s", r.group, m.ID, m.Dst)
 		}
 	}
+	// Accepted: the link's memory moves on as the sender's did.
+	c.links[from] = c.linkScratch
 	return e, nil
 }
 
@@ -841,7 +850,7 @@ func (c *Core) send(to partition.GroupID, e *envelope) {
 	for _, s := range e.history {
 		c.stats.EntriesSent += uint64(len(s.entries))
 	}
-	c.out.Sends = append(c.out.Sends, multicast.Send{To: to, Kind: kind, About: e.msg.ID, Payload: appendEnvelope(nil, e)})
+	c.out.Sends = append(c.out.Sends, multicast.Send{To: to, Kind: kind, About: e.msg.ID, Payload: appendEnvelope(nil, e, c.n, &c.links[to])})
 }
 
 // flush multicasts a flush from the rank-0 group to every group.

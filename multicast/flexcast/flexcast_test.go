@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/check"
+	"github.com/flexkv/flexkv/multicast/wire"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -175,7 +178,7 @@ func TestBusy(t *testing.T) {
 // that each is refused with ErrInvalid and changes nothing.
 func TestEnvelopeErrors(t *testing.T) {
 	top := lettersTopology(t, 4)
-	mk := func(e envelope) []byte { return appendEnvelope(nil, &e) }
+	mk := func(e envelope) []byte { return appendEnvelope(nil, &e, 4, &linkIDs{}) }
 	id := multicast.MsgID{Client: 1, Seq: 1}
 	msg := func(dst partition.GroupSet) multicast.Message { return multicast.Message{ID: id, Dst: dst} }
 	for _, tc := range []struct {
@@ -185,7 +188,8 @@ func TestEnvelopeErrors(t *testing.T) {
 		payload []byte
 	}{
 		{"empty", 2, 0, nil},
-		{"unknown kind", 2, 0, []byte{9}},
+		{"unknown kind", 2, 0, []byte{envFormat<<4 | 9}},
+		{"format 1", 2, 0, []byte{byte(envMsg), 1, 1, 5, 0, 0, 0}},
 		{"truncated", 2, 0, mk(envelope{kind: envMsg, msg: msg(partition.SetOf(0, 2))})[:3]},
 		{"trailing bytes", 2, 0, append(mk(envelope{kind: envMsg, msg: msg(partition.SetOf(0, 2))}), 0)},
 		{"from above", 1, 2, mk(envelope{kind: envMsg, msg: msg(partition.SetOf(1, 2))})},
@@ -220,22 +224,165 @@ func TestEnvelopeErrors(t *testing.T) {
 
 func FuzzDecodeEnvelope(f *testing.F) {
 	id := multicast.MsgID{Client: 3, Seq: 17}
-	f.Add(appendEnvelope(nil, &envelope{kind: envMsg, msg: multicast.Message{ID: id, Dst: partition.SetOf(0, 2), Payload: []byte("x")},
-		history: []segment{{owner: 0, entries: []entry{{id: id, dst: partition.SetOf(0, 2)}}}}, notifs: []notifRef{{group: 1, id: 4}}}))
-	f.Add(appendEnvelope(nil, &envelope{kind: envAck, msg: multicast.Message{ID: id, Dst: partition.SetOf(0, 3)}, notified: true, notifier: 0, notifID: 2}))
-	f.Add(appendEnvelope(nil, &envelope{kind: envNotif, msg: multicast.Message{ID: id, Dst: partition.SetOf(0, 3)}, notifIDOut: 9}))
+	enc := func(e envelope) []byte { return appendEnvelope(nil, &e, 8, &linkIDs{}) }
+	f.Add(enc(envelope{kind: envMsg, msg: multicast.Message{ID: id, Dst: partition.SetOf(0, 2), Payload: []byte("x")},
+		history: []segment{{owner: 0, entries: []entry{{id: id, dst: partition.SetOf(0, 2)}, {id: multicast.MsgID{Client: 3, Seq: 9}, dst: partition.SetOf(0, 1, 5)}}}}, notifs: []notifRef{{group: 1, id: 4}}}))
+	f.Add(enc(envelope{kind: envAck, msg: multicast.Message{ID: id, Dst: partition.SetOf(0, 3)}, notified: true, notifier: 0, notifID: 2}))
+	f.Add(enc(envelope{kind: envNotif, msg: multicast.Message{ID: id, Dst: partition.SetOf(0, 3)}, notifIDOut: 9}))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		e, err := decodeEnvelope(b, 8)
+		e, err := decodeEnvelope(b, 8, &linkIDs{})
 		if err != nil {
 			return
 		}
-		again := appendEnvelope(nil, e)
-		e2, err := decodeEnvelope(again, 8)
+		again := appendEnvelope(nil, e, 8, &linkIDs{})
+		e2, err := decodeEnvelope(again, 8, &linkIDs{})
 		if err != nil {
 			t.Fatalf("re-decoding %x: %v", again, err)
 		}
-		if !bytes.Equal(appendEnvelope(nil, e2), again) {
+		if !bytes.Equal(appendEnvelope(nil, e2, 8, &linkIDs{}), again) {
 			t.Fatalf("encoding not stable for %x", b)
 		}
 	})
+}
+
+// TestLinkIDs sends ids over one link, more clients than it has slots, and
+// checks that the receiving end decodes every one, that remembered clients
+// travel in 12 bits or fewer, and that a snapshot of either end restores to the
+// same memory.
+func TestLinkIDs(t *testing.T) {
+	var tx, rx linkIDs
+	rng := rand.New(rand.NewPCG(7, 7))
+	clients := make([]uint64, 2*linkSlots)
+	seqs := make([]uint64, len(clients))
+	for i := range clients {
+		clients[i] = rng.Uint64()
+	}
+	clients[0] = multicast.FlushClient
+	var short, all int
+	for i := range 20000 {
+		// Mostly a few hot clients, at times one of many.
+		k := rng.IntN(24)
+		if i%10 == 0 {
+			k = rng.IntN(len(clients))
+		}
+		seqs[k] += uint64(rng.IntN(3))
+		if rng.IntN(20) == 0 {
+			seqs[k] -= min(seqs[k], 5) // an older id of the client
+		}
+		id := multicast.MsgID{Client: clients[k], Seq: seqs[k]}
+		w := bitWriter{}
+		tx.writeID(&w, id)
+		bits := w.nacc + 8*uint(len(w.b))
+		r := bitReader{b: w.flush()}
+		if got := rx.readID(&r); got != id || !r.done() {
+			t.Fatalf("id %d: sent %s, received %s", i, id, got)
+		}
+		all++
+		if bits <= 12 {
+			short++
+		}
+		if i%5000 == 0 {
+			for _, end := range []struct {
+				k      *linkIDs
+				sender bool
+			}{{&tx, true}, {&rx, false}} {
+				var back linkIDs
+				d := wire.NewDecoder(appendLinkIDs(nil, end.k, 4))
+				restoreLinkIDs(d, &back, 4, end.sender)
+				if err := d.Finish(); err != nil {
+					t.Fatal(err)
+				}
+				if back.client != end.k.client || back.seq != end.k.seq || back.used != end.k.used || back.next != end.k.next || back.others != end.k.others || back.last != end.k.last {
+					t.Fatalf("id %d: link memory changed through a snapshot", i)
+				}
+				if end.sender && !maps.Equal(back.slot, end.k.slot) {
+					t.Fatalf("id %d: sender's slot map changed through a snapshot", i)
+				}
+			}
+		}
+	}
+	if short < all*8/10 {
+		t.Errorf("%d of %d ids took at most 12 bits, want 80%%", short, all)
+	}
+	// A sender's memory with a client in two slots is corrupt.
+	dup := linkIDs{used: 2}
+	dup.client[0], dup.client[1] = 5, 5
+	dup.used = 2
+	d := wire.NewDecoder(appendLinkIDs(nil, &dup, 4))
+	restoreLinkIDs(d, &linkIDs{}, 4, true)
+	if d.Finish() == nil {
+		t.Error("restored a sender's link memory with a client in two slots")
+	}
+}
+
+// TestEntryBits sends history segments of random entries over one link,
+// from ids of a few clients to any id at all (flushes, sequences far
+// apart), and checks that each decodes to what was sent, that a block cut
+// short is refused, and that entries of a few hot clients take
+// about two bytes.
+func TestEntryBits(t *testing.T) {
+	const n = 12
+	var tx, rx linkIDs
+	rng := rand.New(rand.NewPCG(8, 8))
+	hot := make([]multicast.MsgID, 24)
+	for i := range hot {
+		hot[i] = multicast.MsgID{Client: rng.Uint64() >> 1, Seq: rng.Uint64N(1000)}
+	}
+	var entries, bytesHot int
+	for round := range 3000 {
+		owner := partition.GroupID(rng.IntN(n))
+		es := make([]entry, rng.IntN(40))
+		for i := range es {
+			var id multicast.MsgID
+			switch r := rng.IntN(100); {
+			case round < 2000 || r < 90:
+				k := rng.IntN(len(hot))
+				hot[k].Seq += rng.Uint64N(8)
+				id = hot[k]
+			case r < 93:
+				id = multicast.MsgID{Client: multicast.FlushClient, Seq: rng.Uint64()}
+			default:
+				id = multicast.MsgID{Client: rng.Uint64(), Seq: rng.Uint64()}
+			}
+			dst := partition.SetOf(owner, partition.GroupID(rng.IntN(n)))
+			if rng.IntN(2) == 0 {
+				dst = partition.SetOf(owner, (owner+1)%n) // an owner's usual peer
+			}
+			if rng.IntN(10) == 0 {
+				dst = partition.AllGroups(n)
+			}
+			if dst.Len() == 1 {
+				dst = dst.Add((owner + 1) % n)
+			}
+			es[i] = entry{id: id, dst: dst}
+		}
+		before := rx
+		w := bitWriter{}
+		appendEntryBits(&w, es, owner, n, &tx)
+		block := w.flush()
+		for cut := range len(block) {
+			// A block cut short fails.
+			trial := before
+			r := bitReader{b: block[:cut]}
+			if err := entryBits(&r, make([]entry, len(es)), owner, n, &trial); err == nil && r.done() {
+				t.Fatalf("round %d: a block cut from %d to %d bytes decoded", round, len(block), cut)
+			}
+		}
+		got := make([]entry, len(es))
+		r := bitReader{b: block}
+		if err := entryBits(&r, got, owner, n, &rx); err != nil || !r.done() {
+			t.Fatalf("round %d: %v (done %v)", round, err, r.done())
+		}
+		b := block
+		if !slices.Equal(got, es) {
+			t.Fatalf("round %d: sent %v, received %v", round, es, got)
+		}
+		if round < 2000 && round >= 100 {
+			entries += len(es)
+			bytesHot += len(b)
+		}
+	}
+	if per := float64(bytesHot) / float64(entries); per > 2.5 {
+		t.Errorf("%.2f bytes per entry of 24 hot clients, want <= 2.5", per)
+	}
 }

@@ -17,10 +17,12 @@ import (
 // (so that another core's snapshot is refused), and snapshotVersion.
 const (
 	snapshotMagic = 'F'
-	// Version 3: every queued notification holds the blockers it took on
-	// arrival (no armed flag); no record of the notifications issued about
-	// each message (version 2's, which notifyNext does not need).
-	snapshotVersion = 3
+	// Version 4: the memory of the ids each link carried (links), which
+	// envelope format 2 needs. Version 3: every queued notification holds
+	// the blockers it took on arrival (no armed flag); no record of the
+	// notifications issued about each message (version 2's, which
+	// notifyNext does not need).
+	snapshotVersion = 4
 )
 
 // Snapshot layout. Integers are unsigned varints, ids two of them, sets one
@@ -29,6 +31,9 @@ const (
 //	magic, version, groups n, self
 //	chains[o], o = 0..self:  count, then id and dst per entry, in chain order
 //	sent[d][o]+1:            d = self+1..n-1, o = 0..self
+//	links[g], g != self:     slots used, then client and last sequence per
+//	                         slot, next, and for o = 0..n-1 the two latest
+//	                         other destinations (see linkIDs)
 //	open dependencies:       count, then ids in the dag's open order
 //	knownEver
 //	queue[a], a = 0..self-1: count, then ids in queue order
@@ -72,6 +77,11 @@ func (c *Core) AppendSnapshot(b []byte) []byte {
 	for d := int(c.self) + 1; d < c.n; d++ {
 		for _, s := range c.sent[d] {
 			b = wire.AppendUvarint(b, uint64(s+1))
+		}
+	}
+	for g := range c.links {
+		if g != int(c.self) {
+			b = appendLinkIDs(b, &c.links[g], c.n)
 		}
 	}
 	b = appendIDs(b, c.dag.openIDs(nil))
@@ -147,6 +157,11 @@ func (c *Core) restore(d *wire.Decoder) error {
 				d.Fail("shipped %d entries of chain %d to group %d, which holds %d", v, o, dd, len(c.chains[o].entries))
 			}
 			c.sent[dd][o] = int32(v) - 1 // bounded by the chain's length above
+		}
+	}
+	for g := range c.links {
+		if g != int(c.self) && d.Err() == nil {
+			restoreLinkIDs(d, &c.links[g], c.n, g > int(c.self))
 		}
 	}
 	open := restoreIDs(d)

@@ -430,6 +430,12 @@ func TestRestoreRejectsOtherConfigs(t *testing.T) {
 			t.Errorf("%s: got %v, want ErrCorrupt", tc.name, err)
 		}
 	}
+	// A version 3 snapshot (before the links' memories) is refused, naming
+	// both versions.
+	if _, err := Restore(Config{Self: 1, Topology: top}, append([]byte{snapshotMagic, 3}, snap[2:]...)); err == nil ||
+		!strings.Contains(err.Error(), "snapshot version 3, want 4") {
+		t.Errorf("version 3 snapshot: got %v, want a refusal naming versions 3 and 4", err)
+	}
 	if _, err := Restore(Config{Self: 7, Topology: top}, snap); err == nil || errors.Is(err, wire.ErrCorrupt) {
 		t.Errorf("Restore with an invalid config: got %v, want New's error", err)
 	}
