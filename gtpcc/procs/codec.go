@@ -104,6 +104,9 @@ type decoder struct {
 	b   []byte
 	off int
 	err error
+	// s is b as a string, made on the first string field read: the
+	// strings of a row are its substrings, one allocation for all.
+	s string
 }
 
 func (d *decoder) fail(format string, args ...any) {
@@ -142,7 +145,13 @@ func (d *decoder) str() string {
 		return ""
 	}
 	d.off += k
-	s := string(d.b[d.off : d.off+int(n)])
+	if n == 0 {
+		return ""
+	}
+	if d.s == "" {
+		d.s = string(d.b)
+	}
+	s := d.s[d.off : d.off+int(n)]
 	d.off += int(n)
 	return s
 }
