@@ -446,7 +446,11 @@ func (c *homeCaller) Call(ctx context.Context, proc string, args []byte, _ [][]b
 	var a struct {
 		W int `json:"w"`
 	}
-	if err := json.Unmarshal(args, &a); err != nil {
+	js, _, err := procs.RowJSON(args) // every procedure's arguments have a "w"
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(js, &a); err != nil {
 		return nil, err
 	}
 	c.mu.Lock()

@@ -523,7 +523,11 @@ func TestGeneratorArgs(t *testing.T) {
 				}
 				if op.Kind == KindPayment || op.Kind == KindOrderStatus {
 					customers++
-					if strings.Contains(string(op.Args), `"c_last"`) {
+					js, _, err := procs.RowJSON(op.Args)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if strings.Contains(string(js), `"c_last"`) {
 						byName++
 					}
 				}

@@ -336,9 +336,18 @@ func TestGtpccCluster(t *testing.T) {
 		}
 		return stdout
 	}
-	var d procs.District
-	if err := procs.Decode(procs.DistrictKey(1, 1), []byte(kv("get", string(procs.DistrictKey(1, 1)))), &d); err != nil {
-		t.Fatal(err)
+	// kv get shows a row, stored in binary, as JSON; --raw as stored.
+	var d, raw procs.District
+	shown := kv("get", string(procs.DistrictKey(1, 1)))
+	if err := json.Unmarshal([]byte(shown), &d); err != nil || d.NextOID < 1 || d.Name == "" {
+		t.Fatalf("kv get %s: %q (%v), want the district as JSON", procs.DistrictKey(1, 1), shown, err)
+	}
+	stored := strings.TrimSuffix(kv("get", "--raw", string(procs.DistrictKey(1, 1))), "\n")
+	if err := procs.Decode(procs.DistrictKey(1, 1), []byte(stored), &raw); err != nil || raw != d {
+		t.Fatalf("kv get --raw %s: %+v, %v; want %+v", procs.DistrictKey(1, 1), raw, err, d)
+	}
+	if scanned := kv("scan", string(procs.DistrictKey(1, 1)), string(procs.DistrictKey(1, 2))); scanned != string(procs.DistrictKey(1, 1))+"\t"+shown {
+		t.Errorf("kv scan of district 1: %q, want %q", scanned, string(procs.DistrictKey(1, 1))+"\t"+shown)
 	}
 	d.YTD += 7
 	kv("put", string(procs.DistrictKey(1, 1)), string(procs.Encode(d)))

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/flexkv/flexkv/client"
+	"github.com/flexkv/flexkv/gtpcc/procs"
 	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/txn"
@@ -57,7 +58,8 @@ func newKVCmd() *cobra.Command {
 		Short:         "Read and write keys, and run transactions, on a FlexKV cluster",
 		Long: `Read and write keys, and run one-shot transactions, on a FlexKV cluster.
 
-  flexkv kv get KEY                 prints the value alone on one line
+  flexkv kv get KEY                 prints the value alone on one line (a gTPC-C
+                                    row as JSON; --raw: as stored)
   flexkv kv put KEY VALUE           prints nothing
   flexkv kv del KEY                 prints nothing
   flexkv kv scan START END          prints one KEY<TAB>VALUE line per key of [START, END)
@@ -107,8 +109,24 @@ func kvArgs(names ...string) cobra.PositionalArgs {
 	}
 }
 
+// rowFlagHelp is the help of --raw.
+const rowFlagHelp = "print values as stored: without it, a gTPC-C row (stored in binary) prints as JSON"
+
+// shownValue returns value as kv get and kv scan print it: a gTPC-C row
+// or procedure arguments (procs.RowJSON) as JSON unless raw, any other
+// value, or one that does not decode, as it is.
+func shownValue(value []byte, raw bool) []byte {
+	if raw {
+		return value
+	}
+	if js, ok, err := procs.RowJSON(value); ok && err == nil {
+		return js
+	}
+	return value
+}
+
 func newKVGetCmd() *cobra.Command {
-	var asJSON, stale bool
+	var asJSON, stale, raw bool
 	cmd := &cobra.Command{
 		Use:   "get KEY",
 		Short: "Print the value of KEY (exit 1 when it is missing)",
@@ -127,6 +145,7 @@ func newKVGetCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
+				value = shownValue(value, raw)
 				out := c.OutOrStdout()
 				switch {
 				case asJSON:
@@ -151,6 +170,7 @@ func newKVGetCmd() *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"key":...,"found":...,"value":...}`)
 	cmd.Flags().BoolVar(&stale, "stale", false, `read a replica's state without asking the leader: faster, possibly stale (with --json, marked "stale":true)`)
+	cmd.Flags().BoolVar(&raw, "raw", false, rowFlagHelp)
 	return cmd
 }
 
@@ -236,8 +256,8 @@ func newKVDelCmd() *cobra.Command {
 
 func newKVScanCmd() *cobra.Command {
 	var (
-		asJSON bool
-		limit  int
+		asJSON, raw bool
+		limit       int
 	)
 	cmd := &cobra.Command{
 		Use:   "scan START END",
@@ -277,6 +297,9 @@ The range must lie in one partition.`,
 				if err != nil {
 					return err
 				}
+				for i := range kvs {
+					kvs[i].Value = shownValue(kvs[i].Value, raw)
+				}
 				out := c.OutOrStdout()
 				if asJSON {
 					if kvs == nil {
@@ -296,6 +319,7 @@ The range must lie in one partition.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"kvs":[{"key":...,"value":...}]}`)
+	cmd.Flags().BoolVar(&raw, "raw", false, rowFlagHelp)
 	cmd.Flags().IntVar(&limit, "limit", kvScanLimitDefault, fmt.Sprintf("most keys to print, 1..%d", txn.ScanLimitMax))
 	return cmd
 }

@@ -151,15 +151,15 @@ func parseNewOrder(b []byte) (NewOrderArgs, error) {
 		return a, fmt.Errorf("gtpcc: %s: %d order lines, want 1..%d", proc, n, OrderLinesMax)
 	}
 	for i, l := range a.Lines {
-		field := fmt.Sprintf("lines[%d].", i)
-		if err := checkRange(proc, field+"i", l.Item, 1, itemIDMax); err != nil {
-			return a, err
-		}
-		if err := checkWarehouse(proc, field+"supply_w", l.SupplyW); err != nil {
-			return a, err
-		}
-		if err := checkRange(proc, field+"qty", l.Quantity, 1, LineQuantityMax); err != nil {
-			return a, err
+		// The field's name only for an error: it costs an allocation.
+		field := func(name string) string { return fmt.Sprintf("lines[%d].%s", i, name) }
+		switch {
+		case l.Item < 1 || l.Item > itemIDMax:
+			return a, checkRange(proc, field("i"), l.Item, 1, itemIDMax)
+		case l.SupplyW < 1 || l.SupplyW > WarehouseMax:
+			return a, checkWarehouse(proc, field("supply_w"), l.SupplyW)
+		case l.Quantity < 1 || l.Quantity > LineQuantityMax:
+			return a, checkRange(proc, field("qty"), l.Quantity, 1, LineQuantityMax)
 		}
 	}
 	return a, nil
@@ -226,4 +226,6 @@ func parseStockLevel(b []byte) (StockLevelArgs, error) {
 
 // orderLinePrefix is the prefix of the order-line keys of order o of
 // district d: OrderLineKey(w, d, o, n) without the line number.
-func orderLinePrefix(w, d, o int) []byte { return fmt.Appendf(nil, "w/%04d/ol/%02d/%08d/", w, d, o) }
+func orderLinePrefix(w, d, o int) []byte {
+	return append(orderKey(warehouseTable(23, w, "ol/"), d, o), '/')
+}

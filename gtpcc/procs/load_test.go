@@ -55,8 +55,10 @@ func TestLoadProcBadArgs(t *testing.T) {
 	}{
 		{"not json", []byte("{"), "arguments"},
 		{"empty", nil, "arguments"},
-		{"unknown field", []byte(`{"w":1,"tabel":"stock"}`), "unknown field"},
-		{"data after", append(EncodeArgs(good), []byte(" {}")...), "data after"},
+		{"json", []byte(`{"w":1,"table":"stock"}`), "JSON, the format of older clients"},
+		{"data after", append(EncodeArgs(good), []byte(" {}")...), "3 bytes after the last field"},
+		{"truncated", EncodeArgs(good)[:5], "truncated"},
+		{"other type", EncodeArgs(DeliveryArgs{W: 1, Carrier: 1, Date: 1}), "delivery arguments, want load arguments"},
 		{"warehouse 0", loadArgsWith(good, func(a *LoadArgs) { a.W = 0 }), "warehouse 0"},
 		{"warehouse too large", loadArgsWith(good, func(a *LoadArgs) { a.W = WarehouseMax + 1 }), "warehouse 10000"},
 		{"bad scale", loadArgsWith(good, func(a *LoadArgs) { a.Scale.OrdersPerDistrict = 13 }), "orders per district"},

@@ -226,7 +226,12 @@ func decodeOpResult(o *txn.OpResult, proc string, out any) error {
 
 // output returns the OpResult that reports out, about the row at key.
 func output(index int, key []byte, out any) txn.OpResult {
-	return txn.OpResult{Index: index, Kind: txn.OpGet, Key: key, Found: true, Value: Encode(out)}
+	b, err := json.Marshal(out)
+	if err != nil {
+		// Outputs are plain structs of strings and numbers.
+		panic(fmt.Sprintf("gtpcc: encode %T: %v", out, err))
+	}
+	return txn.OpResult{Index: index, Kind: txn.OpGet, Key: key, Found: true, Value: b}
 }
 
 // procRows reads and writes the rows of one procedure piece, with errors

@@ -869,8 +869,11 @@ func TestProcedureKeysErrors(t *testing.T) {
 	}{
 		{"gtpcc.nope", "{}", `unknown procedure "gtpcc.nope"`},
 		{ProcNewOrder, "{", "arguments"},
-		{ProcNewOrder, `{"w":1,"d":1,"c":1,"lines":[{"i":1,"supply_w":1,"qty":1}],"x":1}`, "unknown field"},
-		{ProcNewOrder, `{"w":1} {}`, "data after"},
+		{ProcNewOrder, string(EncodeArgs(NewOrderArgs{EntryD: 1, W: 1, D: 1, C: 1, Lines: ok})) + "x", "1 bytes after the last field"},
+		{ProcNewOrder, string(EncodeArgs(NewOrderArgs{EntryD: 1, W: 1, D: 1, C: 1, Lines: ok}))[:7], "truncated"},
+		{ProcNewOrder, string(EncodeArgs(PaymentArgs{Date: 1, W: 1, D: 1, CW: 1, CD: 1, CID: 1, Amount: 1})), "payment arguments, want new-order arguments"},
+		{ProcNewOrder, `{"w":1,"d":1,"c":1,"lines":[{"i":1,"supply_w":1,"qty":1}],"entry_d_ms":1}`, "JSON, the format of older clients"},
+		{ProcNewOrder, "\xf2\x20", "unknown format 0xf2"},
 		{ProcNewOrder, NewOrderArgs{EntryD: 1, W: 0, D: 1, C: 1, Lines: ok}, "w 0"},
 		{ProcNewOrder, NewOrderArgs{EntryD: 1, W: WarehouseMax + 1, D: 1, C: 1, Lines: ok}, "w 10000"},
 		{ProcNewOrder, NewOrderArgs{EntryD: 1, W: 1, D: 11, C: 1, Lines: ok}, "d 11"},
@@ -909,7 +912,7 @@ func TestProcedureKeysErrors(t *testing.T) {
 		// is checked, not only the warehouse.
 		{ProcLoad, LoadArgs{W: 1, Table: "nope", Scale: Small, Date: 1}, `table "nope"`},
 		{ProcLoad, LoadArgs{W: 1, Table: TableStock, From: 1, To: Small.Items + 1, Scale: Small, Date: 1}, "rows 1..1001"},
-		{ProcLoad, `{"w":1,"bogus":2}`, "unknown field"},
+		{ProcLoad, `{"w":1,"table":"stock"}`, "JSON"},
 	} {
 		b, isString := tc.args.(string)
 		if !isString {
@@ -972,33 +975,76 @@ func TestRouting(t *testing.T) {
 var junkProcs = slices.DeleteFunc(slices.Clone(procedures), func(p namedProc) bool { return p.name == ProcLoad })
 
 // junkArgs are arguments that every procedure must refuse or run without
-// panicking.
-var junkArgs = []string{
-	"", "null", "{}", "[]", "{", `"x"`, "1", `{"w":1}`, `{"w":null}`,
-	`{"w":1,"d":1,"c":1,"lines":null}`,
-	`{"w":1,"d":1,"c":1,"lines":[null]}`,
-	`{"w":1,"d":1,"c":1,"lines":[{"i":1,"supply_w":1,"qty":1}]}`,
-	`{"w":1,"d":1,"c":1,"lines":[{"i":999999,"supply_w":9999,"qty":10}]}`,
-	`{"w":1,"d":1,"c":1,"lines":[{"i":1e99,"supply_w":1,"qty":1}]}`,
-	`{"w":9223372036854775807,"d":1,"c":1,"lines":[{"i":1,"supply_w":1,"qty":1}]}`,
-	`{"w":1,"d":1,"c_w":1,"c_d":1,"c_id":1,"amount_cents":1}`,
-	`{"w":1,"d":1,"c_w":2,"c_d":1,"c_last":"BARBARBAR","amount_cents":100000000000}`,
-	`{"w":1,"d":1,"c_w":1,"c_d":1,"c_last":"\u0000","amount_cents":1}`,
-	`{"w":1,"d":1,"c_last":"BARBARBAR"}`,
-	`{"w":1,"d":1,"c_id":3}`,
-	`{"w":1,"carrier":1,"date_ms":-1}`,
-	`{"w":1,"d":1,"threshold":9223372036854775807}`,
-	`{"w":2,"d":10,"threshold":1}`,
-}
+// panicking: bytes that are not arguments, arguments of every type (a
+// procedure is sent another's too) and values beyond their bounds.
+var junkArgs = func() []string {
+	const maxInt, minInt = int(^uint(0) >> 1), -int(^uint(0)>>1) - 1
+	out := []string{
+		"", "null", "{}", "[]", "{", `"x"`, "1", `{"w":1}`,
+		`{"w":1,"d":1,"c":1,"lines":[{"i":1,"supply_w":1,"qty":1}],"entry_d_ms":1}`,
+		"\xf1", "\xf1\x20", "\xf1\x21", "\xf1\x20\x02\x02\x02\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01",
+		"\xf1\x20\x02\x02\x02\x0f", "\xf1\x21\x02\x02\x02\x02\x00\x7f", "\xf1\x07\x02",
+	}
+	for _, a := range []any{
+		NewOrderArgs{W: 1, D: 1, C: 1},
+		NewOrderArgs{W: 1, D: 1, C: 1, Lines: []NewOrderLine{{}}},
+		NewOrderArgs{W: 1, D: 1, C: 1, EntryD: 1, Lines: []NewOrderLine{{Item: 1, SupplyW: 1, Quantity: 1}}},
+		NewOrderArgs{W: 1, D: 1, C: 1, EntryD: 1, Lines: []NewOrderLine{{Item: 999999, SupplyW: 9999, Quantity: 10}}},
+		NewOrderArgs{W: 1, D: 1, C: 1, EntryD: 1, Lines: []NewOrderLine{{Item: maxInt, SupplyW: 1, Quantity: 1}}},
+		NewOrderArgs{W: maxInt, D: 1, C: 1, EntryD: 1, Lines: []NewOrderLine{{Item: 1, SupplyW: 1, Quantity: 1}}},
+		NewOrderArgs{W: 1, D: 1, C: 1, EntryD: 1, Lines: make([]NewOrderLine, 16)},
+		PaymentArgs{W: 1, D: 1, CW: 1, CD: 1, CID: 1, Amount: 1},
+		PaymentArgs{W: 1, D: 1, CW: 2, CD: 1, CLast: "BARBARBAR", Amount: 100000000000, Date: 1},
+		PaymentArgs{W: 1, D: 1, CW: 1, CD: 1, CLast: "\x00", Amount: 1, Date: 1},
+		PaymentArgs{W: 1, D: 1, CW: 1, CD: 1, CID: minInt, Amount: -1 << 63, Date: 1},
+		OrderStatusArgs{W: 1, D: 1, CLast: "BARBARBAR"},
+		OrderStatusArgs{W: 1, D: 1, CID: 3},
+		DeliveryArgs{W: 1, Carrier: 1, Date: -1},
+		StockLevelArgs{W: 1, D: 1, Threshold: maxInt},
+		StockLevelArgs{W: 2, D: 10, Threshold: 1},
+		LoadArgs{W: 1, Table: TableStock, From: 1, To: 1, Scale: Scale{Items: 1, CustomersPerDistrict: 1}, Date: 1},
+	} {
+		out = append(out, string(EncodeArgs(a)))
+	}
+	return out
+}()
 
-// junkValues are stored values no procedure may panic on.
-var junkValues = []string{
-	"", "{", "null", "[]", `"s"`, "0", `{"next_o_id":-5}`, `{"next_o_id":99999999}`, `{"next_o_id":100000000}`,
-	`{"tax_bp":99999999999}`, `{"discount_bp":-1}`, `{"price_cents":9223372036854775807}`,
-	`{"quantity":9223372036854775807,"ytd":9223372036854775807}`, `{"quantity":-9223372036854775808}`,
-	`{"balance_cents":-9223372036854775808,"credit":"BC","data":"` + strings.Repeat("x", 600) + `"}`,
-	`{"last_o_id":-1}`, `{"last_o_id":1}`, `{"c_id":0}`, `{"c_id":99999}`, `{"i_id":0}`, `{"i_id":1}`,
-	`{"amount_cents":-1}`, `{"amount_cents":9223372036854775807}`, `{"name":1}`,
+// junkValues are stored values no procedure may panic on: bytes that are
+// not rows, rows of every type (a key may hold another's) and rows with
+// numbers beyond their bounds.
+var junkValues = func() []string {
+	const maxInt, minInt = int(^uint(0) >> 1), -int(^uint(0)>>1) - 1
+	out := []string{"", "{", "null", `{"next_o_id":5}`, "\xf1", "\xf1\x02", "\xf1\x03\x05", "\xf1\x7f\x00", "\xf2\x02"}
+	for _, r := range []any{
+		District{NextOID: -5}, District{NextOID: 99999999}, District{NextOID: 100000000}, District{Tax: 99999999999},
+		Warehouse{Tax: 99999999999}, Warehouse{YTD: 1<<63 - 1},
+		Customer{Discount: -1}, Customer{LastOrder: -1}, Customer{LastOrder: 1},
+		Customer{Balance: -1 << 63, Credit: "BC", Data: strings.Repeat("x", 600)},
+		Item{Price: 1<<63 - 1}, Item{Price: -1},
+		Stock{Quantity: maxInt, YTD: maxInt}, Stock{Quantity: minInt},
+		Order{CID: 0}, Order{CID: 99999, OLCnt: -1}, Order{Carrier: 1, OLCnt: 99},
+		OrderLine{Item: 0}, OrderLine{Item: 1, Amount: -1}, OrderLine{Amount: 1<<63 - 1},
+		History{Amount: -1}, CustomerPayment{Amount: 1<<63 - 1},
+		Scale{}, Scale{Items: -1, CustomersPerDistrict: maxInt},
+	} {
+		out = append(out, string(Encode(r)))
+	}
+	return out
+}()
+
+// junkValueFor returns a junk value to replace old: mostly one of old's
+// row type, which its reader decodes and must check, else any.
+func junkValueFor(r *rand.Rand, old string) string {
+	var same []string
+	for _, v := range junkValues {
+		if len(old) > 1 && len(v) > 1 && v[0] == old[0] && v[1] == old[1] {
+			same = append(same, v)
+		}
+	}
+	if len(same) > 0 && r.IntN(4) != 0 {
+		return same[r.IntN(len(same))]
+	}
+	return junkValues[r.IntN(len(junkValues))]
 }
 
 // junkKeys are keys a scan may meet that no procedure may panic on.
@@ -1043,7 +1089,8 @@ func TestJunkNeverPanics(t *testing.T) {
 			if r.IntN(4) == 0 {
 				g.kv[junkKeys[r.IntN(len(junkKeys))]] = junkValues[r.IntN(len(junkValues))]
 			} else {
-				g.kv[keys[r.IntN(len(keys))]] = junkValues[r.IntN(len(junkValues))]
+				k := keys[r.IntN(len(keys))]
+				g.kv[k] = junkValueFor(r, g.kv[k])
 			}
 		}
 		v := valid[r.IntN(len(valid))]

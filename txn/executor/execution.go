@@ -280,7 +280,7 @@ func (x *execution) vote(q *queued) error {
 	j := q.job
 	var v txn.Vote
 	if j.call != nil {
-		res, view, err := x.evalCall(j)
+		res, view, err := x.evalCall(j, true)
 		if err != nil {
 			return err
 		}
@@ -319,7 +319,7 @@ func (x *execution) send(j *job, payload []byte) {
 // callFootprint sets the footprint of call q, which voted: what a trial run
 // of it touches now.
 func (x *execution) callFootprint(q *queued) error {
-	_, view, err := x.evalCall(q.job)
+	_, view, err := x.evalCall(q.job, true)
 	if err != nil {
 		return err
 	}

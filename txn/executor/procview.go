@@ -22,9 +22,11 @@ type procView struct {
 	// denied is the first access the piece may not make: it aborts the
 	// piece even if the procedure ignored the error.
 	denied error
-	// fp records what the piece touched: the footprint of a call that
-	// voted (conflict.go).
-	fp footprint
+	// fp records what the piece touched, when track is set: the
+	// footprint of a call that voted (conflict.go). A piece that runs
+	// without a trial needs none, and skips the copies of its keys.
+	fp    footprint
+	track bool
 }
 
 func (v *procView) deny(format string, args ...any) error {
@@ -62,7 +64,9 @@ func (v *procView) Get(key []byte) ([]byte, bool, error) {
 	if _, ok := v.readable(key); !ok {
 		return nil, false, v.deny("txn: get %s: a key group %d does not hold", txn.Quote(key), v.self)
 	}
-	v.fp.reads = append(v.fp.reads, string(key))
+	if v.track {
+		v.fp.reads = append(v.fp.reads, string(key))
+	}
 	val, found, err := v.e.Get(key)
 	if err != nil {
 		return nil, false, v.store(err)
@@ -82,7 +86,9 @@ func (v *procView) Scan(start, end []byte, limit int) ([]txn.KV, error) {
 	case limit < 1 || limit > txn.ScanLimitMax:
 		return nil, v.deny("txn: scan limit %d, want 1..ScanLimitMax (%d)", limit, txn.ScanLimitMax)
 	}
-	v.fp.scans = append(v.fp.scans, span{start: string(start), end: string(end)})
+	if v.track {
+		v.fp.scans = append(v.fp.scans, span{start: string(start), end: string(end)})
+	}
 	kvs, err := v.e.Scan(start, end, limit)
 	if err != nil {
 		return nil, v.store(err)
@@ -101,7 +107,9 @@ func (v *procView) Put(key, value []byte) error {
 	if len(value) > kv.ValueMax {
 		return v.deny("txn: put %s: value of %d bytes, more than %d", txn.Quote(key), len(value), kv.ValueMax)
 	}
-	v.fp.writes = append(v.fp.writes, string(key))
+	if v.track {
+		v.fp.writes = append(v.fp.writes, string(key))
+	}
 	v.e.Put(bytes.Clone(key), bytes.Clone(value))
 	return nil
 }
@@ -110,7 +118,9 @@ func (v *procView) Delete(key []byte) error {
 	if err := v.writable(key); err != nil {
 		return err
 	}
-	v.fp.writes = append(v.fp.writes, string(key))
+	if v.track {
+		v.fp.writes = append(v.fp.writes, string(key))
+	}
 	v.e.Delete(bytes.Clone(key))
 	return nil
 }
@@ -136,7 +146,7 @@ func (x *execution) runCall(j *job, votes []txn.Vote) (txn.PieceResult, error) {
 	res, v := x.trialRes, x.trialView
 	if x.trialJob != j {
 		var err error
-		if res, v, err = x.evalCall(j); err != nil {
+		if res, v, err = x.evalCall(j, false); err != nil {
 			return txn.PieceResult{}, err
 		}
 	}
@@ -162,11 +172,12 @@ func (x *execution) runCall(j *job, votes []txn.Vote) (txn.PieceResult, error) {
 
 // evalCall runs the procedure of job j at this group over a view that
 // holds its writes back, and returns its result and the view (flushed by
-// runCall when the call commits). A store error is the error; every other
+// runCall when the call commits), which records the footprint of the run
+// if track is set (a trial run). A store error is the error; every other
 // failure is an aborted result.
-func (x *execution) evalCall(j *job) (txn.PieceResult, *procView, error) {
+func (x *execution) evalCall(j *job, track bool) (txn.PieceResult, *procView, error) {
 	cfg := &x.e.cfg
-	v := &procView{e: txn.NewOverlay(x.rw), pm: cfg.Partitions, self: cfg.Self}
+	v := &procView{e: txn.NewOverlay(x.rw), pm: cfg.Partitions, self: cfg.Self, track: track}
 	p := &txn.ProcPiece{
 		ID: j.id, Group: cfg.Self, Dst: j.dst, Args: j.call.Args,
 		Reader: v, Writer: v, Owns: v.owns,

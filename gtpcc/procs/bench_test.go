@@ -1,0 +1,163 @@
+package procs_test
+
+import (
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/flexkv/flexkv/gtpcc/procs"
+	"github.com/flexkv/flexkv/kv"
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/partition"
+	"github.com/flexkv/flexkv/txn"
+	"github.com/flexkv/flexkv/txn/executor"
+)
+
+// benchGroup is one group holding warehouses 1 and 2 and the replicated
+// item range, on the real executor over an in-memory store, loaded at
+// procs.Small.
+type benchGroup struct {
+	reg   *txn.Registry
+	pm    *partition.PartitionMap
+	top   *partition.Topology
+	store *kv.Store
+	ex    *executor.Executor
+	index uint64
+	seq   uint64
+}
+
+func newBenchGroup(b *testing.B) *benchGroup {
+	b.Helper()
+	top, err := partition.NewTopology(partition.Spec{Groups: []partition.Group{{Name: "a"}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	pm, err := partition.NewPartitionMap(top, []partition.Partition{
+		{Name: "item", Start: []byte("item/"), End: []byte("item0"), Group: partition.NoGroup, Replicated: true},
+		{Name: "w", Start: procs.WarehousePrefix(1), End: procs.WarehouseEnd(2), Group: 0},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := kv.Open(kv.Options{Dir: "bench", NoSync: true, FS: vfs.NewMem()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			b.Errorf("close store: %v", err)
+		}
+	})
+	reg := procs.Registry()
+	ex, err := executor.NewExecutor(executor.Config{Store: s, Partitions: pm, Topology: top, Self: 0, Procedures: reg})
+	if err != nil {
+		b.Fatal(err)
+	}
+	g := &benchGroup{reg: reg, pm: pm, top: top, store: s, ex: ex}
+	scale := procs.Small
+	batch := s.NewBatch()
+	for i := 1; i <= scale.Items; i++ {
+		if err := batch.Put(procs.ItemKey(i), procs.Encode(procs.ItemRow(i))); err != nil {
+			b.Fatal(err)
+		}
+	}
+	g.index++
+	if err := s.Commit(batch, g.index); err != nil {
+		b.Fatal(err)
+	}
+	batch.Close()
+	for w := 1; w <= 2; w++ {
+		for _, table := range []string{procs.TableWarehouse, procs.TableStock, procs.TableCustomer, procs.TableOrder} {
+			rows := map[string]int{procs.TableWarehouse: 1, procs.TableStock: scale.Items,
+				procs.TableCustomer: scale.CustomersPerDistrict, procs.TableOrder: scale.OrdersPerDistrict}[table]
+			chunk := procs.LoadChunkMax(table)
+			for from := 1; from <= rows; from += chunk {
+				to := min(from+chunk-1, rows)
+				res := g.run(b, procs.ProcLoad, procs.LoadArgs{W: w, Table: table, From: from, To: to, Scale: scale, Date: 1})
+				if !res.Succeeded {
+					b.Fatalf("load warehouse %d %s %d..%d: %+v", w, table, from, to, res)
+				}
+			}
+		}
+		batch := s.NewBatch()
+		if err := batch.Put(procs.ScaleKey(w), procs.Encode(scale)); err != nil {
+			b.Fatal(err)
+		}
+		g.index++
+		if err := s.Commit(batch, g.index); err != nil {
+			b.Fatal(err)
+		}
+		batch.Close()
+	}
+	return g
+}
+
+// message returns the message of a call to proc with args.
+func (g *benchGroup) message(b *testing.B, proc string, args any) multicast.Message {
+	b.Helper()
+	g.seq++
+	c := txn.Call{Name: proc, Args: procs.EncodeArgs(args)}
+	dst, err := g.reg.Destinations(c, g.pm, g.top, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return multicast.Message{ID: multicast.MsgID{Client: 3, Seq: g.seq}, Dst: dst, Payload: txn.AppendCallPayload(nil, c)}
+}
+
+// execute executes m in an entry of its own and returns its result.
+func (g *benchGroup) execute(b *testing.B, m multicast.Message) txn.PieceResult {
+	g.index++
+	if _, err := g.ex.Execute(g.index, []multicast.Message{m}, nil); err != nil {
+		b.Fatal(err)
+	}
+	res, ok, err := g.ex.Result(m.ID)
+	if err != nil || !ok {
+		b.Fatalf("result of %s: %v (found %v)", m.ID, err, ok)
+	}
+	return res
+}
+
+func (g *benchGroup) run(b *testing.B, proc string, args any) txn.PieceResult {
+	return g.execute(b, g.message(b, proc, args))
+}
+
+// benchLoop executes m once per iteration, under a new id, and fails
+// unless every piece succeeds.
+func benchLoop(b *testing.B, g *benchGroup, m multicast.Message) {
+	b.ReportAllocs()
+	for b.Loop() {
+		g.seq++
+		m.ID.Seq = g.seq
+		if res := g.execute(b, m); !res.Succeeded {
+			b.Fatalf("%+v", res)
+		}
+	}
+}
+
+// BenchmarkNewOrderPiece executes a ten-line new-order of warehouse 1,
+// one line supplied by warehouse 2 (both at the group): one piece that
+// reads and writes the home rows and ten stock rows.
+func BenchmarkNewOrderPiece(b *testing.B) {
+	g := newBenchGroup(b)
+	a := procs.NewOrderArgs{W: 1, D: 3, C: 42, EntryD: 1}
+	for i := range 10 {
+		a.Lines = append(a.Lines, procs.NewOrderLine{Item: 1 + i*97, SupplyW: 1 + i/9, Quantity: 1 + i%5})
+	}
+	benchLoop(b, g, g.message(b, procs.ProcNewOrder, a))
+}
+
+// BenchmarkPaymentPiece executes a payment of warehouse 1 by a customer
+// of warehouse 2 named by id (both at the group).
+func BenchmarkPaymentPiece(b *testing.B) {
+	g := newBenchGroup(b)
+	a := procs.PaymentArgs{W: 1, D: 3, CW: 2, CD: 5, CID: 42, Amount: 1234, Date: 1}
+	benchLoop(b, g, g.message(b, procs.ProcPayment, a))
+}
+
+// BenchmarkPaymentByNamePiece is BenchmarkPaymentPiece with the customer
+// named by last name: a scan of the name index first.
+func BenchmarkPaymentByNamePiece(b *testing.B) {
+	g := newBenchGroup(b)
+	a := procs.PaymentArgs{W: 1, D: 3, CW: 1, CD: 5, CLast: procs.LastName(7), Amount: 1234, Date: 1}
+	benchLoop(b, g, g.message(b, procs.ProcPayment, a))
+}
