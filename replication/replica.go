@@ -58,7 +58,7 @@ type Config struct {
 	TickInterval      time.Duration // default 20ms
 	ElectionTimeout   time.Duration // default 300ms
 	ApplyTimeout      time.Duration // how long a proposal may wait (default 5s)
-	SnapshotThreshold uint64        // entries between raft snapshots (default 8192)
+	SnapshotThreshold uint64        // entries between raft snapshots (default 32768)
 	TrailingLogs      uint64        // entries kept after a snapshot (default 10240)
 	NoSync            bool          // raft log without fsync: tests only
 	Logger            *slog.Logger  // default: discard
@@ -121,7 +121,11 @@ func (c *Config) fill() error {
 		c.ApplyTimeout = 5 * time.Second
 	}
 	if c.SnapshotThreshold == 0 {
-		c.SnapshotThreshold = 8192
+		// A snapshot writes the whole state (every key, every kept
+		// result): taken often, it costs a large share of the CPU of a
+		// write-heavy group. The log it truncates is on disk, and a
+		// restart replays at most this many entries past the snapshot.
+		c.SnapshotThreshold = 32768
 	}
 	if c.TrailingLogs == 0 {
 		c.TrailingLogs = 10240
@@ -273,7 +277,14 @@ func Open(cfg Config) (*Replica, error) {
 	if err != nil {
 		return fail(err)
 	}
-	r.raft, err = raft.NewRaft(rc, r.fsm, r.store, r.store, snaps, trans)
+	// Raft reads back every entry it stored: the leader to send it to each
+	// follower, every replica to apply it. The cache answers those reads
+	// for the latest entries from memory instead of Pebble.
+	logs, err := raft.NewLogCache(logCacheEntries, r.store)
+	if err != nil {
+		return fail(fmt.Errorf("replication: %w", err))
+	}
+	r.raft, err = raft.NewRaft(rc, r.fsm, logs, r.store, snaps, trans)
 	if err != nil {
 		return fail(fmt.Errorf("replication: %w", err))
 	}
@@ -283,6 +294,12 @@ func Open(cfg Config) (*Replica, error) {
 	go r.tickLoop()
 	return r, nil
 }
+
+// logCacheEntries is how many of the latest log entries raft's reads are
+// answered from memory: several rounds of MaxAppendEntries, what followers
+// and the state machine lag behind the last entry stored at most in a
+// healthy group.
+const logCacheEntries = 4096
 
 // logEmpty reports whether the replica's raft log and snapshots hold
 // nothing; an error reading them counts as empty (the guard keeps
