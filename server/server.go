@@ -320,6 +320,11 @@ func Open(cfg Config) (*Server, error) {
 func (s *Server) serve() error {
 	opts := []grpc.ServerOption{
 		grpc.MaxConcurrentStreams(streamsMax),
+		// Calls run on long-lived workers, whose stacks have grown to what
+		// a call needs (Pebble's reads are deep), rather than each on a
+		// new goroutine that grows its stack by copying, call after call.
+		// Calls beyond the workers still get a goroutine each.
+		grpc.NumStreamWorkers(streamWorkers),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: keepaliveTime, Timeout: keepaliveTimeout}),
 	}
@@ -350,9 +355,11 @@ func (s *Server) serve() error {
 // the keepalive policy: a client may ping no more often than keepaliveMinTime
 // (more often closes its connection), and the server pings an idle
 // connection after keepaliveTime, closing it when no answer comes within
-// keepaliveTimeout.
+// keepaliveTimeout. streamWorkers is how many goroutines run the calls of
+// a server, reused from call to call.
 const (
 	streamsMax       = 1024
+	streamWorkers    = 256
 	keepaliveMinTime = 5 * time.Second
 	keepaliveTime    = time.Minute
 	keepaliveTimeout = 20 * time.Second
