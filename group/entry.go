@@ -2,6 +2,7 @@ package group
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/channel"
@@ -15,6 +16,10 @@ const (
 	entryInbound byte = 2 // a batch of frames from another group, in the order they arrived
 	entryTick    byte = 3 // a logical tick proposed by the leader: the group's log time
 	entrySession byte = 4 // a client opens a session (session.go); its id comes from the entry's index
+	// entryRequests carries client requests, each applied in turn as its
+	// own request entry would be: the leader proposes in one entry the
+	// requests that arrive while it writes the previous one.
+	entryRequests byte = 5
 )
 
 // Bounds of a log entry.
@@ -39,6 +44,51 @@ var ErrDuplicate = errors.New("group: duplicate request")
 func EncodeRequest(m multicast.Message) []byte {
 	return wire.AppendMessage([]byte{entryRequest}, m)
 }
+
+// RequestsMax and RequestsBytesMax bound the requests of one entry
+// (EncodeRequests): their number, and the bytes of their encoded messages,
+// which one message may exceed alone.
+const (
+	RequestsMax      = 256
+	RequestsBytesMax = InboundBytesMax
+)
+
+// EncodeRequests returns the log entry of client requests, applied in
+// order, each as the entry of EncodeRequest would be; the entry's outcome
+// is a RequestErrors. It holds at most RequestsMax requests.
+func EncodeRequests(ms []multicast.Message) []byte {
+	b := wire.AppendUvarint([]byte{entryRequests}, uint64(len(ms)))
+	for _, m := range ms {
+		b = wire.AppendMessage(b, m)
+	}
+	return b
+}
+
+// RequestErrors is the outcome of an entry of several requests
+// (EncodeRequests): that of each request, in order, as State.Apply gives it
+// for a single request (nil: accepted). It matches with errors.Is and
+// errors.As any error of a request.
+type RequestErrors []error
+
+func (e RequestErrors) Error() string {
+	n := 0
+	var first error
+	for _, err := range e {
+		if err != nil {
+			if n == 0 {
+				first = err
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		return fmt.Sprintf("group: %d requests accepted", len(e))
+	}
+	return fmt.Sprintf("group: %d of %d requests not accepted, the first: %v", n, len(e), first)
+}
+
+// Unwrap returns the errors of the requests.
+func (e RequestErrors) Unwrap() []error { return e }
 
 // EncodeInbound returns the log entry of frames received from group from.
 func EncodeInbound(from partition.GroupID, frames []channel.Frame) []byte {

@@ -26,7 +26,8 @@ func fuzzHistory(t testing.TB, p multicast.Protocol) (entries [][]byte) {
 			frames = EncodeInbound(0, out.Frames)
 		}
 	}
-	entries = append(entries, EncodeSession(), EncodeRequest(reqMsg(SessionID(1, 1), 1, 1)), EncodeRequest(reqMsg(anon(1), 1, 1)), EncodeTick())
+	entries = append(entries, EncodeSession(), EncodeRequest(reqMsg(SessionID(1, 1), 1, 1)), EncodeRequest(reqMsg(anon(1), 1, 1)), EncodeTick(),
+		EncodeRequests([]multicast.Message{reqMsg(SessionID(1, 1), 2, 1), reqMsg(anon(2), 1, 1), reqMsg(SessionID(1, 1), 2, 1)}))
 	if frames != nil {
 		entries = append(entries, frames)
 	}

@@ -117,7 +117,8 @@ func (s *State) Core() multicast.Core { return s.core }
 // Apply applies the log entry data at index and returns what it produced.
 // For a request, the error says whether it was accepted (nil), refused
 // (multicast.ErrBusy, multicast.ErrInvalid, ...) or a duplicate
-// (ErrDuplicate). A malformed entry is skipped with an error; state is then
+// (ErrDuplicate); for several requests (EncodeRequests), a RequestErrors
+// says it of each. A malformed entry is skipped with an error; state is then
 // unchanged but for the applied index, the same way on every replica.
 func (s *State) Apply(index uint64, data []byte) (Output, error) {
 	if index <= s.applied {
@@ -152,6 +153,25 @@ func (s *State) apply(index uint64, data []byte) error {
 			return fmt.Errorf("%w: group: request entry %d: %w", multicast.ErrInvalid, index, err)
 		}
 		return s.request(m)
+	case entryRequests:
+		n := d.Count(1)
+		if n > RequestsMax {
+			d.Fail("%d requests, at most %d", n, RequestsMax)
+		}
+		ms := make([]multicast.Message, 0, n)
+		for range n {
+			if m := d.Message(s.cfg.Topology.Len()); d.Err() == nil {
+				ms = append(ms, m)
+			}
+		}
+		if err := d.Finish(); err != nil {
+			return fmt.Errorf("%w: group: requests entry %d: %w", multicast.ErrInvalid, index, err)
+		}
+		errs := make(RequestErrors, len(ms))
+		for i, m := range ms {
+			errs[i] = s.request(m)
+		}
+		return errs
 	case entryInbound:
 		from := d.Group(s.cfg.Topology.Len())
 		n := d.Count(1)

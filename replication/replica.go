@@ -3,6 +3,7 @@ package replication
 import (
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -182,6 +183,8 @@ type Replica struct {
 	termCommitted atomic.Uint64
 	stop          chan struct{}
 	wg            sync.WaitGroup
+	// proposals queues the client requests for proposeLoop.
+	proposals chan *proposal
 }
 
 // Open starts a replica: it reopens its raft state from cfg.Dir if there is
@@ -192,7 +195,8 @@ func Open(cfg Config) (*Replica, error) {
 		return nil, err
 	}
 	self, _ := cfg.member(cfg.ID)
-	r := &Replica{cfg: cfg, self: self, log: cfg.Logger.With("group", cfg.State.Topology.Name(cfg.State.Self), "replica", cfg.ID), stop: make(chan struct{})}
+	r := &Replica{cfg: cfg, self: self, log: cfg.Logger.With("group", cfg.State.Topology.Name(cfg.State.Self), "replica", cfg.ID),
+		stop: make(chan struct{}), proposals: make(chan *proposal, proposalsQueued)}
 	var err error
 	fail := func(e error) (*Replica, error) {
 		return nil, errors.Join(e, r.shutdown())
@@ -289,9 +293,10 @@ func Open(cfg Config) (*Replica, error) {
 		return fail(fmt.Errorf("replication: %w", err))
 	}
 	r.started.Store(true)
-	r.wg.Add(2)
+	r.wg.Add(3)
 	go r.leaderLoop()
 	go r.tickLoop()
+	go r.proposeLoop()
 	return r, nil
 }
 
@@ -703,7 +708,139 @@ func (r *Replica) Multicast(ctx context.Context, m multicast.Message) error {
 	if r.raft.State() != raft.Leader {
 		return &NotLeaderError{Leader: r.leaderHint()}
 	}
-	return r.propose(ctx, group.EncodeRequest(m))
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	p := &proposal{m: m, done: make(chan proposalResult, 1)}
+	select {
+	case r.proposals <- p:
+	case <-r.stop:
+		return raft.ErrRaftShutdown
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	var res proposalResult
+	select {
+	case res = <-p.done:
+	case <-r.stop:
+		return raft.ErrRaftShutdown
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := res.raftErr; err != nil {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+			return &NotLeaderError{Leader: r.leaderHint()}
+		}
+		return fmt.Errorf("replication: %w", err)
+	}
+	return res.result
+}
+
+// proposal is a client request waiting for proposeLoop to propose it.
+type proposal struct {
+	m    multicast.Message
+	done chan proposalResult // buffered: the answer never waits
+}
+
+// proposalResult is the outcome of a proposal: raft's error, if the entry
+// was not committed (or its fate is unknown), else the group's answer.
+type proposalResult struct {
+	raftErr, result error
+}
+
+// proposalsQueued bounds the requests waiting to be proposed; a caller
+// past it waits.
+const proposalsQueued = 4 * group.RequestsMax
+
+// proposeLoop proposes the client requests queued by Multicast, as many
+// as are waiting in one entry (group.EncodeRequests, within its bounds):
+// while raft's leader writes and replicates an entry, the requests that
+// arrive meanwhile queue up, and take one log entry, one write of the log
+// at each replica and one execution, rather than one each.
+func (r *Replica) proposeLoop() {
+	defer r.wg.Done()
+	var next *proposal // taken from the queue, for the next entry
+	for {
+		batch := make([]*proposal, 0, 8)
+		if next == nil {
+			select {
+			case <-r.stop:
+				return
+			case next = <-r.proposals:
+			}
+		}
+		batch = append(batch, next)
+		size := encodedMax(next.m)
+		next = nil
+	gather:
+		for len(batch) < group.RequestsMax {
+			select {
+			case p := <-r.proposals:
+				if n := encodedMax(p.m); size+n > group.RequestsBytesMax {
+					next = p
+					break gather
+				} else {
+					size += n
+				}
+				batch = append(batch, p)
+			default:
+				break gather
+			}
+		}
+		var data []byte
+		if len(batch) == 1 {
+			data = group.EncodeRequest(batch[0].m)
+		} else {
+			ms := make([]multicast.Message, len(batch))
+			for i, p := range batch {
+				ms[i] = p.m
+			}
+			data = group.EncodeRequests(ms)
+		}
+		// Apply returns once raft's leader took the entry; the answer
+		// comes from another goroutine, so that the next entry gathers
+		// meanwhile.
+		f := r.raft.Apply(data, r.cfg.ApplyTimeout)
+		go answer(f, batch)
+	}
+}
+
+// encodedMax bounds the bytes of m in a log entry: its id, destinations
+// and payload length as varints, and its payload.
+func encodedMax(m multicast.Message) int { return 4*binary.MaxVarintLen64 + len(m.Payload) }
+
+// answer hands each proposal of batch its outcome, once raft answers f. A
+// future that raft dropped at shutdown is never answered: the callers
+// return on the replica's stop, and this goroutine ends with the process.
+func answer(f raft.ApplyFuture, batch []*proposal) {
+	if err := f.Error(); err != nil {
+		for _, p := range batch {
+			p.done <- proposalResult{raftErr: err}
+		}
+		return
+	}
+	resp := f.Response()
+	if len(batch) == 1 {
+		err, _ := resp.(error)
+		batch[0].done <- proposalResult{result: err}
+		return
+	}
+	errs, ok := resp.(group.RequestErrors)
+	if !ok || len(errs) != len(batch) {
+		// The entry was skipped whole (malformed: it cannot be, as
+		// encoded here), with one error for all.
+		err, _ := resp.(error)
+		if err == nil {
+			err = fmt.Errorf("replication: %d requests in one entry answered %T", len(batch), resp)
+		}
+		for _, p := range batch {
+			p.done <- proposalResult{result: err}
+		}
+		return
+	}
+	for i, p := range batch {
+		p.done <- proposalResult{result: errs[i]}
+	}
 }
 
 // TickInterval is how often the leader proposes a tick while the group is
