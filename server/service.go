@@ -139,9 +139,23 @@ var errWaitBound = errors.New("server: wait bound reached")
 // answers its end with a message that says so.
 func (s *Server) bounded(ctx context.Context, id multicast.MsgID) (context.Context, context.CancelFunc) {
 	d := cmp.Or(s.cfg.WaitMax, WaitMaxDefault)
-	return context.WithTimeoutCause(ctx, d, fmt.Errorf("server: %s: no result within %s at group %s, this server's bound on a wait; it may still complete: ask again with the same id (%w)",
-		id, d, s.group.Name, errWaitBound))
+	return context.WithTimeoutCause(ctx, d, &waitBoundError{id: id, d: d, group: s.group.Name})
 }
+
+// waitBoundError is the cause of a wait that reached Config.WaitMax; its
+// message is made only when read (most calls end in time).
+type waitBoundError struct {
+	id    multicast.MsgID
+	d     time.Duration
+	group string
+}
+
+func (e *waitBoundError) Error() string {
+	return fmt.Sprintf("server: %s: no result within %s at group %s, this server's bound on a wait; it may still complete: ask again with the same id (%v)",
+		e.id, e.d, e.group, errWaitBound)
+}
+
+func (e *waitBoundError) Unwrap() error { return errWaitBound }
 
 // run proposes r at this group and, when the group is a destination, waits
 // for its piece to be executed here, up to Config.WaitMax.
