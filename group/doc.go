@@ -8,10 +8,11 @@
 //   - Node: the reliable channel layer (multicast/channel) under a protocol
 //     core (multicast/...), and the application payloads (votes) that ride
 //     the same channels;
-//   - State: the Node, the log-entry codec (client request, inbound batch,
-//     tick, session open: EncodeRequest, EncodeInbound, EncodeTick,
-//     EncodeSession) and the client sessions that admit each request once
-//     and expire by log time (session.go);
+//   - State: the Node, the log-entry codec (client request, several client
+//     requests, inbound batch, tick, session open: EncodeRequest,
+//     EncodeRequests, EncodeInbound, EncodeTick, EncodeSession) and the
+//     client sessions that admit each request once and expire by log time
+//     (session.go);
 //   - Machine: a State and the Executor that runs its deliveries, joined by
 //     the replay rule (Machine.Apply): an entry the executor already ran
 //     before a restart is not run again, but its sends are queued again.
