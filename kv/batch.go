@@ -3,6 +3,7 @@ package kv
 import (
 	"bytes"
 	"fmt"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -165,6 +166,9 @@ func (b *Batch) Result(id string) ([]byte, bool, error) {
 	if err := checkResultID(id); err != nil {
 		return nil, false, err
 	}
+	if !b.h.mayHaveResult(id) && !slices.Contains(b.results, id) {
+		return nil, false, nil
+	}
 	return b.point(resultKey(id))
 }
 
@@ -183,7 +187,11 @@ func (b *Batch) SetResult(id string, result []byte) error {
 		return err
 	}
 	k := resultKey(id)
-	_, found, err := b.point(k)
+	found := slices.Contains(b.results, id)
+	var err error
+	if !found && b.h.mayHaveResult(id) {
+		_, found, err = b.point(k)
+	}
 	switch {
 	case err != nil:
 		return err

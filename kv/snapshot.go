@@ -287,6 +287,9 @@ func (s *Store) RestoreSnapshot(r io.Reader, index uint64) error {
 		return abort(err)
 	}
 	first, next, err := load(r, index, h.db)
+	if err == nil {
+		err = h.loadResultIDs()
+	}
 	if err != nil {
 		return abort(err)
 	}

@@ -110,6 +110,42 @@ type handle struct {
 	dir     string
 	refs    atomic.Int64
 	retired atomic.Bool
+
+	// ids holds the id of every result the store keeps (committed and not
+	// evicted), so that a read of a result that is not there, as the
+	// executor makes for every new transaction id, costs no Pebble seek.
+	// Commit holds idsMu for writing from before its Pebble commit until
+	// ids matches it: a reader never finds an id missing that Pebble has.
+	idsMu sync.RWMutex
+	ids   map[string]struct{}
+}
+
+// loadResultIDs reads the ids of the results stored in h.
+func (h *handle) loadResultIDs() error {
+	ids := map[string]struct{}{}
+	it, err := h.db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixResult}, UpperBound: []byte{prefixResult + 1}})
+	if err != nil {
+		return err
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		ids[string(it.Key()[1:])] = struct{}{}
+	}
+	if err := errors.Join(it.Error(), it.Close()); err != nil {
+		return err
+	}
+	h.idsMu.Lock()
+	h.ids = ids
+	h.idsMu.Unlock()
+	return nil
+}
+
+// mayHaveResult reports whether the store may keep a result of id: false
+// means it keeps none.
+func (h *handle) mayHaveResult(id string) bool {
+	h.idsMu.RLock()
+	defer h.idsMu.RUnlock()
+	_, ok := h.ids[id]
+	return ok
 }
 
 func (h *handle) acquire() { h.refs.Add(1) }
@@ -201,6 +237,9 @@ func Open(opts Options) (*Store, error) {
 		}
 	}
 	applied, first, next, err := readMeta(h.db)
+	if err == nil {
+		err = h.loadResultIDs()
+	}
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("kv: open: %w", err), h.release())
 	}
@@ -547,15 +586,25 @@ func (s *Store) Commit(b *Batch, index uint64) error {
 	}
 	b.done = true
 	b.closeIter()
-	first, next, err := s.sequenceResults(b, s.resFirst, s.resNext)
+	first, next, evicted, err := s.sequenceResults(b, s.resFirst, s.resNext)
 	if err != nil {
 		return fmt.Errorf("kv: commit %d: %w", index, err)
 	}
 	if err := b.b.Set(keyApplied, binary.BigEndian.AppendUint64(nil, index), nil); err != nil {
 		return fmt.Errorf("kv: commit %d: %w", index, err)
 	}
+	if len(b.results) > 0 || len(evicted) > 0 {
+		h.idsMu.Lock()
+		defer h.idsMu.Unlock()
+	}
 	if err := b.b.Commit(s.writeOpts); err != nil {
 		return fmt.Errorf("kv: commit %d: %w", index, err)
+	}
+	for _, id := range evicted {
+		delete(h.ids, id)
+	}
+	for _, id := range b.results {
+		h.ids[id] = struct{}{}
 	}
 	s.resFirst, s.resNext = first, next
 	s.applied.Store(index)
@@ -564,17 +613,18 @@ func (s *Store) Commit(b *Batch, index uint64) error {
 
 // sequenceResults gives b's results the next sequences and, in b, deletes
 // the oldest results beyond ResultsMax; it returns the new oldest and next
-// sequences.
-func (s *Store) sequenceResults(b *Batch, first, next uint64) (uint64, uint64, error) {
+// sequences, and the ids of the results it deleted.
+func (s *Store) sequenceResults(b *Batch, first, next uint64) (uint64, uint64, []string, error) {
 	if len(b.results) == 0 && next-first <= s.resultsMax {
-		return first, next, nil
+		return first, next, nil, nil
 	}
 	for _, id := range b.results {
 		if err := b.b.Set(resultSeqKey(next), []byte(id), nil); err != nil {
-			return 0, 0, err
+			return 0, 0, nil, err
 		}
 		next++
 	}
+	var evicted []string
 	// At most the results of b plus any excess left by a larger ResultsMax
 	// before a restart.
 	for next-first > s.resultsMax {
@@ -582,24 +632,25 @@ func (s *Store) sequenceResults(b *Batch, first, next uint64) (uint64, uint64, e
 		id, ok, err := get(b.b, k)
 		switch {
 		case err != nil:
-			return 0, 0, err
+			return 0, 0, nil, err
 		case !ok:
-			return 0, 0, fmt.Errorf("%w: result sequence %d missing", ErrCorrupt, first)
+			return 0, 0, nil, fmt.Errorf("%w: result sequence %d missing", ErrCorrupt, first)
 		}
 		if err := b.b.Delete(resultKey(string(id)), nil); err != nil {
-			return 0, 0, err
+			return 0, 0, nil, err
 		}
 		if err := b.b.Delete(k, nil); err != nil {
-			return 0, 0, err
+			return 0, 0, nil, err
 		}
+		evicted = append(evicted, string(id))
 		first++
 	}
 	v := binary.BigEndian.AppendUint64(nil, first)
 	v = binary.BigEndian.AppendUint64(v, next)
 	if err := b.b.Set(keyResults, v, nil); err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
-	return first, next, nil
+	return first, next, evicted, nil
 }
 
 // reader is what Pebble's DB, indexed Batch and Snapshot share.
