@@ -469,8 +469,9 @@ func refused(err error) bool {
 	switch status.Code(err) {
 	case codes.FailedPrecondition, codes.InvalidArgument, codes.ResourceExhausted:
 		return true
+	default:
+		return false
 	}
-	return false
 }
 
 // sessionExpired reports whether err is a server's refusal of a request

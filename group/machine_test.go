@@ -319,7 +319,7 @@ type clockedRecorder struct {
 
 func (r *clockedRecorder) ExecuteAt(index uint64, clock Clock, deliveries []multicast.Message, inbound []AppInbound) ([]AppSend, error) {
 	r.clocks = append(r.clocks, clock)
-	return r.recorder.Execute(index, deliveries, inbound)
+	return r.Execute(index, deliveries, inbound)
 }
 
 // A ClockedExecutor runs every entry through ExecuteAt, with the log time

@@ -54,8 +54,8 @@ func TestRequestsEntry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	errs, ok := result.(RequestErrors)
-	if !ok || len(errs) != len(ms) {
+	var errs RequestErrors
+	if ok := errors.As(result, &errs); !ok || len(errs) != len(ms) {
 		t.Fatalf("result %T %v, want RequestErrors of %d", result, result, len(ms))
 	}
 	var delivered []multicast.MsgID
@@ -113,7 +113,7 @@ func TestRequestsEntry(t *testing.T) {
 		if !errors.Is(result, multicast.ErrInvalid) {
 			t.Errorf("%s: %v, want %v", tc.name, result, multicast.ErrInvalid)
 		}
-		if _, many := result.(RequestErrors); many {
+		if many := (RequestErrors)(nil); errors.As(result, &many) {
 			t.Errorf("%s: answered per request: %v", tc.name, result)
 		}
 		prev, err := RestoreState(testConfig(t, protocol.FlexCast, 0), before)

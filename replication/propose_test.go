@@ -50,12 +50,12 @@ func TestConcurrentRequestsShareEntries(t *testing.T) {
 				// The same request again is a duplicate, and a session
 				// never opened is refused, whatever shares its entry.
 				if err := lead.Multicast(ctx, m); !errors.Is(err, group.ErrDuplicate) {
-					errs <- fmt.Errorf("caller %d, request %d again: %v, want %v", w, i, err, group.ErrDuplicate)
+					errs <- fmt.Errorf("caller %d, request %d again: %w, want %w", w, i, err, group.ErrDuplicate)
 					return
 				}
 				bad := multicast.Message{ID: multicast.MsgID{Client: group.SessionID(0, 1<<20+uint64(w)), Seq: seq}, Dst: dst, Payload: []byte("x")}
 				if err := lead.Multicast(ctx, bad); !errors.Is(err, group.ErrSessionExpired) {
-					errs <- fmt.Errorf("caller %d, request %d without a session: %v, want %v", w, i, err, group.ErrSessionExpired)
+					errs <- fmt.Errorf("caller %d, request %d without a session: %w, want %w", w, i, err, group.ErrSessionExpired)
 					return
 				}
 			}

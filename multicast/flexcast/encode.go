@@ -181,11 +181,11 @@ func decodeBits(e *envelope, b []byte, n int, k *linkIDs, hist []segment, notifs
 	r := bitReader{b: rest}
 	gw := uint(bits.Len(uint(n)))
 	group := func(what string) (partition.GroupID, error) {
-		if v := r.read(gw); v < uint64(n) || r.bad {
-			return partition.GroupID(v), nil
-		} else {
+		v := r.read(gw)
+		if v >= uint64(n) && !r.bad {
 			return 0, fmt.Errorf("%s %d out of range", what, v)
 		}
+		return partition.GroupID(v), nil
 	}
 	e.msg.ID = k.readID(&r)
 	e.msg.Dst = partition.GroupSet(r.read(uint(n)))
