@@ -1,6 +1,7 @@
 package group
 
 import (
+	"container/list"
 	"errors"
 	"fmt"
 
@@ -116,23 +117,21 @@ func IsAnonymous(client uint64) bool {
 // session is one open session, a node of the table's list.
 type session struct {
 	id   uint64
-	seq  uint64 // highest seq accepted
-	used uint64 // log time (ticks) of its last use
-	prev *session
-	next *session
+	seq  uint64        // highest seq accepted
+	used uint64        // log time (ticks) of its last use
+	elem *list.Element // its place in the table's order
 }
 
 // sessionTable is the sessions of a group, by id, and in a list from the
 // least recently used (head) to the most (tail). Since a use sets used to
 // the current log time, which never decreases, the list is sorted by used.
 type sessionTable struct {
-	byID map[uint64]*session
-	head *session
-	tail *session
+	byID  map[uint64]*session
+	order *list.List // of *session
 }
 
 func newSessionTable(n int) sessionTable {
-	return sessionTable{byID: make(map[uint64]*session, n)}
+	return sessionTable{byID: make(map[uint64]*session, n), order: list.New()}
 }
 
 func (t *sessionTable) len() int { return len(t.byID) }
@@ -145,48 +144,29 @@ func (t *sessionTable) push(s *session) {
 		panic(fmt.Sprintf("group: invariant violated: session %d opened twice", s.id))
 	}
 	t.byID[s.id] = s
-	t.link(s)
+	s.elem = t.order.PushBack(s)
 }
 
-func (t *sessionTable) link(s *session) {
-	s.prev, s.next = t.tail, nil
-	if t.tail != nil {
-		t.tail.next = s
-	} else {
-		t.head = s
+// oldest returns the least recently used session, nil when there is none.
+func (t *sessionTable) oldest() *session {
+	if e := t.order.Front(); e != nil {
+		return e.Value.(*session)
 	}
-	t.tail = s
-}
-
-func (t *sessionTable) unlink(s *session) {
-	if s.prev != nil {
-		s.prev.next = s.next
-	} else {
-		t.head = s.next
-	}
-	if s.next != nil {
-		s.next.prev = s.prev
-	} else {
-		t.tail = s.prev
-	}
-	s.prev, s.next = nil, nil
+	return nil
 }
 
 // touch marks s used at log time now, moving it to the tail.
 func (t *sessionTable) touch(s *session, now uint64) {
 	s.used = now
-	if t.tail != s {
-		t.unlink(s)
-		t.link(s)
-	}
+	t.order.MoveToBack(s.elem)
 }
 
 // expire removes the sessions idle for ticks or more at log time now, and
 // returns how many.
 func (t *sessionTable) expire(now, ticks uint64) int {
 	n := 0
-	for s := t.head; s != nil && now-s.used >= ticks; s = t.head {
-		t.unlink(s)
+	for s := t.oldest(); s != nil && now-s.used >= ticks; s = t.oldest() {
+		t.order.Remove(s.elem)
 		delete(t.byID, s.id)
 		n++
 	}

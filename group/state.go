@@ -284,7 +284,8 @@ func (s *State) AppendSnapshot(b []byte) []byte {
 	b = wire.AppendBytes(b, s.node.AppendSnapshot(nil))
 	b = wire.AppendUvarint(b, s.now)
 	b = wire.AppendUvarint(b, uint64(s.sessions.len()))
-	for ss := s.sessions.head; ss != nil; ss = ss.next {
+	for e := s.sessions.order.Front(); e != nil; e = e.Next() {
+		ss := e.Value.(*session)
 		b = wire.AppendUvarint(b, ss.id)
 		b = wire.AppendUvarint(b, ss.seq)
 		b = wire.AppendUvarint(b, ss.used)

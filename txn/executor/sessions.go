@@ -2,6 +2,7 @@ package executor
 
 import (
 	"cmp"
+	"container/list"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -115,12 +116,11 @@ func isSession(id multicast.MsgID) bool {
 // table's list.
 type session struct {
 	client    uint64
-	delivered uint64 // highest seq delivered here
-	used      uint64 // log time of its last use
-	touch     uint64 // order of its last use (execMeta.touchNext): the list's order
-	kept      uint64 // seq of the result kept, 0 if none
-	prev      *session
-	next      *session
+	delivered uint64        // highest seq delivered here
+	used      uint64        // log time of its last use
+	touch     uint64        // order of its last use (execMeta.touchNext): the list's order
+	kept      uint64        // seq of the result kept, 0 if none
+	elem      *list.Element // its place in the table's order
 }
 
 // The session record: version (byte), then delivered, used, touch and kept
@@ -156,37 +156,34 @@ func decodeSession(client uint64, b []byte) (*session, error) {
 // touch, and by used, since log time never decreases: it is rebuilt in the
 // same order from the stored records (load).
 type sessionTable struct {
-	byID map[uint64]*session
-	head *session
-	tail *session
+	byID  map[uint64]*session
+	order *list.List // of *session
 }
 
-func newSessionTable() *sessionTable { return &sessionTable{byID: map[uint64]*session{}} }
+func newSessionTable() *sessionTable {
+	return &sessionTable{byID: map[uint64]*session{}, order: list.New()}
+}
 
 func (t *sessionTable) len() int { return len(t.byID) }
 
-func (t *sessionTable) link(s *session) {
-	s.prev, s.next = t.tail, nil
-	if t.tail != nil {
-		t.tail.next = s
-	} else {
-		t.head = s
-	}
-	t.tail = s
+// add puts s, new, at the tail.
+func (t *sessionTable) add(s *session) {
+	t.byID[s.client] = s
+	s.elem = t.order.PushBack(s)
 }
 
-func (t *sessionTable) unlink(s *session) {
-	if s.prev != nil {
-		s.prev.next = s.next
-	} else {
-		t.head = s.next
+// remove takes s out.
+func (t *sessionTable) remove(s *session) {
+	t.order.Remove(s.elem)
+	delete(t.byID, s.client)
+}
+
+// oldest returns the least recently used record, nil when there is none.
+func (t *sessionTable) oldest() *session {
+	if e := t.order.Front(); e != nil {
+		return e.Value.(*session)
 	}
-	if s.next != nil {
-		s.next.prev = s.prev
-	} else {
-		t.tail = s.prev
-	}
-	s.prev, s.next = nil, nil
+	return nil
 }
 
 // loadSessions reads the session records back from the store; the caller
@@ -218,8 +215,7 @@ func loadSessions(s *kv.Store) (*sessionTable, uint64, error) {
 			return nil, 0, fmt.Errorf("%w: session records of clients %d and %d out of order (touch %d, %d; used %d, %d)",
 				kv.ErrCorrupt, recs[i-1].client, ss.client, recs[i-1].touch, ss.touch, recs[i-1].used, ss.used)
 		}
-		t.byID[ss.client] = ss
-		t.link(ss)
+		t.add(ss)
 	}
 	return t, kept, nil
 }
@@ -229,10 +225,7 @@ func (x *execution) touchSession(ss *session) error {
 	t := x.e.sessions
 	ss.used, ss.touch = x.now, x.meta.touchNext
 	x.meta.touchNext++
-	if t.tail != ss {
-		t.unlink(ss)
-		t.link(ss)
-	}
+	t.order.MoveToBack(ss.elem)
 	return x.b.PutAux(sessionKey(ss.client), ss.append(nil))
 }
 
@@ -256,8 +249,7 @@ func (x *execution) dropSession(ss *session) error {
 			return err
 		}
 	}
-	t.unlink(ss)
-	delete(t.byID, ss.client)
+	t.remove(ss)
 	x.meta.sessions--
 	return x.b.DeleteAux(sessionKey(ss.client))
 }
@@ -280,7 +272,7 @@ func (x *execution) dropKept(ss *session) error {
 // none: Execute without a clock).
 func (x *execution) expireSessions(ticks uint64) error {
 	t := x.e.sessions
-	for ss := t.head; ticks > 0 && ss != nil && x.now-ss.used >= ticks; ss = t.head {
+	for ss := t.oldest(); ticks > 0 && ss != nil && x.now-ss.used >= ticks; ss = t.oldest() {
 		if err := x.dropSession(ss); err != nil {
 			return err
 		}
@@ -297,14 +289,13 @@ func (x *execution) delivered(id multicast.MsgID) error {
 	ss := t.byID[id.Client]
 	if ss == nil {
 		if t.len() >= e.cfg.ResultSessionsMax {
-			if err := x.dropSession(t.head); err != nil {
+			if err := x.dropSession(t.oldest()); err != nil {
 				return err
 			}
 			x.meta.sessionsEvicted++
 		}
 		ss = &session{client: id.Client}
-		t.byID[id.Client] = ss
-		t.link(ss)
+		t.add(ss)
 		x.meta.sessions++
 	}
 	if id.Seq > ss.delivered {
