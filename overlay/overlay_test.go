@@ -135,14 +135,53 @@ func TestBranchAndBoundAgreesWithBruteForce(t *testing.T) {
 		}
 		m := &Model{RTTMs: rtt, CommitMs: float64(c % 3), Notifications: c%4 != 3}
 		for _, obj := range []Objective{First, Last, Mean} {
-			identity := []int{0, 1, 2, 3, 4, 5}
-			f := newFixed(m, d, homeRates(d, newFlexEval(m, identity).answers), obj)
-			brute := math.Inf(1)
-			permute(6, func(p []int) { brute = min(brute, f.score(p)) })
-			got := f.score(f.branchAndBound(identity))
-			if math.Abs(got-brute) > 1e-9 {
-				t.Errorf("case %d %v: branch and bound %v, brute force %v", c, obj, got, brute)
+			for _, lastW := range []float64{0, 0.25} {
+				identity := []int{0, 1, 2, 3, 4, 5}
+				f := newFixed(m, d, homeRates(d, newFlexEval(m, identity).answers), obj, lastW)
+				brute := math.Inf(1)
+				permute(6, func(p []int) { brute = min(brute, f.score(p)) })
+				got := f.score(f.branchAndBound(identity))
+				if math.Abs(got-brute) > 1e-9 {
+					t.Errorf("case %d %v last weight %v: branch and bound %v, brute force %v", c, obj, lastW, got, brute)
+				}
 			}
+		}
+	}
+}
+
+// TestFlexCastAnswersByHand checks the model on four groups in a row, one
+// ms apart (round trip 2), a message from group 0 to {0, 3}, commits of 2
+// ms: the lca 0 delivers at C = 2 and answers at once, group 3 delivers a
+// commit after 0's ACK (at 5) and answers 3 ms later. With Notifications,
+// group 1 hears from 0 at 3 and answers at 5; group 2 hears from 0 at 4
+// and from 1 at 6 and answers at 8, so 3 delivers at 9 + C.
+func TestFlexCastAnswersByHand(t *testing.T) {
+	rtt := make([][]float64, 4)
+	for i := range rtt {
+		rtt[i] = make([]float64, 4)
+		for j := range rtt[i] {
+			rtt[i][j] = 2 * math.Abs(float64(i-j))
+		}
+	}
+	d := &Dist{N: 4, Sets: []Set{{Home: 0, Groups: []int{0, 3}, Prob: 1}}}
+	for _, c := range []struct {
+		notifs      bool
+		first, last float64
+	}{
+		{false, 2, 5 + 2 + 3},
+		{true, 2, 9 + 2 + 3},
+	} {
+		m := &Model{RTTMs: rtt, CommitMs: 2, Notifications: c.notifs}
+		p, err := m.FlexCast(d, []int{0, 1, 2, 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.FirstMs != c.first || p.LastMs != c.last {
+			t.Errorf("notifications %v: answers %v and %v, want %v and %v", c.notifs, p.FirstMs, p.LastMs, c.first, c.last)
+		}
+		// Ranked 3, 2, 1, 0 the lca is 3: its answer takes the round trip.
+		if p, _ := m.FlexCast(d, []int{3, 2, 1, 0}); p.FirstMs != 3+2+3 {
+			t.Errorf("notifications %v, reversed: first answer %v, want 8", c.notifs, p.FirstMs)
 		}
 	}
 }
@@ -152,7 +191,7 @@ func TestBoundIsALowerBound(t *testing.T) {
 	rtt := randomMatrix(rng, 6)
 	d, _ := Destinations(rtt, Workload{Locality: 0.5, RemoteItem: 0.2, RemotePayment: 0.3})
 	m := &Model{RTTMs: rtt, CommitMs: 1, Notifications: true}
-	f := newFixed(m, d, homeRates(d, newFlexEval(m, []int{0, 1, 2, 3, 4, 5}).answers), Mean)
+	f := newFixed(m, d, homeRates(d, newFlexEval(m, []int{0, 1, 2, 3, 4, 5}).answers), Mean, 0.25)
 	permute(6, func(p []int) {
 		full := f.score(p)
 		e := newFlexEval(m, slices.Clone(p))
@@ -183,6 +222,55 @@ func TestSuggestNeverWorseThanO1OnAWS12(t *testing.T) {
 				t.Errorf("%+v %v: suggestion %v, worse than O1's %v", w, obj, got, want)
 			}
 		}
+	}
+}
+
+// TestKeepLast: the first answer as low as it goes with the last kept at
+// O1's, against first alone, which gives the last answer up.
+func TestKeepLast(t *testing.T) {
+	l, rtt := aws12(t)
+	o1 := paperOrder(t, l, "O1")
+	d, err := Destinations(rtt, paperWorkload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &Model{RTTMs: rtt, CommitMs: 1, Notifications: true}
+	base, _ := m.FlexCast(d, o1)
+	free, err := m.SuggestOverlay(d, [][]int{o1}, Options{Objective: First, Steps: 3000}, rand.New(rand.NewPCG(1, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := m.SuggestOverlay(d, [][]int{o1}, Options{Objective: First, Steps: 3000, KeepLast: true}, rand.New(rand.NewPCG(1, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("O1 %.1f / %.1f ms, first alone %.1f / %.1f, keeping the last %.1f / %.1f",
+		base.FirstMs, base.LastMs, free.Prediction.FirstMs, free.Prediction.LastMs, kept.Prediction.FirstMs, kept.Prediction.LastMs)
+	if free.Prediction.LastMs <= base.LastMs {
+		t.Fatalf("first alone keeps O1's last answer (%v <= %v): the case tests nothing", free.Prediction.LastMs, base.LastMs)
+	}
+	if kept.Prediction.LastMs > base.LastMs+1e-9 {
+		t.Errorf("KeepLast: last answer %v, above O1's %v", kept.Prediction.LastMs, base.LastMs)
+	}
+	if kept.Prediction.FirstMs > base.FirstMs/1.5 {
+		t.Errorf("KeepLast: first answer %v, not a third below O1's %v", kept.Prediction.FirstMs, base.FirstMs)
+	}
+	regs := l.Regions()
+	t1, _ := partition.PaperTree("T1")
+	parent := make([]int, len(regs))
+	for i, r := range regs {
+		parent[i] = -1
+		if p, ok := t1[r]; ok {
+			parent[i] = slices.Index(regs, p)
+		}
+	}
+	t1p, _ := m.Tree(d, parent)
+	tr, err := m.SuggestTree(d, [][]int{parent}, Options{Objective: First, Steps: 2000, KeepLast: true}, rand.New(rand.NewPCG(1, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Prediction.LastMs > t1p.LastMs+1e-9 || tr.Prediction.FirstMs > t1p.FirstMs {
+		t.Errorf("tree with KeepLast: %v / %v ms, T1 %v / %v", tr.Prediction.FirstMs, tr.Prediction.LastMs, t1p.FirstMs, t1p.LastMs)
 	}
 }
 

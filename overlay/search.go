@@ -28,7 +28,18 @@ type Options struct {
 	// its span squared); 0 is WorkDefault. A bound on work rather than on
 	// time keeps the result a function of the arguments.
 	Work int64
+	// KeepLast bounds the mean last answer of the suggestion by the first
+	// start's (the configured overlay's or tree's; SuggestTree's star
+	// when there are no starts): the search minimises the objective plus
+	// w times the last answer for each w of LastWeights in turn, and
+	// stops at the first w whose result keeps the bound. With First it
+	// keeps the second answer of two-group transactions where it was.
+	KeepLast bool
 }
+
+// LastWeights are the weights of the last answer that a KeepLast search
+// tries, lightest first.
+var LastWeights = []float64{0, 1.0 / 32, 1.0 / 16, 1.0 / 8, 1.0 / 4, 1.0 / 2, 1, 2, 4}
 
 // Defaults of Options: WorkDefault keeps `suggest` at 64 groups to a few
 // seconds.
@@ -48,7 +59,8 @@ type OrderResult struct {
 // SuggestOverlay returns the FlexCast order that minimises opt.Objective
 // for d under m, the best of the search's and of starts (orders to compare
 // with, such as the configured overlay: the result never scores worse than
-// any of them). rng seeds the annealing; the result is a function of the
+// any of them, and with opt.KeepLast its last answer is no worse than
+// starts[0]'s). rng seeds the annealing; the result is a function of the
 // arguments and rng's state.
 func (m *Model) SuggestOverlay(d *Dist, starts [][]int, opt Options, rng *rand.Rand) (OrderResult, error) {
 	if err := m.Validate(); err != nil {
@@ -59,15 +71,43 @@ func (m *Model) SuggestOverlay(d *Dist, starts [][]int, opt Options, rng *rand.R
 			return OrderResult{}, err
 		}
 	}
+	if !opt.KeepLast || len(starts) == 0 {
+		return m.suggestOverlay(d, starts, opt, 0, rng), nil
+	}
+	p, _ := m.FlexCast(d, starts[0])
+	lastMax := p.LastMs + 1e-9
+	for _, w := range LastWeights {
+		res := m.suggestOverlay(d, starts, opt, w, rng)
+		if res.Prediction.LastMs <= lastMax {
+			res.Exact = res.Exact && w == 0
+			return res, nil
+		}
+	}
+	// No weight kept the bound (the heaviest scores the last answer
+	// alone almost): the best start that keeps it, starts[0] at worst.
+	best := OrderResult{Order: slices.Clone(starts[0]), Prediction: p}
+	for _, s := range starts[1:] {
+		q, _ := m.FlexCast(d, s)
+		if q.LastMs <= lastMax && q.Score(opt.Objective) < best.Prediction.Score(opt.Objective) {
+			best = OrderResult{Order: slices.Clone(s), Prediction: q}
+		}
+	}
+	return best, nil
+}
+
+// suggestOverlay searches for the order of least objective plus lastW
+// times the last answer.
+func (m *Model) suggestOverlay(d *Dist, starts [][]int, opt Options, lastW float64, rng *rand.Rand) OrderResult {
 	exactMax := opt.ExactMax
 	if exactMax == 0 {
 		exactMax = ExactMaxDefault
 	}
 	score := func(order []int) Prediction { p, _ := m.FlexCast(d, order); return p }
+	key := func(p Prediction) float64 { return p.Score(opt.Objective) + lastW*p.LastMs }
 	var best OrderResult
 	consider := func(order []int, exact bool) {
 		p := score(order)
-		if best.Order == nil || p.Score(opt.Objective) < best.Prediction.Score(opt.Objective)-1e-9 {
+		if best.Order == nil || key(p) < key(best.Prediction)-1e-9 {
 			best = OrderResult{Order: slices.Clone(order), Prediction: p, Exact: exact}
 		} else if exact && slices.Equal(order, best.Order) {
 			best.Exact = true
@@ -86,7 +126,7 @@ func (m *Model) SuggestOverlay(d *Dist, starts [][]int, opt Options, rng *rand.R
 	}
 	for range roundsMax {
 		w := homeRates(d, newFlexEval(m, best.Order).answers)
-		f := newFixed(m, d, w, opt.Objective)
+		f := newFixed(m, d, w, opt.Objective, lastW)
 		prev := best.Order
 		if d.N <= exactMax {
 			order := f.branchAndBound(best.Order)
@@ -105,7 +145,7 @@ func (m *Model) SuggestOverlay(d *Dist, starts [][]int, opt Options, rng *rand.R
 			break
 		}
 	}
-	return best, nil
+	return best
 }
 
 // nearestChain returns the order that starts at group from and appends,
@@ -157,16 +197,18 @@ func homeRates(d *Dist, answers answersFunc) []float64 {
 // then a sum over sets, which the branch and bound bounds and the
 // annealing updates set by set.
 type fixed struct {
-	m    *Model
-	d    *Dist
-	obj  Objective
-	coef []float64 // per set: its client's rate times its probability, normalised
+	m   *Model
+	d   *Dist
+	obj Objective
+	// lastW weighs each set's last answer into its value.
+	lastW float64
+	coef  []float64 // per set: its client's rate times its probability, normalised
 	// static[i]: a lower bound of set i's value whatever the order.
 	static []float64
 }
 
-func newFixed(m *Model, d *Dist, rate []float64, obj Objective) *fixed {
-	f := &fixed{m: m, d: d, obj: obj, coef: make([]float64, len(d.Sets)), static: make([]float64, len(d.Sets))}
+func newFixed(m *Model, d *Dist, rate []float64, obj Objective, lastW float64) *fixed {
+	f := &fixed{m: m, d: d, obj: obj, lastW: lastW, coef: make([]float64, len(d.Sets)), static: make([]float64, len(d.Sets))}
 	sum := 0.0
 	for i, s := range d.Sets {
 		f.coef[i] = rate[s.Home] * s.Prob
@@ -199,6 +241,10 @@ func newFixed(m *Model, d *Dist, rate []float64, obj Objective) *fixed {
 // value is the objective's figure of one set's answers. It is monotone
 // in every answer, so that lower bounds of the answers bound it.
 func (f *fixed) value(ans []float64) float64 {
+	return f.objective(ans) + f.lastW*slices.Max(ans)
+}
+
+func (f *fixed) objective(ans []float64) float64 {
 	switch f.obj {
 	case Last:
 		return slices.Max(ans)

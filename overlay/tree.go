@@ -18,6 +18,8 @@ type TreeResult struct {
 // starts (trees to compare with, such as the configured one: the result
 // never scores worse than any of them) and from the star around the group
 // of least mean round trip. Steps: opt.Steps, or derived from the size.
+// With opt.KeepLast the result's last answer is no worse than starts[0]'s
+// (the star's without starts).
 func (m *Model) SuggestTree(d *Dist, starts [][]int, opt Options, rng *rand.Rand) (TreeResult, error) {
 	if err := m.Validate(); err != nil {
 		return TreeResult{}, err
@@ -47,25 +49,39 @@ func (m *Model) SuggestTree(d *Dist, starts [][]int, opt Options, rng *rand.Rand
 		star[g] = centre
 	}
 	star[centre] = -1
-	var best TreeResult
-	consider := func(parent []int) {
-		p := score(parent)
-		if best.Parent == nil || p.Score(opt.Objective) < best.Prediction.Score(opt.Objective)-1e-9 {
-			best = TreeResult{Parent: slices.Clone(parent), Prediction: p}
-		}
-	}
 	all := append([][]int{star}, starts...)
-	for _, s := range all {
-		consider(s)
-	}
 	steps := opt.Steps
 	if steps == 0 {
 		steps = int(min(20000, max(1000, 2e7/float64(len(d.Sets)*(n+1)))))
 	}
-	for _, s := range all {
-		consider(annealTree(s, steps, rng, func(p []int) float64 { return score(p).Score(opt.Objective) }))
+	search := func(lastW float64) TreeResult {
+		key := func(p Prediction) float64 { return p.Score(opt.Objective) + lastW*p.LastMs }
+		var best TreeResult
+		consider := func(parent []int) {
+			p := score(parent)
+			if best.Parent == nil || key(p) < key(best.Prediction)-1e-9 {
+				best = TreeResult{Parent: slices.Clone(parent), Prediction: p}
+			}
+		}
+		for _, s := range all {
+			consider(s)
+		}
+		for _, s := range all {
+			consider(annealTree(s, steps, rng, func(p []int) float64 { return key(score(p)) }))
+		}
+		return best
 	}
-	return best, nil
+	if !opt.KeepLast {
+		return search(0), nil
+	}
+	bound := all[min(1, len(all)-1)] // starts[0], else the star
+	lastMax := score(bound).LastMs + 1e-9
+	for _, w := range LastWeights {
+		if res := search(w); res.Prediction.LastMs <= lastMax {
+			return res, nil
+		}
+	}
+	return TreeResult{Parent: slices.Clone(bound), Prediction: score(bound)}, nil
 }
 
 // annealTree runs a seeded simulated annealing over trees from start and

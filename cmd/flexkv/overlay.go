@@ -54,7 +54,10 @@ round trip; every step of a group costs a commit (--commit-ms). FlexCast: the
 client sends to the lca (the lowest-ranked destination), which delivers; every
 other destination delivers after the MSG, the ACK of each destination ranked
 below it and the ACK of each group ranked between them that is not a
-destination (notifications; a notified group answers after its notifiers).
+destination (notifications; a notified group answers after its notifiers;
+--notifications=false leaves them out, and then the order of two
+destinations does not change the later answer). The default commit, 2 ms,
+is what a group of one replica took on the 2-core development machine.
 Skeen: the nearest destination relays; each proposes, and delivers once it
 holds every proposal. Tree: the tree-lca forwards down the tree, a commit per
 hop. An answer reaches the client one hop after its destination delivers.
@@ -63,24 +66,32 @@ completes more transactions; every mean is per transaction over all clients.
 
 Search: exact (branch and bound) up to 8 groups, seeded annealing beyond;
 --objective first|last|mean picks the per-transaction figure it minimises:
-the first answer, the last, or the mean answer (first alone moves every lca
-to the clients' homes and gives up the second answer). The same flags give
-the same suggestion.
+the first answer, the last, or the mean answer. With --keep-last (the
+default) the suggestion's mean last answer is no worse than the configured
+overlay's and tree's (for first: the lowest first answer that keeps the
+second where it was; first alone moves every lca to the clients' homes and
+gives up the second answer): the search weighs the last answer in, more each
+time, until its result keeps it. The same flags give the same suggestion;
+--overlay auto and --tree auto of gtpcc run and demo are this default.
 
 Exit codes: 0 done; 2 bad usage or a configuration without a latency matrix.`
 
 // overlaySuggestion is the --json output.
 type overlaySuggestion struct {
-	Config    string            `json:"config"`
-	Groups    int               `json:"groups"`
-	Workload  overlay.Workload  `json:"workload"`
-	Sets      string            `json:"sets,omitempty"` // the --sets file, whose counts replace Workload`
-	Objective string            `json:"objective"`
-	CommitMs  float64           `json:"commit_ms"`
-	Seed      uint64            `json:"seed"`
-	Overlay   []string          `json:"overlay"`
-	Tree      map[string]string `json:"tree"`
-	Exact     bool              `json:"exact"`
+	Config    string           `json:"config"`
+	Groups    int              `json:"groups"`
+	Workload  overlay.Workload `json:"workload"`
+	Sets      string           `json:"sets,omitempty"` // the --sets file, whose counts replace Workload`
+	Objective string           `json:"objective"`
+	// KeepLast: the suggestion's last answer is no worse than the
+	// configured overlay's and tree's.
+	KeepLast      bool              `json:"keep_last"`
+	Notifications bool              `json:"notifications"`
+	CommitMs      float64           `json:"commit_ms"`
+	Seed          uint64            `json:"seed"`
+	Overlay       []string          `json:"overlay"`
+	Tree          map[string]string `json:"tree"`
+	Exact         bool              `json:"exact"`
 	// Predictions: the suggestion and every comparison, one row each.
 	Predictions []predictionRow `json:"predictions"`
 }
@@ -101,8 +112,7 @@ func newOverlaySuggestCmd() *cobra.Command {
 		configPath, objective string
 		setsPath              string
 		w                     overlay.Workload
-		commitMs              float64
-		seed                  uint64
+		sp                    suggestParams
 		asJSON                bool
 	)
 	cmd := &cobra.Command{
@@ -111,15 +121,15 @@ func newOverlaySuggestCmd() *cobra.Command {
 		Long:  overlaySuggestLong,
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			obj, err := overlay.ParseObjective(objective)
-			if err != nil {
+			var err error
+			if sp.Objective, err = overlay.ParseObjective(objective); err != nil {
 				return usageError(fmt.Errorf("overlay suggest: --objective: %w", err))
 			}
 			if err := w.Validate(); err != nil {
 				return usageError(fmt.Errorf("overlay suggest: %w", err))
 			}
-			if !(commitMs >= 0) {
-				return usageError(fmt.Errorf("overlay suggest: --commit-ms %v, want >= 0", commitMs))
+			if !(sp.CommitMs >= 0) {
+				return usageError(fmt.Errorf("overlay suggest: --commit-ms %v, want >= 0", sp.CommitMs))
 			}
 			if configPath == "" {
 				return usageError(errors.New("overlay suggest: --config is required (a cluster configuration with a latency matrix)"))
@@ -144,7 +154,7 @@ func newOverlaySuggestCmd() *cobra.Command {
 			} else if d, err = overlay.Destinations(rtt, w); err != nil {
 				return usageError(fmt.Errorf("overlay suggest: %w", err))
 			}
-			res, err := suggestOverlay(cfg, rtt, d, obj, commitMs, seed)
+			res, err := suggestOverlay(cfg, rtt, d, sp)
 			if err != nil {
 				return err
 			}
@@ -165,9 +175,11 @@ func newOverlaySuggestCmd() *cobra.Command {
 	f.Float64Var(&w.RemotePayment, "remote-payment", gtpcc.RemotePaymentDefault, "probability that a payment's customer belongs to a remote warehouse")
 	f.BoolVar(&w.GlobalOnly, "global-only", true, "only transactions with 2 or 3 warehouses (the paper's latency runs); false adds the local ones")
 	f.StringVar(&setsPath, "sets", "", "counted destination sets to use instead of the generator's (a results JSON of gtpcc run)")
-	f.StringVar(&objective, "objective", "mean", "what to minimise per transaction: first, last or mean answer")
-	f.Float64Var(&commitMs, "commit-ms", 1, "cost of one step of a group (a raft commit), in ms")
-	f.Uint64Var(&seed, "seed", 1, "seed of the search: the same seed gives the same suggestion")
+	f.StringVar(&objective, "objective", defaultSuggest.Objective.String(), "what to minimise per transaction: first, last or mean answer")
+	f.BoolVar(&sp.KeepLast, "keep-last", defaultSuggest.KeepLast, "keep the mean last answer no worse than the configured overlay's and tree's")
+	f.BoolVar(&sp.Notifications, "notifications", defaultSuggest.Notifications, "count the groups ranked between a message's destinations (FlexCast's notifications)")
+	f.Float64Var(&sp.CommitMs, "commit-ms", defaultSuggest.CommitMs, "cost of one step of a group (a raft commit), in ms")
+	f.Uint64Var(&sp.Seed, "seed", 1, "seed of the search: the same seed gives the same suggestion")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object: the suggestion, its predictions and the comparisons")
 	return cmd
 }
@@ -216,12 +228,29 @@ func readSets(path string, names []string) (*overlay.Dist, error) {
 	return overlay.ReadSets(f, names)
 }
 
+// suggestParams are the choices of a search besides the workload.
+type suggestParams struct {
+	Objective               overlay.Objective
+	KeepLast, Notifications bool
+	CommitMs                float64
+	Seed                    uint64
+}
+
+// defaultSuggest is overlay suggest's defaults, which --overlay auto and
+// --tree auto use with the run's --seed.
+var defaultSuggest = suggestParams{Objective: overlay.First, KeepLast: true, Notifications: true, CommitMs: 2}
+
+// model returns the latency model of p for the round trips rtt.
+func (p suggestParams) model(rtt [][]float64) *overlay.Model {
+	return &overlay.Model{RTTMs: rtt, CommitMs: p.CommitMs, Notifications: p.Notifications}
+}
+
 // suggestOverlay searches the overlay and the tree for the distribution d
 // of destination sets over cfg's groups (matrix rtt, in cfg.Groups order).
-func suggestOverlay(cfg *partition.ClusterConfig, rtt [][]float64, d *overlay.Dist, obj overlay.Objective, commitMs float64, seed uint64) (*overlaySuggestion, error) {
+func suggestOverlay(cfg *partition.ClusterConfig, rtt [][]float64, d *overlay.Dist, sp suggestParams) (*overlaySuggestion, error) {
 	n := len(cfg.Groups)
 	names, regions := groupRegions(cfg)
-	m := &overlay.Model{RTTMs: rtt, CommitMs: commitMs, Notifications: true}
+	m := sp.model(rtt)
 	// Named orders and trees to compare with, as group indexes.
 	type named struct {
 		name  string
@@ -269,8 +298,8 @@ func suggestOverlay(cfg *partition.ClusterConfig, rtt [][]float64, d *overlay.Di
 	for _, t := range trees {
 		treeStarts = append(treeStarts, t.order)
 	}
-	rng := rand.New(rand.NewPCG(seed, 0x6f7665726c6179)) // "overlay"
-	opt := overlay.Options{Objective: obj}
+	rng := rand.New(rand.NewPCG(sp.Seed, 0x6f7665726c6179)) // "overlay"
+	opt := overlay.Options{Objective: sp.Objective, KeepLast: sp.KeepLast}
 	best, err := m.SuggestOverlay(d, starts, opt, rng)
 	if err != nil {
 		return nil, err
@@ -280,7 +309,7 @@ func suggestOverlay(cfg *partition.ClusterConfig, rtt [][]float64, d *overlay.Di
 		return nil, err
 	}
 	res := &overlaySuggestion{
-		Groups: n, Objective: obj.String(), CommitMs: commitMs, Seed: seed,
+		Groups: n, Objective: sp.Objective.String(), KeepLast: sp.KeepLast, Notifications: sp.Notifications, CommitMs: sp.CommitMs, Seed: sp.Seed,
 		Overlay: groupNames(best.Order, names), Tree: treeNames(bestTree.Parent, names), Exact: best.Exact,
 	}
 	row := func(protocol, name string, p overlay.Prediction) predictionRow {
@@ -370,7 +399,16 @@ func printSuggestion(out io.Writer, s *overlaySuggestion) {
 	if s.Exact {
 		how = "exact"
 	}
-	fmt.Fprintf(out, "# objective %s answer, commit %g ms, seed %d, search %s. Paste into the configuration:\n", s.Objective, s.CommitMs, s.Seed, how)
+	keep := ""
+	if s.KeepLast {
+		keep = ", keeping the configured last answer"
+	}
+	notifs := "without"
+	if s.Notifications {
+		notifs = "with"
+	}
+	fmt.Fprintf(out, "# objective %s answer%s, commit %g ms, %s notifications, seed %d, search %s. Paste into the configuration:\n",
+		s.Objective, keep, s.CommitMs, notifs, s.Seed, how)
 	fmt.Fprintln(out, "overlay:")
 	for _, g := range s.Overlay {
 		fmt.Fprintf(out, "  - %s\n", g)

@@ -31,7 +31,8 @@ Overlay and tree (with --local): --overlay O1|O2|auto|a,b,c,... and --tree
 T1|T2|T3|auto replace the configuration's for every run: the paper's (on the
 12 aws-12 regions only), the suggestion of 'flexkv overlay suggest' for this
 run's --locality, --remote-item, --remote-payment, --global-only, --seed and
-latency matrix (objective mean), or every group once, lowest FlexCast rank
+latency matrix (its defaults: objective first, keeping the configured
+overlay's and tree's last answer), or every group once, lowest FlexCast rank
 first. --overlays O1,O2,auto runs FlexCast once per overlay and --trees
 T1,T2,T3 the tree protocol once per tree (config: the configuration's), a
 fresh cluster each, and prints them side by side, also in the paper's Table 2
@@ -42,11 +43,8 @@ carries its overlay, tree, run name and prediction ("overlay", "tree",
 
 Model: every run with a latency matrix prints the mean 1st/2nd/3rd answer
 that the model of 'flexkv overlay suggest' predicts for it (contention-free,
-a 1 ms commit per step, one client per group) beside what it measured.`
-
-// modelCommitMs is the cost of a step of a group in the predictions of a
-// run: overlay suggest's --commit-ms default.
-const modelCommitMs = 1
+a 2 ms commit per step, one client per group, its defaults) beside what it
+measured.`
 
 // The choices that are names rather than lists of groups.
 const (
@@ -122,7 +120,9 @@ func (r *layoutResolver) suggest(flag string) (*overlaySuggestion, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--%s auto: %w", flag, err)
 	}
-	s, err := suggestOverlay(r.cfg, r.rtt, d, overlay.Mean, modelCommitMs, r.seed)
+	sp := defaultSuggest
+	sp.Seed = r.seed
+	s, err := suggestOverlay(r.cfg, r.rtt, d, sp)
 	if err != nil {
 		return nil, fmt.Errorf("--%s auto: %w", flag, err)
 	}
@@ -349,7 +349,7 @@ func (r *layoutResolver) predict(run localRun) map[string]float64 {
 	if err != nil {
 		return nil
 	}
-	m := &overlay.Model{RTTMs: r.rtt, CommitMs: modelCommitMs, Notifications: true}
+	m := defaultSuggest.model(r.rtt)
 	names, _ := groupRegions(run.cfg)
 	var p overlay.Prediction
 	switch run.protocol {
