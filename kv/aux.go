@@ -77,7 +77,8 @@ func (b *Batch) GetAux(key []byte) ([]byte, bool, error) {
 	if err := checkAuxKey(key); err != nil {
 		return nil, false, err
 	}
-	return get(b.b, auxKey(key))
+	b.key = append(append(b.key[:0], prefixAux), key...)
+	return b.point(b.key)
 }
 
 // ScanAux returns up to limit aux entries with keys in [start, end) as the
