@@ -99,10 +99,11 @@ func (c *Client) invoke(ctx context.Context, g partition.GroupID, leader bool, w
 			// connections grow without bound.
 			var next string
 			if hint != "" && hint != addr && slices.Contains(replicas, hint) {
+				// A replica's belief of its leader, for every call:
+				// also an Await, which a follower without the result
+				// sends to the leader, is its group's next call.
 				next = hint
-				if leader {
-					c.setLeader(g, hint)
-				}
+				c.setLeader(g, hint)
 			} else {
 				next = replicas[(slices.Index(replicas, addr)+1)%len(replicas)]
 			}

@@ -5,7 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/flexkv/flexkv/internal/testaddr"
@@ -108,5 +110,61 @@ func TestWrappingTransferAnswersAlone(t *testing.T) {
 				t.Fatalf("await %s at %s after the heal: %v, %v", id, g, aw, err)
 			}
 		}
+	}
+}
+
+// TestAwaitAtFollower: a follower that lacks a result sends the Await to
+// its leader (Unavailable, the leader in the trailer) rather than waiting
+// for its own apply, which lags the leader's by up to a raft round; one
+// that has the result answers it.
+func TestAwaitAtFollower(t *testing.T) {
+	cfg := testcluster.Layout(t, "flexcast", testaddr.Cluster)
+	l := startLocalConfig(t, Config{Cluster: cfg, Dir: t.TempDir()})
+	const g = "eu-west-3"
+	sid := openSession(t, l, g)
+	leader := l.Leader(g)
+	var follower, leaderAddr string
+	for _, gc := range cfg.Groups {
+		if gc.Name != g {
+			continue
+		}
+		for _, r := range gc.Replicas {
+			if r.ID == leader {
+				leaderAddr = r.GRPC
+			} else if follower == "" {
+				follower = r.GRPC
+			}
+		}
+	}
+	fc := dial(t, l, follower)
+	id := fmt.Sprintf("c%d.1", sid)
+	var md metadata.MD
+	_, err := fc.Await(ctxTimeout(t, 5*time.Second), &kvpb.AwaitRequest{Id: id}, grpc.Trailer(&md))
+	if status.Code(err) != codes.Unavailable || len(md.Get(kvpb.LeaderTrailer)) != 1 || md.Get(kvpb.LeaderTrailer)[0] != leaderAddr {
+		t.Fatalf("await of a result not there yet at follower %s: %v, trailer %v; want Unavailable naming the leader %s", follower, err, md, leaderAddr)
+	}
+	err = callLeader(t, l, g, func(c kvpb.KVClient) error {
+		_, err := c.Txn(ctxTimeout(t, 10*time.Second), &kvpb.TxnRequest{ClientId: sid, Seq: 1, Body: &kvpb.TxnRequest_Txn{Txn: &kvpb.Txn{Then: []*kvpb.Op{
+			{Kind: kvpb.OpKind_OP_KIND_PUT, Key: []byte("w/0003/a"), Value: []byte("1")},
+		}}}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Once the follower applied it, the follower answers.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		aw, err := fc.Await(ctxTimeout(t, 5*time.Second), &kvpb.AwaitRequest{Id: id})
+		if err == nil {
+			if !aw.GetPiece().GetSucceeded() {
+				t.Fatalf("await at the follower: %v", aw)
+			}
+			break
+		}
+		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
+			t.Fatalf("await at the follower after the write: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

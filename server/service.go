@@ -349,6 +349,18 @@ func (v *service) Await(ctx context.Context, req *kvpb.AwaitRequest) (*kvpb.Awai
 	defer cancel()
 	wait, forget := s.waiters.add(id)
 	defer forget()
+	if !s.replica.IsLeader() {
+		// A follower applies an entry after its leader, up to a raft
+		// round later (it learns the commit from the next append): a
+		// result it has is answered at once, one it lacks is the
+		// leader's to answer, when there is one.
+		if res, found, err := s.exec.Result(id); err == nil && found {
+			return &kvpb.AwaitResponse{Piece: api.PieceResultToProto(id.String(), s.group.Name, &res)}, nil
+		}
+		if leader := s.replica.Leader(); leader != "" {
+			return nil, s.status(ctx, &replication.NotLeaderError{Leader: leader})
+		}
+	}
 	piece, err := s.result(ctx, id, wait)
 	if err != nil {
 		return nil, err

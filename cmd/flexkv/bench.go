@@ -10,6 +10,7 @@ import (
 	"math"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -57,7 +58,9 @@ object instead:
   {"op":"put","clients":50,"total":20000,"errors":0,"requests_per_s":9312.4,
    "latency_ms":{"mean":5.36,"p50":5.02,"p90":7.1,"p99":12.8,"p999":20.1,"max":31.5}}
 "total" counts the requests made, failed ones included; latencies are those
-of the requests that succeeded.
+of the requests that succeeded. bench txn also reports, as "answers_ms" (a
+list of the same objects), the latency of its 1st and 2nd destination's
+answer: FlexCast's lca answers once it delivered and ran its piece.
 
 Keys: request i uses the key P followed by --key-size bytes, i as a
 zero-padded decimal number (its last --key-size digits: the keys repeat every
@@ -266,6 +269,10 @@ type benchOutput struct {
 	Errors       int          `json:"errors"`
 	RequestsPerS float64      `json:"requests_per_s"`
 	LatencyMs    benchLatency `json:"latency_ms"`
+	// AnswersMs (txn only): the latency of the 1st and the 2nd
+	// destination's answer, from the call's start, over the transactions
+	// that succeeded.
+	AnswersMs []benchLatency `json:"answers_ms,omitempty"`
 }
 
 type benchLatency struct {
@@ -316,7 +323,11 @@ func runBench(c *cobra.Command, _ []string) error {
 	}
 
 	var found atomic.Int64
-	op := benchOp(o, plan, cl, &found)
+	var answers []*loadgen.Recorder
+	if o.op == "txn" {
+		answers = []*loadgen.Recorder{loadgen.NewRecorder(), loadgen.NewRecorder()}
+	}
+	op := benchOp(o, plan, cl, &found, answers)
 	res, err := loadgen.Run(ctx, loadgen.Config{Clients: o.clients, Total: o.total, ErrorsMax: benchErrorsMax},
 		func(ctx context.Context, _, i int) error {
 			ctx, cancel := context.WithTimeout(ctx, conn.timeout)
@@ -329,12 +340,16 @@ func runBench(c *cobra.Command, _ []string) error {
 	s := res.Summary()
 	out := c.OutOrStdout()
 	if o.asJSON {
-		err = writeJSON(out, benchOutput{
+		bo := benchOutput{
 			Op: o.op, Clients: o.clients, Total: res.Requests, Errors: res.Errors, RequestsPerS: s.RequestsPerS,
-			LatencyMs: benchLatency{Mean: s.MeanMs, P50: s.P50Ms, P90: s.P90Ms, P99: s.P99Ms, P999: s.P999Ms, Max: s.MaxMs},
-		})
+			LatencyMs: latencyOf(s),
+		}
+		for _, a := range answers {
+			bo.AnswersMs = append(bo.AnswersMs, latencyOf(a.Summary()))
+		}
+		err = writeJSON(out, bo)
 	} else {
-		err = writeBenchText(out, o, plan, res, s, found.Load())
+		err = writeBenchText(out, o, plan, res, s, found.Load(), answers)
 	}
 	if err != nil {
 		return err
@@ -357,9 +372,14 @@ func runBench(c *cobra.Command, _ []string) error {
 	return &exitError{code: code, err: fmt.Errorf("%s: %s; the first: %w", name, what, oneLine{res.FirstError})}
 }
 
+func latencyOf(s loadgen.Summary) benchLatency {
+	return benchLatency{Mean: s.MeanMs, P50: s.P50Ms, P90: s.P90Ms, P99: s.P99Ms, P999: s.P999Ms, Max: s.MaxMs}
+}
+
 // benchOp returns the request of o's operation: it makes request i. A get
-// that finds its key adds one to found.
-func benchOp(o benchOptions, plan benchPlan, cl *client.Client, found *atomic.Int64) func(context.Context, int) error {
+// that finds its key adds one to found; a transaction that succeeds records
+// its k-th answer in answers[k].
+func benchOp(o benchOptions, plan benchPlan, cl *client.Client, found *atomic.Int64, answers []*loadgen.Recorder) func(context.Context, int) error {
 	switch o.op {
 	case "put":
 		value := benchValue(o.valSize)
@@ -384,6 +404,13 @@ func benchOp(o benchOptions, plan benchPlan, cl *client.Client, found *atomic.In
 			// Without compares the then branch always runs.
 			err = fmt.Errorf("transaction %s ran its else branch, which it does not have", res.ID)
 		}
+		if err == nil {
+			for k, d := range res.Destinations {
+				if k < len(answers) {
+					answers[k].Record(time.Duration(d.Ms * float64(time.Millisecond)))
+				}
+			}
+		}
 		return err
 	}
 }
@@ -398,7 +425,7 @@ func benchValue(size int) []byte {
 }
 
 // writeBenchText prints a run's report for people, etcd's figures first.
-func writeBenchText(w io.Writer, o benchOptions, plan benchPlan, res loadgen.Result, s loadgen.Summary, found int64) error {
+func writeBenchText(w io.Writer, o benchOptions, plan benchPlan, res loadgen.Result, s loadgen.Summary, found int64, answers []*loadgen.Recorder) error {
 	// The keys of requests 0 and total-1, unless they wrapped around.
 	first, last := plan.keys.Key(0), plan.keys.Last()
 	if plan.keys.Descending {
@@ -422,5 +449,13 @@ func writeBenchText(w io.Writer, o benchOptions, plan benchPlan, res loadgen.Res
   %s
 `, o.op, res.Requests, o.clients, res.Errors, res.Elapsed.Seconds(), s.RequestsPerS,
 		s.MeanMs, s.P50Ms, s.P90Ms, s.P99Ms, s.P999Ms, s.MaxMs, keys)
+	for k, a := range answers {
+		if err != nil || a.Count() == 0 {
+			break
+		}
+		as := a.Summary()
+		_, err = fmt.Fprintf(w, "  answer %d ms mean %.3f  p50 %.3f  p90 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n",
+			k+1, as.MeanMs, as.P50Ms, as.P90Ms, as.P99Ms, as.P999Ms, as.MaxMs)
+	}
 	return err
 }

@@ -94,6 +94,8 @@ type benchJSON struct {
 	Errors       int                `json:"errors"`
 	RequestsPerS float64            `json:"requests_per_s"`
 	LatencyMs    map[string]float64 `json:"latency_ms"`
+	// AnswersMs: bench txn's 1st and 2nd answer, beside DESIGN 7's fields.
+	AnswersMs []map[string]float64 `json:"answers_ms"`
 }
 
 // decodeBench checks that out is exactly one JSON object with DESIGN 7's
@@ -114,7 +116,11 @@ func decodeBench(t *testing.T, out string) benchJSON {
 			}
 		}
 	})
-	if got, want := strings.Join(keys, ","), "clients,errors,latency_ms,op,requests_per_s,total"; got != want {
+	want := "clients,errors,latency_ms,op,requests_per_s,total"
+	if string(fields["op"]) == `"txn"` {
+		want = "answers_ms," + want
+	}
+	if got := strings.Join(keys, ","); got != want {
 		t.Fatalf("fields %s, want %s", got, want)
 	}
 	var b benchJSON
@@ -146,6 +152,21 @@ func checkBenchRun(t *testing.T, b benchJSON, op string, clients, total int) {
 		lat["p99"] > lat["p999"] || lat["p999"] > lat["max"] || lat["mean"] > lat["max"] {
 		t.Fatalf("bench %s: %+v; want op %s, %d clients, %d requests, no errors, positive figures, percentiles in order",
 			op, b, op, clients, total)
+	}
+	if op != "txn" {
+		return
+	}
+	// Two answers, the first no later than the second, the second no later
+	// than the whole call.
+	if len(b.AnswersMs) != 2 {
+		t.Fatalf("bench txn: answers %v, want the 1st and the 2nd", b.AnswersMs)
+	}
+	first, second := b.AnswersMs[0], b.AnswersMs[1]
+	for _, k := range []string{"mean", "p50", "max"} {
+		if first[k] <= 0 || first[k] > second[k] || second[k] > lat[k]*1.01 {
+			t.Errorf("bench txn: %s of the 1st answer %v, of the 2nd %v, of the call %v; want 0 < 1st <= 2nd <= call",
+				k, first[k], second[k], lat[k])
+		}
 	}
 }
 

@@ -164,6 +164,38 @@ func clampUs(d time.Duration) int64 {
 	return min(max(d.Microseconds(), latencyUsMin), latencyUsMax)
 }
 
+// Recorder collects latencies from many goroutines into one histogram of
+// Run's bounds: figures a request reports besides its own latency (the
+// answers of a transaction's destinations, one Recorder each).
+type Recorder struct {
+	mu sync.Mutex
+	h  *hdrhistogram.Histogram
+}
+
+// NewRecorder returns an empty Recorder.
+func NewRecorder() *Recorder { return &Recorder{h: newHistogram()} }
+
+// Record adds d, clamped to Run's bounds.
+func (r *Recorder) Record(d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_ = r.h.RecordValue(clampUs(d)) // clamped: always within bounds
+}
+
+// Count returns the number of latencies recorded.
+func (r *Recorder) Count() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.h.TotalCount()
+}
+
+// Summary returns the recorded latencies' figures (RequestsPerS 0).
+func (r *Recorder) Summary() Summary {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return summarize(r.h, 0)
+}
+
 // Summary is a Result in the units people read: requests per second and
 // latencies in milliseconds, rounded to the microsecond.
 type Summary struct {
@@ -180,14 +212,25 @@ type Summary struct {
 // that succeeded over Elapsed, as etcd's tool does; with none, every
 // figure is 0.
 func (r Result) Summary() Summary {
-	h := r.Latency
-	if h == nil || h.TotalCount() == 0 || r.Elapsed <= 0 {
+	if r.Elapsed <= 0 {
 		return Summary{}
+	}
+	return summarize(r.Latency, r.Elapsed)
+}
+
+// summarize computes h's figures over elapsed (0: no RequestsPerS).
+func summarize(h *hdrhistogram.Histogram, elapsed time.Duration) Summary {
+	if h == nil || h.TotalCount() == 0 {
+		return Summary{}
+	}
+	rps := 0.0
+	if elapsed > 0 {
+		rps = math.Round(float64(h.TotalCount())/elapsed.Seconds()*roundRPSDecimal) / roundRPSDecimal
 	}
 	ms := func(us float64) float64 { return math.Round(us/usPerMs*roundMsDecimals) / roundMsDecimals }
 	q := func(p float64) float64 { return ms(float64(h.ValueAtQuantile(p))) }
 	return Summary{
-		RequestsPerS: math.Round(float64(h.TotalCount())/r.Elapsed.Seconds()*roundRPSDecimal) / roundRPSDecimal,
+		RequestsPerS: rps,
 		MeanMs:       ms(h.Mean()),
 		P50Ms:        q(quantileP50),
 		P90Ms:        q(quantileP90),
