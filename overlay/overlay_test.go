@@ -67,6 +67,24 @@ func paperOrder(t testing.TB, l *partition.Latency, name string) []int {
 	return order
 }
 
+// paperTree returns the paper's tree name as parents by region index.
+func paperTree(t testing.TB, l *partition.Latency, name string) []int {
+	t.Helper()
+	tree, err := partition.PaperTree(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	regs := l.Regions()
+	parent := make([]int, len(regs))
+	for i, r := range regs {
+		parent[i] = -1
+		if p, ok := tree[r]; ok {
+			parent[i] = slices.Index(regs, p)
+		}
+	}
+	return parent
+}
+
 var paperWorkload = Workload{Locality: 0.99, RemoteItem: 0.02, RemotePayment: 0.15, GlobalOnly: true}
 
 func TestDestinationsSumToOne(t *testing.T) {
@@ -255,15 +273,7 @@ func TestKeepLast(t *testing.T) {
 	if kept.Prediction.FirstMs > base.FirstMs/1.5 {
 		t.Errorf("KeepLast: first answer %v, not a third below O1's %v", kept.Prediction.FirstMs, base.FirstMs)
 	}
-	regs := l.Regions()
-	t1, _ := partition.PaperTree("T1")
-	parent := make([]int, len(regs))
-	for i, r := range regs {
-		parent[i] = -1
-		if p, ok := t1[r]; ok {
-			parent[i] = slices.Index(regs, p)
-		}
-	}
+	parent := paperTree(t, l, "T1")
 	t1p, _ := m.Tree(d, parent)
 	tr, err := m.SuggestTree(d, [][]int{parent}, Options{Objective: First, Steps: 2000, KeepLast: true}, rand.New(rand.NewPCG(1, 1)))
 	if err != nil {
@@ -304,15 +314,7 @@ func TestTreeNeverWorseThanStarts(t *testing.T) {
 	l, rtt := aws12(t)
 	d, _ := Destinations(rtt, paperWorkload)
 	m := &Model{RTTMs: rtt, CommitMs: 1, Notifications: true}
-	regs := l.Regions()
-	tree, _ := partition.PaperTree("T1")
-	parent := make([]int, len(regs))
-	for i, r := range regs {
-		parent[i] = -1
-		if p, ok := tree[r]; ok {
-			parent[i] = slices.Index(regs, p)
-		}
-	}
+	parent := paperTree(t, l, "T1")
 	base, err := m.Tree(d, parent)
 	if err != nil {
 		t.Fatal(err)
