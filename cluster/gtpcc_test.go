@@ -117,12 +117,24 @@ func TestGTPCCUnderGroupPartition(t *testing.T) {
 	}
 
 	waitLeaders(t, l)
-	check, err := gtpcc.Check(ctx, c, warehouses)
-	if err != nil {
-		t.Fatalf("check: %v", err)
-	}
-	if !check.Passed {
-		t.Fatalf("gTPC-C check after the heal: %v", check.Failures)
+	// The run ends on its deadline: transactions that their entry group
+	// accepted but whose client stopped waiting still reach their other
+	// destinations, behind the backlog the last cut left. The check must
+	// pass once they did: a piece lost for good would fail it forever.
+	deadline := time.Now().Add(time.Minute)
+	for attempt := 1; ; attempt++ {
+		check, err := gtpcc.Check(ctx, c, warehouses)
+		if err != nil {
+			t.Fatalf("check: %v", err)
+		}
+		if check.Passed {
+			t.Logf("gTPC-C check passed at attempt %d", attempt)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gTPC-C check after the heal, still failing after %d attempts: %v", attempt, check.Failures)
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }
 

@@ -284,6 +284,34 @@ func TestKeepLast(t *testing.T) {
 	}
 }
 
+// TestKeepLastNeverWorseThanStart: with KeepLast the suggestion keeps the
+// start's last answer and never scores worse than the start on the
+// objective, whatever the weighted searches traded (random 5-group cases,
+// random starts).
+func TestKeepLastNeverWorseThanStart(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 4))
+	for c := range 150 {
+		rtt := randomMatrix(rng, 5)
+		d, err := Destinations(rtt, Workload{Locality: rng.Float64(), RemoteItem: 0.1 + 0.3*rng.Float64(), RemotePayment: 0.5, GlobalOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := &Model{RTTMs: rtt, CommitMs: 1, Notifications: true}
+		start := rng.Perm(5)
+		base, _ := m.FlexCast(d, start)
+		for _, obj := range []Objective{First, Mean} {
+			res, err := m.SuggestOverlay(d, [][]int{start}, Options{Objective: obj, KeepLast: true}, rand.New(rand.NewPCG(1, uint64(c))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p := res.Prediction; p.LastMs > base.LastMs+1e-9 || p.Score(obj) > base.Score(obj)+1e-9 {
+				t.Fatalf("case %d %v: suggestion %v scores %v, last %v; start %v scores %v, last %v",
+					c, obj, res.Order, p.Score(obj), p.LastMs, start, base.Score(obj), base.LastMs)
+			}
+		}
+	}
+}
+
 func TestSuggestDeterministic(t *testing.T) {
 	rtt := randomMatrix(rand.New(rand.NewPCG(5, 5)), 16)
 	d, _ := Destinations(rtt, Workload{Locality: 0.9, RemoteItem: 0.02, RemotePayment: 0.15, GlobalOnly: true})

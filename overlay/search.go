@@ -32,8 +32,8 @@ type Options struct {
 	// start's (the configured overlay's or tree's; SuggestTree's star
 	// when there are no starts): the search minimises the objective plus
 	// w times the last answer for each w of LastWeights in turn, and
-	// stops at the first w whose result keeps the bound. With First it
-	// keeps the second answer of two-group transactions where it was.
+	// stops at the first w whose result keeps the bound (a start that
+	// keeps it and scores better on the objective wins over that result).
 	KeepLast bool
 }
 
@@ -76,19 +76,20 @@ func (m *Model) SuggestOverlay(d *Dist, starts [][]int, opt Options, rng *rand.R
 	}
 	p, _ := m.FlexCast(d, starts[0])
 	lastMax := p.LastMs + 1e-9
+	// The first weight whose result keeps the bound; then any start that
+	// keeps it and scores better on the objective alone (a weighted search
+	// may trade objective for last answer beyond what the bound asks).
+	best := OrderResult{Order: slices.Clone(starts[0]), Prediction: p}
 	for _, w := range LastWeights {
-		res := m.suggestOverlay(d, starts, opt, w, rng)
-		if res.Prediction.LastMs <= lastMax {
+		if res := m.suggestOverlay(d, starts, opt, w, rng); res.Prediction.LastMs <= lastMax {
 			res.Exact = res.Exact && w == 0
-			return res, nil
+			best = res
+			break
 		}
 	}
-	// No weight kept the bound (the heaviest scores the last answer
-	// alone almost): the best start that keeps it, starts[0] at worst.
-	best := OrderResult{Order: slices.Clone(starts[0]), Prediction: p}
-	for _, s := range starts[1:] {
+	for _, s := range starts {
 		q, _ := m.FlexCast(d, s)
-		if q.LastMs <= lastMax && q.Score(opt.Objective) < best.Prediction.Score(opt.Objective) {
+		if q.LastMs <= lastMax && q.Score(opt.Objective) < best.Prediction.Score(opt.Objective)-1e-9 {
 			best = OrderResult{Order: slices.Clone(s), Prediction: q}
 		}
 	}

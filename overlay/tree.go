@@ -76,12 +76,19 @@ func (m *Model) SuggestTree(d *Dist, starts [][]int, opt Options, rng *rand.Rand
 	}
 	bound := all[min(1, len(all)-1)] // starts[0], else the star
 	lastMax := score(bound).LastMs + 1e-9
+	best := TreeResult{Parent: slices.Clone(bound), Prediction: score(bound)}
 	for _, w := range LastWeights {
 		if res := search(w); res.Prediction.LastMs <= lastMax {
-			return res, nil
+			best = res
+			break
 		}
 	}
-	return TreeResult{Parent: slices.Clone(bound), Prediction: score(bound)}, nil
+	for _, s := range all {
+		if q := score(s); q.LastMs <= lastMax && q.Score(opt.Objective) < best.Prediction.Score(opt.Objective)-1e-9 {
+			best = TreeResult{Parent: slices.Clone(s), Prediction: q}
+		}
+	}
+	return best, nil
 }
 
 // annealTree runs a seeded simulated annealing over trees from start and

@@ -354,12 +354,16 @@ func (v *service) Await(ctx context.Context, req *kvpb.AwaitRequest) (*kvpb.Awai
 		// round later (it learns the commit from the next append): a
 		// result it has is answered at once, one it lacks is the
 		// leader's to answer, when there is one.
-		if res, found, err := s.exec.Result(id); err == nil && found {
+		res, found, err := s.exec.Result(id)
+		switch {
+		case err == nil && found:
 			return &kvpb.AwaitResponse{Piece: api.PieceResultToProto(id.String(), s.group.Name, &res)}, nil
+		case err == nil:
+			if leader := s.replica.Leader(); leader != "" {
+				return nil, s.status(ctx, &replication.NotLeaderError{Leader: leader})
+			}
 		}
-		if leader := s.replica.Leader(); leader != "" {
-			return nil, s.status(ctx, &replication.NotLeaderError{Leader: leader})
-		}
+		// An error (an acknowledged result) is answered below, for good.
 	}
 	piece, err := s.result(ctx, id, wait)
 	if err != nil {
