@@ -64,7 +64,10 @@ hop. An answer reaches the client one hop after its destination delivers.
 Closed loop: a client waits for its last answer, so a client in a fast region
 completes more transactions; every mean is per transaction over all clients.
 
-Search: exact (branch and bound) up to 8 groups, seeded annealing beyond;
+Search: branch and bound up to 8 groups, seeded annealing beyond; "exact"
+(the JSON's "exact") means optimal for the closed-loop weights the search
+fixed from its best order so far, not over every order scored with its own
+weights;
 --objective first|last|mean picks the per-transaction figure it minimises:
 the first answer, the last, or the mean answer. With --keep-last (the
 default) the suggestion's mean last answer (over every transaction: a
