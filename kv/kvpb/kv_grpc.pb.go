@@ -115,9 +115,11 @@ type KVClient interface {
 	Txn(ctx context.Context, in *TxnRequest, opts ...grpc.CallOption) (*TxnResponse, error)
 	// Await waits until the answering replica's group has executed its piece
 	// of transaction id, and returns the piece's result; or until the
-	// deadline or the server's bound on a wait (DEADLINE_EXCEEDED). Any
-	// replica of a destination group may answer (a follower answers once it
-	// has applied the piece).
+	// deadline or the server's bound on a wait (DEADLINE_EXCEEDED). A
+	// follower answers a result it has applied; one that lacks it answers
+	// UNAVAILABLE with its leader in the trailer (it would apply the piece
+	// up to a raft round after the leader), and waits itself only while it
+	// knows no leader.
 	Await(ctx context.Context, in *AwaitRequest, opts ...grpc.CallOption) (*AwaitResponse, error)
 	// Get, Put, Delete and Scan run as one-partition transactions through the
 	// log of the group that owns the key (linearizable), sent to its leader;
@@ -319,9 +321,11 @@ type KVServer interface {
 	Txn(context.Context, *TxnRequest) (*TxnResponse, error)
 	// Await waits until the answering replica's group has executed its piece
 	// of transaction id, and returns the piece's result; or until the
-	// deadline or the server's bound on a wait (DEADLINE_EXCEEDED). Any
-	// replica of a destination group may answer (a follower answers once it
-	// has applied the piece).
+	// deadline or the server's bound on a wait (DEADLINE_EXCEEDED). A
+	// follower answers a result it has applied; one that lacks it answers
+	// UNAVAILABLE with its leader in the trailer (it would apply the piece
+	// up to a raft round after the leader), and waits itself only while it
+	// knows no leader.
 	Await(context.Context, *AwaitRequest) (*AwaitResponse, error)
 	// Get, Put, Delete and Scan run as one-partition transactions through the
 	// log of the group that owns the key (linearizable), sent to its leader;
