@@ -148,6 +148,7 @@ type Stats struct {
 	Refused   uint64 // frames dropped because a receiver refused their batch as invalid or too large
 	Redirects uint64 // NotLeader answers
 	Errors    uint64 // failed calls: transport errors, timeouts, errors of the receiver, refusals
+	Abandoned uint64 // batches given up after a Reset, unsent or never accepted
 }
 
 // Transmitter sends frames to the leaders of other groups: one queue and
@@ -317,6 +318,7 @@ func (t *Transmitter) Stats() Stats {
 		s.Refused += p.refused.Load()
 		s.Redirects += p.redirects.Load()
 		s.Errors += p.errors.Load()
+		s.Abandoned += p.abandoned.Load()
 	}
 	return s
 }
@@ -382,7 +384,7 @@ type peer struct {
 	leader   int // index in addrs of the replica believed to lead
 	failures int // failed rounds since the last delivered batch; drives the backoff
 
-	batches, frames, drops, refused, redirects, errors atomic.Uint64
+	batches, frames, drops, refused, redirects, errors, abandoned atomic.Uint64
 }
 
 // room returns how many frames, and bytes, the queue has room for.
@@ -521,6 +523,7 @@ func (p *peer) transmit(ctx context.Context, batch [][]byte, gen uint64) bool {
 	redirects := 0 // NotLeader answers in a row
 	for {
 		if p.resets.Load() != gen {
+			p.abandoned.Add(1)
 			return true
 		}
 		reply, err := p.call(ctx, req)

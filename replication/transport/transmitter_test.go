@@ -121,14 +121,10 @@ func TestTransmitterReset(t *testing.T) {
 	sendAll(t, tr, dataFrames(1, 5), 5)
 	waitFor(t, "the batch retried without a leader", func() bool { return tr.Stats().Redirects >= 3 })
 	tr.Reset()
-	// Reset abandons the batch after its current call: a call in flight
-	// now must end (refused: no leader yet) before there is a leader, or
-	// it would carry frames 1-5 there. A batch waiting in its backoff
-	// makes no call: it sees the Reset first.
-	r := tr.Stats().Redirects
-	for end := time.Now().Add(500 * time.Millisecond); tr.Stats().Redirects == r && time.Now().Before(end); {
-		time.Sleep(time.Millisecond)
-	}
+	// Reset abandons the batch after its current call: that call must end
+	// (refused: no leader yet) before there is a leader, or it would carry
+	// frames 1-5 there.
+	waitFor(t, "the batch abandoned", func() bool { return tr.Stats().Abandoned == 1 })
 	g.mu.Lock()
 	g.leader = 1
 	g.mu.Unlock()
