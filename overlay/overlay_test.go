@@ -74,15 +74,7 @@ func paperTree(t testing.TB, l *partition.Latency, name string) []int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	regs := l.Regions()
-	parent := make([]int, len(regs))
-	for i, r := range regs {
-		parent[i] = -1
-		if p, ok := tree[r]; ok {
-			parent[i] = slices.Index(regs, p)
-		}
-	}
-	return parent
+	return TreeParents(tree, l.Regions())
 }
 
 var paperWorkload = Workload{Locality: 0.99, RemoteItem: 0.02, RemotePayment: 0.15, GlobalOnly: true}

@@ -74,26 +74,46 @@ func (m *Model) SuggestOverlay(d *Dist, starts [][]int, opt Options, rng *rand.R
 	if !opt.KeepLast || len(starts) == 0 {
 		return m.suggestOverlay(d, starts, opt, 0, rng), nil
 	}
-	p, _ := m.FlexCast(d, starts[0])
-	lastMax := p.LastMs + 1e-9
-	// The first weight whose result keeps the bound; then any start that
-	// keeps it and scores better on the objective alone (a weighted search
-	// may trade objective for last answer beyond what the bound asks).
-	best := OrderResult{Order: slices.Clone(starts[0]), Prediction: p}
+	cands := make([]candidate, len(starts))
+	for i, s := range starts {
+		p, _ := m.FlexCast(d, s)
+		cands[i] = candidate{layout: s, p: p}
+	}
+	c := keepLast(opt.Objective, cands[0], cands, func(w float64) candidate {
+		r := m.suggestOverlay(d, starts, opt, w, rng)
+		return candidate{layout: r.Order, p: r.Prediction, exact: r.Exact}
+	})
+	return OrderResult{Order: slices.Clone(c.layout), Prediction: c.p, Exact: c.exact}, nil
+}
+
+// candidate is an order, or a tree's parents, with its prediction.
+type candidate struct {
+	layout []int
+	p      Prediction
+	exact  bool // optimal for its closed-loop weights (orders only)
+}
+
+// keepLast is a KeepLast search: search minimises the objective plus w
+// times the last answer; the first w of LastWeights whose result keeps
+// bound's last answer wins, unless one of starts keeps it too and scores
+// better on the objective alone (a weighted search may trade objective for
+// last answer beyond what the bound asks). Without such a result, bound.
+func keepLast(obj Objective, bound candidate, starts []candidate, search func(lastW float64) candidate) candidate {
+	lastMax := bound.p.LastMs + 1e-9
+	best := bound
 	for _, w := range LastWeights {
-		if res := m.suggestOverlay(d, starts, opt, w, rng); res.Prediction.LastMs <= lastMax {
-			res.Exact = res.Exact && w == 0
-			best = res
+		if c := search(w); c.p.LastMs <= lastMax {
+			c.exact = c.exact && w == 0 // exact for the weighted objective only
+			best = c
 			break
 		}
 	}
 	for _, s := range starts {
-		q, _ := m.FlexCast(d, s)
-		if q.LastMs <= lastMax && q.Score(opt.Objective) < best.Prediction.Score(opt.Objective)-1e-9 {
-			best = OrderResult{Order: slices.Clone(s), Prediction: q}
+		if s.p.LastMs <= lastMax && s.p.Score(obj) < best.p.Score(obj)-1e-9 {
+			best = s
 		}
 	}
-	return best, nil
+	return best
 }
 
 // suggestOverlay searches for the order of least objective plus lastW

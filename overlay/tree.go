@@ -6,6 +6,20 @@ import (
 	"slices"
 )
 
+// TreeParents returns tree (child name -> parent name, the root left out)
+// as parents by index into names, -1 for the root (and for a name the
+// tree does not list): the form Model.Tree and SuggestTree take.
+func TreeParents(tree map[string]string, names []string) []int {
+	parent := make([]int, len(names))
+	for i, g := range names {
+		parent[i] = -1
+		if p, ok := tree[g]; ok {
+			parent[i] = slices.Index(names, p)
+		}
+	}
+	return parent
+}
+
 // TreeResult is SuggestTree's answer.
 type TreeResult struct {
 	Parent     []int // parent[g], -1 for the root
@@ -74,21 +88,15 @@ func (m *Model) SuggestTree(d *Dist, starts [][]int, opt Options, rng *rand.Rand
 	if !opt.KeepLast {
 		return search(0), nil
 	}
-	bound := all[min(1, len(all)-1)] // starts[0], else the star
-	lastMax := score(bound).LastMs + 1e-9
-	best := TreeResult{Parent: slices.Clone(bound), Prediction: score(bound)}
-	for _, w := range LastWeights {
-		if res := search(w); res.Prediction.LastMs <= lastMax {
-			best = res
-			break
-		}
+	cands := make([]candidate, len(all))
+	for i, s := range all {
+		cands[i] = candidate{layout: s, p: score(s)}
 	}
-	for _, s := range all {
-		if q := score(s); q.LastMs <= lastMax && q.Score(opt.Objective) < best.Prediction.Score(opt.Objective)-1e-9 {
-			best = TreeResult{Parent: slices.Clone(s), Prediction: q}
-		}
-	}
-	return best, nil
+	c := keepLast(opt.Objective, cands[min(1, len(all)-1)], cands, func(w float64) candidate { // starts[0], else the star
+		r := search(w)
+		return candidate{layout: r.Parent, p: r.Prediction}
+	})
+	return TreeResult{Parent: slices.Clone(c.layout), Prediction: c.p}, nil
 }
 
 // annealTree runs a seeded simulated annealing over trees from start and

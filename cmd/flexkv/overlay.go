@@ -278,7 +278,7 @@ func suggestOverlay(cfg *partition.ClusterConfig, rtt [][]float64, d *overlay.Di
 	}
 	orders = append(orders, named{"configured", configured})
 	if len(cfg.Tree) > 0 {
-		trees = append(trees, named{"configured", treeIndexes(cfg.Tree, names)})
+		trees = append(trees, named{"configured", overlay.TreeParents(cfg.Tree, names)})
 	}
 	// The paper's overlays and trees name regions: they apply when the
 	// groups are exactly the aws-12 regions, one group each.
@@ -290,14 +290,7 @@ func suggestOverlay(cfg *partition.ClusterConfig, rtt [][]float64, d *overlay.Di
 		}
 		for _, name := range partition.PaperTreeNames {
 			t, _ := partition.PaperTree(name)
-			parent := make([]int, n)
-			for i := range parent {
-				parent[i] = -1
-			}
-			for c, p := range t {
-				parent[byRegion(c)] = byRegion(p)
-			}
-			trees = append(trees, named{name, parent})
+			trees = append(trees, named{name, overlay.TreeParents(t, regions)})
 		}
 	}
 	starts := make([][]int, 0, len(orders))
@@ -365,17 +358,6 @@ func regionsOf(regions []string, index func(string) int) []int {
 		out[i] = index(r)
 	}
 	return out
-}
-
-func treeIndexes(tree map[string]string, names []string) []int {
-	parent := make([]int, len(names))
-	for i, g := range names {
-		parent[i] = -1
-		if p, ok := tree[g]; ok {
-			parent[i] = slices.Index(names, p)
-		}
-	}
-	return parent
 }
 
 func groupNames(order []int, names []string) []string {

@@ -367,7 +367,7 @@ func (r *layoutResolver) predict(run localRun) map[string]float64 {
 	case "skeen":
 		p = m.Skeen(d)
 	case "tree":
-		if p, err = m.Tree(d, treeIndexes(run.cfg.Tree, names)); err != nil {
+		if p, err = m.Tree(d, overlay.TreeParents(run.cfg.Tree, names)); err != nil {
 			return nil
 		}
 	default:
