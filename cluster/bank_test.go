@@ -103,12 +103,7 @@ func runBank(t *testing.T, proto string, snapshots bool) {
 		// leader, which meanwhile drops the entries it missed.
 		var down []string
 		for _, g := range []string{"eu-west-1", "eu-west-3"} {
-			for _, id := range l.Nodes() {
-				if l.Group(id) == g && id != l.Leader(g) {
-					down = append(down, id)
-					break
-				}
-			}
+			down = append(down, followerOf(t, l, g))
 		}
 		go func() {
 			defer close(downDone)

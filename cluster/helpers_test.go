@@ -90,6 +90,20 @@ func waitLeaders(t testing.TB, l *Local) {
 	}
 }
 
+// followerOf returns the id of a replica of group that does not lead it
+// now (the first in l's order), and the fatal error if there is none.
+func followerOf(t testing.TB, l *Local, group string) string {
+	t.Helper()
+	leader := l.Leader(group)
+	for _, id := range l.Nodes() {
+		if l.Group(id) == group && id != leader {
+			return id
+		}
+	}
+	t.Fatalf("group %s has no follower", group)
+	return ""
+}
+
 // dial returns a raw kvpb client of addr, a replica of l, with l's client
 // credentials.
 func dial(t testing.TB, l *Local, addr string) kvpb.KVClient {

@@ -122,20 +122,9 @@ func TestAwaitAtFollower(t *testing.T) {
 	l := startLocalConfig(t, Config{Cluster: cfg, Dir: t.TempDir()})
 	const g = "eu-west-3"
 	sid := openSession(t, l, g)
-	leader := l.Leader(g)
-	var follower, leaderAddr string
-	for _, gc := range cfg.Groups {
-		if gc.Name != g {
-			continue
-		}
-		for _, r := range gc.Replicas {
-			if r.ID == leader {
-				leaderAddr = r.GRPC
-			} else if follower == "" {
-				follower = r.GRPC
-			}
-		}
-	}
+	_, lr, _ := cfg.Replica(l.Leader(g))
+	_, fr, _ := cfg.Replica(followerOf(t, l, g))
+	leaderAddr, follower := lr.GRPC, fr.GRPC
 	fc := dial(t, l, follower)
 	id := fmt.Sprintf("c%d.1", sid)
 	var md metadata.MD

@@ -107,14 +107,7 @@ func TestTwoGroupTransfer(t *testing.T) {
 func TestAwaitAtCutOffReplica(t *testing.T) {
 	l := startLocalConfig(t, Config{Cluster: testcluster.Layout(t, "flexcast", testaddr.Cluster), Dir: t.TempDir(),
 		Replication: replication.Config{ElectionTimeout: 200 * time.Millisecond}})
-	leader := l.Leader("eu-west-3")
-	var follower string
-	for _, id := range l.Nodes() {
-		if l.Group(id) == "eu-west-3" && id != leader {
-			follower = id
-			break
-		}
-	}
+	follower := followerOf(t, l, "eu-west-3")
 	if err := l.SetCut(follower, true); err != nil {
 		t.Fatal(err)
 	}
