@@ -50,10 +50,25 @@ func TestTrafficOverhead(t *testing.T) {
 				received[g] = max(received[g], tr.Requests)
 				delivered[g] = max(delivered[g], tr.Deliveries)
 			}
-			for _, tr := range traffic {
+			var msgBytes uint64
+			for id, tr := range traffic {
 				for to, n := range tr.PayloadTo {
 					received[to] += n
 				}
+				var sum uint64
+				for _, b := range tr.BytesByKind {
+					sum += b
+				}
+				if sum != tr.SendBytes {
+					t.Errorf("%s: bytes by kind %v add up to %d, sent %d", id, tr.BytesByKind, sum, tr.SendBytes)
+				}
+				msgBytes += tr.BytesByKind["msg"]
+			}
+			// The transaction's payload travels as a msg (FlexCast's
+			// lca to the other destination, the tree's root to its
+			// children).
+			if msgBytes == 0 {
+				t.Errorf("no msg bytes sent: %v", traffic)
 			}
 			if got := received["eu-west-1"] > 0; got != tc.rootReceives {
 				t.Errorf("eu-west-1 received %d payload messages, delivered %d", received["eu-west-1"], delivered["eu-west-1"])

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -40,6 +41,10 @@ type Report struct {
 	// when the caller has no metrics. Additions to DESIGN 10.3's fields.
 	BytesPerTxn float64 `json:"bytes_per_txn,omitempty"`
 	MsgsPerTxn  float64 `json:"msgs_per_txn,omitempty"`
+	// BytesPerTxnByKind splits BytesPerTxn by send kind (server.Traffic's
+	// BytesByKind: "msg", "ack", "notif", "ts", "relay", "vote", "flush"):
+	// where a protocol's bytes go. An addition to DESIGN 10.3's fields.
+	BytesPerTxnByKind map[string]float64 `json:"bytes_per_txn_by_kind,omitempty"`
 	// Check is the consistency check's outcome, nil (JSON null) when none
 	// ran.
 	Check *CheckSummary `json:"check"`
@@ -308,7 +313,15 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 	}
 	if r.BytesPerTxn > 0 {
-		p.printf("\ntraffic between nodes: %.0f bytes/txn, %.2f msgs/txn\n", r.BytesPerTxn, r.MsgsPerTxn)
+		p.printf("\ntraffic between nodes: %.0f bytes/txn, %.2f msgs/txn", r.BytesPerTxn, r.MsgsPerTxn)
+		if len(r.BytesPerTxnByKind) > 0 {
+			var parts []string
+			for _, k := range sortedKeys(r.BytesPerTxnByKind) {
+				parts = append(parts, fmt.Sprintf("%s %.0f", k, r.BytesPerTxnByKind[k]))
+			}
+			p.printf(" (bytes/txn by kind: %s)", strings.Join(parts, ", "))
+		}
+		p.printf("\n")
 	}
 	if len(r.Overhead) > 0 {
 		p.printf("\n")
@@ -373,6 +386,19 @@ func CompareTable(w io.Writer, reports []*Report) error {
 			p.printf("\t%.0f", r.BytesPerTxn)
 		}
 		p.printf("\t\n")
+		kinds := map[string]bool{}
+		for _, r := range reports {
+			for k := range r.BytesPerTxnByKind {
+				kinds[k] = true
+			}
+		}
+		for _, k := range sortedKeys(kinds) {
+			p.printf("%-*s", width, "  "+k)
+			for _, r := range reports {
+				p.printf("\t%.0f", r.BytesPerTxnByKind[k])
+			}
+			p.printf("\t\n")
+		}
 	}
 	for _, name := range RowNames() {
 		p.printf("%-*s", width, rowLabel(name))

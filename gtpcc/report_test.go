@@ -59,6 +59,7 @@ func wantKeys(t *testing.T, v any, where string, want ...string) {
 func TestReportJSONFields(t *testing.T) {
 	rep := testReport(t, "flexcast", 1)
 	rep.BytesPerTxn, rep.MsgsPerTxn = 1180.5, 1.5
+	rep.BytesPerTxnByKind = map[string]float64{"msg": 1000.5, "flush": 180}
 	b, err := json.Marshal(rep)
 	if err != nil {
 		t.Fatal(err)
@@ -67,10 +68,13 @@ func TestReportJSONFields(t *testing.T) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
-	// DESIGN 10.3's fields, rolled_back, bytes_per_txn, msgs_per_txn and
-	// destination_sets.
+	// DESIGN 10.3's fields, rolled_back, bytes_per_txn, msgs_per_txn,
+	// bytes_per_txn_by_kind and destination_sets.
 	wantKeys(t, m, "results", "protocol", "config", "duration_s", "txn_total", "txn_per_s", "errors", "rolled_back",
-		"latency_ms", "traffic", "bytes_per_txn", "msgs_per_txn", "overhead", "check", "destination_sets")
+		"latency_ms", "traffic", "bytes_per_txn", "msgs_per_txn", "bytes_per_txn_by_kind", "overhead", "check", "destination_sets")
+	if bk := m["bytes_per_txn_by_kind"].(map[string]any); bk["msg"] != 1000.5 || bk["flush"] != 180.0 || len(bk) != 2 {
+		t.Errorf("bytes_per_txn_by_kind %v, want msg 1000.5 and flush 180", bk)
+	}
 	if m["bytes_per_txn"] != 1180.5 || m["msgs_per_txn"] != 1.5 {
 		t.Errorf("bytes_per_txn %v, msgs_per_txn %v, want 1180.5 and 1.5", m["bytes_per_txn"], m["msgs_per_txn"])
 	}
@@ -177,6 +181,7 @@ func TestWriteTable(t *testing.T) {
 	rep := testReport(t, "flexcast", 1)
 	rep.ErrorSamples = []string{"client: unavailable"}
 	rep.BytesPerTxn, rep.MsgsPerTxn = 1180.4, 1.364
+	rep.BytesPerTxnByKind = map[string]float64{"msg": 1000.2, "ack": 180.2}
 	var buf bytes.Buffer
 	if err := rep.WriteTable(&buf); err != nil {
 		t.Fatal(err)
@@ -214,7 +219,7 @@ func TestWriteTable(t *testing.T) {
 	}
 	for _, want := range []string{"traffic (node)", "r1", "10.0", "2500", "250.0", "overhead g1: 25.0% (received 4, delivered 3)",
 		"check: FAILED, 1 failures", "condition 1: warehouse 1", "client: unavailable",
-		"traffic between nodes: 1180 bytes/txn, 1.36 msgs/txn"} {
+		"traffic between nodes: 1180 bytes/txn, 1.36 msgs/txn (bytes/txn by kind: ack 180, msg 1000)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q", want)
 		}
@@ -294,6 +299,23 @@ func TestCompareTable(t *testing.T) {
 	}
 	if f := strings.Fields(lines[2]); !slices.Equal(f, []string{"bytes/txn", "1180", "0", "338"}) {
 		t.Errorf("bytes line %q, want bytes/txn 1180 0 338", lines[2])
+	}
+
+	// With bytes by kind, a row per kind seen in any run follows it.
+	reports[0].BytesPerTxnByKind = map[string]float64{"msg": 1000.2, "flush": 180.2}
+	reports[2].BytesPerTxnByKind = map[string]float64{"msg": 338}
+	buf.Reset()
+	if err := CompareTable(&buf, reports); err != nil {
+		t.Fatal(err)
+	}
+	lines = strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	if want := 5 + len(RowNames()); len(lines) != want {
+		t.Fatalf("%d lines with bytes by kind, want %d:\n%s", len(lines), want, buf.String())
+	}
+	for i, want := range [][]string{{"flush", "180", "0", "0"}, {"msg", "1000", "0", "338"}} {
+		if f := strings.Fields(lines[3+i]); !slices.Equal(f, want) {
+			t.Errorf("kind line %q, want %v", lines[3+i], want)
+		}
 	}
 	if err := CompareTable(&buf, []*Report{nil}); err == nil {
 		t.Error("CompareTable accepted a nil report")

@@ -1,6 +1,9 @@
 package server
 
-import "github.com/flexkv/flexkv/partition"
+import (
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/partition"
+)
 
 // Traffic is what a replica counted since its server opened: the envelopes
 // its group sent to other groups while this replica led it (the protocols'
@@ -19,11 +22,16 @@ import "github.com/flexkv/flexkv/partition"
 // entries its predecessor applied as leader counts their sends again, so
 // the figures are exact for runs without failover (the driver's).
 type Traffic struct {
-	Sends      uint64
-	SendBytes  uint64
-	Deliveries uint64
-	Requests   uint64
-	PayloadTo  map[string]uint64
+	Sends     uint64
+	SendBytes uint64
+	// BytesByKind splits SendBytes by send kind ("msg", "ack", "notif",
+	// "ts", "relay", "vote"; "flush" for every send about a flush), the
+	// names of the flexkv_send_bytes_total metric's kind label. Kinds
+	// that sent nothing are absent.
+	BytesByKind map[string]uint64
+	Deliveries  uint64
+	Requests    uint64
+	PayloadTo   map[string]uint64
 }
 
 // Traffic returns the server's counts.
@@ -31,7 +39,19 @@ func (s *Server) Traffic() Traffic {
 	var t Traffic
 	for k := range s.counts.sends {
 		t.Sends += s.counts.sends[k].Load()
-		t.SendBytes += s.counts.sendBytes[k].Load()
+		b := s.counts.sendBytes[k].Load()
+		t.SendBytes += b
+		if b == 0 {
+			continue
+		}
+		if t.BytesByKind == nil {
+			t.BytesByKind = make(map[string]uint64)
+		}
+		name := "flush"
+		if k > 0 {
+			name = multicast.Kind(k).String()
+		}
+		t.BytesByKind[name] += b
 	}
 	t.Deliveries = s.counts.deliveriesLocal.Load() + s.counts.deliveriesGlobal.Load()
 	t.Requests = s.counts.accepted.Load()

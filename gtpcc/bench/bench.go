@@ -221,10 +221,14 @@ func traffic(rep *gtpcc.Report, l *cluster.Local, before, after map[string]serve
 	received := make(map[string]uint64)
 	delivered := make(map[string]uint64)
 	var sends, bytes uint64
+	byKind := make(map[string]uint64)
 	for id, a := range after {
 		p := before[id]
 		sends += diff(a.Sends, p.Sends)
 		bytes += diff(a.SendBytes, p.SendBytes)
+		for k, b := range a.BytesByKind {
+			byKind[k] += diff(b, p.BytesByKind[k])
+		}
 		rep.Traffic[id] = gtpcc.NewNodeTraffic(int64(diff(a.Sends, p.Sends)), int64(diff(a.SendBytes, p.SendBytes)), secs)
 		g := l.Group(id)
 		received[g] = max(received[g], diff(a.Requests, p.Requests))
@@ -242,6 +246,15 @@ func traffic(rep *gtpcc.Report, l *cluster.Local, before, after map[string]serve
 	if txns > 0 {
 		rep.BytesPerTxn = float64(bytes) / float64(txns)
 		rep.MsgsPerTxn = float64(sends) / float64(txns)
+		for k, b := range byKind {
+			if b == 0 {
+				continue
+			}
+			if rep.BytesPerTxnByKind == nil {
+				rep.BytesPerTxnByKind = make(map[string]float64)
+			}
+			rep.BytesPerTxnByKind[k] = float64(b) / float64(txns)
+		}
 	}
 	rep.Overhead = make(map[string]gtpcc.GroupOverhead)
 	for g, r := range received {
