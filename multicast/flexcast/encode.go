@@ -28,9 +28,15 @@ type entry struct {
 
 // segment is a piece of one owner's chain: consecutive entries of the
 // owner's delivery order (global messages only).
+//
+// restart marks a segment that its sender starts again at the flush it last
+// truncated at (its diffs to every descendant start there after a cut): a
+// receiver that does not hold that flush in the owner's chain yet holds the
+// envelope back until it does (see Core.checkEnvelope).
 type segment struct {
 	owner   partition.GroupID
 	entries []entry
+	restart bool
 }
 
 // notifRef names one notification: the group notified and the notifier's id
@@ -57,13 +63,14 @@ type envelope struct {
 // envFormat is the format of the envelopes this build writes and reads: the
 // high four bits of an envelope's first byte, the kind the low four.
 //
-// Format 2: after the first byte, an MSG's payload (a varint length, then the
+// Format 3: after the first byte, an MSG's payload (a varint length, then the
 // bytes), then everything else in one stream of bits (bits.go) to the end of
 // the envelope: message ids through the link's memory (linkIDs), history
 // entries with their destinations besides their chain's owner, which every
-// entry of the chain is addressed to. Format 1 (first byte 1-3, varints, ids
-// and sets in full) is no longer read.
-const envFormat = 2
+// entry of the chain is addressed to. Format 3 adds one bit per history
+// segment to format 2 (restart); formats 1 (first byte 1-3, varints, ids and
+// sets in full) and 2 are no longer read.
+const envFormat = 3
 
 // appendEnvelope appends e, sent on the link that k remembers, in a cluster
 // of n groups. The bits after the payload:
@@ -74,9 +81,9 @@ const envFormat = 2
 //	            the step from the previous one's plus one (from -1) less one
 //	            in an exponential-Golomb code of order 0; 1 bit, set if the
 //	            segment starts at the last entry of the owner's chain that
-//	            the link carried (linkIDs.last), which is then left out; the
-//	            number of entries written less one (order 2); those entries
-//	            (appendEntryBits)
+//	            the link carried (linkIDs.last), which is then left out; 1
+//	            bit, restart; the number of entries written less one (order
+//	            2); those entries (appendEntryBits)
 //	msg, ack:   notifications: bits.Len(n) bits, their number; each: the
 //	            group in bits.Len(n) bits and the id (order 0)
 //	ack:        1 bit, notified; if set, the notifier in bits.Len(n) bits
@@ -100,6 +107,11 @@ func appendEnvelope(b []byte, e *envelope, n int, k *linkIDs) []byte {
 		if last := k.last[s.owner]; len(es) > 1 && es[0] == last {
 			w.write(1, 1)
 			es = es[1:]
+		} else {
+			w.write(0, 1)
+		}
+		if s.restart {
+			w.write(1, 1)
 		} else {
 			w.write(0, 1)
 		}
@@ -209,6 +221,7 @@ func decodeBits(e *envelope, b []byte, n int, k *linkIDs, hist []segment, notifs
 		s := &hist[i]
 		step := r.golomb(0)
 		cont := r.read(1) == 1
+		restart := r.read(1) == 1
 		cnt := r.golomb(2) + 1
 		owner := uint64(prev+1) + step
 		switch {
@@ -220,6 +233,7 @@ func decodeBits(e *envelope, b []byte, n int, k *linkIDs, hist []segment, notifs
 			return fmt.Errorf("history segment of %d entries in %d bits", cnt, r.left())
 		}
 		s.owner = partition.GroupID(owner)
+		s.restart = restart
 		prev = int(owner)
 		skip := uint64(0)
 		if cont {

@@ -26,14 +26,19 @@
 //
 // Histories are trimmed by a flush: the rank-0 group multicasts a flush to
 // every group every FlushEvery deliveries (or after FlushTicks ticks with
-// deliveries). See truncate for why a group may cut its histories as soon as
-// it has delivered a flush.
+// deliveries). A flush is acknowledged along the ranks, each group to the
+// next one only, not to every group above: n-2 acks instead of
+// (n-1)(n-2)/2, and each entry of a chain travels once per rank above its
+// owner instead of once per pair of ranks. See truncate for why a group may
+// cut its histories as soon as it has delivered a flush.
 package flexcast
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/bits"
+	"slices"
 
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/partition"
@@ -97,6 +102,23 @@ type Stats struct {
 	Open           int // messages known to be addressed here, not delivered
 	NotifQueue     int // notifications waiting for open dependencies
 	PendingMaxSeen int
+	// Deferred: envelopes held back now until a chain reaches the flush
+	// their sender restarted it at; DeferredMax, the most seen.
+	Deferred    int
+	DeferredMax int
+	// StaleEntries counts history entries received after this group cut
+	// its chains past them (an envelope sent before its sender's cut,
+	// arriving after this group's), dropped on arrival.
+	StaleEntries uint64
+	// DeferredInvalid counts deferred envelopes found invalid when their
+	// wait was over (dropped; only a faulty sender's).
+	DeferredInvalid uint64
+}
+
+// chainRef names an entry of one owner's chain.
+type chainRef struct {
+	owner partition.GroupID
+	id    multicast.MsgID
 }
 
 type chain struct {
@@ -163,8 +185,18 @@ type Core struct {
 	// one does). Derived from notifQ.
 	blocking map[multicast.MsgID]*pendingNotif
 
-	notifSeq        uint64
-	flushSeq        uint64
+	notifSeq uint64
+	flushSeq uint64
+	// cut: the flush this group last truncated at (zero before the first).
+	cut multicast.MsgID
+	// deferred[a], for an ancestor a: envelopes from a held back, in
+	// arrival order, because the first one restarts a chain at a flush not
+	// held here yet (waits[a] names it: the owner and the flush); the
+	// later ones wait behind it to keep the channel's order. See
+	// checkEnvelope.
+	deferred [][][]byte
+	waits    []chainRef
+
 	sinceFlush      int
 	ticksSinceFlush int
 
@@ -222,6 +254,9 @@ func New(cfg Config) (*Core, error) {
 		pending: make(map[multicast.MsgID]*pend),
 		links:   make([]linkIDs, n),
 
+		deferred: make([][][]byte, cfg.Self),
+		waits:    make([]chainRef, cfg.Self),
+
 		blocking: make(map[multicast.MsgID]*pendingNotif),
 	}
 	for o := range c.chains {
@@ -255,6 +290,12 @@ func (c *Core) Stats() Stats {
 	for _, p := range c.pending { //flexkv:unordered a sum
 		s.PendingBytes += len(p.msg.Payload)
 	}
+	for _, q := range c.deferred {
+		s.Deferred += len(q)
+		for _, b := range q {
+			s.PendingBytes += len(b)
+		}
+	}
 	s.Open = c.dag.openLen()
 	s.NotifQueue = len(c.notifQ)
 	return s
@@ -277,17 +318,8 @@ func (c *Core) Step(in multicast.Input) error {
 		}
 		c.lcaDeliver(in.Msg)
 	case multicast.InputEnvelope:
-		e, err := c.checkEnvelope(in.From, in.Payload)
-		if err != nil {
+		if err := c.onEnvelope(in.From, in.Payload); err != nil {
 			return err
-		}
-		switch e.kind {
-		case envMsg:
-			c.onMsg(in.From, e)
-		case envAck:
-			c.onAck(in.From, e)
-		case envNotif:
-			c.onNotif(in.From, e)
 		}
 	case multicast.InputTick:
 		// Rank 0 counts only its own deliveries; the idle trigger bounds
@@ -327,6 +359,93 @@ func (c *Core) afterStep() {
 	}
 }
 
+// onEnvelope takes an envelope from an ancestor: it is held back behind
+// the sender's deferred envelopes, or deferred itself, or acted on; then
+// the deferred envelopes whose wait is over are taken in order.
+func (c *Core) onEnvelope(from partition.GroupID, payload []byte) error {
+	if !c.cfg.Topology.Valid(from) || from >= c.self {
+		return fmt.Errorf("%w: flexcast: group %d from %d: envelopes travel from lower to higher ranks only", multicast.ErrInvalid, c.self, from)
+	}
+	if len(c.deferred[from]) > 0 {
+		c.deferred[from] = append(c.deferred[from], bytes.Clone(payload))
+		c.noteDeferred()
+		return nil
+	}
+	e, wait, err := c.checkEnvelope(from, payload)
+	if err != nil {
+		return err
+	}
+	if wait != nil {
+		c.deferred[from] = append(c.deferred[from], bytes.Clone(payload))
+		c.waits[from] = *wait
+		c.noteDeferred()
+		return nil
+	}
+	c.act(from, e)
+	c.retryDeferred()
+	return nil
+}
+
+func (c *Core) act(from partition.GroupID, e *envelope) {
+	switch e.kind {
+	case envMsg:
+		c.onMsg(from, e)
+	case envAck:
+		c.onAck(from, e)
+	case envNotif:
+		c.onNotif(from, e)
+	}
+}
+
+func (c *Core) noteDeferred() {
+	n := 0
+	for _, q := range c.deferred {
+		n += len(q)
+	}
+	c.stats.DeferredMax = max(c.stats.DeferredMax, n)
+}
+
+// retryDeferred takes, in order, the deferred envelopes of each ancestor
+// whose chain now holds the flush they wait for, until none is left whose
+// wait is over. An envelope found invalid now (its sender is faulty: a
+// correct one's envelopes are valid once their wait is over) is dropped and
+// counted in Stats.DeferredInvalid.
+func (c *Core) retryDeferred() {
+	for progress := true; progress; {
+		progress = false
+		for a := range c.deferred {
+			for len(c.deferred[a]) > 0 {
+				// A cut at or past the flush also ends the wait (only a
+				// faulty sender's envelopes wait that long): they are
+				// stale then.
+				w := c.waits[a]
+				if !c.chains[w.owner].has(w.id) && w.id.Seq > c.cut.Seq {
+					break
+				}
+				payload := c.deferred[a][0]
+				c.deferred[a][0] = nil
+				c.deferred[a] = c.deferred[a][1:]
+				if len(c.deferred[a]) == 0 {
+					c.deferred[a] = nil
+				}
+				progress = true
+				e, wait, err := c.checkEnvelope(partition.GroupID(a), payload)
+				switch {
+				case err != nil:
+					c.stats.DeferredInvalid++
+				case wait != nil:
+					c.deferred[a] = append([][]byte{payload}, c.deferred[a]...)
+					c.waits[a] = *wait
+				default:
+					c.act(partition.GroupID(a), e)
+				}
+			}
+		}
+	}
+}
+
+func (c *Core) hasCut() bool { return c.cut != (multicast.MsgID{}) }
+
 func (c *Core) checkRequest(m multicast.Message) error {
 	if err := multicast.ValidateRequest(c.cfg.Topology, m); err != nil {
 		return err
@@ -345,75 +464,132 @@ func (c *Core) checkRequest(m multicast.Message) error {
 }
 
 // checkEnvelope decodes an envelope and checks that it makes sense here,
-// before anything is changed.
-func (c *Core) checkEnvelope(from partition.GroupID, payload []byte) (*envelope, error) {
+// before anything is changed. A non-nil wait says that the envelope must
+// wait until the chain it names holds the flush it names: the envelope, and
+// every later one from the same sender, is to be held back until then.
+//
+// Every history segment must join the owner's chain held here (start at an
+// entry held), with three exceptions, which flushes make (see truncate):
+//   - the first segment of an owner's chain before any flush (the chain held
+//     is empty): it starts the chain;
+//   - a restart (the sender cut its chains at a flush f and starts its diffs
+//     there) when this group does not hold f in that chain yet: f comes
+//     from this group's predecessor, whose ack for f carries every chain up
+//     to f, and the envelope waits for it;
+//   - a stale segment: sent before its sender's cut, it arrives after this
+//     group's, which dropped its first entries. Those are dropped here too:
+//     the segment holds this group's cut flush, from which the rest joins,
+//     or nothing after it.
+func (c *Core) checkEnvelope(from partition.GroupID, payload []byte) (*envelope, *chainRef, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: flexcast: group %d from %d: %s", multicast.ErrInvalid, c.self, from, fmt.Sprintf(format, args...))
-	}
-	if !c.cfg.Topology.Valid(from) || from >= c.self {
-		return nil, bad("envelopes travel from lower to higher ranks only")
 	}
 	e := &c.scratch
 	c.linkScratch = c.links[from]
 	if err := decodeInto(e, payload, c.n, &c.linkScratch); err != nil {
-		return nil, fmt.Errorf("%w: flexcast: group %d from %d: %w", multicast.ErrInvalid, c.self, from, err)
+		return nil, nil, fmt.Errorf("%w: flexcast: group %d from %d: %w", multicast.ErrInvalid, c.self, from, err)
 	}
-	for i, s := range e.history {
+	var wait *chainRef
+	kept := e.history[:0]
+	prevOwner := -1
+	for _, s := range e.history {
 		if s.owner > from {
-			return nil, bad("history of group %d, which is not an ancestor of the sender", s.owner)
+			return nil, nil, bad("history of group %d, which is not an ancestor of the sender", s.owner)
 		}
-		if i > 0 && s.owner <= e.history[i-1].owner {
-			return nil, bad("history segments out of order")
+		if int(s.owner) <= prevOwner {
+			return nil, nil, bad("history segments out of order")
 		}
+		prevOwner = int(s.owner)
 		if len(s.entries) == 0 {
-			return nil, bad("empty history segment of group %d", s.owner)
+			return nil, nil, bad("empty history segment of group %d", s.owner)
 		}
-		if ch := &c.chains[s.owner]; len(ch.entries) > 0 && !ch.has(s.entries[0].id) {
-			return nil, bad("history of group %d starting at %s does not join the chain held here", s.owner, s.entries[0].id)
+		ch := &c.chains[s.owner]
+		first := s.entries[0].id
+		switch {
+		case ch.has(first):
+		case s.restart && !first.IsFlush():
+			return nil, nil, bad("history of group %d restarts at %s, not at a flush", s.owner, first)
+		case s.restart && (!c.hasCut() || first.Seq > c.cut.Seq):
+			if wait == nil {
+				wait = &chainRef{owner: s.owner, id: first}
+			}
+		case !s.restart && len(ch.entries) == 0 && !c.hasCut():
+		case c.hasCut():
+			// Stale: keep what follows the cut, if the segment reaches it.
+			i := slices.IndexFunc(s.entries, func(x entry) bool { return x.id == c.cut })
+			if invariants {
+				for _, x := range s.entries[:max(i, 0)] {
+					if !c.forgotten[x.id] && x.id != c.cut {
+						panic(fmt.Sprintf("flexcast: invariant violated: group %d: stale history of group %d from %d holds %s, never truncated here", c.self, s.owner, from, x.id))
+					}
+				}
+				if i < 0 {
+					for _, x := range s.entries {
+						if !c.forgotten[x.id] {
+							panic(fmt.Sprintf("flexcast: invariant violated: group %d: stale history of group %d from %d holds %s, never truncated here", c.self, s.owner, from, x.id))
+						}
+					}
+				}
+			}
+			if i < 0 {
+				c.stats.StaleEntries += uint64(len(s.entries))
+				continue
+			}
+			c.stats.StaleEntries += uint64(i)
+			s.entries = s.entries[i:]
+		default:
+			return nil, nil, bad("history of group %d starting at %s does not join the chain held here", s.owner, first)
 		}
+		kept = append(kept, s)
 	}
+	if wait != nil {
+		return e, wait, nil
+	}
+	e.history = kept
 	m := e.msg
 	lca := m.Dst.Min()
 	switch e.kind {
 	case envMsg:
 		if lca != from || !m.Dst.Has(c.self) {
-			return nil, bad("MSG %s to %s must come from its lca to a destination", m.ID, m.Dst)
+			return nil, nil, bad("MSG %s to %s must come from its lca to a destination", m.ID, m.Dst)
 		}
 		if p := c.pending[m.ID]; (p != nil && p.arrived) || c.chains[c.self].has(m.ID) {
-			return nil, bad("MSG %s received twice", m.ID)
+			return nil, nil, bad("MSG %s received twice", m.ID)
 		}
 	case envAck:
 		if !m.Dst.Has(c.self) {
-			return nil, bad("ACK %s to %s at a non-destination", m.ID, m.Dst)
+			return nil, nil, bad("ACK %s to %s at a non-destination", m.ID, m.Dst)
 		}
 		if e.notified {
 			if m.Dst.Has(from) || e.notifier >= from {
-				return nil, bad("notification ACK %s from a destination, or answering a notification from above", m.ID)
+				return nil, nil, bad("notification ACK %s from a destination, or answering a notification from above", m.ID)
 			}
 			if next := m.Dst.Above(from).Min(); next != c.self {
-				return nil, bad("notification ACK %s to %s at %d, not at %d, the lowest destination above the sender", m.ID, m.Dst, c.self, next)
+				return nil, nil, bad("notification ACK %s to %s at %d, not at %d, the lowest destination above the sender", m.ID, m.Dst, c.self, next)
 			}
 		} else if !m.Dst.Has(from) || from == lca {
-			return nil, bad("ACK %s from %d, which is not a destination above the lca", m.ID, from)
+			return nil, nil, bad("ACK %s from %d, which is not a destination above the lca", m.ID, from)
+		} else if m.ID.IsFlush() && from != c.self-1 {
+			return nil, nil, bad("ACK of flush %s from %d: a flush is acknowledged to the next group only", m.ID, from)
 		}
 	case envNotif:
 		if m.Dst.Has(c.self) || c.self >= m.Dst.Max() {
-			return nil, bad("NOTIF %s to %s at a destination or above every destination", m.ID, m.Dst)
+			return nil, nil, bad("NOTIF %s to %s at a destination or above every destination", m.ID, m.Dst)
 		}
 	}
 	// notifyNext notifies at most one group, below the lowest destination
 	// above the sender.
 	if len(e.notifs) > 1 {
-		return nil, bad("%d notifications listed about %s, at most one is issued", len(e.notifs), m.ID)
+		return nil, nil, bad("%d notifications listed about %s, at most one is issued", len(e.notifs), m.ID)
 	}
 	for _, r := range e.notifs {
 		if above := m.Dst.Above(from); r.group <= from || above.Empty() || r.group >= above.Min() {
-			return nil, bad("notification of group %d about %s to %s", r.group, m.ID, m.Dst)
+			return nil, nil, bad("notification of group %d about %s to %s", r.group, m.ID, m.Dst)
 		}
 	}
 	// Accepted: the link's memory moves on as the sender's did.
 	c.links[from] = c.linkScratch
-	return e, nil
+	return e, nil, nil
 }
 
 // lcaDeliver handles a message at its lca: deliver at once, then forward it
@@ -688,6 +864,10 @@ func (c *Core) deliverable(id multicast.MsgID, p *pend) bool {
 	dst := p.msg.Dst
 	if !c.cfg.Strategies.NoAcks {
 		need := dst.Above(dst.Min()).Below(c.self)
+		if id.IsFlush() {
+			// A flush is acknowledged along the ranks (see truncate).
+			need = need.Above(c.self - 2)
+		}
 		if p.acks&need != need {
 			return false
 		}
@@ -725,7 +905,12 @@ func (c *Core) remoteDeliver(p *pend) {
 	c.emit(m)
 	if !c.cfg.Strategies.NoAcks {
 		refs := c.notifyNext(m.ID, m.Dst)
-		for _, d := range m.Dst.Above(c.self).Slice() {
+		to := m.Dst.Above(c.self)
+		if m.ID.IsFlush() {
+			// Only the next group waits for this ack (see truncate).
+			to = to.Below(c.self + 2)
+		}
+		for _, d := range to.Slice() {
 			c.send(d, &envelope{kind: envAck, msg: multicast.Message{ID: m.ID, Dst: m.Dst}, history: c.diff(d), notifs: refs})
 			c.stats.AcksSent++
 		}
@@ -831,7 +1016,7 @@ func (c *Core) diff(d partition.GroupID) []segment {
 		if from < 0 {
 			from = 0
 		}
-		h = append(h, segment{owner: partition.GroupID(o), entries: ch.entries[from:]})
+		h = append(h, segment{owner: partition.GroupID(o), entries: ch.entries[from:], restart: from == 0 && c.hasCut() && ch.entries[0].id == c.cut})
 		c.sent[d][o] = last
 	}
 	return h
@@ -865,26 +1050,47 @@ func (c *Core) flush() {
 }
 
 // truncate cuts the history at flush f, which self has just delivered and
-// acknowledged to every group above it.
+// acknowledged to the next group.
 //
-// Why this is safe as soon as self delivered f, without waiting for the other
-// groups (the paper's prototype waited for all of them):
+// A flush is acknowledged along the ranks: group g delivers f once rank 0
+// sent it and g-1 acknowledged it (g-1 did so after delivering it, after
+// g-2's ack, and so on), and acknowledges it to g+1 only. g-1's ack carries
+// its diff, every chain up to f at least: by induction, g-1 held every chain
+// below it up to f when it delivered f. Under a triangle inequality of the
+// links' latencies this delivers f no later than acks from every group below
+// would (the longest path of those is the one through every rank), with n-2
+// acks instead of (n-1)(n-2)/2.
+//
+// Why cutting is safe as soon as self delivered f, without waiting for the
+// other groups (the paper's prototype waited for all of them):
 //   - f is addressed to every group, so by prefix order every message that
 //     precedes f and is addressed to self was delivered by self before f;
 //     nothing addressed here is lost from the chains, and open holds only
 //     messages after f.
-//   - self delivered f only after every ancestor acknowledged f (strategy b)
-//     and its lca (rank 0) sent it; each of them shipped its chain up to f
-//     before truncating, so every chain here holds f, and every descendant
-//     has received self's chain up to f on the FIFO channel before anything
-//     self sends from now on: restarting diffs at f keeps the overlap.
-//   - an order x < p < y through a pre-f message p between two post-f
-//     messages cannot exist (p < f < x); an order from a pre-f message to a
-//     post-f one is implied by f, which precedes every post-f entry.
-//   - nothing sent before an ancestor's ack for f arrives after it (FIFO), so
-//     no pre-f entry reaches self after the cut and is appended as new.
+//   - every chain here holds f (the induction above), and an order x < p < y
+//     through a pre-f message p between two post-f messages cannot exist
+//     (p < f < x); an order from a pre-f message to a post-f one is implied
+//     by f, which precedes every post-f entry.
+//   - self's diffs restart at f, marked as restarts. The next group holds
+//     every chain up to f before anything self sends from now on (self's ack
+//     for f came first on the FIFO channel); a group further up may not hold
+//     f in a chain yet, and holds the envelope back until its own
+//     predecessor's ack for f brings it (checkEnvelope, retryDeferred). That
+//     ack does not depend on the envelope, since everything travels up the
+//     ranks, so nothing waits in a cycle; and what the envelope tells is
+//     ordered after f there, so it would wait for f anyway.
+//   - an envelope sent before its sender's cut at f may arrive after self
+//     cut at f (self no longer waits for that sender's ack for f): its
+//     history entries before f are known and cut here, and checkEnvelope
+//     drops them. What else it carries is never what self needed to deliver
+//     f: a MSG or a destination's ack about a pre-f message m precedes f's
+//     delivery here, since self delivers m before f and waits for them; a
+//     notification, or an ack answering one, concerns a message self
+//     delivers after f or is not a destination of, and is handled as any
+//     late one.
 func (c *Core) truncate(f multicast.MsgID) {
 	c.stats.Flushes++
+	c.cut = f
 	cut := make([]bool, len(c.chains))
 	for o := range c.chains {
 		ch := &c.chains[o]

@@ -17,12 +17,14 @@ import (
 // (so that another core's snapshot is refused), and snapshotVersion.
 const (
 	snapshotMagic = 'F'
-	// Version 4: the memory of the ids each link carried (links), which
+	// Version 5: the flush last cut at (cut) and the envelopes held back
+	// (deferred, waits), for flushes acknowledged along the ranks. Version
+	// 4: the memory of the ids each link carried (links), which
 	// envelope format 2 needs. Version 3: every queued notification holds
 	// the blockers it took on arrival (no armed flag); no record of the
 	// notifications issued about each message (version 2's, which
 	// notifyNext does not need).
-	snapshotVersion = 4
+	snapshotVersion = 5
 )
 
 // Snapshot layout. Integers are unsigned varints, ids two of them, sets one
@@ -43,8 +45,11 @@ const (
 //	notifQ:                  count, then in queue order: id, dst, notifier,
 //	                         notifID, blockers (count, ids)
 //	notifSeq, flushSeq, sinceFlush, ticksSinceFlush
-//	counters:                Stats.snapshotCounters, then HistoryLenMax and
-//	                         PendingMaxSeen
+//	cut:                     the flush's sequence number, 0 if none
+//	deferred[a], a = 0..self-1: count; if any, the wait (owner, flush
+//	                         sequence number), then each envelope's bytes
+//	counters:                Stats.snapshotCounters, then HistoryLenMax,
+//	                         PendingMaxSeen and DeferredMax
 //
 // Derived state is rebuilt, not encoded: the chains' indexes; knows (counted
 // from the chains, as truncate does); and the dag. Its edges join the
@@ -117,11 +122,24 @@ func (c *Core) AppendSnapshot(b []byte) []byte {
 	b = wire.AppendUvarint(b, c.flushSeq)
 	b = wire.AppendUvarint(b, uint64(c.sinceFlush))
 	b = wire.AppendUvarint(b, uint64(c.ticksSinceFlush))
+	b = wire.AppendUvarint(b, c.cut.Seq)
+	for a, q := range c.deferred {
+		b = wire.AppendUvarint(b, uint64(len(q)))
+		if len(q) == 0 {
+			continue
+		}
+		b = wire.AppendUvarint(b, uint64(c.waits[a].owner))
+		b = wire.AppendUvarint(b, c.waits[a].id.Seq)
+		for _, env := range q {
+			b = wire.AppendBytes(b, env)
+		}
+	}
 	for _, v := range c.stats.snapshotCounters() {
 		b = wire.AppendUvarint(b, *v)
 	}
 	b = wire.AppendUvarint(b, uint64(c.stats.HistoryLenMax))
-	return wire.AppendUvarint(b, uint64(c.stats.PendingMaxSeen))
+	b = wire.AppendUvarint(b, uint64(c.stats.PendingMaxSeen))
+	return wire.AppendUvarint(b, uint64(c.stats.DeferredMax))
 }
 
 // Restore returns a core configured by cfg, as New would, in the state that
@@ -173,11 +191,13 @@ func (c *Core) restore(d *wire.Decoder) error {
 	c.flushSeq = d.Uvarint()
 	c.sinceFlush = decodeInt(d, "deliveries since the last flush")
 	c.ticksSinceFlush = decodeInt(d, "ticks since the last flush")
+	c.restoreDeferred(d)
 	for _, v := range c.stats.snapshotCounters() {
 		*v = d.Uvarint()
 	}
 	c.stats.HistoryLenMax = decodeInt(d, "largest history")
 	c.stats.PendingMaxSeen = decodeInt(d, "largest pending count")
+	c.stats.DeferredMax = decodeInt(d, "largest deferred count")
 	if err := d.Finish(); err != nil {
 		return err
 	}
@@ -187,6 +207,9 @@ func (c *Core) restore(d *wire.Decoder) error {
 	}
 	if p := len(c.pending) + len(c.notifQ); c.stats.PendingMaxSeen < p {
 		d.Fail("largest pending count %d below the current %d", c.stats.PendingMaxSeen, p)
+	}
+	if n := c.Stats().Deferred; c.stats.DeferredMax < n {
+		d.Fail("largest deferred count %d below the current %d", c.stats.DeferredMax, n)
 	}
 	if c.self == 0 {
 		// Rank 0 receives no envelopes: every flush in its chain is its own.
@@ -198,6 +221,43 @@ func (c *Core) restore(d *wire.Decoder) error {
 		}
 	}
 	return d.Err()
+}
+
+// restoreDeferred decodes the flush cut at and the envelopes held back.
+// Their bytes are checked when retryDeferred takes them, as on arrival.
+func (c *Core) restoreDeferred(d *wire.Decoder) {
+	if seq := d.Uvarint(); seq > 0 {
+		c.cut = multicast.MsgID{Client: multicast.FlushClient, Seq: seq}
+	}
+	for a := range c.deferred {
+		cnt := d.Count(2)
+		if d.Err() != nil || cnt == 0 {
+			continue
+		}
+		owner := d.Group(c.n)
+		seq := d.Uvarint()
+		if d.Err() != nil {
+			return
+		}
+		w := chainRef{owner: owner, id: multicast.MsgID{Client: multicast.FlushClient, Seq: seq}}
+		switch {
+		case w.owner > partition.GroupID(a):
+			d.Fail("envelopes from group %d wait for chain %d, which it does not ship", a, w.owner)
+		case seq == 0:
+			d.Fail("envelopes from group %d wait for flush 0", a)
+		}
+		q := make([][]byte, cnt)
+		for i := range q {
+			q[i] = bytes.Clone(d.Bytes())
+			if d.Err() == nil && len(q[i]) == 0 {
+				d.Fail("empty envelope deferred from group %d", a)
+			}
+		}
+		if d.Err() != nil {
+			return
+		}
+		c.deferred[a], c.waits[a] = q, w
+	}
 }
 
 // restoreChains decodes the chains and rebuilds their indexes. Entries of a
@@ -396,7 +456,7 @@ func (c *Core) restoreNotifQ(d *wire.Decoder) {
 // HistoryLenMax and PendingMaxSeen follow them; the other gauges are
 // computed by Core.Stats.
 func (s *Stats) snapshotCounters() []*uint64 {
-	return []*uint64{&s.Deliveries, &s.Flushes, &s.MsgsSent, &s.AcksSent, &s.NotifsSent, &s.EntriesSent, &s.LateAcks}
+	return []*uint64{&s.Deliveries, &s.Flushes, &s.MsgsSent, &s.AcksSent, &s.NotifsSent, &s.EntriesSent, &s.LateAcks, &s.StaleEntries, &s.DeferredInvalid}
 }
 
 func appendEntries(b []byte, ents []entry) []byte {

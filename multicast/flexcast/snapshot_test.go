@@ -29,11 +29,12 @@ const (
 	featNotifQueued                      // a notification waits for open dependencies
 	featTruncated                        // the history was truncated at a flush
 	featKnownEver                        // knownEver holds groups no current entry names
+	featDeferred                         // envelopes held back until a chain reaches a flush
 	featCount
 )
 
 var featNames = [featCount]string{"queued message", "early ack", "notification required", "open dependency",
-	"queued notification", "truncated history", "groups known only before a truncation"}
+	"queued notification", "truncated history", "groups known only before a truncation", "deferred envelope"}
 
 // features lists the parts of c's state in use.
 func (c *Core) features() []snapFeature {
@@ -57,6 +58,12 @@ func (c *Core) features() []snapFeature {
 	}
 	if c.dag.openLen() > 0 {
 		fs = append(fs, featOpen)
+	}
+	for _, q := range c.deferred {
+		if len(q) > 0 {
+			fs = append(fs, featDeferred)
+			break
+		}
 	}
 	if len(c.notifQ) > 0 {
 		fs = append(fs, featNotifQueued)
@@ -375,6 +382,21 @@ func TestRestoreRejectsBrokenInvariants(t *testing.T) {
 		{"notification at a destination", featNotifQueued, func(c *Core) {
 			c.notifQ[0].dst = c.notifQ[0].dst.Add(c.self)
 		}, "at a destination"},
+		{"deferred waiting for a chain above its sender", featDeferred, func(c *Core) {
+			for a := range c.deferred {
+				if len(c.deferred[a]) > 0 {
+					c.waits[a].owner = partition.GroupID(a) + 1
+				}
+			}
+		}, "which it does not ship"},
+		{"empty deferred envelope", featDeferred, func(c *Core) {
+			for a := range c.deferred {
+				if len(c.deferred[a]) > 0 {
+					c.deferred[a][0] = nil
+				}
+			}
+		}, "empty envelope deferred"},
+		{"largest deferred count below the current", featDeferred, func(c *Core) { c.stats.DeferredMax = 0 }, "largest deferred count"},
 		{"largest history below the current", featQueued, func(c *Core) { c.stats.HistoryLenMax = 0 }, "largest history"},
 		{"largest pending count below the current", featQueued, func(c *Core) { c.stats.PendingMaxSeen = 0 }, "largest pending count"},
 	}
@@ -430,11 +452,11 @@ func TestRestoreRejectsOtherConfigs(t *testing.T) {
 			t.Errorf("%s: got %v, want ErrCorrupt", tc.name, err)
 		}
 	}
-	// A version 3 snapshot (before the links' memories) is refused, naming
-	// both versions.
-	if _, err := Restore(Config{Self: 1, Topology: top}, append([]byte{snapshotMagic, 3}, snap[2:]...)); err == nil ||
-		!strings.Contains(err.Error(), "snapshot version 3, want 4") {
-		t.Errorf("version 3 snapshot: got %v, want a refusal naming versions 3 and 4", err)
+	// A version 4 snapshot (before the deferred envelopes) is refused,
+	// naming both versions.
+	if _, err := Restore(Config{Self: 1, Topology: top}, append([]byte{snapshotMagic, 4}, snap[2:]...)); err == nil ||
+		!strings.Contains(err.Error(), "snapshot version 4, want 5") {
+		t.Errorf("version 4 snapshot: got %v, want a refusal naming versions 4 and 5", err)
 	}
 	if _, err := Restore(Config{Self: 7, Topology: top}, snap); err == nil || errors.Is(err, wire.ErrCorrupt) {
 		t.Errorf("Restore with an invalid config: got %v, want New's error", err)

@@ -65,6 +65,8 @@ const (
 	fcFlushes
 	fcEntriesSent
 	fcLateAcks
+	fcDeferred
+	fcStaleEntries
 )
 
 var flexcastStats = []Stat{
@@ -72,12 +74,14 @@ var flexcastStats = []Stat{
 	fcHistoryMax:   {"flexcast_history_entries_max", "FlexCast: the most history entries held at once.", Gauge, ""},
 	fcDAG:          {"flexcast_dag_nodes", "FlexCast: nodes of the dependency graph.", Gauge, ""},
 	fcPending:      {"flexcast_pending", "FlexCast: messages received or acked, not delivered.", Gauge, ""},
-	fcPendingBytes: {"flexcast_pending_bytes", "FlexCast: payload bytes of the messages received and not delivered.", Gauge, ""},
+	fcPendingBytes: {"flexcast_pending_bytes", "FlexCast: payload bytes of the messages received and not delivered, and bytes of the envelopes held back.", Gauge, ""},
 	fcOpen:         {"flexcast_open", "FlexCast: messages known to be addressed to the group, not delivered.", Gauge, ""},
 	fcNotifQueue:   {"flexcast_notif_queue", "FlexCast: notifications waiting for open dependencies.", Gauge, ""},
 	fcFlushes:      {"flexcast_flushes_total", "FlexCast: flushes delivered (history truncations).", Counter, ""},
 	fcEntriesSent:  {"flexcast_history_entries_sent_total", "FlexCast: history entries shipped in envelopes.", Counter, ""},
 	fcLateAcks:     {"flexcast_late_acks_total", "FlexCast: acks about messages already delivered.", Counter, ""},
+	fcDeferred:     {"flexcast_deferred", "FlexCast: envelopes held back until a chain reaches the flush their sender restarted it at.", Gauge, ""},
+	fcStaleEntries: {"flexcast_stale_entries_total", "FlexCast: history entries that arrived after the group cut its chains past them (dropped).", Counter, ""},
 }
 
 func readFlexCast(core multicast.Core, out []Reading) []Reading {
@@ -97,6 +101,8 @@ func readFlexCast(core multicast.Core, out []Reading) []Reading {
 		Reading{Stat: fcFlushes, Value: float64(s.Flushes)},
 		Reading{Stat: fcEntriesSent, Value: float64(s.EntriesSent)},
 		Reading{Stat: fcLateAcks, Value: float64(s.LateAcks)},
+		Reading{Stat: fcDeferred, Value: float64(s.Deferred)},
+		Reading{Stat: fcStaleEntries, Value: float64(s.StaleEntries)},
 	)
 }
 
