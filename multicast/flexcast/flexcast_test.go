@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/flexkv/flexkv/multicast"
@@ -384,5 +385,58 @@ func TestEntryBits(t *testing.T) {
 	}
 	if per := float64(bytesHot) / float64(entries); per > 2.5 {
 		t.Errorf("%.2f bytes per entry of 24 hot clients, want <= 2.5", per)
+	}
+}
+
+// TestFaultyRestarts: what a faulty ancestor can send about restarts is
+// refused or held without harm, and every state Step leaves restores. A
+// restart at flush 0 (no flush has that number) is refused, not held back
+// (a wait for it would never end); an empty envelope is refused even
+// behind a held one; a restart at a flush not held here is held back with
+// what follows it, and the state restores.
+func TestFaultyRestarts(t *testing.T) {
+	top := lettersTopology(t, 4)
+	cfg := Config{Self: 3, Topology: top, FlushEvery: -1, FlushTicks: -1}
+	x := multicast.MsgID{Client: 1, Seq: 1}
+	restartAt := func(seq uint64, k *linkIDs) []byte {
+		f := multicast.MsgID{Client: multicast.FlushClient, Seq: seq}
+		e := envelope{kind: envMsg, msg: multicast.Message{ID: x, Dst: partition.SetOf(0, 3)},
+			history: []segment{{owner: 0, restart: true, entries: []entry{{id: f, dst: top.All()}, {id: x, dst: partition.SetOf(0, 3)}}}}}
+		return appendEnvelope(nil, &e, 4, k)
+	}
+
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k linkIDs
+	if err := c.Step(multicast.Envelope(0, restartAt(0, &k))); !errors.Is(err, multicast.ErrInvalid) || !strings.Contains(err.Error(), "not at a flush") {
+		t.Errorf("restart at flush 0: got %v, want ErrInvalid naming it", err)
+	}
+
+	c, err = New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k = linkIDs{}
+	if err := c.Step(multicast.Envelope(0, restartAt(5, &k))); err != nil {
+		t.Fatalf("restart at flush 5: %v", err)
+	}
+	if err := c.Step(multicast.Envelope(0, nil)); !errors.Is(err, multicast.ErrInvalid) {
+		t.Errorf("empty envelope behind a held one: got %v, want ErrInvalid", err)
+	}
+	if err := c.Step(multicast.Envelope(0, []byte{0xff})); err != nil {
+		t.Errorf("an envelope behind a held one: %v, want it held too", err)
+	}
+	c.Ready()
+	if s := c.Stats(); s.Deferred != 2 || s.DeferredMax != 2 {
+		t.Errorf("held %d envelopes (at most %d), want 2", s.Deferred, s.DeferredMax)
+	}
+	r, err := Restore(cfg, c.AppendSnapshot(nil))
+	if err != nil {
+		t.Fatalf("Restore of a state with held envelopes: %v", err)
+	}
+	if !bytes.Equal(r.AppendSnapshot(nil), c.AppendSnapshot(nil)) {
+		t.Error("restored core encodes differently")
 	}
 }

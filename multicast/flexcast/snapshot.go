@@ -166,6 +166,7 @@ func Restore(cfg Config, b []byte) (*Core, error) {
 // soon as the decoder failed, so that later stages build derived state from
 // checked parts only.
 func (c *Core) restore(d *wire.Decoder) error {
+	c.forgottenAll = false
 	d.SnapshotHeader(wire.SnapshotHeader{Magic: snapshotMagic, Version: snapshotVersion, Groups: c.n, Self: c.self}, "flexcast")
 	c.restoreChains(d)
 	for dd := int(c.self) + 1; dd < c.n; dd++ {

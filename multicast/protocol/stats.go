@@ -67,21 +67,23 @@ const (
 	fcLateAcks
 	fcDeferred
 	fcStaleEntries
+	fcDeferredInvalid
 )
 
 var flexcastStats = []Stat{
-	fcHistory:      {"flexcast_history_entries", "FlexCast: entries in the chains of the group's history now.", Gauge, ""},
-	fcHistoryMax:   {"flexcast_history_entries_max", "FlexCast: the most history entries held at once.", Gauge, ""},
-	fcDAG:          {"flexcast_dag_nodes", "FlexCast: nodes of the dependency graph.", Gauge, ""},
-	fcPending:      {"flexcast_pending", "FlexCast: messages received or acked, not delivered.", Gauge, ""},
-	fcPendingBytes: {"flexcast_pending_bytes", "FlexCast: payload bytes of the messages received and not delivered, and bytes of the envelopes held back.", Gauge, ""},
-	fcOpen:         {"flexcast_open", "FlexCast: messages known to be addressed to the group, not delivered.", Gauge, ""},
-	fcNotifQueue:   {"flexcast_notif_queue", "FlexCast: notifications waiting for open dependencies.", Gauge, ""},
-	fcFlushes:      {"flexcast_flushes_total", "FlexCast: flushes delivered (history truncations).", Counter, ""},
-	fcEntriesSent:  {"flexcast_history_entries_sent_total", "FlexCast: history entries shipped in envelopes.", Counter, ""},
-	fcLateAcks:     {"flexcast_late_acks_total", "FlexCast: acks about messages already delivered.", Counter, ""},
-	fcDeferred:     {"flexcast_deferred", "FlexCast: envelopes held back until a chain reaches the flush their sender restarted it at.", Gauge, ""},
-	fcStaleEntries: {"flexcast_stale_entries_total", "FlexCast: history entries that arrived after the group cut its chains past them (dropped).", Counter, ""},
+	fcHistory:         {"flexcast_history_entries", "FlexCast: entries in the chains of the group's history now.", Gauge, ""},
+	fcHistoryMax:      {"flexcast_history_entries_max", "FlexCast: the most history entries held at once.", Gauge, ""},
+	fcDAG:             {"flexcast_dag_nodes", "FlexCast: nodes of the dependency graph.", Gauge, ""},
+	fcPending:         {"flexcast_pending", "FlexCast: messages received or acked, not delivered.", Gauge, ""},
+	fcPendingBytes:    {"flexcast_pending_bytes", "FlexCast: payload bytes of the messages received and not delivered, and bytes of the envelopes held back.", Gauge, ""},
+	fcOpen:            {"flexcast_open", "FlexCast: messages known to be addressed to the group, not delivered.", Gauge, ""},
+	fcNotifQueue:      {"flexcast_notif_queue", "FlexCast: notifications waiting for open dependencies.", Gauge, ""},
+	fcFlushes:         {"flexcast_flushes_total", "FlexCast: flushes delivered (history truncations).", Counter, ""},
+	fcEntriesSent:     {"flexcast_history_entries_sent_total", "FlexCast: history entries shipped in envelopes.", Counter, ""},
+	fcLateAcks:        {"flexcast_late_acks_total", "FlexCast: acks about messages already delivered.", Counter, ""},
+	fcDeferred:        {"flexcast_deferred", "FlexCast: envelopes held back until a chain reaches the flush their sender restarted it at.", Gauge, ""},
+	fcStaleEntries:    {"flexcast_stale_entries_total", "FlexCast: history entries that arrived after the group cut its chains past them (dropped).", Counter, ""},
+	fcDeferredInvalid: {"flexcast_deferred_invalid_total", "FlexCast: envelopes held back and found invalid when their wait was over (dropped; a faulty sender's).", Counter, ""},
 }
 
 func readFlexCast(core multicast.Core, out []Reading) []Reading {
@@ -103,6 +105,7 @@ func readFlexCast(core multicast.Core, out []Reading) []Reading {
 		Reading{Stat: fcLateAcks, Value: float64(s.LateAcks)},
 		Reading{Stat: fcDeferred, Value: float64(s.Deferred)},
 		Reading{Stat: fcStaleEntries, Value: float64(s.StaleEntries)},
+		Reading{Stat: fcDeferredInvalid, Value: float64(s.DeferredInvalid)},
 	)
 }
 
