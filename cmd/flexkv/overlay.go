@@ -77,12 +77,12 @@ aws-12, else the star around the group of least mean round trip); for first
 that is a low first answer that keeps the last where it was, where first
 alone moves every lca to the clients' homes and gives up the second answer:
 the search weighs the last answer in, more each time, until its result keeps
-it, and a configured or paper order that keeps it and scores better wins. On aws-12 at 0.99 locality, runs measured
-objective mean at 14.9 / 38.8 ms (1st / 2nd answer; O1 in the same run 21.9
-/ 41.0), first with --keep-last at 14.1 / 43.1 (O1 21.8 / 40.7). The same
-flags give the
-same suggestion; --overlay auto and --tree auto of gtpcc run and demo are
-the defaults (objective mean, --keep-last).
+it, and a configured or paper order that keeps it and scores better wins. On
+aws-12 at 0.99 locality, global-only, runs measured first with --keep-last
+(the default) at 12.4-12.7 / 39.6-40.2 ms (1st / 2nd answer), objective mean
+at 14.2 / 37.0, O1 at 21.7-21.8 / 40.3-40.6. The same flags give the same
+suggestion; --overlay auto and --tree auto of gtpcc run and demo are the
+defaults (objective first, --keep-last).
 
 Exit codes: 0 done; 2 bad usage or a configuration without a latency matrix.`
 
@@ -248,7 +248,7 @@ type suggestParams struct {
 
 // defaultSuggest is overlay suggest's defaults, which --overlay auto and
 // --tree auto use with the run's --seed.
-var defaultSuggest = suggestParams{Objective: overlay.Mean, KeepLast: true, Notifications: true, CommitMs: 2}
+var defaultSuggest = suggestParams{Objective: overlay.First, KeepLast: true, Notifications: true, CommitMs: 2}
 
 // model returns the latency model of p for the round trips rtt.
 func (p suggestParams) model(rtt [][]float64) *overlay.Model {

@@ -31,7 +31,7 @@ Overlay and tree (with --local): --overlay O1|O2|auto|a,b,c,... and --tree
 T1|T2|T3|auto replace the configuration's for every run: the paper's (on the
 12 aws-12 regions only), the suggestion of 'flexkv overlay suggest' for this
 run's --locality, --remote-item, --remote-payment, --global-only, --seed and
-latency matrix (its defaults: objective mean, keeping the configured
+latency matrix (its defaults: objective first, keeping the configured
 overlay's and tree's last answer), or every group once, lowest FlexCast rank
 first. --overlays O1,O2,auto runs FlexCast once per overlay and --trees
 T1,T2,T3 the tree protocol once per tree (config: the configuration's), a
