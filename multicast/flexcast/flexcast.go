@@ -423,27 +423,24 @@ func (c *Core) retryDeferred() {
 	for progress := true; progress; {
 		progress = false
 		for a := range c.deferred {
-			for len(c.deferred[a]) > 0 {
-				if !c.waitOver(c.waits[a]) {
-					break
+			for len(c.deferred[a]) > 0 && c.waitOver(c.waits[a]) {
+				e, wait, err := c.checkEnvelope(partition.GroupID(a), c.deferred[a][0])
+				if wait != nil {
+					// It restarts another chain too: wait for that one.
+					c.waits[a] = *wait
+					continue
 				}
-				payload := c.deferred[a][0]
 				c.deferred[a][0] = nil
 				c.deferred[a] = c.deferred[a][1:]
 				if len(c.deferred[a]) == 0 {
 					c.deferred[a] = nil
 				}
 				progress = true
-				e, wait, err := c.checkEnvelope(partition.GroupID(a), payload)
-				switch {
-				case err != nil:
+				if err != nil {
 					c.stats.DeferredInvalid++
-				case wait != nil:
-					c.deferred[a] = append([][]byte{payload}, c.deferred[a]...)
-					c.waits[a] = *wait
-				default:
-					c.act(partition.GroupID(a), e)
+					continue
 				}
+				c.act(partition.GroupID(a), e)
 			}
 		}
 	}
@@ -575,10 +572,8 @@ func (c *Core) checkEnvelope(from partition.GroupID, payload []byte) (*envelope,
 			if next := m.Dst.Above(from).Min(); next != c.self {
 				return nil, nil, bad("notification ACK %s to %s at %d, not at %d, the lowest destination above the sender", m.ID, m.Dst, c.self, next)
 			}
-		} else if !m.Dst.Has(from) || from == lca {
-			return nil, nil, bad("ACK %s from %d, which is not a destination above the lca", m.ID, from)
-		} else if m.ID.IsFlush() && from != c.self-1 {
-			return nil, nil, bad("ACK of flush %s from %d: a flush is acknowledged to the next group only", m.ID, from)
+		} else if !c.acksAwaited(m.ID, m.Dst).Has(from) {
+			return nil, nil, bad("ACK %s from %d, not a destination above the lca that acknowledges it here (a flush: the group before)", m.ID, from)
 		}
 	case envNotif:
 		if m.Dst.Has(c.self) || c.self >= m.Dst.Max() {
@@ -872,12 +867,7 @@ func (c *Core) deliverable(id multicast.MsgID, p *pend) bool {
 	}
 	dst := p.msg.Dst
 	if !c.cfg.Strategies.NoAcks {
-		need := dst.Above(dst.Min()).Below(c.self)
-		if id.IsFlush() {
-			// A flush is acknowledged along the ranks (see truncate).
-			need = need.Above(c.self - 2)
-		}
-		if p.acks&need != need {
+		if need := c.acksAwaited(id, dst); p.acks&need != need {
 			return false
 		}
 	}
@@ -904,6 +894,27 @@ func (c *Core) deliverable(id multicast.MsgID, p *pend) bool {
 	return !blocked
 }
 
+// acksAwaited returns the groups whose acks self waits for before it
+// delivers id (strategy b): every destination between the lca and self,
+// and for a flush, which is acknowledged along the ranks (see truncate),
+// only the group before self. acksOwed is the other end: the groups self
+// acknowledges id to once it delivered it.
+func (c *Core) acksAwaited(id multicast.MsgID, dst partition.GroupSet) partition.GroupSet {
+	need := dst.Above(dst.Min()).Below(c.self)
+	if id.IsFlush() {
+		need = need.Above(c.self - 2)
+	}
+	return need
+}
+
+func (c *Core) acksOwed(id multicast.MsgID, dst partition.GroupSet) partition.GroupSet {
+	to := dst.Above(c.self)
+	if id.IsFlush() {
+		to = to.Below(c.self + 2)
+	}
+	return to
+}
+
 // remoteDeliver delivers a message whose lca is an ancestor, acknowledges it
 // to the destinations above, and answers notifications it unblocked.
 func (c *Core) remoteDeliver(p *pend) {
@@ -914,12 +925,7 @@ func (c *Core) remoteDeliver(p *pend) {
 	c.emit(m)
 	if !c.cfg.Strategies.NoAcks {
 		refs := c.notifyNext(m.ID, m.Dst)
-		to := m.Dst.Above(c.self)
-		if m.ID.IsFlush() {
-			// Only the next group waits for this ack (see truncate).
-			to = to.Below(c.self + 2)
-		}
-		for _, d := range to.Slice() {
+		for _, d := range c.acksOwed(m.ID, m.Dst).Slice() {
 			c.send(d, &envelope{kind: envAck, msg: multicast.Message{ID: m.ID, Dst: m.Dst}, history: c.diff(d), notifs: refs})
 			c.stats.AcksSent++
 		}

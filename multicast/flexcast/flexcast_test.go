@@ -199,6 +199,7 @@ func TestEnvelopeErrors(t *testing.T) {
 		{"msg to non-destination", 2, 0, mk(envelope{kind: envMsg, msg: msg(partition.SetOf(0, 3))})},
 		{"ack from lca", 2, 0, mk(envelope{kind: envAck, msg: msg(partition.SetOf(0, 2))})},
 		{"ack from non-destination", 2, 1, mk(envelope{kind: envAck, msg: msg(partition.SetOf(0, 2))})},
+		{"flush ack skipping a rank", 3, 1, mk(envelope{kind: envAck, msg: multicast.Message{ID: multicast.MsgID{Client: multicast.FlushClient, Seq: 1}, Dst: top.All()}})},
 		{"notif to destination", 2, 0, mk(envelope{kind: envNotif, msg: msg(partition.SetOf(0, 2, 3))})},
 		{"notif above destinations", 3, 0, mk(envelope{kind: envNotif, msg: msg(partition.SetOf(0, 2))})},
 		{"history of a descendant", 2, 1, mk(envelope{kind: envMsg, msg: msg(partition.SetOf(1, 2)), history: []segment{{owner: 2, entries: []entry{{id: id, dst: partition.SetOf(1, 2)}}}}})},
