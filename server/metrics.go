@@ -78,6 +78,15 @@ const requestCodes = int(codes.Unauthenticated) + 1
 // sendKinds are the kinds of sends that the send metrics follow.
 var sendKinds = [...]multicast.Kind{multicast.KindMsg, multicast.KindAck, multicast.KindNotif, multicast.KindTS, multicast.KindRelay, multicast.KindVote}
 
+// sendKindLabel names the sends counted at index k of counters.sends: the
+// kind, or "flush" for index 0 (see counters).
+func sendKindLabel(k multicast.Kind) string {
+	if k == 0 {
+		return "flush"
+	}
+	return k.String()
+}
+
 // counters are what a server counts as it runs. They start from zero with
 // every Open: Prometheus reads a counter that goes down as a restart.
 type counters struct {
@@ -407,12 +416,10 @@ func (m *Metrics) collect(ch chan<- prometheus.Metric, s *Server) {
 
 	counter(m.deliveries, c.deliveriesLocal.Load(), "local")
 	counter(m.deliveries, c.deliveriesGlobal.Load(), "global")
-	for _, k := range sendKinds {
-		counter(m.sends, c.sends[k].Load(), k.String())
-		counter(m.sendBytes, c.sendBytes[k].Load(), k.String())
+	for _, k := range append([]multicast.Kind{0}, sendKinds[:]...) {
+		counter(m.sends, c.sends[k].Load(), sendKindLabel(k))
+		counter(m.sendBytes, c.sendBytes[k].Load(), sendKindLabel(k))
 	}
-	counter(m.sends, c.sends[0].Load(), "flush")
-	counter(m.sendBytes, c.sendBytes[0].Load(), "flush")
 	ch <- c.delivery.metric(m.delivery, groupName, replica)
 	for i, name := range requestMethods {
 		ch <- c.requests[i].metric(m.requests, groupName, replica, name)

@@ -47,11 +47,7 @@ func (s *Server) Traffic() Traffic {
 		if t.BytesByKind == nil {
 			t.BytesByKind = make(map[string]uint64)
 		}
-		name := "flush"
-		if k > 0 {
-			name = multicast.Kind(k).String()
-		}
-		t.BytesByKind[name] += b
+		t.BytesByKind[sendKindLabel(multicast.Kind(k))] += b
 	}
 	t.Deliveries = s.counts.deliveriesLocal.Load() + s.counts.deliveriesGlobal.Load()
 	t.Requests = s.counts.accepted.Load()
