@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -58,6 +59,35 @@ func openSingle(t *testing.T, cfg Config) kvpb.KVClient {
 	}
 	t.Cleanup(func() { conn.Close() })
 	return kvpb.NewKVClient(conn)
+}
+
+// Open on a gRPC address already taken fails naming it and stops what it
+// started (the package's goleak check fails on the stream workers of a
+// gRPC server built and never stopped).
+func TestOpenOnTakenAddress(t *testing.T) {
+	taken, err := net.Listen("tcp", freeAddr(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	cc := &partition.ClusterConfig{
+		Protocol: "skeen",
+		Groups: []partition.GroupConfig{{Name: "g1", Region: "g1", Replicas: []partition.ReplicaConfig{
+			{ID: "r1", Raft: freeAddr(t), GRPC: taken.Addr().String(), Peer: freeAddr(t)},
+		}}},
+		Partitions: []partition.PartitionConfig{{Name: "all", Start: "a", End: "z", Group: "g1"}},
+	}
+	if err := cc.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := Open(Config{Cluster: cc, NodeID: "r1", Dir: t.TempDir(), NoSync: true})
+	if err == nil {
+		srv.Close()
+		t.Fatal("Open on a taken gRPC address succeeded")
+	}
+	if !strings.Contains(err.Error(), taken.Addr().String()) {
+		t.Errorf("Open on a taken address: %v, want the address named", err)
+	}
 }
 
 func TestOpenRejectsBounds(t *testing.T) {

@@ -334,7 +334,7 @@ func (s *Server) serve() error {
 		apiOpts = append(apiOpts, grpc.Creds(credentials.NewTLS(certs.ServerConfig(n))))
 		peerOpts = append(peerOpts, grpc.Creds(credentials.NewTLS(certs.NodeConfig(n))))
 	}
-	api := grpc.NewServer(apiOpts...)
+	api := s.newGRPC(apiOpts)
 	kvpb.RegisterKVServer(api, &service{s: s})
 	healthpb.RegisterHealthServer(api, s.health)
 	if err := s.listen(s.Addr(), api); err != nil {
@@ -343,7 +343,7 @@ func (s *Server) serve() error {
 	if s.top.Len() < 2 {
 		return nil
 	}
-	peer := grpc.NewServer(peerOpts...)
+	peer := s.newGRPC(peerOpts)
 	if err := s.replica.RegisterPeer(peer); err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
@@ -446,13 +446,20 @@ func (l *refusalLog) first(key string) bool {
 	return true
 }
 
-// listen serves g on addr until Close.
+// newGRPC returns a gRPC server that stopServing stops, served or not: its
+// stream workers start with it.
+func (s *Server) newGRPC(opts []grpc.ServerOption) *grpc.Server {
+	g := grpc.NewServer(opts...)
+	s.grpcs = append(s.grpcs, g)
+	return g
+}
+
+// listen serves g, from newGRPC, on addr until Close.
 func (s *Server) listen(addr string, g *grpc.Server) error {
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
-	s.grpcs = append(s.grpcs, g)
 	s.serving.Add(1)
 	go func() {
 		defer s.serving.Done()
