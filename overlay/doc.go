@@ -74,17 +74,26 @@
 // # Search
 //
 // The objective is the mean first, last, or mean destination answer
-// (Objective); with KeepLast the suggestion's mean last answer is also no
-// worse than the first start's (the configured overlay's): the search
-// minimises the objective plus w times the last answer for w in
-// LastWeights, lightest first, and keeps the first result within it. The
-// closed-loop weights depend on the overlay itself: the
-// search fixes them (from the best order so far), finds the best order for
-// them, and repeats until the order stops changing; every order it returns
-// or compares is scored with its own weights (Model.FlexCast). For fixed
-// weights the search is exact up to ExactMax groups (branch and bound on
-// rank prefixes, with a lower bound that is the model itself for the
-// destinations already ranked and the cheapest lca for the others), and
-// beyond that a seeded simulated annealing over swaps and moves. Everything
+// (Objective). With KeepLast the suggestion's mean last answer is also no
+// worse than the first start's (the configured overlay's), and each
+// client's no worse than its own under that start by more than HomeSlack:
+// the closed-loop mean alone lets a search trade a few regions' clients
+// for the others, since a slow client completes fewer transactions and
+// weighs less (on aws-12 the lowest first answer that keeps only the mean
+// makes two regions' clients wait 6.3 times longer). The search minimises
+// the objective plus w times the last answer for w in LastWeights,
+// lightest first, up to the first result within the bounds; then the
+// objective plus LastPenalty times the excess over the bounds, from that
+// result and the starts (the weighted searches find only the orders on
+// the convex hull of first against last answer), and keeps the better.
+// The closed-loop weights depend on the overlay itself. The branch and
+// bound, exact up to ExactMax groups, fixes them (from the best order so
+// far), finds the best order for them (over rank prefixes, with a lower
+// bound that is the model itself for the destinations already ranked and
+// the cheapest lca for the others), and repeats until the order stops
+// changing. Beyond ExactMax a seeded simulated annealing over swaps and
+// moves scores each order with its own weights, from per-home sums that a
+// move updates for the sets it touches. Every order the search returns or
+// compares is scored with its own weights (Model.FlexCast). Everything
 // is a function of its arguments and of the *rand.Rand passed in.
 package overlay

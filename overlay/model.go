@@ -72,6 +72,9 @@ type Prediction struct {
 	FirstMs  float64 // the mean first answer (AnswerMs[0])
 	LastMs   float64 // the mean last answer
 	MeanMs   float64 // the mean of each transaction's mean answer
+	// HomeLastMs[h] is the mean last answer of client h's transactions (0
+	// for a client with none): what KeepLast bounds, client by client.
+	HomeLastMs []float64
 }
 
 // Score returns p's figure for o.
@@ -121,7 +124,12 @@ func predict(d *Dist, answers answersFunc) Prediction {
 	}
 	// Client h completes 1/E[last] transactions per ms: weigh its
 	// per-transaction means by that rate (or by its counted share).
-	var p Prediction
+	p := Prediction{HomeLastMs: make([]float64, d.N)}
+	for h, a := range homes {
+		if a.w > 0 {
+			p.HomeLastMs[h] = a.last / a.w
+		}
+	}
 	var wSum float64
 	var kSum, kw [AnswersMax]float64
 	for h, a := range homes {

@@ -68,8 +68,10 @@ func (m *Model) SuggestTree(d *Dist, starts [][]int, opt Options, rng *rand.Rand
 	if steps == 0 {
 		steps = int(min(20000, max(1000, 2e7/float64(len(d.Sets)*(n+1)))))
 	}
-	search := func(lastW float64) TreeResult {
-		key := func(p Prediction) float64 { return p.Score(opt.Objective) + lastW*p.LastMs }
+	search := func(lastW float64, lastMax *lastBound) TreeResult {
+		key := func(p Prediction) float64 {
+			return p.Score(opt.Objective) + lastW*p.LastMs + lastMax.excess(p.LastMs, p.HomeLastMs)
+		}
 		var best TreeResult
 		consider := func(parent []int) {
 			p := score(parent)
@@ -86,14 +88,20 @@ func (m *Model) SuggestTree(d *Dist, starts [][]int, opt Options, rng *rand.Rand
 		return best
 	}
 	if !opt.KeepLast {
-		return search(0), nil
+		return search(0, nil), nil
 	}
 	cands := make([]candidate, len(all))
 	for i, s := range all {
 		cands[i] = candidate{layout: s, p: score(s)}
 	}
-	c := keepLast(opt.Objective, cands[min(1, len(all)-1)], cands, func(w float64) candidate { // starts[0], else the star
-		r := search(w)
+	constrained := func(lastMax *lastBound, from candidate) candidate {
+		all = append(all, from.layout)
+		r := search(0, lastMax)
+		return candidate{layout: r.Parent, p: r.Prediction}
+	}
+	bound := cands[min(1, len(all)-1)] // starts[0], else the star
+	c := keepLast(opt.Objective, newLastBound(bound.p, opt.HomeSlack), bound, cands, constrained, func(w float64) candidate {
+		r := search(w, nil)
 		return candidate{layout: r.Parent, p: r.Prediction}
 	})
 	return TreeResult{Parent: slices.Clone(c.layout), Prediction: c.p}, nil

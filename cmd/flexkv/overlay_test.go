@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -68,6 +70,56 @@ func TestOverlaySuggestJSON(t *testing.T) {
 	if sug.LastMs > o1.LastMs {
 		t.Errorf("suggestion's last answer %v ms, worse than O1's %v", sug.LastMs, o1.LastMs)
 	}
+	if res.HomeSlack != 1 || len(sug.HomeLastMs) != 12 || len(o1.HomeLastMs) != 12 {
+		t.Fatalf("home_slack %v, want 1 (the default); home_last_ms of %d and %d clients, want 12", res.HomeSlack, len(sug.HomeLastMs), len(o1.HomeLastMs))
+	}
+	for g, b := range o1.HomeLastMs {
+		if v := sug.HomeLastMs[g]; v > 2*b+1e-9 {
+			t.Errorf("client %s: last answer %v ms, more than twice O1's %v (--home-slack 1)", g, v, b)
+		}
+	}
+}
+
+// TestOverlaySuggestHomeSlack: --home-slack bounds each client's last
+// answer against the configured overlay's and shows in the text and the
+// JSON; a negative one bounds only the mean, and the table's last column
+// then names a client that waits several times longer.
+func TestOverlaySuggestHomeSlack(t *testing.T) {
+	paper := []string{"suggest", "--config", "../../configs/aws-12.yaml", "--locality", "0.99", "--remote-item", "0.02"}
+	code, out, errOut := runOverlay(t, append(paper, "--home-slack", "0.2")...)
+	if code != 0 {
+		t.Fatalf("exit code %d, want 0; stderr:\n%s", code, errOut)
+	}
+	if !strings.Contains(out, "each client's within 20%") {
+		t.Errorf("the header does not state the slack:\n%s", out)
+	}
+	m := regexp.MustCompile(`(?m)^# flexcast  suggested .* x(\d+\.\d+)$`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no slowest client on the suggestion's row:\n%s", out)
+	}
+	if x, _ := strconv.ParseFloat(m[1], 64); x > 1.2 {
+		t.Errorf("slowest client x%v, above the slack's 1.2", x)
+	}
+	code, out, errOut = runOverlay(t, append(paper, "--home-slack", "-1", "--json")...)
+	if code != 0 {
+		t.Fatalf("exit code %d, want 0; stderr:\n%s", code, errOut)
+	}
+	var res overlaySuggestion
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("not one JSON object: %v\n%s", err, out)
+	}
+	worst := 0.0
+	for _, o1 := range res.Predictions {
+		if o1.Name != "O1" {
+			continue
+		}
+		for g, b := range o1.HomeLastMs {
+			worst = max(worst, res.Predictions[0].HomeLastMs[g]/b)
+		}
+	}
+	if res.HomeSlack != -1 || worst < 3 {
+		t.Errorf("--home-slack -1: home_slack %v, slowest client x%v against O1 (want the unbounded search's several times)", res.HomeSlack, worst)
+	}
 }
 
 // TestOverlaySuggestSets: counted destination sets (a results JSON's)
@@ -129,6 +181,7 @@ func TestOverlaySuggestBadInvocations(t *testing.T) {
 		{[]string{"suggest", "--config", cfg, "--locality", "1.5"}, "locality 1.5, want 0..1"},
 		{[]string{"suggest", "--config", cfg, "--remote-item", "0"}, "needs remote-item and remote-payment above 0"},
 		{[]string{"suggest", "--config", cfg, "--commit-ms", "-1"}, "--commit-ms -1"},
+		{[]string{"suggest", "--config", cfg, "--home-slack", "NaN"}, "--home-slack NaN"},
 		{[]string{"suggest", "--config", cfg, "--locality", "x"}, "invalid argument"},
 		{[]string{"suggest", "--config", filepath.Join(dir, "missing.yaml")}, "missing.yaml"},
 		{[]string{"suggest", "--config", noMatrix}, "names no latency matrix"},
