@@ -53,11 +53,11 @@ type Options struct {
 // from O1's 21.7 ms first answer is 15.4 ms with every client within 1.14x
 // of its last answer under O1 (slack 0.15 to 0.3), 11.7 ms within 1.93x
 // (slack 1), 9.6 ms with no bound, two regions' clients then waiting 6.3x
-// longer. Measured, the slack-1 suggestion kept every client's 2nd answer
-// within 7% of O1's: the model's figures for one client are rougher than
-// its means (a notified group that waits for its own deliveries under load
-// is not in it), and a tighter slack gave up most of the first answer for
-// a gain the runs did not show.
+// longer. Measured, the slack-1 suggestion kept every pair of groups' 2nd
+// answer within 14% of O1's: the model's figures for one client are
+// rougher than its means (a notified group that waits for its own
+// deliveries under load is not in it), and a tighter slack gave up most of
+// the first answer for a gain the runs did not show.
 const HomeSlackDefault = 1
 
 // LastPenalty is what a KeepLast search adds to the objective per ms of a
