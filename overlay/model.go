@@ -133,12 +133,9 @@ func predict(d *Dist, answers answersFunc) Prediction {
 	var wSum float64
 	var kSum, kw [AnswersMax]float64
 	for h, a := range homes {
-		if a.w == 0 || a.last == 0 {
+		rate, ok := clientRate(d, h, a.w, a.last)
+		if !ok {
 			continue
-		}
-		rate := a.w / a.last // 1 / E[last], E[last] = a.last/a.w
-		if d.Shares != nil {
-			rate = d.Shares[h] // counted: the closed loop is in the counts
 		}
 		wSum += rate
 		p.LastMs += rate * a.last / a.w
@@ -162,6 +159,21 @@ func predict(d *Dist, answers answersFunc) Prediction {
 	}
 	p.FirstMs = p.AnswerMs[0]
 	return p
+}
+
+// clientRate is the weight of client h, whose sets have probabilities
+// summing to w and last answers summing, weighted by probability, to last:
+// the rate at which it completes transactions, w/last = 1/E[last], or its
+// counted share (Dist.Shares: the closed loop is in the counts). ok is
+// false for a client without sets or answers, which weighs nothing.
+func clientRate(d *Dist, h int, w, last float64) (rate float64, ok bool) {
+	if w == 0 || last == 0 {
+		return 0, false
+	}
+	if d.Shares != nil {
+		return d.Shares[h], true
+	}
+	return w / last, true
 }
 
 // CheckOrder returns an error unless order is a permutation of 0..n-1.

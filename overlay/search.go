@@ -107,11 +107,11 @@ func (m *Model) SuggestOverlay(d *Dist, starts [][]int, opt Options, rng *rand.R
 		p, _ := m.FlexCast(d, s)
 		cands[i] = candidate{layout: s, p: p}
 	}
-	constrained := func(lastMax *lastBound, from candidate) candidate {
-		r := m.suggestOverlay(d, append(slices.Clone(starts), from.layout), opt, 0, lastMax, rng)
+	constrained := func(lb *lastBound, from candidate) candidate {
+		r := m.suggestOverlay(d, append(slices.Clone(starts), from.layout), opt, 0, lb, rng)
 		return candidate{layout: r.Order, p: r.Prediction, exact: r.Exact}
 	}
-	c := keepLast(opt.Objective, newLastBound(cands[0].p, opt.HomeSlack), cands[0], cands, constrained, func(w float64) candidate {
+	c := keepLast(opt.Objective, opt.HomeSlack, cands[0], cands, constrained, func(w float64) candidate {
 		r := m.suggestOverlay(d, starts, opt, w, nil, rng)
 		return candidate{layout: r.Order, p: r.Prediction, exact: r.Exact}
 	})
@@ -125,16 +125,18 @@ type candidate struct {
 	exact  bool // optimal for its closed-loop weights (orders only)
 }
 
-// keepLast is a KeepLast search: search minimises the objective plus w
-// times the mean last answer, and the first w of LastWeights whose result
-// keeps bound's last answer for every client (keeps) gives a result;
+// keepLast is a KeepLast search, bounded by bound's last answers with
+// slack (newLastBound): search minimises the objective plus w times the
+// mean last answer, and the first w of LastWeights whose result keeps the
+// bounds gives a result;
 // constrained, when not nil, then minimises the objective with every
 // client's last answer at most its bound, starting from that result too,
 // and wins if it keeps the bound and scores better. One of starts that
 // keeps the bound and scores better on the objective alone wins over
 // either (a weighted search may trade objective for last answer beyond
 // what the bound asks). Without such a result, bound.
-func keepLast(obj Objective, lb *lastBound, bound candidate, starts []candidate, constrained func(lastMax *lastBound, from candidate) candidate, search func(lastW float64) candidate) candidate {
+func keepLast(obj Objective, slack float64, bound candidate, starts []candidate, constrained func(lb *lastBound, from candidate) candidate, search func(lastW float64) candidate) candidate {
+	lb := newLastBound(bound.p, slack)
 	best := bound
 	for _, w := range LastWeights {
 		if c := search(w); lb.keeps(c.p) {
@@ -157,16 +159,16 @@ func keepLast(obj Objective, lb *lastBound, bound candidate, starts []candidate,
 }
 
 // suggestOverlay searches for the order of least objective plus lastW
-// times the mean last answer plus the penalty of the clients' mean last
-// answers beyond lastMax (by client; nil: no bound; lastExcess).
-func (m *Model) suggestOverlay(d *Dist, starts [][]int, opt Options, lastW float64, lastMax *lastBound, rng *rand.Rand) OrderResult {
+// times the mean last answer plus the penalty of the last answers beyond
+// lb (lastBound.excess; nil: no bound).
+func (m *Model) suggestOverlay(d *Dist, starts [][]int, opt Options, lastW float64, lb *lastBound, rng *rand.Rand) OrderResult {
 	exactMax := opt.ExactMax
 	if exactMax == 0 {
 		exactMax = ExactMaxDefault
 	}
 	score := func(order []int) Prediction { p, _ := m.FlexCast(d, order); return p }
 	key := func(p Prediction) float64 {
-		return p.Score(opt.Objective) + lastW*p.LastMs + lastMax.excess(p.LastMs, p.HomeLastMs)
+		return p.Score(opt.Objective) + lastW*p.LastMs + lb.excess(p.LastMs, p.HomeLastMs)
 	}
 	var best OrderResult
 	consider := func(order []int, exact bool) {
@@ -191,7 +193,7 @@ func (m *Model) suggestOverlay(d *Dist, starts [][]int, opt Options, lastW float
 	for range roundsMax {
 		w := homeRates(d, newFlexEval(m, best.Order).answers)
 		f := newFixed(m, d, w, opt.Objective, lastW)
-		f.lastMax = lastMax
+		f.lastMax = lb
 		prev := best.Order
 		if d.N <= exactMax {
 			order := f.branchAndBound(best.Order)
@@ -314,7 +316,7 @@ func (b *lastBound) keeps(p Prediction) bool {
 
 // fixed scores orders with fixed closed-loop weights: the objective is
 // then a sum over sets, which the branch and bound bounds set by set, and
-// the penalty of each client's mean last answer (lastExcess), a sum over
+// the penalty of each client's mean last answer (lastBound.excess), a sum over
 // the client's sets weighted by their probabilities, whatever the rates,
 // and monotone in it.
 type fixed struct {
@@ -324,11 +326,11 @@ type fixed struct {
 	// lastW weighs each set's last answer into its value.
 	lastW float64
 	// lastMax bounds the mean last answer and each client's (nil: no
-	// bound); homeProb[h] sums the probabilities of client h's sets, and
-	// homeLast is scratch for bound.
-	lastMax            *lastBound
-	homeProb, homeLast []float64
-	coef               []float64 // per set: its client's rate times its probability, normalised
+	// bound); homeProb[h] sums the probabilities of client h's sets;
+	// homeLast and homeMean are scratch for bound and penalty.
+	lastMax                      *lastBound
+	homeProb, homeLast, homeMean []float64
+	coef                         []float64 // per set: its client's rate times its probability, normalised
 	// static[i] and staticLast[i]: lower bounds of set i's value and of
 	// its last answer whatever the order.
 	static, staticLast []float64
@@ -336,7 +338,7 @@ type fixed struct {
 
 func newFixed(m *Model, d *Dist, rate []float64, obj Objective, lastW float64) *fixed {
 	f := &fixed{m: m, d: d, obj: obj, lastW: lastW, coef: make([]float64, len(d.Sets)),
-		homeProb: make([]float64, d.N), homeLast: make([]float64, d.N),
+		homeProb: make([]float64, d.N), homeLast: make([]float64, d.N), homeMean: make([]float64, d.N),
 		static: make([]float64, len(d.Sets)), staticLast: make([]float64, len(d.Sets))}
 	for _, s := range d.Sets {
 		f.homeProb[s.Home] += s.Prob
@@ -371,20 +373,20 @@ func newFixed(m *Model, d *Dist, rate []float64, obj Objective, lastW float64) *
 	return f
 }
 
-// penalty is the bound's excess for a weighted mean last answer of mean
-// (over the sets, by coef) and for the clients whose sets' last answers,
-// weighted by the sets' probabilities, sum to sums[h]; it rewrites sums
-// into the clients' means.
+// penalty is the bound's excess for a mean last answer of mean and for the
+// clients whose sets' last answers, weighted by the sets' probabilities,
+// sum to sums[h].
 func (f *fixed) penalty(mean float64, sums []float64) float64 {
 	if f.lastMax == nil {
 		return 0
 	}
-	for h := range sums {
+	for h, x := range sums {
+		f.homeMean[h] = 0
 		if f.homeProb[h] > 0 {
-			sums[h] /= f.homeProb[h]
+			f.homeMean[h] = x / f.homeProb[h]
 		}
 	}
-	return f.lastMax.excess(mean, sums)
+	return f.lastMax.excess(mean, f.homeMean)
 }
 
 // value is the objective's figure of one set's answers. It is monotone
@@ -435,8 +437,9 @@ func (f *fixed) bound(e *flexEval, top int) float64 {
 		out := buf[:len(s.Groups)]
 		e.eval(s, top, out)
 		value += f.coef[i] * f.value(out)
-		last += f.coef[i] * slices.Max(out)
-		f.homeLast[s.Home] += s.Prob * slices.Max(out)
+		mx := slices.Max(out)
+		last += f.coef[i] * mx
+		f.homeLast[s.Home] += s.Prob * mx
 	}
 	return value + f.penalty(last, f.homeLast)
 }
@@ -520,17 +523,13 @@ func (f *fixed) branchAndBound(incumbent []int) []int {
 // closedLoop is the prediction's objective from per-home sums, as predict
 // weighs them: sets of home h have probabilities summing to w[h], values
 // (f.objective) summing, weighted by probability, to v[h] and last answers
-// to l[h]; client h's rate is w[h]/l[h] (1/E[last]), or its counted share.
-// It returns the objective and the mean last answer.
+// to l[h] (clientRate). It returns the objective and the mean last answer.
 func (f *fixed) closedLoop(w, v, l []float64) (obj, last float64) {
 	rates := 0.0
 	for h := range w {
-		if w[h] == 0 || l[h] == 0 {
+		rate, ok := clientRate(f.d, h, w[h], l[h])
+		if !ok {
 			continue
-		}
-		rate := w[h] / l[h]
-		if f.d.Shares != nil {
-			rate = f.d.Shares[h]
 		}
 		rates += rate
 		obj += rate * v[h] / w[h]
@@ -573,11 +572,9 @@ func (f *fixed) anneal(start []int, steps int, work int64, rng *rand.Rand) []int
 		e.eval(&sets[i], n, out)
 		return sets[i].Prob * f.objective(out), sets[i].Prob * slices.Max(out)
 	}
-	means := make([]float64, n)
 	score := func() (key, obj, last float64, within bool) {
 		obj, last = f.closedLoop(w, v, l)
-		copy(means, l)
-		excess := f.penalty(last, means)
+		excess := f.penalty(last, l)
 		return obj + f.lastW*last + excess, obj, last, excess == 0
 	}
 	for i := range sets {

@@ -68,9 +68,9 @@ func (m *Model) SuggestTree(d *Dist, starts [][]int, opt Options, rng *rand.Rand
 	if steps == 0 {
 		steps = int(min(20000, max(1000, 2e7/float64(len(d.Sets)*(n+1)))))
 	}
-	search := func(lastW float64, lastMax *lastBound) TreeResult {
+	search := func(lastW float64, lb *lastBound) TreeResult {
 		key := func(p Prediction) float64 {
-			return p.Score(opt.Objective) + lastW*p.LastMs + lastMax.excess(p.LastMs, p.HomeLastMs)
+			return p.Score(opt.Objective) + lastW*p.LastMs + lb.excess(p.LastMs, p.HomeLastMs)
 		}
 		var best TreeResult
 		consider := func(parent []int) {
@@ -94,13 +94,13 @@ func (m *Model) SuggestTree(d *Dist, starts [][]int, opt Options, rng *rand.Rand
 	for i, s := range all {
 		cands[i] = candidate{layout: s, p: score(s)}
 	}
-	constrained := func(lastMax *lastBound, from candidate) candidate {
-		all = append(all, from.layout)
-		r := search(0, lastMax)
+	constrained := func(lb *lastBound, from candidate) candidate {
+		all = append(all, from.layout) // search starts from all
+		r := search(0, lb)
 		return candidate{layout: r.Parent, p: r.Prediction}
 	}
 	bound := cands[min(1, len(all)-1)] // starts[0], else the star
-	c := keepLast(opt.Objective, newLastBound(bound.p, opt.HomeSlack), bound, cands, constrained, func(w float64) candidate {
+	c := keepLast(opt.Objective, opt.HomeSlack, bound, cands, constrained, func(w float64) candidate {
 		r := search(w, nil)
 		return candidate{layout: r.Parent, p: r.Prediction}
 	})
