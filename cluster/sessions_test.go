@@ -27,7 +27,10 @@ import (
 func TestSessionExpiry(t *testing.T) {
 	cfg := testcluster.Layout(t, "flexcast", testaddr.Cluster)
 	lc := Config{Cluster: cfg, Dir: t.TempDir(), MetricsAddr: "127.0.0.1:0"}
-	lc.Replication.State.SessionTicks = 25 // half a second of a busy group
+	// A second of a busy group: enough for the first run and its retry
+	// on a loaded machine (25 ticks expired before the first run once).
+	const sessionTicks = 50
+	lc.Replication.State.SessionTicks = sessionTicks
 	l := startLocalConfig(t, lc)
 	ctx := ctxTimeout(t, time.Minute)
 	c, err := client.New(ctx, client.Config{Endpoints: l.Endpoints(), TLS: l.ClientTLS(), Sessions: 1})
@@ -77,9 +80,13 @@ func TestSessionExpiry(t *testing.T) {
 	// while the session stays idle; then the retry is refused. A retry
 	// that comes too soon is a use that keeps the session alive: the
 	// stretch starts again.
+	// The retry comes every retryEvery puts (20 ms apart and more): about
+	// twice the session's life, so that it is refused at the first or
+	// second try.
+	const retryEvery = 80
 	var refused error
 	for i := 0; refused == nil; i++ {
-		if i == 400 {
+		if i == 10*retryEvery {
 			t.Fatalf("the session was never refused after %d puts of other clients%s", i, describe(l))
 		}
 		err := callLeader(t, l, "eu-west-1", func(c kvpb.KVClient) error {
@@ -90,7 +97,7 @@ func TestSessionExpiry(t *testing.T) {
 			t.Fatalf("anonymous put %d: %v", i, err)
 		}
 		time.Sleep(20 * time.Millisecond)
-		if i%40 == 39 {
+		if i%retryEvery == retryEvery-1 {
 			if err := txn(); err != nil {
 				refused = err
 			}
@@ -123,8 +130,8 @@ func TestSessionExpiry(t *testing.T) {
 		t.Errorf("%v OpenSession calls at eu-west-1, want 3 at least: the client's two and the raw one", n)
 	}
 	for _, r := range cfg.Groups[0].Replicas {
-		if tk := f.Sum("flexkv_log_time_ticks", map[string]string{"replica": r.ID}); tk < 25 {
-			t.Errorf("replica %s: log time %v ticks, want 25 at least (a session expired)", r.ID, tk)
+		if tk := f.Sum("flexkv_log_time_ticks", map[string]string{"replica": r.ID}); tk < sessionTicks {
+			t.Errorf("replica %s: log time %v ticks, want %d at least (a session expired)", r.ID, tk, sessionTicks)
 		}
 	}
 }
