@@ -546,6 +546,7 @@ func runLocalBench(cmd *cobra.Command, v *viper.Viper) error {
 			return err
 		}
 	}
+	procsInUse := hostProcs(cfg)
 	res := newLayoutResolver(cfg, lat, opts.LatencyMode, opts)
 	runs, err := planRuns(v, cfg, protocols, cmd.Flags().Changed("protocols"), res)
 	if err != nil {
@@ -587,8 +588,8 @@ func runLocalBench(cmd *cobra.Command, v *viper.Viper) error {
 				return ws, nil
 			},
 			Ready: func(l *cluster.Local, took time.Duration) {
-				fmt.Fprintf(out, "%s: %d groups x %d replicas ready in %s; emulated WAN: %s\n", label, len(cfg.Groups), len(l.Nodes())/len(cfg.Groups),
-					took.Round(time.Millisecond), latencySummary(lat, opts.LatencyMode, jitter))
+				fmt.Fprintf(out, "%s: %d groups x %d replicas ready in %s (GOMAXPROCS %d); emulated WAN: %s\n", label, len(cfg.Groups), len(l.Nodes())/len(cfg.Groups),
+					took.Round(time.Millisecond), procsInUse, latencySummary(lat, opts.LatencyMode, jitter))
 				printLayout(out, label, run)
 			},
 			LoadProgress: loadProgress(errOut),

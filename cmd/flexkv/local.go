@@ -72,6 +72,7 @@ FLEXKV_LATENCY_MODE=paper.
 		if err != nil {
 			return err
 		}
+		procsInUse := hostProcs(cfg)
 		ctx, stop := signalContext(cmd.Context())
 		defer stop()
 		start := time.Now()
@@ -88,8 +89,8 @@ FLEXKV_LATENCY_MODE=paper.
 			return err
 		}
 		out := cmd.OutOrStdout()
-		fmt.Fprintf(out, "FlexKV local cluster (%s, %d groups, %d replicas) ready in %s; data in %s\n",
-			cfg.Protocol, len(cfg.Groups), len(l.Nodes()), time.Since(start).Round(time.Millisecond), v.GetString("data-dir"))
+		fmt.Fprintf(out, "FlexKV local cluster (%s, %d groups, %d replicas, GOMAXPROCS %d) ready in %s; data in %s\n",
+			cfg.Protocol, len(cfg.Groups), len(l.Nodes()), procsInUse, time.Since(start).Round(time.Millisecond), v.GetString("data-dir"))
 		for _, g := range cfg.Groups {
 			var addrs []string
 			for _, r := range g.Replicas {

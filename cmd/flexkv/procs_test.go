@@ -1,0 +1,49 @@
+package main
+
+import (
+	"runtime"
+	"testing"
+
+	"github.com/flexkv/flexkv/partition"
+)
+
+// clusterOf returns a configuration of groups with the given replica counts.
+func clusterOf(replicas ...int) *partition.ClusterConfig {
+	cfg := &partition.ClusterConfig{}
+	for _, n := range replicas {
+		cfg.Groups = append(cfg.Groups, partition.GroupConfig{Replicas: make([]partition.ReplicaConfig, n)})
+	}
+	return cfg
+}
+
+func TestHostProcs(t *testing.T) {
+	prev := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(prev); defaultProcs = prev })
+	cases := []struct {
+		name     string
+		def      int
+		env      string
+		replicas []int
+		want     int
+	}{
+		{"one replica keeps the default", 2, "", []int{1}, 2},
+		{"3x3 on two cores: twice the cores", 2, "", []int{3, 3, 3}, 4},
+		{"12x1 on two cores: twice the cores", 2, "", []int{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, 4},
+		{"3 replicas on two cores: one a replica", 2, "", []int{3}, 3},
+		{"never fewer than the default", 8, "", []int{3, 3}, 8},
+		{"GOMAXPROCS set: left alone", 2, "2", []int{3, 3, 3}, 2},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("GOMAXPROCS", c.env)
+			defaultProcs = c.def
+			runtime.GOMAXPROCS(c.def)
+			if got := hostProcs(clusterOf(c.replicas...)); got != c.want {
+				t.Errorf("hostProcs = %d, want %d", got, c.want)
+			}
+			if got := runtime.GOMAXPROCS(0); got != c.want {
+				t.Errorf("GOMAXPROCS after hostProcs = %d, want %d", got, c.want)
+			}
+		})
+	}
+}
