@@ -50,6 +50,17 @@ func TestTrafficOverhead(t *testing.T) {
 				received[g] = max(received[g], tr.Requests)
 				delivered[g] = max(delivered[g], tr.Deliveries)
 			}
+			// The step of the latency model: timed at the replica that
+			// proposed the request, when it delivers it (FlexCast's lca
+			// is a destination; the tree's root here is not).
+			var steps, stepNanos uint64
+			for _, tr := range traffic {
+				steps += tr.Delivered
+				stepNanos += tr.DeliveredNanos
+			}
+			if wantSteps := map[bool]uint64{true: 0, false: 1}[tc.rootReceives]; steps != wantSteps || (steps > 0) != (stepNanos > 0) {
+				t.Errorf("%d requests timed from proposal to delivery (%d ns), want %d", steps, stepNanos, wantSteps)
+			}
 			var msgBytes uint64
 			for id, tr := range traffic {
 				for to, n := range tr.PayloadTo {

@@ -59,6 +59,14 @@ type Report struct {
 	Overlay     []string           `json:"overlay,omitempty"`
 	Tree        map[string]string  `json:"tree,omitempty"`
 	PredictedMs map[string]float64 `json:"predicted_ms,omitempty"`
+	// StepMs is the mean time from proposing a client request to
+	// delivering it at its entry group, measured over the run at the
+	// servers (an in-process cluster's; 0: unknown): what one step of a
+	// group cost, the latency model's commit. PredictedAtStepMs is the
+	// model's mean 1st, 2nd and 3rd answer with that commit. Additions to
+	// DESIGN 10.3's fields, left out when unknown.
+	StepMs            float64            `json:"step_ms,omitempty"`
+	PredictedAtStepMs map[string]float64 `json:"predicted_at_step_ms,omitempty"`
 	// DestinationSets counts the window's completed transactions by the
 	// group of their client's home warehouse and their destination groups
 	// (most frequent first): what `flexkv overlay suggest --sets` reads.
@@ -456,8 +464,10 @@ func DestinationTable(w io.Writer, reports []*Report) error {
 
 // PredictionTable writes, for every report with a prediction, the mean
 // 1st, 2nd and 3rd answer the model predicted beside the one measured,
-// and how far the prediction is off the measure, in percent of it. It
-// writes nothing when no report has a prediction.
+// and how far the prediction is off the measure, in percent of it; under
+// it, when the run measured its step (StepMs), the model's answers with
+// that step for its commit ("step measured 4.1"). It writes nothing when
+// no report has a prediction.
 func PredictionTable(w io.Writer, reports []*Report) error {
 	var with []*Report
 	width := len("model vs run (ms)")
@@ -470,6 +480,20 @@ func PredictionTable(w io.Writer, reports []*Report) error {
 	if len(with) == 0 {
 		return nil
 	}
+	type row struct {
+		name string
+		r    *Report
+		pred map[string]float64
+	}
+	var rows []row
+	for _, r := range with {
+		rows = append(rows, row{r.Name(), r, r.PredictedMs})
+		if len(r.PredictedAtStepMs) > 0 {
+			name := fmt.Sprintf("  step measured %.1f", r.StepMs)
+			rows = append(rows, row{name, r, r.PredictedAtStepMs})
+			width = max(width, len(name))
+		}
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	p := &printer{w: tw}
 	p.printf("%-*s", width, "model vs run (ms)")
@@ -477,10 +501,11 @@ func PredictionTable(w io.Writer, reports []*Report) error {
 		p.printf("\t%s predicted\tmeasured\toff", d)
 	}
 	p.printf("\t\n")
-	for _, r := range with {
-		p.printf("%-*s", width, r.Name())
+	for _, row := range rows {
+		r := row.r
+		p.printf("%-*s", width, row.name)
 		for _, d := range destNames {
-			pred, ok := r.PredictedMs[d]
+			pred, ok := row.pred[d]
 			s := r.Latency.Get(d)
 			switch {
 			case !ok || pred == 0:

@@ -329,6 +329,7 @@ func TestDestinationAndPredictionTables(t *testing.T) {
 	a, b := testReport(t, "flexcast", 1), testReport(t, "flexcast", 2)
 	a.Run, b.Run = "flexcast-O1", "flexcast-auto"
 	a.PredictedMs = map[string]float64{"1st": 2, "2nd": 4.5, "3rd": 9}
+	a.StepMs, a.PredictedAtStepMs = 4.14, map[string]float64{"1st": 4.1, "2nd": 8.7, "3rd": 15}
 	a.Latency.ByDestination.Third = LatencyStats{}
 	var buf bytes.Buffer
 	if err := DestinationTable(&buf, []*Report{a, b}); err != nil {
@@ -354,14 +355,19 @@ func TestDestinationAndPredictionTables(t *testing.T) {
 	}
 	t.Log("\n" + buf.String())
 	lines = strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
-	if len(lines) != 2 {
-		t.Fatalf("%d lines, want a header and the one run with a prediction", len(lines))
+	if len(lines) != 3 {
+		t.Fatalf("%d lines, want a header, the one run with a prediction and its prediction at the measured step", len(lines))
 	}
 	first := a.Latency.ByDestination.First.Mean
 	f := strings.Fields(lines[1])
 	want := []string{"flexcast-O1", "2.0", fmt.Sprintf("%.1f", first), fmt.Sprintf("%+.0f%%", 100*(2-first)/first)}
 	if !slices.Equal(f[:4], want) || !slices.Equal(f[len(f)-3:], []string{"9.0", "-", "-"}) {
 		t.Errorf("row %q, want %v ... 9.0 - -", lines[1], want)
+	}
+	f = strings.Fields(lines[2])
+	want = []string{"step", "measured", "4.1", "4.1", fmt.Sprintf("%.1f", first), fmt.Sprintf("%+.0f%%", 100*(4.1-first)/first)}
+	if len(f) < len(want) || !slices.Equal(f[:len(want)], want) || !slices.Equal(f[len(f)-3:], []string{"15.0", "-", "-"}) {
+		t.Errorf("row %q, want %v ... 15.0 - -", lines[2], want)
 	}
 	buf.Reset()
 	if err := PredictionTable(&buf, []*Report{b}); err != nil || buf.Len() != 0 {

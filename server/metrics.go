@@ -55,6 +55,14 @@ func (h *histogram) observe(d time.Duration) {
 	h.sumNanos.Add(int64(d))
 }
 
+// total returns the number of observations and their sum.
+func (h *histogram) total() (n uint64, sum time.Duration) {
+	for i := range h.counts {
+		n += h.counts[i].Load()
+	}
+	return n, time.Duration(h.sumNanos.Load())
+}
+
 // metric returns the histogram as a constant metric. The count is the sum
 // of the buckets read, so that the two agree while observations go on.
 func (h *histogram) metric(desc *prometheus.Desc, labels ...string) prometheus.Metric {

@@ -602,6 +602,9 @@ func runLocalBench(cmd *cobra.Command, v *viper.Viper) error {
 		if rep != nil {
 			rep.Run = run.name
 			rep.PredictedMs = res.predict(run)
+			if rep.StepMs > 0 && rep.PredictedMs != nil {
+				rep.PredictedAtStepMs = res.predictAt(run, rep.StepMs)
+			}
 			fmt.Fprintln(out)
 			if werr := rep.WriteTable(out); werr != nil && err == nil {
 				err = werr

@@ -342,6 +342,11 @@ func planRuns(v *viper.Viper, cfg *partition.ClusterConfig, protocols []string, 
 // gtpcc's destination names, or nil when the model cannot say (no latency
 // matrix, a workload it does not model).
 func (r *layoutResolver) predict(run localRun) map[string]float64 {
+	return r.predictAt(run, defaultSuggest.CommitMs)
+}
+
+// predictAt is predict with a commit of commitMs.
+func (r *layoutResolver) predictAt(run localRun, commitMs float64) map[string]float64 {
 	if r.rtt == nil || len(r.cfg.Groups) < 2 {
 		return nil
 	}
@@ -349,7 +354,9 @@ func (r *layoutResolver) predict(run localRun) map[string]float64 {
 	if err != nil {
 		return nil
 	}
-	m := defaultSuggest.model(r.rtt)
+	sp := defaultSuggest
+	sp.CommitMs = commitMs
+	m := sp.model(r.rtt)
 	names, _ := groupRegions(run.cfg)
 	var p overlay.Prediction
 	switch run.protocol {

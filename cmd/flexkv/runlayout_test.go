@@ -178,6 +178,8 @@ func TestDemoOverlays(t *testing.T) {
 			Overlay     []string           `json:"overlay"`
 			Tree        map[string]string  `json:"tree"`
 			PredictedMs map[string]float64 `json:"predicted_ms"`
+			StepMs      float64            `json:"step_ms"`
+			AtStepMs    map[string]float64 `json:"predicted_at_step_ms"`
 		}
 		if err := json.Unmarshal(data, &r); err != nil {
 			t.Fatal(err)
@@ -185,6 +187,9 @@ func TestDemoOverlays(t *testing.T) {
 		if r.Protocol != "flexcast" || r.Run != "flexcast-"+run || len(r.Overlay) != 12 || len(r.Tree) != 11 || r.PredictedMs["1st"] <= 0 || r.PredictedMs["2nd"] <= 0 {
 			t.Errorf("%s: protocol %q, run %q, overlay %v, tree %v, predicted %v; want flexcast, flexcast-%s, 12 groups, 11 edges, predictions",
 				path, r.Protocol, r.Run, r.Overlay, r.Tree, r.PredictedMs, run)
+		}
+		if r.StepMs <= 0 || r.AtStepMs["1st"] <= 0 || r.AtStepMs["2nd"] <= 0 {
+			t.Errorf("%s: step %v ms, predicted at it %v; want the run's step and predictions", path, r.StepMs, r.AtStepMs)
 		}
 		if run == "O1" && !slices.Equal(r.Overlay, o1) {
 			t.Errorf("%s: overlay %v, want O1 %v", path, r.Overlay, o1)
@@ -199,6 +204,7 @@ func TestDemoOverlays(t *testing.T) {
 		`(?m)^\s*model vs run \(ms\)\s+1st predicted\s+measured\s+off\s+2nd predicted`,
 		`(?m)^\s*flexcast-O1(\s+[0-9.]+){8}`, `(?m)^\s*flexcast-auto(\s+[0-9.]+){8}`,
 		`(?m)^\s*flexcast-auto\s+[0-9.]+\s+[0-9.]+\s+[-+][0-9]+%`,
+		`(?m)^\s*step measured [0-9.]+\s+[0-9.]+\s+[0-9.]+\s+[-+][0-9]+%`,
 	} {
 		if !regexp.MustCompile(want).MatchString(stdout) {
 			t.Errorf("demo: stdout lacks %s:\n%s", want, stdout)

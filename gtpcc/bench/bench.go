@@ -220,11 +220,13 @@ func traffic(rep *gtpcc.Report, l *cluster.Local, before, after map[string]serve
 	rep.Traffic = make(map[string]gtpcc.NodeTraffic)
 	received := make(map[string]uint64)
 	delivered := make(map[string]uint64)
-	var sends, bytes uint64
+	var sends, bytes, steps, stepNanos uint64
 	byKind := make(map[string]uint64)
 	for id, a := range after {
 		p := before[id]
 		sends += diff(a.Sends, p.Sends)
+		steps += diff(a.Delivered, p.Delivered)
+		stepNanos += diff(a.DeliveredNanos, p.DeliveredNanos)
 		bytes += diff(a.SendBytes, p.SendBytes)
 		for k, b := range a.BytesByKind {
 			byKind[k] += diff(b, p.BytesByKind[k])
@@ -233,6 +235,9 @@ func traffic(rep *gtpcc.Report, l *cluster.Local, before, after map[string]serve
 		g := l.Group(id)
 		received[g] = max(received[g], diff(a.Requests, p.Requests))
 		delivered[g] = max(delivered[g], diff(a.Deliveries, p.Deliveries))
+	}
+	if steps > 0 {
+		rep.StepMs = float64(stepNanos) / float64(steps) / 1e6
 	}
 	for id, a := range after {
 		for to, n := range a.PayloadTo {
