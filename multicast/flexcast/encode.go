@@ -141,6 +141,15 @@ func appendEnvelope(b []byte, e *envelope, n int, k *linkIDs) []byte {
 	return w.flush()
 }
 
+// entryBitsMin bounds the bits of one history entry from below, so that a
+// corrupt count cannot make the decoder allocate more entries than the
+// envelope could hold: an entry's id takes its client's slot
+// (bits.Len(used) bits: none while the link knows no client, and then the
+// client's 64 bits follow) and a sequence delta of 3 bits at least, its
+// destinations 1 bit at least. Consecutive flushes on a link that knows
+// one client take 5 bits each.
+const entryBitsMin = 4
+
 // decodeEnvelope parses an envelope of a cluster of n groups, sent on the
 // link that k remembers. It checks the encoding only; the core checks that
 // the envelope makes sense where it arrives.
@@ -229,7 +238,7 @@ func decodeBits(e *envelope, b []byte, n int, k *linkIDs, hist []segment, notifs
 			continue
 		case step >= uint64(n) || owner >= uint64(n):
 			return fmt.Errorf("history of group %d after group %d: out of range", owner, prev)
-		case cnt > r.left()/6: // an entry takes 6 bits at least
+		case cnt > r.left()/entryBitsMin:
 			return fmt.Errorf("history segment of %d entries in %d bits", cnt, r.left())
 		}
 		s.owner = partition.GroupID(owner)

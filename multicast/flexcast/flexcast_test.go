@@ -389,6 +389,38 @@ func TestEntryBits(t *testing.T) {
 	}
 }
 
+// TestEnvelopeDenseFlushes: a history segment of consecutive flushes takes
+// 5 bits an entry on a link that knows one client (its slot in 1 bit, a
+// sequence delta of 1 in 3, the destinations of the entry before in 1);
+// such an envelope decodes (the decoder's bound on the entries a segment
+// may hold once took 6 bits an entry and refused it, which a simulator
+// run flushing after every delivery found).
+func TestEnvelopeDenseFlushes(t *testing.T) {
+	top := lettersTopology(t, 4)
+	var es []entry
+	for seq := range uint64(200) {
+		es = append(es, entry{id: multicast.MsgID{Client: multicast.FlushClient, Seq: seq + 1}, dst: top.All()})
+	}
+	e := envelope{kind: envMsg, msg: multicast.Message{ID: es[len(es)-1].id, Dst: top.All()}, history: []segment{{owner: 0, entries: es}}}
+	var sent, recv linkIDs
+	b := appendEnvelope(nil, &e, 4, &sent)
+	if bitsPer := float64(8*len(b)) / float64(len(es)); bitsPer >= 6 {
+		t.Fatalf("%d entries in %d bytes, %.2f bits each: want under 6 (the case of the test)", len(es), len(b), bitsPer)
+	}
+	got, err := decodeEnvelope(b, 4, &recv)
+	if err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	if len(got.history) != 1 || len(got.history[0].entries) != len(es) {
+		t.Fatalf("decoded %d segments, want one of %d entries", len(got.history), len(es))
+	}
+	for i, x := range got.history[0].entries {
+		if x != es[i] {
+			t.Fatalf("entry %d: %v, want %v", i, x, es[i])
+		}
+	}
+}
+
 // TestFaultyRestarts: what a faulty ancestor can send about restarts is
 // refused or held without harm, and every state Step leaves restores. A
 // restart at flush 0 (no flush has that number) is refused, not held back

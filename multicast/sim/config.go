@@ -111,6 +111,13 @@ type Config struct {
 	OutboxMax   int
 	HoldbackMax int
 
+	// FlushEvery (FlexCast only): the rank-0 group multicasts a flush
+	// after this many deliveries, besides the flushes its ticks trigger (0:
+	// flexcast.DefaultFlushEvery, which a run of at most MessagesMax
+	// messages rarely reaches). A flush every few deliveries keeps one in
+	// flight most of the time, the case of the rules about flushes.
+	FlushEvery int
+
 	// LivenessMs: simulated time after the faults end within which every
 	// message must be delivered everywhere (default 120 s).
 	LivenessMs float64
@@ -215,6 +222,9 @@ func (c Config) normalized() (Config, error) {
 			return bad("%s %v out of range [%v, %v]", f.name, f.v, f.lo, f.h)
 		}
 	}
+	if c.FlushEvery < 0 || (c.FlushEvery > 0 && c.Protocol != protocol.FlexCast) {
+		return bad("flush-every %d: want 0, or a positive count with protocol flexcast", c.FlushEvery)
+	}
 	if c.OutboxMax < 0 || c.HoldbackMax < 0 {
 		return bad("outbox-max %d and holdback-max %d may not be negative", c.OutboxMax, c.HoldbackMax)
 	}
@@ -261,7 +271,7 @@ func (c Config) Command() string {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"outbox-max", c.OutboxMax}, {"holdback-max", c.HoldbackMax}, {"events-max", c.EventsMax}} {
+	}{{"outbox-max", c.OutboxMax}, {"holdback-max", c.HoldbackMax}, {"events-max", c.EventsMax}, {"flush-every", c.FlushEvery}} {
 		if f.v != 0 {
 			add(f.name, strconv.Itoa(f.v))
 		}

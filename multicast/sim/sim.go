@@ -33,6 +33,7 @@ import (
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/channel"
 	"github.com/flexkv/flexkv/multicast/check"
+	"github.com/flexkv/flexkv/multicast/flexcast"
 	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/multicast/sim/interaction"
 	"github.com/flexkv/flexkv/partition"
@@ -269,7 +270,12 @@ func newSimulation(cfg Config) (*simulation, error) {
 		holdbackMax = HoldbackMaxDefault
 	}
 	for g := range n {
-		core, err := proto.New(partition.GroupID(g), s.w.top)
+		var core multicast.Core
+		if cfg.FlushEvery > 0 {
+			core, err = flexcast.New(flexcast.Config{Self: partition.GroupID(g), Topology: s.w.top, FlushEvery: cfg.FlushEvery})
+		} else {
+			core, err = proto.New(partition.GroupID(g), s.w.top)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("sim: group %s: %w", s.names[g], err)
 		}

@@ -69,6 +69,13 @@ func seedConfig(p multicast.Protocol, seed int64) Config {
 			cfg.Tree = partition.PaperTreeNames[r.IntN(3)]
 		}
 	}
+	// Drawn last, so that the fields above stay what they were for every
+	// seed. One FlexCast run in four flushes every few deliveries, so that
+	// a flush is in flight through most of it (the ticks alone flush
+	// about every 200 ms of simulated time).
+	if p == protocol.FlexCast && r.IntN(4) == 0 {
+		cfg.FlushEvery = []int{1, 2, 3, 8}[r.IntN(4)]
+	}
 	return cfg
 }
 
@@ -495,6 +502,8 @@ func TestConfigErrors(t *testing.T) {
 		{"liveness", func(c *Config) { c.LivenessMs = -1 }, "liveness-ms -1"},
 		{"events", func(c *Config) { c.EventsMax = -1 }, "events-max -1"},
 		{"outbox", func(c *Config) { c.OutboxMax = -1 }, "outbox-max -1"},
+		{"negative flush-every", func(c *Config) { c.Protocol, c.FlushEvery = protocol.FlexCast, -1 }, "flush-every -1"},
+		{"flush-every not flexcast", func(c *Config) { c.Protocol, c.FlushEvery = protocol.Skeen, 2 }, "flush-every 2: want 0, or a positive count with protocol flexcast"},
 		{"latency mode", func(c *Config) { c.LatencyMode = "fast" }, `unknown latency mode "fast"`},
 		{"matrix needs 12 groups", func(c *Config) { c.LatencyMode = LatencyHalf }, "needs 12 groups, not 4"},
 		{"overlay without the matrix", func(c *Config) { c.Overlay = "O1" }, "need the aws-12 matrix"},
@@ -524,10 +533,11 @@ func TestCommand(t *testing.T) {
 	cfg := Config{
 		Protocol: protocol.FlexCast, Groups: 12, Messages: 300, Seed: -4, DstMax: 2, LatencyMode: LatencyPaper,
 		Overlay: "O2", Tree: "T3", Locality: 0.5, Drop: 0.1, Dup: 0.02, Partition: 0.25, JitterMs: 7.5, OutboxMax: 9,
+		FlushEvery: 3,
 	}
 	want := "go run ./cmd/flexkv sim --protocol flexcast --groups 12 --messages 300 --seed -4 --dst-max 2" +
 		" --latency-mode paper --overlay O2 --tree T3 --locality 0.5 --drop 0.1 --dup 0.02 --partition 0.25" +
-		" --jitter-ms 7.5 --outbox-max 9"
+		" --jitter-ms 7.5 --outbox-max 9 --flush-every 3"
 	if got := cfg.Command(); got != want {
 		t.Fatalf("Command() =\n%s\nwant\n%s", got, want)
 	}
