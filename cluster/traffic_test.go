@@ -55,8 +55,8 @@ func TestTrafficOverhead(t *testing.T) {
 			// is a destination; the tree's root here is not).
 			var steps, stepNanos uint64
 			for _, tr := range traffic {
-				steps += tr.Delivered
-				stepNanos += tr.DeliveredNanos
+				steps += tr.Steps
+				stepNanos += tr.StepNanos
 			}
 			if wantSteps := map[bool]uint64{true: 0, false: 1}[tc.rootReceives]; steps != wantSteps || (steps > 0) != (stepNanos > 0) {
 				t.Errorf("%d requests timed from proposal to delivery (%d ns), want %d", steps, stepNanos, wantSteps)

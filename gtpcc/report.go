@@ -61,8 +61,9 @@ type Report struct {
 	PredictedMs map[string]float64 `json:"predicted_ms,omitempty"`
 	// StepMs is the mean time from proposing a client request to
 	// delivering it at its entry group, measured over the run at the
-	// servers (an in-process cluster's; 0: unknown): what one step of a
-	// group cost, the latency model's commit. PredictedAtStepMs is the
+	// servers (an in-process cluster's; 0: unknown, and under Skeen, whose
+	// entry group waits for timestamps first): what one step of a group
+	// cost, the latency model's commit. PredictedAtStepMs is the
 	// model's mean 1st, 2nd and 3rd answer with that commit. Additions to
 	// DESIGN 10.3's fields, left out when unknown.
 	StepMs            float64            `json:"step_ms,omitempty"`

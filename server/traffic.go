@@ -32,13 +32,15 @@ type Traffic struct {
 	Deliveries  uint64
 	Requests    uint64
 	PayloadTo   map[string]uint64
-	// Delivered and DeliveredNanos count the client requests this replica
-	// proposed and then delivered (an entry group that is a destination)
-	// and the time from proposing each to delivering it: the step of the
-	// latency model (package overlay's CommitMs), as the
-	// flexkv_delivery_seconds histogram measures it.
-	Delivered      uint64
-	DeliveredNanos uint64
+	// Steps and StepNanos count the client requests this replica proposed
+	// and then delivered (an entry group that is a destination) and the
+	// time from proposing each to delivering it, as the
+	// flexkv_delivery_seconds histogram measures it: under FlexCast and the
+	// tree protocol, whose entry group delivers at once, one step of the
+	// latency model (package overlay's CommitMs); under Skeen the entry
+	// group waits for the other destinations' timestamps first.
+	Steps     uint64
+	StepNanos uint64
 }
 
 // Traffic returns the server's counts.
@@ -59,7 +61,7 @@ func (s *Server) Traffic() Traffic {
 	t.Deliveries = s.counts.deliveriesLocal.Load() + s.counts.deliveriesGlobal.Load()
 	t.Requests = s.counts.accepted.Load()
 	n, sum := s.counts.delivery.total()
-	t.Delivered, t.DeliveredNanos = n, uint64(sum)
+	t.Steps, t.StepNanos = n, uint64(sum)
 	for g := range s.counts.payloadTo {
 		if n := s.counts.payloadTo[g].Load(); n > 0 {
 			if t.PayloadTo == nil {

@@ -546,7 +546,6 @@ func runLocalBench(cmd *cobra.Command, v *viper.Viper) error {
 			return err
 		}
 	}
-	procsInUse := hostProcs(cfg)
 	res := newLayoutResolver(cfg, lat, opts.LatencyMode, opts)
 	runs, err := planRuns(v, cfg, protocols, cmd.Flags().Changed("protocols"), res)
 	if err != nil {
@@ -560,6 +559,8 @@ func runLocalBench(cmd *cobra.Command, v *viper.Viper) error {
 	if err != nil {
 		return err
 	}
+	procsInUse, restoreProcs := hostProcs(cfg)
+	defer restoreProcs()
 	dataDir := v.GetString("data-dir")
 	if dataDir == "" {
 		if dataDir, err = os.MkdirTemp("", "flexkv-demo-"); err != nil {

@@ -72,7 +72,8 @@ FLEXKV_LATENCY_MODE=paper.
 		if err != nil {
 			return err
 		}
-		procsInUse := hostProcs(cfg)
+		procsInUse, restoreProcs := hostProcs(cfg)
+		defer restoreProcs()
 		ctx, stop := signalContext(cmd.Context())
 		defer stop()
 		start := time.Now()

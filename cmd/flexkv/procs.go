@@ -18,19 +18,22 @@ import (
 // cores). So such a process runs up to twice as many processors as it
 // would by default, one per replica at most; the GOMAXPROCS environment
 // variable, when set, is left as it is. A server of one replica keeps the
-// default.
-func hostProcs(cfg *partition.ClusterConfig) int {
+// default. restore puts back the value found, for a command that ends
+// while its process goes on (a test's).
+func hostProcs(cfg *partition.ClusterConfig) (procs int, restore func()) {
+	prev := runtime.GOMAXPROCS(0)
 	if os.Getenv("GOMAXPROCS") != "" {
-		return runtime.GOMAXPROCS(0)
+		return prev, func() {}
 	}
 	replicas := 0
 	for _, g := range cfg.Groups {
 		replicas += len(g.Replicas)
 	}
-	if want := min(2*defaultProcs, replicas); want > runtime.GOMAXPROCS(0) {
+	if want := min(2*defaultProcs, replicas); want > prev {
 		runtime.GOMAXPROCS(want)
+		return want, func() { runtime.GOMAXPROCS(prev) }
 	}
-	return runtime.GOMAXPROCS(0)
+	return prev, func() {}
 }
 
 // defaultProcs is the runtime's own GOMAXPROCS, read before hostProcs

@@ -38,11 +38,16 @@ func TestHostProcs(t *testing.T) {
 			t.Setenv("GOMAXPROCS", c.env)
 			defaultProcs = c.def
 			runtime.GOMAXPROCS(c.def)
-			if got := hostProcs(clusterOf(c.replicas...)); got != c.want {
+			got, restore := hostProcs(clusterOf(c.replicas...))
+			if got != c.want {
 				t.Errorf("hostProcs = %d, want %d", got, c.want)
 			}
 			if got := runtime.GOMAXPROCS(0); got != c.want {
 				t.Errorf("GOMAXPROCS after hostProcs = %d, want %d", got, c.want)
+			}
+			restore()
+			if got := runtime.GOMAXPROCS(0); got != c.def {
+				t.Errorf("GOMAXPROCS after restore = %d, want %d, the value before", got, c.def)
 			}
 		})
 	}

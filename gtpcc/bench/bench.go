@@ -225,8 +225,8 @@ func traffic(rep *gtpcc.Report, l *cluster.Local, before, after map[string]serve
 	for id, a := range after {
 		p := before[id]
 		sends += diff(a.Sends, p.Sends)
-		steps += diff(a.Delivered, p.Delivered)
-		stepNanos += diff(a.DeliveredNanos, p.DeliveredNanos)
+		steps += diff(a.Steps, p.Steps)
+		stepNanos += diff(a.StepNanos, p.StepNanos)
 		bytes += diff(a.SendBytes, p.SendBytes)
 		for k, b := range a.BytesByKind {
 			byKind[k] += diff(b, p.BytesByKind[k])
@@ -236,7 +236,9 @@ func traffic(rep *gtpcc.Report, l *cluster.Local, before, after map[string]serve
 		received[g] = max(received[g], diff(a.Requests, p.Requests))
 		delivered[g] = max(delivered[g], diff(a.Deliveries, p.Deliveries))
 	}
-	if steps > 0 {
+	// Skeen's entry group delivers after the other destinations'
+	// timestamps: its time to delivery is not one step.
+	if steps > 0 && rep.Protocol != string(protocol.Skeen) {
 		rep.StepMs = float64(stepNanos) / float64(steps) / 1e6
 	}
 	for id, a := range after {

@@ -143,12 +143,12 @@ func appendEnvelope(b []byte, e *envelope, n int, k *linkIDs) []byte {
 
 // entryBitsMin bounds the bits of one history entry from below, so that a
 // corrupt count cannot make the decoder allocate more entries than the
-// envelope could hold: an entry's id takes its client's slot
-// (bits.Len(used) bits: none while the link knows no client, and then the
-// client's 64 bits follow) and a sequence delta of 3 bits at least, its
-// destinations 1 bit at least. Consecutive flushes on a link that knows
-// one client take 5 bits each.
-const entryBitsMin = 4
+// envelope could hold: an entry's id takes its client's slot (bits.Len(used)
+// bits, at least 1 once the link knows a client; before that, none, and the
+// client's 64 bits follow) and a sequence delta of at least 3 bits, its
+// destinations at least 1 bit. Consecutive flushes on a link that knows one
+// client take exactly 5 bits each.
+const entryBitsMin = 5
 
 // decodeEnvelope parses an envelope of a cluster of n groups, sent on the
 // link that k remembers. It checks the encoding only; the core checks that

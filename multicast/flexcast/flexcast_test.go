@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -386,6 +387,28 @@ func TestEntryBits(t *testing.T) {
 	}
 	if per := float64(bytesHot) / float64(entries); per > 2.5 {
 		t.Errorf("%.2f bytes per entry of 24 hot clients, want <= 2.5", per)
+	}
+}
+
+// TestEnvelopeSegmentCountBound: a segment that claims more entries than
+// its bits could hold at 5 bits an entry is refused before anything is
+// allocated for them (here 100 entries in about 400 bits).
+func TestEnvelopeSegmentCountBound(t *testing.T) {
+	w := bitWriter{b: []byte{envFormat<<4 | byte(envAck)}}
+	var k linkIDs
+	k.writeID(&w, multicast.MsgID{Client: 7, Seq: 1})
+	w.write(uint64(partition.SetOf(0, 3)), 4)
+	w.write(1, uint(bits.Len(4))) // one segment
+	w.golomb(0, 0)                // of group 0
+	w.write(0, 1)                 // not continuing the link's last entry
+	w.write(0, 1)                 // no restart
+	w.golomb(100-1, 2)            // 100 entries
+	for range 400 / 50 {
+		w.write(0, 50)
+	}
+	_, err := decodeEnvelope(w.flush(), 4, &linkIDs{})
+	if err == nil || !strings.Contains(err.Error(), "history segment of 100 entries in") {
+		t.Fatalf("decode: %v, want the segment's count refused", err)
 	}
 }
 
