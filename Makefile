@@ -22,12 +22,14 @@ DST_MAX ?=
 DROP ?=
 DUP ?=
 PARTITION ?=
+FLUSH_EVERY ?=
 LOG ?=
 ARGS ?=
 REPLAY_FLAGS = --protocol $(PROTOCOL) --seed $(SEED) \
 	$(if $(GROUPS),--groups $(GROUPS)) $(if $(MESSAGES),--messages $(MESSAGES)) \
 	$(if $(DST_MAX),--dst-max $(DST_MAX)) $(if $(DROP),--drop $(DROP)) $(if $(DUP),--dup $(DUP)) \
-	$(if $(PARTITION),--partition $(PARTITION)) $(if $(LOG),--delivery-log $(LOG)) $(ARGS)
+	$(if $(PARTITION),--partition $(PARTITION)) $(if $(FLUSH_EVERY),--flush-every $(FLUSH_EVERY)) \
+	$(if $(LOG),--delivery-log $(LOG)) $(ARGS)
 
 # make lint: pinned so that every machine reports the same findings.
 GOLANGCI_LINT_VERSION ?= v2.15.0
@@ -54,7 +56,7 @@ sim: ## many simulator seeds for every protocol (SEEDS=100000 ordering, DBSEEDS=
 	$(GO) test ./multicast/sim -run '^TestSimSeeds$$' -count=1 -timeout $(SIMTIMEOUT) -sim.seeds=$(SEEDS)
 	$(GO) test ./dbsim -run '^TestSeeds$$' -count=1 -timeout $(SIMTIMEOUT) -dbsim.seeds=$(DBSEEDS)
 
-replay: ## replay one simulator run: SEED=... PROTOCOL=... [GROUPS= MESSAGES= DST_MAX= DROP= DUP= PARTITION= LOG= ARGS=]
+replay: ## replay one simulator run: SEED=... PROTOCOL=... [GROUPS= MESSAGES= DST_MAX= DROP= DUP= PARTITION= FLUSH_EVERY= LOG= ARGS=]
 	@test -n "$(SEED)" || { echo "make replay: set SEED (and the other values of the failing run's replay line)" >&2; exit 2; }
 	$(GO) run ./cmd/flexkv sim $(strip $(REPLAY_FLAGS))
 
