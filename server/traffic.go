@@ -35,10 +35,9 @@ type Traffic struct {
 	// Steps and StepNanos count the client requests this replica proposed
 	// and then delivered (an entry group that is a destination) and the
 	// time from proposing each to delivering it, as the
-	// flexkv_delivery_seconds histogram measures it: under FlexCast and the
-	// tree protocol, whose entry group delivers at once, one step of the
-	// latency model (package overlay's CommitMs); under Skeen the entry
-	// group waits for the other destinations' timestamps first.
+	// flexkv_delivery_seconds histogram measures it: one step of the
+	// latency model (package overlay's CommitMs) where the protocol
+	// delivers at the entry group at once (protocol.DeliversAtEntry).
 	Steps     uint64
 	StepNanos uint64
 }

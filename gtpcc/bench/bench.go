@@ -27,6 +27,7 @@ import (
 	"github.com/flexkv/flexkv/cluster"
 	"github.com/flexkv/flexkv/gtpcc"
 	"github.com/flexkv/flexkv/gtpcc/procs"
+	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/server"
@@ -236,9 +237,9 @@ func traffic(rep *gtpcc.Report, l *cluster.Local, before, after map[string]serve
 		received[g] = max(received[g], diff(a.Requests, p.Requests))
 		delivered[g] = max(delivered[g], diff(a.Deliveries, p.Deliveries))
 	}
-	// Skeen's entry group delivers after the other destinations'
-	// timestamps: its time to delivery is not one step.
-	if steps > 0 && rep.Protocol != string(protocol.Skeen) {
+	// The time to delivery at the entry group is one step only where it
+	// delivers at once (not Skeen's, which waits for timestamps).
+	if p, err := protocol.Lookup(multicast.Protocol(rep.Protocol)); err == nil && p.DeliversAtEntry() && steps > 0 {
 		rep.StepMs = float64(stepNanos) / float64(steps) / 1e6
 	}
 	for id, a := range after {

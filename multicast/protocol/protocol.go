@@ -38,9 +38,12 @@ type Protocol struct {
 	genuine bool
 	// needsTree: the protocol routes along the configuration's tree.
 	needsTree bool
-	newCore   func(self partition.GroupID, top *partition.Topology) (multicast.Core, error)
-	restore   func(self partition.GroupID, top *partition.Topology, b []byte) (multicast.Core, error)
-	entry     func(top *partition.Topology, lat *partition.Latency, from Origin, dst partition.GroupSet) partition.GroupID
+	// waitsAtEntry: the entry group delivers a request it takes only after
+	// hearing from the other destinations (Skeen's timestamps).
+	waitsAtEntry bool
+	newCore      func(self partition.GroupID, top *partition.Topology) (multicast.Core, error)
+	restore      func(self partition.GroupID, top *partition.Topology, b []byte) (multicast.Core, error)
+	entry        func(top *partition.Topology, lat *partition.Latency, from Origin, dst partition.GroupSet) partition.GroupID
 	// entries: the groups whose core takes a request for dst.
 	entries func(top *partition.Topology, dst partition.GroupSet) partition.GroupSet
 	stats   []Stat
@@ -124,6 +127,13 @@ func (p *Protocol) Genuine() bool { return p.genuine }
 // tree, which must then be given.
 func (p *Protocol) NeedsTree() bool { return p.needsTree }
 
+// DeliversAtEntry reports whether an entry group that is a destination
+// delivers a request as soon as it takes it (FlexCast's lca, the tree's
+// lca), so that the time from proposing to delivering there is one step of
+// the group: Skeen's entry group waits for the other destinations'
+// timestamps first.
+func (p *Protocol) DeliversAtEntry() bool { return !p.waitsAtEntry }
+
 // New returns the core of group self, with the protocol's default bounds.
 func (p *Protocol) New(self partition.GroupID, top *partition.Topology) (multicast.Core, error) {
 	return p.newCore(self, top)
@@ -188,8 +198,9 @@ var flexCast = &Protocol{
 }
 
 var skeenProtocol = &Protocol{
-	name:    Skeen,
-	genuine: true,
+	name:         Skeen,
+	genuine:      true,
+	waitsAtEntry: true,
 	newCore: func(self partition.GroupID, top *partition.Topology) (multicast.Core, error) {
 		return skeen.New(skeen.Config{Self: self, Topology: top})
 	},

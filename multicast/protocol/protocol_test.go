@@ -68,16 +68,17 @@ func TestRegistry(t *testing.T) {
 		}
 	}
 	for _, tt := range []struct {
-		name               multicast.Protocol
-		genuine, needsTree bool
+		name                        multicast.Protocol
+		genuine, needsTree, atEntry bool
 	}{
-		{protocol.FlexCast, true, false},
-		{protocol.Skeen, true, false},
-		{protocol.Tree, false, true},
+		{protocol.FlexCast, true, false, true},
+		{protocol.Skeen, true, false, false},
+		{protocol.Tree, false, true, true},
 	} {
 		p := lookup(t, tt.name)
-		if p.Genuine() != tt.genuine || p.NeedsTree() != tt.needsTree {
-			t.Errorf("%s: Genuine %v, NeedsTree %v; want %v, %v", tt.name, p.Genuine(), p.NeedsTree(), tt.genuine, tt.needsTree)
+		if p.Genuine() != tt.genuine || p.NeedsTree() != tt.needsTree || p.DeliversAtEntry() != tt.atEntry {
+			t.Errorf("%s: Genuine %v, NeedsTree %v, DeliversAtEntry %v; want %v, %v, %v", tt.name,
+				p.Genuine(), p.NeedsTree(), p.DeliversAtEntry(), tt.genuine, tt.needsTree, tt.atEntry)
 		}
 	}
 	// A caller may not change the registry through All's slice.
