@@ -14,17 +14,14 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/flexkv/flexkv/internal/testcluster"
 	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/multicast/check"
 	"github.com/flexkv/flexkv/partition"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// raft drops the futures of entries still queued at shutdown; the
-		// goroutine waiting on one ends with the process (replication.await).
-		goleak.IgnoreAnyFunction("github.com/flexkv/flexkv/replication.(*Replica).await.func1"),
-	)
+	goleak.VerifyTestMain(m, testcluster.RaftFutureLeaks()...)
 }
 
 // testLogger returns a logger that writes to t's log, which go test shows

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/flexkv/flexkv/group"
+	"github.com/flexkv/flexkv/internal/testcluster"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/protocol"
 )
@@ -19,16 +20,11 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(replicaEnv); spec != "" {
 		os.Exit(replicaMain(spec))
 	}
-	goleak.VerifyTestMain(m,
+	goleak.VerifyTestMain(m, append(testcluster.RaftFutureLeaks(),
 		// Pebble's and raft's package-level background workers.
 		goleak.IgnoreTopFunction("github.com/cockroachdb/pebble/v2/internal/cache.(*shard).releaseLoop"),
 		goleak.IgnoreAnyFunction("github.com/hashicorp/raft.(*NetworkTransport).listen"),
-		// A proposal in flight when a replica shuts down: raft drops the
-		// futures of committed entries still queued for the FSM without
-		// answering them, so Replica.await returns on stop and leaves its
-		// waiter blocked (one per such proposal).
-		goleak.IgnoreAnyFunction("github.com/flexkv/flexkv/replication.(*Replica).await.func1"),
-	)
+	)...)
 }
 
 // TestProtocols runs each protocol on 3 groups x 3 replicas: local and

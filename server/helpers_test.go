@@ -6,14 +6,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/flexkv/flexkv/internal/testaddr"
+	"github.com/flexkv/flexkv/internal/testcluster"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// raft drops the futures of entries still queued at shutdown; the
-		// goroutine waiting on one ends with the process (replication.await).
-		goleak.IgnoreAnyFunction("github.com/flexkv/flexkv/replication.(*Replica).await.func1"),
-	)
+	goleak.VerifyTestMain(m, testcluster.RaftFutureLeaks()...)
 }
 
 // freeAddr returns a loopback address for a replica (testaddr.Server).

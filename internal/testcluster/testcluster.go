@@ -14,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"go.uber.org/goleak"
 
 	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/partition"
@@ -160,4 +161,18 @@ func (f Families) Sum(name string, want map[string]string) float64 {
 		t += Value(m)
 	}
 	return t
+}
+
+// RaftFutureLeaks are the goleak options for the goroutines a replica
+// leaves behind when it shuts down with proposals in flight: raft drops the
+// futures of committed entries still queued for its FSM without answering
+// them, so the goroutine waiting on such a future (Replica.await's waiter,
+// the propose loop's answer of a batched entry) stays blocked until the
+// process ends, one per dropped future. Their callers return on the
+// replica's stop.
+func RaftFutureLeaks() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreAnyFunction("github.com/flexkv/flexkv/replication.(*Replica).await.func1"),
+		goleak.IgnoreAnyFunction("github.com/flexkv/flexkv/replication.answer"),
+	}
 }
