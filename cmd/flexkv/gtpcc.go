@@ -267,10 +267,10 @@ protocols side by side.
 	f.String("certs-dir", "", "directory of ca.crt and client.USER.crt/.key of the running cluster (also FLEXKV_CERTS_DIR; default: "+localCertsDir+" when it exists)")
 	f.String("user", "root", "the user whose client certificate to present to the running cluster")
 	addLocalRunFlags(cmd, "flexcast", "flexkv-data/gtpcc", "with --local: ")
-	addProfileFlag(cmd, "the clients and, with --local, the whole cluster; loading included")
+	addProfileFlags(cmd, "the clients and, with --local, the whole cluster; loading included")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) (err error) {
 		v := settings(cmd)
-		stop, err := startProfile(v.GetString("cpu-profile"))
+		stop, err := startProfiles(v)
 		if err != nil {
 			return usageError(err)
 		}

@@ -5,35 +5,75 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 )
 
-// TestStartProfile: no path, no profile; a path gets a CPU profile pprof
-// reads (gzip-compressed protobuf) once stopped; a path that cannot be
-// created is an error naming the flag.
-func TestStartProfile(t *testing.T) {
-	stop, err := startProfile("")
-	if err != nil {
+// profileSettings returns the settings of a command with the profile flags
+// set to cpu and mem.
+func profileSettings(t *testing.T, cpu, mem string) func() (func() error, error) {
+	t.Helper()
+	cmd := &cobra.Command{Use: "x"}
+	addProfileFlags(cmd, "a test")
+	if err := cmd.Flags().Set("cpu-profile", cpu); err != nil {
 		t.Fatal(err)
 	}
-	if err := stop(); err != nil {
+	if err := cmd.Flags().Set("mem-profile", mem); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "cpu.out")
-	if stop, err = startProfile(path); err != nil {
-		t.Fatal(err)
-	}
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
+	return func() (func() error, error) { return startProfiles(settings(cmd)) }
+}
+
+// readGzip fails t unless path holds a gzip stream (pprof's encoding).
+func readGzip(t *testing.T, path string) {
+	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
-		t.Errorf("profile of %d bytes, not gzip", len(b))
+		t.Errorf("%s: profile of %d bytes, not gzip", filepath.Base(path), len(b))
 	}
-	_, err = startProfile(filepath.Join(t.TempDir(), "missing", "cpu.out"))
-	if err == nil || !strings.Contains(err.Error(), "--cpu-profile") {
-		t.Errorf("profile in a missing directory: %v, want an error naming --cpu-profile", err)
+}
+
+// TestStartProfiles: no path, no profile; each path gets a profile pprof
+// reads (gzip-compressed protobuf) once stopped; a path that cannot be
+// created is an error naming its flag, and leaves no CPU profile running.
+func TestStartProfiles(t *testing.T) {
+	stop, err := profileSettings(t, "", "")()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cpu, mem := filepath.Join(dir, "cpu.out"), filepath.Join(dir, "mem.out")
+	if stop, err = profileSettings(t, cpu, mem)(); err != nil {
+		t.Fatal(err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	readGzip(t, cpu)
+	readGzip(t, mem)
+
+	missing := filepath.Join(t.TempDir(), "missing", "x.out")
+	for _, tc := range []struct{ cpu, mem, flag string }{
+		{missing, "", "--cpu-profile"},
+		{"", missing, "--mem-profile"},
+		{missing, filepath.Join(dir, "mem2.out"), "--cpu-profile"},
+	} {
+		_, err := profileSettings(t, tc.cpu, tc.mem)()
+		if err == nil || !strings.Contains(err.Error(), tc.flag) {
+			t.Errorf("cpu %q mem %q: %v, want an error naming %s", tc.cpu, tc.mem, err, tc.flag)
+		}
+	}
+	// The failed starts left no CPU profile running: a new one starts.
+	if stop, err = profileSettings(t, filepath.Join(dir, "cpu2.out"), "")(); err != nil {
+		t.Fatalf("CPU profile after failed starts: %v", err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -90,13 +90,13 @@ reopened either way.
 	cmd.Flags().Bool("insecure", false, "run every link without TLS (a warning is logged)")
 	cmd.Flags().String("initial-cluster-state", string(server.ClusterNew), "new: bootstrap the group on an empty data directory; existing: join the running group, voting in no election until the log holds something")
 	addLatencyFlags(cmd)
-	addProfileFlag(cmd, "this replica, until it stops")
+	addProfileFlags(cmd, "this replica, until it stops")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) (err error) {
 		v := settings(cmd)
 		if err := readSettingsFile(cmd, v); err != nil {
 			return &exitError{code: 2, err: err}
 		}
-		stopProfile, err := startProfile(v.GetString("cpu-profile"))
+		stopProfile, err := startProfiles(v)
 		if err != nil {
 			return &exitError{code: 2, err: err}
 		}
