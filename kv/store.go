@@ -686,16 +686,24 @@ func scan(r reader, lower, upper []byte, limit int) ([]KV, error) {
 // scanBounded is scan that also stops before the entry that would take the
 // keys and values returned past bytesMax (0: no bound), except the first;
 // next is then the key, prefix stripped, of the entry left out.
+//
+// The keys and values are copied into one buffer, which the entries slice
+// (each capped at its own end, so that an append to one cannot reach the
+// next): two allocations per entry were most of what the executor's scans
+// allocated.
 func scanBounded(r reader, lower, upper []byte, limit, bytesMax int) (out []KV, next []byte, err error) {
 	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return nil, nil, fmt.Errorf("kv: scan: %w", err)
 	}
-	size := 0
-	for ok := it.First(); ok && len(out) < limit; ok = it.Next() {
+	var (
+		buf  []byte   // every entry's key then value, back to back
+		ends [][2]int // each entry's key end and value end in buf
+	)
+	for ok := it.First(); ok && len(ends) < limit; ok = it.Next() {
 		k := it.Key()[1:]
 		lv := it.LazyValue() // its length, without fetching a value left out
-		if bytesMax > 0 && len(out) > 0 && size+len(k)+lv.Len() > bytesMax {
+		if bytesMax > 0 && len(ends) > 0 && len(buf)+len(k)+lv.Len() > bytesMax {
 			next = append([]byte{}, k...)
 			break
 		}
@@ -703,11 +711,21 @@ func scanBounded(r reader, lower, upper []byte, limit, bytesMax int) (out []KV, 
 		if err != nil {
 			return nil, nil, errors.Join(fmt.Errorf("kv: scan: %w", err), it.Close())
 		}
-		size += len(k) + len(v)
-		out = append(out, KV{Key: append([]byte{}, k...), Value: append([]byte{}, v...)})
+		buf = append(buf, k...)
+		kEnd := len(buf)
+		buf = append(buf, v...)
+		ends = append(ends, [2]int{kEnd, len(buf)})
 	}
 	if err := it.Close(); err != nil {
 		return nil, nil, fmt.Errorf("kv: scan: %w", err)
+	}
+	if len(ends) > 0 {
+		out = make([]KV, len(ends))
+	}
+	start := 0
+	for i, e := range ends {
+		out[i] = KV{Key: buf[start:e[0]:e[0]], Value: buf[e[0]:e[1]:e[1]]}
+		start = e[1]
 	}
 	return out, next, nil
 }

@@ -699,3 +699,40 @@ func TestScanBytes(t *testing.T) {
 		t.Errorf("ScanBytes with bound 0 = %v, want ErrInvalid", err)
 	}
 }
+
+// TestScanEntriesApart: a scan's entries share one buffer, yet each key and
+// value is the caller's alone: appending to one, or writing into it, leaves
+// every other entry as it was.
+func TestScanEntriesApart(t *testing.T) {
+	s := openStore(t, Options{NoSync: true})
+	commit(t, s, 1, ops(put("a", "1"), put("b", ""), put("c", "333")))
+	b := s.NewBatch()
+	defer b.Close()
+	for name, scanned := range map[string]func() ([]KV, error){
+		"store": func() ([]KV, error) { return s.Scan(nil, nil, 10) },
+		"batch": func() ([]KV, error) { return b.Scan(nil, nil, 10) },
+	} {
+		kvs, err := scanned()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(kvs) != 3 {
+			t.Fatalf("%s: %d entries, want 3", name, len(kvs))
+		}
+		for _, kv := range kvs {
+			kv.Key = append(kv.Key, 'x', 'x', 'x', 'x')
+			kv.Value = append(kv.Value, 'y', 'y', 'y', 'y')
+		}
+		kvs[2].Value[0] = '9'
+		got := ""
+		for _, kv := range kvs {
+			got += string(kv.Key) + "=" + string(kv.Value) + ";"
+		}
+		if want := "a=1;b=;c=933;"; got != want {
+			t.Errorf("%s: entries after appends to each = %q, want %q", name, got, want)
+		}
+	}
+	if v, _, err := b.Get([]byte("c")); err != nil || string(v) != "333" {
+		t.Errorf("c after writing into a scanned value = %q, %v; want the stored 333", v, err)
+	}
+}

@@ -293,10 +293,21 @@ func (p *Piece) check() error {
 // completes, as Eval does for a transaction's piece: reads see the writes,
 // Flush hands the final state of each written key to a Writer, in key
 // order. The executor runs stored procedures over one.
+//
+// What Get and Scan return is the caller's to keep and change, as a
+// Reader's is: the keys and values the overlay holds are returned as
+// copies, the Reader's as they come.
 type Overlay struct{ e evaluator }
 
+// overlayWrites is the room an overlay starts with for writes: a gTPC-C
+// new-order writes about 25 keys, and each growth of the sorted slice
+// copies it.
+const overlayWrites = 16
+
 // NewOverlay returns an empty overlay over r.
-func NewOverlay(r Reader) *Overlay { return &Overlay{e: evaluator{r: r}} }
+func NewOverlay(r Reader) *Overlay {
+	return &Overlay{e: evaluator{r: r, copyHeld: true, writes: make([]write, 0, overlayWrites)}}
+}
 
 // Get reads key, seeing the overlay's writes.
 func (o *Overlay) Get(key []byte) ([]byte, bool, error) { return o.e.get(key) }
@@ -306,7 +317,8 @@ func (o *Overlay) Scan(start, end []byte, limit int) ([]KV, error) {
 	return o.e.scan(start, end, limit)
 }
 
-// Put holds a write of value at key.
+// Put holds a write of value at key. The overlay keeps key and value, which
+// the caller must not change afterwards.
 func (o *Overlay) Put(key, value []byte) { o.e.set(key, value, false) }
 
 // Delete holds a delete of key.
@@ -334,6 +346,9 @@ type write struct {
 type evaluator struct {
 	r      Reader
 	writes []write
+	// copyHeld makes reads return copies of the held keys and values
+	// (Overlay); Eval returns them as they are in its results.
+	copyHeld bool
 }
 
 func (e *evaluator) find(key []byte) (int, bool) {
@@ -343,8 +358,11 @@ func (e *evaluator) find(key []byte) (int, bool) {
 func (e *evaluator) get(key []byte) ([]byte, bool, error) {
 	if i, ok := e.find(key); ok {
 		w := e.writes[i]
-		if w.deleted {
+		switch {
+		case w.deleted:
 			return nil, false, nil
+		case e.copyHeld:
+			return bytes.Clone(w.value), true, nil
 		}
 		return w.value, true, nil
 	}
@@ -406,6 +424,9 @@ func (e *evaluator) scan(start, end []byte, limit int) ([]KV, error) {
 			i++ // the pending write replaces the stored value
 		}
 		if w := pending[j]; !w.deleted {
+			if e.copyHeld {
+				w.key, w.value = bytes.Clone(w.key), bytes.Clone(w.value)
+			}
 			out = append(out, KV{Key: w.key, Value: w.value})
 		}
 		j++

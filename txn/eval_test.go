@@ -557,3 +557,33 @@ func TestEvalBranchVotes(t *testing.T) {
 		})
 	}
 }
+
+// TestOverlayReadsAreCopies: what an Overlay's Get and Scan return is the
+// caller's to change: changing a held key or value through what a read
+// returned changes neither later reads nor what Flush writes.
+func TestOverlayReadsAreCopies(t *testing.T) {
+	s := newStore(map[string]string{"a": "1", "c": "3"})
+	o := NewOverlay(s)
+	o.Put([]byte("b"), []byte("2"))
+	v, found, err := o.Get([]byte("b"))
+	if err != nil || !found {
+		t.Fatalf("Get(b) = %q, %v, %v", v, found, err)
+	}
+	v[0] = 'x'
+	kvs, err := o.Scan([]byte("a"), []byte("d"), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range kvs {
+		kv.Key[0], kv.Value[0] = 'z', 'z'
+	}
+	if v, _, _ := o.Get([]byte("b")); string(v) != "2" {
+		t.Errorf("Get(b) after changing what reads returned = %q, want 2", v)
+	}
+	if err := o.Flush(s); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(s.writes, ", "), "put b=2"; got != want {
+		t.Errorf("Flush wrote %q, want %q", got, want)
+	}
+}

@@ -67,11 +67,13 @@ func (v *procView) Get(key []byte) ([]byte, bool, error) {
 	if v.track {
 		v.fp.reads = append(v.fp.reads, string(key))
 	}
+	// The overlay's answers are the caller's to keep (a copy of what it
+	// holds, or the batch's own copy).
 	val, found, err := v.e.Get(key)
 	if err != nil {
 		return nil, false, v.store(err)
 	}
-	return bytes.Clone(val), found, nil
+	return val, found, nil
 }
 
 func (v *procView) Scan(start, end []byte, limit int) ([]txn.KV, error) {
@@ -93,11 +95,7 @@ func (v *procView) Scan(start, end []byte, limit int) ([]txn.KV, error) {
 	if err != nil {
 		return nil, v.store(err)
 	}
-	out := make([]txn.KV, len(kvs))
-	for i, p := range kvs {
-		out[i] = txn.KV{Key: bytes.Clone(p.Key), Value: bytes.Clone(p.Value)}
-	}
-	return out, nil
+	return kvs, nil
 }
 
 func (v *procView) Put(key, value []byte) error {
