@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 
 	"github.com/spf13/cobra"
@@ -20,29 +21,30 @@ func addProfileFlags(cmd *cobra.Command, what string) {
 // startProfiles starts what --cpu-profile and --mem-profile ask for (the
 // CPU profile at once; the allocations are written by stop) and returns
 // the function that stops them and closes their files. A file that cannot
-// be created is an error naming its flag, and starts nothing.
+// be created, or a CPU profile that cannot start (one is running), is an
+// error naming its flag, and leaves nothing started.
 func startProfiles(v *viper.Viper) (stop func() error, err error) {
 	cpuPath, memPath := v.GetString("cpu-profile"), v.GetString("mem-profile")
+	if cpuPath != "" && cpuPath == memPath {
+		return nil, fmt.Errorf("--cpu-profile and --mem-profile name the same file %s", cpuPath)
+	}
 	var cpu, mem *os.File
-	if memPath != "" {
-		if mem, err = os.Create(memPath); err != nil {
-			return nil, fmt.Errorf("--mem-profile: %w", err)
+	if cpuPath != "" {
+		if cpu, err = os.Create(cpuPath); err != nil {
+			return nil, fmt.Errorf("--cpu-profile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(cpu); err != nil {
+			cpu.Close()
+			return nil, fmt.Errorf("--cpu-profile %s: %w", cpuPath, err)
 		}
 	}
-	if cpuPath != "" {
-		if cpu, err = os.Create(cpuPath); err == nil {
-			if err = pprof.StartCPUProfile(cpu); err != nil {
+	if memPath != "" {
+		if mem, err = os.Create(memPath); err != nil {
+			if cpu != nil {
+				pprof.StopCPUProfile()
 				cpu.Close()
-				err = fmt.Errorf("--cpu-profile %s: %w", cpuPath, err)
 			}
-		} else {
-			err = fmt.Errorf("--cpu-profile: %w", err)
-		}
-		if err != nil {
-			if mem != nil {
-				mem.Close()
-			}
-			return nil, err
+			return nil, fmt.Errorf("--mem-profile: %w", err)
 		}
 	}
 	return func() error {
@@ -52,8 +54,9 @@ func startProfiles(v *viper.Viper) (stop func() error, err error) {
 			errs = append(errs, cpu.Close())
 		}
 		if mem != nil {
-			// The allocs profile counts every allocation sampled since the
-			// process started (and what is live now).
+			// The allocs profile counts what was sampled up to the last
+			// collection: one now takes in the run's end.
+			runtime.GC()
 			if err := pprof.Lookup("allocs").WriteTo(mem, 0); err != nil {
 				errs = append(errs, fmt.Errorf("--mem-profile %s: %w", memPath, err))
 			}

@@ -63,6 +63,8 @@ func TestStartProfiles(t *testing.T) {
 		{missing, "", "--cpu-profile"},
 		{"", missing, "--mem-profile"},
 		{missing, filepath.Join(dir, "mem2.out"), "--cpu-profile"},
+		{filepath.Join(dir, "cpu3.out"), missing, "--mem-profile"},
+		{cpu, cpu, "the same file"},
 	} {
 		_, err := profileSettings(t, tc.cpu, tc.mem)()
 		if err == nil || !strings.Contains(err.Error(), tc.flag) {
@@ -72,6 +74,15 @@ func TestStartProfiles(t *testing.T) {
 	// The failed starts left no CPU profile running: a new one starts.
 	if stop, err = profileSettings(t, filepath.Join(dir, "cpu2.out"), "")(); err != nil {
 		t.Fatalf("CPU profile after failed starts: %v", err)
+	}
+	// While it runs, another cannot start: an error naming --cpu-profile,
+	// and the allocations' file is not even created.
+	mem4 := filepath.Join(dir, "mem4.out")
+	if _, err := profileSettings(t, filepath.Join(dir, "cpu4.out"), mem4)(); err == nil || !strings.Contains(err.Error(), "--cpu-profile") {
+		t.Errorf("a second CPU profile: %v, want an error naming --cpu-profile", err)
+	}
+	if _, err := os.Stat(mem4); !os.IsNotExist(err) {
+		t.Errorf("%s after a start that failed: %v, want no file", filepath.Base(mem4), err)
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
