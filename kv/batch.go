@@ -32,6 +32,17 @@ type Batch struct {
 	it      *pebble.Iterator
 	itCount uint32
 	key     []byte
+
+	// The row cache (rowcache.go): rowToken is the batch's token, 0 if it
+	// goes without the cache; itEpoch the cache's epoch when it was made,
+	// which a fill from it must match; rowSlots the slots its writes made
+	// pending; rowWrites the writes its commit gives the cache (copies in
+	// rowBuf: Pebble may keep a committed batch's bytes for itself).
+	rowToken  uint64
+	itEpoch   uint64
+	rowSlots  []uint32
+	rowWrites []rowWrite
+	rowBuf    []byte
 }
 
 // NewBatch returns an empty batch on the store's current state. After
@@ -44,7 +55,11 @@ func (s *Store) NewBatch() *Batch {
 		return &Batch{s: s, done: true}
 	}
 	s.h.acquire()
-	return &Batch{s: s, h: s.h, b: s.h.db.NewIndexedBatch()}
+	b := &Batch{s: s, h: s.h, b: s.h.db.NewIndexedBatch()}
+	if s.h.rows != nil {
+		b.rowToken = s.h.rows.begin()
+	}
+	return b
 }
 
 // usable returns an error unless the batch accepts operations.
@@ -66,8 +81,21 @@ func (b *Batch) Get(key []byte) ([]byte, bool, error) {
 	if err := checkKey(key); err != nil {
 		return nil, false, err
 	}
+	rows := b.h.rows
+	if b.rowToken == 0 {
+		rows = nil
+	}
+	if rows != nil {
+		if v, found, ok := rows.get(key); ok {
+			return v, found, nil
+		}
+	}
 	b.key = append(append(b.key[:0], prefixData), key...)
-	return b.point(b.key)
+	v, found, err := b.point(b.key)
+	if err == nil && rows != nil {
+		rows.fill(b.itEpoch, key, v, found)
+	}
+	return v, found, err
 }
 
 // point returns a copy of the value of the Pebble key k as the batch sees
@@ -80,6 +108,11 @@ func (b *Batch) point(k []byte) ([]byte, bool, error) {
 			return nil, false, fmt.Errorf("kv: %w", err)
 		}
 		b.it, b.itCount = it, b.b.Count()
+		if b.rowToken != 0 {
+			// Read after the iterator is made: a commit in between makes
+			// the cache refuse fills that were safe, never the reverse.
+			b.itEpoch = b.h.rows.currentEpoch()
+		}
 	case b.itCount != b.b.Count():
 		// An iterator sees the batch as it was when made or last given
 		// options: the same options again refresh its view.
@@ -140,6 +173,7 @@ func (b *Batch) Put(key, value []byte) error {
 		return fmt.Errorf("kv: put: %w", err)
 	}
 	b.data = true
+	b.wrote(key, value, true)
 	return nil
 }
 
@@ -155,7 +189,56 @@ func (b *Batch) Delete(key []byte) error {
 		return fmt.Errorf("kv: delete: %w", err)
 	}
 	b.data = true
+	b.wrote(key, nil, false)
 	return nil
+}
+
+// wrote tells the row cache that the batch wrote key (value, or deleted it
+// if found is false), and keeps the write for the commit when the cache
+// needs it: every write of a batch without the cache, the writes of rows
+// the cache holds otherwise.
+func (b *Batch) wrote(key, value []byte, found bool) {
+	rows := b.h.rows
+	if rows == nil {
+		return
+	}
+	w := rowWrite{found: found, fits: len(key)+len(value) <= rowCacheEntryMax}
+	if b.rowToken != 0 {
+		slot, held := rows.wrote(b.rowToken, key)
+		b.rowSlots = append(b.rowSlots, slot)
+		if !held {
+			return
+		}
+	} else {
+		w.fits = false // only the key is needed
+	}
+	n := len(b.rowBuf)
+	b.rowBuf = append(b.rowBuf, key...)
+	w.key = b.rowBuf[n:len(b.rowBuf):len(b.rowBuf)]
+	if w.fits {
+		n = len(b.rowBuf)
+		b.rowBuf = append(b.rowBuf, value...)
+		w.value = b.rowBuf[n:len(b.rowBuf):len(b.rowBuf)]
+	}
+	b.rowWrites = append(b.rowWrites, w)
+}
+
+// rowsCommitted updates the row cache after the batch's commit: failed
+// tells that Pebble refused it.
+func (b *Batch) rowsCommitted(failed bool) {
+	rows := b.h.rows
+	switch {
+	case rows == nil:
+		return
+	case failed:
+		rows.purge()
+		rows.release(b.rowToken, b.rowSlots)
+	case len(b.rowWrites) > 0 || len(b.rowSlots) > 0:
+		rows.committed(b.rowToken, b.rowWrites, b.rowSlots)
+	default:
+		rows.release(b.rowToken, b.rowSlots)
+	}
+	b.rowToken, b.rowSlots, b.rowWrites = 0, nil, nil
 }
 
 // Result returns the result of transaction id as the batch sees it.
@@ -214,6 +297,9 @@ func (b *Batch) Close() {
 	}
 	b.closed, b.done = true, true
 	b.closeIter()
+	if b.h.rows != nil && b.rowToken != 0 {
+		b.h.rows.release(b.rowToken, b.rowSlots)
+	}
 	// Pebble's batch Close fails only on a second close, which cannot
 	// happen here. Closing the files, when this is the last reference after
 	// the store's Close or a restore, has no caller to report to.

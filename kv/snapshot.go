@@ -272,7 +272,7 @@ func (s *Store) RestoreSnapshot(r io.Reader, index uint64) error {
 	gen := s.gen + 1
 	fs := s.opts.FS
 	dir := fs.PathJoin(s.dir, genName(gen))
-	h, err := createGen(fs, s.dir, dir, pebbleOptions(s.opts, false))
+	h, err := createGen(fs, s.dir, dir, pebbleOptions(s.opts, false), s.opts.RowCacheSlots)
 	if err != nil {
 		return fmt.Errorf("kv: restore: %w", err)
 	}
@@ -332,7 +332,7 @@ func (s *Store) hook(step restoreStep) error {
 
 // createGen creates an empty Pebble store in dir, a new entry of parent,
 // replacing whatever an earlier failure left there.
-func createGen(fs vfs.FS, parent, dir string, po *pebble.Options) (*handle, error) {
+func createGen(fs vfs.FS, parent, dir string, po *pebble.Options, rowCacheSlots int) (*handle, error) {
 	if err := fs.RemoveAll(dir); err != nil {
 		return nil, err
 	}
@@ -342,7 +342,7 @@ func createGen(fs vfs.FS, parent, dir string, po *pebble.Options) (*handle, erro
 	if err := syncDir(fs, parent); err != nil {
 		return nil, errors.Join(err, fs.RemoveAll(dir))
 	}
-	h, err := openHandle(dir, po)
+	h, err := openHandle(dir, po, rowCacheSlots)
 	if err != nil {
 		return nil, errors.Join(err, fs.RemoveAll(dir))
 	}

@@ -32,6 +32,11 @@ type Options struct {
 	NoSync bool
 	// CacheBytes is the size of Pebble's block cache (0: CacheBytesDefault).
 	CacheBytes int64
+	// RowCacheSlots is the number of slots of the row cache, which serves
+	// a batch's reads of rows read before from memory, a row of at most
+	// 512 bytes of key and value a slot (0: RowCacheSlotsDefault;
+	// negative: no row cache).
+	RowCacheSlots int
 	// Logger receives Pebble's errors (a failed compaction, a corrupt
 	// table); nil: slog.Default(). Pebble's informational lines are dropped.
 	Logger *slog.Logger
@@ -118,6 +123,10 @@ type handle struct {
 	// ids matches it: a reader never finds an id missing that Pebble has.
 	idsMu sync.RWMutex
 	ids   map[string]struct{}
+
+	// rows caches committed rows for batches (nil: no row cache). It
+	// belongs to the handle: a restored store starts with an empty one.
+	rows *rowCache
 }
 
 // loadResultIDs reads the ids of the results stored in h.
@@ -227,7 +236,7 @@ func Open(opts Options) (*Store, error) {
 	// it: a crash in between leaves no marker, and the next Open starts
 	// afresh.
 	s.opts = opts
-	h, err := openHandle(fs.PathJoin(opts.Dir, genName(gen)), pebbleOptions(opts, !fresh))
+	h, err := openHandle(fs.PathJoin(opts.Dir, genName(gen)), pebbleOptions(opts, !fresh), opts.RowCacheSlots)
 	if err != nil {
 		return nil, fmt.Errorf("kv: open: %w", err)
 	}
@@ -250,12 +259,12 @@ func Open(opts Options) (*Store, error) {
 }
 
 // openHandle opens the Pebble store in dir with po.
-func openHandle(dir string, po *pebble.Options) (*handle, error) {
+func openHandle(dir string, po *pebble.Options, rowCacheSlots int) (*handle, error) {
 	db, err := pebble.Open(dir, po)
 	if err != nil {
 		return nil, err
 	}
-	h := &handle{db: db, fs: po.FS, dir: dir}
+	h := &handle{db: db, fs: po.FS, dir: dir, rows: newRowCache(rowCacheSlots)}
 	h.acquire()
 	return h, nil
 }
@@ -598,8 +607,10 @@ func (s *Store) Commit(b *Batch, index uint64) error {
 		defer h.idsMu.Unlock()
 	}
 	if err := b.b.Commit(s.writeOpts); err != nil {
+		b.rowsCommitted(true)
 		return fmt.Errorf("kv: commit %d: %w", index, err)
 	}
+	b.rowsCommitted(false)
 	for _, id := range evicted {
 		delete(h.ids, id)
 	}

@@ -1,0 +1,231 @@
+package kv
+
+import (
+	"hash/maphash"
+	"sync"
+)
+
+// Row cache bounds: RowCacheSlotsDefault slots of at most rowCacheEntryMax
+// bytes of key and value each (a longer row is read from Pebble every
+// time), so a store's row cache holds at most 8 MiB.
+const (
+	RowCacheSlotsDefault = 1 << 14
+	rowCacheEntryMax     = 512
+)
+
+// rowCache holds committed values of data keys that batches read, so that
+// a row read by entry after entry (a district, a stock row, an item) costs
+// a hash and a copy instead of a seek through the memtable and every level
+// of the LSM: point reads were the largest part of a gTPC-C replica's CPU.
+//
+// It is direct-mapped, a slot per hash of the key, each slot one buffer
+// reused in place: no map, no list and no allocation once warm, and one
+// pointer a slot for the garbage collector. It holds only what Pebble
+// holds committed:
+//   - a batch's read of a key fills its slot from the committed state, unless
+//     the batch wrote a key of that slot (its read may then see its own
+//     write) or a data commit came after the batch's iterator was made (its
+//     read may predate that commit: the epoch tells);
+//   - a batch's write of a key marks the slot pending for the batch; while
+//     pending, the slot serves no read and takes no fill;
+//   - the batch's commit stores what it wrote in the slots that held the
+//     keys it wrote (rows the cache held stay cached, written rows it did
+//     not hold do not push them out), and every pending mark of the batch
+//     is dropped at commit or close (closed without a commit, the slots
+//     keep the committed rows they held).
+//
+// The executor builds one batch at a time. A batch opened while another
+// uses the cache goes without it: it reads Pebble, and its commit empties
+// the slots that hold a key it wrote.
+type rowCache struct {
+	mu     sync.Mutex
+	seed   maphash.Seed
+	slots  []rowSlot
+	epoch  uint64
+	batch  uint64 // the last batch token handed out
+	active uint64 // the token of the open batch that uses the cache, 0: none
+
+	hits, misses int64
+}
+
+// rowSlot is one slot: kv holds the key then the value.
+type rowSlot struct {
+	kv      []byte
+	klen    uint32
+	full    bool // holds a row: kv[:klen] has the value kv[klen:], or none (found false)
+	found   bool
+	refill  bool   // emptied by the pending batch's write of the key it held
+	pending uint64 // token of the batch that wrote a key of this slot, 0: none
+}
+
+// newRowCache returns a cache of n slots, nil if n is negative (no cache).
+func newRowCache(n int) *rowCache {
+	switch {
+	case n < 0:
+		return nil
+	case n == 0:
+		n = RowCacheSlotsDefault
+	}
+	return &rowCache{seed: maphash.MakeSeed(), slots: make([]rowSlot, n)}
+}
+
+func (c *rowCache) slot(key []byte) *rowSlot {
+	return &c.slots[maphash.Bytes(c.seed, key)%uint64(len(c.slots))]
+}
+
+func (s *rowSlot) holds(key []byte) bool {
+	return s.full && int(s.klen) == len(key) && string(s.kv[:s.klen]) == string(key)
+}
+
+// begin returns a token for a new batch, 0 if another batch uses the
+// cache (the new one then goes without).
+func (c *rowCache) begin() (token uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.active != 0 {
+		return 0
+	}
+	c.batch++
+	c.active = c.batch
+	return c.batch
+}
+
+// currentEpoch returns the epoch a read through an iterator made now sees.
+func (c *rowCache) currentEpoch() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.epoch
+}
+
+// get returns a copy of the cached row of key; ok is false if the cache
+// does not serve it.
+func (c *rowCache) get(key []byte) (value []byte, found, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.slot(key)
+	if s.pending != 0 || !s.holds(key) {
+		c.misses++
+		return nil, false, false
+	}
+	c.hits++
+	if !s.found {
+		return nil, false, true
+	}
+	return append(make([]byte, 0, len(s.kv)-int(s.klen)), s.kv[s.klen:]...), true, true
+}
+
+// fill caches key's committed value, read through an iterator made at
+// epoch.
+func (c *rowCache) fill(epoch uint64, key, value []byte, found bool) {
+	if len(key)+len(value) > rowCacheEntryMax {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.slot(key)
+	if epoch != c.epoch || s.pending != 0 {
+		return
+	}
+	s.set(key, value, found)
+}
+
+func (s *rowSlot) set(key, value []byte, found bool) {
+	s.kv = append(append(s.kv[:0], key...), value...)
+	s.klen, s.full, s.found = uint32(len(key)), true, found
+}
+
+// wrote marks key's slot pending for the batch of token (not 0); held
+// tells that the slot holds key, which the batch's commit then refills with
+// what the batch wrote (Batch.wrote keeps it). It returns the slot's index,
+// which the batch releases later.
+func (c *rowCache) wrote(token uint64, key []byte) (slot uint32, held bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := maphash.Bytes(c.seed, key) % uint64(len(c.slots))
+	s := &c.slots[i]
+	held = s.holds(key)
+	if held {
+		s.refill = true
+	}
+	s.pending = token
+	return uint32(i), held
+}
+
+// rowWrite is a write a batch keeps for the row cache: a put of value
+// (found) or a delete; fits tells that key and value fit a slot.
+type rowWrite struct {
+	key, value  []byte
+	found, fits bool
+}
+
+// committed stores, in the slots the batch of token wrote keys they held,
+// the batch's writes of those keys (writes, in the batch's order: a key
+// written twice ends with its last write), releases the batch's slots and
+// advances the epoch. For a batch that went without the cache (token 0),
+// writes are all its writes, and it empties the slots that hold their keys.
+func (c *rowCache) committed(token uint64, writes []rowWrite, slots []uint32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.epoch++
+	for i := range writes {
+		w := &writes[i]
+		s := c.slot(w.key)
+		switch {
+		case token == 0:
+			if s.holds(w.key) {
+				s.full = false
+			}
+		case s.pending != token || !s.refill:
+		case w.fits:
+			s.set(w.key, w.value, w.found)
+		default:
+			s.full = false
+		}
+	}
+	c.releaseLocked(token, slots)
+}
+
+// release drops the pending marks of the batch of token, which was closed
+// without a commit.
+func (c *rowCache) release(token uint64, slots []uint32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.releaseLocked(token, slots)
+}
+
+func (c *rowCache) releaseLocked(token uint64, slots []uint32) {
+	if token == 0 {
+		return
+	}
+	if c.active == token {
+		c.active = 0
+	}
+	for _, i := range slots {
+		if s := &c.slots[i]; s.pending == token {
+			s.pending, s.refill = 0, false
+		}
+	}
+}
+
+// purge empties every slot and advances the epoch: after a commit that
+// failed, what Pebble holds is not known here.
+func (c *rowCache) purge() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.purgeLocked()
+}
+
+func (c *rowCache) purgeLocked() {
+	c.epoch++
+	for i := range c.slots {
+		s := &c.slots[i]
+		s.full, s.refill = false, false
+	}
+}
+
+// stats returns the cache's hits and misses.
+func (c *rowCache) stats() (hits, misses int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hits, c.misses
+}

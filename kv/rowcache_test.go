@@ -1,0 +1,245 @@
+package kv
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// batchGet reads key in a batch of its own, closed without a commit.
+func batchGet(t testing.TB, s *Store, key string) (string, bool) {
+	t.Helper()
+	b := s.NewBatch()
+	defer b.Close()
+	v, found, err := b.Get(keyOf(key))
+	if err != nil {
+		t.Fatalf("Get(%q): %v", key, err)
+	}
+	return string(v), found
+}
+
+func rowStats(s *Store) (hits, misses int64) { return s.h.rows.stats() }
+
+// TestRowCacheServesCommittedRows checks that a second read of a row is
+// served from the cache, and that every commit of a cached row (put,
+// delete, put again) is what the next batch reads.
+func TestRowCacheServesCommittedRows(t *testing.T) {
+	s := openStore(t, Options{})
+	commit(t, s, 1, ops(put("a", "1")))
+	for range 2 {
+		if v, found := batchGet(t, s, "a"); !found || v != "1" {
+			t.Fatalf("a = %q, %v; want 1", v, found)
+		}
+	}
+	if hits, misses := rowStats(s); hits != 1 || misses != 1 {
+		t.Fatalf("hits %d, misses %d; want 1 and 1", hits, misses)
+	}
+	steps := []struct {
+		o     []op
+		v     string
+		found bool
+	}{
+		{ops(put("a", "2")), "2", true},
+		{ops(del("a")), "", false},
+		{ops(put("a", "3"), put("a", "4")), "4", true},
+		{ops(put("b", "x")), "4", true},
+	}
+	for i, st := range steps {
+		commit(t, s, uint64(i+2), st.o)
+		if v, found := batchGet(t, s, "a"); found != st.found || v != st.v {
+			t.Fatalf("after %+v: a = %q, %v; want %q, %v", st.o, v, found, st.v, st.found)
+		}
+	}
+	// The commits refilled the row the cache held: every read above but
+	// the first was a hit.
+	if hits, misses := rowStats(s); hits != 5 || misses != 1 {
+		t.Fatalf("hits %d, misses %d; want 5 and 1", hits, misses)
+	}
+}
+
+// TestRowCacheBatchReadsOwnWrites checks that a batch reads its own
+// writes of cached rows, and that a batch closed without a commit leaves
+// the committed row.
+func TestRowCacheBatchReadsOwnWrites(t *testing.T) {
+	s := openStore(t, Options{})
+	commit(t, s, 1, ops(put("a", "1"), put("b", "1")))
+	batchGet(t, s, "a")
+	batchGet(t, s, "b")
+	b := s.NewBatch()
+	if err := b.Put(keyOf("a"), valueOf("2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Delete(keyOf("b")); err != nil {
+		t.Fatal(err)
+	}
+	if v, found, err := b.Get(keyOf("a")); err != nil || !found || string(v) != "2" {
+		t.Fatalf("a in the batch = %q, %v, %v; want 2", v, found, err)
+	}
+	if _, found, err := b.Get(keyOf("b")); err != nil || found {
+		t.Fatalf("b in the batch: found %v, %v; want deleted", found, err)
+	}
+	b.Close()
+	for _, k := range []string{"a", "b"} {
+		if v, found := batchGet(t, s, k); !found || v != "1" {
+			t.Fatalf("%s after the batch closed = %q, %v; want 1", k, v, found)
+		}
+	}
+}
+
+// TestRowCacheRefusesStaleRows checks the two guards against a stale row
+// when batches overlap (the executor builds one at a time; the store must
+// stay right if it did not).
+func TestRowCacheRefusesStaleRows(t *testing.T) {
+	t.Run("commit without the cache empties its rows' slots", func(t *testing.T) {
+		s := openStore(t, Options{})
+		commit(t, s, 1, ops(put("k", "old")))
+		batchGet(t, s, "k") // cached
+		a := s.NewBatch()   // uses the cache
+		commit(t, s, 2, ops(put("k", "new")))
+		a.Close()
+		if v, found := batchGet(t, s, "k"); !found || v != "new" {
+			t.Fatalf("k = %q, %v; want new", v, found)
+		}
+	})
+	t.Run("a read older than a commit fills nothing", func(t *testing.T) {
+		s := openStore(t, Options{})
+		commit(t, s, 1, ops(put("k", "old"), put("x", "1")))
+		a := s.NewBatch()
+		if _, _, err := a.Get(keyOf("x")); err != nil { // makes a's iterator
+			t.Fatal(err)
+		}
+		commit(t, s, 2, ops(put("k", "new")))
+		// a reads as of its iterator, made before the commit.
+		if v, _, err := a.Get(keyOf("k")); err != nil || string(v) != "old" {
+			t.Fatalf("k in a = %q, %v; want old", v, err)
+		}
+		a.Close()
+		if v, found := batchGet(t, s, "k"); !found || v != "new" {
+			t.Fatalf("k = %q, %v; want new", v, found)
+		}
+	})
+}
+
+// TestRowCacheRestoreStartsEmpty checks that a restored store does not
+// serve a row cached before the restore.
+func TestRowCacheRestoreStartsEmpty(t *testing.T) {
+	s := openStore(t, Options{})
+	commit(t, s, 1, ops(put("a", "0")))
+	sn, err := s.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := sn.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	sn.Release()
+	commit(t, s, 2, ops(put("a", "1")))
+	if v, _ := batchGet(t, s, "a"); v != "1" {
+		t.Fatalf("a = %q, want 1", v)
+	}
+	if err := s.RestoreSnapshot(&buf, 1); err != nil {
+		t.Fatal(err)
+	}
+	if v, found := batchGet(t, s, "a"); !found || v != "0" {
+		t.Fatalf("a after the restore = %q, %v; want 0", v, found)
+	}
+}
+
+// TestRowCacheAgreesWithPebble runs random batches (reads, puts, deletes,
+// rows too long for a slot; committed or dropped) on a store whose cache
+// has four slots, so that keys share slots all the time, and checks every
+// read against a model of the committed state and the batch's writes.
+func TestRowCacheAgreesWithPebble(t *testing.T) {
+	for seed := range uint64(20) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(seed, 1))
+			s := openStore(t, Options{RowCacheSlots: 4, MemTableBytes: 256 << 10})
+			committed := map[string]string{}
+			keys := make([]string, 12)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("k%02d", i)
+			}
+			index := uint64(0)
+			for range 300 {
+				b := s.NewBatch()
+				own := map[string]*string{}
+				for range 1 + r.IntN(8) {
+					k := keys[r.IntN(len(keys))]
+					switch r.IntN(4) {
+					case 0, 1:
+						v, found, err := b.Get(keyOf(k))
+						if err != nil {
+							t.Fatal(err)
+						}
+						want, wantFound := committed[k]
+						if w, ok := own[k]; ok {
+							want, wantFound = "", w != nil
+							if w != nil {
+								want = *w
+							}
+						}
+						if found != wantFound || string(v) != want {
+							t.Fatalf("Get(%s) = %q, %v; want %q, %v", k, v, found, want, wantFound)
+						}
+					case 2:
+						v := fmt.Sprint(r.Uint32())
+						if r.IntN(5) == 0 {
+							v = strings.Repeat(v, rowCacheEntryMax/len(v)+1)
+						}
+						if err := b.Put(keyOf(k), valueOf(v)); err != nil {
+							t.Fatal(err)
+						}
+						own[k] = &v
+					case 3:
+						if err := b.Delete(keyOf(k)); err != nil {
+							t.Fatal(err)
+						}
+						own[k] = nil
+					}
+				}
+				if r.IntN(4) == 0 {
+					b.Close()
+					continue
+				}
+				index++
+				if err := s.Commit(b, index); err != nil {
+					t.Fatal(err)
+				}
+				b.Close()
+				for k, v := range own {
+					if v == nil {
+						delete(committed, k)
+					} else {
+						committed[k] = *v
+					}
+				}
+			}
+			if hits, _ := rowStats(s); hits == 0 {
+				t.Fatal("the cache served no read")
+			}
+		})
+	}
+}
+
+// TestRowCacheLargeBatch checks that the commit of a batch larger than
+// half a memtable, which Pebble takes over whole (its bytes are not the
+// batch's after the commit), refills the rows it wrote.
+func TestRowCacheLargeBatch(t *testing.T) {
+	s := openStore(t, Options{MemTableBytes: 256 << 10})
+	commit(t, s, 1, ops(put("k", "old")))
+	batchGet(t, s, "k") // cached
+	var o []op
+	for i := range 200 {
+		o = append(o, put(fmt.Sprintf("fill/%03d", i), strings.Repeat("v", 1000)))
+	}
+	commit(t, s, 2, append(o, put("k", "new")))
+	if v, found := batchGet(t, s, "k"); !found || v != "new" {
+		t.Fatalf("k = %q, %v; want new", v, found)
+	}
+	if hits, _ := rowStats(s); hits != 1 {
+		t.Fatalf("%d hits, want 1 (k refilled by the commit)", hits)
+	}
+}
