@@ -146,6 +146,10 @@ func TestMetricsLocalCluster(t *testing.T) {
 		if v := f.Sum("flexkv_pebble_wal_written_bytes_total", r); v <= 0 {
 			t.Errorf("%s: pebble WAL bytes %v, want > 0", id, v)
 		}
+		// The transaction's add reads its key: through the row cache.
+		if v := f.Sum("flexkv_row_cache_hits_total", r) + f.Sum("flexkv_row_cache_misses_total", r); v < 1 {
+			t.Errorf("%s: %v row cache reads, want at least the add's", id, v)
+		}
 	}
 	for _, g := range cfg.Groups {
 		if n := f.Sum("flexkv_raft_leader", map[string]string{"group": g.Name}); n != 1 {

@@ -57,6 +57,10 @@ func TestRowCacheServesCommittedRows(t *testing.T) {
 	if hits, misses := rowStats(s); hits != 5 || misses != 1 {
 		t.Fatalf("hits %d, misses %d; want 5 and 1", hits, misses)
 	}
+	m, err := s.Metrics()
+	if err != nil || m.RowCacheHits != 5 || m.RowCacheMisses != 1 {
+		t.Fatalf("Metrics: row cache hits %d, misses %d, %v; want 5 and 1", m.RowCacheHits, m.RowCacheMisses, err)
+	}
 }
 
 // TestRowCacheBatchReadsOwnWrites checks that a batch reads its own

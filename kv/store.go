@@ -541,14 +541,21 @@ type Metrics struct {
 	BlockCacheBytes     int64
 	BlockCacheHits      int64
 	BlockCacheMisses    int64
+	RowCacheHits        int64 // batch reads the row cache served
+	RowCacheMisses      int64 // batch reads it did not (0 and 0 without a row cache)
 }
 
 // Metrics returns the figures of the live Pebble store.
 func (s *Store) Metrics() (Metrics, error) {
 	var m Metrics
 	err := s.read(func(db *pebble.DB) error {
+		if rows := s.h.rows; rows != nil {
+			m.RowCacheHits, m.RowCacheMisses = rows.stats()
+		}
 		pm := db.Metrics()
 		m = Metrics{
+			RowCacheHits:        m.RowCacheHits,
+			RowCacheMisses:      m.RowCacheMisses,
 			DiskBytes:           pm.DiskSpaceUsage(),
 			MemtableBytes:       pm.MemTable.Size,
 			Tables:              pm.Total().TablesCount,

@@ -296,6 +296,7 @@ type Metrics struct {
 
 	pbDisk, pbMemtable, pbTables, pbReadAmp, pbFlushes, pbCompactions, pbDebt, pbWAL *prometheus.Desc
 	pbCache, pbCacheHits, pbCacheMisses                                              *prometheus.Desc
+	rowCacheHits, rowCacheMisses                                                     *prometheus.Desc
 }
 
 // NewMetrics returns the collector of the servers that servers returns at
@@ -381,6 +382,8 @@ func NewMetrics(servers func() []*Server) *Metrics {
 	m.pbCache = d("pebble_block_cache_bytes", "Pebble: bytes in the block cache.")
 	m.pbCacheHits = d("pebble_block_cache_hits_total", "Pebble: block cache hits.")
 	m.pbCacheMisses = d("pebble_block_cache_misses_total", "Pebble: block cache misses.")
+	m.rowCacheHits = d("row_cache_hits_total", "Reads of rows by the executor that the row cache served.")
+	m.rowCacheMisses = d("row_cache_misses_total", "Reads of rows by the executor that the row cache did not serve (read from Pebble).")
 	return m
 }
 
@@ -535,6 +538,8 @@ func (m *Metrics) collect(ch chan<- prometheus.Metric, s *Server) {
 		gauge(m.pbCache, float64(ps.BlockCacheBytes))
 		counter(m.pbCacheHits, uint64(ps.BlockCacheHits))
 		counter(m.pbCacheMisses, uint64(ps.BlockCacheMisses))
+		counter(m.rowCacheHits, uint64(ps.RowCacheHits))
+		counter(m.rowCacheMisses, uint64(ps.RowCacheMisses))
 	}
 }
 
