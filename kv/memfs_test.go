@@ -51,21 +51,13 @@ func TestStoreOnMemFS(t *testing.T) {
 		t.Errorf("unsynced key b survived the crash (%v, %v)", ok, err)
 	}
 
-	sn, err := s.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if _, err := sn.WriteTo(&buf); err != nil {
-		t.Fatal(err)
-	}
-	sn.Release()
+	buf := bytes.NewBuffer(stream(t, s))
 	other, err := Open(Options{Dir: "/r2", NoSync: true, FS: vfs.NewMem()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	if err := other.RestoreSnapshot(&buf, 2); err != nil {
+	if err := other.RestoreSnapshot(buf, 2); err != nil {
 		t.Fatal(err)
 	}
 	if v, ok, err := other.Get([]byte("b")); err != nil || !ok || string(v) != "2" {

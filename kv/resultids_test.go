@@ -67,15 +67,7 @@ func TestResultIDsFollowTheStore(t *testing.T) {
 		b.Close()
 	}
 	checkResults(t, "after 5 commits", s, ids, 3)
-	sn, err := s.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if _, err := sn.WriteTo(&buf); err != nil {
-		t.Fatal(err)
-	}
-	sn.Release()
+	buf := bytes.NewBuffer(stream(t, s))
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +89,7 @@ func TestResultIDsFollowTheStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Close()
-	if err := other.RestoreSnapshot(&buf, 5); err != nil {
+	if err := other.RestoreSnapshot(buf, 5); err != nil {
 		t.Fatal(err)
 	}
 	checkResults(t, "after a restore", other, ids, 3)

@@ -131,20 +131,12 @@ func TestRowCacheRefusesStaleRows(t *testing.T) {
 func TestRowCacheRestoreStartsEmpty(t *testing.T) {
 	s := openStore(t, Options{})
 	commit(t, s, 1, ops(put("a", "0")))
-	sn, err := s.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	if _, err := sn.WriteTo(&buf); err != nil {
-		t.Fatal(err)
-	}
-	sn.Release()
+	buf := bytes.NewBuffer(stream(t, s))
 	commit(t, s, 2, ops(put("a", "1")))
 	if v, _ := batchGet(t, s, "a"); v != "1" {
 		t.Fatalf("a = %q, want 1", v)
 	}
-	if err := s.RestoreSnapshot(&buf, 1); err != nil {
+	if err := s.RestoreSnapshot(buf, 1); err != nil {
 		t.Fatal(err)
 	}
 	if v, found := batchGet(t, s, "a"); !found || v != "0" {
