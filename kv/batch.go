@@ -205,12 +205,20 @@ func (b *Batch) wrote(key, value []byte, found bool) {
 	w := rowWrite{found: found, fits: len(key)+len(value) <= rowCacheEntryMax}
 	if b.rowToken != 0 {
 		slot, held := rows.wrote(b.rowToken, key)
+		if b.rowSlots == nil {
+			b.rowSlots = make([]uint32, 0, 32) // a new-order writes some 25 rows
+		}
 		b.rowSlots = append(b.rowSlots, slot)
 		if !held {
 			return
 		}
 	} else {
 		w.fits = false // only the key is needed
+	}
+	if b.rowWrites == nil {
+		// A new-order rewrites some 12 rows it read (the buffer grows
+		// past its first kilobyte then).
+		b.rowWrites, b.rowBuf = make([]rowWrite, 0, 16), make([]byte, 0, 1024)
 	}
 	n := len(b.rowBuf)
 	b.rowBuf = append(b.rowBuf, key...)
