@@ -86,7 +86,21 @@ func (b *Batch) Get(key []byte) ([]byte, bool, error) {
 		rows = nil
 	}
 	if rows != nil {
-		if v, found, ok := rows.get(key); ok {
+		v, found, st := rows.get(b.rowToken, key)
+		if st == rowMine {
+			if w := b.ownWrite(key); w != nil {
+				switch {
+				case !w.fits:
+					// Its value was too long to keep: read the batch.
+					b.key = append(append(b.key[:0], prefixData), key...)
+					return b.point(b.key)
+				case !w.found:
+					return nil, false, nil
+				}
+				return append(make([]byte, 0, len(w.value)), w.value...), true, nil
+			}
+		}
+		if st != rowMiss {
 			return v, found, nil
 		}
 	}
@@ -229,6 +243,16 @@ func (b *Batch) wrote(key, value []byte, found bool) {
 		w.value = b.rowBuf[n:len(b.rowBuf):len(b.rowBuf)]
 	}
 	b.rowWrites = append(b.rowWrites, w)
+}
+
+// ownWrite returns the batch's last kept write of key, nil if none.
+func (b *Batch) ownWrite(key []byte) *rowWrite {
+	for i := len(b.rowWrites) - 1; i >= 0; i-- {
+		if w := &b.rowWrites[i]; bytes.Equal(w.key, key) {
+			return w
+		}
+	}
+	return nil
 }
 
 // rowsCommitted updates the row cache after the batch's commit: failed

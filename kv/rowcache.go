@@ -5,12 +5,14 @@ import (
 	"sync"
 )
 
-// Row cache bounds: RowCacheSlotsDefault slots of at most rowCacheEntryMax
-// bytes of key and value each (a longer row is read from Pebble every
-// time), so a store's row cache holds at most 8 MiB.
+// Row cache bounds: RowCacheSlotsDefault slots, a row of at most
+// rowCacheEntryMax bytes of key and value a slot (a longer one is read from
+// Pebble every time), and rowCacheSlotBytes a slot on average: the default
+// cache holds at most 8 MiB of rows.
 const (
-	RowCacheSlotsDefault = 1 << 14
-	rowCacheEntryMax     = 512
+	RowCacheSlotsDefault = 1 << 15
+	rowCacheEntryMax     = 1024
+	rowCacheSlotBytes    = 256
 )
 
 // rowCache holds committed values of data keys that batches read, so that
@@ -26,13 +28,17 @@ const (
 //     the batch wrote a key of that slot (its read may then see its own
 //     write) or a data commit came after the batch's iterator was made (its
 //     read may predate that commit: the epoch tells);
-//   - a batch's write of a key marks the slot pending for the batch; while
-//     pending, the slot serves no read and takes no fill;
-//   - the batch's commit stores what it wrote in the slots that held the
-//     keys it wrote (rows the cache held stay cached, written rows it did
-//     not hold do not push them out), and every pending mark of the batch
-//     is dropped at commit or close (closed without a commit, the slots
-//     keep the committed rows they held).
+//   - a batch's write of a key marks the slot pending for the batch and, if
+//     the slot holds that key, is kept by the batch (Batch.wrote). While
+//     pending, the slot takes no fill, and serves only its batch: the
+//     batch's last kept write of the key if it has one, else the committed
+//     row (a key the batch wrote while its slot held another row cannot
+//     be the slot's row: nothing fills a pending slot);
+//   - the batch's commit stores its kept writes in their slots (rows the
+//     cache held stay cached, written rows it did not hold do not push them
+//     out), and every pending mark of the batch is dropped at commit or
+//     close (closed without a commit, the slots keep the committed rows
+//     they held).
 //
 // The executor builds one batch at a time. A batch opened while another
 // uses the cache goes without it: it reads Pebble, and its commit empties
@@ -41,6 +47,8 @@ type rowCache struct {
 	mu     sync.Mutex
 	seed   maphash.Seed
 	slots  []rowSlot
+	bytes  int // the slots' buffers, all told
+	max    int // the bound of bytes
 	epoch  uint64
 	batch  uint64 // the last batch token handed out
 	active uint64 // the token of the open batch that uses the cache, 0: none
@@ -54,7 +62,6 @@ type rowSlot struct {
 	klen    uint32
 	full    bool // holds a row: kv[:klen] has the value kv[klen:], or none (found false)
 	found   bool
-	refill  bool   // emptied by the pending batch's write of the key it held
 	pending uint64 // token of the batch that wrote a key of this slot, 0: none
 }
 
@@ -66,7 +73,7 @@ func newRowCache(n int) *rowCache {
 	case n == 0:
 		n = RowCacheSlotsDefault
 	}
-	return &rowCache{seed: maphash.MakeSeed(), slots: make([]rowSlot, n)}
+	return &rowCache{seed: maphash.MakeSeed(), slots: make([]rowSlot, n), max: n * rowCacheSlotBytes}
 }
 
 func (c *rowCache) slot(key []byte) *rowSlot {
@@ -97,21 +104,39 @@ func (c *rowCache) currentEpoch() uint64 {
 	return c.epoch
 }
 
-// get returns a copy of the cached row of key; ok is false if the cache
-// does not serve it.
-func (c *rowCache) get(key []byte) (value []byte, found, ok bool) {
+// rowState is what get found.
+type rowState uint8
+
+const (
+	rowMiss rowState = iota // the cache does not serve key
+	rowHit                  // the committed row
+	// rowMine: the slot holds key's committed row and is pending for the
+	// asking batch. The batch wrote key only if it kept a write of key
+	// (Batch.wrote keeps every write of a key its slot holds, and a
+	// pending slot takes no other row): its last such write is then what
+	// it reads; else the committed row is.
+	rowMine
+)
+
+// get returns a copy of the cached row of key for the batch of token.
+func (c *rowCache) get(token uint64, key []byte) (value []byte, found bool, st rowState) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.slot(key)
-	if s.pending != 0 || !s.holds(key) {
+	switch {
+	case !s.holds(key) || s.pending != 0 && s.pending != token:
 		c.misses++
-		return nil, false, false
+		return nil, false, rowMiss
+	case s.pending != 0:
+		st = rowMine
+	default:
+		st = rowHit
 	}
 	c.hits++
 	if !s.found {
-		return nil, false, true
+		return nil, false, st
 	}
-	return append(make([]byte, 0, len(s.kv)-int(s.klen)), s.kv[s.klen:]...), true, true
+	return append(make([]byte, 0, len(s.kv)-int(s.klen)), s.kv[s.klen:]...), true, st
 }
 
 // fill caches key's committed value, read through an iterator made at
@@ -126,10 +151,23 @@ func (c *rowCache) fill(epoch uint64, key, value []byte, found bool) {
 	if epoch != c.epoch || s.pending != 0 {
 		return
 	}
-	s.set(key, value, found)
+	c.set(s, key, value, found)
 }
 
-func (s *rowSlot) set(key, value []byte, found bool) {
+// set stores a row in s, reusing its buffer if it is large enough; a row
+// that would take the cache past its bound of bytes leaves s empty.
+func (c *rowCache) set(s *rowSlot, key, value []byte, found bool) {
+	n := len(key) + len(value)
+	if cap(s.kv) < n {
+		c.bytes -= cap(s.kv)
+		s.kv = nil
+		if c.bytes+n > c.max {
+			s.full = false
+			return
+		}
+		s.kv = make([]byte, 0, n)
+		c.bytes += n
+	}
 	s.kv = append(append(s.kv[:0], key...), value...)
 	s.klen, s.full, s.found = uint32(len(key)), true, found
 }
@@ -144,9 +182,6 @@ func (c *rowCache) wrote(token uint64, key []byte) (slot uint32, held bool) {
 	i := maphash.Bytes(c.seed, key) % uint64(len(c.slots))
 	s := &c.slots[i]
 	held = s.holds(key)
-	if held {
-		s.refill = true
-	}
 	s.pending = token
 	return uint32(i), held
 }
@@ -175,9 +210,9 @@ func (c *rowCache) committed(token uint64, writes []rowWrite, slots []uint32) {
 			if s.holds(w.key) {
 				s.full = false
 			}
-		case s.pending != token || !s.refill:
+		case s.pending != token:
 		case w.fits:
-			s.set(w.key, w.value, w.found)
+			c.set(s, w.key, w.value, w.found)
 		default:
 			s.full = false
 		}
@@ -202,7 +237,7 @@ func (c *rowCache) releaseLocked(token uint64, slots []uint32) {
 	}
 	for _, i := range slots {
 		if s := &c.slots[i]; s.pending == token {
-			s.pending, s.refill = 0, false
+			s.pending = 0
 		}
 	}
 }
@@ -219,11 +254,12 @@ func (c *rowCache) purgeLocked() {
 	c.epoch++
 	for i := range c.slots {
 		s := &c.slots[i]
-		s.full, s.refill = false, false
+		s.full = false
 	}
 }
 
-// stats returns the cache's hits and misses.
+// stats returns the cache's hits and misses (a read of a row the batch
+// wrote, served from its own write, counts as a hit).
 func (c *rowCache) stats() (hits, misses int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

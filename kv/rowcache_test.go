@@ -92,6 +92,28 @@ func TestRowCacheBatchReadsOwnWrites(t *testing.T) {
 	}
 }
 
+// TestRowCacheSharedSlot checks reads of two keys that share the one slot
+// of a cache while a batch writes one of them: the other is still served,
+// committed, and the written one is the batch's.
+func TestRowCacheSharedSlot(t *testing.T) {
+	s := openStore(t, Options{RowCacheSlots: 1})
+	commit(t, s, 1, ops(put("a", "1"), put("b", "1")))
+	batchGet(t, s, "a") // the slot holds a
+	b := s.NewBatch()
+	defer b.Close()
+	if err := b.Put(keyOf("b"), valueOf("2")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ key, want string }{{"a", "1"}, {"b", "2"}, {"a", "1"}} {
+		if v, found, err := b.Get(keyOf(c.key)); err != nil || !found || string(v) != c.want {
+			t.Fatalf("%s in the batch = %q, %v, %v; want %s", c.key, v, found, err, c.want)
+		}
+	}
+	if hits, misses := rowStats(s); hits != 2 || misses != 2 {
+		t.Fatalf("hits %d, misses %d; want 2 (a in the batch) and 2 (a's fill, b)", hits, misses)
+	}
+}
+
 // TestRowCacheRefusesStaleRows checks the two guards against a stale row
 // when batches overlap (the executor builds one at a time; the store must
 // stay right if it did not).
@@ -145,9 +167,10 @@ func TestRowCacheRestoreStartsEmpty(t *testing.T) {
 }
 
 // TestRowCacheAgreesWithPebble runs random batches (reads, puts, deletes,
-// rows too long for a slot; committed or dropped) on a store whose cache
-// has four slots, so that keys share slots all the time, and checks every
-// read against a model of the committed state and the batch's writes.
+// rows too long for a slot or for the cache's bound of bytes; committed or
+// dropped) on a store whose cache has four slots, so that keys share slots
+// all the time, and checks every read against a model of the committed
+// state and the batch's writes, and the cache's bytes against its bound.
 func TestRowCacheAgreesWithPebble(t *testing.T) {
 	for seed := range uint64(20) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
@@ -182,8 +205,11 @@ func TestRowCacheAgreesWithPebble(t *testing.T) {
 						}
 					case 2:
 						v := fmt.Sprint(r.Uint32())
-						if r.IntN(5) == 0 {
+						switch r.IntN(5) {
+						case 0: // too long for a slot
 							v = strings.Repeat(v, rowCacheEntryMax/len(v)+1)
+						case 1: // three of these pass the cache's bound
+							v = strings.Repeat(v, 400/len(v))
 						}
 						if err := b.Put(keyOf(k), valueOf(v)); err != nil {
 							t.Fatal(err)
@@ -205,6 +231,9 @@ func TestRowCacheAgreesWithPebble(t *testing.T) {
 					t.Fatal(err)
 				}
 				b.Close()
+				if c := s.h.rows; c.bytes > c.max {
+					t.Fatalf("the cache holds %d bytes, more than its bound of %d", c.bytes, c.max)
+				}
 				for k, v := range own {
 					if v == nil {
 						delete(committed, k)
