@@ -36,8 +36,8 @@ type Batch struct {
 	// The row cache (rowcache.go): rowToken is the batch's token, 0 if it
 	// goes without the cache; itEpoch the cache's epoch when it was made,
 	// which a fill from it must match; rowSlots the slots its writes made
-	// pending; rowWrites the writes its commit gives the cache (copies in
-	// rowBuf: Pebble may keep a committed batch's bytes for itself).
+	// pending; rowWrites the writes its commit gives the cache, copied
+	// into rowBuf (the caller may reuse what it passed to Put).
 	rowToken  uint64
 	itEpoch   uint64
 	rowSlots  []uint32
@@ -117,16 +117,16 @@ func (b *Batch) Get(key []byte) ([]byte, bool, error) {
 func (b *Batch) point(k []byte) ([]byte, bool, error) {
 	switch {
 	case b.it == nil:
+		if b.rowToken != 0 {
+			// Read before the iterator is made: a commit in between makes
+			// the cache refuse fills that were safe, never the reverse.
+			b.itEpoch = b.h.rows.currentEpoch()
+		}
 		it, err := b.b.NewIter(nil)
 		if err != nil {
 			return nil, false, fmt.Errorf("kv: %w", err)
 		}
 		b.it, b.itCount = it, b.b.Count()
-		if b.rowToken != 0 {
-			// Read after the iterator is made: a commit in between makes
-			// the cache refuse fills that were safe, never the reverse.
-			b.itEpoch = b.h.rows.currentEpoch()
-		}
 	case b.itCount != b.b.Count():
 		// An iterator sees the batch as it was when made or last given
 		// options: the same options again refresh its view.
@@ -209,8 +209,8 @@ func (b *Batch) Delete(key []byte) error {
 
 // wrote tells the row cache that the batch wrote key (value, or deleted it
 // if found is false), and keeps the write for the commit when the cache
-// needs it: every write of a batch without the cache, the writes of rows
-// the cache holds otherwise.
+// needs it: every write of a batch without the cache; otherwise the writes
+// of rows the cache holds, and every write of a key after one was kept.
 func (b *Batch) wrote(key, value []byte, found bool) {
 	rows := b.h.rows
 	if rows == nil {
@@ -223,7 +223,10 @@ func (b *Batch) wrote(key, value []byte, found bool) {
 			b.rowSlots = make([]uint32, 0, 32) // a new-order writes some 25 rows
 		}
 		b.rowSlots = append(b.rowSlots, slot)
-		if !held {
+		// Once a write of key is kept, every later one is: another batch's
+		// commit may have emptied the slot since (one opened while this
+		// one holds the cache), and the last write must win at commit.
+		if !held && b.ownWrite(key) == nil {
 			return
 		}
 	} else {

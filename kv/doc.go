@@ -21,6 +21,17 @@
 // durably. Options.NoSync=false makes every Commit durable by itself, for
 // tools and tests that use the store without a raft log.
 //
+// # Row cache
+//
+// A Batch reads user keys through the store's row cache (rowcache.go)
+// before Pebble: committed rows that batches read or wrote, in a
+// direct-mapped table bounded in slots and bytes (Options.RowCacheSlots).
+// It serves only what Pebble holds committed, plus a batch's own writes to
+// that batch; a commit updates the rows it holds; RestoreSnapshot starts
+// an empty one. The executor builds one batch at a time: a batch opened
+// while another is open reads Pebble only. Store.Get, Scan and snapshots
+// read Pebble.
+//
 // # Key layout
 //
 // Every Pebble key starts with one byte that names its kind, so user keys

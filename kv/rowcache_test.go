@@ -3,6 +3,7 @@ package kv
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -250,8 +251,9 @@ func TestRowCacheAgreesWithPebble(t *testing.T) {
 }
 
 // TestRowCacheLargeBatch checks that the commit of a batch larger than
-// half a memtable, which Pebble takes over whole (its bytes are not the
-// batch's after the commit), refills the rows it wrote.
+// half a memtable, which Pebble takes over whole as a table of its own,
+// refills the rows it wrote (a first version read the writes back from
+// Pebble's batch after the commit, when a large one is empty).
 func TestRowCacheLargeBatch(t *testing.T) {
 	s := openStore(t, Options{MemTableBytes: 256 << 10})
 	commit(t, s, 1, ops(put("k", "old")))
@@ -266,5 +268,131 @@ func TestRowCacheLargeBatch(t *testing.T) {
 	}
 	if hits, _ := rowStats(s); hits != 1 {
 		t.Fatalf("%d hits, want 1 (k refilled by the commit)", hits)
+	}
+}
+
+// TestRowCacheOverlappingBatches runs random operations on up to three
+// open batches at once (the first opened holds the cache, the others go
+// without), on a cache of three slots. A read in a batch sees its own
+// write, or the committed row as of its first read or as of now (the
+// cache serves the latest committed row); whenever no batch is open, a
+// read of every key must give the committed row.
+func TestRowCacheOverlappingBatches(t *testing.T) {
+	type open struct {
+		b    *Batch
+		own  map[string]*string
+		seen map[string]string // committed rows when the batch first read
+		read bool
+	}
+	for seed := range uint64(100) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(seed, 2))
+			s := openStore(t, Options{RowCacheSlots: 3})
+			committed := map[string]string{}
+			keys := []string{"a", "b", "c", "d", "e"}
+			var batches []*open
+			index := uint64(0)
+			closeAt := func(i int) {
+				batches[i].b.Close()
+				batches = append(batches[:i], batches[i+1:]...)
+			}
+			defer func() {
+				for len(batches) > 0 {
+					closeAt(0)
+				}
+			}()
+			for range 400 {
+				if len(batches) == 0 {
+					for _, k := range keys {
+						want, wantFound := committed[k]
+						if v, found := batchGet(t, s, k); found != wantFound || v != want {
+							t.Fatalf("no batch open: %s = %q, %v; want %q, %v", k, v, found, want, wantFound)
+						}
+					}
+				}
+				switch op := r.IntN(10); {
+				case len(batches) == 0 || op == 0 && len(batches) < 3:
+					batches = append(batches, &open{b: s.NewBatch(), own: map[string]*string{}})
+				case op == 1:
+					i := r.IntN(len(batches))
+					x := batches[i]
+					index++
+					if err := s.Commit(x.b, index); err != nil {
+						t.Fatal(err)
+					}
+					for k, v := range x.own {
+						if v == nil {
+							delete(committed, k)
+						} else {
+							committed[k] = *v
+						}
+					}
+					closeAt(i)
+				case op == 2:
+					closeAt(r.IntN(len(batches)))
+				default:
+					x := batches[r.IntN(len(batches))]
+					k := keys[r.IntN(len(keys))]
+					switch r.IntN(3) {
+					case 0:
+						if !x.read {
+							x.read, x.seen = true, maps.Clone(committed)
+						}
+						v, found, err := x.b.Get(keyOf(k))
+						if err != nil {
+							t.Fatal(err)
+						}
+						got := fmt.Sprintf("%q %v", v, found)
+						var ok bool
+						if w, mine := x.own[k]; mine {
+							ok = w == nil && !found || w != nil && found && string(v) == *w
+						} else {
+							old, oldFound := x.seen[k]
+							now, nowFound := committed[k]
+							ok = got == fmt.Sprintf("%q %v", old, oldFound) || got == fmt.Sprintf("%q %v", now, nowFound)
+						}
+						if !ok {
+							t.Fatalf("Get(%s) = %s in a batch that wrote %v", k, got, x.own[k] != nil)
+						}
+					case 1:
+						v := fmt.Sprint(r.Uint32())
+						if err := x.b.Put(keyOf(k), valueOf(v)); err != nil {
+							t.Fatal(err)
+						}
+						x.own[k] = &v
+					case 2:
+						if err := x.b.Delete(keyOf(k)); err != nil {
+							t.Fatal(err)
+						}
+						x.own[k] = nil
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestRowCacheKeepsCopies checks that what a batch keeps for the cache is
+// its own copy: the caller may reuse the key and value it passed to Put.
+func TestRowCacheKeepsCopies(t *testing.T) {
+	s := openStore(t, Options{})
+	commit(t, s, 1, ops(put("k", "old")))
+	batchGet(t, s, "k") // cached
+	b := s.NewBatch()
+	key, value := []byte("k"), []byte("new")
+	if err := b.Put(key, value); err != nil {
+		t.Fatal(err)
+	}
+	copy(key, "x")
+	copy(value, "bad")
+	if v, _, err := b.Get([]byte("k")); err != nil || string(v) != "new" {
+		t.Fatalf("k in the batch = %q, %v; want new", v, err)
+	}
+	if err := s.Commit(b, 2); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if v, found := batchGet(t, s, "k"); !found || v != "new" {
+		t.Fatalf("k = %q, %v; want new", v, found)
 	}
 }
