@@ -34,15 +34,12 @@ type Batch struct {
 	key     []byte
 
 	// The row cache (rowcache.go): rowToken is the batch's token, 0 if it
-	// goes without the cache; itEpoch the cache's epoch when it was made,
-	// which a fill from it must match; rowSlots the slots its writes made
-	// pending; rowWrites the writes its commit gives the cache, copied
-	// into rowBuf (the caller may reuse what it passed to Put).
-	rowToken  uint64
-	itEpoch   uint64
-	rowSlots  []uint32
-	rowWrites []rowWrite
-	rowBuf    []byte
+	// goes without the cache; itEpoch the cache's epoch when its iterator
+	// was made, which a fill from it must match; rows what it keeps for
+	// the cache.
+	rowToken uint64
+	itEpoch  uint64
+	rows     rowScratch
 }
 
 // NewBatch returns an empty batch on the store's current state. After
@@ -57,7 +54,7 @@ func (s *Store) NewBatch() *Batch {
 	s.h.acquire()
 	b := &Batch{s: s, h: s.h, b: s.h.db.NewIndexedBatch()}
 	if s.h.rows != nil {
-		b.rowToken = s.h.rows.begin()
+		b.rowToken, b.rows = s.h.rows.begin()
 	}
 	return b
 }
@@ -219,10 +216,7 @@ func (b *Batch) wrote(key, value []byte, found bool) {
 	w := rowWrite{found: found, fits: len(key)+len(value) <= rowCacheEntryMax}
 	if b.rowToken != 0 {
 		slot, held := rows.wrote(b.rowToken, key)
-		if b.rowSlots == nil {
-			b.rowSlots = make([]uint32, 0, 32) // a new-order writes some 25 rows
-		}
-		b.rowSlots = append(b.rowSlots, slot)
+		b.rows.slots = append(b.rows.slots, slot)
 		// Once a write of key is kept, every later one is: another batch's
 		// commit may have emptied the slot since (one opened while this
 		// one holds the cache), and the last write must win at commit.
@@ -232,26 +226,22 @@ func (b *Batch) wrote(key, value []byte, found bool) {
 	} else {
 		w.fits = false // only the key is needed
 	}
-	if b.rowWrites == nil {
-		// A new-order rewrites some 12 rows it read (the buffer grows
-		// past its first kilobyte then).
-		b.rowWrites, b.rowBuf = make([]rowWrite, 0, 16), make([]byte, 0, 1024)
-	}
-	n := len(b.rowBuf)
-	b.rowBuf = append(b.rowBuf, key...)
-	w.key = b.rowBuf[n:len(b.rowBuf):len(b.rowBuf)]
+	sc := &b.rows
+	n := len(sc.buf)
+	sc.buf = append(sc.buf, key...)
+	w.key = sc.buf[n:len(sc.buf):len(sc.buf)]
 	if w.fits {
-		n = len(b.rowBuf)
-		b.rowBuf = append(b.rowBuf, value...)
-		w.value = b.rowBuf[n:len(b.rowBuf):len(b.rowBuf)]
+		n = len(sc.buf)
+		sc.buf = append(sc.buf, value...)
+		w.value = sc.buf[n:len(sc.buf):len(sc.buf)]
 	}
-	b.rowWrites = append(b.rowWrites, w)
+	sc.writes = append(sc.writes, w)
 }
 
 // ownWrite returns the batch's last kept write of key, nil if none.
 func (b *Batch) ownWrite(key []byte) *rowWrite {
-	for i := len(b.rowWrites) - 1; i >= 0; i-- {
-		if w := &b.rowWrites[i]; bytes.Equal(w.key, key) {
+	for i := len(b.rows.writes) - 1; i >= 0; i-- {
+		if w := &b.rows.writes[i]; bytes.Equal(w.key, key) {
 			return w
 		}
 	}
@@ -267,13 +257,13 @@ func (b *Batch) rowsCommitted(failed bool) {
 		return
 	case failed:
 		rows.purge()
-		rows.release(b.rowToken, b.rowSlots)
-	case len(b.rowWrites) > 0 || len(b.rowSlots) > 0:
-		rows.committed(b.rowToken, b.rowWrites, b.rowSlots)
+		rows.release(b.rowToken, b.rows)
+	case len(b.rows.writes) > 0 || len(b.rows.slots) > 0:
+		rows.committed(b.rowToken, b.rows)
 	default:
-		rows.release(b.rowToken, b.rowSlots)
+		rows.release(b.rowToken, b.rows)
 	}
-	b.rowToken, b.rowSlots, b.rowWrites = 0, nil, nil
+	b.rowToken, b.rows = 0, rowScratch{}
 }
 
 // Result returns the result of transaction id as the batch sees it.
@@ -333,7 +323,8 @@ func (b *Batch) Close() {
 	b.closed, b.done = true, true
 	b.closeIter()
 	if b.h.rows != nil && b.rowToken != 0 {
-		b.h.rows.release(b.rowToken, b.rowSlots)
+		b.h.rows.release(b.rowToken, b.rows)
+		b.rowToken, b.rows = 0, rowScratch{}
 	}
 	// Pebble's batch Close fails only on a second close, which cannot
 	// happen here. Closing the files, when this is the last reference after

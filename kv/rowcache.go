@@ -50,8 +50,9 @@ type rowCache struct {
 	bytes  int // the slots' buffers, all told
 	max    int // the bound of bytes
 	epoch  uint64
-	batch  uint64 // the last batch token handed out
-	active uint64 // the token of the open batch that uses the cache, 0: none
+	batch  uint64     // the last batch token handed out
+	active uint64     // the token of the open batch that uses the cache, 0: none
+	spare  rowScratch // the last batch's scratch, for the next one
 
 	hits, misses int64
 }
@@ -84,17 +85,35 @@ func (s *rowSlot) holds(key []byte) bool {
 	return s.full && int(s.klen) == len(key) && string(s.kv[:s.klen]) == string(key)
 }
 
-// begin returns a token for a new batch, 0 if another batch uses the
-// cache (the new one then goes without).
-func (c *rowCache) begin() (token uint64) {
+// rowScratch is what a batch keeps for the row cache: the slots its writes
+// made pending, and its kept writes, copied into buf (the caller may reuse
+// what it passed to Put). The batch that uses the cache hands it back at
+// its commit or close, for the next one.
+type rowScratch struct {
+	slots  []uint32
+	writes []rowWrite
+	buf    []byte
+}
+
+// Bounds of the scratch the cache keeps for the next batch.
+const (
+	rowScratchSlotsMax  = 4096
+	rowScratchWritesMax = 1024
+	rowScratchBufMax    = 64 << 10
+)
+
+// begin returns a token for a new batch, and scratch, empty; the token is
+// 0 if another batch uses the cache (the new one then goes without).
+func (c *rowCache) begin() (token uint64, sc rowScratch) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.active != 0 {
-		return 0
+		return 0, rowScratch{}
 	}
 	c.batch++
 	c.active = c.batch
-	return c.batch
+	sc, c.spare = c.spare, rowScratch{}
+	return c.batch, sc
 }
 
 // currentEpoch returns the epoch a read through an iterator made now sees.
@@ -198,12 +217,12 @@ type rowWrite struct {
 // written twice ends with its last write), releases the batch's slots and
 // advances the epoch. For a batch that went without the cache (token 0),
 // writes are all its writes, and it empties the slots that hold their keys.
-func (c *rowCache) committed(token uint64, writes []rowWrite, slots []uint32) {
+func (c *rowCache) committed(token uint64, sc rowScratch) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.epoch++
-	for i := range writes {
-		w := &writes[i]
+	for i := range sc.writes {
+		w := &sc.writes[i]
 		s := c.slot(w.key)
 		switch {
 		case token == 0:
@@ -217,28 +236,33 @@ func (c *rowCache) committed(token uint64, writes []rowWrite, slots []uint32) {
 			s.full = false
 		}
 	}
-	c.releaseLocked(token, slots)
+	c.releaseLocked(token, sc)
 }
 
 // release drops the pending marks of the batch of token, which was closed
 // without a commit.
-func (c *rowCache) release(token uint64, slots []uint32) {
+func (c *rowCache) release(token uint64, sc rowScratch) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.releaseLocked(token, slots)
+	c.releaseLocked(token, sc)
 }
 
-func (c *rowCache) releaseLocked(token uint64, slots []uint32) {
+func (c *rowCache) releaseLocked(token uint64, sc rowScratch) {
 	if token == 0 {
 		return
 	}
-	if c.active == token {
-		c.active = 0
-	}
-	for _, i := range slots {
+	for _, i := range sc.slots {
 		if s := &c.slots[i]; s.pending == token {
 			s.pending = 0
 		}
+	}
+	if c.active != token {
+		return
+	}
+	c.active = 0
+	if cap(sc.slots) <= rowScratchSlotsMax && cap(sc.writes) <= rowScratchWritesMax && cap(sc.buf) <= rowScratchBufMax {
+		clear(sc.writes) // no hold on the rows' bytes
+		c.spare = rowScratch{slots: sc.slots[:0], writes: sc.writes[:0], buf: sc.buf[:0]}
 	}
 }
 

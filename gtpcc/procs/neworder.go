@@ -208,10 +208,8 @@ func (r procRows) newOrderStock(a *NewOrderArgs) ([]txn.OpResult, error) {
 		key []byte
 		row Stock
 	}
-	var (
-		rows []stockRow // in order of first use; at most OrderLinesMax
-		out  []txn.OpResult
-	)
+	rows := make([]stockRow, 0, len(a.Lines)) // in order of first use
+	out := make([]txn.OpResult, 0, len(a.Lines))
 	for i, l := range a.Lines {
 		key := StockKey(l.SupplyW, l.Item)
 		if !r.p.Owns(key) {
