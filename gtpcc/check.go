@@ -63,7 +63,9 @@ const CheckedConditions = "TPC-C 1-10 and 12, gTPC-C g1 and g2"
 //  1. W_YTD = sum(D_YTD) of W's districts.
 //  2. D_NEXT_O_ID - 1 = max(O_ID) = max(NO_O_ID) (the latter when D has
 //     new-order rows; with no order, max(O_ID) is 0).
-//  3. max(NO_O_ID) - min(NO_O_ID) + 1 = the number of new-order rows of D.
+//  3. max(NO_O_ID) - min(NO_O_ID) + 1 = the number of new-order rows of D;
+//     and no new-order row is below D's delivery cursor
+//     (procs.DeliveryCursor), which a delivery would never find.
 //  4. sum(O_OL_CNT) = the number of order lines of D.
 //  5. O_CARRIER_ID = 0 (null) iff the order has a new-order row.
 //  6. O_OL_CNT = the number of lines of the order.
@@ -451,6 +453,13 @@ func (ck *checker) district(ctx context.Context, w, d int, dist *procs.District,
 		if n := maxNO - minNO + 1; n != len(newOrders) {
 			ck.fail("3", w, d, "max(NO_O_ID)-min(NO_O_ID)+1 = %d-%d+1 = %d != %d new-order rows", maxNO, minNO, n, len(newOrders))
 		}
+		cur, err := ck.deliveryCursor(ctx, w, d)
+		if err != nil {
+			return err
+		}
+		if minNO < cur.NextOID {
+			ck.fail("3", w, d, "new-order row %d below the delivery cursor %d", minNO, cur.NextOID)
+		}
 	}
 	for _, o := range newOrders {
 		if ord, ok := orders[o]; ok {
@@ -512,6 +521,17 @@ func (ck *checker) orders(ctx context.Context, w, d int) (map[int]*checkedOrder,
 		return nil
 	})
 	return orders, ids, err
+}
+
+// deliveryCursor returns district d's delivery cursor (zero without one).
+func (ck *checker) deliveryCursor(ctx context.Context, w, d int) (procs.DeliveryCursor, error) {
+	var cur procs.DeliveryCursor
+	key := procs.DeliveryCursorKey(w, d)
+	v, found, err := ck.c.Get(ctx, key)
+	if err != nil || !found {
+		return cur, err
+	}
+	return cur, procs.Decode(key, v, &cur)
 }
 
 // newOrders returns the order ids of district d's new-order rows, in

@@ -212,6 +212,9 @@ func TestCheckFindsCorruption(t *testing.T) {
 		{"last new-order deleted", [][]byte{procs.NewOrderKey(5, 2, 10)}, func(ctx context.Context, t *testing.T, c *client.Client) {
 			deleteRow(ctx, t, c, procs.NewOrderKey(5, 2, 10))
 		}, []string{"2", "5"}, []int{5}, "warehouse 5 district 2:"},
+		{"delivery cursor past a new-order", [][]byte{procs.DeliveryCursorKey(4, 6)}, func(ctx context.Context, t *testing.T, c *client.Client) {
+			putRow(ctx, t, c, procs.DeliveryCursorKey(4, 6), procs.DeliveryCursor{NextOID: 8})
+		}, []string{"3"}, []int{4}, "warehouse 4 district 6: new-order row 7 below the delivery cursor 8"},
 		{"next order id", [][]byte{procs.DistrictKey(6, 7)}, func(ctx context.Context, t *testing.T, c *client.Client) {
 			updateRow(ctx, t, c, procs.DistrictKey(6, 7), func(d *procs.District) { d.NextOID++ })
 		}, []string{"2"}, []int{6}, "warehouse 6 district 7:"},

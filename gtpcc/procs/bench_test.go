@@ -161,3 +161,37 @@ func BenchmarkPaymentByNamePiece(b *testing.B) {
 	a := procs.PaymentArgs{W: 1, D: 3, CW: 1, CD: 5, CLast: procs.LastName(7), Amount: 1234, Date: 1}
 	benchLoop(b, g, g.message(b, procs.ProcPayment, a))
 }
+
+// BenchmarkDeliveryPiece executes a delivery of warehouse 1, each after a
+// new-order in every district of it (not timed): every delivery delivers
+// ten orders, and finds each district's oldest one past the new-order
+// rows that the deliveries before it deleted.
+func BenchmarkDeliveryPiece(b *testing.B) {
+	g := newBenchGroup(b)
+	var orders []multicast.Message
+	for d := 1; d <= procs.DistrictsPerWarehouse; d++ {
+		a := procs.NewOrderArgs{W: 1, D: d, C: 42, EntryD: 1}
+		for i := range 10 {
+			a.Lines = append(a.Lines, procs.NewOrderLine{Item: 1 + i*97, SupplyW: 1, Quantity: 1 + i%5})
+		}
+		orders = append(orders, g.message(b, procs.ProcNewOrder, a))
+	}
+	delivery := g.message(b, procs.ProcDelivery, procs.DeliveryArgs{W: 1, Carrier: 3, Date: 2})
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		for _, m := range orders {
+			g.seq++
+			m.ID.Seq = g.seq
+			if res := g.execute(b, m); !res.Succeeded {
+				b.Fatalf("%+v", res)
+			}
+		}
+		b.StartTimer()
+		g.seq++
+		delivery.ID.Seq = g.seq
+		if res := g.execute(b, delivery); !res.Succeeded {
+			b.Fatalf("%+v", res)
+		}
+	}
+}

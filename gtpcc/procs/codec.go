@@ -41,6 +41,7 @@ const (
 	tagItem            = 8
 	tagScale           = 9
 	tagCustomerPayment = 10
+	tagDeliveryCursor  = 11
 
 	tagNewOrderArgs    = 32
 	tagPaymentArgs     = 33
@@ -55,8 +56,8 @@ var tagNames = map[byte]string{
 	tagWarehouse: "warehouse row", tagDistrict: "district row", tagCustomer: "customer row",
 	tagHistory: "history row", tagOrder: "order row", tagOrderLine: "order line row",
 	tagStock: "stock row", tagItem: "item row", tagScale: "scale row",
-	tagCustomerPayment: "customer payment row",
-	tagNewOrderArgs:    "new-order arguments", tagPaymentArgs: "payment arguments",
+	tagCustomerPayment: "customer payment row", tagDeliveryCursor: "delivery cursor row",
+	tagNewOrderArgs: "new-order arguments", tagPaymentArgs: "payment arguments",
 	tagOrderStatusArgs: "order-status arguments", tagDeliveryArgs: "delivery arguments",
 	tagStockLevelArgs: "stock-level arguments", tagLoadArgs: "load arguments",
 }
@@ -205,8 +206,8 @@ func openValue(b []byte, tag byte) (decoder, error) {
 }
 
 // Encode returns the stored form of a row (Warehouse, District, Customer,
-// History, Order, OrderLine, Stock, Item, Scale or CustomerPayment, or a
-// pointer to one) in the binary format above. Any other type panics: it
+// History, Order, OrderLine, Stock, Item, Scale, CustomerPayment or
+// DeliveryCursor, or a pointer to one) in the binary format above. Any other type panics: it
 // is a programming error.
 func Encode(row any) []byte {
 	switch r := row.(type) {
@@ -250,6 +251,10 @@ func Encode(row any) []byte {
 		return encodeCustomerPayment(&r)
 	case *CustomerPayment:
 		return encodeCustomerPayment(r)
+	case DeliveryCursor:
+		return encodeDeliveryCursor(&r)
+	case *DeliveryCursor:
+		return encodeDeliveryCursor(r)
 	}
 	panic(fmt.Sprintf("gtpcc: encode %T: not a row type", row))
 }
@@ -287,6 +292,8 @@ func decodeRow(b []byte, row any) error {
 		return decodeScale(b, r)
 	case *CustomerPayment:
 		return decodeCustomerPayment(b, r)
+	case *DeliveryCursor:
+		return decodeDeliveryCursor(b, r)
 	}
 	return fmt.Errorf("decode into %T: not a row type", row)
 }
@@ -324,6 +331,8 @@ func RowJSON(value []byte) (js []byte, ok bool, err error) {
 		v = new(Scale)
 	case tagCustomerPayment:
 		v = new(CustomerPayment)
+	case tagDeliveryCursor:
+		v = new(DeliveryCursor)
 	case tagNewOrderArgs:
 		v = new(NewOrderArgs)
 	case tagPaymentArgs:
@@ -359,6 +368,7 @@ func RowJSON(value []byte) (js []byte, ok bool, err error) {
 var tagRowTypes = map[byte]struct{}{
 	tagWarehouse: {}, tagDistrict: {}, tagCustomer: {}, tagHistory: {}, tagOrder: {},
 	tagOrderLine: {}, tagStock: {}, tagItem: {}, tagScale: {}, tagCustomerPayment: {},
+	tagDeliveryCursor: {},
 }
 
 func encodeWarehouse(r *Warehouse) []byte {
@@ -601,6 +611,21 @@ func encodeCustomerPayment(r *CustomerPayment) []byte {
 	e.int(r.Amount)
 	e.int(r.Date)
 	return e.b
+}
+
+func encodeDeliveryCursor(r *DeliveryCursor) []byte {
+	e := newEncoder(tagDeliveryCursor, 8)
+	e.int(int64(r.NextOID))
+	return e.b
+}
+
+func decodeDeliveryCursor(b []byte, r *DeliveryCursor) error {
+	d, err := openValue(b, tagDeliveryCursor)
+	if err != nil {
+		return err
+	}
+	r.NextOID = d.int()
+	return d.end()
 }
 
 func decodeCustomerPayment(b []byte, r *CustomerPayment) error {

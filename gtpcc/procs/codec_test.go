@@ -22,6 +22,7 @@ var codecRows = []any{
 	&Item{Image: 5, Name: "item", Price: 10000, Data: "data"},
 	&Scale{Items: 1000, CustomersPerDistrict: 100, OrdersPerDistrict: 100, NewOrdersPerDistrict: 30},
 	&CustomerPayment{CD: 1, CID: 2, W: 3, D: 4, Amount: 5, Date: 6},
+	&DeliveryCursor{NextOID: 3001},
 }
 
 // codecArgs are arguments of every procedure, every field set.
@@ -149,6 +150,7 @@ func TestKeysAsFmt(t *testing.T) {
 			{WarehousePrefix(n), fmt.Appendf(nil, "w/%04d/", n)},
 			{WarehouseKey(n), fmt.Appendf(nil, "w/%04d/wh", n)},
 			{DistrictKey(n, m), fmt.Appendf(nil, "w/%04d/d/%02d", n, m)},
+			{DeliveryCursorKey(n, m), fmt.Appendf(nil, "w/%04d/dq/%02d", n, m)},
 			{CustomerKey(m, n, n), fmt.Appendf(nil, "w/%04d/c/%02d/%04d", m, n, n)},
 			{HistoryKey(n, "c1.2"), fmt.Appendf(nil, "w/%04d/h/%s", n, "c1.2")},
 			{CustomerPaymentKey(n, "c3.4"), fmt.Appendf(nil, "w/%04d/cp/%s", n, "c3.4")},

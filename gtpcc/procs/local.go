@@ -133,11 +133,21 @@ func (deliveryProc) Run(p *txn.ProcPiece) (txn.PieceResult, error) {
 }
 
 // deliverDistrict delivers the oldest new order of district d (the first
-// new-order row: keys sort by order id) and returns its id; ok is false
-// when the district has none (clause 2.7.4.2: it is skipped).
+// new-order row at or past the district's delivery cursor: keys sort by
+// order id) and returns its id; ok is false when the district has none
+// (clause 2.7.4.2: it is skipped).
 func (r procRows) deliverDistrict(a *DeliveryArgs, d int) (oid int, ok bool, err error) {
+	var cur DeliveryCursor
+	curKey := DeliveryCursorKey(a.W, d)
+	if _, err := r.get(curKey, &cur); err != nil {
+		return 0, false, err
+	}
 	prefix := NewOrderPrefix(a.W, d)
-	kvs, err := r.scan(prefix, PrefixEnd(prefix), 1)
+	start := prefix
+	if cur.NextOID > 0 {
+		start = NewOrderKey(a.W, d, cur.NextOID)
+	}
+	kvs, err := r.scan(start, PrefixEnd(prefix), 1)
 	if err != nil || len(kvs) == 0 {
 		return 0, false, err
 	}
@@ -147,6 +157,10 @@ func (r procRows) deliverDistrict(a *DeliveryArgs, d int) (oid int, ok bool, err
 		return 0, false, fmt.Errorf("gtpcc: %s: new-order key %q does not end in an order id", r.proc, noKey)
 	}
 	if err := r.del(noKey); err != nil {
+		return 0, false, err
+	}
+	cur.NextOID = oid + 1
+	if err := r.put(curKey, &cur); err != nil {
 		return 0, false, err
 	}
 	var o Order

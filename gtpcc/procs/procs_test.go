@@ -743,6 +743,34 @@ func TestDelivery(t *testing.T) {
 	if o.Carrier != 0 {
 		t.Errorf("order 10 carrier %d, want undelivered", o.Carrier)
 	}
+
+	// The delivery left each district's cursor past the order it
+	// delivered; none where it delivered nothing.
+	for _, tc := range []struct{ d, next int }{{1, 10}, {3, 8}} {
+		var cur DeliveryCursor
+		g.row(t, DeliveryCursorKey(1, tc.d), &cur)
+		if cur.NextOID != tc.next {
+			t.Errorf("district %d: delivery cursor %d, want %d", tc.d, cur.NextOID, tc.next)
+		}
+	}
+	if _, ok := g.kv[string(DeliveryCursorKey(1, 2))]; ok {
+		t.Error("district 2 (nothing delivered) has a delivery cursor")
+	}
+	// The next delivery starts at the cursor: order 10 in district 1, and
+	// in district 3 a new-order row of order 5, below its cursor (which a
+	// real run never leaves: new orders take the next order id), is not
+	// found.
+	setOrder(g, 1, 3, 5, 1, true, OrderLine{Item: 4, Quantity: 1, Amount: 1})
+	res, err = g.run(t, deliveryProc{}, EncodeArgs(DeliveryArgs{W: 1, Carrier: 5, Date: 666}), partition.SetOf(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err = DecodeDelivery(merge(t, res)); err != nil {
+		t.Fatal(err)
+	}
+	if want := []DeliveredOrder{{D: 1, OID: 10}}; !slices.Equal(out.Delivered, want) {
+		t.Fatalf("second delivery: delivered %+v, want %+v", out.Delivered, want)
+	}
 }
 
 func TestStockLevel(t *testing.T) {

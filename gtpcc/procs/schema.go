@@ -27,6 +27,7 @@
 //	w/0001/cp/ID                   customer-side record of payment ID, at the customer's warehouse
 //	w/0001/o/01/00000007           order 7 of district 1
 //	w/0001/no/01/00000007          new-order row of order 7 (value empty)
+//	w/0001/dq/01                   delivery cursor of district 1: no new-order row below its order id
 //	w/0001/ol/01/00000007/03       order line 3 of order 7
 //	w/0001/s/000123                stock of item 123 in warehouse 1
 //	item/000123                    item 123 (replicated)
@@ -178,6 +179,9 @@ func orderKey(b []byte, d, o int) []byte {
 	return keyNumber(append(b, '/'), o, 8)
 }
 
+// DeliveryCursorKey is the key of district d's delivery cursor.
+func DeliveryCursorKey(w, d int) []byte { return keyNumber(warehouseTable(13, w, "dq/"), d, 2) }
+
 // NewOrderKey is the key of the new-order row of order o.
 func NewOrderKey(w, d, o int) []byte { return orderKey(warehouseTable(22, w, "no/"), d, o) }
 
@@ -301,6 +305,16 @@ type Customer struct {
 	// LastOrder is the id of the customer's latest order in its district
 	// (0: none), for order-status.
 	LastOrder int `json:"last_o_id"`
+}
+
+// DeliveryCursor is where a district's next delivery starts looking for
+// its oldest new-order row: past every order delivered so far (a
+// district's new-order rows are inserted in order id order and delivered
+// oldest first). Without it, a delivery's seek steps over the deleted rows
+// of every earlier delivery that compactions have not dropped yet. A
+// district without one starts at its first new-order row.
+type DeliveryCursor struct {
+	NextOID int `json:"next_o_id"`
 }
 
 // History is a history row, written by payment at the warehouse paid to
