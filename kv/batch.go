@@ -83,21 +83,18 @@ func (b *Batch) Get(key []byte) ([]byte, bool, error) {
 		rows = nil
 	}
 	if rows != nil {
-		v, found, st := rows.get(b.rowToken, key)
-		if st == rowMine {
-			if w := b.ownWrite(key); w != nil {
-				switch {
-				case !w.fits:
-					// Its value was too long to keep: read the batch.
-					b.key = append(append(b.key[:0], prefixData), key...)
-					return b.point(b.key)
-				case !w.found:
+		v, found, st, mine := rows.get(b.rowToken, key)
+		switch {
+		case mine > 0:
+			// The batch's own last write of key, if it kept its value;
+			// else the batch's view below (the slot is pending: no fill).
+			if w := &b.rows.writes[mine-1]; w.fits && bytes.Equal(w.key, key) {
+				if !w.found {
 					return nil, false, nil
 				}
 				return append(make([]byte, 0, len(w.value)), w.value...), true, nil
 			}
-		}
-		if st != rowMiss {
+		case st != rowMiss:
 			return v, found, nil
 		}
 	}
@@ -207,7 +204,8 @@ func (b *Batch) Delete(key []byte) error {
 // wrote tells the row cache that the batch wrote key (value, or deleted it
 // if found is false), and keeps the write for the commit when the cache
 // needs it: every write of a batch without the cache; otherwise the writes
-// of rows the cache holds, and every write of a key after one was kept.
+// of rows the cache holds (and all writes to a slot another batch's commit
+// emptied: rowCache.wrote).
 func (b *Batch) wrote(key, value []byte, found bool) {
 	rows := b.h.rows
 	if rows == nil {
@@ -215,12 +213,9 @@ func (b *Batch) wrote(key, value []byte, found bool) {
 	}
 	w := rowWrite{found: found, fits: len(key)+len(value) <= rowCacheEntryMax}
 	if b.rowToken != 0 {
-		slot, held := rows.wrote(b.rowToken, key)
+		slot, keep := rows.wrote(b.rowToken, key, len(b.rows.writes))
 		b.rows.slots = append(b.rows.slots, slot)
-		// Once a write of key is kept, every later one is: another batch's
-		// commit may have emptied the slot since (one opened while this
-		// one holds the cache), and the last write must win at commit.
-		if !held && b.ownWrite(key) == nil {
+		if !keep {
 			return
 		}
 	} else {
@@ -236,16 +231,6 @@ func (b *Batch) wrote(key, value []byte, found bool) {
 		w.value = sc.buf[n:len(sc.buf):len(sc.buf)]
 	}
 	sc.writes = append(sc.writes, w)
-}
-
-// ownWrite returns the batch's last kept write of key, nil if none.
-func (b *Batch) ownWrite(key []byte) *rowWrite {
-	for i := len(b.rows.writes) - 1; i >= 0; i-- {
-		if w := &b.rows.writes[i]; bytes.Equal(w.key, key) {
-			return w
-		}
-	}
-	return nil
 }
 
 // rowsCommitted updates the row cache after the batch's commit: failed

@@ -59,11 +59,17 @@ type rowCache struct {
 
 // rowSlot is one slot: kv holds the key then the value.
 type rowSlot struct {
-	kv      []byte
-	klen    uint32
-	full    bool // holds a row: kv[:klen] has the value kv[klen:], or none (found false)
-	found   bool
-	pending uint64 // token of the batch that wrote a key of this slot, 0: none
+	kv    []byte
+	klen  uint32
+	full  bool // holds a row: kv[:klen] has the value kv[klen:], or none (found false)
+	found bool
+	// pending is the token of the batch that wrote a key of this slot, 0:
+	// none. While it is set, mine is 1 + the index of the batch's last kept
+	// write of the key the slot holds (0: none), and lost tells that a
+	// commit of another batch emptied the slot.
+	pending uint64
+	mine    int32
+	lost    bool
 }
 
 // newRowCache returns a cache of n slots, nil if n is negative (no cache).
@@ -129,33 +135,37 @@ type rowState uint8
 const (
 	rowMiss rowState = iota // the cache does not serve key
 	rowHit                  // the committed row
-	// rowMine: the slot holds key's committed row and is pending for the
-	// asking batch. The batch wrote key only if it kept a write of key
-	// (Batch.wrote keeps every write of a key its slot holds, and a
-	// pending slot takes no other row): its last such write is then what
-	// it reads; else the committed row is.
+	// rowMine: the slot holds key and is pending for the asking batch,
+	// which wrote key only if it kept a write of key (Batch.wrote keeps
+	// every write of a key its slot holds, and a pending slot takes no
+	// other row): mine is then 1 + the index of its last such write, what
+	// it reads; else (mine 0) the committed row is.
 	rowMine
 )
 
 // get returns a copy of the cached row of key for the batch of token.
-func (c *rowCache) get(token uint64, key []byte) (value []byte, found bool, st rowState) {
+func (c *rowCache) get(token uint64, key []byte) (value []byte, found bool, st rowState, mine int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.slot(key)
 	switch {
 	case !s.holds(key) || s.pending != 0 && s.pending != token:
 		c.misses++
-		return nil, false, rowMiss
+		return nil, false, rowMiss, 0
 	case s.pending != 0:
+		c.hits++
+		if s.mine > 0 {
+			return nil, false, rowMine, s.mine
+		}
 		st = rowMine
 	default:
+		c.hits++
 		st = rowHit
 	}
-	c.hits++
 	if !s.found {
-		return nil, false, st
+		return nil, false, st, 0
 	}
-	return append(make([]byte, 0, len(s.kv)-int(s.klen)), s.kv[s.klen:]...), true, st
+	return append(make([]byte, 0, len(s.kv)-int(s.klen)), s.kv[s.klen:]...), true, st, 0
 }
 
 // fill caches key's committed value, read through an iterator made at
@@ -191,18 +201,28 @@ func (c *rowCache) set(s *rowSlot, key, value []byte, found bool) {
 	s.klen, s.full, s.found = uint32(len(key)), true, found
 }
 
-// wrote marks key's slot pending for the batch of token (not 0); held
-// tells that the slot holds key, which the batch's commit then refills with
-// what the batch wrote (Batch.wrote keeps it). It returns the slot's index,
-// which the batch releases later.
-func (c *rowCache) wrote(token uint64, key []byte) (slot uint32, held bool) {
+// wrote marks key's slot pending for the batch of token (not 0), whose
+// next kept write would be at index next. keep tells the batch to keep the
+// write, for its commit to store in the slot: when the slot holds key, or
+// when another batch's commit emptied it since the batch's first write in
+// it (a key written before that and again after must end with its last
+// write). It returns the slot's index, which the batch releases later.
+func (c *rowCache) wrote(token uint64, key []byte, next int) (slot uint32, keep bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	i := maphash.Bytes(c.seed, key) % uint64(len(c.slots))
 	s := &c.slots[i]
-	held = s.holds(key)
-	s.pending = token
-	return uint32(i), held
+	if s.pending != token {
+		s.pending, s.mine, s.lost = token, 0, false
+	}
+	switch {
+	case s.holds(key):
+		s.mine = int32(next + 1)
+		keep = true
+	case s.lost:
+		keep = true
+	}
+	return uint32(i), keep
 }
 
 // rowWrite is a write a batch keeps for the row cache: a put of value
@@ -228,6 +248,7 @@ func (c *rowCache) committed(token uint64, sc rowScratch) {
 		case token == 0:
 			if s.holds(w.key) {
 				s.full = false
+				s.lost = s.pending != 0
 			}
 		case s.pending != token:
 		case w.fits:
@@ -253,7 +274,7 @@ func (c *rowCache) releaseLocked(token uint64, sc rowScratch) {
 	}
 	for _, i := range sc.slots {
 		if s := &c.slots[i]; s.pending == token {
-			s.pending = 0
+			s.pending, s.mine, s.lost = 0, 0, false
 		}
 	}
 	if c.active != token {
