@@ -42,7 +42,10 @@ const (
 //
 // The executor builds one batch at a time. A batch opened while another
 // uses the cache goes without it: it reads Pebble, and its commit empties
-// the slots that hold a key it wrote.
+// the slots that hold a key it wrote; a slot so emptied while pending for
+// the batch that uses the cache is lost to it, which then keeps every write
+// to it (a key written before the other commit and again after must end,
+// at its own commit, with its last write).
 type rowCache struct {
 	mu     sync.Mutex
 	seed   maphash.Seed
