@@ -78,12 +78,10 @@ func (b *Batch) Get(key []byte) ([]byte, bool, error) {
 	if err := checkKey(key); err != nil {
 		return nil, false, err
 	}
-	rows := b.h.rows
-	if b.rowToken == 0 {
-		rows = nil
-	}
-	if rows != nil {
-		v, found, st, mine := rows.get(b.rowToken, key)
+	var rows *rowCache // nil: the batch goes without the row cache
+	if b.rowToken != 0 {
+		rows = b.h.rows
+		v, found, ok, mine := rows.get(b.rowToken, key)
 		switch {
 		case mine > 0:
 			// The batch's own last write of key, if it kept its value;
@@ -94,7 +92,7 @@ func (b *Batch) Get(key []byte) ([]byte, bool, error) {
 				}
 				return append(make([]byte, 0, len(w.value)), w.value...), true, nil
 			}
-		case st != rowMiss:
+		case ok:
 			return v, found, nil
 		}
 	}

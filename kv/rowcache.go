@@ -86,9 +86,12 @@ func newRowCache(n int) *rowCache {
 	return &rowCache{seed: maphash.MakeSeed(), slots: make([]rowSlot, n), max: n * rowCacheSlotBytes}
 }
 
-func (c *rowCache) slot(key []byte) *rowSlot {
-	return &c.slots[maphash.Bytes(c.seed, key)%uint64(len(c.slots))]
+// slotIndex returns the index of key's slot.
+func (c *rowCache) slotIndex(key []byte) uint32 {
+	return uint32(maphash.Bytes(c.seed, key) % uint64(len(c.slots)))
 }
+
+func (c *rowCache) slot(key []byte) *rowSlot { return &c.slots[c.slotIndex(key)] }
 
 func (s *rowSlot) holds(key []byte) bool {
 	return s.full && int(s.klen) == len(key) && string(s.kv[:s.klen]) == string(key)
@@ -132,43 +135,29 @@ func (c *rowCache) currentEpoch() uint64 {
 	return c.epoch
 }
 
-// rowState is what get found.
-type rowState uint8
-
-const (
-	rowMiss rowState = iota // the cache does not serve key
-	rowHit                  // the committed row
-	// rowMine: the slot holds key and is pending for the asking batch,
-	// which wrote key only if it kept a write of key (Batch.wrote keeps
-	// every write of a key its slot holds, and a pending slot takes no
-	// other row): mine is then 1 + the index of its last such write, what
-	// it reads; else (mine 0) the committed row is.
-	rowMine
-)
-
-// get returns a copy of the cached row of key for the batch of token.
-func (c *rowCache) get(token uint64, key []byte) (value []byte, found bool, st rowState, mine int32) {
+// get returns a copy of the cached row of key for the batch of token; ok
+// is false if the cache does not serve key. When the slot is pending for
+// the batch, the batch wrote key only if it kept a write of key
+// (Batch.wrote keeps every write of a key its slot holds, and a pending
+// slot takes no other row): mine is then 1 + the index of its last such
+// write, what it reads, and get returns no row; else (mine 0) the
+// committed row is what it reads.
+func (c *rowCache) get(token uint64, key []byte) (value []byte, found, ok bool, mine int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.slot(key)
-	switch {
-	case !s.holds(key) || s.pending != 0 && s.pending != token:
+	if !s.holds(key) || s.pending != 0 && s.pending != token {
 		c.misses++
-		return nil, false, rowMiss, 0
-	case s.pending != 0:
-		c.hits++
-		if s.mine > 0 {
-			return nil, false, rowMine, s.mine
-		}
-		st = rowMine
-	default:
-		c.hits++
-		st = rowHit
+		return nil, false, false, 0
 	}
-	if !s.found {
-		return nil, false, st, 0
+	c.hits++
+	switch {
+	case s.pending != 0 && s.mine > 0:
+		return nil, false, true, s.mine
+	case !s.found:
+		return nil, false, true, 0
 	}
-	return append(make([]byte, 0, len(s.kv)-int(s.klen)), s.kv[s.klen:]...), true, st, 0
+	return append(make([]byte, 0, len(s.kv)-int(s.klen)), s.kv[s.klen:]...), true, true, 0
 }
 
 // fill caches key's committed value, read through an iterator made at
@@ -213,7 +202,7 @@ func (c *rowCache) set(s *rowSlot, key, value []byte, found bool) {
 func (c *rowCache) wrote(token uint64, key []byte, next int) (slot uint32, keep bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	i := maphash.Bytes(c.seed, key) % uint64(len(c.slots))
+	i := c.slotIndex(key)
 	s := &c.slots[i]
 	if s.pending != token {
 		s.pending, s.mine, s.lost = token, 0, false
@@ -225,7 +214,7 @@ func (c *rowCache) wrote(token uint64, key []byte, next int) (slot uint32, keep 
 	case s.lost:
 		keep = true
 	}
-	return uint32(i), keep
+	return i, keep
 }
 
 // rowWrite is a write a batch keeps for the row cache: a put of value
@@ -295,14 +284,9 @@ func (c *rowCache) releaseLocked(token uint64, sc rowScratch) {
 func (c *rowCache) purge() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.purgeLocked()
-}
-
-func (c *rowCache) purgeLocked() {
 	c.epoch++
 	for i := range c.slots {
-		s := &c.slots[i]
-		s.full = false
+		c.slots[i].full = false
 	}
 }
 

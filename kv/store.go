@@ -549,13 +549,8 @@ type Metrics struct {
 func (s *Store) Metrics() (Metrics, error) {
 	var m Metrics
 	err := s.read(func(db *pebble.DB) error {
-		if rows := s.h.rows; rows != nil {
-			m.RowCacheHits, m.RowCacheMisses = rows.stats()
-		}
 		pm := db.Metrics()
 		m = Metrics{
-			RowCacheHits:        m.RowCacheHits,
-			RowCacheMisses:      m.RowCacheMisses,
 			DiskBytes:           pm.DiskSpaceUsage(),
 			MemtableBytes:       pm.MemTable.Size,
 			Tables:              pm.Total().TablesCount,
@@ -567,6 +562,9 @@ func (s *Store) Metrics() (Metrics, error) {
 			BlockCacheBytes:     pm.BlockCache.Size,
 			BlockCacheHits:      pm.BlockCache.Hits,
 			BlockCacheMisses:    pm.BlockCache.Misses,
+		}
+		if rows := s.h.rows; rows != nil {
+			m.RowCacheHits, m.RowCacheMisses = rows.stats()
 		}
 		return nil
 	})
