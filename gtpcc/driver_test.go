@@ -413,6 +413,52 @@ func TestRecorderDestinations(t *testing.T) {
 	}
 }
 
+// TestRecorderEntryStep: EntryStepMs averages, over the global
+// transactions, the answer of the group Entry names less the round trip it
+// gives; a transaction without that group's answer, a local one, one
+// outside the window and a failed one count nothing.
+func TestRecorderEntryStep(t *testing.T) {
+	start := time.Unix(1000, 0)
+	names := []string{"a", "b", "c"}
+	cfg := RunConfig{Duration: 10 * time.Second, GroupNames: names, WarmUp: 0.1,
+		Entry: func(home int, groups []int) (int, float64) {
+			// The lowest group; 4 ms away from a client of another group.
+			e := slices.Min(groups)
+			if e == home {
+				return e, 0
+			}
+			return e, 4
+		}}
+	rec := newRecorder(start, cfg)
+	op := Op{Kind: KindPayment, Proc: procs.ProcPayment}
+	res := func(ds ...txn.DestLatency) *txn.Result { return &txn.Result{Succeeded: true, Destinations: ds} }
+	at := start.Add(5 * time.Second)
+	ab, bc, b := op, op, op
+	ab.Groups, bc.Groups, b.Groups = []int{0, 1}, []int{1, 2}, []int{1}
+	rec.record(ab, 0, at, at.Add(30*time.Millisecond), res(txn.DestLatency{Group: "a", Ms: 3}, txn.DestLatency{Group: "b", Ms: 30}), nil)   // 3
+	rec.record(ab, 1, at, at.Add(30*time.Millisecond), res(txn.DestLatency{Group: "b", Ms: 6}, txn.DestLatency{Group: "a", Ms: 11}), nil)   // 11 - 4
+	rec.record(bc, 2, at, at.Add(30*time.Millisecond), res(txn.DestLatency{Group: "c", Ms: 2}, txn.DestLatency{Group: "g9", Ms: 9}), nil)   // no answer of b
+	rec.record(b, 1, at, at.Add(2*time.Millisecond), res(txn.DestLatency{Group: "b", Ms: 2}), nil)                                          // local
+	rec.record(ab, 0, start, start.Add(time.Millisecond), res(txn.DestLatency{Group: "a", Ms: 1}, txn.DestLatency{Group: "b", Ms: 1}), nil) // warm-up
+	rec.record(ab, 0, at, at.Add(30*time.Millisecond), nil, errors.New("down"))
+	rep := rec.report(cfg)
+	if want := (3 + 7) / 2.0; rep.EntryStepMs != want {
+		t.Errorf("entry step %v ms, want %v", rep.EntryStepMs, want)
+	}
+	if rep.ModelStepMs() != rep.EntryStepMs {
+		t.Errorf("model step %v, want the entry step %v", rep.ModelStepMs(), rep.EntryStepMs)
+	}
+	// Without Entry nothing is measured, and the model's step is the
+	// servers' (StepMs).
+	rec = newRecorder(start, RunConfig{Duration: 10 * time.Second, GroupNames: names})
+	rec.record(ab, 0, at, at.Add(30*time.Millisecond), res(txn.DestLatency{Group: "a", Ms: 3}, txn.DestLatency{Group: "b", Ms: 30}), nil)
+	if rep := rec.report(cfg); rep.EntryStepMs != 0 {
+		t.Errorf("entry step %v without Entry, want 0", rep.EntryStepMs)
+	} else if rep.StepMs = 2.5; rep.ModelStepMs() != 2.5 {
+		t.Errorf("model step %v, want the servers' 2.5", rep.ModelStepMs())
+	}
+}
+
 func TestProgressLine(t *testing.T) {
 	start := time.Unix(1000, 0)
 	rec := newRecorder(start, RunConfig{Duration: time.Minute})

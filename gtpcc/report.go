@@ -66,7 +66,15 @@ type Report struct {
 	// cost, the latency model's commit. PredictedAtStepMs is the
 	// model's mean 1st, 2nd and 3rd answer with that commit. Additions to
 	// DESIGN 10.3's fields, left out when unknown.
-	StepMs            float64            `json:"step_ms,omitempty"`
+	StepMs float64 `json:"step_ms,omitempty"`
+	// EntryStepMs is one step as the clients see it: the mean answer of a
+	// global transaction's entry group (FlexCast's lca, which answers
+	// after its own delivery and execution) less the client's round trip
+	// to it. It holds what StepMs leaves out (the wait for a proposal,
+	// the execution, the answer's way back through gRPC), and it is the
+	// commit of PredictedAtStepMs when known. An addition to DESIGN
+	// 10.3's fields, left out when unknown.
+	EntryStepMs       float64            `json:"entry_step_ms,omitempty"`
 	PredictedAtStepMs map[string]float64 `json:"predicted_at_step_ms,omitempty"`
 	// DestinationSets counts the window's completed transactions by the
 	// group of their client's home warehouse and their destination groups
@@ -463,11 +471,20 @@ func DestinationTable(w io.Writer, reports []*Report) error {
 	return p.err
 }
 
+// ModelStepMs is the step PredictedAtStepMs uses: EntryStepMs when the
+// run measured it, else StepMs (0 when neither is known).
+func (r *Report) ModelStepMs() float64 {
+	if r.EntryStepMs > 0 {
+		return r.EntryStepMs
+	}
+	return r.StepMs
+}
+
 // PredictionTable writes, for every report with a prediction, the mean
 // 1st, 2nd and 3rd answer the model predicted beside the one measured,
 // and how far the prediction is off the measure, in percent of it; under
-// it, when the run measured its step (StepMs), the model's answers with
-// that step for its commit ("step measured 4.1"). It writes nothing when
+// it, when the run measured its step (ModelStepMs), the model's answers
+// with that step for its commit ("step measured 4.1"). It writes nothing when
 // no report has a prediction.
 func PredictionTable(w io.Writer, reports []*Report) error {
 	var with []*Report
@@ -490,7 +507,7 @@ func PredictionTable(w io.Writer, reports []*Report) error {
 	for _, r := range with {
 		rows = append(rows, row{r.Name(), r, r.PredictedMs})
 		if len(r.PredictedAtStepMs) > 0 {
-			name := fmt.Sprintf("  step measured %.1f", r.StepMs)
+			name := fmt.Sprintf("  step measured %.1f", r.ModelStepMs())
 			rows = append(rows, row{name, r, r.PredictedAtStepMs})
 			width = max(width, len(name))
 		}

@@ -40,25 +40,41 @@
 //
 //   - FlexCast (DESIGN 3.2), destinations by rank d0 < d1 < ...: the client
 //     sends to the lca d0, which delivers after a commit. A destination dj
-//     delivers a commit after the last of: the MSG from d0, the ACK of every
-//     destination ranked between d0 and dj (strategy b) and, with
-//     Notifications, the ACK of every group ranked between them that is not a
-//     destination (strategy c), each counted as if notified by every group
-//     below it and answering a commit after the last of them. The protocol
-//     sends fewer notifications (one per acting group, to a group it knows
-//     an earlier message of, which answers once it delivered the messages it
-//     knows addressed to it), but what the groups between two destinations
-//     cost is about this: on aws-12, over four overlays (the paper's O1 and
-//     three suggestions), the model with a 2 ms commit put every mean 1st
-//     and 2nd answer within 11% of a 30 s run's. Without Notifications the
-//     2nd answer of a two-group set does not depend on the order at all,
-//     and the search spreads neighbours apart, which the runs punish: an
-//     order suggested so measured a mean 2nd answer of 114 ms against O1's
-//     40 (stalls that follow the flush period: 50 ms with flushes 2.5 times
-//     rarer, while O1 did not move). The groups
-//     between d0 and dj thus form a longest-path problem over the rank
-//     order, as in the paper's prototype's overlay tool, but timed hop by
-//     hop.
+//     delivers a commit after the last of: the MSG from d0 and the ACK of
+//     every destination ranked between d0 and dj (strategy b); and, with
+//     FlushMs, not before the last flush that d0 delivered before the
+//     message. The rank-0 group multicasts a flush every FlushMs, and the
+//     flush is acknowledged along the ranks, each group to the next (package
+//     flexcast), a hop and a commit each: it reaches dj after d0 by the walk
+//     d0, d0+1, ..., dj through every group ranked between them, destination
+//     or not. A message that follows the flush in d0's order waits for it at
+//     dj (strategy a: the flush is addressed to dj and precedes it), so when
+//     that walk is longer than the direct way the message is held back. d0
+//     delivered the flush u before the message, u uniform over the period:
+//     the model averages every answer over flushPhases values of u (only
+//     for the sets where the walk can exceed the direct way). This is what
+//     the groups between two destinations cost, and why the rank order
+//     matters beyond the lca: an order that ranks distant groups next to
+//     each other makes the walk long. The walk's length is a sum over the
+//     set's rank span, so a set's answers depend on its span only (the
+//     annealing's incremental scores rely on it).
+//     With Notifications the model also counts each group ranked between d0
+//     and dj as notified by every group below it, answering a commit after
+//     the last of them, and dj waits for its ACK (strategy c): an upper
+//     bound, kept for comparison. The protocol sends one notification per
+//     acting group, only to a group it knows an earlier message of since
+//     the last flush, and the runs send almost none (0 bytes a transaction
+//     on aws-12 at 0.99 locality).
+//     Measured on aws-12 (0.99 locality, global-only, 60 s runs, one
+//     replica a group): with a 2 ms commit and the servers' 400 ms flush the
+//     model puts O1 at 21.1 / 36.3 / 82.4 ms (1st / 2nd / 3rd answer) and its
+//     suggestion at 10.5 / 36.2 / 82.6; with the step the clients measured
+//     (5-6 ms on a loaded hour, gtpcc.Report.EntryStepMs) every 1st and 2nd
+//     answer within 4% of the run's. With notifications instead of the
+//     flush the 2nd answers came out 17-21% high on a fast hour; with
+//     neither, the 2nd answer of a two-group set does not depend on the
+//     order, and the order such a search found measured a mean 2nd answer
+//     of 114 ms against O1's 40, stalls that follow the flush period.
 //   - Skeen (3.3): the client sends to the destination nearest to it, which
 //     relays to the others; each destination proposes a commit after it
 //     receives the message, and delivers a commit after it holds every
@@ -79,8 +95,9 @@
 // client's no worse than its own under that start by more than HomeSlack:
 // the closed-loop mean alone lets a search trade a few regions' clients
 // for the others, since a slow client completes fewer transactions and
-// weighs less (on aws-12 the lowest first answer that keeps only the mean
-// makes two regions' clients wait 6.3 times longer). The search minimises
+// weighs less (on aws-12, with notifications instead of the flush, the
+// lowest first answer that keeps only the mean made two regions' clients
+// wait 6.3 times longer; with the flush, 1.41 times). The search minimises
 // the objective plus w times the last answer for w in LastWeights,
 // lightest first, up to the first result within the bounds; then the
 // objective plus LastPenalty times the excess over the bounds, from that

@@ -3,6 +3,7 @@ package overlay
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 )
@@ -50,7 +51,15 @@ type Model struct {
 	// Notifications counts FlexCast's notifications (strategy c) of the
 	// groups ranked between a message's destinations.
 	Notifications bool
+	// FlushMs is the period of FlexCast's flush (0: no flush counted): a
+	// destination delivers a message only after the last flush its lca
+	// delivered before it (see the package comment).
+	FlushMs float64
 }
+
+// flushPhases is the number of points at which eval averages a set's
+// answers over the phase of the flush period.
+const flushPhases = 16
 
 // Validate checks the matrix and the commit cost.
 func (m *Model) Validate() error {
@@ -59,6 +68,9 @@ func (m *Model) Validate() error {
 	}
 	if !(m.CommitMs >= 0) {
 		return fmt.Errorf("overlay: commit cost %v ms, want >= 0", m.CommitMs)
+	}
+	if !(m.FlushMs >= 0) || math.IsInf(m.FlushMs, 1) {
+		return fmt.Errorf("overlay: flush period %v ms, want >= 0 and finite", m.FlushMs)
 	}
 	return nil
 }
@@ -210,6 +222,7 @@ type flexEval struct {
 	// the ranks of the set's span processed.
 	send, ackOut []float64
 	isDst        []bool
+	sum          [SetGroupsMax]float64 // eval's sums over the flush's phases
 	// work counts the inner steps of eval, the cost a search budgets.
 	work int64
 }
@@ -231,23 +244,70 @@ func (e *flexEval) answers(s *Set, out []float64) {
 
 // eval computes the answer of every destination of s ranked below top,
 // exactly, and a lower bound for the others (ranked top or above, in any
-// order among themselves); out follows s.Groups.
+// order among themselves); out follows s.Groups. With a flush period it
+// averages over flushPhases phases of the flush the answers of the sets
+// that a flush can hold back.
 func (e *flexEval) eval(s *Set, top int, out []float64) {
-	m, h := e.m, s.Home
+	m := e.m
 	lo, hi := len(e.order), -1
 	for _, g := range s.Groups {
 		r := e.rank[g]
 		e.isDst[r] = true
 		lo, hi = min(lo, r), max(hi, r)
 	}
+	end := min(hi, top-1)
+	e.work += int64(end-lo+1) * int64(end-lo+1)
+	e.times(s, lo, end, top, -1, out)
+	if m.FlushMs > 0 && e.flushHolds(lo, end) {
+		clear(e.sum[:len(out)])
+		for k := range flushPhases {
+			u := (float64(k) + 0.5) * m.FlushMs / flushPhases
+			e.times(s, lo, end, top, u, out)
+			for i, v := range out {
+				e.sum[i] += v
+			}
+		}
+		for i := range out {
+			out[i] = e.sum[i] / flushPhases
+		}
+		e.work += flushPhases * int64(end-lo+1) * int64(end-lo+1)
+	}
+	for _, g := range s.Groups {
+		e.isDst[e.rank[g]] = false
+	}
+}
+
+// flushHolds tells whether the last flush can hold back a destination of
+// the set eval is on, ranked lo..end: whether the flush, delivered by the
+// lca at its delivery of the message, reaches some destination after the
+// message would be delivered there. The flush is acknowledged along the
+// ranks (package flexcast): it reaches rank r a hop and a commit after rank
+// r-1. Called after times without a phase, which leaves the delivery times
+// in ackOut.
+func (e *flexEval) flushHolds(lo, end int) bool {
+	m := e.m
+	at := e.send[lo]
+	for r := lo + 1; r <= end; r++ {
+		at += m.ow(e.order[r-1], e.order[r]) + m.CommitMs
+		if e.isDst[r] && at > e.ackOut[r] {
+			return true
+		}
+	}
+	return false
+}
+
+// times computes the answers of s (see eval) with the last flush before
+// the message delivered by the lca u ms before it (u < 0: no flush).
+func (e *flexEval) times(s *Set, lo, end, top int, u float64, out []float64) {
+	m, h := e.m, s.Home
 	C := m.CommitMs
 	d0 := e.order[lo]
 	t0 := m.ow(h, d0) + C
 	e.send[lo], e.ackOut[lo] = t0, t0
-	end := min(hi, top-1)
-	e.work += int64(end-lo+1) * int64(end-lo+1)
+	flush := t0 - u
 	for r := lo + 1; r <= end; r++ {
 		x := e.order[r]
+		flush += m.ow(e.order[r-1], x) + C
 		if e.isDst[r] {
 			t := 0.0
 			for y := lo; y < r; y++ {
@@ -255,7 +315,11 @@ func (e *flexEval) eval(s *Set, top int, out []float64) {
 					t = max(t, e.ackOut[y]+m.ow(e.order[y], x))
 				}
 			}
-			e.send[r], e.ackOut[r] = t+C, t+C
+			t += C
+			if u >= 0 {
+				t = max(t, flush)
+			}
+			e.send[r], e.ackOut[r] = t, t
 			continue
 		}
 		if !m.Notifications {
@@ -263,9 +327,6 @@ func (e *flexEval) eval(s *Set, top int, out []float64) {
 		}
 		first, last := -1.0, 0.0
 		for y := lo; y < r; y++ {
-			if !e.isDst[y] && !m.Notifications {
-				continue
-			}
 			a := e.send[y] + m.ow(e.order[y], x)
 			if first < 0 || a < first {
 				first = a
@@ -289,9 +350,6 @@ func (e *flexEval) eval(s *Set, top int, out []float64) {
 			}
 		}
 		out[i] = t + C + m.ow(g, h)
-	}
-	for _, g := range s.Groups {
-		e.isDst[e.rank[g]] = false
 	}
 }
 

@@ -143,7 +143,7 @@ func TestBranchAndBoundAgreesWithBruteForce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := &Model{RTTMs: rtt, CommitMs: float64(c % 3), Notifications: c%4 != 3}
+		m := &Model{RTTMs: rtt, CommitMs: float64(c % 3), Notifications: c%4 == 3, FlushMs: []float64{0, 400, 80}[c%3]}
 		for _, obj := range []Objective{First, Last, Mean} {
 			for _, lastW := range []float64{0, 0.25} {
 				identity := []int{0, 1, 2, 3, 4, 5}
@@ -165,6 +165,12 @@ func TestBranchAndBoundAgreesWithBruteForce(t *testing.T) {
 // commit after 0's ACK (at 5) and answers 3 ms later. With Notifications,
 // group 1 hears from 0 at 3 and answers at 5; group 2 hears from 0 at 4
 // and from 1 at 6 and answers at 8, so 3 delivers at 9 + C.
+// With a flush every 8 ms, the lca delivered the last flush u ms before the
+// message, u uniform in [0, 8): the flush reaches group 3 along the ranks,
+// a hop and a commit a rank, 9 ms after the lca, at 11 - u; without
+// notifications group 3 delivers at max(7, 11 - u), 8 on average (9 for u
+// below 4, 7 above), and answers at 11; with them it delivers at 11, which
+// the flush never delays.
 func TestFlexCastAnswersByHand(t *testing.T) {
 	rtt := make([][]float64, 4)
 	for i := range rtt {
@@ -175,23 +181,76 @@ func TestFlexCastAnswersByHand(t *testing.T) {
 	}
 	d := &Dist{N: 4, Sets: []Set{{Home: 0, Groups: []int{0, 3}, Prob: 1}}}
 	for _, c := range []struct {
-		notifs      bool
-		first, last float64
+		notifs       bool
+		flushMs      float64
+		first, last  float64
+		reversedLast float64 // ranked 3, 2, 1, 0
 	}{
-		{false, 2, 5 + 2 + 3},
-		{true, 2, 9 + 2 + 3},
+		{false, 0, 2, 5 + 2 + 3, 3 + 2 + 3 + 2 + 0},
+		{true, 0, 2, 9 + 2 + 3, 14},
+		{false, 8, 2, 8 + 3, 11},
+		{true, 8, 2, 9 + 2 + 3, 14},
 	} {
-		m := &Model{RTTMs: rtt, CommitMs: 2, Notifications: c.notifs}
+		m := &Model{RTTMs: rtt, CommitMs: 2, Notifications: c.notifs, FlushMs: c.flushMs}
 		p, err := m.FlexCast(d, []int{0, 1, 2, 3})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if p.FirstMs != c.first || p.LastMs != c.last {
-			t.Errorf("notifications %v: answers %v and %v, want %v and %v", c.notifs, p.FirstMs, p.LastMs, c.first, c.last)
+			t.Errorf("notifications %v, flush %v: answers %v and %v, want %v and %v", c.notifs, c.flushMs, p.FirstMs, p.LastMs, c.first, c.last)
 		}
-		// Ranked 3, 2, 1, 0 the lca is 3: its answer takes the round trip.
-		if p, _ := m.FlexCast(d, []int{3, 2, 1, 0}); p.FirstMs != 3+2+3 {
-			t.Errorf("notifications %v, reversed: first answer %v, want 8", c.notifs, p.FirstMs)
+		// Ranked 3, 2, 1, 0 the lca is 3 (delivers at 5): its answer takes
+		// the round trip; group 0 hears from it at 8 and answers at 10, or,
+		// with the flush, at max(10, 5 - u + 9), 11 on average. With
+		// Notifications group 2 answers at 8, group 1 at 11 (it hears from
+		// 2 at 9), and group 0 delivers at 12 + C = 14.
+		if p, _ := m.FlexCast(d, []int{3, 2, 1, 0}); p.FirstMs != 3+2+3 || p.LastMs != c.reversedLast {
+			t.Errorf("notifications %v, flush %v, reversed: answers %v and %v, want 8 and %v", c.notifs, c.flushMs, p.FirstMs, p.LastMs, c.reversedLast)
+		}
+	}
+}
+
+// TestUntouchedSetsKeepTheirAnswers: the annealing recomputes after a move
+// only the sets whose rank span meets the ranks it changed; every other
+// set's answers must not depend on the move (the flush's path runs inside
+// the span).
+func TestUntouchedSetsKeepTheirAnswers(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 4))
+	for c := range 30 {
+		n := 5 + c%8
+		rtt := randomMatrix(rng, n)
+		d, err := Destinations(rtt, Workload{Locality: rng.Float64(), RemoteItem: 0.05 + 0.3*rng.Float64(), RemotePayment: 0.3, GlobalOnly: c%2 == 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := &Model{RTTMs: rtt, CommitMs: float64(c % 3), Notifications: c%4 == 3, FlushMs: []float64{0, 60, 400}[c%3]}
+		order := rng.Perm(n)
+		before := newFlexEval(m, slices.Clone(order))
+		a, b := rng.IntN(n), rng.IntN(n)
+		moved := slices.Clone(order)
+		if c%2 == 0 {
+			moved[a], moved[b] = moved[b], moved[a]
+		} else {
+			g := moved[a]
+			moved = slices.Insert(slices.Delete(moved, a, a+1), b, g)
+		}
+		after := newFlexEval(m, moved)
+		x, y := min(a, b), max(a, b)
+		for i := range d.Sets {
+			s := &d.Sets[i]
+			lo, hi := n, -1
+			for _, g := range s.Groups {
+				lo, hi = min(lo, before.rank[g]), max(hi, before.rank[g])
+			}
+			if hi >= x && lo <= y {
+				continue
+			}
+			p, q := make([]float64, len(s.Groups)), make([]float64, len(s.Groups))
+			before.answers(s, p)
+			after.answers(s, q)
+			if !slices.Equal(p, q) {
+				t.Fatalf("case %d: set %v of home %d outside ranks %d..%d: answers %v, after the move %v", c, s.Groups, s.Home, x, y, p, q)
+			}
 		}
 	}
 }
@@ -200,17 +259,18 @@ func TestBoundIsALowerBound(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	rtt := randomMatrix(rng, 6)
 	d, _ := Destinations(rtt, Workload{Locality: 0.5, RemoteItem: 0.2, RemotePayment: 0.3})
-	m := &Model{RTTMs: rtt, CommitMs: 1, Notifications: true}
-	f := newFixed(m, d, homeRates(d, newFlexEval(m, []int{0, 1, 2, 3, 4, 5}).answers), Mean, 0.25)
-	permute(6, func(p []int) {
-		full := f.score(p)
-		e := newFlexEval(m, slices.Clone(p))
-		for top := range 6 {
-			if b := f.bound(e, top); b > full+1e-9 {
-				t.Fatalf("order %v: bound at prefix %d is %v, above the order's %v", p, top, b, full)
+	for _, m := range []*Model{{RTTMs: rtt, CommitMs: 1, Notifications: true}, {RTTMs: rtt, CommitMs: 1, FlushMs: 100}} {
+		f := newFixed(m, d, homeRates(d, newFlexEval(m, []int{0, 1, 2, 3, 4, 5}).answers), Mean, 0.25)
+		permute(6, func(p []int) {
+			full := f.score(p)
+			e := newFlexEval(m, slices.Clone(p))
+			for top := range 6 {
+				if b := f.bound(e, top); b > full+1e-9 {
+					t.Fatalf("%+v order %v: bound at prefix %d is %v, above the order's %v", *m, p, top, b, full)
+				}
 			}
-		}
-	})
+		})
+	}
 }
 
 func TestSuggestNeverWorseThanO1OnAWS12(t *testing.T) {
@@ -391,7 +451,7 @@ func TestClosedLoopMatchesPredict(t *testing.T) {
 				d.Shares[h] = rng.Float64()
 			}
 		}
-		m := &Model{RTTMs: rtt, CommitMs: float64(c % 3), Notifications: true}
+		m := &Model{RTTMs: rtt, CommitMs: float64(c % 3), Notifications: c%2 == 1, FlushMs: []float64{400, 0, 50, 0}[c%4]}
 		order := rng.Perm(n)
 		want, err := m.FlexCast(d, order)
 		if err != nil {

@@ -56,7 +56,7 @@ type Config struct {
 	Existing bool
 	Executor Executor
 
-	TickInterval      time.Duration // default 20ms
+	TickInterval      time.Duration // default DefaultTickInterval
 	ElectionTimeout   time.Duration // default 300ms
 	ApplyTimeout      time.Duration // how long a proposal may wait (default 5s)
 	SnapshotThreshold uint64        // entries between raft snapshots (default 32768)
@@ -113,7 +113,7 @@ func (c *Config) fill() error {
 		return fmt.Errorf("replication: replica %q is not a member of its group", c.ID)
 	}
 	if c.TickInterval <= 0 {
-		c.TickInterval = 20 * time.Millisecond
+		c.TickInterval = DefaultTickInterval
 	}
 	if c.ElectionTimeout <= 0 {
 		c.ElectionTimeout = 300 * time.Millisecond
@@ -304,6 +304,9 @@ func Open(cfg Config) (*Replica, error) {
 // answered from memory: several rounds of MaxAppendEntries, what followers
 // and the state machine lag behind the last entry stored at most in a
 // healthy group.
+// DefaultTickInterval is a replica's tick interval unless configured.
+const DefaultTickInterval = 20 * time.Millisecond
+
 const logCacheEntries = 4096
 
 // logEmpty reports whether the replica's raft log and snapshots hold

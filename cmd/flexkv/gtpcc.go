@@ -603,8 +603,8 @@ func runLocalBench(cmd *cobra.Command, v *viper.Viper) error {
 		if rep != nil {
 			rep.Run = run.name
 			rep.PredictedMs = res.predict(run)
-			if rep.StepMs > 0 && rep.PredictedMs != nil {
-				rep.PredictedAtStepMs = res.predictAt(run, rep.StepMs)
+			if step := rep.ModelStepMs(); step > 0 && rep.PredictedMs != nil {
+				rep.PredictedAtStepMs = res.predictAt(run, step)
 			}
 			fmt.Fprintln(out)
 			if werr := rep.WriteTable(out); werr != nil && err == nil {

@@ -412,7 +412,7 @@ func decodeCheck(t *testing.T, stdout string) gtpcc.CheckReport {
 // and the one extra the driver adds.
 var (
 	resultsKeys     = []string{"protocol", "config", "duration_s", "txn_total", "txn_per_s", "errors", "latency_ms", "traffic", "overhead", "check"}
-	resultsKeyExtra = []string{"rolled_back", "overlay", "tree", "run", "predicted_ms", "destination_sets", "bytes_per_txn", "msgs_per_txn", "bytes_per_txn_by_kind", "step_ms", "predicted_at_step_ms"}
+	resultsKeyExtra = []string{"rolled_back", "overlay", "tree", "run", "predicted_ms", "destination_sets", "bytes_per_txn", "msgs_per_txn", "bytes_per_txn_by_kind", "step_ms", "entry_step_ms", "predicted_at_step_ms"}
 	latencyKeys     = []string{"count", "mean", "p50", "p90", "p95", "p99", "max"}
 	destinationKeys = []string{"1st", "2nd", "3rd"}
 )

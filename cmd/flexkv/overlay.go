@@ -15,8 +15,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flexkv/flexkv/gtpcc"
+	"github.com/flexkv/flexkv/multicast/flexcast"
 	"github.com/flexkv/flexkv/overlay"
 	"github.com/flexkv/flexkv/partition"
+	"github.com/flexkv/flexkv/replication"
 	"github.com/flexkv/flexkv/server"
 )
 
@@ -53,12 +55,17 @@ home (they hold the closed loop), and the workload flags are not used.
 Model (contention-free): a hop costs the one-way latency, half the matrix's
 round trip; every step of a group costs a commit (--commit-ms). FlexCast: the
 client sends to the lca (the lowest-ranked destination), which delivers; every
-other destination delivers after the MSG, the ACK of each destination ranked
-below it and the ACK of each group ranked between them that is not a
-destination (notifications; a notified group answers after its notifiers;
---notifications=false leaves them out, and then the order of two
-destinations does not change the later answer). The default commit, 2 ms,
-is what a group of one replica took on the 2-core development machine.
+other destination delivers after the MSG and the ACK of each destination
+ranked below it, and not before the last flush the lca delivered before the
+message: the rank-0 group multicasts a flush every --flush-ms (the servers'
+period), acknowledged along the ranks, each group to the next, so the flush
+reaches a destination by the path through every group ranked between it and
+the lca. That path is what the groups in between cost: an order that ranks
+distant groups next to each other holds messages back after every flush. The
+model averages over the flush's phase. --notifications also counts each group
+ranked between two destinations as notified (an upper bound: the servers send
+few notifications). The default commit, 2 ms, with the 400 ms flush, put the
+mean answers of 60 s runs on aws-12 within 8% of the model's.
 Skeen: the nearest destination relays; each proposes, and delivers once it
 holds every proposal. Tree: the tree-lca forwards down the tree, a commit per
 hop. An answer reaches the client one hop after its destination delivers.
@@ -77,11 +84,10 @@ configured overlay's and tree's (without a configured tree: the paper's T1 on
 aws-12, else the star around the group of least mean round trip), and each
 client's (the clients of one home group) no more than --home-slack above its
 own there (default 1: at most twice; negative: only the mean is kept). The
-mean alone would let the search make a few regions' clients wait many times
-longer, since a slow client completes fewer transactions and weighs less: on
-aws-12 the lowest first answer that keeps the mean makes two regions wait
-6.3 times longer (9.6 ms predicted; measured 13.4 ms for the 1st answer, but
-400 ms for those regions' 2nd against 60-70 under O1). For first that is a
+mean alone lets the search make a few regions' clients wait longer, since a
+slow client completes fewer transactions and weighs less (on aws-12 with
+notifications counted and no flush, two regions waited 6.3 times longer:
+measured 400 ms for their 2nd answer against 60-70 under O1). For first that is a
 low first answer that keeps the last where it was, where first alone moves
 every lca to the clients' homes and gives up the second answer: the search
 weighs the last answer in, more each time, until its result keeps the
@@ -110,6 +116,7 @@ type overlaySuggestion struct {
 	HomeSlack     float64           `json:"home_slack"`
 	Notifications bool              `json:"notifications"`
 	CommitMs      float64           `json:"commit_ms"`
+	FlushMs       float64           `json:"flush_ms"`
 	Seed          uint64            `json:"seed"`
 	Overlay       []string          `json:"overlay"`
 	Tree          map[string]string `json:"tree"`
@@ -154,6 +161,9 @@ func newOverlaySuggestCmd() *cobra.Command {
 			}
 			if !(sp.CommitMs >= 0) {
 				return usageError(fmt.Errorf("overlay suggest: --commit-ms %v, want >= 0", sp.CommitMs))
+			}
+			if !(sp.FlushMs >= 0) || math.IsInf(sp.FlushMs, 1) {
+				return usageError(fmt.Errorf("overlay suggest: --flush-ms %v, want >= 0 (0: no flush)", sp.FlushMs))
 			}
 			if math.IsNaN(sp.HomeSlack) || math.IsInf(sp.HomeSlack, 0) {
 				return usageError(fmt.Errorf("overlay suggest: --home-slack %v, want a number (negative: no bound by client)", sp.HomeSlack))
@@ -207,6 +217,7 @@ func newOverlaySuggestCmd() *cobra.Command {
 	f.Float64Var(&sp.HomeSlack, "home-slack", defaultSuggest.HomeSlack, "with --keep-last, how much each client's mean last answer may exceed its own under the configured overlay (and tree), as a fraction; negative: bound only the mean over all clients")
 	f.BoolVar(&sp.Notifications, "notifications", defaultSuggest.Notifications, "count the groups ranked between a message's destinations (FlexCast's notifications)")
 	f.Float64Var(&sp.CommitMs, "commit-ms", defaultSuggest.CommitMs, "cost of one step of a group (a raft commit), in ms")
+	f.Float64Var(&sp.FlushMs, "flush-ms", defaultSuggest.FlushMs, "period of FlexCast's flush, in ms (the servers': a flush every 20 ticks of 20 ms); 0: no flush counted")
 	f.Uint64Var(&sp.Seed, "seed", 1, "seed of the search: the same seed gives the same suggestion")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object: the suggestion, its predictions and the comparisons")
 	return cmd
@@ -258,19 +269,24 @@ func readSets(path string, names []string) (*overlay.Dist, error) {
 
 // suggestParams are the choices of a search besides the workload.
 type suggestParams struct {
-	Objective               overlay.Objective
-	KeepLast, Notifications bool
-	CommitMs, HomeSlack     float64
-	Seed                    uint64
+	Objective                    overlay.Objective
+	KeepLast, Notifications      bool
+	CommitMs, FlushMs, HomeSlack float64
+	Seed                         uint64
 }
 
 // defaultSuggest is overlay suggest's defaults, which --overlay auto and
 // --tree auto use with the run's --seed.
-var defaultSuggest = suggestParams{Objective: overlay.First, KeepLast: true, Notifications: true, CommitMs: 2, HomeSlack: overlay.HomeSlackDefault}
+var defaultSuggest = suggestParams{Objective: overlay.First, KeepLast: true, CommitMs: 2, FlushMs: serverFlushMs, HomeSlack: overlay.HomeSlackDefault}
+
+// serverFlushMs is the period of a server's FlexCast flush when its rank-0
+// group delivers anything: flexcast.DefaultFlushTicks ticks of the
+// replicas' tick interval.
+var serverFlushMs = float64(flexcast.DefaultFlushTicks) * float64(replication.DefaultTickInterval) / float64(time.Millisecond)
 
 // model returns the latency model of p for the round trips rtt.
 func (p suggestParams) model(rtt [][]float64) *overlay.Model {
-	return &overlay.Model{RTTMs: rtt, CommitMs: p.CommitMs, Notifications: p.Notifications}
+	return &overlay.Model{RTTMs: rtt, CommitMs: p.CommitMs, Notifications: p.Notifications, FlushMs: p.FlushMs}
 }
 
 // suggestOverlay searches the overlay and the tree for the distribution d
@@ -330,7 +346,7 @@ func suggestOverlay(cfg *partition.ClusterConfig, rtt [][]float64, d *overlay.Di
 		return nil, err
 	}
 	res := &overlaySuggestion{
-		Groups: n, Objective: sp.Objective.String(), KeepLast: sp.KeepLast, HomeSlack: sp.HomeSlack, Notifications: sp.Notifications, CommitMs: sp.CommitMs, Seed: sp.Seed,
+		Groups: n, Objective: sp.Objective.String(), KeepLast: sp.KeepLast, HomeSlack: sp.HomeSlack, Notifications: sp.Notifications, CommitMs: sp.CommitMs, FlushMs: sp.FlushMs, Seed: sp.Seed,
 		Overlay: groupNames(best.Order, names), Tree: treeNames(bestTree.Parent, names), Exact: best.Exact,
 	}
 	row := func(protocol, name string, p overlay.Prediction) predictionRow {
@@ -425,8 +441,12 @@ func printSuggestion(out io.Writer, s *overlaySuggestion) {
 	if s.Notifications {
 		notifs = "with"
 	}
-	fmt.Fprintf(out, "# objective %s answer%s, commit %g ms, %s notifications, seed %d, search %s. Paste into the configuration:\n",
-		s.Objective, keep, s.CommitMs, notifs, s.Seed, how)
+	flush := "no flush"
+	if s.FlushMs > 0 {
+		flush = fmt.Sprintf("a flush every %g ms", s.FlushMs)
+	}
+	fmt.Fprintf(out, "# objective %s answer%s, commit %g ms, %s, %s notifications, seed %d, search %s. Paste into the configuration:\n",
+		s.Objective, keep, s.CommitMs, flush, notifs, s.Seed, how)
 	fmt.Fprintln(out, "overlay:")
 	for _, g := range s.Overlay {
 		fmt.Fprintf(out, "  - %s\n", g)

@@ -82,8 +82,9 @@ func TestOverlaySuggestJSON(t *testing.T) {
 
 // TestOverlaySuggestHomeSlack: --home-slack bounds each client's last
 // answer against the configured overlay's and shows in the text and the
-// JSON; a negative one bounds only the mean, and the table's last column
-// then names a client that waits several times longer.
+// JSON; a negative one bounds only the mean, and the suggestion then makes
+// some client wait longer than the 0.2 slack allows (1.41 times on
+// aws-12).
 func TestOverlaySuggestHomeSlack(t *testing.T) {
 	paper := []string{"suggest", "--config", "../../configs/aws-12.yaml", "--locality", "0.99", "--remote-item", "0.02"}
 	code, out, errOut := runOverlay(t, append(paper, "--home-slack", "0.2")...)
@@ -117,8 +118,8 @@ func TestOverlaySuggestHomeSlack(t *testing.T) {
 			worst = max(worst, res.Predictions[0].HomeLastMs[g]/b)
 		}
 	}
-	if res.HomeSlack != -1 || worst < 3 {
-		t.Errorf("--home-slack -1: home_slack %v, slowest client x%v against O1 (want the unbounded search's several times)", res.HomeSlack, worst)
+	if res.HomeSlack != -1 || worst <= 1.2 {
+		t.Errorf("--home-slack -1: home_slack %v, slowest client x%v against O1 (want the unbounded search's, beyond the 0.2 slack)", res.HomeSlack, worst)
 	}
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -179,6 +180,7 @@ func TestDemoOverlays(t *testing.T) {
 			Tree        map[string]string  `json:"tree"`
 			PredictedMs map[string]float64 `json:"predicted_ms"`
 			StepMs      float64            `json:"step_ms"`
+			EntryStepMs float64            `json:"entry_step_ms"`
 			AtStepMs    map[string]float64 `json:"predicted_at_step_ms"`
 		}
 		if err := json.Unmarshal(data, &r); err != nil {
@@ -190,6 +192,14 @@ func TestDemoOverlays(t *testing.T) {
 		}
 		if r.StepMs <= 0 || r.AtStepMs["1st"] <= 0 || r.AtStepMs["2nd"] <= 0 {
 			t.Errorf("%s: step %v ms, predicted at it %v; want the run's step and predictions", path, r.StepMs, r.AtStepMs)
+		}
+		// The clients' step holds the servers' and more (the execution,
+		// the answer), and the predictions at the step use it.
+		if r.EntryStepMs <= r.StepMs {
+			t.Errorf("%s: step at the clients %v ms, at the servers %v; want the clients' above", path, r.EntryStepMs, r.StepMs)
+		}
+		if r.EntryStepMs > 0 && !strings.Contains(stdout, fmt.Sprintf("step measured %.1f ", r.EntryStepMs)) {
+			t.Errorf("demo: stdout lacks the step at the clients, %.1f ms", r.EntryStepMs)
 		}
 		if run == "O1" && !slices.Equal(r.Overlay, o1) {
 			t.Errorf("%s: overlay %v, want O1 %v", path, r.Overlay, o1)

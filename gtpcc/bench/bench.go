@@ -20,6 +20,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -85,9 +86,9 @@ type Target struct {
 // or check) with the error.
 func Run(ctx context.Context, t Target, opts Options, progress io.Writer) (*gtpcc.Report, error) {
 	view := t.Loader.Topology()
-	protocol := t.Protocol
-	if protocol == "" {
-		protocol = view.Config.Protocol
+	proto := t.Protocol
+	if proto == "" {
+		proto = view.Config.Protocol
 	}
 	wl := gtpcc.DefaultWorkload(t.Warehouses, t.Scale)
 	wl.Locality, wl.RemoteItem, wl.RemotePayment, wl.GlobalOnly = opts.Locality, opts.RemoteItem, opts.RemotePayment, opts.GlobalOnly
@@ -147,12 +148,15 @@ func Run(ctx context.Context, t Target, opts Options, progress io.Writer) (*gtpc
 		before = t.Local.Traffic()
 	}
 	cfg := gtpcc.RunConfig{
-		Protocol: protocol, Workload: wl, Clients: specs, Duration: opts.Duration,
+		Protocol: proto, Workload: wl, Clients: specs, Duration: opts.Duration,
 		WarmUp: trim(opts.WarmUp), CoolDown: trim(opts.CoolDown), Seed: opts.Seed,
 		Extra: opts.Extra, GroupNames: view.Groups.Names(),
 	}
 	if opts.ProgressEvery > 0 {
 		cfg.Progress, cfg.ProgressEvery = progress, opts.ProgressEvery
+	}
+	if multicast.Protocol(proto) == protocol.FlexCast {
+		cfg.Entry = flexCastEntry(view, opts.LatencyMode)
 	}
 	rep, err := gtpcc.Run(ctx, cfg)
 	if err != nil {
@@ -192,6 +196,25 @@ func trim(f float64) float64 {
 }
 
 // wanDelay returns the emulated one-way delay from region to each group.
+// flexCastEntry returns gtpcc.RunConfig.Entry for a FlexCast cluster:
+// the lca, the lowest-ranked destination (a group's id is its rank), and
+// the round trip of the clients' emulated network to it.
+func flexCastEntry(view *client.Topology, mode server.LatencyMode) func(home int, groups []int) (int, float64) {
+	return func(home int, groups []int) (int, float64) {
+		e := slices.Min(groups)
+		lat := view.Latency
+		if lat == nil || mode == server.LatencyOff || home < 0 || home >= view.Groups.Len() || e < 0 || e >= view.Groups.Len() {
+			return e, 0
+		}
+		from := view.Groups.Group(partition.GroupID(home)).Region
+		to := view.Groups.Group(partition.GroupID(e)).Region
+		if !lat.Has(from) || !lat.Has(to) {
+			return e, 0
+		}
+		return e, 2 * float64(mode.OneWay(lat.RTTMs(from, to))) / float64(time.Millisecond)
+	}
+}
+
 func wanDelay(view *client.Topology, region string, mode server.LatencyMode) func(string) time.Duration {
 	lat := view.Latency
 	if lat == nil || mode == server.LatencyOff || !lat.Has(region) {
