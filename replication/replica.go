@@ -300,13 +300,13 @@ func Open(cfg Config) (*Replica, error) {
 	return r, nil
 }
 
+// DefaultTickInterval is a replica's tick interval unless configured.
+const DefaultTickInterval = 20 * time.Millisecond
+
 // logCacheEntries is how many of the latest log entries raft's reads are
 // answered from memory: several rounds of MaxAppendEntries, what followers
 // and the state machine lag behind the last entry stored at most in a
 // healthy group.
-// DefaultTickInterval is a replica's tick interval unless configured.
-const DefaultTickInterval = 20 * time.Millisecond
-
 const logCacheEntries = 4096
 
 // logEmpty reports whether the replica's raft log and snapshots hold
