@@ -51,8 +51,9 @@
 //     dj (strategy a: the flush is addressed to dj and precedes it), so when
 //     that walk is longer than the direct way the message is held back. d0
 //     delivered the flush u before the message, u uniform over the period:
-//     the model averages every answer over flushPhases values of u (only
-//     for the sets where the walk can exceed the direct way). This is what
+//     the model averages each destination's answer over flushPhases values
+//     of u (only for the sets where the walk can exceed the direct way), and
+//     orders the averages into 1st, 2nd and 3rd answer. This is what
 //     the groups between two destinations cost, and why the rank order
 //     matters beyond the lca: an order that ranks distant groups next to
 //     each other makes the walk long. The walk's length is a sum over the
