@@ -130,11 +130,12 @@ type RunConfig struct {
 	// GroupNames names the groups of Workload.Group (a partition.GroupID
 	// each) in the report's destination sets; nil: "g<number>".
 	GroupNames []string
-	// Entry, when set, names the destination of a global transaction of a
+	// Entry, when set, names the group of a global transaction of a
 	// client of group home to groups that answers after one step of its
-	// group (FlexCast's lca), and the round trip, in ms, that the client's
-	// emulated network adds to reaching it: the report's EntryStepMs is
-	// that answer's mean less the round trip. It needs GroupNames to
+	// group, if it is a destination (FlexCast's lca; the tree's), and the
+	// round trip, in ms, that the client's network adds to reaching it:
+	// the report's EntryStepMs is that answer's mean less the round trip.
+	// A negative group: unknown, not counted. It needs GroupNames to
 	// match the answers' groups.
 	Entry func(home int, groups []int) (entry int, rttMs float64)
 }

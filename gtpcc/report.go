@@ -63,14 +63,17 @@ type Report struct {
 	// delivering it at its entry group, measured over the run at the
 	// servers (an in-process cluster's; 0: unknown, and under Skeen, whose
 	// entry group waits for timestamps first): what one step of a group
-	// cost, the latency model's commit. PredictedAtStepMs is the
-	// model's mean 1st, 2nd and 3rd answer with that commit. Additions to
-	// DESIGN 10.3's fields, left out when unknown.
+	// cost at the servers. PredictedAtStepMs is the model's mean 1st, 2nd
+	// and 3rd answer with ModelStepMs for its commit: EntryStepMs when
+	// known, else StepMs. Additions to DESIGN 10.3's fields, left out when
+	// unknown.
 	StepMs float64 `json:"step_ms,omitempty"`
 	// EntryStepMs is one step as the clients see it: the mean answer of a
-	// global transaction's entry group (FlexCast's lca, which answers
-	// after its own delivery and execution) less the client's round trip
-	// to it. It holds what StepMs leaves out (the wait for a proposal,
+	// global transaction's entry group where it delivers at once
+	// (FlexCast's lca; the tree's, when it is a destination), which
+	// answers after its own delivery and execution, less the client's
+	// round trip to it (emulated, or none in one process; unknown, and 0,
+	// against a cluster on a real network). It holds what StepMs leaves out (the wait for a proposal,
 	// the execution, the answer's way back through gRPC), and it is the
 	// commit of PredictedAtStepMs when known. An addition to DESIGN
 	// 10.3's fields, left out when unknown.

@@ -218,8 +218,8 @@ type flexEval struct {
 	m     *Model
 	order []int
 	rank  []int
-	// per rank, scratch for one set: send and ack-out times; valid[r] tells
-	// the ranks of the set's span processed.
+	// per rank, scratch for one set: send and ack-out times, written for
+	// the ranks of the set's span before they are read.
 	send, ackOut []float64
 	isDst        []bool
 	sum          [SetGroupsMax]float64 // eval's sums over the flush's phases

@@ -168,9 +168,9 @@ func TestBranchAndBoundAgreesWithBruteForce(t *testing.T) {
 // With a flush every 8 ms, the lca delivered the last flush u ms before the
 // message, u uniform in [0, 8): the flush reaches group 3 along the ranks,
 // a hop and a commit a rank, 9 ms after the lca, at 11 - u; without
-// notifications group 3 delivers at max(7, 11 - u), 8 on average (9 for u
-// below 4, 7 above), and answers at 11; with them it delivers at 11, which
-// the flush never delays.
+// notifications group 3 delivers at max(7, 11 - u), 8 on average (11 - u,
+// 9 on average, for u below 4; 7 above), and answers at 11; with them it
+// delivers at 11, which the flush never delays.
 func TestFlexCastAnswersByHand(t *testing.T) {
 	rtt := make([][]float64, 4)
 	for i := range rtt {
@@ -259,7 +259,7 @@ func TestBoundIsALowerBound(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	rtt := randomMatrix(rng, 6)
 	d, _ := Destinations(rtt, Workload{Locality: 0.5, RemoteItem: 0.2, RemotePayment: 0.3})
-	for _, m := range []*Model{{RTTMs: rtt, CommitMs: 1, Notifications: true}, {RTTMs: rtt, CommitMs: 1, FlushMs: 100}} {
+	for _, m := range []*Model{{RTTMs: rtt, CommitMs: 1, Notifications: true}, {RTTMs: rtt, CommitMs: 1, FlushMs: 100}, {RTTMs: rtt, CommitMs: 1, Notifications: true, FlushMs: 30}} {
 		f := newFixed(m, d, homeRates(d, newFlexEval(m, []int{0, 1, 2, 3, 4, 5}).answers), Mean, 0.25)
 		permute(6, func(p []int) {
 			full := f.score(p)
@@ -452,7 +452,7 @@ func TestClosedLoopMatchesPredict(t *testing.T) {
 				d.Shares[h] = rng.Float64()
 			}
 		}
-		m := &Model{RTTMs: rtt, CommitMs: float64(c % 3), Notifications: c%2 == 1, FlushMs: []float64{400, 0, 50, 0}[c%4]}
+		m := &Model{RTTMs: rtt, CommitMs: float64(c % 3), Notifications: c%2 == 1, FlushMs: []float64{400, 0, 50, 120}[c%4]}
 		order := rng.Perm(n)
 		want, err := m.FlexCast(d, order)
 		if err != nil {

@@ -25,7 +25,8 @@ type Options struct {
 	Steps int
 	// Work bounds the model's inner steps of one annealing run (a step
 	// recomputes the sets whose rank span a move touches, each in about
-	// its span squared); 0 is WorkDefault. A bound on work rather than on
+	// its span squared, or flushPhases+1 times that when the flush can
+	// hold it back); 0 is WorkDefault. A bound on work rather than on
 	// time keeps the result a function of the arguments.
 	Work int64
 	// KeepLast bounds the suggestion's mean last answer by the first

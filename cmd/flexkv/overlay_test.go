@@ -36,7 +36,8 @@ func TestOverlaySuggestAWS12(t *testing.T) {
 	if len(doc.Overlay) != 12 || len(doc.Tree) != 11 {
 		t.Fatalf("overlay of %d groups and tree of %d edges, want 12 and 11:\n%s", len(doc.Overlay), len(doc.Tree), out)
 	}
-	for _, want := range []string{"# flexcast  suggested", "# flexcast  O1", "# flexcast  O2", "# skeen", "# tree      T1", "# tree      T3"} {
+	for _, want := range []string{"# flexcast  suggested", "# flexcast  O1", "# flexcast  O2", "# skeen", "# tree      T1", "# tree      T3",
+		"commit 2 ms, a flush every 400 ms, without notifications"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -69,6 +70,9 @@ func TestOverlaySuggestJSON(t *testing.T) {
 	}
 	if sug.LastMs > o1.LastMs {
 		t.Errorf("suggestion's last answer %v ms, worse than O1's %v", sug.LastMs, o1.LastMs)
+	}
+	if res.FlushMs != 400 || res.Notifications || res.CommitMs != 2 {
+		t.Errorf("flush_ms %v, notifications %v, commit_ms %v; want the servers' 400 ms flush, no notifications, 2 ms", res.FlushMs, res.Notifications, res.CommitMs)
 	}
 	if res.HomeSlack != 1 || len(sug.HomeLastMs) != 12 || len(o1.HomeLastMs) != 12 {
 		t.Fatalf("home_slack %v, want 1 (the default); home_last_ms of %d and %d clients, want 12", res.HomeSlack, len(sug.HomeLastMs), len(o1.HomeLastMs))
@@ -182,6 +186,8 @@ func TestOverlaySuggestBadInvocations(t *testing.T) {
 		{[]string{"suggest", "--config", cfg, "--locality", "1.5"}, "locality 1.5, want 0..1"},
 		{[]string{"suggest", "--config", cfg, "--remote-item", "0"}, "needs remote-item and remote-payment above 0"},
 		{[]string{"suggest", "--config", cfg, "--commit-ms", "-1"}, "--commit-ms -1"},
+		{[]string{"suggest", "--config", cfg, "--flush-ms", "-5"}, "--flush-ms -5, want >= 0"},
+		{[]string{"suggest", "--config", cfg, "--flush-ms", "+Inf"}, "--flush-ms +Inf, want >= 0"},
 		{[]string{"suggest", "--config", cfg, "--home-slack", "NaN"}, "--home-slack NaN"},
 		{[]string{"suggest", "--config", cfg, "--locality", "x"}, "invalid argument"},
 		{[]string{"suggest", "--config", filepath.Join(dir, "missing.yaml")}, "missing.yaml"},

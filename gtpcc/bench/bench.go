@@ -20,7 +20,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"syscall"
 	"time"
 
@@ -155,8 +154,8 @@ func Run(ctx context.Context, t Target, opts Options, progress io.Writer) (*gtpc
 	if opts.ProgressEvery > 0 {
 		cfg.Progress, cfg.ProgressEvery = progress, opts.ProgressEvery
 	}
-	if multicast.Protocol(proto) == protocol.FlexCast {
-		cfg.Entry = flexCastEntry(view, opts.LatencyMode)
+	if p, err := protocol.Lookup(multicast.Protocol(proto)); err == nil {
+		cfg.Entry = stepEntry(p, view, opts.LatencyMode, t.Local != nil)
 	}
 	rep, err := gtpcc.Run(ctx, cfg)
 	if err != nil {
@@ -196,25 +195,6 @@ func trim(f float64) float64 {
 }
 
 // wanDelay returns the emulated one-way delay from region to each group.
-// flexCastEntry returns gtpcc.RunConfig.Entry for a FlexCast cluster:
-// the lca, the lowest-ranked destination (a group's id is its rank), and
-// the round trip of the clients' emulated network to it.
-func flexCastEntry(view *client.Topology, mode server.LatencyMode) func(home int, groups []int) (int, float64) {
-	return func(home int, groups []int) (int, float64) {
-		e := slices.Min(groups)
-		lat := view.Latency
-		if lat == nil || mode == server.LatencyOff || home < 0 || home >= view.Groups.Len() || e < 0 || e >= view.Groups.Len() {
-			return e, 0
-		}
-		from := view.Groups.Group(partition.GroupID(home)).Region
-		to := view.Groups.Group(partition.GroupID(e)).Region
-		if !lat.Has(from) || !lat.Has(to) {
-			return e, 0
-		}
-		return e, 2 * float64(mode.OneWay(lat.RTTMs(from, to))) / float64(time.Millisecond)
-	}
-}
-
 func wanDelay(view *client.Topology, region string, mode server.LatencyMode) func(string) time.Duration {
 	lat := view.Latency
 	if lat == nil || mode == server.LatencyOff || !lat.Has(region) {
@@ -226,6 +206,51 @@ func wanDelay(view *client.Topology, region string, mode server.LatencyMode) fun
 			return 0
 		}
 		return mode.OneWay(lat.RTTMs(region, view.Groups.Group(g).Region))
+	}
+}
+
+// stepEntry returns gtpcc.RunConfig.Entry for a cluster under p, or nil
+// when the clients' step cannot be measured: p's entry group must deliver
+// at once (protocol.DeliversAtEntry), and the round trip to it must be
+// known, which is the emulated one (mode not off, both regions in the
+// matrix) or, without emulation, an in-process cluster's (local: none to
+// speak of). Against a cluster on a real network the round trip is not
+// known, and nothing is measured. An entry group that is not a
+// destination (the tree's lca may not be) gives no answer: the recorder
+// skips the transaction.
+func stepEntry(p *protocol.Protocol, view *client.Topology, mode server.LatencyMode, local bool) func(home int, groups []int) (int, float64) {
+	if !p.DeliversAtEntry() {
+		return nil
+	}
+	lat := view.Latency
+	emulated := lat != nil && mode != server.LatencyOff
+	if !emulated && !local {
+		return nil
+	}
+	n := view.Groups.Len()
+	return func(home int, groups []int) (int, float64) {
+		var dst partition.GroupSet
+		for _, g := range groups {
+			if g < 0 || g >= n {
+				return -1, 0
+			}
+			dst = dst.Add(partition.GroupID(g))
+		}
+		if home < 0 || home >= n {
+			return -1, 0
+		}
+		e := p.Entry(view.Groups, lat, protocol.HomeOrigin(partition.GroupID(home)), dst)
+		if e == partition.NoGroup {
+			return -1, 0
+		}
+		if !emulated {
+			return int(e), 0
+		}
+		from, to := view.Groups.Group(partition.GroupID(home)).Region, view.Groups.Group(e).Region
+		if !lat.Has(from) || !lat.Has(to) {
+			return -1, 0
+		}
+		return int(e), 2 * float64(mode.OneWay(lat.RTTMs(from, to))) / float64(time.Millisecond)
 	}
 }
 
