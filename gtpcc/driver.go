@@ -376,8 +376,9 @@ type recorder struct {
 	// sets counts the completed transactions by home group and
 	// destination groups (Op.Groups), keyed by setKey.
 	sets map[string]*setCount
-	// entrySum and entryN sum the entry group's answers less the round
-	// trip to it (RunConfig.Entry), over entryN transactions.
+	// entry and names are RunConfig's Entry and GroupNames; entrySum sums
+	// the entry group's answers less the round trip to it, over entryN
+	// transactions.
 	entry    func(home int, groups []int) (int, float64)
 	names    []string
 	entrySum float64
@@ -489,23 +490,24 @@ func (r *recorder) record(op Op, home int, begin, end time.Time, res *txn.Result
 	}
 	r.kinds[k].add(ms)
 	r.countSet(home, op.Groups)
-	if res != nil && len(res.Destinations) >= 2 && r.entry != nil {
-		e, rtt := r.entry(home, op.Groups)
-		if e >= 0 && e < len(r.names) {
-			for _, d := range res.Destinations {
-				if d.Group == r.names[e] {
-					r.entrySum += d.Ms - rtt
-					r.entryN++
-					break
-				}
-			}
-		}
-	}
 	// By destination order: global transactions only, as the paper
 	// reports them; a local one's single answer is its latency by kind.
-	if res != nil && len(res.Destinations) >= 2 {
-		for i, d := range res.Destinations[:min(len(res.Destinations), destOrders)] {
-			r.dests[i].add(d.Ms)
+	if res == nil || len(res.Destinations) < 2 {
+		return
+	}
+	for i, d := range res.Destinations[:min(len(res.Destinations), destOrders)] {
+		r.dests[i].add(d.Ms)
+	}
+	if r.entry == nil {
+		return
+	}
+	if e, rtt := r.entry(home, op.Groups); e >= 0 && e < len(r.names) {
+		for _, d := range res.Destinations {
+			if d.Group == r.names[e] {
+				r.entrySum += d.Ms - rtt
+				r.entryN++
+				break
+			}
 		}
 	}
 }

@@ -73,10 +73,10 @@ type Report struct {
 	// (FlexCast's lca; the tree's, when it is a destination), which
 	// answers after its own delivery and execution, less the client's
 	// round trip to it (emulated, or none in one process; unknown, and 0,
-	// against a cluster on a real network). It holds what StepMs leaves out (the wait for a proposal,
-	// the execution, the answer's way back through gRPC), and it is the
-	// commit of PredictedAtStepMs when known. An addition to DESIGN
-	// 10.3's fields, left out when unknown.
+	// against a cluster on a real network). It holds what StepMs leaves
+	// out (the wait for a proposal, the execution, the answer's way back
+	// through gRPC), and it is the commit of PredictedAtStepMs when known.
+	// An addition to DESIGN 10.3's fields, left out when unknown.
 	EntryStepMs       float64            `json:"entry_step_ms,omitempty"`
 	PredictedAtStepMs map[string]float64 `json:"predicted_at_step_ms,omitempty"`
 	// DestinationSets counts the window's completed transactions by the

@@ -90,8 +90,8 @@ own there (default 1: at most twice; negative: only the mean is kept). The
 mean alone lets the search make a few regions' clients wait longer, since a
 slow client completes fewer transactions and weighs less (on aws-12 with
 notifications counted and no flush, two regions waited 6.3 times longer:
-measured 400 ms for their 2nd answer against 60-70 under O1). For first that is a
-low first answer that keeps the last where it was, where first alone moves
+measured 400 ms for their 2nd answer against 60-70 under O1). For first
+that is a low first answer that keeps the last where it was, where first alone moves
 every lca to the clients' homes and gives up the second answer: the search
 weighs the last answer in, more each time, until its result keeps the
 bounds, then searches for the best objective within them, and a configured
@@ -285,7 +285,7 @@ var defaultSuggest = suggestParams{Objective: overlay.First, KeepLast: true, Com
 // serverFlushMs is the period of a server's FlexCast flush when its rank-0
 // group delivers anything: flexcast.DefaultFlushTicks ticks of the
 // replicas' tick interval.
-var serverFlushMs = float64(flexcast.DefaultFlushTicks) * float64(replication.DefaultTickInterval) / float64(time.Millisecond)
+const serverFlushMs = float64(flexcast.DefaultFlushTicks) * float64(replication.DefaultTickInterval) / float64(time.Millisecond)
 
 // model returns the latency model of p for the round trips rtt.
 func (p suggestParams) model(rtt [][]float64) *overlay.Model {

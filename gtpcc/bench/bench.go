@@ -212,23 +212,30 @@ func wanDelay(view *client.Topology, region string, mode server.LatencyMode) fun
 // stepEntry returns gtpcc.RunConfig.Entry for a cluster under p, or nil
 // when the clients' step cannot be measured: p's entry group must deliver
 // at once (protocol.DeliversAtEntry), and the round trip to it must be
-// known, which is the emulated one (mode not off, both regions in the
-// matrix) or, without emulation, an in-process cluster's (local: none to
-// speak of). Against a cluster on a real network the round trip is not
-// known, and nothing is measured. An entry group that is not a
-// destination (the tree's lca may not be) gives no answer: the recorder
-// skips the transaction.
+// known: the clients' emulated one (wanDelay, which they wait out) or,
+// without emulation, an in-process cluster's (local: none to speak of).
+// Against a cluster on a real network the round trip is not known, and
+// nothing is measured; nor for a client whose region the matrix lacks. An
+// entry group that is not a destination (the tree's lca may not be) gives
+// no answer: the recorder skips the transaction.
 func stepEntry(p *protocol.Protocol, view *client.Topology, mode server.LatencyMode, local bool) func(home int, groups []int) (int, float64) {
 	if !p.DeliversAtEntry() {
 		return nil
 	}
-	lat := view.Latency
-	emulated := lat != nil && mode != server.LatencyOff
+	n := view.Groups.Len()
+	delays := make([]func(string) time.Duration, n) // by home group
+	emulated := false
+	for h := range n {
+		delays[h] = wanDelay(view, view.Groups.Group(partition.GroupID(h)).Region, mode)
+		emulated = emulated || delays[h] != nil
+	}
 	if !emulated && !local {
 		return nil
 	}
-	n := view.Groups.Len()
 	return func(home int, groups []int) (int, float64) {
+		if home < 0 || home >= n {
+			return -1, 0
+		}
 		var dst partition.GroupSet
 		for _, g := range groups {
 			if g < 0 || g >= n {
@@ -236,21 +243,14 @@ func stepEntry(p *protocol.Protocol, view *client.Topology, mode server.LatencyM
 			}
 			dst = dst.Add(partition.GroupID(g))
 		}
-		if home < 0 || home >= n {
+		e := p.Entry(view.Groups, view.Latency, protocol.HomeOrigin(partition.GroupID(home)), dst)
+		switch {
+		case e == partition.NoGroup, emulated && delays[home] == nil:
 			return -1, 0
-		}
-		e := p.Entry(view.Groups, lat, protocol.HomeOrigin(partition.GroupID(home)), dst)
-		if e == partition.NoGroup {
-			return -1, 0
-		}
-		if !emulated {
+		case !emulated:
 			return int(e), 0
 		}
-		from, to := view.Groups.Group(partition.GroupID(home)).Region, view.Groups.Group(e).Region
-		if !lat.Has(from) || !lat.Has(to) {
-			return -1, 0
-		}
-		return int(e), 2 * float64(mode.OneWay(lat.RTTMs(from, to))) / float64(time.Millisecond)
+		return int(e), 2 * float64(delays[home](view.Groups.Name(e))) / float64(time.Millisecond)
 	}
 }
 
