@@ -49,6 +49,13 @@ const (
 	tagDeliveryArgs    = 35
 	tagStockLevelArgs  = 36
 	tagLoadArgs        = 37
+
+	tagNewOrderOutput     = 64
+	tagNewOrderLineOutput = 65
+	tagPaymentOutput      = 66
+	tagOrderStatusOutput  = 67
+	tagDeliveryOutput     = 68
+	tagStockLevelOutput   = 69
 )
 
 // tagNames name the tags in errors and RowJSON.
@@ -60,6 +67,9 @@ var tagNames = map[byte]string{
 	tagNewOrderArgs: "new-order arguments", tagPaymentArgs: "payment arguments",
 	tagOrderStatusArgs: "order-status arguments", tagDeliveryArgs: "delivery arguments",
 	tagStockLevelArgs: "stock-level arguments", tagLoadArgs: "load arguments",
+	tagNewOrderOutput: "new-order output", tagNewOrderLineOutput: "new-order line output",
+	tagPaymentOutput: "payment output", tagOrderStatusOutput: "order-status output",
+	tagDeliveryOutput: "delivery output", tagStockLevelOutput: "stock-level output",
 }
 
 func tagName(tag byte) string {
@@ -191,6 +201,8 @@ func openValue(b []byte, tag byte) (decoder, error) {
 	switch {
 	case len(b) == 0:
 		return decoder{}, fmt.Errorf("empty, want %s", tagName(tag))
+	case b[0] == '{' && tag >= tagNewOrderOutput:
+		return decoder{}, fmt.Errorf("JSON, the output format of older servers before binary version %#x", FormatV1)
 	case b[0] == '{' && tag >= tagNewOrderArgs:
 		return decoder{}, fmt.Errorf("JSON, the format of older clients before binary version %#x", FormatV1)
 	case b[0] == '{':
@@ -298,7 +310,7 @@ func decodeRow(b []byte, row any) error {
 	return fmt.Errorf("decode into %T: not a row type", row)
 }
 
-// RowJSON returns the JSON of a row or arguments stored in the binary
+// RowJSON returns the JSON of a row, arguments or an output in the binary
 // format (value starts with FormatV1), ok false for any other value (not
 // an error: a key outside gTPC-C holds what its client wrote). A value
 // that starts with FormatV1 but does not decode is an error.
@@ -345,13 +357,28 @@ func RowJSON(value []byte) (js []byte, ok bool, err error) {
 		v = new(StockLevelArgs)
 	case tagLoadArgs:
 		v = new(LoadArgs)
+	case tagNewOrderOutput:
+		v = new(NewOrderOutput)
+	case tagNewOrderLineOutput:
+		v = new(NewOrderLineOutput)
+	case tagPaymentOutput:
+		v = new(PaymentOutput)
+	case tagOrderStatusOutput:
+		v = new(OrderStatusOutput)
+	case tagDeliveryOutput:
+		v = new(DeliveryOutput)
+	case tagStockLevelOutput:
+		v = new(StockLevelOutput)
 	default:
 		return nil, true, fmt.Errorf("gtpcc: value of format %#x: %s", FormatV1, tagName(value[1]))
 	}
 	var derr error
-	if _, isRow := tagRowTypes[value[1]]; isRow {
+	switch _, isRow := tagRowTypes[value[1]]; {
+	case isRow:
 		derr = decodeRow(value, v)
-	} else {
+	case value[1] >= tagNewOrderOutput:
+		derr = decodeOutputValue(value, v)
+	default:
 		derr = decodeArgs(value, v)
 	}
 	if derr != nil {
@@ -364,7 +391,8 @@ func RowJSON(value []byte) (js []byte, ok bool, err error) {
 	return js, true, nil
 }
 
-// tagRowTypes are the tags of rows (the others are arguments).
+// tagRowTypes are the tags of rows (the others are arguments, below
+// tagNewOrderOutput, and outputs).
 var tagRowTypes = map[byte]struct{}{
 	tagWarehouse: {}, tagDistrict: {}, tagCustomer: {}, tagHistory: {}, tagOrder: {},
 	tagOrderLine: {}, tagStock: {}, tagItem: {}, tagScale: {}, tagCustomerPayment: {},

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -35,6 +36,31 @@ var codecArgs = []any{
 	&LoadArgs{W: 9999, Table: TableOrder, From: 1, To: 6, Scale: Full, Date: 8},
 }
 
+// codecOutputs are outputs of every procedure, every field set, lists
+// with several elements and empty ones.
+var codecOutputs = []any{
+	&NewOrderOutput{OID: 3001, TotalCents: 1 << 40},
+	&NewOrderOutput{OID: 1, TotalCents: -5, Lines: []NewOrderLineOutput{{1, 100000, 3, 91}, {15, 7, 9999, 0}}},
+	&NewOrderLineOutput{Line: 15, Item: 100000, SupplyW: 9999, StockQuantity: -3},
+	&PaymentOutput{CW: 1, CD: 2, CID: 3, Credit: "BC", BalanceCents: -1000},
+	&OrderStatusOutput{CID: 3, First: "F", Middle: "OE", Last: "ABLE", BalanceCents: -1, OID: 9, EntryD: 1 << 41,
+		Carrier: 4, Lines: []OrderLine{{Item: 1, SupplyW: 2, DeliveryD: 3, Quantity: 4, Amount: 5, DistInfo: "dist"}, {}}},
+	&OrderStatusOutput{CID: 1, Lines: []OrderLine{}},
+	&DeliveryOutput{Delivered: []DeliveredOrder{{1, 3001}, {10, 2}}},
+	&DeliveryOutput{Delivered: []DeliveredOrder{}},
+	&StockLevelOutput{Count: 7, Items: 190},
+}
+
+// encodeOutputOf encodes out, an output or a pointer to one.
+func encodeOutputOf(out any) []byte {
+	if v := reflect.ValueOf(out); v.Kind() != reflect.Pointer {
+		p := reflect.New(v.Type())
+		p.Elem().Set(v)
+		out = p.Interface()
+	}
+	return encodeOutput(out)
+}
+
 // TestCodecRoundTrip encodes a value of every type, decodes it back
 // equal, shows it as JSON as encoding/json does, and refuses every
 // truncation of it, a byte after it and another type.
@@ -45,9 +71,11 @@ func TestCodecRoundTrip(t *testing.T) {
 	}
 	rows := codec{Encode, func(b []byte, v any) error { return Decode([]byte("k"), b, v) }}
 	args := codec{EncodeArgs, func(b []byte, v any) error { return DecodeArgs("p", b, v) }}
-	for _, tc := range append(
+	outputs := codec{encodeOutputOf, decodeOutputValue}
+	for _, tc := range slices.Concat(
 		sliceWith(codecRows, rows),
-		sliceWith(codecArgs, args)...,
+		sliceWith(codecArgs, args),
+		sliceWith(codecOutputs, outputs),
 	) {
 		c := tc.c.(codec)
 		want := tc.v
@@ -93,6 +121,24 @@ func TestCodecRoundTrip(t *testing.T) {
 			t.Errorf("Decode(%q) = %v, want an error naming the key with %q", tc.value, err, tc.want)
 		}
 	}
+	var out PaymentOutput
+	for _, tc := range []struct {
+		value []byte
+		want  string
+	}{
+		{[]byte(`{"c_w_id":1}`), "JSON, the output format of older servers"},
+		{encodeOutput(&StockLevelOutput{}), "stock-level output, want payment output"},
+		{[]byte{FormatV1, tagPaymentOutput, 2, 4, 6, 0x7f}, "truncated string at byte 5"},
+	} {
+		if err := decodeOutputValue(tc.value, &out); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("decodeOutputValue(%q) = %v, want an error with %q", tc.value, err, tc.want)
+		}
+	}
+	var delivery DeliveryOutput
+	if err := decodeOutputValue([]byte{FormatV1, tagDeliveryOutput, 0x7f, 2, 4}, &delivery); err == nil ||
+		!strings.Contains(err.Error(), "truncated or bad list length at byte 2") {
+		t.Errorf("a delivery output of 127 orders in 2 bytes: %v, want an error", err)
+	}
 	for _, v := range [][]byte{nil, []byte("plain"), []byte(`{"a":1}`)} {
 		if js, ok, err := RowJSON(v); ok || err != nil || js != nil {
 			t.Errorf("RowJSON(%q) = %s, %v, %v; want not a row", v, js, ok, err)
@@ -124,6 +170,9 @@ func FuzzDecode(f *testing.F) {
 	for _, v := range codecArgs {
 		f.Add(EncodeArgs(v))
 	}
+	for _, v := range codecOutputs {
+		f.Add(encodeOutput(v))
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for _, v := range codecRows {
 			got := reflect.New(reflect.TypeOf(v).Elem()).Interface()
@@ -135,6 +184,12 @@ func FuzzDecode(f *testing.F) {
 			got := reflect.New(reflect.TypeOf(v).Elem()).Interface()
 			if decodeArgs(b, got) == nil && string(EncodeArgs(got)) != string(b) {
 				t.Errorf("%T %q decodes to %+v, which encodes to %q", got, b, got, EncodeArgs(got))
+			}
+		}
+		for _, v := range codecOutputs {
+			got := reflect.New(reflect.TypeOf(v).Elem()).Interface()
+			if decodeOutputValue(b, got) == nil && string(encodeOutput(got)) != string(b) {
+				t.Errorf("%T %q decodes to %+v, which encodes to %q", got, b, got, encodeOutput(got))
 			}
 		}
 		_, _, _ = RowJSON(b)

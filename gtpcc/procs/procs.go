@@ -1,7 +1,6 @@
 package procs
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -16,7 +15,8 @@ import (
 // the rows its group owns (ProcPiece.Owns) and may own several of the
 // warehouses involved. Each group reports its outputs as txn.OpResults of
 // kind OpGet whose Key names the row the output is about and whose Value is
-// the output's JSON (one of the *Output types below), at an Index that no
+// the output (one of the *Output types below) in the binary format of rows
+// (outputs.go; procs.RowJSON shows it as JSON), at an Index that no
 // other group uses, so that the client's merge (txn.MergeResults) keeps
 // every group's outputs:
 //
@@ -218,7 +218,7 @@ func decodeOpResult(o *txn.OpResult, proc string, out any) error {
 	if o.Kind != txn.OpGet || !o.Found {
 		return fmt.Errorf("gtpcc: %s: result %d is a %s (found %t), want a found get", proc, o.Index, o.Kind, o.Found)
 	}
-	if err := json.Unmarshal(o.Value, out); err != nil {
+	if err := decodeOutputValue(o.Value, out); err != nil {
 		return fmt.Errorf("gtpcc: %s: result %d (%q): %w", proc, o.Index, o.Key, err)
 	}
 	return nil
@@ -226,12 +226,7 @@ func decodeOpResult(o *txn.OpResult, proc string, out any) error {
 
 // output returns the OpResult that reports out, about the row at key.
 func output(index int, key []byte, out any) txn.OpResult {
-	b, err := json.Marshal(out)
-	if err != nil {
-		// Outputs are plain structs of strings and numbers.
-		panic(fmt.Sprintf("gtpcc: encode %T: %v", out, err))
-	}
-	return txn.OpResult{Index: index, Kind: txn.OpGet, Key: key, Found: true, Value: b}
+	return txn.OpResult{Index: index, Kind: txn.OpGet, Key: key, Found: true, Value: encodeOutput(out)}
 }
 
 // procRows reads and writes the rows of one procedure piece, with errors
