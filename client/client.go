@@ -74,6 +74,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/flexkv/flexkv/api"
+	"github.com/flexkv/flexkv/internal/rpcflow"
 	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/partition"
@@ -255,13 +256,13 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	c := &Client{
 		log: log,
-		dialOpts: append([]grpc.DialOption{
+		dialOpts: slices.Concat([]grpc.DialOption{
 			grpc.WithTransportCredentials(creds),
 			grpc.WithConnectParams(grpc.ConnectParams{
 				Backoff:           backoff.Config{BaseDelay: reconnectFirst, Multiplier: 2, Jitter: 0.2, MaxDelay: reconnectLongest},
 				MinConnectTimeout: connectAttempt,
 			}),
-		}, cfg.DialOptions...),
+		}, rpcflow.DialOptions(), cfg.DialOptions),
 		sessions:   make(chan struct{}, n),
 		done:       make(chan struct{}),
 		conns:      make(map[string]*grpc.ClientConn),

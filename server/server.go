@@ -40,6 +40,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/flexkv/flexkv/certs"
+	"github.com/flexkv/flexkv/internal/rpcflow"
 	"github.com/flexkv/flexkv/kv"
 	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/multicast/channel"
@@ -328,6 +329,7 @@ func (s *Server) serve() error {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: keepaliveTime, Timeout: keepaliveTimeout}),
 	}
+	opts = append(opts, rpcflow.ServerOptions()...)
 	apiOpts := append(slices.Clone(opts), grpc.ChainUnaryInterceptor(s.intercept))
 	peerOpts := slices.Clone(opts)
 	if n := s.cfg.Node; n != nil {

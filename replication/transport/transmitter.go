@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/flexkv/flexkv/internal/rpcflow"
 	"github.com/flexkv/flexkv/multicast/channel"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/replication/transport/transportpb"
@@ -201,7 +202,7 @@ func NewTransmitter(cfg TransmitterConfig) (*Transmitter, error) {
 	cfg.Delays = maps.Clone(cfg.Delays)
 	t := &Transmitter{cfg: cfg, peers: make(map[partition.GroupID]*peer, len(cfg.Peers))}
 	epoch := time.Now()
-	opts := append([]grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+	opts := slices.Concat([]grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
 		Backoff: backoff.Config{
 			BaseDelay:  cfg.BackoffMin,
 			Multiplier: 2,
@@ -209,7 +210,7 @@ func NewTransmitter(cfg TransmitterConfig) (*Transmitter, error) {
 			MaxDelay:   cfg.BackoffMax,
 		},
 		MinConnectTimeout: connectAttemptTimeout,
-	})}, cfg.DialOptions...)
+	})}, rpcflow.DialOptions(), cfg.DialOptions)
 	groups := sortedGroups(cfg.Peers)
 	for _, g := range groups {
 		p := &peer{
