@@ -149,7 +149,8 @@ type Config struct {
 	// --insecure.
 	TLS *tls.Config
 	// DialOptions are added to the options of every connection, after the
-	// transport credentials (so that they may replace them).
+	// transport credentials and the fixed flow-control windows
+	// (internal/rpcflow), so that they may replace them.
 	DialOptions []grpc.DialOption
 	// Logger receives retries and redirects at debug level; nil: none.
 	Logger *slog.Logger

@@ -14,6 +14,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/flexkv/flexkv/api"
+	"github.com/flexkv/flexkv/group"
+	"github.com/flexkv/flexkv/internal/rpcflow"
 	"github.com/flexkv/flexkv/kv"
 	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/partition"
@@ -156,6 +158,27 @@ func TestTxnAnswerWithinReceiveLimit(t *testing.T) {
 		resp := &kvpb.TxnResponse{Piece: api.PieceResultToProto("c18446744073709551614.18446744073709551615", "a-group-name", &res), Executed: true}
 		if size := proto.Size(resp); size > receiveMax/2 {
 			t.Errorf("key length %d: an answer of %d bytes, want at most half the receive limit (%d)", keyLen, size, receiveMax/2)
+		}
+	}
+}
+
+// TestWindowsHoldTheLargestMessages checks that the largest messages a
+// replica sends or receives fit in one flow-control window of a call
+// (rpcflow.StreamWindow): a bigger one waits a round trip for a window
+// update, between regions a hundred milliseconds or more. The slack is
+// for the messages' own encoding around their bytes.
+func TestWindowsHoldTheLargestMessages(t *testing.T) {
+	const slack = 256 << 10
+	for _, m := range []struct {
+		what  string
+		bytes int
+	}{
+		{"a scan page at its largest bound (ScanBytesMaxMax)", ScanBytesMaxMax},
+		{"an inter-group batch (group.InboundBytesMax)", group.InboundBytesMax},
+		{"a client request's payload (group.MessagePayloadMax)", group.MessagePayloadMax},
+	} {
+		if m.bytes+slack > rpcflow.StreamWindow {
+			t.Errorf("%s: %d bytes and %d of slack, more than a call's window of %d", m.what, m.bytes, slack, rpcflow.StreamWindow)
 		}
 	}
 }

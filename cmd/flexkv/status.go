@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/flexkv/flexkv/internal/rpcflow"
 	"github.com/flexkv/flexkv/kv/kvpb"
 )
 
@@ -164,7 +165,7 @@ func ask(ctx context.Context, rows []*statusRow, tlsCfg *tls.Config, timeout tim
 }
 
 func askOne(ctx context.Context, addr string, creds credentials.TransportCredentials, timeout time.Duration) (*kvpb.StatusResponse, error) {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+	cc, err := grpc.NewClient(addr, append(rpcflow.DialOptions(), grpc.WithTransportCredentials(creds))...)
 	if err != nil {
 		return nil, err
 	}

@@ -6,16 +6,18 @@ import (
 	"fmt"
 )
 
-// The stored form of rows and of procedure arguments (Encode, EncodeArgs):
+// The stored form of rows, of procedure arguments and of the procedures'
+// outputs (Encode, EncodeArgs, outputs.go):
 // a binary encoding, which the procedures read and write on every replica
 // far faster than JSON.
 //
 //	byte 0     FormatV1, the format's version
-//	byte 1     the type's tag (tagWarehouse, ..., tagLoadArgs)
+//	byte 1     the type's tag (tagWarehouse, ..., tagStockLevelOutput)
 //	then       the type's fields in declaration order (an Address's
 //	           fields in place): integers as zigzag varints
 //	           (binary.AppendVarint), strings as a uvarint length and
-//	           the bytes, booleans as one byte 0 or 1
+//	           the bytes, booleans as one byte 0 or 1, lists as a
+//	           uvarint count and their elements' fields in place
 //
 // A value must hold its fields exactly: truncated, with bytes after the
 // last field, of another type or of another version, it is an error that
@@ -25,8 +27,8 @@ import (
 // reloaded) is told apart with an error that says so; RowJSON shows a
 // stored row as JSON, for `flexkv kv get`.
 
-// FormatV1 is the first byte of a row or of arguments in the current
-// binary format.
+// FormatV1 is the first byte of a row, of arguments or of an output in
+// the current binary format.
 const FormatV1 = 0xf1
 
 // Type tags: byte 1 of an encoded value.
@@ -201,7 +203,7 @@ func openValue(b []byte, tag byte) (decoder, error) {
 	switch {
 	case len(b) == 0:
 		return decoder{}, fmt.Errorf("empty, want %s", tagName(tag))
-	case b[0] == '{' && tag >= tagNewOrderOutput:
+	case b[0] == '{' && isOutputTag(tag):
 		return decoder{}, fmt.Errorf("JSON, the output format of older servers before binary version %#x", FormatV1)
 	case b[0] == '{' && tag >= tagNewOrderArgs:
 		return decoder{}, fmt.Errorf("JSON, the format of older clients before binary version %#x", FormatV1)
@@ -376,7 +378,7 @@ func RowJSON(value []byte) (js []byte, ok bool, err error) {
 	switch _, isRow := tagRowTypes[value[1]]; {
 	case isRow:
 		derr = decodeRow(value, v)
-	case value[1] >= tagNewOrderOutput:
+	case isOutputTag(value[1]):
 		derr = decodeOutputValue(value, v)
 	default:
 		derr = decodeArgs(value, v)
@@ -391,8 +393,10 @@ func RowJSON(value []byte) (js []byte, ok bool, err error) {
 	return js, true, nil
 }
 
-// tagRowTypes are the tags of rows (the others are arguments, below
-// tagNewOrderOutput, and outputs).
+// isOutputTag reports whether tag is an output's.
+func isOutputTag(tag byte) bool { return tag >= tagNewOrderOutput && tag <= tagStockLevelOutput }
+
+// tagRowTypes are the tags of rows (the others are arguments and outputs).
 var tagRowTypes = map[byte]struct{}{
 	tagWarehouse: {}, tagDistrict: {}, tagCustomer: {}, tagHistory: {}, tagOrder: {},
 	tagOrderLine: {}, tagStock: {}, tagItem: {}, tagScale: {}, tagCustomerPayment: {},

@@ -139,6 +139,13 @@ func TestCodecRoundTrip(t *testing.T) {
 		!strings.Contains(err.Error(), "truncated or bad list length at byte 2") {
 		t.Errorf("a delivery output of 127 orders in 2 bytes: %v, want an error", err)
 	}
+	eleven := []byte{FormatV1, tagDeliveryOutput, 11}
+	for range 11 {
+		eleven = append(eleven, 2, 2)
+	}
+	if err := decodeOutputValue(eleven, &delivery); err == nil || !strings.Contains(err.Error(), "a list of 11 at byte 2, at most 10") {
+		t.Errorf("a delivery output of 11 districts: %v, want an error", err)
+	}
 	for _, v := range [][]byte{nil, []byte("plain"), []byte(`{"a":1}`)} {
 		if js, ok, err := RowJSON(v); ok || err != nil || js != nil {
 			t.Errorf("RowJSON(%q) = %s, %v, %v; want not a row", v, js, ok, err)
@@ -161,7 +168,7 @@ func sliceWith(vs []any, c any) []valueCodec {
 	return out
 }
 
-// FuzzDecode decodes any bytes as every row and argument type: no panic,
+// FuzzDecode decodes any bytes as every row, argument and output type: no panic,
 // and what decodes encodes back to the same bytes.
 func FuzzDecode(f *testing.F) {
 	for _, v := range codecRows {

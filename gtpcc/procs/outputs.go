@@ -53,16 +53,20 @@ func decodeOutputValue(b []byte, out any) error {
 	return fmt.Errorf("decode into %T: not a procedure's output", out)
 }
 
-// count reads a list's length, each element at least minBytes long: a
-// count the bytes left cannot hold is an error, so that a bad length
-// never allocates.
-func (d *decoder) count(minBytes int) int {
+// count reads a list's length, at most most elements, each at least
+// minBytes long: a longer list, or one the bytes left cannot hold, is an
+// error, so that a bad length never allocates.
+func (d *decoder) count(minBytes, most int) int {
 	if d.err != nil {
 		return 0
 	}
 	n, k := binary.Uvarint(d.b[d.off:])
-	if k <= 0 || overlong(d.b[d.off:], k) || n > uint64((len(d.b)-d.off-k)/minBytes) {
+	switch {
+	case k <= 0 || overlong(d.b[d.off:], k) || n > uint64((len(d.b)-d.off-k)/minBytes):
 		d.fail("truncated or bad list length at byte %d", d.off)
+		return 0
+	case n > uint64(most):
+		d.fail("a list of %d at byte %d, at most %d", n, d.off, most)
 		return 0
 	}
 	d.off += k
@@ -108,7 +112,7 @@ func decodeNewOrderOutput(b []byte, o *NewOrderOutput) error {
 	o.OID = d.int()
 	o.TotalCents = d.int64()
 	o.Lines = nil
-	if n := d.count(newOrderLineOutputBytesMin); n > 0 {
+	if n := d.count(newOrderLineOutputBytesMin, OrderLinesMax); n > 0 {
 		o.Lines = make([]NewOrderLineOutput, n)
 		for i := range o.Lines {
 			readNewOrderLineFields(&d, &o.Lines[i])
@@ -196,7 +200,7 @@ func decodeOrderStatusOutput(b []byte, o *OrderStatusOutput) error {
 	o.EntryD = d.int64()
 	o.Carrier = d.int()
 	// Lines is a list even when empty, as the procedure reports it.
-	o.Lines = make([]OrderLine, d.count(orderLineBytesMin))
+	o.Lines = make([]OrderLine, d.count(orderLineBytesMin, OrderLinesMax))
 	for i := range o.Lines {
 		l := &o.Lines[i]
 		l.Item = d.int()
@@ -228,7 +232,7 @@ func decodeDeliveryOutput(b []byte, o *DeliveryOutput) error {
 	if err != nil {
 		return err
 	}
-	o.Delivered = make([]DeliveredOrder, d.count(deliveredOrderBytesMin))
+	o.Delivered = make([]DeliveredOrder, d.count(deliveredOrderBytesMin, DistrictsPerWarehouse))
 	for i := range o.Delivered {
 		o.Delivered[i].D = d.int()
 		o.Delivered[i].OID = d.int()

@@ -1,5 +1,6 @@
 // Package rpcflow sets the HTTP/2 flow-control windows of FlexKV's gRPC
-// connections: clients to servers, and the channels between groups.
+// connections: clients to servers, the channels between groups, and the
+// operator's tools.
 //
 // By default gRPC sizes its windows from an estimate of the link's
 // bandwidth-delay product: whenever data arrives and no estimate is under
@@ -7,26 +8,26 @@
 // answers it. For FlexKV's traffic, a small request and a small answer at
 // a time on each connection, that is nearly every message: two more
 // writes (and two more wake-ups) for each one, a TLS record and a system
-// call each, which a 12-region run on one machine measured as the larger
-// part of its socket writes. Fixed windows turn the estimator off.
+// call each, some 40% of the socket writes of a 12-region run on one
+// machine. Fixed windows turn the estimator off.
 //
-// The windows are large enough for FlexKV's largest messages (a scan page
-// or an inter-group batch of 1 MiB, a request of up to 512 KiB) to go in
-// one window, and bound what one connection can hold unread: StreamWindow
-// a call, ConnWindow all of a connection's calls (the estimator would let
-// a connection grow to 16 MiB). Across a 300 ms round trip ConnWindow
-// still lets a connection carry some 25 MiB/s, far above what a group's
-// channel or a client sends.
+// StreamWindow is gRPC's default limit on a received message (4 MiB), so
+// that every message a peer accepts goes in one window, with no round trip
+// for a window update in the middle: FlexKV's largest (an inter-group batch
+// of 1 MiB of frames, a scan page of up to 3 MiB) are below it. ConnWindow
+// bounds the bytes in flight on a connection, across its calls: across a
+// 300 ms round trip it still lets a connection carry some 50 MiB/s, as
+// gRPC's estimator would at most (16 MiB).
 package rpcflow
 
 import "google.golang.org/grpc"
 
 const (
 	// StreamWindow is the flow-control window of one call.
-	StreamWindow = 1 << 20
+	StreamWindow = 4 << 20
 	// ConnWindow is the flow-control window of a connection, shared by
 	// its calls.
-	ConnWindow = 8 << 20
+	ConnWindow = 16 << 20
 )
 
 // DialOptions are the window options of a client connection.

@@ -1,102 +1,129 @@
 package rpcflow
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net"
-	"sync/atomic"
+	"sync"
 	"testing"
-	"time"
 
+	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
-// countingConn counts the writes to a connection.
-type countingConn struct {
+// recordingConn keeps a copy of what is written to a connection.
+type recordingConn struct {
 	net.Conn
-	writes *atomic.Int64
+	mu  *sync.Mutex
+	out *bytes.Buffer
 }
 
-func (c countingConn) Write(b []byte) (int, error) {
-	c.writes.Add(1)
+func (c recordingConn) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	c.out.Write(b)
+	c.mu.Unlock()
 	return c.Conn.Write(b)
 }
 
-// countingListener counts the writes to every connection it accepts.
-type countingListener struct {
+// recordingListener records what is written to every connection it
+// accepts.
+type recordingListener struct {
 	net.Listener
-	writes atomic.Int64
+	mu  sync.Mutex
+	out bytes.Buffer
 }
 
-func (l *countingListener) Accept() (net.Conn, error) {
+func (l *recordingListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
-	return countingConn{Conn: c, writes: &l.writes}, nil
+	return recordingConn{Conn: c, mu: &l.mu, out: &l.out}, nil
 }
 
-// writesPerCall makes calls one at a time on one connection, a pause
-// between them as between a client's transactions, and returns the
-// server's and the client's socket writes per call.
-func writesPerCall(t *testing.T, calls int, sopts []grpc.ServerOption, dopts []grpc.DialOption) (server, client float64) {
+// pings counts the PING frames (acknowledgements excluded) in an HTTP/2
+// byte stream, after the client's preface when client is set.
+func pings(t *testing.T, b []byte, client bool) int {
+	t.Helper()
+	if client {
+		if !bytes.HasPrefix(b, []byte(http2.ClientPreface)) {
+			t.Fatalf("the client's bytes do not start with the HTTP/2 preface")
+		}
+		b = b[len(http2.ClientPreface):]
+	}
+	fr := http2.NewFramer(io.Discard, bytes.NewReader(b))
+	fr.SetMaxReadFrameSize(1 << 24)
+	n := 0
+	for {
+		f, err := fr.ReadFrame()
+		if err == io.EOF {
+			return n
+		}
+		if err != nil {
+			t.Fatalf("reading the recorded frames: %v", err)
+		}
+		if p, ok := f.(*http2.PingFrame); ok && !p.IsAck() {
+			n++
+		}
+	}
+}
+
+// pingsSent makes calls one at a time on one connection and returns the
+// PING frames the server and the client sent.
+func pingsSent(t *testing.T, calls int, sopts []grpc.ServerOption, dopts []grpc.DialOption) (server, client int) {
 	t.Helper()
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis := &countingListener{Listener: inner}
+	lis := &recordingListener{Listener: inner}
 	srv := grpc.NewServer(sopts...)
 	healthpb.RegisterHealthServer(srv, health.NewServer())
 	go func() { _ = srv.Serve(lis) }()
-	defer srv.Stop()
 
-	var clientWrites atomic.Int64
+	var mu sync.Mutex
+	var out bytes.Buffer
 	dial := grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
 		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 		if err != nil {
 			return nil, err
 		}
-		return countingConn{Conn: c, writes: &clientWrites}, nil
+		return recordingConn{Conn: c, mu: &mu, out: &out}, nil
 	})
 	cc, err := grpc.NewClient(inner.Addr().String(), append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), dial}, dopts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cc.Close()
 	hc := healthpb.NewHealthClient(cc)
-	ctx := t.Context()
-	// The first call sets the connection up: count from the second.
-	if _, err := hc.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
-		t.Fatal(err)
-	}
-	s0, c0 := lis.writes.Load(), clientWrites.Load()
 	for range calls {
-		// Calls back to back would carry the PINGs of the defaults
-		// in the same writes as the next call's data.
-		time.Sleep(2 * time.Millisecond)
-		if _, err := hc.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+		if _, err := hc.Check(t.Context(), &healthpb.HealthCheckRequest{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return float64(lis.writes.Load()-s0) / float64(calls), float64(clientWrites.Load()-c0) / float64(calls)
+	if err := cc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	lis.mu.Lock()
+	defer lis.mu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
+	return pings(t, lis.out.Bytes(), false), pings(t, out.Bytes(), true)
 }
 
-// TestFixedWindowsWriteOncePerMessage checks that with the package's
-// options a unary call costs one write at each end, where gRPC's default
-// (a bandwidth estimate, a PING for most messages) costs about two.
-func TestFixedWindowsWriteOncePerMessage(t *testing.T) {
+// TestFixedWindowsSendNoPings checks that with the package's options
+// neither end sends a PING, where gRPC's defaults (a bandwidth estimate)
+// send them as messages arrive.
+func TestFixedWindowsSendNoPings(t *testing.T) {
 	const calls = 50
-	srv, cl := writesPerCall(t, calls, ServerOptions(), DialOptions())
-	if srv > 1.1 || cl > 1.1 {
-		t.Errorf("fixed windows: %.2f server and %.2f client writes a call, want 1 each", srv, cl)
+	if srv, cl := pingsSent(t, calls, ServerOptions(), DialOptions()); srv != 0 || cl != 0 {
+		t.Errorf("fixed windows: %d calls, the server sent %d PINGs and the client %d, want none", calls, srv, cl)
 	}
-	dsrv, dcl := writesPerCall(t, calls, nil, nil)
-	if dsrv+dcl < srv+cl+0.5 {
-		t.Errorf("gRPC's defaults: %.2f server and %.2f client writes a call, not more than fixed windows' %.2f and %.2f: "+
-			"the estimator this package turns off is gone, and so is the reason for it", dsrv, dcl, srv, cl)
+	if srv, cl := pingsSent(t, calls, nil, nil); srv+cl == 0 {
+		t.Errorf("gRPC's defaults: %d calls and no PING: the estimator this package turns off is gone, and so is the reason for it", calls)
 	}
-	t.Logf("writes a call: fixed windows %.2f server, %.2f client; gRPC's defaults %.2f, %.2f", srv, cl, dsrv, dcl)
 }
