@@ -3,6 +3,7 @@ package rpcflow
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"sync"
@@ -60,7 +61,7 @@ func pings(t *testing.T, b []byte, client bool) int {
 	n := 0
 	for {
 		f, err := fr.ReadFrame()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return n
 		}
 		if err != nil {
