@@ -195,3 +195,11 @@ func BenchmarkDeliveryPiece(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkStockLevelPiece executes a stock-level of district 3 of
+// warehouse 1: a scan of its last 20 orders' lines (about 200 of the
+// loaded population) and a read of each distinct item's stock row.
+func BenchmarkStockLevelPiece(b *testing.B) {
+	g := newBenchGroup(b)
+	benchLoop(b, g, g.message(b, procs.ProcStockLevel, procs.StockLevelArgs{W: 1, D: 3, Threshold: 15}))
+}

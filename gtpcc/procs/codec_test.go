@@ -134,6 +134,17 @@ func TestCodecRoundTrip(t *testing.T) {
 			t.Errorf("decodeOutputValue(%q) = %v, want an error with %q", tc.value, err, tc.want)
 		}
 	}
+	line := Encode(&OrderLine{Item: 999999, SupplyW: 2, Quantity: 5, Amount: 10, DistInfo: "dist"})
+	for n := range len(line) + 1 {
+		var l OrderLine
+		lerr := decodeOrderLine(line[:n], &l)
+		if item, err := orderLineItem(line[:n]); (err == nil) != (lerr == nil) || (err == nil && item != 999999) {
+			t.Errorf("the first %d bytes of an order line: orderLineItem = %d, %v; decodeOrderLine: %v", n, item, err, lerr)
+		}
+	}
+	if _, err := orderLineItem(append(line[:len(line):len(line)], 0)); err == nil {
+		t.Errorf("orderLineItem of an order line with a byte after it: no error")
+	}
 	var delivery DeliveryOutput
 	if err := decodeOutputValue([]byte{FormatV1, tagDeliveryOutput, 0x7f, 2, 4}, &delivery); err == nil ||
 		!strings.Contains(err.Error(), "truncated or bad list length at byte 2") {
@@ -198,6 +209,11 @@ func FuzzDecode(f *testing.F) {
 			if decodeOutputValue(b, got) == nil && string(encodeOutput(got)) != string(b) {
 				t.Errorf("%T %q decodes to %+v, which encodes to %q", got, b, got, encodeOutput(got))
 			}
+		}
+		var l OrderLine
+		lerr := decodeOrderLine(b, &l)
+		if item, err := orderLineItem(b); (err == nil) != (lerr == nil) || (err == nil && item != l.Item) {
+			t.Errorf("order line %q: orderLineItem = %d, %v; decodeOrderLine = %+v, %v", b, item, err, l, lerr)
 		}
 		_, _, _ = RowJSON(b)
 	})

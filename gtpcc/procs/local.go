@@ -274,14 +274,14 @@ func (r procRows) recentItems(w, d, lo, hi int) ([]int, error) {
 	}
 	items := make([]int, 0, len(kvs))
 	for _, kv := range kvs {
-		var l OrderLine
-		if err := Decode(kv.Key, kv.Value, &l); err != nil {
-			return nil, fmt.Errorf("gtpcc: %s: %w", r.proc, err)
+		item, err := orderLineItem(kv.Value)
+		if err != nil {
+			return nil, fmt.Errorf("gtpcc: %s: row %q: %w", r.proc, kv.Key, err)
 		}
-		if err := checkRowRange(r.proc, kv.Key, "i_id", int64(l.Item), 1, itemIDMax); err != nil {
+		if err := checkRowRange(r.proc, kv.Key, "i_id", int64(item), 1, itemIDMax); err != nil {
 			return nil, err
 		}
-		items = append(items, l.Item)
+		items = append(items, item)
 	}
 	slices.Sort(items)
 	return slices.Compact(items), nil
