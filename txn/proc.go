@@ -142,10 +142,20 @@ type ProcPiece struct {
 	// the piece's own writes; reading any other key aborts the piece.
 	Reader Reader
 	// Writer writes keys Group owns; any other key aborts the piece, as do
-	// more than ProcWritesMax keys, or a value over kv.ValueMax bytes.
+	// more than ProcWritesMax keys, or a value over kv.ValueMax bytes. Put
+	// copies key and value: the procedure may reuse its buffers after it.
+	// The executor's Writer is also an OwnedWriter.
 	Writer Writer
 	// Owns reports whether Group owns key (replicated keys excluded).
 	Owns func(key []byte) bool
+}
+
+// OwnedWriter is a ProcPiece's Writer that can keep what it is given:
+// PutOwned writes as Put does, but holds key and value as they are, where
+// Put copies them. The procedure must never change them afterwards: it is
+// for a value just encoded and a key just built, which nothing else holds.
+type OwnedWriter interface {
+	PutOwned(key, value []byte) error
 }
 
 // Registry maps procedure names to procedures. Every replica of every

@@ -270,8 +270,19 @@ func (r procRows) scan(start, end []byte, limit int) ([]txn.KV, error) {
 }
 
 // put writes row at key.
+// put writes row at key. The encoded row is new, and every caller's key is
+// one it built (or a scan returned) and leaves alone: the writer keeps both
+// without copying them when it can (txn.OwnedWriter).
 func (r procRows) put(key []byte, row any) error {
-	return r.putRaw(key, Encode(row))
+	value := Encode(row)
+	w, ok := r.p.Writer.(txn.OwnedWriter)
+	if !ok {
+		return r.putRaw(key, value)
+	}
+	if err := w.PutOwned(key, value); err != nil {
+		return fmt.Errorf("gtpcc: %s: put %q: %w", r.proc, key, err)
+	}
+	return nil
 }
 
 func (r procRows) putRaw(key, value []byte) error {

@@ -162,6 +162,30 @@ func testRegistry(t *testing.T) *txn.Registry {
 			_ = rows[len(p.Args)]
 			return txn.PieceResult{Succeeded: true}, nil
 		}},
+		// reuser writes through Put from buffers it then overwrites, and
+		// through PutOwned (txn.OwnedWriter) values it leaves alone; with
+		// args, also a key of another group through PutOwned.
+		"reuser": funcProc{fixedKeys("w/0001/a"), func(p *txn.ProcPiece) (txn.PieceResult, error) {
+			key, val := []byte("w/0001/d"), []byte("copied")
+			if err := p.Writer.Put(key, val); err != nil {
+				return txn.PieceResult{}, err
+			}
+			copy(key, "w/0001/x")
+			copy(val, "CHANGE")
+			w, ok := p.Writer.(txn.OwnedWriter)
+			if !ok {
+				return txn.PieceResult{}, fmt.Errorf("the piece's writer %T is not a txn.OwnedWriter", p.Writer)
+			}
+			if err := w.PutOwned([]byte("w/0001/e"), []byte("kept")); err != nil {
+				return txn.PieceResult{}, err
+			}
+			if len(p.Args) > 0 {
+				if err := w.PutOwned([]byte("w/0003/a"), []byte("theirs")); err != nil {
+					return txn.PieceResult{}, err
+				}
+			}
+			return txn.PieceResult{Succeeded: true}, nil
+		}},
 		// scanner scans its partition and a replicated one.
 		"scanner": funcProc{fixedKeys("w/0001/a"), func(p *txn.ProcPiece) (txn.PieceResult, error) {
 			if err := p.Writer.Put([]byte("w/0001/c"), []byte("new")); err != nil {
@@ -501,5 +525,27 @@ func TestExecutorProcedureTrialRuns(t *testing.T) {
 				t.Errorf("group %d: %s: %s, want committed", g, m.ID, describeResult(res))
 			}
 		}
+	}
+}
+
+// TestProcedurePutCopiesPutOwnedKeeps: a procedure may reuse its buffers
+// after Put; PutOwned writes what it is given, through the same checks.
+func TestProcedurePutCopiesPutOwnedKeeps(t *testing.T) {
+	c := newCluster(t, testRegistry(t))
+	m := c.callMsg(1, "reuser", "")
+	c.deliver(0, m)
+	if r := c.result(0, m); !r.Succeeded {
+		t.Fatalf("reuser: %s", describeResult(r))
+	}
+	if got, want := c.data(0), "w/0001/d=copied w/0001/e=kept"; got != want {
+		t.Errorf("group 0: %s, want %s", got, want)
+	}
+	foreign := c.callMsg(2, "reuser", "foreign")
+	c.deliver(0, foreign)
+	if r := c.result(0, foreign); !r.Aborted || !strings.Contains(r.Reason, `write "w/0003/a": a key group 0 does not own`) {
+		t.Errorf("reuser writing another group's key through PutOwned: %s", describeResult(r))
+	}
+	if got, want := c.data(0), "w/0001/d=copied w/0001/e=kept"; got != want {
+		t.Errorf("group 0 after the aborted call: %s, want %s", got, want)
 	}
 }

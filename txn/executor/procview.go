@@ -98,7 +98,14 @@ func (v *procView) Scan(start, end []byte, limit int) ([]txn.KV, error) {
 	return kvs, nil
 }
 
-func (v *procView) Put(key, value []byte) error {
+func (v *procView) Put(key, value []byte) error { return v.put(key, value, false) }
+
+// PutOwned implements txn.OwnedWriter: Put without the copies.
+func (v *procView) PutOwned(key, value []byte) error { return v.put(key, value, true) }
+
+var _ txn.OwnedWriter = (*procView)(nil)
+
+func (v *procView) put(key, value []byte, owned bool) error {
 	if err := v.writable(key); err != nil {
 		return err
 	}
@@ -108,7 +115,10 @@ func (v *procView) Put(key, value []byte) error {
 	if v.track {
 		v.fp.writes = append(v.fp.writes, string(key))
 	}
-	v.e.Put(bytes.Clone(key), bytes.Clone(value))
+	if !owned {
+		key, value = bytes.Clone(key), bytes.Clone(value)
+	}
+	v.e.Put(key, value)
 	return nil
 }
 
