@@ -1,8 +1,8 @@
 package procs
 
 import (
-	"encoding/binary"
 	"fmt"
+	"math"
 )
 
 // The stored procedures' names (DESIGN 9). Every replica registers them
@@ -168,7 +168,7 @@ func encodeNewOrderArgs(a *NewOrderArgs) []byte {
 	e.int(int64(a.W))
 	e.int(int64(a.D))
 	e.int(int64(a.C))
-	e.b = binary.AppendUvarint(e.b, uint64(len(a.Lines)))
+	e.count(len(a.Lines))
 	for i := range a.Lines {
 		l := &a.Lines[i]
 		e.int(int64(l.Item))
@@ -191,12 +191,9 @@ func decodeNewOrderArgs(b []byte, a *NewOrderArgs) error {
 	a.W = d.int()
 	a.D = d.int()
 	a.C = d.int()
-	if d.err == nil {
-		n, k := binary.Uvarint(d.b[d.off:])
-		if k <= 0 || overlong(d.b[d.off:], k) || n > uint64((len(d.b)-d.off-k)/newOrderLineBytesMin) {
-			return fmt.Errorf("truncated or bad line count at byte %d", d.off)
-		}
-		d.off += k
+	// The count is bounded by the bytes alone here: parseNewOrder refuses
+	// more than OrderLinesMax lines with an error that names the bound.
+	if n := d.count(newOrderLineBytesMin, math.MaxInt); d.err == nil {
 		a.Lines = make([]NewOrderLine, n)
 		for i := range a.Lines {
 			l := &a.Lines[i]

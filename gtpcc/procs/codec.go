@@ -169,6 +169,28 @@ func (d *decoder) str() string {
 	return s
 }
 
+// count reads a list's length, at most most elements, each at least
+// minBytes long: a longer list, or one the bytes left cannot hold, is an
+// error, so that a bad length never allocates.
+func (d *decoder) count(minBytes, most int) int {
+	if d.err != nil {
+		return 0
+	}
+	n, k := binary.Uvarint(d.b[d.off:])
+	switch {
+	case k <= 0 || overlong(d.b[d.off:], k) || n > uint64((len(d.b)-d.off-k)/minBytes):
+		d.fail("truncated or bad list length at byte %d", d.off)
+		return 0
+	case n > uint64(most):
+		d.fail("a list of %d at byte %d, at most %d", n, d.off, most)
+		return 0
+	}
+	d.off += k
+	return int(n)
+}
+
+func (e *encoder) count(n int) { e.b = binary.AppendUvarint(e.b, uint64(n)) }
+
 // skipStr steps over a string field, checked as str checks it.
 func (d *decoder) skipStr() {
 	if d.err != nil {
@@ -559,32 +581,47 @@ func decodeOrder(b []byte, r *Order) error {
 
 func encodeOrderLine(r *OrderLine) []byte {
 	e := newEncoder(tagOrderLine, 56)
+	orderLineFields(&e, r)
+	return e.b
+}
+
+// orderLineFields appends an order line's fields: its row, and each line
+// of an order-status output.
+func orderLineFields(e *encoder, r *OrderLine) {
 	e.int(int64(r.Item))
 	e.int(int64(r.SupplyW))
 	e.int(r.DeliveryD)
 	e.int(int64(r.Quantity))
 	e.int(r.Amount)
 	e.str(r.DistInfo)
-	return e.b
 }
+
+// orderLineBytesMin is the fewest bytes an order line's fields take: five
+// one-byte varints and an empty string's length.
+const orderLineBytesMin = 6
 
 func decodeOrderLine(b []byte, r *OrderLine) error {
 	d, err := openValue(b, tagOrderLine)
 	if err != nil {
 		return err
 	}
+	readOrderLineFields(&d, r)
+	return d.end()
+}
+
+func readOrderLineFields(d *decoder, r *OrderLine) {
 	r.Item = d.int()
 	r.SupplyW = d.int()
 	r.DeliveryD = d.int64()
 	r.Quantity = d.int()
 	r.Amount = d.int64()
 	r.DistInfo = d.str()
-	return d.end()
 }
 
 // orderLineItem returns the item id of an encoded order line, checking the
-// whole value as decodeOrderLine does, without making its string: what
-// stock-level reads of the ~200 lines it scans.
+// whole value as decodeOrderLine does (the fields of orderLineFields),
+// without making its string: what stock-level reads of the ~200 lines it
+// scans.
 func orderLineItem(b []byte) (int, error) {
 	d, err := openValue(b, tagOrderLine)
 	if err != nil {

@@ -1,9 +1,6 @@
 package procs
 
-import (
-	"encoding/binary"
-	"fmt"
-)
+import "fmt"
 
 // The procedures' outputs (the *Output types of procs.go) travel in the
 // binary format of rows (codec.go), under tags of their own: every replica
@@ -52,28 +49,6 @@ func decodeOutputValue(b []byte, out any) error {
 	}
 	return fmt.Errorf("decode into %T: not a procedure's output", out)
 }
-
-// count reads a list's length, at most most elements, each at least
-// minBytes long: a longer list, or one the bytes left cannot hold, is an
-// error, so that a bad length never allocates.
-func (d *decoder) count(minBytes, most int) int {
-	if d.err != nil {
-		return 0
-	}
-	n, k := binary.Uvarint(d.b[d.off:])
-	switch {
-	case k <= 0 || overlong(d.b[d.off:], k) || n > uint64((len(d.b)-d.off-k)/minBytes):
-		d.fail("truncated or bad list length at byte %d", d.off)
-		return 0
-	case n > uint64(most):
-		d.fail("a list of %d at byte %d, at most %d", n, d.off, most)
-		return 0
-	}
-	d.off += k
-	return int(n)
-}
-
-func (e *encoder) count(n int) { e.b = binary.AppendUvarint(e.b, uint64(n)) }
 
 func encodeNewOrderOutput(o *NewOrderOutput) []byte {
 	e := newEncoder(tagNewOrderOutput, 16+6*len(o.Lines))
@@ -159,10 +134,6 @@ func decodePaymentOutput(b []byte, o *PaymentOutput) error {
 	return d.end()
 }
 
-// orderLineBytesMin is the fewest bytes an OrderLine's fields take: five
-// one-byte varints and an empty string's length.
-const orderLineBytesMin = 6
-
 func encodeOrderStatusOutput(o *OrderStatusOutput) []byte {
 	e := newEncoder(tagOrderStatusOutput, 64+len(o.First)+len(o.Middle)+len(o.Last)+40*len(o.Lines))
 	e.int(int64(o.CID))
@@ -175,13 +146,7 @@ func encodeOrderStatusOutput(o *OrderStatusOutput) []byte {
 	e.int(int64(o.Carrier))
 	e.count(len(o.Lines))
 	for i := range o.Lines {
-		l := &o.Lines[i]
-		e.int(int64(l.Item))
-		e.int(int64(l.SupplyW))
-		e.int(l.DeliveryD)
-		e.int(int64(l.Quantity))
-		e.int(l.Amount)
-		e.str(l.DistInfo)
+		orderLineFields(&e, &o.Lines[i])
 	}
 	return e.b
 }
@@ -202,13 +167,7 @@ func decodeOrderStatusOutput(b []byte, o *OrderStatusOutput) error {
 	// Lines is a list even when empty, as the procedure reports it.
 	o.Lines = make([]OrderLine, d.count(orderLineBytesMin, OrderLinesMax))
 	for i := range o.Lines {
-		l := &o.Lines[i]
-		l.Item = d.int()
-		l.SupplyW = d.int()
-		l.DeliveryD = d.int64()
-		l.Quantity = d.int()
-		l.Amount = d.int64()
-		l.DistInfo = d.str()
+		readOrderLineFields(&d, &o.Lines[i])
 	}
 	return d.end()
 }

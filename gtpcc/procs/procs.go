@@ -270,23 +270,21 @@ func (r procRows) scan(start, end []byte, limit int) ([]txn.KV, error) {
 }
 
 // put writes row at key.
-// put writes row at key. The encoded row is new, and every caller's key is
-// one it built (or a scan returned) and leaves alone: the writer keeps both
-// without copying them when it can (txn.OwnedWriter).
 func (r procRows) put(key []byte, row any) error {
-	value := Encode(row)
-	w, ok := r.p.Writer.(txn.OwnedWriter)
-	if !ok {
-		return r.putRaw(key, value)
-	}
-	if err := w.PutOwned(key, value); err != nil {
-		return fmt.Errorf("gtpcc: %s: put %q: %w", r.proc, key, err)
-	}
-	return nil
+	return r.putRaw(key, Encode(row))
 }
 
+// putRaw writes value at key. Every caller's value is new (an encoded row)
+// and its key one it built, or a scan returned, and leaves alone: the
+// writer keeps both without copying them when it can (txn.OwnedWriter).
 func (r procRows) putRaw(key, value []byte) error {
-	if err := r.p.Writer.Put(key, value); err != nil {
+	var err error
+	if w, ok := r.p.Writer.(txn.OwnedWriter); ok {
+		err = w.PutOwned(key, value)
+	} else {
+		err = r.p.Writer.Put(key, value)
+	}
+	if err != nil {
 		return fmt.Errorf("gtpcc: %s: put %q: %w", r.proc, key, err)
 	}
 	return nil

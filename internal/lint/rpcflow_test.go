@@ -1,7 +1,6 @@
 package lint
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,11 +22,7 @@ func TestConnectionsUseFixedWindows(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, name := range names {
-			b, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(dir), name))
-			if err != nil {
-				t.Fatal(err)
-			}
-			src := string(b)
+			src := string(readFile(t, filepath.Join(root, filepath.FromSlash(dir), name)))
 			if !strings.Contains(src, "grpc.NewClient(") && !strings.Contains(src, "grpc.NewServer(") {
 				continue
 			}
