@@ -333,9 +333,11 @@ func (x *execution) setResult(id multicast.MsgID, rec []byte) error {
 }
 
 // result returns the result record of id as the batch sees it, wherever it
-// is kept.
+// is kept. A session keeps at most one result, the one its record names
+// (kept), and the record is in memory: any other seq of the session reads
+// no Pebble there (most calls: the dedupe of a new delivery).
 func (x *execution) result(id multicast.MsgID) ([]byte, bool, error) {
-	if isSession(id) {
+	if ss := x.e.sessions.byID[id.Client]; ss != nil && ss.kept == id.Seq && isSession(id) {
 		rec, found, err := x.b.GetAux(sessionResultKey(id))
 		if err != nil || found {
 			return rec, found, err
