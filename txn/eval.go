@@ -309,6 +309,14 @@ func NewOverlay(r Reader) *Overlay {
 	return &Overlay{e: evaluator{r: r, copyHeld: true, writes: make([]write, 0, overlayWrites)}}
 }
 
+// Reset empties the overlay and makes it read r, keeping its room for
+// writes: the keys and values it held are dropped, not reused.
+func (o *Overlay) Reset(r Reader) {
+	clear(o.e.writes)
+	o.e.writes = o.e.writes[:0]
+	o.e.r = r
+}
+
 // Get reads key, seeing the overlay's writes.
 func (o *Overlay) Get(key []byte) ([]byte, bool, error) { return o.e.get(key) }
 

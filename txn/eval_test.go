@@ -587,3 +587,31 @@ func TestOverlayReadsAreCopies(t *testing.T) {
 		t.Errorf("Flush wrote %q, want %q", got, want)
 	}
 }
+
+func TestOverlayResetDropsWritesKeepsNothingShared(t *testing.T) {
+	old := newStore(map[string]string{"a": "1"})
+	o := NewOverlay(old)
+	o.Put([]byte("b"), []byte("2"))
+	o.Delete([]byte("a"))
+	s := newStore(map[string]string{"a": "9", "c": "3"})
+	o.Reset(s)
+	if o.Len() != 0 {
+		t.Fatalf("Len after Reset = %d, want 0", o.Len())
+	}
+	if v, found, err := o.Get([]byte("a")); err != nil || !found || string(v) != "9" {
+		t.Errorf("Get(a) after Reset = %q, %v, %v; want the new reader's 9", v, found, err)
+	}
+	if _, found, _ := o.Get([]byte("b")); found {
+		t.Error("Get(b) after Reset found the write made before it")
+	}
+	o.Put([]byte("c"), []byte("4"))
+	if err := o.Flush(s); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(s.writes, ", "), "put c=4"; got != want {
+		t.Errorf("Flush after Reset wrote %q, want %q", got, want)
+	}
+	if len(old.writes) != 0 {
+		t.Errorf("the old reader got writes %q", old.writes)
+	}
+}

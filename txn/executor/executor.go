@@ -183,6 +183,9 @@ type Executor struct {
 	sessions *sessionTable
 	// conflicts is the pass's scratch set, kept to reuse its memory.
 	conflicts *conflictSet
+	// spareView is the view of the last piece that ran, kept to reuse
+	// its overlay's room for writes (newView).
+	spareView *procView
 	// stale: an Execute failed after changing queue or votes, which must
 	// be read back from the store.
 	stale bool

@@ -162,12 +162,14 @@ func (x *execution) runCall(j *job, votes []txn.Vote) (txn.PieceResult, error) {
 	for _, g := range j.dst.Slice() {
 		if g == j.self {
 			if res.Aborted {
+				x.e.spareView = v
 				return res, nil
 			}
 			continue
 		}
 		for _, vote := range votes {
 			if vote.Group == g && vote.Then.Aborted() {
+				x.e.spareView = v
 				return abortResult(vote.Then.Reason), nil
 			}
 		}
@@ -175,7 +177,22 @@ func (x *execution) runCall(j *job, votes []txn.Vote) (txn.PieceResult, error) {
 	if err := v.e.Flush(x.rw); err != nil {
 		return txn.PieceResult{}, err
 	}
+	x.e.spareView = v
 	return res, nil
+}
+
+// newView returns an empty view over r for a piece of this group: the
+// spare one, whose overlay keeps its room for writes, when there is one.
+// Its footprint is always new: a trial's is the queued call's (vote).
+func (e *Executor) newView(r txn.Reader, track bool) *procView {
+	v := e.spareView
+	e.spareView = nil
+	if v == nil {
+		return &procView{e: txn.NewOverlay(r), pm: e.cfg.Partitions, self: e.cfg.Self, track: track}
+	}
+	v.e.Reset(r)
+	*v = procView{e: v.e, pm: e.cfg.Partitions, self: e.cfg.Self, track: track}
+	return v
 }
 
 // evalCall runs the procedure of job j at this group over a view that
@@ -185,30 +202,32 @@ func (x *execution) runCall(j *job, votes []txn.Vote) (txn.PieceResult, error) {
 // failure is an aborted result.
 func (x *execution) evalCall(j *job, track bool) (txn.PieceResult, *procView, error) {
 	cfg := &x.e.cfg
-	v := &procView{e: txn.NewOverlay(x.rw), pm: cfg.Partitions, self: cfg.Self, track: track}
+	v := x.e.newView(x.rw, track)
 	p := &txn.ProcPiece{
 		ID: j.id, Group: cfg.Self, Dst: j.dst, Args: j.call.Args,
 		Reader: v, Writer: v, Owns: v.owns,
 	}
 	res, err := runProcedure(j.proc, p)
-	prefix := fmt.Sprintf("txn: procedure %q: ", j.call.Name)
+	var reason string
 	switch {
 	case v.ioErr != nil:
 		return txn.PieceResult{}, nil, v.ioErr
 	case v.denied != nil:
-		return abortResult(prefix + v.denied.Error()), v, nil
+		reason = v.denied.Error()
 	case err != nil:
-		return abortResult(prefix + err.Error()), v, nil
+		reason = err.Error()
 	case res.Aborted:
-		return abortResult(prefix + res.Reason), v, nil
+		reason = res.Reason
+	case res.Truncated:
+		reason = "bad result: truncated, which only the executor decides"
+	default:
+		err := res.Check()
+		if err == nil {
+			return res, v, nil
+		}
+		reason = "bad result: " + err.Error()
 	}
-	if res.Truncated {
-		return abortResult(prefix + "bad result: truncated, which only the executor decides"), v, nil
-	}
-	if err := res.Check(); err != nil {
-		return abortResult(prefix + "bad result: " + err.Error()), v, nil
-	}
-	return res, v, nil
+	return abortResult(fmt.Sprintf("txn: procedure %q: %s", j.call.Name, reason)), v, nil
 }
 
 // runProcedure runs proc's Run, turning a panic into an error: a procedure
