@@ -561,6 +561,7 @@ func runLocalBench(cmd *cobra.Command, v *viper.Viper) error {
 	}
 	procsInUse, restoreProcs := hostProcs(cfg)
 	defer restoreProcs()
+	defer hostGC()()
 	dataDir := v.GetString("data-dir")
 	if dataDir == "" {
 		if dataDir, err = os.MkdirTemp("", "flexkv-demo-"); err != nil {

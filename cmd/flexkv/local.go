@@ -74,6 +74,7 @@ FLEXKV_LATENCY_MODE=paper.
 		}
 		procsInUse, restoreProcs := hostProcs(cfg)
 		defer restoreProcs()
+		defer hostGC()()
 		ctx, stop := signalContext(cmd.Context())
 		defer stop()
 		start := time.Now()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"runtime"
+	"runtime/debug"
 	"testing"
 
 	"github.com/flexkv/flexkv/partition"
@@ -50,5 +51,32 @@ func TestHostProcs(t *testing.T) {
 				t.Errorf("GOMAXPROCS after restore = %d, want %d, the value before", got, c.def)
 			}
 		})
+	}
+}
+
+func TestHostGC(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(prev) })
+	gcPercent := func() int { p := debug.SetGCPercent(-1); debug.SetGCPercent(p); return p }
+
+	t.Setenv("GOGC", "")
+	restore := hostGC()
+	if got := gcPercent(); got != gcPercentHost {
+		t.Errorf("GOGC unset: collector target %d, want %d", got, gcPercentHost)
+	}
+	restore()
+	if got := gcPercent(); got != 100 {
+		t.Errorf("after restore: collector target %d, want 100, the value before", got)
+	}
+
+	t.Setenv("GOGC", "150")
+	debug.SetGCPercent(150)
+	restore = hostGC()
+	if got := gcPercent(); got != 150 {
+		t.Errorf("GOGC=150: collector target %d, want it left at 150", got)
+	}
+	restore()
+	if got := gcPercent(); got != 150 {
+		t.Errorf("GOGC=150, after restore: collector target %d, want 150", got)
 	}
 }

@@ -142,6 +142,7 @@ reopened either way.
 			}
 			defer dlog.Close()
 		}
+		defer hostGC()()
 		ctx, stop := signalContext(cmd.Context())
 		defer stop()
 		srv, err := server.Open(server.Config{
