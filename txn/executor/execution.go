@@ -31,6 +31,8 @@ type execution struct {
 	trialJob  *job
 	trialRes  txn.PieceResult
 	trialView *procView
+	// touched are the session records changed, to store (storeSessions).
+	touched []*session
 }
 
 // job is a delivery prepared to run at this group.
@@ -682,6 +684,9 @@ func (x *execution) finish(index uint64) error {
 			}
 			q.votedStored = true
 		}
+	}
+	if err := x.storeSessions(); err != nil {
+		return err
 	}
 	x.meta.queued = uint64(len(x.e.queue))
 	if err := x.b.PutAux(metaKey, x.meta.append(nil)); err != nil {

@@ -121,6 +121,9 @@ type session struct {
 	touch     uint64        // order of its last use (execMeta.touchNext): the list's order
 	kept      uint64        // seq of the result kept, 0 if none
 	elem      *list.Element // its place in the table's order
+	// touched: changed by the execution in progress, which stores it
+	// once, when it finishes (storeSessions).
+	touched bool
 }
 
 // The session record: version (byte), then delivered, used, touch and kept
@@ -220,13 +223,36 @@ func loadSessions(s *kv.Store) (*sessionTable, uint64, error) {
 	return t, kept, nil
 }
 
-// touchSession marks ss used now, moving it to the tail, and stores it.
+// touchSession marks ss used now, moving it to the tail; the execution
+// stores it when it finishes. A delivery and the result of a session in
+// one entry change its record twice: it is written once.
 func (x *execution) touchSession(ss *session) error {
 	t := x.e.sessions
 	ss.used, ss.touch = x.now, x.meta.touchNext
 	x.meta.touchNext++
 	t.order.MoveToBack(ss.elem)
-	return x.b.PutAux(sessionKey(ss.client), ss.append(nil))
+	if !ss.touched {
+		ss.touched = true
+		x.touched = append(x.touched, ss)
+	}
+	return nil
+}
+
+// storeSessions stores the records the execution touched and did not
+// drop (dropSession deletes the record of one it drops).
+func (x *execution) storeSessions() error {
+	t := x.e.sessions
+	for _, ss := range x.touched {
+		ss.touched = false
+		if t.byID[ss.client] != ss {
+			continue
+		}
+		if err := x.b.PutAux(sessionKey(ss.client), ss.append(nil)); err != nil {
+			return err
+		}
+	}
+	x.touched = x.touched[:0]
+	return nil
 }
 
 // dropSession deletes ss, and hands the result it keeps to kv's

@@ -309,3 +309,46 @@ func TestAcknowledgedText(t *testing.T) {
 		t.Errorf("a version 4 meta record: %v, want an error naming the versions", err)
 	}
 }
+
+// Sessions touched and evicted within one entry: each record changed in
+// the entry is stored once, when it finishes, and an evicted one is not
+// stored again after its delete (a restart checks the records against the
+// meta record's count).
+func TestSessionsEvictedInTheEntryThatTouchedThem(t *testing.T) {
+	c := newCluster(t, nil)
+	r := c.reps[0]
+	if err := r.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := kv.Open(kv.Options{Dir: r.dir, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const bound = 4
+	ex, err := NewExecutor(Config{Store: s, Partitions: c.pm, Topology: c.top, Self: 0, ResultSessionsMax: bound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.store, r.ex = s, ex
+	var entry []multicast.Message
+	for i := range 3 * bound {
+		entry = append(entry, c.sessionMsg(group.SessionID(1, uint64(i+1)), 1, addAcct))
+	}
+	c.deliver(0, entry...)
+	if n, k := c.auxCount(0, auxSession), c.auxCount(0, auxSessionResult); n != bound || k != bound {
+		t.Fatalf("%d session records and %d results stored, want %d of each", n, k, bound)
+	}
+	if st := ex.Stats(); st.Sessions != bound || st.SessionsEvicted != 2*bound {
+		t.Errorf("stats %+v, want %d sessions, %d evicted", st, bound, 2*bound)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = kv.Open(kv.Options{Dir: r.dir, NoSync: true}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := NewExecutor(Config{Store: s, Partitions: c.pm, Topology: c.top, Self: 0, ResultSessionsMax: bound}); err != nil {
+		t.Fatalf("reopening after the entry: %v", err)
+	}
+}
