@@ -33,9 +33,11 @@ const FormatV1 = 0xf1
 
 // Type tags: byte 1 of an encoded value.
 const (
-	tagWarehouse       = 1
-	tagDistrict        = 2
-	tagCustomer        = 3
+	tagWarehouse = 1
+	tagDistrict  = 2
+	// tagCustomerInline was the customer row holding its C_DATA, before
+	// CustomerData had a row of its own: refused with a clear error.
+	tagCustomerInline  = 3
 	tagHistory         = 4
 	tagOrder           = 5
 	tagOrderLine       = 6
@@ -44,6 +46,8 @@ const (
 	tagScale           = 9
 	tagCustomerPayment = 10
 	tagDeliveryCursor  = 11
+	tagCustomer        = 12
+	tagCustomerData    = 13
 
 	tagNewOrderArgs    = 32
 	tagPaymentArgs     = 33
@@ -66,6 +70,8 @@ var tagNames = map[byte]string{
 	tagHistory: "history row", tagOrder: "order row", tagOrderLine: "order line row",
 	tagStock: "stock row", tagItem: "item row", tagScale: "scale row",
 	tagCustomerPayment: "customer payment row", tagDeliveryCursor: "delivery cursor row",
+	tagCustomerData:   "customer data row",
+	tagCustomerInline: "customer row with its data inline (the format before customer data rows; load the warehouse again)",
 	tagNewOrderArgs: "new-order arguments", tagPaymentArgs: "payment arguments",
 	tagOrderStatusArgs: "order-status arguments", tagDeliveryArgs: "delivery arguments",
 	tagStockLevelArgs: "stock-level arguments", tagLoadArgs: "load arguments",
@@ -255,8 +261,9 @@ func openValue(b []byte, tag byte) (decoder, error) {
 }
 
 // Encode returns the stored form of a row (Warehouse, District, Customer,
-// History, Order, OrderLine, Stock, Item, Scale, CustomerPayment or
-// DeliveryCursor, or a pointer to one) in the binary format above. Any other type panics: it
+// CustomerData, History, Order, OrderLine, Stock, Item, Scale,
+// CustomerPayment or DeliveryCursor, or a pointer to one) in the binary
+// format above. Any other type panics: it
 // is a programming error.
 func Encode(row any) []byte {
 	switch r := row.(type) {
@@ -272,6 +279,10 @@ func Encode(row any) []byte {
 		return encodeCustomer(&r)
 	case *Customer:
 		return encodeCustomer(r)
+	case CustomerData:
+		return encodeCustomerData(&r)
+	case *CustomerData:
+		return encodeCustomerData(r)
 	case History:
 		return encodeHistory(&r)
 	case *History:
@@ -327,6 +338,8 @@ func decodeRow(b []byte, row any) error {
 		return decodeDistrict(b, r)
 	case *Customer:
 		return decodeCustomer(b, r)
+	case *CustomerData:
+		return decodeCustomerData(b, r)
 	case *History:
 		return decodeHistory(b, r)
 	case *Order:
@@ -366,6 +379,8 @@ func RowJSON(value []byte) (js []byte, ok bool, err error) {
 		v = new(District)
 	case tagCustomer:
 		v = new(Customer)
+	case tagCustomerData:
+		v = new(CustomerData)
 	case tagHistory:
 		v = new(History)
 	case tagOrder:
@@ -435,7 +450,7 @@ func isOutputTag(tag byte) bool { return tag >= tagNewOrderOutput && tag <= tagS
 var tagRowTypes = map[byte]struct{}{
 	tagWarehouse: {}, tagDistrict: {}, tagCustomer: {}, tagHistory: {}, tagOrder: {},
 	tagOrderLine: {}, tagStock: {}, tagItem: {}, tagScale: {}, tagCustomerPayment: {},
-	tagDeliveryCursor: {},
+	tagDeliveryCursor: {}, tagCustomerData: {},
 }
 
 func encodeWarehouse(r *Warehouse) []byte {
@@ -483,7 +498,7 @@ func decodeDistrict(b []byte, r *District) error {
 }
 
 func encodeCustomer(r *Customer) []byte {
-	e := newEncoder(tagCustomer, 128+len(r.Data))
+	e := newEncoder(tagCustomer, 128)
 	e.str(r.First)
 	e.str(r.Middle)
 	e.str(r.Last)
@@ -497,9 +512,23 @@ func encodeCustomer(r *Customer) []byte {
 	e.int(r.YTDPayment)
 	e.int(int64(r.PaymentCnt))
 	e.int(int64(r.DeliveryCnt))
-	e.str(r.Data)
 	e.int(int64(r.LastOrder))
 	return e.b
+}
+
+func encodeCustomerData(r *CustomerData) []byte {
+	e := newEncoder(tagCustomerData, 4+len(r.Data))
+	e.str(r.Data)
+	return e.b
+}
+
+func decodeCustomerData(b []byte, r *CustomerData) error {
+	d, err := openValue(b, tagCustomerData)
+	if err != nil {
+		return err
+	}
+	r.Data = d.str()
+	return d.end()
 }
 
 func decodeCustomer(b []byte, r *Customer) error {
@@ -520,7 +549,6 @@ func decodeCustomer(b []byte, r *Customer) error {
 	r.YTDPayment = d.int64()
 	r.PaymentCnt = d.int()
 	r.DeliveryCnt = d.int()
-	r.Data = d.str()
 	r.LastOrder = d.int()
 	return d.end()
 }

@@ -15,7 +15,8 @@ var codecRows = []any{
 	&District{Name: "D1", Address: Address{"a", "", "ç", "XY", "123451111"}, Tax: 9, YTD: 1 << 40, NextOID: 3001},
 	&Customer{First: "F", Middle: "OE", Last: "BARBARBAR", Address: Address{"1", "2", "3", "4", "5"}, Phone: "0123",
 		Since: 1700000000000, Credit: "BC", CreditLimit: 5000000, Discount: 5000, Balance: -1000, YTDPayment: 10,
-		PaymentCnt: 1, DeliveryCnt: 2, Data: strings.Repeat("d", 500), LastOrder: 77},
+		PaymentCnt: 1, DeliveryCnt: 2, LastOrder: 77},
+	&CustomerData{Data: strings.Repeat("d", 500)},
 	&History{CID: 0, CLast: "ABLE", CD: 2, CW: 3, D: 4, W: 5, Date: 6, Amount: 7, Data: "x    y"},
 	&Order{CID: 42, EntryD: 1, Carrier: 3, OLCnt: 15, AllLocal: true},
 	&OrderLine{Item: 999999, SupplyW: 9999, DeliveryD: 0, Quantity: 10, Amount: 1 << 62, DistInfo: "dist"},
@@ -120,6 +121,15 @@ func TestCodecRoundTrip(t *testing.T) {
 			!strings.Contains(err.Error(), `"w/0001/d/01"`) {
 			t.Errorf("Decode(%q) = %v, want an error naming the key with %q", tc.value, err, tc.want)
 		}
+	}
+	// A customer row of the format that held C_DATA inline (tag 3).
+	inline := []byte{FormatV1, tagCustomerInline, 2, 'F', 2, 'O', 'E'}
+	var cu Customer
+	if err := Decode([]byte("w/0001/c/01/0001"), inline, &cu); err == nil || !strings.Contains(err.Error(), "load the warehouse again") {
+		t.Errorf("Decode of a customer row with its data inline = %v, want an error saying to load the warehouse again", err)
+	}
+	if _, ok, err := RowJSON(inline); !ok || err == nil || !strings.Contains(err.Error(), "load the warehouse again") {
+		t.Errorf("RowJSON of a customer row with its data inline = %v, %v; want an error saying to load the warehouse again", ok, err)
 	}
 	var out PaymentOutput
 	for _, tc := range []struct {

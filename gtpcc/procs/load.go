@@ -30,8 +30,8 @@ const (
 	// loadWarehouseWrites: the warehouse row and its districts.
 	loadWarehouseWrites = 1 + DistrictsPerWarehouse
 	// loadCustomerWrites: per customer id, in each district, the row, its
-	// name index entry and its history row.
-	loadCustomerWrites = 3 * DistrictsPerWarehouse
+	// data row, its name index entry and its history row.
+	loadCustomerWrites = 4 * DistrictsPerWarehouse
 	// loadOrderWrites: per order id, in each district, the order, at most
 	// OrderLinesMax lines and a new-order row.
 	loadOrderWrites = (1 + OrderLinesMax + 1) * DistrictsPerWarehouse
@@ -40,7 +40,7 @@ const (
 // The largest chunk (To-From+1) of one load call, per table.
 const (
 	LoadStockChunkMax    = txn.ProcWritesMax                      // 1024 stock rows
-	LoadCustomerChunkMax = txn.ProcWritesMax / loadCustomerWrites // 34 customer ids (340 customers)
+	LoadCustomerChunkMax = txn.ProcWritesMax / loadCustomerWrites // 25 customer ids (250 customers)
 	LoadOrderChunkMax    = txn.ProcWritesMax / loadOrderWrites    // 6 order ids (60 orders)
 )
 
@@ -281,9 +281,9 @@ func customerLastOrders(w, d int, s Scale) []int {
 	return last
 }
 
-// customerRow returns customer c of district d's row; the caller sets
-// LastOrder.
-func customerRow(a *LoadArgs, d, c int) Customer {
+// customerRow returns customer c of district d's row and its C_DATA; the
+// caller sets LastOrder.
+func customerRow(a *LoadArgs, d, c int) (Customer, CustomerData) {
 	r := newKeyRand(string(CustomerKey(a.W, d, c)))
 	row := Customer{First: astring(r, 8, 16), Middle: "OE"}
 	// Clause 4.3.3.1: the first 1000 customers get each last name once,
@@ -305,8 +305,7 @@ func customerRow(a *LoadArgs, d, c int) Customer {
 	row.Balance = customerBalance
 	row.YTDPayment = LoadCustomerYTDPayment
 	row.PaymentCnt = 1
-	row.Data = astring(r, 300, 500)
-	return row
+	return row, CustomerData{Data: astring(r, 300, 500)}
 }
 
 // LoadHistoryIDPrefix starts the ids of the loader's history rows, which
@@ -323,9 +322,12 @@ func writeCustomers(a *LoadArgs, w rowWriter) error {
 	for d := 1; d <= DistrictsPerWarehouse; d++ {
 		last := customerLastOrders(a.W, d, a.Scale)
 		for c := a.From; c <= a.To; c++ {
-			row := customerRow(a, d, c)
+			row, data := customerRow(a, d, c)
 			row.LastOrder = last[c-1]
 			if err := w.Put(CustomerKey(a.W, d, c), Encode(row)); err != nil {
+				return err
+			}
+			if err := w.Put(CustomerDataKey(a.W, d, c), Encode(data)); err != nil {
 				return err
 			}
 			if err := w.Put(CustomerNameKey(a.W, d, row.Last, row.First, c), []byte{}); err != nil {

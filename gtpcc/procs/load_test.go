@@ -115,7 +115,7 @@ func TestLoadProcBadArgs(t *testing.T) {
 		if err != nil || !res.Succeeded || res.Aborted {
 			t.Fatalf("Run = %+v, %v", res, err)
 		}
-		if want := 10 * 3 * DistrictsPerWarehouse; len(rec.keys) != want {
+		if want := 10 * 4 * DistrictsPerWarehouse; len(rec.keys) != want {
 			t.Errorf("customers 1..10 wrote %d keys, want %d", len(rec.keys), want)
 		}
 	})

@@ -144,14 +144,22 @@ func (r procRows) paymentCustomer(a *PaymentArgs, cid int, key []byte, c *Custom
 	c.Balance -= a.Amount
 	c.YTDPayment += a.Amount
 	c.PaymentCnt++
+	if err := r.put(key, c); err != nil {
+		return txn.OpResult{}, err
+	}
 	if c.Credit == "BC" {
 		// Clause 2.5.2.2: the ids and the amount, before the old data,
 		// keeping the first 500 characters.
+		var data CustomerData
+		dataKey := CustomerDataKey(a.CW, a.CD, cid)
+		if err := r.must(dataKey, &data); err != nil {
+			return txn.OpResult{}, err
+		}
 		entry := fmt.Sprintf("%d %d %d %d %d %d|", cid, a.CD, a.CW, a.D, a.W, a.Amount)
-		c.Data = truncateRunes(entry+c.Data, customerDataMax)
-	}
-	if err := r.put(key, c); err != nil {
-		return txn.OpResult{}, err
+		data.Data = truncateRunes(entry+data.Data, customerDataMax)
+		if err := r.put(dataKey, &data); err != nil {
+			return txn.OpResult{}, err
+		}
 	}
 	rec := CustomerPayment{CD: a.CD, CID: cid, W: a.W, D: a.D, Amount: a.Amount, Date: a.Date}
 	if err := r.put(CustomerPaymentKey(a.CW, r.p.ID.String()), &rec); err != nil {

@@ -189,7 +189,8 @@ func fixture(owned ...int) *procGroup {
 			g.set(DistrictKey(w, d), District{Name: fmt.Sprintf("dist%d", d), Tax: 500, YTD: 3000000, NextOID: fixtureNextOID})
 			for c := 1; c <= 3; c++ {
 				first := fmt.Sprintf("F%d", c)
-				g.set(CustomerKey(w, d, c), Customer{First: first, Last: fixtureLast, Credit: "GC", Discount: 1000, Balance: -1000, Data: "cdata"})
+				g.set(CustomerKey(w, d, c), Customer{First: first, Last: fixtureLast, Credit: "GC", Discount: 1000, Balance: -1000})
+				g.set(CustomerDataKey(w, d, c), CustomerData{Data: "cdata"})
 				g.set(CustomerNameKey(w, d, fixtureLast, first, c), "")
 			}
 		}
@@ -475,7 +476,8 @@ func TestCustomerNameLoaded(t *testing.T) {
 		names := map[string]bool{}
 		a := LoadArgs{W: 1, Scale: s, Date: 1}
 		for c := 1; c <= n; c++ {
-			names[customerRow(&a, 1, c).Last] = true
+			row, _ := customerRow(&a, 1, c)
+			names[row.Last] = true
 		}
 		for i := range 1000 {
 			if got, want := customerNameLoaded(LastName(i), s), names[LastName(i)]; got != want {
@@ -514,6 +516,7 @@ func setNamed(g *procGroup, w, d, cid int, last string, firsts ...string) {
 	for i, first := range firsts {
 		c := cid + i
 		g.set(CustomerKey(w, d, c), Customer{First: first, Last: last, Credit: "GC", Balance: -1000})
+		g.set(CustomerDataKey(w, d, c), CustomerData{Data: "cdata"})
 		g.set(CustomerNameKey(w, d, last, first, c), "")
 	}
 }
@@ -586,8 +589,13 @@ func TestPayment(t *testing.T) {
 			f.row(t, CustomerKey(tc.want.cw, tc.want.cd, tc.want.cid), &before)
 			cg := owner(t, WarehouseKey(tc.args.CW), groups...)
 			cg.row(t, CustomerKey(tc.want.cw, tc.want.cd, tc.want.cid), &c)
-			if c.Balance != before.Balance-amount || c.YTDPayment != before.YTDPayment+amount || c.PaymentCnt != before.PaymentCnt+1 || c.Data != before.Data {
+			if c.Balance != before.Balance-amount || c.YTDPayment != before.YTDPayment+amount || c.PaymentCnt != before.PaymentCnt+1 {
 				t.Errorf("customer %d after payment %+v, before %+v", tc.want.cid, c, before)
+			}
+			var data CustomerData
+			cg.row(t, CustomerDataKey(tc.want.cw, tc.want.cd, tc.want.cid), &data)
+			if data.Data != "cdata" {
+				t.Errorf("customer %d's data after a good-credit payment %q, want it unchanged (cdata)", tc.want.cid, data.Data)
 			}
 			wantOut := PaymentOutput{CW: tc.want.cw, CD: tc.want.cd, CID: tc.want.cid, Credit: "GC", BalanceCents: before.Balance - amount}
 			if out != wantOut {
@@ -636,7 +644,8 @@ func TestPaymentBadCredit(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := fixture(1, 2)
-			g.set(CustomerKey(2, 2, 3), Customer{First: "F3", Last: fixtureLast, Credit: "BC", Balance: 50, Data: tc.data})
+			g.set(CustomerKey(2, 2, 3), Customer{First: "F3", Last: fixtureLast, Credit: "BC", Balance: 50})
+			g.set(CustomerDataKey(2, 2, 3), CustomerData{Data: tc.data})
 			res, err := g.run(t, paymentProc{}, EncodeArgs(PaymentArgs{Date: 1, W: 1, D: 1, CW: 2, CD: 2, CID: 3, Amount: 12345}), partition.SetOf(0))
 			if err != nil {
 				t.Fatal(err)
@@ -647,8 +656,13 @@ func TestPaymentBadCredit(t *testing.T) {
 			}
 			var c Customer
 			g.row(t, CustomerKey(2, 2, 3), &c)
-			if c.Data != tc.want {
-				t.Errorf("data %q (%d characters), want %q", c.Data, len([]rune(c.Data)), tc.want)
+			if c.Balance != 50-12345 || c.PaymentCnt != 1 {
+				t.Errorf("customer %+v, want the payment charged", c)
+			}
+			var data CustomerData
+			g.row(t, CustomerDataKey(2, 2, 3), &data)
+			if data.Data != tc.want {
+				t.Errorf("data %q (%d characters), want %q", data.Data, len([]rune(data.Data)), tc.want)
 			}
 		})
 	}
@@ -1047,7 +1061,7 @@ var junkValues = func() []string {
 		District{NextOID: -5}, District{NextOID: 99999999}, District{NextOID: 100000000}, District{Tax: 99999999999},
 		Warehouse{Tax: 99999999999}, Warehouse{YTD: 1<<63 - 1},
 		Customer{Discount: -1}, Customer{LastOrder: -1}, Customer{LastOrder: 1},
-		Customer{Balance: -1 << 63, Credit: "BC", Data: strings.Repeat("x", 600)},
+		Customer{Balance: -1 << 63, Credit: "BC"}, CustomerData{Data: strings.Repeat("x", 600)},
 		Item{Price: 1<<63 - 1}, Item{Price: -1},
 		Stock{Quantity: maxInt, YTD: maxInt}, Stock{Quantity: minInt},
 		Order{CID: 0}, Order{CID: 99999, OLCnt: -1}, Order{Carrier: 1, OLCnt: 99},
