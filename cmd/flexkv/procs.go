@@ -52,12 +52,14 @@ var defaultProcs = runtime.GOMAXPROCS(0)
 const gcPercentHost = 400
 
 // hostGC sets the garbage collector's target to gcPercentHost in a process
-// that hosts replicas (flexkv server, local, demo, gtpcc run --local). The
-// GOGC environment variable, when set, is left as it is (GOGC=100 is Go's
-// default). restore puts back the target found, for a command that ends
-// while its process goes on (a test's).
+// that hosts replicas (flexkv server, local, demo, gtpcc run --local). When
+// the GOGC or GOMEMLIMIT environment variable is set, the runtime's own
+// settings are left as they are (GOGC=100 is Go's default; a memory limit
+// is a choice of how the process may use memory that a larger target would
+// second-guess). restore puts back the target found, for a command that
+// ends while its process goes on (a test's).
 func hostGC() (restore func()) {
-	if os.Getenv("GOGC") != "" {
+	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
 		return func() {}
 	}
 	prev := debug.SetGCPercent(gcPercentHost)

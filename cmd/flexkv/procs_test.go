@@ -60,6 +60,7 @@ func TestHostGC(t *testing.T) {
 	gcPercent := func() int { p := debug.SetGCPercent(-1); debug.SetGCPercent(p); return p }
 
 	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "")
 	restore := hostGC()
 	if got := gcPercent(); got != gcPercentHost {
 		t.Errorf("GOGC unset: collector target %d, want %d", got, gcPercentHost)
@@ -69,6 +70,15 @@ func TestHostGC(t *testing.T) {
 		t.Errorf("after restore: collector target %d, want 100, the value before", got)
 	}
 
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "1GiB")
+	restore = hostGC()
+	if got := gcPercent(); got != 100 {
+		t.Errorf("GOMEMLIMIT set: collector target %d, want it left at 100", got)
+	}
+	restore()
+
+	t.Setenv("GOMEMLIMIT", "")
 	t.Setenv("GOGC", "150")
 	debug.SetGCPercent(150)
 	restore = hostGC()

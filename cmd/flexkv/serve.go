@@ -76,6 +76,10 @@ bootstraps nothing, waits for its group's leader to send it the data, and
 votes in no election until its log holds something. A directory with data is
 reopened either way.
 
+The process runs Go's garbage collector at GOGC=400 (the heap may grow to
+five times what is live between collections: less CPU for more memory)
+unless the GOGC or GOMEMLIMIT environment variable is set.
+
 ` + latencyHelp,
 		Args: cobra.NoArgs,
 	}

@@ -35,19 +35,25 @@ const FormatV1 = 0xf1
 const (
 	tagWarehouse = 1
 	tagDistrict  = 2
-	// tagCustomerInline was the customer row holding its C_DATA, before
-	// CustomerData had a row of its own: refused with a clear error.
+	// tagCustomerInline was the customer row holding its C_DATA, and
+	// tagScaleInline the scale row of such a population, before
+	// CustomerData had a row of its own. Both are refused with an error
+	// that says what to do. The scale row is what makes the refusal whole:
+	// every piece of a call reads the scale of every warehouse it names,
+	// from the replicated range, so every destination aborts alike,
+	// where a customer row is read by its own group only.
 	tagCustomerInline  = 3
 	tagHistory         = 4
 	tagOrder           = 5
 	tagOrderLine       = 6
 	tagStock           = 7
 	tagItem            = 8
-	tagScale           = 9
+	tagScaleInline     = 9
 	tagCustomerPayment = 10
 	tagDeliveryCursor  = 11
 	tagCustomer        = 12
 	tagCustomerData    = 13
+	tagScale           = 14
 
 	tagNewOrderArgs    = 32
 	tagPaymentArgs     = 33
@@ -71,8 +77,9 @@ var tagNames = map[byte]string{
 	tagStock: "stock row", tagItem: "item row", tagScale: "scale row",
 	tagCustomerPayment: "customer payment row", tagDeliveryCursor: "delivery cursor row",
 	tagCustomerData:   "customer data row",
-	tagCustomerInline: "customer row with its data inline (the format before customer data rows; load the warehouse again)",
-	tagNewOrderArgs: "new-order arguments", tagPaymentArgs: "payment arguments",
+	tagCustomerInline: "customer row with its data inline, of a population loaded before customer data rows (start from an empty cluster and run flexkv gtpcc load)",
+	tagScaleInline:    "scale row of a population loaded before customer data rows (start from an empty cluster and run flexkv gtpcc load)",
+	tagNewOrderArgs:   "new-order arguments", tagPaymentArgs: "payment arguments",
 	tagOrderStatusArgs: "order-status arguments", tagDeliveryArgs: "delivery arguments",
 	tagStockLevelArgs: "stock-level arguments", tagLoadArgs: "load arguments",
 	tagNewOrderOutput: "new-order output", tagNewOrderLineOutput: "new-order line output",

@@ -125,11 +125,11 @@ func TestCodecRoundTrip(t *testing.T) {
 	// A customer row of the format that held C_DATA inline (tag 3).
 	inline := []byte{FormatV1, tagCustomerInline, 2, 'F', 2, 'O', 'E'}
 	var cu Customer
-	if err := Decode([]byte("w/0001/c/01/0001"), inline, &cu); err == nil || !strings.Contains(err.Error(), "load the warehouse again") {
-		t.Errorf("Decode of a customer row with its data inline = %v, want an error saying to load the warehouse again", err)
+	if err := Decode([]byte("w/0001/c/01/0001"), inline, &cu); err == nil || !strings.Contains(err.Error(), "start from an empty cluster and run flexkv gtpcc load") {
+		t.Errorf("Decode of a customer row with its data inline = %v, want an error saying to start from an empty cluster", err)
 	}
-	if _, ok, err := RowJSON(inline); !ok || err == nil || !strings.Contains(err.Error(), "load the warehouse again") {
-		t.Errorf("RowJSON of a customer row with its data inline = %v, %v; want an error saying to load the warehouse again", ok, err)
+	if _, ok, err := RowJSON(inline); !ok || err == nil || !strings.Contains(err.Error(), "start from an empty cluster and run flexkv gtpcc load") {
+		t.Errorf("RowJSON of a customer row with its data inline = %v, %v; want an error saying to start from an empty cluster", ok, err)
 	}
 	var out PaymentOutput
 	for _, tc := range []struct {
@@ -240,6 +240,7 @@ func TestKeysAsFmt(t *testing.T) {
 			{DistrictKey(n, m), fmt.Appendf(nil, "w/%04d/d/%02d", n, m)},
 			{DeliveryCursorKey(n, m), fmt.Appendf(nil, "w/%04d/dq/%02d", n, m)},
 			{CustomerKey(m, n, n), fmt.Appendf(nil, "w/%04d/c/%02d/%04d", m, n, n)},
+			{CustomerDataKey(m, n, n), fmt.Appendf(nil, "w/%04d/cd/%02d/%04d", m, n, n)},
 			{HistoryKey(n, "c1.2"), fmt.Appendf(nil, "w/%04d/h/%s", n, "c1.2")},
 			{CustomerPaymentKey(n, "c3.4"), fmt.Appendf(nil, "w/%04d/cp/%s", n, "c3.4")},
 			{OrderKey(n, m, n), fmt.Appendf(nil, "w/%04d/o/%02d/%08d", n, m, n)},

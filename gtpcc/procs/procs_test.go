@@ -452,6 +452,49 @@ func TestNotLoadedAbortsEverywhere(t *testing.T) {
 	}
 }
 
+// TestInlinePopulationAbortsEverywhere: a population loaded before
+// customer data rows had rows of their own (its scale rows and customer
+// rows of the old tags) is refused by every piece of a call alike, before
+// any write: a remote payment and a new-order with a remote line would
+// otherwise commit at the group that does not read the old customer row.
+func TestInlinePopulationAbortsEverywhere(t *testing.T) {
+	retag := func(v []byte, tag byte) string { v[1] = tag; return string(v) }
+	line := func(i, w int) NewOrderLine { return NewOrderLine{Item: i, SupplyW: w, Quantity: 1} }
+	for _, tc := range []struct {
+		name string
+		proc txn.Procedure
+		args any
+		want string
+	}{
+		{"remote payment", paymentProc{}, PaymentArgs{Date: 1, W: 1, D: 1, CW: 2, CD: 2, CID: 3, Amount: 1}, "gtpcc.payment"},
+		{"new-order with a remote line", newOrderProc{}, NewOrderArgs{EntryD: 1, W: 1, D: 1, C: 1, Lines: []NewOrderLine{line(1, 1), line(2, 2)}}, "gtpcc.new_order"},
+	} {
+		a0, a1 := split()
+		for _, g := range []*procGroup{a0, a1} {
+			for _, w := range []int{1, 2} {
+				g.set(ScaleKey(w), retag(Encode(fixtureScale), tagScaleInline))
+			}
+			g.set(CustomerKey(2, 2, 3), retag(Encode(Customer{First: "F3", Last: fixtureLast, Credit: "GC"}), tagCustomerInline))
+		}
+		b := EncodeArgs(tc.args)
+		var reasons []string
+		for _, g := range []*procGroup{a0, a1} {
+			_, err := g.run(t, tc.proc, b, partition.SetOf(0, 1))
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "start from an empty cluster and run flexkv gtpcc load") {
+				t.Errorf("%s: group %d: %v, want the refusal of the old population", tc.name, g.id, err)
+				continue
+			}
+			reasons = append(reasons, err.Error())
+			if len(g.writes) != 0 {
+				t.Errorf("%s: group %d wrote %q", tc.name, g.id, g.writes)
+			}
+		}
+		if len(reasons) == 2 && reasons[0] != reasons[1] {
+			t.Errorf("%s: the pieces abort with different reasons: %q and %q", tc.name, reasons[0], reasons[1])
+		}
+	}
+}
+
 // TestAllOrNothingWithoutVotes: the procedures of several groups are all
 // or nothing, and none of their pieces votes.
 func TestAllOrNothingWithoutVotes(t *testing.T) {
@@ -665,6 +708,38 @@ func TestPaymentBadCredit(t *testing.T) {
 				t.Errorf("data %q (%d characters), want %q", data.Data, len([]rune(data.Data)), tc.want)
 			}
 		})
+	}
+}
+
+// A bad-credit customer of another group's warehouse: that group updates
+// the customer's data row, the home group reads and writes none of it.
+func TestPaymentBadCreditRemote(t *testing.T) {
+	a0, a1 := split()
+	for _, g := range []*procGroup{a0, a1} {
+		g.set(CustomerKey(2, 2, 3), Customer{First: "F3", Last: fixtureLast, Credit: "BC", Balance: 50})
+		g.set(CustomerDataKey(2, 2, 3), CustomerData{Data: "old"})
+	}
+	b := EncodeArgs(PaymentArgs{Date: 1, W: 1, D: 1, CW: 2, CD: 2, CID: 3, Amount: 12345})
+	var pieces []txn.PieceResult
+	for _, g := range []*procGroup{a0, a1} {
+		res, err := g.run(t, paymentProc{}, b, partition.SetOf(0, 1))
+		if err != nil || !res.Succeeded {
+			t.Fatalf("group %d: %+v, %v", g.id, res, err)
+		}
+		pieces = append(pieces, res)
+	}
+	if out, err := DecodePayment(merge(t, pieces...)); err != nil || out.Credit != "BC" || out.BalanceCents != 50-12345 {
+		t.Fatalf("output %+v, %v", out, err)
+	}
+	var data CustomerData
+	a1.row(t, CustomerDataKey(2, 2, 3), &data)
+	if want := "3 2 2 1 1 12345|old"; data.Data != want {
+		t.Errorf("data at the customer's group %q, want %q", data.Data, want)
+	}
+	for _, k := range a0.writes {
+		if strings.HasPrefix(k, string(WarehousePrefix(2))) {
+			t.Errorf("the home group wrote %q, of the customer's warehouse", k)
+		}
 	}
 }
 

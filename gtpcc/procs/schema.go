@@ -22,6 +22,7 @@
 //	w/0001/wh                      warehouse
 //	w/0001/d/01                    district 1 of warehouse 1
 //	w/0001/c/01/0042               customer 42 of district 1
+//	w/0001/cd/01/0042              customer 42's C_DATA (CustomerData)
 //	w/0001/cl/01/LAST/FIRST/0042   customer name index (value empty): by last name, then first
 //	w/0001/h/ID                    history row of payment ID (the transaction id)
 //	w/0001/cp/ID                   customer-side record of payment ID, at the customer's warehouse

@@ -162,14 +162,14 @@ func (x *execution) runCall(j *job, votes []txn.Vote) (txn.PieceResult, error) {
 	for _, g := range j.dst.Slice() {
 		if g == j.self {
 			if res.Aborted {
-				x.e.spareView = v
+				x.e.spare(v)
 				return res, nil
 			}
 			continue
 		}
 		for _, vote := range votes {
 			if vote.Group == g && vote.Then.Aborted() {
-				x.e.spareView = v
+				x.e.spare(v)
 				return abortResult(vote.Then.Reason), nil
 			}
 		}
@@ -177,8 +177,15 @@ func (x *execution) runCall(j *job, votes []txn.Vote) (txn.PieceResult, error) {
 	if err := v.e.Flush(x.rw); err != nil {
 		return txn.PieceResult{}, err
 	}
-	x.e.spareView = v
+	x.e.spare(v)
 	return res, nil
+}
+
+// spare keeps v, done with, for the next piece (newView), holding nothing
+// of the piece that used it: not its writes, not the entry's batch.
+func (e *Executor) spare(v *procView) {
+	v.e.Reset(nil)
+	e.spareView = v
 }
 
 // newView returns an empty view over r for a piece of this group: the
