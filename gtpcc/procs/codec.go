@@ -162,24 +162,32 @@ func overlong(b []byte, n int) bool { return n > 1 && b[n-1] == 0 }
 func (d *decoder) int() int { return int(d.int64()) }
 
 func (d *decoder) str() string {
-	if d.err != nil {
-		return ""
-	}
-	n, k := binary.Uvarint(d.b[d.off:])
-	if k <= 0 || overlong(d.b[d.off:], k) || n > uint64(len(d.b)-d.off-k) {
-		d.fail("truncated string at byte %d", d.off)
-		return ""
-	}
-	d.off += k
+	start, n := d.strSpan()
 	if n == 0 {
 		return ""
 	}
 	if d.s == "" {
 		d.s = string(d.b)
 	}
-	s := d.s[d.off : d.off+int(n)]
-	d.off += int(n)
-	return s
+	return d.s[start : start+n]
+}
+
+// strSpan steps over a string field and returns where its bytes start and
+// how many there are (0 when the field is truncated: the decoder failed).
+// str makes the string; a reader that needs only what follows (an order
+// line's item id, orderLineItem) steps over it without one.
+func (d *decoder) strSpan() (start, n int) {
+	if d.err != nil {
+		return 0, 0
+	}
+	m, k := binary.Uvarint(d.b[d.off:])
+	if k <= 0 || overlong(d.b[d.off:], k) || m > uint64(len(d.b)-d.off-k) {
+		d.fail("truncated string at byte %d", d.off)
+		return 0, 0
+	}
+	start, n = d.off+k, int(m)
+	d.off = start + n
+	return start, n
 }
 
 // count reads a list's length, at most most elements, each at least
@@ -203,19 +211,6 @@ func (d *decoder) count(minBytes, most int) int {
 }
 
 func (e *encoder) count(n int) { e.b = binary.AppendUvarint(e.b, uint64(n)) }
-
-// skipStr steps over a string field, checked as str checks it.
-func (d *decoder) skipStr() {
-	if d.err != nil {
-		return
-	}
-	n, k := binary.Uvarint(d.b[d.off:])
-	if k <= 0 || overlong(d.b[d.off:], k) || n > uint64(len(d.b)-d.off-k) {
-		d.fail("truncated string at byte %d", d.off)
-		return
-	}
-	d.off += k + int(n)
-}
 
 func (d *decoder) bool() bool {
 	if d.err != nil {
@@ -663,11 +658,11 @@ func orderLineItem(b []byte) (int, error) {
 		return 0, err
 	}
 	item := d.int()
-	d.int()   // SupplyW
-	d.int64() // DeliveryD
-	d.int()   // Quantity
-	d.int64() // Amount
-	d.skipStr()
+	d.int()     // SupplyW
+	d.int64()   // DeliveryD
+	d.int()     // Quantity
+	d.int64()   // Amount
+	d.strSpan() // DistInfo
 	return item, d.end()
 }
 
