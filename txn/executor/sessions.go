@@ -226,7 +226,7 @@ func loadSessions(s *kv.Store) (*sessionTable, uint64, error) {
 // touchSession marks ss used now, moving it to the tail; the execution
 // stores it when it finishes. A delivery and the result of a session in
 // one entry change its record twice: it is written once.
-func (x *execution) touchSession(ss *session) error {
+func (x *execution) touchSession(ss *session) {
 	t := x.e.sessions
 	ss.used, ss.touch = x.now, x.meta.touchNext
 	x.meta.touchNext++
@@ -235,7 +235,6 @@ func (x *execution) touchSession(ss *session) error {
 		ss.touched = true
 		x.touched = append(x.touched, ss)
 	}
-	return nil
 }
 
 // storeSessions stores the records the execution touched and did not
@@ -333,7 +332,8 @@ func (x *execution) delivered(id multicast.MsgID) error {
 		}
 		ss.delivered = id.Seq
 	}
-	return x.touchSession(ss)
+	x.touchSession(ss)
+	return nil
 }
 
 // setResult stores the result record of the job that ran: in its
@@ -352,7 +352,8 @@ func (x *execution) setResult(id multicast.MsgID, rec []byte) error {
 			}
 			ss.kept = id.Seq
 			x.meta.sessionResults++
-			return x.touchSession(ss)
+			x.touchSession(ss)
+			return nil
 		}
 	}
 	return x.b.SetResult(id.String(), rec)
