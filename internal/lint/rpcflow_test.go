@@ -23,12 +23,17 @@ func TestConnectionsUseFixedWindows(t *testing.T) {
 		}
 		for _, name := range names {
 			src := string(readFile(t, filepath.Join(root, filepath.FromSlash(dir), name)))
-			if !strings.Contains(src, "grpc.NewClient(") && !strings.Contains(src, "grpc.NewServer(") {
-				continue
-			}
-			checked++
-			if !strings.Contains(src, "rpcflow.DialOptions()") && !strings.Contains(src, "rpcflow.ServerOptions()") {
-				t.Errorf("%s/%s makes a gRPC connection or server without rpcflow's options", dir, name)
+			for _, c := range []struct{ makes, uses string }{
+				{"grpc.NewClient(", "rpcflow.DialOptions()"},
+				{"grpc.NewServer(", "rpcflow.ServerOptions()"},
+			} {
+				if !strings.Contains(src, c.makes) {
+					continue
+				}
+				checked++
+				if !strings.Contains(src, c.uses) {
+					t.Errorf("%s/%s calls %s without %s", dir, name, c.makes, c.uses)
+				}
 			}
 		}
 	}
