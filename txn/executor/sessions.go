@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"bytes"
 	"cmp"
 	"container/list"
 	"encoding/binary"
@@ -65,6 +66,13 @@ import (
 // while. So memory is bounded by ResultSessionsMax records and as many
 // results, plus ResultsMax others.
 //
+// A result record of at most SessionResultInlineMax bytes (a put's, a
+// payment's, a new-order's) is kept inside its session's record, which the
+// entry writes anyway, and in memory with it: keeping and acknowledging it
+// write no key of their own. A larger one is an aux record of its own. So
+// the session table holds at most ResultSessionsMax x
+// SessionResultInlineMax bytes of results in memory.
+//
 // Records and results are aux records of the store, written in the batch
 // of the entry that changes them: a restart resumes them with the applied
 // index (entries at or below it are not executed again, so nothing is
@@ -90,11 +98,16 @@ var ErrAcknowledged = errors.New("txn: result acknowledged")
 // The aux records of sessions:
 //
 //	'c' client (8 B BE)               -> session record
-//	'r' client (8 B BE) seq (8 B BE)  -> the result record kept for it
+//	'r' client (8 B BE) seq (8 B BE)  -> the result record kept for it,
+//	                                     unless the session record holds it
 const (
 	auxSession       byte = 'c'
 	auxSessionResult byte = 'r'
 )
+
+// SessionResultInlineMax is the largest result record a session record
+// holds; a larger one is stored apart (see Session results).
+const SessionResultInlineMax = 192
 
 func sessionKey(client uint64) []byte {
 	return binary.BigEndian.AppendUint64([]byte{auxSession}, client)
@@ -116,39 +129,66 @@ func isSession(id multicast.MsgID) bool {
 // table's list.
 type session struct {
 	client    uint64
-	delivered uint64        // highest seq delivered here
-	used      uint64        // log time of its last use
-	touch     uint64        // order of its last use (execMeta.touchNext): the list's order
-	kept      uint64        // seq of the result kept, 0 if none
-	elem      *list.Element // its place in the table's order
+	delivered uint64 // highest seq delivered here
+	used      uint64 // log time of its last use
+	touch     uint64 // order of its last use (execMeta.touchNext): the list's order
+	kept      uint64 // seq of the result kept, 0 if none
+	// result is the kept result's record when the session record holds
+	// it (inline), nil when it is stored apart or none is kept.
+	result []byte
+	elem   *list.Element // its place in the table's order
 	// touched: changed by the execution in progress, which stores it
 	// once, when it finishes (storeSessions).
 	touched bool
 }
 
 // The session record: version (byte), then delivered, used, touch and kept
-// (uvarints).
-const sessionRecordVersion = 1
+// (uvarints); since version 2, then the kept result's record if the
+// session record holds it, length-prefixed (a uvarint), an empty one if it
+// does not (no result kept, or it is stored apart: result records are never
+// empty). A version 1 record (without it: a kept result is stored apart)
+// is read as such.
+const (
+	sessionRecordVersion   = 2
+	sessionRecordVersionV1 = 1
+)
 
 func (s *session) append(b []byte) []byte {
 	b = append(b, sessionRecordVersion)
 	b = wire.AppendUvarint(b, s.delivered)
 	b = wire.AppendUvarint(b, s.used)
 	b = wire.AppendUvarint(b, s.touch)
-	return wire.AppendUvarint(b, s.kept)
+	b = wire.AppendUvarint(b, s.kept)
+	b = wire.AppendUvarint(b, uint64(len(s.result)))
+	return append(b, s.result...)
 }
+
+// inline reports whether the session record holds the kept result.
+func (s *session) inline() bool { return s.result != nil }
 
 func decodeSession(client uint64, b []byte) (*session, error) {
 	d := wire.NewDecoder(b)
-	if v := d.Byte(); d.Err() == nil && v != sessionRecordVersion {
+	v := d.Byte()
+	if d.Err() == nil && v != sessionRecordVersion && v != sessionRecordVersionV1 {
 		d.Fail("session record version %d, want %d", v, sessionRecordVersion)
 	}
 	s := &session{client: client, delivered: d.Uvarint(), used: d.Uvarint(), touch: d.Uvarint(), kept: d.Uvarint()}
+	if v == sessionRecordVersion {
+		switch r := d.Bytes(); {
+		case len(r) > SessionResultInlineMax:
+			d.Fail("inline result of %d bytes, more than %d", len(r), SessionResultInlineMax)
+		case len(r) > 0:
+			s.result = bytes.Clone(r)
+		}
+	}
 	if err := d.Finish(); err != nil {
 		return nil, fmt.Errorf("txn: session record of client %d: %w", client, err)
 	}
-	if s.kept != 0 && s.kept != s.delivered {
+	switch {
+	case s.kept != 0 && s.kept != s.delivered:
 		return nil, fmt.Errorf("txn: session record of client %d: %w: result of seq %d kept, the highest delivered is %d", client, kv.ErrCorrupt, s.kept, s.delivered)
+	case s.kept == 0 && s.inline():
+		return nil, fmt.Errorf("txn: session record of client %d: %w: an inline result and no seq kept", client, kv.ErrCorrupt)
 	}
 	return s, nil
 }
@@ -260,7 +300,10 @@ func (x *execution) dropSession(ss *session) error {
 	t := x.e.sessions
 	if ss.kept != 0 {
 		id := multicast.MsgID{Client: ss.client, Seq: ss.kept}
-		rec, found, err := x.b.GetAux(sessionResultKey(id))
+		rec, found, err := ss.result, true, error(nil)
+		if !ss.inline() {
+			rec, found, err = x.b.GetAux(sessionResultKey(id))
+		}
 		switch {
 		case err != nil:
 			return err
@@ -279,15 +322,18 @@ func (x *execution) dropSession(ss *session) error {
 	return x.b.DeleteAux(sessionKey(ss.client))
 }
 
-// dropKept deletes the result ss keeps, if any; the caller stores ss.
+// dropKept deletes the result ss keeps, if any; the caller stores ss (or
+// deletes it), which drops an inline result.
 func (x *execution) dropKept(ss *session) error {
 	if ss.kept == 0 {
 		return nil
 	}
-	if err := x.b.DeleteAux(sessionResultKey(multicast.MsgID{Client: ss.client, Seq: ss.kept})); err != nil {
-		return err
+	if !ss.inline() {
+		if err := x.b.DeleteAux(sessionResultKey(multicast.MsgID{Client: ss.client, Seq: ss.kept})); err != nil {
+			return err
+		}
 	}
-	ss.kept = 0
+	ss.kept, ss.result = 0, nil
 	x.meta.sessionResults--
 	return nil
 }
@@ -336,10 +382,11 @@ func (x *execution) delivered(id multicast.MsgID) error {
 	return nil
 }
 
-// setResult stores the result record of the job that ran: in its
-// session's record when the session's latest delivery here is that job's,
-// else (anonymous, acknowledged already, or its session expired here
-// while it waited) in kv's count-bounded results.
+// setResult stores the result record of the job that ran, rec, which it
+// keeps: with its session's record when the session's latest delivery here
+// is that job's (inside the record if it is small enough), else
+// (anonymous, acknowledged already, or its session expired here while it
+// waited) in kv's count-bounded results.
 func (x *execution) setResult(id multicast.MsgID, rec []byte) error {
 	if isSession(id) {
 		if ss := x.e.sessions.byID[id.Client]; ss != nil && ss.delivered == id.Seq {
@@ -347,7 +394,9 @@ func (x *execution) setResult(id multicast.MsgID, rec []byte) error {
 				// The dedupe of deliver found no result under id.
 				return fmt.Errorf("txn: %w: the session record of %s says its result is kept, and none is stored", kv.ErrCorrupt, id)
 			}
-			if err := x.b.PutAux(sessionResultKey(id), rec); err != nil {
+			if len(rec) > 0 && len(rec) <= SessionResultInlineMax {
+				ss.result = rec
+			} else if err := x.b.PutAux(sessionResultKey(id), rec); err != nil {
 				return err
 			}
 			ss.kept = id.Seq
@@ -365,6 +414,9 @@ func (x *execution) setResult(id multicast.MsgID, rec []byte) error {
 // no Pebble there (most calls: the dedupe of a new delivery).
 func (x *execution) result(id multicast.MsgID) ([]byte, bool, error) {
 	if ss := x.e.sessions.byID[id.Client]; ss != nil && ss.kept == id.Seq && isSession(id) {
+		if ss.inline() {
+			return bytes.Clone(ss.result), true, nil
+		}
 		rec, found, err := x.b.GetAux(sessionResultKey(id))
 		if err != nil || found {
 			return rec, found, err
@@ -381,19 +433,29 @@ func (e *Executor) storedResult(id multicast.MsgID) ([]byte, bool, error) {
 	if !isSession(id) {
 		return s.Result(id.String())
 	}
+	// The session record first: it holds most results. Each read sees the
+	// store as committed then; the result can move between them (to its own
+	// record when too large for the session's, to kv's results when the
+	// session is dropped), never away from all three places unless it was
+	// acknowledged, which the session record read last tells.
+	ss, err := e.storedSession(id.Client)
+	switch {
+	case err != nil:
+		return nil, false, err
+	case ss != nil && ss.kept == id.Seq && ss.inline():
+		return ss.result, true, nil
+	}
 	if rec, found, err := s.GetAux(sessionResultKey(id)); err != nil || found {
 		return rec, found, err
 	}
 	if rec, found, err := s.Result(id.String()); err != nil || found {
 		return rec, found, err
 	}
-	b, found, err := s.GetAux(sessionKey(id.Client))
-	if err != nil || !found {
+	if ss, err = e.storedSession(id.Client); err != nil || ss == nil {
 		return nil, false, err
 	}
-	ss, err := decodeSession(id.Client, b)
-	if err != nil {
-		return nil, false, err
+	if ss.kept == id.Seq && ss.inline() {
+		return ss.result, true, nil
 	}
 	if ss.delivered > id.Seq {
 		return nil, false, fmt.Errorf("%w: %s: group %d delivered c%d.%d since, a later request of the session, which acknowledged every result below it: the result was dropped",
@@ -402,17 +464,23 @@ func (e *Executor) storedResult(id multicast.MsgID) ([]byte, bool, error) {
 	return nil, false, nil
 }
 
+// storedSession returns the committed record of session client, nil if
+// there is none.
+func (e *Executor) storedSession(client uint64) (*session, error) {
+	b, found, err := e.cfg.Store.GetAux(sessionKey(client))
+	if err != nil || !found {
+		return nil, err
+	}
+	return decodeSession(client, b)
+}
+
 // SessionState reports what this group keeps of session client: the
 // highest seq delivered and the seq of the result kept (0: none); ok is
 // false when it keeps no record (never delivered here, expired or
 // evicted). Safe to call concurrently with Execute.
 func (e *Executor) SessionState(client uint64) (delivered, kept uint64, ok bool, err error) {
-	b, found, err := e.cfg.Store.GetAux(sessionKey(client))
-	if err != nil || !found {
-		return 0, 0, false, err
-	}
-	ss, err := decodeSession(client, b)
-	if err != nil {
+	ss, err := e.storedSession(client)
+	if err != nil || ss == nil {
 		return 0, 0, false, err
 	}
 	return ss.delivered, ss.kept, true, nil

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"strings"
 	"testing"
@@ -29,6 +30,40 @@ func (c *cluster) auxCount(g partition.GroupID, kind byte) int {
 		c.t.Fatal(err)
 	}
 	return n
+}
+
+// keptResults counts the results group g's committed session records say
+// they keep, and how many of them the records hold inline; it fails the
+// test if one stored apart is missing, or one is stored apart that no
+// record keeps.
+func (c *cluster) keptResults(g partition.GroupID) (kept, inline int) {
+	c.t.Helper()
+	apart := 0
+	err := scanAux(c.reps[g].store, []byte{auxSession}, []byte{auxSession + 1}, func(r kv.KV) error {
+		ss, err := decodeSession(binary.BigEndian.Uint64(r.Key[1:]), r.Value)
+		switch {
+		case err != nil:
+			return err
+		case ss.kept == 0:
+		case ss.inline():
+			kept++
+			inline++
+		default:
+			kept++
+			apart++
+			if _, found, err := c.reps[g].store.GetAux(sessionResultKey(multicast.MsgID{Client: ss.client, Seq: ss.kept})); err != nil || !found {
+				c.t.Errorf("the result of c%d.%d, kept apart, is missing (%v)", ss.client, ss.kept, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if n := c.auxCount(g, auxSessionResult); n != apart {
+		c.t.Errorf("%d session results stored apart, %d kept apart by the records", n, apart)
+	}
+	return kept, inline
 }
 
 const addAcct = `{"then":[{"op":"add","key":"w/0001/acct","int":-5}]}`
@@ -91,8 +126,8 @@ func TestSessionResultKeptUntilAcknowledged(t *testing.T) {
 		if st.Sessions != others+1 || st.SessionResults != others+1 || st.ResultsAcked != 1 {
 			t.Errorf("stats %+v, want %d sessions keeping %d results, 1 acknowledged", st, others+1, others+1)
 		}
-		if n := c.auxCount(0, auxSessionResult); n != others+1 {
-			t.Errorf("%d session results stored, want %d", n, others+1)
+		if n, inline := c.keptResults(0); n != others+1 || inline != n {
+			t.Errorf("%d session results stored, %d of them inline; want %d, all inline", n, inline, others+1)
 		}
 		c.restart(0)
 	}
@@ -149,7 +184,7 @@ func TestSessionResultsExpire(t *testing.T) {
 		t.Error("Execute without a clock expired a session")
 	}
 	run(100)
-	if c.auxCount(0, auxSession) != 0 || c.auxCount(0, auxSessionResult) != 0 {
+	if n, _ := c.keptResults(0); c.auxCount(0, auxSession) != 0 || n != 0 {
 		t.Error("records left after every session expired")
 	}
 }
@@ -184,7 +219,10 @@ func TestSessionResultsBounded(t *testing.T) {
 				last = append(last, m)
 			}
 		}
-		if n, k := c.auxCount(0, auxSession), c.auxCount(0, auxSessionResult); n > bound || k > n {
+		if n, k := c.auxCount(0, auxSession), c.auxCount(0, auxSessionResult); n > bound || k > 0 {
+			t.Fatalf("after %d sessions: %d records, %d results stored apart; bound %d, none apart", i+1, n, k, bound)
+		}
+		if n, k := c.auxCount(0, auxSession), countKept(c.keptResults(0)); n > bound || k > n {
 			t.Fatalf("after %d sessions: %d records, %d results stored; bound %d", i+1, n, k, bound)
 		}
 	}
@@ -270,22 +308,100 @@ func TestSessionResultsInSnapshot(t *testing.T) {
 	}
 }
 
-// The session record's decoder refuses what the executor does not write.
+func countKept(kept, _ int) int { return kept }
+
+// The session record's decoder reads what the executor writes, version 1
+// records included, and refuses the rest.
 func TestSessionRecordCorrupt(t *testing.T) {
 	good := (&session{delivered: 3, used: 2, touch: 7, kept: 3}).append(nil)
-	if ss, err := decodeSession(9, good); err != nil || ss.delivered != 3 || ss.kept != 3 || ss.touch != 7 || ss.used != 2 {
+	if ss, err := decodeSession(9, good); err != nil || ss.delivered != 3 || ss.kept != 3 || ss.touch != 7 || ss.used != 2 || ss.inline() {
 		t.Fatalf("decode: %+v, %v", ss, err)
 	}
-	for _, b := range [][]byte{nil, {2, 0, 0, 0, 0}, good[:len(good)-1], append(good, 0), (&session{delivered: 3, kept: 2}).append(nil)} {
+	withResult := (&session{delivered: 3, used: 2, touch: 7, kept: 3, result: []byte{1, 2, 3}}).append(nil)
+	if ss, err := decodeSession(9, withResult); err != nil || ss.kept != 3 || !bytes.Equal(ss.result, []byte{1, 2, 3}) {
+		t.Fatalf("decode with an inline result: %+v, %v", ss, err)
+	}
+	// Version 1: the fields up to kept; a kept result is stored apart.
+	v1 := append([]byte{sessionRecordVersionV1}, good[1:len(good)-1]...)
+	if ss, err := decodeSession(9, v1); err != nil || ss.delivered != 3 || ss.kept != 3 || ss.touch != 7 || ss.used != 2 || ss.inline() {
+		t.Fatalf("decode version 1: %+v, %v", ss, err)
+	}
+	tooLong := (&session{delivered: 3, kept: 3, result: make([]byte, SessionResultInlineMax+1)}).append(nil)
+	for _, b := range [][]byte{
+		nil, {3, 0, 0, 0, 0, 0}, good[:len(good)-1], append(good, 0), withResult[:len(withResult)-1], append(v1, 0), tooLong,
+		(&session{delivered: 3, kept: 2}).append(nil),
+		(&session{delivered: 3, result: []byte{1}}).append(nil),
+	} {
 		if _, err := decodeSession(9, b); err == nil {
 			t.Errorf("decoded %x", b)
 		}
 	}
 }
 
+// A result too large for its session's record is stored apart, and
+// acknowledged like one held inline; a version 1 record, whose kept
+// result is always apart, is read and acknowledged too.
+func TestSessionResultStoredApart(t *testing.T) {
+	c := newCluster(t, nil)
+	big := strings.Repeat("v", 2*SessionResultInlineMax)
+	c.seed(0, map[string]string{"w/0001/big": big, "w/0001/acct": "100"})
+	const getBig = `{"then":[{"op":"get","key":"w/0001/big"}]}`
+	sid := group.SessionID(1, 7)
+	first := c.sessionMsg(sid, 1, getBig)
+	c.deliver(0, first)
+	if n, inline := c.keptResults(0); n != 1 || inline != 0 {
+		t.Fatalf("%d results kept, %d inline; want 1 stored apart", n, inline)
+	}
+	if got := describeResult(c.result(0, first)); got != "succeeded true: 0:get w/0001/big="+big {
+		t.Fatalf("result: %.80s", got)
+	}
+	// The next request acknowledges it; its own result is small.
+	second := c.sessionMsg(sid, 2, addAcct)
+	c.deliver(0, second)
+	if n, inline := c.keptResults(0); n != 1 || inline != 1 {
+		t.Fatalf("after the next request: %d results kept, %d inline; want 1 inline", n, inline)
+	}
+	if _, _, err := c.reps[0].ex.Result(first.ID); !errors.Is(err, ErrAcknowledged) {
+		t.Errorf("result of the first request: %v, want ErrAcknowledged", err)
+	}
+
+	// Version 1: a large result again, then its record rewritten as
+	// version 1 wrote it, and a restart.
+	third := c.sessionMsg(sid, 3, getBig)
+	c.deliver(0, third)
+	st := c.reps[0].store
+	rec, found, err := st.GetAux(sessionKey(sid))
+	if err != nil || !found || rec[0] != sessionRecordVersion || rec[len(rec)-1] != 0 {
+		t.Fatalf("session record %x, %v, %v; want a version %d record with no inline result", rec, found, err, sessionRecordVersion)
+	}
+	b := st.NewBatch()
+	if err := b.PutAux(sessionKey(sid), append([]byte{sessionRecordVersionV1}, rec[1:len(rec)-1]...)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CommitAux(b); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	c.restart(0)
+	if got := describeResult(c.result(0, third)); got != "succeeded true: 0:get w/0001/big="+big {
+		t.Fatalf("result kept by a version 1 record: %.80s", got)
+	}
+	c.deliver(0, c.sessionMsg(sid, 4, addAcct))
+	if n, inline := c.keptResults(0); n != 1 || inline != 1 {
+		t.Errorf("after acknowledging the version 1 record's result: %d kept, %d inline; want 1 inline", n, inline)
+	}
+	if _, _, err := c.reps[0].ex.Result(third.ID); !errors.Is(err, ErrAcknowledged) {
+		t.Errorf("result of the third request: %v, want ErrAcknowledged", err)
+	}
+	if got := describeResult(c.result(0, c.sessionMsg(sid, 4, addAcct))); got != "succeeded true: 0:add w/0001/acct=90" {
+		t.Errorf("result of the fourth request: %s", got)
+	}
+}
+
 func FuzzDecodeSession(f *testing.F) {
 	f.Add((&session{delivered: 3, used: 2, touch: 7, kept: 3}).append(nil))
 	f.Add((&session{delivered: 1 << 60}).append(nil))
+	f.Add((&session{delivered: 3, kept: 3, result: []byte("result")}).append(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ss, err := decodeSession(5, b)
 		if err != nil {
@@ -294,7 +410,7 @@ func FuzzDecodeSession(f *testing.F) {
 			}
 			return
 		}
-		if ss2, err := decodeSession(5, ss.append(nil)); err != nil || *ss2 != *ss {
+		if ss2, err := decodeSession(5, ss.append(nil)); err != nil || !bytes.Equal(ss2.append(nil), ss.append(nil)) {
 			t.Fatalf("%+v encodes to a record that decodes to %+v, %v", ss, ss2, err)
 		}
 	})
@@ -335,7 +451,7 @@ func TestSessionsEvictedInTheEntryThatTouchedThem(t *testing.T) {
 		entry = append(entry, c.sessionMsg(group.SessionID(1, uint64(i+1)), 1, addAcct))
 	}
 	c.deliver(0, entry...)
-	if n, k := c.auxCount(0, auxSession), c.auxCount(0, auxSessionResult); n != bound || k != bound {
+	if n, k := c.auxCount(0, auxSession), countKept(c.keptResults(0)); n != bound || k != bound {
 		t.Fatalf("%d session records and %d results stored, want %d of each", n, k, bound)
 	}
 	if st := ex.Stats(); st.Sessions != bound || st.SessionsEvicted != 2*bound {
