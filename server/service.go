@@ -176,7 +176,7 @@ func (s *Server) run(ctx context.Context, r request) (*kvpb.TxnResponse, error) 
 		return nil, invalid(fmt.Errorf("server: %s encodes to %d bytes, more than a message may carry (%d)", r.id, len(r.payload), group.MessagePayloadMax))
 	}
 	m := multicast.Message{ID: r.id, Dst: r.dst, Payload: r.payload}
-	var wait <-chan struct{}
+	var wait *waiter
 	if r.dst.Has(s.self) {
 		var forget func()
 		wait, forget = s.waiters.add(r.id)
@@ -203,8 +203,10 @@ func (s *Server) run(ctx context.Context, r request) (*kvpb.TxnResponse, error) 
 	return resp, nil
 }
 
-// result waits until this replica executed its piece of id, and returns it.
-func (s *Server) result(ctx context.Context, id multicast.MsgID, wait <-chan struct{}) (*kvpb.PieceResult, error) {
+// result waits until this replica executed its piece of id, and returns it:
+// the one wait was handed when the execution came while it waited, else
+// the one the store keeps.
+func (s *Server) result(ctx context.Context, id multicast.MsgID, wait *waiter) (*kvpb.PieceResult, error) {
 	// The store is checked again on every tick too: a result can arrive
 	// without an execution here (a snapshot installed from the leader).
 	// A replica that has had no leader for a while cannot make progress
@@ -213,6 +215,9 @@ func (s *Server) result(ctx context.Context, id multicast.MsgID, wait <-chan str
 	var tick *time.Ticker // made at the first miss: most answers are there at once
 	leaderless := time.Duration(0)
 	for {
+		if res, ok := wait.result(); ok {
+			return api.PieceResultToProto(id.String(), s.group.Name, &res), nil
+		}
 		res, found, err := s.exec.Result(id)
 		switch {
 		case errors.Is(err, executor.ErrAcknowledged):
@@ -231,8 +236,8 @@ func (s *Server) result(ctx context.Context, id multicast.MsgID, wait <-chan str
 			defer tick.Stop()
 		}
 		select {
-		case <-wait:
-			wait = nil // checked again above; a nil channel never fires
+		case <-wait.c:
+			// Executed here: answered above with the result handed over.
 		case <-tick.C:
 			if s.replica.Leader() != "" {
 				leaderless = 0

@@ -6,32 +6,54 @@ import (
 
 	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/txn"
+	"github.com/flexkv/flexkv/txn/executor"
 )
 
 // waiters wakes the calls waiting for transactions to be executed at this
-// replica (Txn at the entry group, Await at the others). The executor calls
-// done after each commit, from the raft FSM: done must not block.
+// replica (Txn at the entry group, Await at the others), and hands them the
+// results: a call answered as its piece is executed reads no store. The
+// executor calls done after each commit, from the raft FSM: done must not
+// block.
 type waiters struct {
 	mu sync.Mutex
-	m  map[multicast.MsgID][]chan struct{}
+	m  map[multicast.MsgID][]*waiter
 }
 
-func newWaiters() *waiters { return &waiters{m: make(map[multicast.MsgID][]chan struct{})} }
+// waiter is one call's wait: c is closed once its transaction is executed
+// here, and res is then its result.
+type waiter struct {
+	c   chan struct{}
+	res txn.PieceResult
+}
 
-// add returns a channel closed once id is executed here, and a function
-// that forgets it. Register before checking the store, so that an execution
-// between the check and the wait is not missed.
-func (w *waiters) add(id multicast.MsgID) (<-chan struct{}, func()) {
-	c := make(chan struct{})
+// result returns the result of w's transaction if it was executed here
+// while w waited.
+func (w *waiter) result() (txn.PieceResult, bool) {
+	select {
+	case <-w.c:
+		return w.res, true
+	default:
+		return txn.PieceResult{}, false
+	}
+}
+
+func newWaiters() *waiters { return &waiters{m: make(map[multicast.MsgID][]*waiter)} }
+
+// add returns a wait for id's execution here, and a function that forgets
+// it. Register before checking the store, so that an execution between the
+// check and the wait is not missed.
+func (w *waiters) add(id multicast.MsgID) (*waiter, func()) {
+	wt := &waiter{c: make(chan struct{})}
 	w.mu.Lock()
-	w.m[id] = append(w.m[id], c)
+	w.m[id] = append(w.m[id], wt)
 	w.mu.Unlock()
-	return c, func() {
+	return wt, func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		list := w.m[id]
 		for i, x := range list {
-			if x == c {
+			if x == wt {
 				list = append(list[:i], list[i+1:]...)
 				break
 			}
@@ -44,14 +66,16 @@ func (w *waiters) add(id multicast.MsgID) (<-chan struct{}, func()) {
 	}
 }
 
-func (w *waiters) done(ids []multicast.MsgID) {
+func (w *waiters) done(done []executor.Executed) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, id := range ids {
-		for _, c := range w.m[id] {
-			close(c)
+	for i := range done {
+		d := &done[i]
+		for _, wt := range w.m[d.ID] {
+			wt.res = d.Result
+			close(wt.c)
 		}
-		delete(w.m, id)
+		delete(w.m, d.ID)
 	}
 }
 

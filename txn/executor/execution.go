@@ -22,7 +22,7 @@ type execution struct {
 	meta  execMeta
 	now   uint64 // the entry's log time (group.Clock)
 	sends []group.AppSend
-	ids   []multicast.MsgID // results stored, in the order they ran
+	done  []Executed // results stored, in the order they ran
 	// ran are the queue entries run by this execution, to delete.
 	ran []*queued
 	// trialJob, trialRes and trialView are the call whose trial run the
@@ -613,7 +613,7 @@ func (x *execution) run(j *job, votes []txn.Vote, reason string) error {
 	if res.Aborted {
 		x.meta.aborted++
 	}
-	x.ids = append(x.ids, j.id)
+	x.done = append(x.done, Executed{ID: j.id, Result: res})
 	return nil
 }
 

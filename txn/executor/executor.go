@@ -217,11 +217,20 @@ type Config struct {
 	// result. 0: ResultSessionsDefault. Every replica of a group must have
 	// the same.
 	ResultSessionsMax int
-	// OnExecuted, when not nil, is called after each commit with the ids of
-	// the transactions whose results the commit stored, in the order they
-	// ran (which may differ from delivery order, see Executor). It must
-	// not block (it runs in the raft apply loop) and must not call Execute.
-	OnExecuted func(ids []multicast.MsgID)
+	// OnExecuted, when not nil, is called after each commit with the
+	// transactions whose results the commit stored, in the order they ran
+	// (which may differ from delivery order, see Executor). It must not
+	// block (it runs in the raft apply loop) and must not call Execute;
+	// done and its results are the callee's, the executor keeps none of
+	// them.
+	OnExecuted func(done []Executed)
+}
+
+// Executed is a transaction whose result a commit stored: its id and its
+// result at this group, as Result reads it back.
+type Executed struct {
+	ID     multicast.MsgID
+	Result txn.PieceResult
 }
 
 // Bounds of Config.StoredVoteBytesMax.
@@ -463,17 +472,17 @@ func (e *Executor) Execute(index uint64, deliveries []multicast.Message, inbound
 // (see Session results, sessions.go). A Clock whose Now is behind the last
 // one's keeps the last.
 func (e *Executor) ExecuteAt(index uint64, clock group.Clock, deliveries []multicast.Message, inbound []group.AppInbound) ([]group.AppSend, error) {
-	sends, ids, err := e.execute(index, clock, deliveries, inbound)
+	sends, done, err := e.execute(index, clock, deliveries, inbound)
 	if err != nil {
 		return nil, err
 	}
-	if len(ids) > 0 && e.cfg.OnExecuted != nil {
-		e.cfg.OnExecuted(ids)
+	if len(done) > 0 && e.cfg.OnExecuted != nil {
+		e.cfg.OnExecuted(done)
 	}
 	return sends, nil
 }
 
-func (e *Executor) execute(index uint64, clock group.Clock, deliveries []multicast.Message, inbound []group.AppInbound) ([]group.AppSend, []multicast.MsgID, error) {
+func (e *Executor) execute(index uint64, clock group.Clock, deliveries []multicast.Message, inbound []group.AppInbound) ([]group.AppSend, []Executed, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.stale {
@@ -498,7 +507,7 @@ func (e *Executor) execute(index uint64, clock group.Clock, deliveries []multica
 		return nil, nil, err
 	}
 	e.setMeta(x.meta)
-	return x.sends, x.ids, nil
+	return x.sends, x.done, nil
 }
 
 // Sent returns what Execute returned for entry index (nil if nothing, or

@@ -20,12 +20,13 @@ import (
 // replica is one replica of a group in a test cluster: a store in its own
 // directory and its executor.
 type replica struct {
-	g        partition.GroupID
-	dir      string
-	store    *kv.Store
-	ex       *Executor
-	index    uint64            // the last raft index given to Execute
-	executed []multicast.MsgID // what OnExecuted reported, in order
+	g               partition.GroupID
+	dir             string
+	store           *kv.Store
+	ex              *Executor
+	index           uint64            // the last raft index given to Execute
+	executed        []multicast.MsgID // what OnExecuted reported, in order
+	executedResults []txn.PieceResult // and the results it reported with them
 }
 
 // cluster is one replica per group of testTopology, and a router that
@@ -98,7 +99,12 @@ func (c *cluster) open(r *replica) {
 	ex, err := NewExecutor(Config{
 		Store: s, Partitions: c.pm, Topology: c.top, Self: r.g, Procedures: c.procs,
 		StoredVoteBytesMax: c.storedVoteBytesMax,
-		OnExecuted:         func(ids []multicast.MsgID) { r.executed = append(r.executed, ids...) },
+		OnExecuted: func(done []Executed) {
+			for _, d := range done {
+				r.executed = append(r.executed, d.ID)
+				r.executedResults = append(r.executedResults, d.Result)
+			}
+		},
 	})
 	if err != nil {
 		c.t.Fatal(err)
@@ -363,6 +369,11 @@ func TestExecutorSingleGroup(t *testing.T) {
 	for i, m := range []multicast.Message{m1, m2, m3} {
 		if got := describeResult(c.result(0, m)); got != want[i] {
 			t.Errorf("%s: %s, want %s", m.ID, got, want[i])
+		}
+		// OnExecuted hands over the result the store keeps.
+		stored := c.result(0, m)
+		if i < len(c.reps[0].executedResults) && !bytes.Equal(txn.AppendPieceResult(nil, &c.reps[0].executedResults[i]), txn.AppendPieceResult(nil, &stored)) {
+			t.Errorf("%s: OnExecuted reported %s, the store keeps %s", m.ID, describeResult(c.reps[0].executedResults[i]), want[i])
 		}
 	}
 	if got, want := c.data(0), "w/0001/acct=0 w/0002/acct=10"; got != want {

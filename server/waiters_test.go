@@ -1,0 +1,51 @@
+package server
+
+import (
+	"testing"
+
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/txn"
+	"github.com/flexkv/flexkv/txn/executor"
+)
+
+// Every call waiting for a transaction gets its result when it is executed;
+// a call that stopped waiting, or waits for another, gets nothing.
+func TestWaitersHandOverResults(t *testing.T) {
+	w := newWaiters()
+	a, b := multicast.MsgID{Client: 1, Seq: 1}, multicast.MsgID{Client: 2, Seq: 1}
+	a1, forgetA1 := w.add(a)
+	defer forgetA1()
+	a2, forgetA2 := w.add(a)
+	gone, forgetGone := w.add(a)
+	forgetGone()
+	other, forgetOther := w.add(b)
+	defer forgetOther()
+	if _, ok := a1.result(); ok {
+		t.Fatal("a result before the execution")
+	}
+	res := txn.PieceResult{Succeeded: true, Results: []txn.OpResult{{Value: []byte("v"), Found: true}}}
+	w.done([]executor.Executed{{ID: a, Result: res}})
+	for i, wt := range []*waiter{a1, a2} {
+		got, ok := wt.result()
+		if !ok || !got.Succeeded || len(got.Results) != 1 || string(got.Results[0].Value) != "v" {
+			t.Errorf("waiter %d of %s: %+v, %v; want the executed result", i, a, got, ok)
+		}
+	}
+	forgetA2()
+	if _, ok := gone.result(); ok {
+		t.Error("a forgotten wait got a result")
+	}
+	if _, ok := other.result(); ok {
+		t.Errorf("the wait for %s got %s's result", b, a)
+	}
+	if len(w.m) != 1 {
+		t.Errorf("%d ids still waited for, want 1 (%s)", len(w.m), b)
+	}
+	// An execution before the wait is not handed over: the call reads
+	// the store.
+	late, forgetLate := w.add(a)
+	defer forgetLate()
+	if _, ok := late.result(); ok {
+		t.Error("a wait registered after the execution got a result")
+	}
+}
