@@ -12,7 +12,8 @@ import (
 
 // waiters wakes the calls waiting for transactions to be executed at this
 // replica (Txn at the entry group, Await at the others), and hands them the
-// results: a call answered as its piece is executed reads no store. The
+// results: a call whose piece is executed while it waits reads no store
+// after the execution. The
 // executor calls done after each commit, from the raft FSM: done must not
 // block.
 type waiters struct {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/flexkv/flexkv/multicast"
@@ -47,5 +48,41 @@ func TestWaitersHandOverResults(t *testing.T) {
 	defer forgetLate()
 	if _, ok := late.result(); ok {
 		t.Error("a wait registered after the execution got a result")
+	}
+}
+
+// Executions handed over while calls wait on other goroutines: each call
+// sees its own result (run with -race: done's write of a result happens
+// before the call's read).
+func TestWaitersConcurrent(t *testing.T) {
+	w := newWaiters()
+	const n = 64
+	errs := make(chan error, n)
+	ready := make(chan struct{}, n)
+	for i := range n {
+		go func() {
+			id := multicast.MsgID{Client: uint64(i + 1), Seq: 1}
+			wt, forget := w.add(id)
+			defer forget()
+			ready <- struct{}{}
+			<-wt.c
+			res, ok := wt.result()
+			if !ok || len(res.Results) != 1 || res.Results[0].Int != int64(i) {
+				errs <- fmt.Errorf("waiter of %s: %+v, %v", id, res, ok)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range n {
+		<-ready
+	}
+	for i := range n {
+		w.done([]executor.Executed{{ID: multicast.MsgID{Client: uint64(i + 1), Seq: 1}, Result: txn.PieceResult{Succeeded: true, Results: []txn.OpResult{{Int: int64(i)}}}}})
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
 	}
 }

@@ -27,13 +27,16 @@ import (
 //	'c' client (8 B BE)                  -> a session record (sessions.go)
 //	'r' client (8 B BE) seq (8 B BE)     -> the result record of a session's
 //	                                        transaction, kept until the
-//	                                        session acknowledges it
+//	                                        session acknowledges it, when
+//	                                        too large for the session
+//	                                        record, which holds the others
 //
 // A vote's arrival numbers the stored votes in the order they were stored
 // (execMeta.voteNext), for the bound on stored votes (Config.StoredVoteBytesMax),
 // which drops the oldest first.
 //
-// The results of sessions' transactions are 'r' records; the others' (and
+// The results of sessions' transactions are in their session records or
+// 'r' records (sessions.go); the others' (and
 // a session's acknowledged before it ran) are kv results
 // (kv.Batch.SetResult), under the transaction id. Each is a result record: the digest of the delivery that
 // ran (digestOf) beside its PieceResult, so that a later delivery

@@ -613,7 +613,9 @@ func (x *execution) run(j *job, votes []txn.Vote, reason string) error {
 	if res.Aborted {
 		x.meta.aborted++
 	}
-	x.done = append(x.done, Executed{ID: j.id, Result: res})
+	if x.e.cfg.OnExecuted != nil {
+		x.done = append(x.done, Executed{ID: j.id, Result: res})
+	}
 	return nil
 }
 

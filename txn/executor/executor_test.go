@@ -373,7 +373,7 @@ func TestExecutorSingleGroup(t *testing.T) {
 		// OnExecuted hands over the result the store keeps.
 		stored := c.result(0, m)
 		if i < len(c.reps[0].executedResults) && !bytes.Equal(txn.AppendPieceResult(nil, &c.reps[0].executedResults[i]), txn.AppendPieceResult(nil, &stored)) {
-			t.Errorf("%s: OnExecuted reported %s, the store keeps %s", m.ID, describeResult(c.reps[0].executedResults[i]), want[i])
+			t.Errorf("%s: OnExecuted reported %s, the store keeps %s", m.ID, describeResult(c.reps[0].executedResults[i]), describeResult(stored))
 		}
 	}
 	if got, want := c.data(0), "w/0001/acct=0 w/0002/acct=10"; got != want {
@@ -829,6 +829,12 @@ func TestExecutorTruncatesLargeResults(t *testing.T) {
 	c.deliver(0, m)
 	if r := c.result(0, m); !r.Truncated || !r.Succeeded || r.Results != nil {
 		t.Errorf("result %s, want truncated", describeResult(r))
+	}
+	// OnExecuted hands over the truncated result, as the store keeps it.
+	if rs := c.reps[0].executedResults; len(rs) != 1 {
+		t.Errorf("OnExecuted reported %d results, want 1", len(rs))
+	} else if !rs[0].Truncated || !rs[0].Succeeded || rs[0].Results != nil {
+		t.Errorf("OnExecuted reported %s, want the truncated result", describeResult(rs[0]))
 	}
 	if _, err := c.merged(m); !errors.Is(err, txn.ErrTruncated) {
 		t.Errorf("merged: %v, want ErrTruncated", err)

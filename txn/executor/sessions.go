@@ -66,12 +66,13 @@ import (
 // while. So memory is bounded by ResultSessionsMax records and as many
 // results, plus ResultsMax others.
 //
-// A result record of at most SessionResultInlineMax bytes (a put's, a
-// payment's, a new-order's) is kept inside its session's record, which the
-// entry writes anyway, and in memory with it: keeping and acknowledging it
-// write no key of their own. A larger one is an aux record of its own. So
-// the session table holds at most ResultSessionsMax x
-// SessionResultInlineMax bytes of results in memory.
+// A result record of at most sessionResultInlineMax bytes (every gTPC-C
+// result, a put's, most transactions') is kept inside its session's record,
+// which the entry writes anyway: keeping and acknowledging it write no key
+// of their own. A larger one is an aux record of its own. The session
+// table holds no result in memory between entries: an entry that rewrites
+// a record keeping an inline result it did not make (a duplicate delivery)
+// reads the result back from the record first.
 //
 // Records and results are aux records of the store, written in the batch
 // of the entry that changes them: a restart resumes them with the applied
@@ -105,9 +106,10 @@ const (
 	auxSessionResult byte = 'r'
 )
 
-// SessionResultInlineMax is the largest result record a session record
-// holds; a larger one is stored apart (see Session results).
-const SessionResultInlineMax = 192
+// sessionResultInlineMax is the largest result record a session record
+// holds; a larger one is stored apart (see Session results). It is part of
+// the stored format: every replica of a group must have the same.
+const sessionResultInlineMax = 1024
 
 func sessionKey(client uint64) []byte {
 	return binary.BigEndian.AppendUint64([]byte{auxSession}, client)
@@ -133,8 +135,12 @@ type session struct {
 	used      uint64 // log time of its last use
 	touch     uint64 // order of its last use (execMeta.touchNext): the list's order
 	kept      uint64 // seq of the result kept, 0 if none
-	// result is the kept result's record when the session record holds
-	// it (inline), nil when it is stored apart or none is kept.
+	// inline: the session record holds the kept result (else it is
+	// stored apart, if one is kept).
+	inline bool
+	// result is the inline result's record while the execution in
+	// progress has it at hand (setResult made it), for storeSessions; nil
+	// otherwise.
 	result []byte
 	elem   *list.Element // its place in the table's order
 	// touched: changed by the execution in progress, which stores it
@@ -153,44 +159,50 @@ const (
 	sessionRecordVersionV1 = 1
 )
 
-func (s *session) append(b []byte) []byte {
+// append appends the record of s, whose inline result, if it keeps one,
+// is result.
+func (s *session) append(b []byte, result []byte) []byte {
 	b = append(b, sessionRecordVersion)
 	b = wire.AppendUvarint(b, s.delivered)
 	b = wire.AppendUvarint(b, s.used)
 	b = wire.AppendUvarint(b, s.touch)
 	b = wire.AppendUvarint(b, s.kept)
-	b = wire.AppendUvarint(b, uint64(len(s.result)))
-	return append(b, s.result...)
+	b = wire.AppendUvarint(b, uint64(len(result)))
+	return append(b, result...)
 }
 
-// inline reports whether the session record holds the kept result.
-func (s *session) inline() bool { return s.result != nil }
-
-func decodeSession(client uint64, b []byte) (*session, error) {
+// decodeSession decodes the session record b of client, and returns its
+// inline result too (nil if it holds none).
+func decodeSession(client uint64, b []byte) (*session, []byte, error) {
 	d := wire.NewDecoder(b)
 	v := d.Byte()
 	if d.Err() == nil && v != sessionRecordVersion && v != sessionRecordVersionV1 {
-		d.Fail("session record version %d, want %d", v, sessionRecordVersion)
+		d.Fail("session record version %d, want %d or %d", v, sessionRecordVersionV1, sessionRecordVersion)
 	}
 	s := &session{client: client, delivered: d.Uvarint(), used: d.Uvarint(), touch: d.Uvarint(), kept: d.Uvarint()}
+	var result []byte
 	if v == sessionRecordVersion {
 		switch r := d.Bytes(); {
-		case len(r) > SessionResultInlineMax:
-			d.Fail("inline result of %d bytes, more than %d", len(r), SessionResultInlineMax)
+		case len(r) > sessionResultInlineMax:
+			d.Fail("inline result of %d bytes, more than %d", len(r), sessionResultInlineMax)
 		case len(r) > 0:
-			s.result = bytes.Clone(r)
+			if _, err := resultDigest(r); err != nil {
+				d.Fail("inline result: %v", err)
+			}
+			result = bytes.Clone(r)
 		}
 	}
 	if err := d.Finish(); err != nil {
-		return nil, fmt.Errorf("txn: session record of client %d: %w", client, err)
+		return nil, nil, fmt.Errorf("txn: session record of client %d: %w", client, err)
 	}
+	s.inline = result != nil
 	switch {
 	case s.kept != 0 && s.kept != s.delivered:
-		return nil, fmt.Errorf("txn: session record of client %d: %w: result of seq %d kept, the highest delivered is %d", client, kv.ErrCorrupt, s.kept, s.delivered)
-	case s.kept == 0 && s.inline():
-		return nil, fmt.Errorf("txn: session record of client %d: %w: an inline result and no seq kept", client, kv.ErrCorrupt)
+		return nil, nil, fmt.Errorf("txn: session record of client %d: %w: result of seq %d kept, the highest delivered is %d", client, kv.ErrCorrupt, s.kept, s.delivered)
+	case s.kept == 0 && s.inline:
+		return nil, nil, fmt.Errorf("txn: session record of client %d: %w: an inline result and no seq kept", client, kv.ErrCorrupt)
 	}
-	return s, nil
+	return s, result, nil
 }
 
 // sessionTable is the session records, by client, and in a list from the
@@ -238,7 +250,7 @@ func loadSessions(s *kv.Store) (*sessionTable, uint64, error) {
 		if len(r.Key) != 9 {
 			return fmt.Errorf("%w: session record key %x", kv.ErrCorrupt, r.Key)
 		}
-		ss, err := decodeSession(binary.BigEndian.Uint64(r.Key[1:]), r.Value)
+		ss, _, err := decodeSession(binary.BigEndian.Uint64(r.Key[1:]), r.Value)
 		if err != nil {
 			return err
 		}
@@ -278,7 +290,8 @@ func (x *execution) touchSession(ss *session) {
 }
 
 // storeSessions stores the records the execution touched and did not
-// drop (dropSession deletes the record of one it drops).
+// drop (dropSession deletes the record of one it drops), and lets go of
+// the inline results they hold.
 func (x *execution) storeSessions() error {
 	t := x.e.sessions
 	for _, ss := range x.touched {
@@ -286,9 +299,14 @@ func (x *execution) storeSessions() error {
 		if t.byID[ss.client] != ss {
 			continue
 		}
-		if err := x.b.PutAux(sessionKey(ss.client), ss.append(nil)); err != nil {
+		result, err := x.inlineResult(ss)
+		if err != nil {
 			return err
 		}
+		if err := x.b.PutAux(sessionKey(ss.client), ss.append(nil, result)); err != nil {
+			return err
+		}
+		ss.result = nil
 	}
 	x.touched = x.touched[:0]
 	return nil
@@ -300,8 +318,11 @@ func (x *execution) dropSession(ss *session) error {
 	t := x.e.sessions
 	if ss.kept != 0 {
 		id := multicast.MsgID{Client: ss.client, Seq: ss.kept}
-		rec, found, err := ss.result, true, error(nil)
-		if !ss.inline() {
+		var rec []byte
+		found, err := true, error(nil)
+		if ss.inline {
+			rec, err = x.inlineResult(ss)
+		} else {
 			rec, found, err = x.b.GetAux(sessionResultKey(id))
 		}
 		switch {
@@ -328,12 +349,12 @@ func (x *execution) dropKept(ss *session) error {
 	if ss.kept == 0 {
 		return nil
 	}
-	if !ss.inline() {
+	if !ss.inline {
 		if err := x.b.DeleteAux(sessionResultKey(multicast.MsgID{Client: ss.client, Seq: ss.kept})); err != nil {
 			return err
 		}
 	}
-	ss.kept, ss.result = 0, nil
+	ss.kept, ss.inline, ss.result = 0, false, nil
 	x.meta.sessionResults--
 	return nil
 }
@@ -394,8 +415,8 @@ func (x *execution) setResult(id multicast.MsgID, rec []byte) error {
 				// The dedupe of deliver found no result under id.
 				return fmt.Errorf("txn: %w: the session record of %s says its result is kept, and none is stored", kv.ErrCorrupt, id)
 			}
-			if len(rec) > 0 && len(rec) <= SessionResultInlineMax {
-				ss.result = rec
+			if len(rec) > 0 && len(rec) <= sessionResultInlineMax {
+				ss.inline, ss.result = true, rec
 			} else if err := x.b.PutAux(sessionResultKey(id), rec); err != nil {
 				return err
 			}
@@ -408,14 +429,41 @@ func (x *execution) setResult(id multicast.MsgID, rec []byte) error {
 	return x.b.SetResult(id.String(), rec)
 }
 
+// inlineResult returns the result that ss keeps inline: the one the
+// execution has at hand, else the one its record holds as the batch sees
+// it (the record is stored only when the execution finishes, so that is
+// the record of an earlier entry, which kept the same result). The caller
+// must not modify it. Nil if ss keeps no inline result.
+func (x *execution) inlineResult(ss *session) ([]byte, error) {
+	if !ss.inline || ss.result != nil {
+		return ss.result, nil
+	}
+	b, found, err := x.b.GetAux(sessionKey(ss.client))
+	if err != nil {
+		return nil, err
+	}
+	var stored *session
+	var result []byte
+	if found {
+		if stored, result, err = decodeSession(ss.client, b); err != nil {
+			return nil, err
+		}
+	}
+	if !found || stored.kept != ss.kept || result == nil {
+		return nil, fmt.Errorf("txn: %w: the result of c%d.%d kept in its session record is missing", kv.ErrCorrupt, ss.client, ss.kept)
+	}
+	return result, nil
+}
+
 // result returns the result record of id as the batch sees it, wherever it
 // is kept. A session keeps at most one result, the one its record names
 // (kept), and the record is in memory: any other seq of the session reads
 // no Pebble there (most calls: the dedupe of a new delivery).
 func (x *execution) result(id multicast.MsgID) ([]byte, bool, error) {
 	if ss := x.e.sessions.byID[id.Client]; ss != nil && ss.kept == id.Seq && isSession(id) {
-		if ss.inline() {
-			return bytes.Clone(ss.result), true, nil
+		if ss.inline {
+			rec, err := x.inlineResult(ss)
+			return rec, err == nil, err
 		}
 		rec, found, err := x.b.GetAux(sessionResultKey(id))
 		if err != nil || found {
@@ -434,16 +482,16 @@ func (e *Executor) storedResult(id multicast.MsgID) ([]byte, bool, error) {
 		return s.Result(id.String())
 	}
 	// The session record first: it holds most results. Each read sees the
-	// store as committed then; the result can move between them (to its own
-	// record when too large for the session's, to kv's results when the
-	// session is dropped), never away from all three places unless it was
-	// acknowledged, which the session record read last tells.
-	ss, err := e.storedSession(id.Client)
+	// store as committed then; between them the result can be stored (in
+	// the session record, or apart when too large for it) or move to kv's
+	// results (its session dropped), never leave all three places unless
+	// it was acknowledged, which the session record read last tells.
+	ss, result, err := e.storedSession(id.Client)
 	switch {
 	case err != nil:
 		return nil, false, err
-	case ss != nil && ss.kept == id.Seq && ss.inline():
-		return ss.result, true, nil
+	case ss != nil && ss.kept == id.Seq && ss.inline:
+		return result, true, nil
 	}
 	if rec, found, err := s.GetAux(sessionResultKey(id)); err != nil || found {
 		return rec, found, err
@@ -451,11 +499,11 @@ func (e *Executor) storedResult(id multicast.MsgID) ([]byte, bool, error) {
 	if rec, found, err := s.Result(id.String()); err != nil || found {
 		return rec, found, err
 	}
-	if ss, err = e.storedSession(id.Client); err != nil || ss == nil {
+	if ss, result, err = e.storedSession(id.Client); err != nil || ss == nil {
 		return nil, false, err
 	}
-	if ss.kept == id.Seq && ss.inline() {
-		return ss.result, true, nil
+	if ss.kept == id.Seq && ss.inline {
+		return result, true, nil
 	}
 	if ss.delivered > id.Seq {
 		return nil, false, fmt.Errorf("%w: %s: group %d delivered c%d.%d since, a later request of the session, which acknowledged every result below it: the result was dropped",
@@ -464,12 +512,12 @@ func (e *Executor) storedResult(id multicast.MsgID) ([]byte, bool, error) {
 	return nil, false, nil
 }
 
-// storedSession returns the committed record of session client, nil if
-// there is none.
-func (e *Executor) storedSession(client uint64) (*session, error) {
+// storedSession returns the committed record of session client and its
+// inline result, nil if there is none.
+func (e *Executor) storedSession(client uint64) (*session, []byte, error) {
 	b, found, err := e.cfg.Store.GetAux(sessionKey(client))
 	if err != nil || !found {
-		return nil, err
+		return nil, nil, err
 	}
 	return decodeSession(client, b)
 }
@@ -479,7 +527,7 @@ func (e *Executor) storedSession(client uint64) (*session, error) {
 // false when it keeps no record (never delivered here, expired or
 // evicted). Safe to call concurrently with Execute.
 func (e *Executor) SessionState(client uint64) (delivered, kept uint64, ok bool, err error) {
-	ss, err := e.storedSession(client)
+	ss, _, err := e.storedSession(client)
 	if err != nil || ss == nil {
 		return 0, 0, false, err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/partition"
+	"github.com/flexkv/flexkv/txn"
 )
 
 // sessionMsg is transaction seq of session client, in JSON (home group 0).
@@ -40,12 +41,12 @@ func (c *cluster) keptResults(g partition.GroupID) (kept, inline int) {
 	c.t.Helper()
 	apart := 0
 	err := scanAux(c.reps[g].store, []byte{auxSession}, []byte{auxSession + 1}, func(r kv.KV) error {
-		ss, err := decodeSession(binary.BigEndian.Uint64(r.Key[1:]), r.Value)
+		ss, _, err := decodeSession(binary.BigEndian.Uint64(r.Key[1:]), r.Value)
 		switch {
 		case err != nil:
 			return err
 		case ss.kept == 0:
-		case ss.inline():
+		case ss.inline:
 			kept++
 			inline++
 		default:
@@ -313,69 +314,106 @@ func countKept(kept, _ int) int { return kept }
 // The session record's decoder reads what the executor writes, version 1
 // records included, and refuses the rest.
 func TestSessionRecordCorrupt(t *testing.T) {
-	good := (&session{delivered: 3, used: 2, touch: 7, kept: 3}).append(nil)
-	if ss, err := decodeSession(9, good); err != nil || ss.delivered != 3 || ss.kept != 3 || ss.touch != 7 || ss.used != 2 || ss.inline() {
-		t.Fatalf("decode: %+v, %v", ss, err)
+	good := (&session{delivered: 3, used: 2, touch: 7, kept: 3}).append(nil, nil)
+	if ss, r, err := decodeSession(9, good); err != nil || ss.delivered != 3 || ss.kept != 3 || ss.touch != 7 || ss.used != 2 || ss.inline || r != nil {
+		t.Fatalf("decode: %+v, %x, %v", ss, r, err)
 	}
-	withResult := (&session{delivered: 3, used: 2, touch: 7, kept: 3, result: []byte{1, 2, 3}}).append(nil)
-	if ss, err := decodeSession(9, withResult); err != nil || ss.kept != 3 || !bytes.Equal(ss.result, []byte{1, 2, 3}) {
-		t.Fatalf("decode with an inline result: %+v, %v", ss, err)
+	rec := appendResultRecord(nil, 42, &txn.PieceResult{Succeeded: true})
+	withResult := (&session{delivered: 3, used: 2, touch: 7, kept: 3}).append(nil, rec)
+	if ss, r, err := decodeSession(9, withResult); err != nil || ss.kept != 3 || !ss.inline || !bytes.Equal(r, rec) {
+		t.Fatalf("decode with an inline result: %+v, %x, %v", ss, r, err)
 	}
 	// Version 1: the fields up to kept; a kept result is stored apart.
 	v1 := append([]byte{sessionRecordVersionV1}, good[1:len(good)-1]...)
-	if ss, err := decodeSession(9, v1); err != nil || ss.delivered != 3 || ss.kept != 3 || ss.touch != 7 || ss.used != 2 || ss.inline() {
-		t.Fatalf("decode version 1: %+v, %v", ss, err)
+	if ss, r, err := decodeSession(9, v1); err != nil || ss.delivered != 3 || ss.kept != 3 || ss.touch != 7 || ss.used != 2 || ss.inline || r != nil {
+		t.Fatalf("decode version 1: %+v, %x, %v", ss, r, err)
 	}
-	tooLong := (&session{delivered: 3, kept: 3, result: make([]byte, SessionResultInlineMax+1)}).append(nil)
+	tooLong := (&session{delivered: 3, kept: 3}).append(nil, append(rec, make([]byte, sessionResultInlineMax)...))
 	for _, b := range [][]byte{
 		nil, {3, 0, 0, 0, 0, 0}, good[:len(good)-1], append(good, 0), withResult[:len(withResult)-1], append(v1, 0), tooLong,
-		(&session{delivered: 3, kept: 2}).append(nil),
-		(&session{delivered: 3, result: []byte{1}}).append(nil),
+		(&session{delivered: 3, kept: 2}).append(nil, nil),
+		(&session{delivered: 3}).append(nil, rec),
+		(&session{delivered: 3, kept: 3}).append(nil, []byte{9}), // not a result record
 	} {
-		if _, err := decodeSession(9, b); err == nil {
+		if _, _, err := decodeSession(9, b); err == nil {
 			t.Errorf("decoded %x", b)
 		}
 	}
 }
 
-// A result too large for its session's record is stored apart, and
-// acknowledged like one held inline; a version 1 record, whose kept
-// result is always apart, is read and acknowledged too.
+// A result too large for its session's record is stored apart, found by
+// a retry, acknowledged like one held inline and, when its session
+// expires, handed to the count-bounded results; a version 1 record, whose
+// kept result is always apart, is read, and handed over when it expires.
 func TestSessionResultStoredApart(t *testing.T) {
 	c := newCluster(t, nil)
-	big := strings.Repeat("v", 2*SessionResultInlineMax)
+	c.resultsMax = 4
+	c.restart(0)
+	big := strings.Repeat("v", 2*sessionResultInlineMax)
 	c.seed(0, map[string]string{"w/0001/big": big, "w/0001/acct": "100"})
 	const getBig = `{"then":[{"op":"get","key":"w/0001/big"}]}`
+	wantBig := "succeeded true: 0:get w/0001/big=" + big
+	ex := c.reps[0].ex
+	now := uint64(0)
+	run := func(ms ...multicast.Message) {
+		t.Helper()
+		r := c.reps[0]
+		r.index++
+		now++
+		if _, err := ex.ExecuteAt(r.index, group.Clock{Now: now, SessionTicks: 10}, ms, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 	sid := group.SessionID(1, 7)
 	first := c.sessionMsg(sid, 1, getBig)
-	c.deliver(0, first)
+	run(first)
 	if n, inline := c.keptResults(0); n != 1 || inline != 0 {
 		t.Fatalf("%d results kept, %d inline; want 1 stored apart", n, inline)
 	}
-	if got := describeResult(c.result(0, first)); got != "succeeded true: 0:get w/0001/big="+big {
+	// A retry finds it (the dedupe reads the record apart).
+	run(first)
+	if st := ex.Stats(); st.Duplicates != 1 || st.Executed != 1 {
+		t.Errorf("stats %+v after a retry, want 1 executed, 1 duplicate", st)
+	}
+	if got := describeResult(c.result(0, first)); got != wantBig {
 		t.Fatalf("result: %.80s", got)
 	}
 	// The next request acknowledges it; its own result is small.
 	second := c.sessionMsg(sid, 2, addAcct)
-	c.deliver(0, second)
+	run(second)
 	if n, inline := c.keptResults(0); n != 1 || inline != 1 {
 		t.Fatalf("after the next request: %d results kept, %d inline; want 1 inline", n, inline)
 	}
-	if _, _, err := c.reps[0].ex.Result(first.ID); !errors.Is(err, ErrAcknowledged) {
+	if _, _, err := ex.Result(first.ID); !errors.Is(err, ErrAcknowledged) {
 		t.Errorf("result of the first request: %v, want ErrAcknowledged", err)
 	}
 
-	// Version 1: a large result again, then its record rewritten as
-	// version 1 wrote it, and a restart.
+	// A large result again, its session dropped at expiry: the result
+	// joins the count-bounded table.
 	third := c.sessionMsg(sid, 3, getBig)
-	c.deliver(0, third)
+	run(third)
+	now += 10
+	run()
+	if n, _ := c.keptResults(0); n != 0 || c.auxCount(0, auxSession) != 0 {
+		t.Fatalf("after the session expired: %d results kept, %d records", n, c.auxCount(0, auxSession))
+	}
+	if got := describeResult(c.result(0, third)); got != wantBig {
+		t.Fatalf("the expired session's result: %.80s", got)
+	}
+
+	// Version 1: a session whose record keeps a large result, rewritten
+	// as version 1 wrote it; after a restart, the result is read through
+	// it, and handed over when the session expires.
+	sid2 := group.SessionID(1, 8)
+	fourth := c.sessionMsg(sid2, 1, getBig)
+	run(fourth)
 	st := c.reps[0].store
-	rec, found, err := st.GetAux(sessionKey(sid))
+	rec, found, err := st.GetAux(sessionKey(sid2))
 	if err != nil || !found || rec[0] != sessionRecordVersion || rec[len(rec)-1] != 0 {
 		t.Fatalf("session record %x, %v, %v; want a version %d record with no inline result", rec, found, err, sessionRecordVersion)
 	}
 	b := st.NewBatch()
-	if err := b.PutAux(sessionKey(sid), append([]byte{sessionRecordVersionV1}, rec[1:len(rec)-1]...)); err != nil {
+	if err := b.PutAux(sessionKey(sid2), append([]byte{sessionRecordVersionV1}, rec[1:len(rec)-1]...)); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.CommitAux(b); err != nil {
@@ -383,34 +421,76 @@ func TestSessionResultStoredApart(t *testing.T) {
 	}
 	b.Close()
 	c.restart(0)
-	if got := describeResult(c.result(0, third)); got != "succeeded true: 0:get w/0001/big="+big {
+	ex = c.reps[0].ex
+	if got := describeResult(c.result(0, fourth)); got != wantBig {
 		t.Fatalf("result kept by a version 1 record: %.80s", got)
 	}
-	c.deliver(0, c.sessionMsg(sid, 4, addAcct))
-	if n, inline := c.keptResults(0); n != 1 || inline != 1 {
-		t.Errorf("after acknowledging the version 1 record's result: %d kept, %d inline; want 1 inline", n, inline)
+	run(fourth) // a retry: found through the version 1 record
+	if st := ex.Stats(); st.Duplicates != 2 {
+		t.Errorf("duplicates %d after a retry, want 2", st.Duplicates)
 	}
-	if _, _, err := c.reps[0].ex.Result(third.ID); !errors.Is(err, ErrAcknowledged) {
-		t.Errorf("result of the third request: %v, want ErrAcknowledged", err)
+	now += 10
+	run()
+	if n, _ := c.keptResults(0); n != 0 || c.auxCount(0, auxSession) != 0 {
+		t.Fatalf("after the version 1 session expired: %d results kept, %d records", n, c.auxCount(0, auxSession))
 	}
-	if got := describeResult(c.result(0, c.sessionMsg(sid, 4, addAcct))); got != "succeeded true: 0:add w/0001/acct=90" {
-		t.Errorf("result of the fourth request: %s", got)
+	if got := describeResult(c.result(0, fourth)); got != wantBig {
+		t.Fatalf("the expired version 1 session's result: %.80s", got)
+	}
+}
+
+// An entry that rewrites a session record keeping an inline result it did
+// not make (the delivery of an older request of the session, which the
+// client gave up on) writes the result back into the record; the older
+// request's result goes to the count-bounded results.
+func TestSessionInlineResultKeptAcrossEntries(t *testing.T) {
+	c := newCluster(t, nil)
+	c.seed(0, map[string]string{"w/0001/acct": "100"})
+	sid := group.SessionID(1, 9)
+	second := c.sessionMsg(sid, 2, addAcct)
+	c.deliver(0, second)
+	first := c.sessionMsg(sid, 1, addAcct)
+	c.deliver(0, first)
+	for range 2 {
+		if n, inline := c.keptResults(0); n != 1 || inline != 1 {
+			t.Fatalf("%d results kept, %d inline; want 1 inline", n, inline)
+		}
+		if got := describeResult(c.result(0, second)); got != "succeeded true: 0:add w/0001/acct=95" {
+			t.Errorf("the kept result: %s", got)
+		}
+		if got := describeResult(c.result(0, first)); got != "succeeded true: 0:add w/0001/acct=90" {
+			t.Errorf("the older request's result: %s", got)
+		}
+		delivered, kept, ok, err := c.reps[0].ex.SessionState(sid)
+		if err != nil || !ok || delivered != 2 || kept != 2 {
+			t.Errorf("session state: delivered %d, kept %d, %v, %v; want 2, 2", delivered, kept, ok, err)
+		}
+		c.restart(0)
+	}
+	// The next request acknowledges it.
+	c.deliver(0, c.sessionMsg(sid, 3, addAcct))
+	if _, _, err := c.reps[0].ex.Result(second.ID); !errors.Is(err, ErrAcknowledged) {
+		t.Errorf("result of the acknowledged request: %v, want ErrAcknowledged", err)
 	}
 }
 
 func FuzzDecodeSession(f *testing.F) {
-	f.Add((&session{delivered: 3, used: 2, touch: 7, kept: 3}).append(nil))
-	f.Add((&session{delivered: 1 << 60}).append(nil))
-	f.Add((&session{delivered: 3, kept: 3, result: []byte("result")}).append(nil))
+	f.Add((&session{delivered: 3, used: 2, touch: 7, kept: 3}).append(nil, nil))
+	f.Add((&session{delivered: 1 << 60}).append(nil, nil))
+	f.Add((&session{delivered: 3, kept: 3}).append(nil, appendResultRecord(nil, 7, &txn.PieceResult{Succeeded: true})))
+	f.Add([]byte{sessionRecordVersionV1, 3, 2, 7, 3})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		ss, err := decodeSession(5, b)
+		ss, r, err := decodeSession(5, b)
 		if err != nil {
 			if !corrupt(err) {
 				t.Fatalf("error %v is not about corruption", err)
 			}
 			return
 		}
-		if ss2, err := decodeSession(5, ss.append(nil)); err != nil || !bytes.Equal(ss2.append(nil), ss.append(nil)) {
+		if ss.inline != (r != nil) {
+			t.Fatalf("%+v decoded with inline result %x", ss, r)
+		}
+		if ss2, r2, err := decodeSession(5, ss.append(nil, r)); err != nil || !bytes.Equal(ss2.append(nil, r2), ss.append(nil, r)) {
 			t.Fatalf("%+v encodes to a record that decodes to %+v, %v", ss, ss2, err)
 		}
 	})
