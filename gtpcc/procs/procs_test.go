@@ -860,6 +860,23 @@ func TestDelivery(t *testing.T) {
 	if want := []DeliveredOrder{{D: 1, OID: 10}}; !slices.Equal(out.Delivered, want) {
 		t.Fatalf("second delivery: delivered %+v, want %+v", out.Delivered, want)
 	}
+	// A gap at the cursor: district 3's cursor is 8, its oldest new-order
+	// row order 12 (and order 5, below the cursor, still not found).
+	setOrder(g, 1, 3, 12, 1, true, OrderLine{Item: 4, Quantity: 1, Amount: 1})
+	res, err = g.run(t, deliveryProc{}, EncodeArgs(DeliveryArgs{W: 1, Carrier: 6, Date: 777}), partition.SetOf(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err = DecodeDelivery(merge(t, res)); err != nil {
+		t.Fatal(err)
+	}
+	if want := []DeliveredOrder{{D: 3, OID: 12}}; !slices.Equal(out.Delivered, want) {
+		t.Fatalf("delivery past a gap: delivered %+v, want %+v", out.Delivered, want)
+	}
+	var cur DeliveryCursor
+	if g.row(t, DeliveryCursorKey(1, 3), &cur); cur.NextOID != 13 {
+		t.Errorf("district 3's cursor after the gap: %d, want 13", cur.NextOID)
+	}
 }
 
 func TestStockLevel(t *testing.T) {
