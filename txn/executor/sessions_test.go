@@ -390,16 +390,22 @@ func TestSessionResultStoredApart(t *testing.T) {
 
 	// A large result again, its session dropped at expiry: the result
 	// joins the count-bounded table.
+	// expire lets every session expire, and checks that m's result went
+	// to the count-bounded table.
+	expire := func(m multicast.Message, what string) {
+		t.Helper()
+		now += 10
+		run()
+		if n, _ := c.keptResults(0); n != 0 || c.auxCount(0, auxSession) != 0 {
+			t.Fatalf("after %s expired: %d results kept, %d records", what, n, c.auxCount(0, auxSession))
+		}
+		if got := describeResult(c.result(0, m)); got != wantBig {
+			t.Fatalf("the result of %s, expired: %.80s", what, got)
+		}
+	}
 	third := c.sessionMsg(sid, 3, getBig)
 	run(third)
-	now += 10
-	run()
-	if n, _ := c.keptResults(0); n != 0 || c.auxCount(0, auxSession) != 0 {
-		t.Fatalf("after the session expired: %d results kept, %d records", n, c.auxCount(0, auxSession))
-	}
-	if got := describeResult(c.result(0, third)); got != wantBig {
-		t.Fatalf("the expired session's result: %.80s", got)
-	}
+	expire(third, "the session")
 
 	// Version 1: a session whose record keeps a large result, rewritten
 	// as version 1 wrote it; after a restart, the result is read through
@@ -429,14 +435,7 @@ func TestSessionResultStoredApart(t *testing.T) {
 	if st := ex.Stats(); st.Duplicates != 2 {
 		t.Errorf("duplicates %d after a retry, want 2", st.Duplicates)
 	}
-	now += 10
-	run()
-	if n, _ := c.keptResults(0); n != 0 || c.auxCount(0, auxSession) != 0 {
-		t.Fatalf("after the version 1 session expired: %d results kept, %d records", n, c.auxCount(0, auxSession))
-	}
-	if got := describeResult(c.result(0, fourth)); got != wantBig {
-		t.Fatalf("the expired version 1 session's result: %.80s", got)
-	}
+	expire(fourth, "the version 1 session")
 }
 
 // An entry that rewrites a session record keeping an inline result it did
