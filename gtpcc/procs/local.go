@@ -132,10 +132,6 @@ func (deliveryProc) Run(p *txn.ProcPiece) (txn.PieceResult, error) {
 	return txn.PieceResult{Succeeded: true, Results: []txn.OpResult{output(IndexHome, WarehouseKey(a.W), &out)}}, nil
 }
 
-// deliverDistrict delivers the oldest new order of district d (the first
-// new-order row at or past the district's delivery cursor: keys sort by
-// order id) and returns its id; ok is false when the district has none
-// (clause 2.7.4.2: it is skipped).
 // oldestNewOrder returns the key of the oldest new-order row of district
 // d of warehouse w at or after order next (0: the district's first), nil if
 // there is none. Order ids are given in sequence and delivered in order, so
@@ -147,10 +143,10 @@ func (r procRows) oldestNewOrder(w, d, next int) ([]byte, error) {
 	start := prefix
 	if next > 0 {
 		start = NewOrderKey(w, d, next)
-		_, found, err := r.p.Reader.Get(start)
+		_, found, err := r.raw(start)
 		switch {
 		case err != nil:
-			return nil, fmt.Errorf("gtpcc: %s: get %q: %w", r.proc, start, err)
+			return nil, err
 		case found:
 			return start, nil
 		}
@@ -162,6 +158,10 @@ func (r procRows) oldestNewOrder(w, d, next int) ([]byte, error) {
 	return kvs[0].Key, nil
 }
 
+// deliverDistrict delivers the oldest new order of district d (the first
+// new-order row at or past the district's delivery cursor: keys sort by
+// order id) and returns its id; ok is false when the district has none
+// (clause 2.7.4.2: it is skipped).
 func (r procRows) deliverDistrict(a *DeliveryArgs, d int) (oid int, ok bool, err error) {
 	var cur DeliveryCursor
 	curKey := DeliveryCursorKey(a.W, d)

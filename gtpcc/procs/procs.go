@@ -236,14 +236,20 @@ type procRows struct {
 	proc string
 }
 
+// raw reads the value at key, reporting whether there is one.
+func (r procRows) raw(key []byte) ([]byte, bool, error) {
+	v, found, err := r.p.Reader.Get(key)
+	if err != nil {
+		return nil, false, fmt.Errorf("gtpcc: %s: get %q: %w", r.proc, key, err)
+	}
+	return v, found, nil
+}
+
 // get reads the row at key into row, reporting whether there is one.
 func (r procRows) get(key []byte, row any) (bool, error) {
-	v, found, err := r.p.Reader.Get(key)
-	switch {
-	case err != nil:
-		return false, fmt.Errorf("gtpcc: %s: get %q: %w", r.proc, key, err)
-	case !found:
-		return false, nil
+	v, found, err := r.raw(key)
+	if err != nil || !found {
+		return false, err
 	}
 	if err := Decode(key, v, row); err != nil {
 		return false, fmt.Errorf("gtpcc: %s: %w", r.proc, err)
