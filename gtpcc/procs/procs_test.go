@@ -786,17 +786,23 @@ func TestDelivery(t *testing.T) {
 	setOrder(g, 1, 1, 10, 3, true, OrderLine{Item: 3, Quantity: 1, Amount: 303})
 	// District 2: none. District 3: order 7.
 	setOrder(g, 1, 3, 7, 1, true, OrderLine{Item: 4, Quantity: 1, Amount: 404})
-	res, err := g.run(t, deliveryProc{}, EncodeArgs(DeliveryArgs{W: 1, Carrier: 4, Date: 555}), partition.SetOf(0))
-	if err != nil {
-		t.Fatal(err)
+	// deliver runs a delivery of warehouse 1 and checks the orders it
+	// delivered.
+	deliver := func(what string, carrier int, date int64, want ...DeliveredOrder) {
+		t.Helper()
+		res, err := g.run(t, deliveryProc{}, EncodeArgs(DeliveryArgs{W: 1, Carrier: carrier, Date: date}), partition.SetOf(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := DecodeDelivery(merge(t, res))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(out.Delivered, want) {
+			t.Fatalf("%s: delivered %+v, want %+v", what, out.Delivered, want)
+		}
 	}
-	out, err := DecodeDelivery(merge(t, res))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []DeliveredOrder{{D: 1, OID: 9}, {D: 3, OID: 7}}; !slices.Equal(out.Delivered, want) {
-		t.Fatalf("delivered %+v, want %+v", out.Delivered, want)
-	}
+	deliver("first delivery", 4, 555, DeliveredOrder{D: 1, OID: 9}, DeliveredOrder{D: 3, OID: 7})
 	for _, k := range [][]byte{NewOrderKey(1, 1, 9), NewOrderKey(1, 3, 7)} {
 		if _, ok := g.kv[string(k)]; ok {
 			t.Errorf("new-order row %s not deleted", k)
@@ -850,29 +856,11 @@ func TestDelivery(t *testing.T) {
 	// real run never leaves: new orders take the next order id), is not
 	// found.
 	setOrder(g, 1, 3, 5, 1, true, OrderLine{Item: 4, Quantity: 1, Amount: 1})
-	res, err = g.run(t, deliveryProc{}, EncodeArgs(DeliveryArgs{W: 1, Carrier: 5, Date: 666}), partition.SetOf(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err = DecodeDelivery(merge(t, res)); err != nil {
-		t.Fatal(err)
-	}
-	if want := []DeliveredOrder{{D: 1, OID: 10}}; !slices.Equal(out.Delivered, want) {
-		t.Fatalf("second delivery: delivered %+v, want %+v", out.Delivered, want)
-	}
+	deliver("second delivery", 5, 666, DeliveredOrder{D: 1, OID: 10})
 	// A gap at the cursor: district 3's cursor is 8, its oldest new-order
 	// row order 12 (and order 5, below the cursor, still not found).
 	setOrder(g, 1, 3, 12, 1, true, OrderLine{Item: 4, Quantity: 1, Amount: 1})
-	res, err = g.run(t, deliveryProc{}, EncodeArgs(DeliveryArgs{W: 1, Carrier: 6, Date: 777}), partition.SetOf(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err = DecodeDelivery(merge(t, res)); err != nil {
-		t.Fatal(err)
-	}
-	if want := []DeliveredOrder{{D: 3, OID: 12}}; !slices.Equal(out.Delivered, want) {
-		t.Fatalf("delivery past a gap: delivered %+v, want %+v", out.Delivered, want)
-	}
+	deliver("delivery past a gap", 6, 777, DeliveredOrder{D: 3, OID: 12})
 	var cur DeliveryCursor
 	if g.row(t, DeliveryCursorKey(1, 3), &cur); cur.NextOID != 13 {
 		t.Errorf("district 3's cursor after the gap: %d, want 13", cur.NextOID)
