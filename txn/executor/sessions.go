@@ -318,13 +318,7 @@ func (x *execution) dropSession(ss *session) error {
 	t := x.e.sessions
 	if ss.kept != 0 {
 		id := multicast.MsgID{Client: ss.client, Seq: ss.kept}
-		var rec []byte
-		found, err := true, error(nil)
-		if ss.inline {
-			rec, err = x.inlineResult(ss)
-		} else {
-			rec, found, err = x.b.GetAux(sessionResultKey(id))
-		}
+		rec, found, err := x.keptResult(ss)
 		switch {
 		case err != nil:
 			return err
@@ -455,17 +449,26 @@ func (x *execution) inlineResult(ss *session) ([]byte, error) {
 	return result, nil
 }
 
+// keptResult returns the result record ss keeps, inline or apart, as the
+// batch sees it; found is false if none is kept or it is missing.
+func (x *execution) keptResult(ss *session) ([]byte, bool, error) {
+	switch {
+	case ss.kept == 0:
+		return nil, false, nil
+	case ss.inline:
+		rec, err := x.inlineResult(ss)
+		return rec, err == nil, err
+	}
+	return x.b.GetAux(sessionResultKey(multicast.MsgID{Client: ss.client, Seq: ss.kept}))
+}
+
 // result returns the result record of id as the batch sees it, wherever it
 // is kept. A session keeps at most one result, the one its record names
 // (kept), and the record is in memory: any other seq of the session reads
 // no Pebble there (most calls: the dedupe of a new delivery).
 func (x *execution) result(id multicast.MsgID) ([]byte, bool, error) {
 	if ss := x.e.sessions.byID[id.Client]; ss != nil && ss.kept == id.Seq && isSession(id) {
-		if ss.inline {
-			rec, err := x.inlineResult(ss)
-			return rec, err == nil, err
-		}
-		rec, found, err := x.b.GetAux(sessionResultKey(id))
+		rec, found, err := x.keptResult(ss)
 		if err != nil || found {
 			return rec, found, err
 		}
