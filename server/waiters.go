@@ -13,9 +13,8 @@ import (
 // waiters wakes the calls waiting for transactions to be executed at this
 // replica (Txn at the entry group, Await at the others), and hands them the
 // results: a call whose piece is executed while it waits reads no store
-// after the execution. The
-// executor calls done after each commit, from the raft FSM: done must not
-// block.
+// after the execution. The executor calls done after each commit, from the
+// raft FSM: done must not block.
 type waiters struct {
 	mu sync.Mutex
 	m  map[multicast.MsgID][]*waiter
