@@ -1,18 +1,24 @@
 package kv
 
 import (
+	"bytes"
 	"hash/maphash"
 	"sync"
+	"unsafe"
 )
 
-// Row cache bounds: RowCacheSlotsDefault slots, a row of at most
-// rowCacheEntryMax bytes of key and value a slot (a longer one is read from
-// Pebble every time), and rowCacheSlotBytes a slot on average: the default
-// cache holds at most 8 MiB of rows.
+// Row cache bounds: RowCacheSlotsDefault slots of rowSlotBytes each, which
+// hold a row of up to rowInlineMax bytes of key and value in place; a longer
+// row, up to rowCacheEntryMax (a longer one is read from Pebble every time),
+// takes a buffer of its own, rowCacheBigBytes a slot on average at most. The
+// default cache takes 6 MiB for its slots and at most 8 MiB more for longer
+// rows.
 const (
 	RowCacheSlotsDefault = 1 << 15
 	rowCacheEntryMax     = 1024
-	rowCacheSlotBytes    = 256
+	rowCacheBigBytes     = 256
+	rowSlotBytes         = 192
+	rowInlineMax         = rowSlotBytes - rowSlotHeader
 )
 
 // rowCache holds committed values of data keys that batches read, so that
@@ -20,10 +26,14 @@ const (
 // a hash and a copy instead of a seek through the memtable and every level
 // of the LSM: point reads were the largest part of a gTPC-C replica's CPU.
 //
-// It is direct-mapped, a slot per hash of the key, each slot one buffer
-// reused in place: no map, no list and no allocation once warm, and one
-// pointer a slot for the garbage collector. It holds only what Pebble
-// holds committed:
+// It is direct-mapped, a slot per hash of the key. A slot keeps its state
+// and its row side by side, in three cache lines: a lookup reads the slot's
+// first line for its state and its key, where a slot that pointed to its
+// row's buffer made it read two places in memory (under the whole mix,
+// neither in the processor's caches), and the slots hold no pointer for the
+// garbage collector. Only a row too long for a slot takes a buffer of its
+// own (a map by slot), reused in place: no allocation once warm. It
+// holds only what Pebble holds committed:
 //   - a batch's read of a key fills its slot from the committed state, unless
 //     the batch wrote a key of that slot (its read may then see its own
 //     write) or a data commit came after the batch's iterator was made (its
@@ -47,10 +57,12 @@ const (
 // to it (a key written before the other commit and again after must end,
 // at its own commit, with its last write).
 type rowCache struct {
-	mu     sync.Mutex
-	seed   maphash.Seed
-	slots  []rowSlot
-	bytes  int // the slots' buffers, all told
+	mu    sync.Mutex
+	seed  maphash.Seed
+	slots []rowSlot
+	// big holds the rows too long for their slot, by slot index.
+	big    map[uint32][]byte
+	bytes  int // big's buffers, all told
 	max    int // the bound of bytes
 	epoch  uint64
 	batch  uint64     // the last batch token handed out
@@ -60,20 +72,35 @@ type rowCache struct {
 	hits, misses int64
 }
 
-// rowSlot is one slot: kv holds the key then the value.
+// rowSlot is one slot, rowSlotBytes long: its state, then its row's key and
+// value in place when they fit (rowBig unset), else in rowCache.big.
 type rowSlot struct {
-	kv    []byte
-	klen  uint32
-	full  bool // holds a row: kv[:klen] has the value kv[klen:], or none (found false)
-	found bool
 	// pending is the token of the batch that wrote a key of this slot, 0:
 	// none. While it is set, mine is 1 + the index of the batch's last kept
-	// write of the key the slot holds (0: none), and lost tells that a
+	// write of the key the slot holds (0: none), and rowLost tells that a
 	// commit of another batch emptied the slot.
-	pending uint64
-	mine    int32
-	lost    bool
+	pending    uint64
+	mine       int32
+	klen, vlen uint16
+	flags      uint8
+	row        [rowInlineMax]byte
 }
+
+// rowSlotHeader is the bytes of a slot before its row.
+const rowSlotHeader = 8 + 4 + 2 + 2 + 1
+
+// Slot flags.
+const (
+	rowFull  = 1 << iota // holds a row: the key, with its value or none (rowFound unset)
+	rowFound             // the row has a value
+	rowLost              // see pending
+	rowBig               // the row is in rowCache.big
+)
+
+// The slots are exactly rowSlotBytes long, so that each takes three whole
+// cache lines of the slots' array.
+var _ [rowSlotBytes - unsafe.Sizeof(rowSlot{})]struct{}
+var _ [unsafe.Sizeof(rowSlot{}) - rowSlotBytes]struct{}
 
 // newRowCache returns a cache of n slots, nil if n is negative (no cache).
 func newRowCache(n int) *rowCache {
@@ -83,7 +110,7 @@ func newRowCache(n int) *rowCache {
 	case n == 0:
 		n = RowCacheSlotsDefault
 	}
-	return &rowCache{seed: maphash.MakeSeed(), slots: make([]rowSlot, n), max: n * rowCacheSlotBytes}
+	return &rowCache{seed: maphash.MakeSeed(), slots: make([]rowSlot, n), big: map[uint32][]byte{}, max: n * rowCacheBigBytes}
 }
 
 // slotIndex returns the index of key's slot.
@@ -91,10 +118,23 @@ func (c *rowCache) slotIndex(key []byte) uint32 {
 	return uint32(maphash.Bytes(c.seed, key) % uint64(len(c.slots)))
 }
 
-func (c *rowCache) slot(key []byte) *rowSlot { return &c.slots[c.slotIndex(key)] }
+// holds reports whether slot i holds a row of key.
+func (c *rowCache) holds(i uint32, key []byte) bool {
+	s := &c.slots[i]
+	if s.flags&rowFull == 0 || int(s.klen) != len(key) {
+		return false
+	}
+	return bytes.Equal(c.rowOf(i)[:s.klen], key)
+}
 
-func (s *rowSlot) holds(key []byte) bool {
-	return s.full && int(s.klen) == len(key) && string(s.kv[:s.klen]) == string(key)
+// rowOf returns slot i's key and value, one after the other.
+func (c *rowCache) rowOf(i uint32) []byte {
+	s := &c.slots[i]
+	n := int(s.klen) + int(s.vlen)
+	if s.flags&rowBig != 0 {
+		return c.big[i][:n]
+	}
+	return s.row[:n]
 }
 
 // rowScratch is what a batch keeps for the row cache: the slots its writes
@@ -145,8 +185,9 @@ func (c *rowCache) currentEpoch() uint64 {
 func (c *rowCache) get(token uint64, key []byte) (value []byte, found, ok bool, mine int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := c.slot(key)
-	if !s.holds(key) || s.pending != 0 && s.pending != token {
+	i := c.slotIndex(key)
+	s := &c.slots[i]
+	if !c.holds(i, key) || s.pending != 0 && s.pending != token {
 		c.misses++
 		return nil, false, false, 0
 	}
@@ -154,10 +195,10 @@ func (c *rowCache) get(token uint64, key []byte) (value []byte, found, ok bool, 
 	switch {
 	case s.pending != 0 && s.mine > 0:
 		return nil, false, true, s.mine
-	case !s.found:
+	case s.flags&rowFound == 0:
 		return nil, false, true, 0
 	}
-	return append(make([]byte, 0, len(s.kv)-int(s.klen)), s.kv[s.klen:]...), true, true, 0
+	return append(make([]byte, 0, s.vlen), c.rowOf(i)[s.klen:]...), true, true, 0
 }
 
 // fill caches key's committed value, read through an iterator made at
@@ -168,29 +209,46 @@ func (c *rowCache) fill(epoch uint64, key, value []byte, found bool) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := c.slot(key)
-	if epoch != c.epoch || s.pending != 0 {
+	i := c.slotIndex(key)
+	if epoch != c.epoch || c.slots[i].pending != 0 {
 		return
 	}
-	c.set(s, key, value, found)
+	c.set(i, key, value, found)
 }
 
-// set stores a row in s, reusing its buffer if it is large enough; a row
-// that would take the cache past its bound of bytes leaves s empty.
-func (c *rowCache) set(s *rowSlot, key, value []byte, found bool) {
+// set stores a row of at most rowCacheEntryMax bytes in slot i, in place
+// if it fits, else in the slot's buffer, reused if it is large enough; a
+// row that would take the buffers past their bound leaves the slot empty.
+func (c *rowCache) set(i uint32, key, value []byte, found bool) {
+	s := &c.slots[i]
 	n := len(key) + len(value)
-	if cap(s.kv) < n {
-		c.bytes -= cap(s.kv)
-		s.kv = nil
-		if c.bytes+n > c.max {
-			s.full = false
-			return
+	flags := s.flags &^ (rowFull | rowFound | rowBig)
+	var row []byte
+	if n <= rowInlineMax {
+		row = s.row[:0]
+	} else {
+		b := c.big[i]
+		if cap(b) < n {
+			c.bytes -= cap(b)
+			delete(c.big, i)
+			if c.bytes+n > c.max {
+				s.flags = flags
+				return
+			}
+			b = make([]byte, 0, n)
+			c.bytes += n
 		}
-		s.kv = make([]byte, 0, n)
-		c.bytes += n
+		row, flags = b[:0], flags|rowBig
 	}
-	s.kv = append(append(s.kv[:0], key...), value...)
-	s.klen, s.full, s.found = uint32(len(key)), true, found
+	row = append(append(row, key...), value...)
+	if flags&rowBig != 0 {
+		c.big[i] = row
+	}
+	s.klen, s.vlen = uint16(len(key)), uint16(len(value))
+	s.flags = flags | rowFull
+	if found {
+		s.flags |= rowFound
+	}
 }
 
 // wrote marks key's slot pending for the batch of token (not 0), whose
@@ -205,13 +263,13 @@ func (c *rowCache) wrote(token uint64, key []byte, next int) (slot uint32, keep 
 	i := c.slotIndex(key)
 	s := &c.slots[i]
 	if s.pending != token {
-		s.pending, s.mine, s.lost = token, 0, false
+		s.pending, s.mine, s.flags = token, 0, s.flags&^rowLost
 	}
 	switch {
-	case s.holds(key):
+	case c.holds(i, key):
 		s.mine = int32(next + 1)
 		keep = true
-	case s.lost:
+	case s.flags&rowLost != 0:
 		keep = true
 	}
 	return i, keep
@@ -233,20 +291,23 @@ func (c *rowCache) committed(token uint64, sc rowScratch) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.epoch++
-	for i := range sc.writes {
-		w := &sc.writes[i]
-		s := c.slot(w.key)
+	for j := range sc.writes {
+		w := &sc.writes[j]
+		i := c.slotIndex(w.key)
+		s := &c.slots[i]
 		switch {
 		case token == 0:
-			if s.holds(w.key) {
-				s.full = false
-				s.lost = s.pending != 0
+			if c.holds(i, w.key) {
+				s.flags &^= rowFull
+				if s.pending != 0 {
+					s.flags |= rowLost
+				}
 			}
 		case s.pending != token:
 		case w.fits:
-			c.set(s, w.key, w.value, w.found)
+			c.set(i, w.key, w.value, w.found)
 		default:
-			s.full = false
+			s.flags &^= rowFull
 		}
 	}
 	c.releaseLocked(token, sc)
@@ -266,7 +327,7 @@ func (c *rowCache) releaseLocked(token uint64, sc rowScratch) {
 	}
 	for _, i := range sc.slots {
 		if s := &c.slots[i]; s.pending == token {
-			s.pending, s.mine, s.lost = 0, 0, false
+			s.pending, s.mine, s.flags = 0, 0, s.flags&^rowLost
 		}
 	}
 	if c.active != token {
@@ -286,7 +347,7 @@ func (c *rowCache) purge() {
 	defer c.mu.Unlock()
 	c.epoch++
 	for i := range c.slots {
-		c.slots[i].full = false
+		c.slots[i].flags &^= rowFull
 	}
 }
 
