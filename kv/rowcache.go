@@ -3,6 +3,7 @@ package kv
 import (
 	"bytes"
 	"hash/maphash"
+	"math"
 	"sync"
 	"unsafe"
 )
@@ -28,12 +29,14 @@ const (
 //
 // It is direct-mapped, a slot per hash of the key. A slot keeps its state
 // and its row side by side, in three cache lines: a lookup reads the slot's
-// first line for its state and its key, where a slot that pointed to its
-// row's buffer made it read two places in memory (under the whole mix,
-// neither in the processor's caches), and the slots hold no pointer for the
+// first line for its state and its key (up to 47 bytes of key), and a hit
+// the lines after it for the value, where a slot that pointed to its row's
+// buffer made every lookup read two places in memory (under the whole mix,
+// neither in the processor's caches); the slots hold no pointer for the
 // garbage collector. Only a row too long for a slot takes a buffer of its
-// own (a map by slot), reused in place: no allocation once warm. It
-// holds only what Pebble holds committed:
+// own (in a map by slot), reused in place, and only those buffers count
+// against the cache's bound of bytes: a row that fits a slot is never
+// refused. It holds only what Pebble holds committed:
 //   - a batch's read of a key fills its slot from the committed state, unless
 //     the batch wrote a key of that slot (its read may then see its own
 //     write) or a data commit came after the batch's iterator was made (its
@@ -88,6 +91,11 @@ type rowSlot struct {
 
 // rowSlotHeader is the bytes of a slot before its row.
 const rowSlotHeader = 8 + 4 + 2 + 2 + 1
+
+// A row's key and value lengths fit klen and vlen: every row set is at most
+// rowCacheEntryMax long (fill checks it, and a batch keeps a write for the
+// cache only if it fits: Batch.wrote).
+var _ [math.MaxUint16 - rowCacheEntryMax]struct{}
 
 // Slot flags.
 const (
@@ -276,7 +284,8 @@ func (c *rowCache) wrote(token uint64, key []byte, next int) (slot uint32, keep 
 }
 
 // rowWrite is a write a batch keeps for the row cache: a put of value
-// (found) or a delete; fits tells that key and value fit a slot.
+// (found) or a delete; fits tells that key and value together are at most
+// rowCacheEntryMax, what the cache may hold.
 type rowWrite struct {
 	key, value  []byte
 	found, fits bool
@@ -347,6 +356,8 @@ func (c *rowCache) purge() {
 	defer c.mu.Unlock()
 	c.epoch++
 	for i := range c.slots {
+		// rowBig may stay set: nothing reads a row not rowFull, and set
+		// clears it.
 		c.slots[i].flags &^= rowFull
 	}
 }

@@ -115,6 +115,98 @@ func TestRowCacheSharedSlot(t *testing.T) {
 	}
 }
 
+// checkRowCache checks the row cache's bookkeeping of its long rows: their
+// buffers' bytes, counted and bounded, and a buffer for every slot whose
+// row is in one.
+func checkRowCache(t testing.TB, c *rowCache) {
+	t.Helper()
+	sum := 0
+	for _, b := range c.big {
+		sum += cap(b)
+	}
+	if c.bytes != sum || c.bytes > c.max {
+		t.Fatalf("the cache counts %d bytes for buffers of %d, bound %d", c.bytes, sum, c.max)
+	}
+	for i := range c.slots {
+		s := &c.slots[i]
+		if s.flags&(rowFull|rowBig) != rowFull|rowBig {
+			continue
+		}
+		if b, ok := c.big[uint32(i)]; !ok || len(b) < int(s.klen)+int(s.vlen) {
+			t.Fatalf("slot %d holds a row of %d bytes in a buffer of %d (present: %v)", i, int(s.klen)+int(s.vlen), len(b), ok)
+		}
+	}
+}
+
+// TestRowCacheLongRows takes one slot across the line between a row held
+// in place and one in a buffer of its own, by fills and by commits: a
+// buffer reused, regrown, kept for a row in place, refused past the bound
+// of bytes (256 for one slot), and a row lost to a commit without the
+// cache.
+func TestRowCacheLongRows(t *testing.T) {
+	key := []byte("k")
+	row := func(n int) []byte { return bytes.Repeat([]byte{'v'}, n-len(key)) } // the value of a row of n bytes
+	c := newRowCache(1)
+	wantHeld := func(n int, held bool) {
+		t.Helper()
+		v, found, ok, _ := c.get(0, key)
+		switch {
+		case ok != held:
+			t.Fatalf("row of %d bytes: cached %v, want %v", n, ok, held)
+		case held && (!found || !bytes.Equal(v, row(n))):
+			t.Fatalf("row of %d bytes: got %d bytes, found %v", n, len(v), found)
+		}
+		checkRowCache(t, c)
+	}
+	for _, st := range []struct {
+		n     int // key and value
+		held  bool
+		bytes int // of the buffers
+	}{
+		{rowInlineMax, true, 0},
+		{rowInlineMax + 1, true, rowInlineMax + 1},
+		{10, true, rowInlineMax + 1}, // in place; the buffer is kept
+		{200, true, 200},             // regrown
+		{180, true, 200},             // reused
+		{300, false, 0},              // past the bound: the slot is emptied
+		{rowInlineMax, true, 0},
+	} {
+		c.fill(c.currentEpoch(), key, row(st.n), true)
+		wantHeld(st.n, st.held)
+		if c.bytes != st.bytes {
+			t.Fatalf("row of %d bytes: the buffers hold %d bytes, want %d", st.n, c.bytes, st.bytes)
+		}
+	}
+	// Commits through a batch that uses the cache store the rows it kept.
+	for _, n := range []int{200, 20, 250, rowInlineMax + 1} {
+		token, sc := c.begin()
+		if _, keep := c.wrote(token, key, 0); !keep {
+			t.Fatalf("a write of the row the slot holds is not kept (%d bytes)", n)
+		}
+		sc.slots = append(sc.slots, c.slotIndex(key))
+		sc.writes = append(sc.writes, rowWrite{key: key, value: row(n), found: true, fits: true})
+		c.committed(token, sc)
+		wantHeld(n, true)
+	}
+	// A commit without the cache empties the slot, while a batch that
+	// uses it has it pending: lost to that batch, which keeps its write.
+	token, sc := c.begin()
+	c.wrote(token, key, 0)
+	sc.slots = append(sc.slots, c.slotIndex(key))
+	c.committed(0, rowScratch{writes: []rowWrite{{key: key}}})
+	if c.slots[0].flags&rowLost == 0 {
+		t.Fatal("a slot emptied by another batch's commit is not lost to the batch that wrote it")
+	}
+	if _, keep := c.wrote(token, key, 1); !keep {
+		t.Fatal("a write to a lost slot is not kept")
+	}
+	sc.writes = append(sc.writes, rowWrite{key: key, value: row(190), found: true, fits: true})
+	c.committed(token, sc)
+	wantHeld(190, true)
+	c.purge()
+	wantHeld(190, false)
+}
+
 // TestRowCacheRefusesStaleRows checks the two guards against a stale row
 // when batches overlap (the executor builds one at a time; the store must
 // stay right if it did not).
@@ -168,7 +260,8 @@ func TestRowCacheRestoreStartsEmpty(t *testing.T) {
 }
 
 // TestRowCacheAgreesWithPebble runs random batches (reads, puts, deletes,
-// rows too long for a slot or for the cache's bound of bytes; committed or
+// rows in a slot, in a buffer of their own, too long for the cache or for
+// its bound of bytes; committed or
 // dropped) on a store whose cache has four slots, so that keys share slots
 // all the time, and checks every read against a model of the committed
 // state and the batch's writes, and the cache's bytes against its bound.
@@ -207,10 +300,14 @@ func TestRowCacheAgreesWithPebble(t *testing.T) {
 					case 2:
 						v := fmt.Sprint(r.Uint32())
 						switch r.IntN(5) {
-						case 0: // too long for a slot
+						case 0: // too long for the cache
 							v = strings.Repeat(v, rowCacheEntryMax/len(v)+1)
 						case 1: // three of these pass the cache's bound
 							v = strings.Repeat(v, 400/len(v))
+						case 2: // about the longest row a slot holds in place, or a buffer's
+							v = strings.Repeat("v", rowInlineMax-len(k)-1+r.IntN(3))
+						case 3: // in a buffer of its own, reused or regrown
+							v = strings.Repeat("w", 160+r.IntN(141))
 						}
 						if err := b.Put(keyOf(k), valueOf(v)); err != nil {
 							t.Fatal(err)
@@ -232,9 +329,7 @@ func TestRowCacheAgreesWithPebble(t *testing.T) {
 					t.Fatal(err)
 				}
 				b.Close()
-				if c := s.h.rows; c.bytes > c.max {
-					t.Fatalf("the cache holds %d bytes, more than its bound of %d", c.bytes, c.max)
-				}
+				checkRowCache(t, s.h.rows)
 				for k, v := range own {
 					if v == nil {
 						delete(committed, k)

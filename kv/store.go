@@ -34,8 +34,9 @@ type Options struct {
 	CacheBytes int64
 	// RowCacheSlots is the number of slots of the row cache, which serves
 	// a batch's reads of rows read before from memory: a row of at most
-	// 1 KiB of key and value a slot, 256 bytes a slot on average at most
-	// (0: RowCacheSlotsDefault; negative: no row cache).
+	// 1 KiB of key and value a slot, each slot 192 bytes (a row of up to
+	// 175 bytes in place), and the longer rows 256 bytes a slot on average
+	// at most (0: RowCacheSlotsDefault; negative: no row cache).
 	RowCacheSlots int
 	// Logger receives Pebble's errors (a failed compaction, a corrupt
 	// table); nil: slog.Default(). Pebble's informational lines are dropped.
