@@ -106,7 +106,8 @@ const (
 )
 
 // The slots are exactly rowSlotBytes long, so that each takes three whole
-// cache lines of the slots' array.
+// cache lines of the slots' array (a large array, as the default one, is
+// allocated page-aligned).
 var _ [rowSlotBytes - unsafe.Sizeof(rowSlot{})]struct{}
 var _ [unsafe.Sizeof(rowSlot{}) - rowSlotBytes]struct{}
 
