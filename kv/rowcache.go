@@ -127,23 +127,26 @@ func (c *rowCache) slotIndex(key []byte) uint32 {
 	return uint32(maphash.Bytes(c.seed, key) % uint64(len(c.slots)))
 }
 
-// holds reports whether slot i holds a row of key.
-func (c *rowCache) holds(i uint32, key []byte) bool {
+// held returns slot i's row, its key then its value, if it is a row of
+// key.
+func (c *rowCache) held(i uint32, key []byte) (row []byte, ok bool) {
 	s := &c.slots[i]
 	if s.flags&rowFull == 0 || int(s.klen) != len(key) {
-		return false
+		return nil, false
 	}
-	return bytes.Equal(c.rowOf(i)[:s.klen], key)
-}
-
-// rowOf returns slot i's key and value, one after the other.
-func (c *rowCache) rowOf(i uint32) []byte {
-	s := &c.slots[i]
 	n := int(s.klen) + int(s.vlen)
 	if s.flags&rowBig != 0 {
-		return c.big[i][:n]
+		row = c.big[i][:n]
+	} else {
+		row = s.row[:n]
 	}
-	return s.row[:n]
+	return row, bytes.Equal(row[:s.klen], key)
+}
+
+// holds reports whether slot i holds a row of key.
+func (c *rowCache) holds(i uint32, key []byte) bool {
+	_, ok := c.held(i, key)
+	return ok
 }
 
 // rowScratch is what a batch keeps for the row cache: the slots its writes
@@ -196,7 +199,8 @@ func (c *rowCache) get(token uint64, key []byte) (value []byte, found, ok bool, 
 	defer c.mu.Unlock()
 	i := c.slotIndex(key)
 	s := &c.slots[i]
-	if !c.holds(i, key) || s.pending != 0 && s.pending != token {
+	row, ok := c.held(i, key)
+	if !ok || s.pending != 0 && s.pending != token {
 		c.misses++
 		return nil, false, false, 0
 	}
@@ -207,7 +211,7 @@ func (c *rowCache) get(token uint64, key []byte) (value []byte, found, ok bool, 
 	case s.flags&rowFound == 0:
 		return nil, false, true, 0
 	}
-	return append(make([]byte, 0, s.vlen), c.rowOf(i)[s.klen:]...), true, true, 0
+	return append(make([]byte, 0, s.vlen), row[s.klen:]...), true, true, 0
 }
 
 // fill caches key's committed value, read through an iterator made at
