@@ -176,7 +176,7 @@ func (s *Server) run(ctx context.Context, r request) (*kvpb.TxnResponse, error) 
 		return nil, invalid(fmt.Errorf("server: %s encodes to %d bytes, more than a message may carry (%d)", r.id, len(r.payload), group.MessagePayloadMax))
 	}
 	m := multicast.Message{ID: r.id, Dst: r.dst, Payload: r.payload}
-	var wait *waiter
+	var wait waiter
 	if r.dst.Has(s.self) {
 		var forget func()
 		wait, forget = s.waiters.add(r.id)
@@ -184,8 +184,9 @@ func (s *Server) run(ctx context.Context, r request) (*kvpb.TxnResponse, error) 
 		defer s.counts.proposals.add(r.id)()
 	}
 	err := s.replica.Multicast(ctx, m)
+	fresh := err == nil
 	switch {
-	case err == nil, errors.Is(err, group.ErrDuplicate):
+	case fresh, errors.Is(err, group.ErrDuplicate):
 		// A duplicate is a retry of a request the group accepted before:
 		// it is answered with the first result.
 	default:
@@ -195,7 +196,7 @@ func (s *Server) run(ctx context.Context, r request) (*kvpb.TxnResponse, error) 
 	if wait == nil {
 		return resp, nil
 	}
-	piece, err := s.result(ctx, r.id, wait)
+	piece, err := s.result(ctx, r.id, wait, fresh)
 	if err != nil {
 		return nil, err
 	}
@@ -205,39 +206,45 @@ func (s *Server) run(ctx context.Context, r request) (*kvpb.TxnResponse, error) 
 
 // result waits until this replica executed its piece of id, and returns it:
 // the one wait was handed when the execution came while it waited, else
-// the one the store keeps.
-func (s *Server) result(ctx context.Context, id multicast.MsgID, wait *waiter) (*kvpb.PieceResult, error) {
-	// The store is checked again on every tick too: a result can arrive
-	// without an execution here (a snapshot installed from the leader).
-	// A replica that has had no leader for a while cannot make progress
-	// (it is cut off, or its group lost its quorum): it says so, and the
-	// client asks another replica.
+// the one the store keeps. fresh tells that id was proposed by this call,
+// after its wait was registered: its execution here comes after, and the
+// wait is handed its result, so the store is not read first.
+func (s *Server) result(ctx context.Context, id multicast.MsgID, wait waiter, fresh bool) (*kvpb.PieceResult, error) {
+	// The store is checked on every tick too: a result can arrive without
+	// an execution here (a snapshot installed from the leader). A replica
+	// that has had no leader for a while cannot make progress (it is cut
+	// off, or its group lost its quorum): it says so, and the client asks
+	// another replica.
 	var tick *time.Ticker // made at the first miss: most answers are there at once
 	leaderless := time.Duration(0)
 	for {
-		if res, ok := wait.result(); ok {
+		select {
+		case res := <-wait:
 			return api.PieceResultToProto(id.String(), s.group.Name, &res), nil
+		default:
 		}
-		res, found, err := s.exec.Result(id)
-		switch {
-		case errors.Is(err, executor.ErrAcknowledged):
-			// Its session sent a later request here since: the client
-			// said it had this result, which is gone for good. The
-			// error's text holds kvpb.ResultAcknowledgedText.
-			return nil, status.Errorf(codes.FailedPrecondition, "server: group %s: %v", s.group.Name, err)
-		case err != nil:
-			return nil, status.Error(codes.Unavailable, err.Error())
+		if !fresh {
+			res, found, err := s.exec.Result(id)
+			switch {
+			case errors.Is(err, executor.ErrAcknowledged):
+				// Its session sent a later request here since: the client
+				// said it had this result, which is gone for good. The
+				// error's text holds kvpb.ResultAcknowledgedText.
+				return nil, status.Errorf(codes.FailedPrecondition, "server: group %s: %v", s.group.Name, err)
+			case err != nil:
+				return nil, status.Error(codes.Unavailable, err.Error())
+			case found:
+				return api.PieceResultToProto(id.String(), s.group.Name, &res), nil
+			}
 		}
-		if found {
-			return api.PieceResultToProto(id.String(), s.group.Name, &res), nil
-		}
+		fresh = false // every tick reads the store
 		if tick == nil {
 			tick = time.NewTicker(resultRecheck)
 			defer tick.Stop()
 		}
 		select {
-		case <-wait.c:
-			// Executed here: answered above with the result handed over.
+		case res := <-wait:
+			return api.PieceResultToProto(id.String(), s.group.Name, &res), nil
 		case <-tick.C:
 			if s.replica.Leader() != "" {
 				leaderless = 0
@@ -370,7 +377,7 @@ func (v *service) Await(ctx context.Context, req *kvpb.AwaitRequest) (*kvpb.Awai
 		}
 		// An error (an acknowledged result) is answered below, for good.
 	}
-	piece, err := s.result(ctx, id, wait)
+	piece, err := s.result(ctx, id, wait, false)
 	if err != nil {
 		return nil, err
 	}

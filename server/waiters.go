@@ -10,41 +10,28 @@ import (
 	"github.com/flexkv/flexkv/txn/executor"
 )
 
-// waiters wakes the calls waiting for transactions to be executed at this
-// replica (Txn at the entry group, Await at the others), and hands them the
-// results: a call whose piece is executed while it waits reads no store
-// after the execution. The executor calls done after each commit, from the
-// raft FSM: done must not block.
+// waiters hands the calls waiting for transactions to be executed at this
+// replica (Txn at the entry group, Await at the others) their results: a
+// call whose piece is executed while it waits reads no store after the
+// execution. The executor calls done after each commit, from the raft FSM:
+// done must not block.
 type waiters struct {
 	mu sync.Mutex
-	m  map[multicast.MsgID][]*waiter
+	m  map[multicast.MsgID][]waiter
 }
 
-// waiter is one call's wait: c is closed once its transaction is executed
-// here, and res is then its result.
-type waiter struct {
-	c   chan struct{}
-	res txn.PieceResult
-}
+// waiter is one call's wait: it receives the result of its transaction
+// once it is executed here. done sends on it once (its room of one never
+// makes done wait) and forgets it.
+type waiter chan txn.PieceResult
 
-// result returns the result of w's transaction if it was executed here
-// while w waited.
-func (w *waiter) result() (txn.PieceResult, bool) {
-	select {
-	case <-w.c:
-		return w.res, true
-	default:
-		return txn.PieceResult{}, false
-	}
-}
-
-func newWaiters() *waiters { return &waiters{m: make(map[multicast.MsgID][]*waiter)} }
+func newWaiters() *waiters { return &waiters{m: make(map[multicast.MsgID][]waiter)} }
 
 // add returns a wait for id's execution here, and a function that forgets
 // it. Register before checking the store, so that an execution between the
 // check and the wait is not missed.
-func (w *waiters) add(id multicast.MsgID) (*waiter, func()) {
-	wt := &waiter{c: make(chan struct{})}
+func (w *waiters) add(id multicast.MsgID) (waiter, func()) {
+	wt := make(waiter, 1)
 	w.mu.Lock()
 	w.m[id] = append(w.m[id], wt)
 	w.mu.Unlock()
@@ -69,11 +56,13 @@ func (w *waiters) add(id multicast.MsgID) (*waiter, func()) {
 func (w *waiters) done(done []executor.Executed) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if len(w.m) == 0 {
+		return
+	}
 	for i := range done {
 		d := &done[i]
 		for _, wt := range w.m[d.ID] {
-			wt.res = d.Result
-			close(wt.c)
+			wt <- d.Result
 		}
 		delete(w.m, d.ID)
 	}

@@ -9,6 +9,16 @@ import (
 	"github.com/flexkv/flexkv/txn/executor"
 )
 
+// received returns what wt was handed, if anything.
+func received(wt waiter) (txn.PieceResult, bool) {
+	select {
+	case res := <-wt:
+		return res, true
+	default:
+		return txn.PieceResult{}, false
+	}
+}
+
 // Every call waiting for a transaction gets its result when it is executed;
 // a call that stopped waiting, or waits for another, gets nothing.
 func TestWaitersHandOverResults(t *testing.T) {
@@ -21,22 +31,22 @@ func TestWaitersHandOverResults(t *testing.T) {
 	forgetGone()
 	other, forgetOther := w.add(b)
 	defer forgetOther()
-	if _, ok := a1.result(); ok {
+	if _, ok := received(a1); ok {
 		t.Fatal("a result before the execution")
 	}
 	res := txn.PieceResult{Succeeded: true, Results: []txn.OpResult{{Value: []byte("v"), Found: true}}}
 	w.done([]executor.Executed{{ID: a, Result: res}})
-	for i, wt := range []*waiter{a1, a2} {
-		got, ok := wt.result()
+	for i, wt := range []waiter{a1, a2} {
+		got, ok := received(wt)
 		if !ok || !got.Succeeded || len(got.Results) != 1 || string(got.Results[0].Value) != "v" {
 			t.Errorf("waiter %d of %s: %+v, %v; want the executed result", i, a, got, ok)
 		}
 	}
 	forgetA2()
-	if _, ok := gone.result(); ok {
+	if _, ok := received(gone); ok {
 		t.Error("a forgotten wait got a result")
 	}
-	if _, ok := other.result(); ok {
+	if _, ok := received(other); ok {
 		t.Errorf("the wait for %s got %s's result", b, a)
 	}
 	if len(w.m) != 1 {
@@ -46,7 +56,7 @@ func TestWaitersHandOverResults(t *testing.T) {
 	// the store.
 	late, forgetLate := w.add(a)
 	defer forgetLate()
-	if _, ok := late.result(); ok {
+	if _, ok := received(late); ok {
 		t.Error("a wait registered after the execution got a result")
 	}
 }
@@ -65,10 +75,9 @@ func TestWaitersConcurrent(t *testing.T) {
 			wt, forget := w.add(id)
 			defer forget()
 			ready <- struct{}{}
-			<-wt.c
-			res, ok := wt.result()
-			if !ok || len(res.Results) != 1 || res.Results[0].Int != int64(i) {
-				errs <- fmt.Errorf("waiter of %s: %+v, %v", id, res, ok)
+			res := <-wt
+			if len(res.Results) != 1 || res.Results[0].Int != int64(i) {
+				errs <- fmt.Errorf("waiter of %s: %+v", id, res)
 				return
 			}
 			errs <- nil
