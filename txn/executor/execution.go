@@ -33,6 +33,8 @@ type execution struct {
 	trialView *procView
 	// touched are the session records changed, to store (storeSessions).
 	touched []*session
+	// record is room for a session record, reused by storeSessions.
+	record []byte
 }
 
 // job is a delivery prepared to run at this group.

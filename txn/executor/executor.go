@@ -476,7 +476,7 @@ func (e *Executor) ExecuteAt(index uint64, clock group.Clock, deliveries []multi
 	if err != nil {
 		return nil, err
 	}
-	if len(done) > 0 && e.cfg.OnExecuted != nil {
+	if len(done) > 0 { // only with OnExecuted set (execution.done)
 		e.cfg.OnExecuted(done)
 	}
 	return sends, nil

@@ -366,14 +366,17 @@ func TestExecutorSingleGroup(t *testing.T) {
 		"succeeded true: 0:add w/0001/acct=0; 1:add w/0002/acct=10",
 		"succeeded false: ",
 	}
+	if n := len(c.reps[0].executedResults); n != 3 {
+		t.Fatalf("OnExecuted reported %d results, want 3", n)
+	}
 	for i, m := range []multicast.Message{m1, m2, m3} {
-		if got := describeResult(c.result(0, m)); got != want[i] {
+		stored := c.result(0, m)
+		if got := describeResult(stored); got != want[i] {
 			t.Errorf("%s: %s, want %s", m.ID, got, want[i])
 		}
 		// OnExecuted hands over the result the store keeps.
-		stored := c.result(0, m)
-		if i < len(c.reps[0].executedResults) && !bytes.Equal(txn.AppendPieceResult(nil, &c.reps[0].executedResults[i]), txn.AppendPieceResult(nil, &stored)) {
-			t.Errorf("%s: OnExecuted reported %s, the store keeps %s", m.ID, describeResult(c.reps[0].executedResults[i]), describeResult(stored))
+		if reported := &c.reps[0].executedResults[i]; !bytes.Equal(txn.AppendPieceResult(nil, reported), txn.AppendPieceResult(nil, &stored)) {
+			t.Errorf("%s: OnExecuted reported %s, the store keeps %s", m.ID, describeResult(*reported), describeResult(stored))
 		}
 	}
 	if got, want := c.data(0), "w/0001/acct=0 w/0002/acct=10"; got != want {

@@ -1,7 +1,6 @@
 package executor
 
 import (
-	"bytes"
 	"cmp"
 	"container/list"
 	"encoding/binary"
@@ -172,7 +171,7 @@ func (s *session) append(b []byte, result []byte) []byte {
 }
 
 // decodeSession decodes the session record b of client, and returns its
-// inline result too (nil if it holds none).
+// inline result too (nil if it holds none), which aliases b.
 func decodeSession(client uint64, b []byte) (*session, []byte, error) {
 	d := wire.NewDecoder(b)
 	v := d.Byte()
@@ -189,7 +188,7 @@ func decodeSession(client uint64, b []byte) (*session, []byte, error) {
 			if _, err := resultDigest(r); err != nil {
 				d.Fail("inline result: %v", err)
 			}
-			result = bytes.Clone(r)
+			result = r[:len(r):len(r)]
 		}
 	}
 	if err := d.Finish(); err != nil {
@@ -303,7 +302,8 @@ func (x *execution) storeSessions() error {
 		if err != nil {
 			return err
 		}
-		if err := x.b.PutAux(sessionKey(ss.client), ss.append(nil, result)); err != nil {
+		x.record = ss.append(x.record[:0], result) // PutAux copies it
+		if err := x.b.PutAux(sessionKey(ss.client), x.record); err != nil {
 			return err
 		}
 		ss.result = nil
@@ -409,7 +409,9 @@ func (x *execution) setResult(id multicast.MsgID, rec []byte) error {
 				// The dedupe of deliver found no result under id.
 				return fmt.Errorf("txn: %w: the session record of %s says its result is kept, and none is stored", kv.ErrCorrupt, id)
 			}
-			if len(rec) > 0 && len(rec) <= sessionResultInlineMax {
+			// rec is never empty (resultRecordHead), which a record's
+			// empty inline result means.
+			if len(rec) <= sessionResultInlineMax {
 				ss.inline, ss.result = true, rec
 			} else if err := x.b.PutAux(sessionResultKey(id), rec); err != nil {
 				return err
@@ -487,8 +489,12 @@ func (e *Executor) storedResult(id multicast.MsgID) ([]byte, bool, error) {
 	// The session record first: it holds most results. Each read sees the
 	// store as committed then; between them the result can be stored (in
 	// the session record, or apart when too large for it) or move to kv's
-	// results (its session dropped), never leave all three places unless
-	// it was acknowledged, which the session record read last tells.
+	// results (its session dropped), and leave all three places only when
+	// acknowledged by a later request of the session. A record that had
+	// delivered a later request already tells that a result found in
+	// neither place after it was acknowledged (delivered only grows); one
+	// stored or acknowledged after the first read is found, or said
+	// acknowledged, by the caller's next look.
 	ss, result, err := e.storedSession(id.Client)
 	switch {
 	case err != nil:
@@ -502,13 +508,7 @@ func (e *Executor) storedResult(id multicast.MsgID) ([]byte, bool, error) {
 	if rec, found, err := s.Result(id.String()); err != nil || found {
 		return rec, found, err
 	}
-	if ss, result, err = e.storedSession(id.Client); err != nil || ss == nil {
-		return nil, false, err
-	}
-	if ss.kept == id.Seq && ss.inline {
-		return result, true, nil
-	}
-	if ss.delivered > id.Seq {
+	if ss != nil && ss.delivered > id.Seq {
 		return nil, false, fmt.Errorf("%w: %s: group %d delivered c%d.%d since, a later request of the session, which acknowledged every result below it: the result was dropped",
 			ErrAcknowledged, id, e.cfg.Self, id.Client, ss.delivered)
 	}
