@@ -46,7 +46,7 @@ test: ## vet, every test (the ordering simulator runs 2000 seeds per protocol, t
 	$(GO) test -shuffle=on -timeout 20m ./...
 	$(GO) test -tags invariants -timeout 10m ./multicast/flexcast/
 	$(GO) test -race -shuffle=on -timeout 20m ./replication/...
-	$(GO) test -race -short -shuffle=on -timeout 10m ./server/... ./cluster/... ./client/... ./txn/...
+	$(GO) test -race -short -shuffle=on -timeout 10m ./server/... ./cluster/... ./client/... ./txn/... ./executor/...
 	$(GO) test -race -shuffle=on -timeout 5m -run 'TestRunTrims|TestRunTrimNone|TestRunConcurrent|TestRunCancelled|TestRecorder|TestOutcome|TestProgressLine' ./gtpcc/
 
 race: ## the race detector on every package but the simulator, in -short mode
@@ -80,8 +80,8 @@ bench: ## benchmarks of the cores, the channel layer and the replicated cluster
 	$(GO) test -run '^$$' -bench Cluster -benchtime 10000x ./replication
 
 proto: ## regenerate the protobuf code (needs protoc: apt-get install protobuf-compiler)
-	bash replication/transport/transportpb/gen.sh
-	bash kv/kvpb/gen.sh
+	bash replication/transport/gen.sh
+	bash api/gen.sh
 
 docker: ## build the server image flexkv:dev (FROM scratch, static binary); docker compose up -d runs 3x3
 	CGO_ENABLED=0 $(GO) build -trimpath -o build/flexkv ./cmd/flexkv

@@ -11,7 +11,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/flexkv/flexkv/kv/kvpb"
+	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/txn"
@@ -32,21 +32,21 @@ func invalidf(format string, args ...any) error {
 // TxnToProto converts t. It keeps what makes t invalid (an unknown kind, a
 // compare without operand, a limit out of range), so that the receiver's
 // validation reports it; it returns nil for a nil t.
-func TxnToProto(t *txn.Txn) *kvpb.Txn {
+func TxnToProto(t *txn.Txn) *apipb.Txn {
 	if t == nil {
 		return nil
 	}
-	p := &kvpb.Txn{}
+	p := &apipb.Txn{}
 	if len(t.If) > 0 {
-		p.If = make([]*kvpb.Compare, len(t.If))
+		p.If = make([]*apipb.Compare, len(t.If))
 	}
 	for i, c := range t.If {
-		pc := &kvpb.Compare{Key: c.Key, Cmp: kvpb.Cmp(c.Cmp)}
+		pc := &apipb.Compare{Key: c.Key, Cmp: apipb.Cmp(c.Cmp)}
 		switch {
 		case c.Int != nil:
-			pc.Operand = &kvpb.Compare_Int{Int: *c.Int}
+			pc.Operand = &apipb.Compare_Int{Int: *c.Int}
 		case c.Value != nil:
-			pc.Operand = &kvpb.Compare_Value{Value: c.Value}
+			pc.Operand = &apipb.Compare_Value{Value: c.Value}
 		}
 		p.If[i] = pc
 	}
@@ -55,17 +55,17 @@ func TxnToProto(t *txn.Txn) *kvpb.Txn {
 	return p
 }
 
-func opsToProto(ops []txn.Op) []*kvpb.Op {
+func opsToProto(ops []txn.Op) []*apipb.Op {
 	if len(ops) == 0 {
 		return nil
 	}
-	out := make([]*kvpb.Op, len(ops))
+	out := make([]*apipb.Op, len(ops))
 	for i, o := range ops {
 		limit := uint32(math.MaxUint32) // out of range stays out of range
 		if o.Limit >= 0 && uint64(o.Limit) < math.MaxUint32 {
 			limit = uint32(o.Limit)
 		}
-		out[i] = &kvpb.Op{Kind: kvpb.OpKind(o.Kind), Key: o.Key, Value: o.Value, Int: o.Int, End: o.End, Limit: limit, Wrap: o.Wrap}
+		out[i] = &apipb.Op{Kind: apipb.OpKind(o.Kind), Key: o.Key, Value: o.Value, Int: o.Int, End: o.End, Limit: limit, Wrap: o.Wrap}
 	}
 	return out
 }
@@ -76,24 +76,24 @@ func opsToProto(ops []txn.Op) []*kvpb.Op {
 var catchAll = func() *partition.PartitionMap {
 	top, err := partition.NewTopology(partition.Spec{Groups: []partition.Group{{Name: "any"}}})
 	if err != nil {
-		panic(fmt.Sprintf("kvpb: catch-all topology: %v", err))
+		panic(fmt.Sprintf("api: catch-all topology: %v", err))
 	}
 	// "\x00" is the smallest non-empty key: the range holds them all.
 	pm, err := partition.NewPartitionMap(top, []partition.Partition{{Name: "all", Start: []byte{0}, Group: 0}})
 	if err != nil {
-		panic(fmt.Sprintf("kvpb: catch-all partition map: %v", err))
+		panic(fmt.Sprintf("api: catch-all partition map: %v", err))
 	}
 	return pm
 }()
 
 // TxnFromProto converts p and checks everything about it that needs no
 // partition map (kinds, fields, bounds, keys, sizes), as txn.Validate does.
-// Errors match txn.ErrInvalid and name the field: `kvpb: then[1].kind:
+// Errors match txn.ErrInvalid and name the field: `api: then[1].kind:
 // unknown op kind 9`. The Txn shares p's byte slices. Validate it against
 // the cluster's partition map before routing it.
-func TxnFromProto(p *kvpb.Txn) (*txn.Txn, error) {
+func TxnFromProto(p *apipb.Txn) (*txn.Txn, error) {
 	if p == nil {
-		return nil, invalidf("kvpb: txn: missing")
+		return nil, invalidf("api: txn: missing")
 	}
 	t := &txn.Txn{}
 	if len(p.If) > 0 {
@@ -101,23 +101,23 @@ func TxnFromProto(p *kvpb.Txn) (*txn.Txn, error) {
 	}
 	for i, pc := range p.If {
 		if pc == nil {
-			return nil, invalidf("kvpb: if[%d]: missing", i)
+			return nil, invalidf("api: if[%d]: missing", i)
 		}
 		c := txn.Compare{Key: pc.Key, Cmp: txn.Cmp(pc.Cmp)}
 		if !c.Cmp.Valid() || int32(pc.Cmp) != int32(c.Cmp) {
-			return nil, invalidf("kvpb: if[%d].cmp: unknown relation %d", i, pc.Cmp)
+			return nil, invalidf("api: if[%d].cmp: unknown relation %d", i, pc.Cmp)
 		}
 		switch op := pc.Operand.(type) {
-		case *kvpb.Compare_Int:
+		case *apipb.Compare_Int:
 			v := op.Int
 			c.Int = &v
-		case *kvpb.Compare_Value:
+		case *apipb.Compare_Value:
 			c.Value = op.Value
 			if c.Value == nil {
 				c.Value = []byte{} // set: the empty value, not no operand
 			}
 		case nil:
-			return nil, invalidf("kvpb: if[%d]: neither int nor value given, want one", i)
+			return nil, invalidf("api: if[%d]: neither int nor value given, want one", i)
 		}
 		t.If[i] = c
 	}
@@ -134,23 +134,23 @@ func TxnFromProto(p *kvpb.Txn) (*txn.Txn, error) {
 	return t, nil
 }
 
-func opsFromProto(branch string, ops []*kvpb.Op) ([]txn.Op, error) {
+func opsFromProto(branch string, ops []*apipb.Op) ([]txn.Op, error) {
 	if len(ops) == 0 {
 		return nil, nil
 	}
 	out := make([]txn.Op, len(ops))
 	for i, po := range ops {
 		if po == nil {
-			return nil, invalidf("kvpb: %s[%d]: missing", branch, i)
+			return nil, invalidf("api: %s[%d]: missing", branch, i)
 		}
 		kind := txn.OpKind(po.Kind)
 		if !kind.Valid() || int32(po.Kind) != int32(kind) {
-			return nil, invalidf("kvpb: %s[%d].kind: unknown op kind %d", branch, i, po.Kind)
+			return nil, invalidf("api: %s[%d].kind: unknown op kind %d", branch, i, po.Kind)
 		}
 		if po.Limit > txn.ScanLimitMax {
 			// Checked here as well as by Validate: on a 32-bit platform
 			// the conversion to int could wrap.
-			return nil, invalidf("kvpb: %s[%d].limit: %d, want at most ScanLimitMax (%d)", branch, i, po.Limit, txn.ScanLimitMax)
+			return nil, invalidf("api: %s[%d].limit: %d, want at most ScanLimitMax (%d)", branch, i, po.Limit, txn.ScanLimitMax)
 		}
 		out[i] = txn.Op{Kind: kind, Key: po.Key, Value: po.Value, Int: po.Int, End: po.End, Limit: int(po.Limit), Wrap: po.Wrap}
 	}
@@ -158,20 +158,20 @@ func opsFromProto(branch string, ops []*kvpb.Op) ([]txn.Op, error) {
 }
 
 // KVsToProto converts the pairs of a scan.
-func KVsToProto(kvs []txn.KV) []*kvpb.KeyValue {
+func KVsToProto(kvs []txn.KV) []*apipb.KeyValue {
 	if len(kvs) == 0 {
 		return nil
 	}
-	out := make([]*kvpb.KeyValue, len(kvs))
+	out := make([]*apipb.KeyValue, len(kvs))
 	for i, kv := range kvs {
-		out[i] = &kvpb.KeyValue{Key: kv.Key, Value: kv.Value}
+		out[i] = &apipb.KeyValue{Key: kv.Key, Value: kv.Value}
 	}
 	return out
 }
 
 // KVsFromProto converts the pairs of a scan; a missing pair is an empty
 // one.
-func KVsFromProto(kvs []*kvpb.KeyValue) []txn.KV {
+func KVsFromProto(kvs []*apipb.KeyValue) []txn.KV {
 	if len(kvs) == 0 {
 		return nil
 	}
@@ -184,29 +184,29 @@ func KVsFromProto(kvs []*kvpb.KeyValue) []txn.KV {
 
 // ResultToProto converts the result of one operation. A negative Index
 // (never produced by the executor) becomes the largest index.
-func ResultToProto(r txn.OpResult) *kvpb.OpResult {
+func ResultToProto(r txn.OpResult) *apipb.OpResult {
 	index := uint32(math.MaxUint32)
 	if r.Index >= 0 && uint64(r.Index) < math.MaxUint32 {
 		index = uint32(r.Index)
 	}
-	return &kvpb.OpResult{
-		Index: index, Kind: kvpb.OpKind(r.Kind), Key: r.Key, Found: r.Found, Value: r.Value, Int: r.Int,
+	return &apipb.OpResult{
+		Index: index, Kind: apipb.OpKind(r.Kind), Key: r.Key, Found: r.Found, Value: r.Value, Int: r.Int,
 		Kvs: KVsToProto(r.KVs),
 	}
 }
 
 // ResultFromProto converts the result of one operation; an unknown kind or
 // an index beyond txn.OpsMax is an error.
-func ResultFromProto(p *kvpb.OpResult) (txn.OpResult, error) {
+func ResultFromProto(p *apipb.OpResult) (txn.OpResult, error) {
 	if p == nil {
-		return txn.OpResult{}, fmt.Errorf("kvpb: result: missing")
+		return txn.OpResult{}, fmt.Errorf("api: result: missing")
 	}
 	kind := txn.OpKind(p.Kind)
 	if !kind.Valid() || int32(p.Kind) != int32(kind) {
-		return txn.OpResult{}, fmt.Errorf("kvpb: result %d: unknown op kind %d", p.Index, p.Kind)
+		return txn.OpResult{}, fmt.Errorf("api: result %d: unknown op kind %d", p.Index, p.Kind)
 	}
 	if p.Index >= txn.OpsMax {
-		return txn.OpResult{}, fmt.Errorf("kvpb: result index %d, want less than OpsMax (%d)", p.Index, txn.OpsMax)
+		return txn.OpResult{}, fmt.Errorf("api: result index %d, want less than OpsMax (%d)", p.Index, txn.OpsMax)
 	}
 	return txn.OpResult{
 		Index: int(p.Index), Kind: kind, Key: p.Key, Found: p.Found, Value: p.Value, Int: p.Int,
@@ -215,11 +215,11 @@ func ResultFromProto(p *kvpb.OpResult) (txn.OpResult, error) {
 }
 
 // ResultsToProto converts the results of a piece.
-func ResultsToProto(rs []txn.OpResult) []*kvpb.OpResult {
+func ResultsToProto(rs []txn.OpResult) []*apipb.OpResult {
 	if len(rs) == 0 {
 		return nil
 	}
-	out := make([]*kvpb.OpResult, len(rs))
+	out := make([]*apipb.OpResult, len(rs))
 	for i, r := range rs {
 		out[i] = ResultToProto(r)
 	}
@@ -227,7 +227,7 @@ func ResultsToProto(rs []txn.OpResult) []*kvpb.OpResult {
 }
 
 // ResultsFromProto converts the results of a piece.
-func ResultsFromProto(ps []*kvpb.OpResult) ([]txn.OpResult, error) {
+func ResultsFromProto(ps []*apipb.OpResult) ([]txn.OpResult, error) {
 	if len(ps) == 0 {
 		return nil, nil
 	}
@@ -244,8 +244,8 @@ func ResultsFromProto(ps []*kvpb.OpResult) ([]txn.OpResult, error) {
 
 // PieceResultToProto converts group's result for its piece of transaction
 // id ("c<client_id>.<seq>").
-func PieceResultToProto(id, group string, r *txn.PieceResult) *kvpb.PieceResult {
-	p := &kvpb.PieceResult{
+func PieceResultToProto(id, group string, r *txn.PieceResult) *apipb.PieceResult {
+	p := &apipb.PieceResult{
 		Id: id, Group: group, Succeeded: r.Succeeded, Results: ResultsToProto(r.Results), Truncated: r.Truncated,
 	}
 	if r.Aborted {
@@ -259,13 +259,13 @@ func PieceResultToProto(id, group string, r *txn.PieceResult) *kvpb.PieceResult 
 
 // PieceResultFromProto converts a piece's result (its id and group aside,
 // which the caller checks against what it asked).
-func PieceResultFromProto(p *kvpb.PieceResult) (txn.PieceResult, error) {
+func PieceResultFromProto(p *apipb.PieceResult) (txn.PieceResult, error) {
 	if p == nil {
-		return txn.PieceResult{}, fmt.Errorf("kvpb: piece result: missing")
+		return txn.PieceResult{}, fmt.Errorf("api: piece result: missing")
 	}
 	results, err := ResultsFromProto(p.Results)
 	if err != nil {
-		return txn.PieceResult{}, fmt.Errorf("kvpb: piece result of %s at %s: %w", p.Id, p.Group, err)
+		return txn.PieceResult{}, fmt.Errorf("api: piece result of %s at %s: %w", p.Id, p.Group, err)
 	}
 	return txn.PieceResult{
 		Succeeded: p.Succeeded, Aborted: p.Aborted != "", Reason: p.Aborted, Results: results, Truncated: p.Truncated,
@@ -276,32 +276,32 @@ func PieceResultFromProto(p *kvpb.PieceResult) (txn.PieceResult, error) {
 // (nil: none) for a Topology answer. The overlay is always given in full
 // (an empty Overlay means the order of the groups); the tree is sorted by
 // child; the matrix is given whole, every region of it.
-func ConfigToProto(cfg *partition.ClusterConfig, lat *partition.Latency) *kvpb.TopologyResponse {
-	p := &kvpb.TopologyResponse{Protocol: cfg.Protocol, Overlay: slices.Clone(cfg.Overlay)}
+func ConfigToProto(cfg *partition.ClusterConfig, lat *partition.Latency) *apipb.TopologyResponse {
+	p := &apipb.TopologyResponse{Protocol: cfg.Protocol, Overlay: slices.Clone(cfg.Overlay)}
 	if len(p.Overlay) == 0 {
 		for _, g := range cfg.Groups {
 			p.Overlay = append(p.Overlay, g.Name)
 		}
 	}
 	for _, child := range slices.Sorted(maps.Keys(cfg.Tree)) {
-		p.Tree = append(p.Tree, &kvpb.TreeEdge{Child: child, Parent: cfg.Tree[child]})
+		p.Tree = append(p.Tree, &apipb.TreeEdge{Child: child, Parent: cfg.Tree[child]})
 	}
 	for _, g := range cfg.Groups {
-		pg := &kvpb.Group{Name: g.Name, Region: g.Region}
+		pg := &apipb.Group{Name: g.Name, Region: g.Region}
 		for _, r := range g.Replicas {
-			pg.Replicas = append(pg.Replicas, &kvpb.Replica{Id: r.ID, Raft: r.Raft, Grpc: r.GRPC, Peer: r.Peer})
+			pg.Replicas = append(pg.Replicas, &apipb.Replica{Id: r.ID, Raft: r.Raft, Grpc: r.GRPC, Peer: r.Peer})
 		}
 		p.Groups = append(p.Groups, pg)
 	}
 	for _, part := range cfg.Partitions {
-		p.Partitions = append(p.Partitions, &kvpb.Partition{
+		p.Partitions = append(p.Partitions, &apipb.Partition{
 			Name: part.Name, Start: []byte(part.Start), End: []byte(part.End), Group: part.Group, Replicated: part.Replicated,
 		})
 	}
 	if lat != nil {
 		p.Regions = lat.Regions()
 		for _, from := range p.Regions {
-			row := &kvpb.LatencyRow{Region: from, RttMs: make([]float64, len(p.Regions))}
+			row := &apipb.LatencyRow{Region: from, RttMs: make([]float64, len(p.Regions))}
 			for j, to := range p.Regions {
 				row.RttMs[j] = lat.RTTMs(from, to)
 			}
@@ -316,9 +316,9 @@ func ConfigToProto(cfg *partition.ClusterConfig, lat *partition.Latency) *kvpb.T
 // its latency matrix, nil when the answer has none. Every group's region
 // must be in the matrix. The configuration's Latency path is empty: the
 // matrix is returned instead.
-func ConfigFromProto(p *kvpb.TopologyResponse) (*partition.ClusterConfig, *partition.Latency, error) {
+func ConfigFromProto(p *apipb.TopologyResponse) (*partition.ClusterConfig, *partition.Latency, error) {
 	if p == nil {
-		return nil, nil, fmt.Errorf("kvpb: topology: missing")
+		return nil, nil, fmt.Errorf("api: topology: missing")
 	}
 	cfg := &partition.ClusterConfig{Protocol: p.Protocol, Overlay: slices.Clone(p.Overlay)}
 	if len(p.Tree) > 0 {
@@ -326,7 +326,7 @@ func ConfigFromProto(p *kvpb.TopologyResponse) (*partition.ClusterConfig, *parti
 	}
 	for i, e := range p.Tree {
 		if _, dup := cfg.Tree[e.GetChild()]; dup {
-			return nil, nil, fmt.Errorf("kvpb: topology: tree[%d]: child %q given twice", i, e.GetChild())
+			return nil, nil, fmt.Errorf("api: topology: tree[%d]: child %q given twice", i, e.GetChild())
 		}
 		cfg.Tree[e.GetChild()] = e.GetParent()
 	}
@@ -344,25 +344,25 @@ func ConfigFromProto(p *kvpb.TopologyResponse) (*partition.ClusterConfig, *parti
 		})
 	}
 	if err := protocol.Validate(cfg); err != nil {
-		return nil, nil, fmt.Errorf("kvpb: topology: %w", err)
+		return nil, nil, fmt.Errorf("api: topology: %w", err)
 	}
 	if len(p.Regions) == 0 && len(p.Latency) == 0 {
 		return cfg, nil, nil
 	}
 	if len(p.Latency) != len(p.Regions) {
-		return nil, nil, fmt.Errorf("kvpb: topology: %d latency rows for %d regions", len(p.Latency), len(p.Regions))
+		return nil, nil, fmt.Errorf("api: topology: %d latency rows for %d regions", len(p.Latency), len(p.Regions))
 	}
 	rtt := make([][]float64, len(p.Latency))
 	for i, row := range p.Latency {
 		if row.GetRegion() != p.Regions[i] {
-			return nil, nil, fmt.Errorf("kvpb: topology: latency[%d] is region %q, want %q (rows in the order of regions)",
+			return nil, nil, fmt.Errorf("api: topology: latency[%d] is region %q, want %q (rows in the order of regions)",
 				i, row.GetRegion(), p.Regions[i])
 		}
 		rtt[i] = row.GetRttMs()
 	}
 	lat, err := partition.NewLatency(p.Regions, rtt)
 	if err != nil {
-		return nil, nil, fmt.Errorf("kvpb: topology: %w", err)
+		return nil, nil, fmt.Errorf("api: topology: %w", err)
 	}
 	for i, g := range cfg.Groups {
 		region := g.Region
@@ -370,7 +370,7 @@ func ConfigFromProto(p *kvpb.TopologyResponse) (*partition.ClusterConfig, *parti
 			region = g.Name
 		}
 		if !lat.Has(region) {
-			return nil, nil, fmt.Errorf("kvpb: topology: groups[%d]: region %q of group %q is not in the latency matrix",
+			return nil, nil, fmt.Errorf("api: topology: groups[%d]: region %q of group %q is not in the latency matrix",
 				i, region, g.Name)
 		}
 	}

@@ -12,8 +12,8 @@ import (
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/configs"
-	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/txn"
 )
@@ -89,37 +89,37 @@ func TestTxnRoundTrip(t *testing.T) {
 
 func TestTxnFromProtoErrors(t *testing.T) {
 	key := []byte("k")
-	get := &kvpb.Op{Kind: kvpb.OpKind_OP_KIND_GET, Key: key}
+	get := &apipb.Op{Kind: apipb.OpKind_OP_KIND_GET, Key: key}
 	tests := []struct {
 		name string
-		in   *kvpb.Txn
+		in   *apipb.Txn
 		want string // in the message
 	}{
-		{"nil", nil, "kvpb: txn: missing"},
-		{"empty", &kvpb.Txn{}, "empty"},
-		{"nil compare", &kvpb.Txn{If: []*kvpb.Compare{nil}}, "if[0]: missing"},
-		{"unknown cmp", &kvpb.Txn{If: []*kvpb.Compare{{Key: key, Cmp: 7, Operand: &kvpb.Compare_Int{Int: 1}}}}, "if[0].cmp: unknown relation 7"},
-		{"cmp wraps uint8", &kvpb.Txn{If: []*kvpb.Compare{{Key: key, Cmp: 257, Operand: &kvpb.Compare_Int{Int: 1}}}}, "if[0].cmp: unknown relation 257"},
-		{"no cmp", &kvpb.Txn{If: []*kvpb.Compare{{Key: key, Operand: &kvpb.Compare_Int{Int: 1}}}}, "if[0].cmp"},
-		{"no operand", &kvpb.Txn{If: []*kvpb.Compare{{Key: key, Cmp: kvpb.Cmp_CMP_EQUAL}}}, "if[0]: neither int nor value"},
-		{"compare without key", &kvpb.Txn{If: []*kvpb.Compare{{Cmp: kvpb.Cmp_CMP_EQUAL, Operand: &kvpb.Compare_Int{Int: 1}}}}, "if[0].key"},
-		{"nil op", &kvpb.Txn{Then: []*kvpb.Op{get, nil}}, "then[1]: missing"},
-		{"unknown kind", &kvpb.Txn{Else: []*kvpb.Op{{Kind: 9, Key: key}}}, "else[0].kind: unknown op kind 9"},
-		{"no kind", &kvpb.Txn{Then: []*kvpb.Op{{Key: key}}}, "then[0].kind"},
-		{"kind wraps uint8", &kvpb.Txn{Then: []*kvpb.Op{{Kind: 257, Key: key}}}, "then[0].kind: unknown op kind 257"},
-		{"op without key", &kvpb.Txn{Then: []*kvpb.Op{{Kind: kvpb.OpKind_OP_KIND_GET}}}, "then[0].key"},
-		{"extra field", &kvpb.Txn{Then: []*kvpb.Op{{Kind: kvpb.OpKind_OP_KIND_GET, Key: key, Int: 1}}}, "then[0]: field int does not apply"},
-		{"limit too large", &kvpb.Txn{Then: []*kvpb.Op{{Kind: kvpb.OpKind_OP_KIND_SCAN, Key: key, End: []byte("l"), Limit: math.MaxUint32}}},
+		{"nil", nil, "api: txn: missing"},
+		{"empty", &apipb.Txn{}, "empty"},
+		{"nil compare", &apipb.Txn{If: []*apipb.Compare{nil}}, "if[0]: missing"},
+		{"unknown cmp", &apipb.Txn{If: []*apipb.Compare{{Key: key, Cmp: 7, Operand: &apipb.Compare_Int{Int: 1}}}}, "if[0].cmp: unknown relation 7"},
+		{"cmp wraps uint8", &apipb.Txn{If: []*apipb.Compare{{Key: key, Cmp: 257, Operand: &apipb.Compare_Int{Int: 1}}}}, "if[0].cmp: unknown relation 257"},
+		{"no cmp", &apipb.Txn{If: []*apipb.Compare{{Key: key, Operand: &apipb.Compare_Int{Int: 1}}}}, "if[0].cmp"},
+		{"no operand", &apipb.Txn{If: []*apipb.Compare{{Key: key, Cmp: apipb.Cmp_CMP_EQUAL}}}, "if[0]: neither int nor value"},
+		{"compare without key", &apipb.Txn{If: []*apipb.Compare{{Cmp: apipb.Cmp_CMP_EQUAL, Operand: &apipb.Compare_Int{Int: 1}}}}, "if[0].key"},
+		{"nil op", &apipb.Txn{Then: []*apipb.Op{get, nil}}, "then[1]: missing"},
+		{"unknown kind", &apipb.Txn{Else: []*apipb.Op{{Kind: 9, Key: key}}}, "else[0].kind: unknown op kind 9"},
+		{"no kind", &apipb.Txn{Then: []*apipb.Op{{Key: key}}}, "then[0].kind"},
+		{"kind wraps uint8", &apipb.Txn{Then: []*apipb.Op{{Kind: 257, Key: key}}}, "then[0].kind: unknown op kind 257"},
+		{"op without key", &apipb.Txn{Then: []*apipb.Op{{Kind: apipb.OpKind_OP_KIND_GET}}}, "then[0].key"},
+		{"extra field", &apipb.Txn{Then: []*apipb.Op{{Kind: apipb.OpKind_OP_KIND_GET, Key: key, Int: 1}}}, "then[0]: field int does not apply"},
+		{"limit too large", &apipb.Txn{Then: []*apipb.Op{{Kind: apipb.OpKind_OP_KIND_SCAN, Key: key, End: []byte("l"), Limit: math.MaxUint32}}},
 			"then[0].limit"},
-		{"scan without end", &kvpb.Txn{Then: []*kvpb.Op{{Kind: kvpb.OpKind_OP_KIND_SCAN, Key: key, Limit: 1}}}, "then[0]: scan without end"},
-		{"too many", &kvpb.Txn{Then: func() []*kvpb.Op {
-			ops := make([]*kvpb.Op, txn.OpsMax+1)
+		{"scan without end", &apipb.Txn{Then: []*apipb.Op{{Kind: apipb.OpKind_OP_KIND_SCAN, Key: key, Limit: 1}}}, "then[0]: scan without end"},
+		{"too many", &apipb.Txn{Then: func() []*apipb.Op {
+			ops := make([]*apipb.Op, txn.OpsMax+1)
 			for i := range ops {
 				ops[i] = get
 			}
 			return ops
 		}()}, "OpsMax"},
-		{"too long a value", &kvpb.Txn{Then: []*kvpb.Op{{Kind: kvpb.OpKind_OP_KIND_PUT, Key: key, Value: make([]byte, txn.ValueMax+1)}}},
+		{"too long a value", &apipb.Txn{Then: []*apipb.Op{{Kind: apipb.OpKind_OP_KIND_PUT, Key: key, Value: make([]byte, txn.ValueMax+1)}}},
 			"then[0].value"},
 	}
 	for _, tt := range tests {
@@ -174,7 +174,7 @@ func TestResultRoundTrip(t *testing.T) {
 		{Index: 4, Kind: txn.OpAdd, Key: []byte("e"), Int: -7},
 		{Index: 5, Kind: txn.OpScan, Key: []byte("f"), KVs: []txn.KV{{Key: []byte("f1"), Value: []byte("1")}, {Key: []byte("f2")}}},
 	}
-	piece := wire(t, &kvpb.PieceResult{Results: ResultsToProto(want)})
+	piece := wire(t, &apipb.PieceResult{Results: ResultsToProto(want)})
 	got, err := ResultsFromProto(piece.Results)
 	if err != nil {
 		t.Fatalf("ResultsFromProto: %v", err)
@@ -189,21 +189,21 @@ func TestResultRoundTrip(t *testing.T) {
 
 func TestResultFromProtoErrors(t *testing.T) {
 	for name, tt := range map[string]struct {
-		in   *kvpb.OpResult
+		in   *apipb.OpResult
 		want string
 	}{
 		"nil":          {nil, "missing"},
-		"unknown kind": {&kvpb.OpResult{Kind: 6}, "unknown op kind 6"},
-		"no kind":      {&kvpb.OpResult{}, "unknown op kind 0"},
-		"kind wraps":   {&kvpb.OpResult{Kind: 257}, "unknown op kind 257"},
-		"index":        {&kvpb.OpResult{Kind: kvpb.OpKind_OP_KIND_GET, Index: txn.OpsMax}, "index 64"},
+		"unknown kind": {&apipb.OpResult{Kind: 6}, "unknown op kind 6"},
+		"no kind":      {&apipb.OpResult{}, "unknown op kind 0"},
+		"kind wraps":   {&apipb.OpResult{Kind: 257}, "unknown op kind 257"},
+		"index":        {&apipb.OpResult{Kind: apipb.OpKind_OP_KIND_GET, Index: txn.OpsMax}, "index 64"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := ResultFromProto(tt.in)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("ResultFromProto error = %v, want one containing %q", err, tt.want)
 			}
-			if _, err := ResultsFromProto([]*kvpb.OpResult{{Kind: kvpb.OpKind_OP_KIND_GET}, tt.in}); err == nil {
+			if _, err := ResultsFromProto([]*apipb.OpResult{{Kind: apipb.OpKind_OP_KIND_GET}, tt.in}); err == nil {
 				t.Error("ResultsFromProto accepted it")
 			}
 		})
@@ -282,22 +282,22 @@ func TestConfigFromProtoErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	good := func() *kvpb.TopologyResponse { return ConfigToProto(loadConfig(t, configs.AWS12YAML()), aws) }
+	good := func() *apipb.TopologyResponse { return ConfigToProto(loadConfig(t, configs.AWS12YAML()), aws) }
 	for _, tt := range []struct {
 		name   string
-		mutate func(p *kvpb.TopologyResponse)
+		mutate func(p *apipb.TopologyResponse)
 		want   string
 	}{
-		{"protocol", func(p *kvpb.TopologyResponse) { p.Protocol = "paxos" }, "protocol"},
-		{"no groups", func(p *kvpb.TopologyResponse) { p.Groups = nil }, "groups"},
-		{"overlay", func(p *kvpb.TopologyResponse) { p.Overlay = p.Overlay[1:] }, "overlay"},
-		{"tree twice", func(p *kvpb.TopologyResponse) { p.Tree = append(p.Tree, p.Tree[0]) }, "given twice"},
-		{"partition group", func(p *kvpb.TopologyResponse) { p.Partitions[0].Group = "nowhere" }, "partitions[0].group"},
-		{"rows", func(p *kvpb.TopologyResponse) { p.Latency = p.Latency[1:] }, "latency rows"},
-		{"row order", func(p *kvpb.TopologyResponse) { p.Latency[0], p.Latency[1] = p.Latency[1], p.Latency[0] }, "latency[0]"},
-		{"not square", func(p *kvpb.TopologyResponse) { p.Latency[2].RttMs = p.Latency[2].RttMs[1:] }, "square"},
-		{"negative", func(p *kvpb.TopologyResponse) { p.Latency[2].RttMs[3] = -1 }, "not a latency"},
-		{"region missing", func(p *kvpb.TopologyResponse) {
+		{"protocol", func(p *apipb.TopologyResponse) { p.Protocol = "paxos" }, "protocol"},
+		{"no groups", func(p *apipb.TopologyResponse) { p.Groups = nil }, "groups"},
+		{"overlay", func(p *apipb.TopologyResponse) { p.Overlay = p.Overlay[1:] }, "overlay"},
+		{"tree twice", func(p *apipb.TopologyResponse) { p.Tree = append(p.Tree, p.Tree[0]) }, "given twice"},
+		{"partition group", func(p *apipb.TopologyResponse) { p.Partitions[0].Group = "nowhere" }, "partitions[0].group"},
+		{"rows", func(p *apipb.TopologyResponse) { p.Latency = p.Latency[1:] }, "latency rows"},
+		{"row order", func(p *apipb.TopologyResponse) { p.Latency[0], p.Latency[1] = p.Latency[1], p.Latency[0] }, "latency[0]"},
+		{"not square", func(p *apipb.TopologyResponse) { p.Latency[2].RttMs = p.Latency[2].RttMs[1:] }, "square"},
+		{"negative", func(p *apipb.TopologyResponse) { p.Latency[2].RttMs[3] = -1 }, "not a latency"},
+		{"region missing", func(p *apipb.TopologyResponse) {
 			p.Regions = p.Regions[:len(p.Regions)-1]
 			p.Latency = p.Latency[:len(p.Latency)-1]
 			for _, row := range p.Latency {
@@ -309,7 +309,7 @@ func TestConfigFromProtoErrors(t *testing.T) {
 			p := good()
 			tt.mutate(p)
 			_, _, err := ConfigFromProto(p)
-			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.HasPrefix(err.Error(), "kvpb: topology: ") {
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.HasPrefix(err.Error(), "api: topology: ") {
 				t.Errorf("ConfigFromProto error = %v, want one containing %q", err, tt.want)
 			}
 		})
@@ -353,7 +353,7 @@ func TestPieceResultRoundTrip(t *testing.T) {
 	if _, err := PieceResultFromProto(nil); err == nil {
 		t.Error("PieceResultFromProto(nil) accepted")
 	}
-	if _, err := PieceResultFromProto(&kvpb.PieceResult{Results: []*kvpb.OpResult{{Kind: 0}}}); err == nil {
+	if _, err := PieceResultFromProto(&apipb.PieceResult{Results: []*apipb.OpResult{{Kind: 0}}}); err == nil {
 		t.Error("a result of no kind accepted")
 	}
 }

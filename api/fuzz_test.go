@@ -6,7 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/flexkv/flexkv/kv/kvpb"
+	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/txn"
 )
 
@@ -23,7 +23,7 @@ func FuzzTxnFromProto(f *testing.F) {
 	}
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var p kvpb.Txn
+		var p apipb.Txn
 		if err := (proto.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(data, &p); err != nil {
 			return
 		}

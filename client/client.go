@@ -74,8 +74,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/flexkv/flexkv/api"
+	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/internal/rpcflow"
-	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/partition"
 )
@@ -318,7 +318,7 @@ func (c *Client) fetchTopology(ctx context.Context, endpoints []string) (*Topolo
 			errs = append(errs, err)
 			continue
 		}
-		resp, err := kvpb.NewKVClient(conn).Topology(ctx, &kvpb.TopologyRequest{})
+		resp, err := apipb.NewKVClient(conn).Topology(ctx, &apipb.TopologyRequest{})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", ep, err))
 			if ctx.Err() != nil {
@@ -424,8 +424,8 @@ func (c *Client) sessionAt(ctx context.Context, s *session, g partition.GroupID)
 		return id, nil
 	}
 	var id uint64
-	err := c.invoke(ctx, g, true, "open session", func(ctx context.Context, kv kvpb.KVClient, opts ...grpc.CallOption) error {
-		r, err := kv.OpenSession(ctx, &kvpb.OpenSessionRequest{}, opts...)
+	err := c.invoke(ctx, g, true, "open session", func(ctx context.Context, kv apipb.KVClient, opts ...grpc.CallOption) error {
+		r, err := kv.OpenSession(ctx, &apipb.OpenSessionRequest{}, opts...)
 		id = r.GetClientId()
 		return err
 	})
@@ -449,7 +449,7 @@ type outcome struct {
 
 // attempt records the end of one attempt, with the trailer of its answer.
 func (o *outcome) attempt(err error, trailer metadata.MD) {
-	if err == nil || refused(err) || (status.Code(err) == codes.Unavailable && len(trailer.Get(kvpb.NotRunTrailer)) > 0) {
+	if err == nil || refused(err) || (status.Code(err) == codes.Unavailable && len(trailer.Get(apipb.NotRunTrailer)) > 0) {
 		return
 	}
 	o.mu.Lock()
@@ -466,7 +466,7 @@ func (o *outcome) mayHaveRun() bool {
 // refused reports whether err is a server's refusal of a request that did
 // not run: a wrong group or an expired session (FailedPrecondition), bad
 // input (InvalidArgument), admission control (ResourceExhausted). A
-// follower's Unavailable says so in its trailer (kvpb.NotRunTrailer).
+// follower's Unavailable says so in its trailer (apipb.NotRunTrailer).
 func refused(err error) bool {
 	switch status.Code(err) {
 	case codes.FailedPrecondition, codes.InvalidArgument, codes.ResourceExhausted:
@@ -480,7 +480,7 @@ func refused(err error) bool {
 // whose session it does not know.
 func sessionExpired(err error) bool {
 	st, ok := status.FromError(err)
-	return ok && st.Code() == codes.FailedPrecondition && strings.Contains(st.Message(), kvpb.SessionExpiredText)
+	return ok && st.Code() == codes.FailedPrecondition && strings.Contains(st.Message(), apipb.SessionExpiredText)
 }
 
 // renewals bounds how often one write opens a new session after its

@@ -851,7 +851,7 @@ func TestSessionExpiredUncertain(t *testing.T) {
 }
 
 // TestSessionRenewedAfterRedirect: a follower's redirect says the attempt
-// did not run (kvpb.NotRunTrailer), so an expired session found at the new
+// did not run (apipb.NotRunTrailer), so an expired session found at the new
 // leader is still renewed: the usual case of a client idle while its group
 // changed leaders.
 func TestSessionRenewedAfterRedirect(t *testing.T) {

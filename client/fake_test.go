@@ -19,8 +19,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/flexkv/flexkv/api"
+	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/internal/testaddr"
-	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/txn"
@@ -50,7 +50,7 @@ type fakeCluster struct {
 	noHint     bool         // followers redirect without a leader hint
 	stores     [groupsN]*memStore
 	dsts       map[string]partition.GroupSet
-	results    map[string]map[partition.GroupID]*kvpb.PieceResult
+	results    map[string]map[partition.GroupID]*apipb.PieceResult
 	executions int
 	changed    chan struct{}          // closed and replaced on every execution
 	gates      [groupsN]chan struct{} // when set, Await at the group waits for it
@@ -74,7 +74,7 @@ type call struct {
 }
 
 type fakeReplica struct {
-	kvpb.UnimplementedKVServer
+	apipb.UnimplementedKVServer
 	cl    *fakeCluster
 	group partition.GroupID
 	index int
@@ -102,7 +102,7 @@ func startFake(o fakeOptions) (cl *fakeCluster, stop func(), err error) {
 	}
 	cl = &fakeCluster{
 		dsts:    make(map[string]partition.GroupSet),
-		results: make(map[string]map[partition.GroupID]*kvpb.PieceResult),
+		results: make(map[string]map[partition.GroupID]*apipb.PieceResult),
 		changed: make(chan struct{}),
 	}
 	names := []string{"a", "b", "c"}
@@ -159,7 +159,7 @@ func startFake(o fakeOptions) (cl *fakeCluster, stop func(), err error) {
 			rc.GRPC, rc.Peer = r.addr, fakePeerAddr(r.addr)
 			gc.Replicas = append(gc.Replicas, rc)
 			srv := grpc.NewServer()
-			kvpb.RegisterKVServer(srv, r)
+			apipb.RegisterKVServer(srv, r)
 			servers = append(servers, srv)
 			go func() { _ = srv.Serve(lis) }()
 		}
@@ -296,7 +296,7 @@ func busy(context.Context) error { return status.Error(codes.ResourceExhausted, 
 func unavailable(hint string) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
 		if hint != "" {
-			_ = grpc.SetTrailer(ctx, metadata.Pairs(kvpb.LeaderTrailer, hint))
+			_ = grpc.SetTrailer(ctx, metadata.Pairs(apipb.LeaderTrailer, hint))
 		}
 		return status.Error(codes.Unavailable, "fake: not the leader")
 	}
@@ -317,7 +317,7 @@ func (r *fakeReplica) leaderCheck(ctx context.Context) error {
 		hint = cl.rep[r.group][leader].addr
 	}
 	// A follower proposes nothing: it says so, as the servers do.
-	_ = grpc.SetTrailer(ctx, metadata.Pairs(kvpb.NotRunTrailer, "1"))
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(apipb.NotRunTrailer, "1"))
 	return unavailable(hint)(ctx)
 }
 
@@ -325,7 +325,7 @@ func idOf(client, seq uint64) string { return multicast.MsgID{Client: client, Se
 
 // OpenSession opens a session at the leader: ids from 64 up, unique in the
 // cluster.
-func (r *fakeReplica) OpenSession(ctx context.Context, _ *kvpb.OpenSessionRequest) (*kvpb.OpenSessionResponse, error) {
+func (r *fakeReplica) OpenSession(ctx context.Context, _ *apipb.OpenSessionRequest) (*apipb.OpenSessionResponse, error) {
 	r.record("open", "")
 	if err := r.scripted(ctx, "open"); err != nil {
 		return nil, err
@@ -337,15 +337,15 @@ func (r *fakeReplica) OpenSession(ctx context.Context, _ *kvpb.OpenSessionReques
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	cl.sessions++
-	return &kvpb.OpenSessionResponse{ClientId: 64*uint64(cl.sessions) + uint64(r.group)}, nil
+	return &apipb.OpenSessionResponse{ClientId: 64*uint64(cl.sessions) + uint64(r.group)}, nil
 }
 
-func (r *fakeReplica) Topology(context.Context, *kvpb.TopologyRequest) (*kvpb.TopologyResponse, error) {
+func (r *fakeReplica) Topology(context.Context, *apipb.TopologyRequest) (*apipb.TopologyResponse, error) {
 	r.record("topology", "")
 	return api.ConfigToProto(r.cl.cfg, r.cl.lat), nil
 }
 
-func (r *fakeReplica) Txn(ctx context.Context, req *kvpb.TxnRequest) (*kvpb.TxnResponse, error) {
+func (r *fakeReplica) Txn(ctx context.Context, req *apipb.TxnRequest) (*apipb.TxnResponse, error) {
 	id := idOf(req.GetClientId(), req.GetSeq())
 	r.record("txn", id)
 	if err := r.scripted(ctx, "txn"); err != nil {
@@ -358,7 +358,7 @@ func (r *fakeReplica) Txn(ctx context.Context, req *kvpb.TxnRequest) (*kvpb.TxnR
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	resp := &kvpb.TxnResponse{}
+	resp := &apipb.TxnResponse{}
 	for _, g := range dst.Slice() {
 		resp.Destinations = append(resp.Destinations, r.cl.top.Name(g))
 	}
@@ -371,7 +371,7 @@ func (r *fakeReplica) Txn(ctx context.Context, req *kvpb.TxnRequest) (*kvpb.TxnR
 	return resp, nil
 }
 
-func (r *fakeReplica) Await(ctx context.Context, req *kvpb.AwaitRequest) (*kvpb.AwaitResponse, error) {
+func (r *fakeReplica) Await(ctx context.Context, req *apipb.AwaitRequest) (*apipb.AwaitResponse, error) {
 	cl := r.cl
 	cl.mu.Lock()
 	cl.awaits++
@@ -399,10 +399,10 @@ func (r *fakeReplica) Await(ctx context.Context, req *kvpb.AwaitRequest) (*kvpb.
 				}
 			}
 			if flip {
-				piece = proto.Clone(piece).(*kvpb.PieceResult)
+				piece = proto.Clone(piece).(*apipb.PieceResult)
 				piece.Succeeded = !piece.Succeeded
 			}
-			return &kvpb.AwaitResponse{Piece: piece}, nil
+			return &apipb.AwaitResponse{Piece: piece}, nil
 		}
 		select {
 		case <-changed:
@@ -429,8 +429,8 @@ func (r *fakeReplica) single(ctx context.Context, method string, client, seq uin
 		return txn.OpResult{}, err
 	}
 	t := &txn.Txn{Then: []txn.Op{op}}
-	dst, err := r.cl.execute(id, &kvpb.TxnRequest{
-		Body: &kvpb.TxnRequest_Txn{Txn: api.TxnToProto(t)}, HomeGroup: r.cl.top.Name(r.group),
+	dst, err := r.cl.execute(id, &apipb.TxnRequest{
+		Body: &apipb.TxnRequest_Txn{Txn: api.TxnToProto(t)}, HomeGroup: r.cl.top.Name(r.group),
 	})
 	if err != nil {
 		return txn.OpResult{}, status.Error(codes.InvalidArgument, err.Error())
@@ -445,31 +445,31 @@ func (r *fakeReplica) single(ctx context.Context, method string, client, seq uin
 	return p.Results[0], nil
 }
 
-func (r *fakeReplica) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResponse, error) {
+func (r *fakeReplica) Get(ctx context.Context, req *apipb.GetRequest) (*apipb.GetResponse, error) {
 	res, err := r.single(ctx, "get", req.GetClientId(), req.GetSeq(), txn.Op{Kind: txn.OpGet, Key: req.GetKey()})
 	if err != nil {
 		return nil, err
 	}
-	return &kvpb.GetResponse{Found: res.Found, Value: res.Value}, nil
+	return &apipb.GetResponse{Found: res.Found, Value: res.Value}, nil
 }
 
-func (r *fakeReplica) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutResponse, error) {
+func (r *fakeReplica) Put(ctx context.Context, req *apipb.PutRequest) (*apipb.PutResponse, error) {
 	_, err := r.single(ctx, "put", req.GetClientId(), req.GetSeq(), txn.Op{Kind: txn.OpPut, Key: req.GetKey(), Value: req.GetValue()})
 	if err != nil {
 		return nil, err
 	}
-	return &kvpb.PutResponse{}, nil
+	return &apipb.PutResponse{}, nil
 }
 
-func (r *fakeReplica) Delete(ctx context.Context, req *kvpb.DeleteRequest) (*kvpb.DeleteResponse, error) {
+func (r *fakeReplica) Delete(ctx context.Context, req *apipb.DeleteRequest) (*apipb.DeleteResponse, error) {
 	_, err := r.single(ctx, "delete", req.GetClientId(), req.GetSeq(), txn.Op{Kind: txn.OpDelete, Key: req.GetKey()})
 	if err != nil {
 		return nil, err
 	}
-	return &kvpb.DeleteResponse{}, nil
+	return &apipb.DeleteResponse{}, nil
 }
 
-func (r *fakeReplica) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanResponse, error) {
+func (r *fakeReplica) Scan(ctx context.Context, req *apipb.ScanRequest) (*apipb.ScanResponse, error) {
 	op := txn.Op{Kind: txn.OpScan, Key: req.GetStart(), End: req.GetEnd(), Limit: int(req.GetLimit())}
 	r.cl.mu.Lock()
 	page := r.cl.scanPage
@@ -485,11 +485,11 @@ func (r *fakeReplica) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.Sc
 	if page > 0 && len(res.KVs) > page {
 		next, res.KVs = res.KVs[page].Key, res.KVs[:page]
 	}
-	return &kvpb.ScanResponse{Kvs: api.KVsToProto(res.KVs), NextStart: next}, nil
+	return &apipb.ScanResponse{Kvs: api.KVsToProto(res.KVs), NextStart: next}, nil
 }
 
 // piece returns group g's result for id.
-func (cl *fakeCluster) piece(id string, g partition.GroupID) *kvpb.PieceResult {
+func (cl *fakeCluster) piece(id string, g partition.GroupID) *apipb.PieceResult {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	return cl.results[id][g]
@@ -497,7 +497,7 @@ func (cl *fakeCluster) piece(id string, g partition.GroupID) *kvpb.PieceResult {
 
 // execute runs the request with id once, at every destination, and
 // returns its destinations; a request seen before is not run again.
-func (cl *fakeCluster) execute(id string, req *kvpb.TxnRequest) (partition.GroupSet, error) {
+func (cl *fakeCluster) execute(id string, req *apipb.TxnRequest) (partition.GroupSet, error) {
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	if dst, ok := cl.dsts[id]; ok {
@@ -510,7 +510,7 @@ func (cl *fakeCluster) execute(id string, req *kvpb.TxnRequest) (partition.Group
 			return 0, fmt.Errorf("fake: unknown home group %q", h)
 		}
 	}
-	results := map[partition.GroupID]*kvpb.PieceResult{}
+	results := map[partition.GroupID]*apipb.PieceResult{}
 	var dst partition.GroupSet
 	switch {
 	case req.GetTxn() != nil:
@@ -564,7 +564,7 @@ func (cl *fakeCluster) execute(id string, req *kvpb.TxnRequest) (partition.Group
 			dst = partition.SetOf(home)
 		}
 		for _, g := range dst.Slice() {
-			results[g] = &kvpb.PieceResult{Id: id, Group: cl.top.Name(g), Succeeded: true}
+			results[g] = &apipb.PieceResult{Id: id, Group: cl.top.Name(g), Succeeded: true}
 		}
 	default:
 		return 0, errors.New("fake: neither txn nor call")

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/flexkv/flexkv/kv/kvpb"
+	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/txn"
 )
@@ -30,7 +30,7 @@ func (e *classError) Unwrap() error        { return e.err }
 func (e *classError) Is(target error) bool { return target == e.class }
 
 // rpcFunc makes one call to one replica.
-type rpcFunc func(ctx context.Context, kv kvpb.KVClient, opts ...grpc.CallOption) error
+type rpcFunc func(ctx context.Context, kv apipb.KVClient, opts ...grpc.CallOption) error
 
 // invoke calls rpc at group g until a replica answers, the answer is a
 // failure that retrying cannot mend, or ctx ends. what names the call in
@@ -38,7 +38,7 @@ type rpcFunc func(ctx context.Context, kv kvpb.KVClient, opts ...grpc.CallOption
 // the replica that answers is remembered as the group's leader.
 //
 // It starts at the group's last known leader (else its first replica).
-// Unavailable with a leader hint (kvpb.LeaderTrailer) naming another replica
+// Unavailable with a leader hint (apipb.LeaderTrailer) naming another replica
 // of the group: go there. Unavailable without one, or a connection error:
 // the group's next replica. ResourceExhausted (the server is full): the same
 // replica again; but a ResourceExhausted that is gRPC's refusal of a message
@@ -63,7 +63,7 @@ func (c *Client) invoke(ctx context.Context, g partition.GroupID, leader bool, w
 		}
 		var trailer metadata.MD
 		actx, cancel := context.WithTimeout(ctx, c.attempt)
-		err = c.wanCall(actx, g, func() error { return rpc(actx, kvpb.NewKVClient(conn), grpc.Trailer(&trailer)) })
+		err = c.wanCall(actx, g, func() error { return rpc(actx, apipb.NewKVClient(conn), grpc.Trailer(&trailer)) })
 		timedOut := err != nil && actx.Err() != nil
 		cancel()
 		if err == nil {
@@ -91,7 +91,7 @@ func (c *Client) invoke(ctx context.Context, g partition.GroupID, leader bool, w
 		switch code {
 		case codes.Unavailable:
 			hint := ""
-			if v := trailer.Get(kvpb.LeaderTrailer); len(v) > 0 {
+			if v := trailer.Get(apipb.LeaderTrailer); len(v) > 0 {
 				hint = v[0]
 			}
 			// Only a replica of the group: a hint is a server's belief,

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/flexkv/flexkv/api"
-	"github.com/flexkv/flexkv/kv/kvpb"
+	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/txn"
@@ -43,7 +43,7 @@ func (c *Client) route(op txn.Op) (*txn.Txn, partition.GroupSet, error) {
 // session as run does), a read under none (client 0, seq 0: reads are not
 // deduplicated).
 func (c *Client) single(ctx context.Context, what string, dst partition.GroupSet, write bool,
-	rpc func(ctx context.Context, kv kvpb.KVClient, client, seq uint64, opts ...grpc.CallOption) error,
+	rpc func(ctx context.Context, kv apipb.KVClient, client, seq uint64, opts ...grpc.CallOption) error,
 ) error {
 	if dst.Len() != 1 {
 		panic(fmt.Sprintf("client: invariant violated: single-group %s with destinations %s", what, dst))
@@ -55,7 +55,7 @@ func (c *Client) single(ctx context.Context, what string, dst partition.GroupSet
 	defer c.release(s)
 	g := dst.Min()
 	if !write {
-		return c.invoke(ctx, g, true, what, func(ctx context.Context, kv kvpb.KVClient, opts ...grpc.CallOption) error {
+		return c.invoke(ctx, g, true, what, func(ctx context.Context, kv apipb.KVClient, opts ...grpc.CallOption) error {
 			return rpc(ctx, kv, 0, 0, opts...)
 		})
 	}
@@ -67,7 +67,7 @@ func (c *Client) single(ctx context.Context, what string, dst partition.GroupSet
 		s.seq++
 		seq := s.seq
 		var o outcome
-		err = c.invoke(ctx, g, true, what, func(ctx context.Context, kv kvpb.KVClient, opts ...grpc.CallOption) error {
+		err = c.invoke(ctx, g, true, what, func(ctx context.Context, kv apipb.KVClient, opts ...grpc.CallOption) error {
 			var md metadata.MD
 			err := rpc(ctx, kv, client, seq, append(opts, grpc.Trailer(&md))...)
 			o.attempt(err, md)
@@ -90,10 +90,10 @@ func (c *Client) Get(ctx context.Context, key []byte) (value []byte, found bool,
 	if err != nil {
 		return nil, false, err
 	}
-	var resp *kvpb.GetResponse
-	err = c.single(ctx, "get", dst, false, func(ctx context.Context, kv kvpb.KVClient, client, seq uint64, opts ...grpc.CallOption) error {
+	var resp *apipb.GetResponse
+	err = c.single(ctx, "get", dst, false, func(ctx context.Context, kv apipb.KVClient, client, seq uint64, opts ...grpc.CallOption) error {
 		var err error
-		resp, err = kv.Get(ctx, &kvpb.GetRequest{ClientId: client, Seq: seq, Key: key}, opts...)
+		resp, err = kv.Get(ctx, &apipb.GetRequest{ClientId: client, Seq: seq, Key: key}, opts...)
 		return err
 	})
 	if err != nil {
@@ -118,10 +118,10 @@ func (c *Client) GetStale(ctx context.Context, key []byte) (value []byte, found 
 	if err != nil {
 		return nil, false, err
 	}
-	var resp *kvpb.GetResponse
-	err = c.invoke(ctx, dst.Min(), false, "stale get", func(ctx context.Context, kv kvpb.KVClient, opts ...grpc.CallOption) error {
+	var resp *apipb.GetResponse
+	err = c.invoke(ctx, dst.Min(), false, "stale get", func(ctx context.Context, kv apipb.KVClient, opts ...grpc.CallOption) error {
 		var err error
-		resp, err = kv.Get(ctx, &kvpb.GetRequest{Key: key, Stale: true}, opts...)
+		resp, err = kv.Get(ctx, &apipb.GetRequest{Key: key, Stale: true}, opts...)
 		return err
 	})
 	if err != nil || !resp.GetFound() {
@@ -137,7 +137,7 @@ func (c *Client) GetStale(ctx context.Context, key []byte) (value []byte, found 
 // write runs the write op: through rpc at the leader of the key's group, or
 // as a Txn when the key is replicated (every group holds it).
 func (c *Client) write(ctx context.Context, what string, op txn.Op,
-	rpc func(ctx context.Context, kv kvpb.KVClient, client, seq uint64, opts ...grpc.CallOption) error,
+	rpc func(ctx context.Context, kv apipb.KVClient, client, seq uint64, opts ...grpc.CallOption) error,
 ) error {
 	t, dst, err := c.route(op)
 	if err != nil {
@@ -152,16 +152,16 @@ func (c *Client) write(ctx context.Context, what string, op txn.Op,
 
 // Put stores value at key.
 func (c *Client) Put(ctx context.Context, key, value []byte) error {
-	return c.write(ctx, "put", txn.Op{Kind: txn.OpPut, Key: key, Value: value}, func(ctx context.Context, kv kvpb.KVClient, client, seq uint64, opts ...grpc.CallOption) error {
-		_, err := kv.Put(ctx, &kvpb.PutRequest{ClientId: client, Seq: seq, Key: key, Value: value}, opts...)
+	return c.write(ctx, "put", txn.Op{Kind: txn.OpPut, Key: key, Value: value}, func(ctx context.Context, kv apipb.KVClient, client, seq uint64, opts ...grpc.CallOption) error {
+		_, err := kv.Put(ctx, &apipb.PutRequest{ClientId: client, Seq: seq, Key: key, Value: value}, opts...)
 		return err
 	})
 }
 
 // Delete removes key; deleting a missing key is no error.
 func (c *Client) Delete(ctx context.Context, key []byte) error {
-	return c.write(ctx, "delete", txn.Op{Kind: txn.OpDelete, Key: key}, func(ctx context.Context, kv kvpb.KVClient, client, seq uint64, opts ...grpc.CallOption) error {
-		_, err := kv.Delete(ctx, &kvpb.DeleteRequest{ClientId: client, Seq: seq, Key: key}, opts...)
+	return c.write(ctx, "delete", txn.Op{Kind: txn.OpDelete, Key: key}, func(ctx context.Context, kv apipb.KVClient, client, seq uint64, opts ...grpc.CallOption) error {
+		_, err := kv.Delete(ctx, &apipb.DeleteRequest{ClientId: client, Seq: seq, Key: key}, opts...)
 		return err
 	})
 }
@@ -185,11 +185,11 @@ func (c *Client) Scan(ctx context.Context, start, end []byte, limit int) ([]txn.
 	}
 	var out []txn.KV
 	for from := start; ; {
-		var resp *kvpb.ScanResponse
+		var resp *apipb.ScanResponse
 		want := limit - len(out)
-		err = c.single(ctx, "scan", dst, false, func(ctx context.Context, kv kvpb.KVClient, client, seq uint64, opts ...grpc.CallOption) error {
+		err = c.single(ctx, "scan", dst, false, func(ctx context.Context, kv apipb.KVClient, client, seq uint64, opts ...grpc.CallOption) error {
 			var err error
-			resp, err = kv.Scan(ctx, &kvpb.ScanRequest{ClientId: client, Seq: seq, Start: from, End: end, Limit: uint32(want)}, opts...)
+			resp, err = kv.Scan(ctx, &apipb.ScanRequest{ClientId: client, Seq: seq, Start: from, End: end, Limit: uint32(want)}, opts...)
 			return err
 		})
 		if err != nil {

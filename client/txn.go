@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/flexkv/flexkv/api"
-	"github.com/flexkv/flexkv/kv/kvpb"
+	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/txn"
@@ -37,7 +37,7 @@ func (c *Client) Txn(ctx context.Context, t *txn.Txn) (*txn.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	req := &kvpb.TxnRequest{Body: &kvpb.TxnRequest_Txn{Txn: api.TxnToProto(t)}, HomeGroup: v.Groups.Name(v.Home)}
+	req := &apipb.TxnRequest{Body: &apipb.TxnRequest_Txn{Txn: api.TxnToProto(t)}, HomeGroup: v.Groups.Name(v.Home)}
 	res, err := c.run(ctx, start, req, dst)
 	if res == nil {
 		return nil, err
@@ -76,8 +76,8 @@ func (c *Client) Call(ctx context.Context, procedure string, args []byte, keys [
 	if dst.Empty() {
 		dst = partition.SetOf(v.Home)
 	}
-	req := &kvpb.TxnRequest{
-		Body:      &kvpb.TxnRequest_Call{Call: &kvpb.Call{Name: procedure, Args: args, Keys: keys}},
+	req := &apipb.TxnRequest{
+		Body:      &apipb.TxnRequest_Call{Call: &apipb.Call{Name: procedure, Args: args, Keys: keys}},
 		HomeGroup: v.Groups.Name(v.Home),
 	}
 	return c.run(ctx, start, req, dst)
@@ -125,7 +125,7 @@ func (c *Client) live() error {
 type answer struct {
 	group partition.GroupID
 	ms    float64
-	piece *kvpb.PieceResult
+	piece *apipb.PieceResult
 }
 
 // tally records the answers of a transaction's destinations in arrival
@@ -139,7 +139,7 @@ type tally struct {
 }
 
 // add checks piece, g's answer, and records it.
-func (t *tally) add(g partition.GroupID, piece *kvpb.PieceResult) error {
+func (t *tally) add(g partition.GroupID, piece *apipb.PieceResult) error {
 	name := t.c.view.Groups.Name(g)
 	if piece.GetId() != t.id || piece.GetGroup() != name {
 		return fmt.Errorf("%w: asked group %s for %s, got the answer of group %q for %q",
@@ -158,7 +158,7 @@ func (t *tally) add(g partition.GroupID, piece *kvpb.PieceResult) error {
 // session's next id, and collects the answers of every destination. A
 // request refused for an expired session that never ran goes again under a
 // new session and the next seq (see the package comment).
-func (c *Client) run(ctx context.Context, start time.Time, req *kvpb.TxnRequest, dst partition.GroupSet) (*txn.Result, error) {
+func (c *Client) run(ctx context.Context, start time.Time, req *apipb.TxnRequest, dst partition.GroupSet) (*txn.Result, error) {
 	s, err := c.acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -196,7 +196,7 @@ func expired(err error, id string, o *outcome) error {
 }
 
 // runOnce is one submission of run, under s's session at the entry group.
-func (c *Client) runOnce(ctx context.Context, start time.Time, s *session, entry partition.GroupID, req *kvpb.TxnRequest, dst partition.GroupSet) (*txn.Result, error) {
+func (c *Client) runOnce(ctx context.Context, start time.Time, s *session, entry partition.GroupID, req *apipb.TxnRequest, dst partition.GroupSet) (*txn.Result, error) {
 	client, err := c.sessionAt(ctx, s, entry)
 	if err != nil {
 		return nil, err
@@ -230,9 +230,9 @@ func (c *Client) runOnce(ctx context.Context, start time.Time, s *session, entry
 		}
 	}
 
-	var resp *kvpb.TxnResponse
+	var resp *apipb.TxnResponse
 	var o outcome
-	err = c.invoke(ctx, entry, true, "txn "+id, func(ctx context.Context, kv kvpb.KVClient, opts ...grpc.CallOption) error {
+	err = c.invoke(ctx, entry, true, "txn "+id, func(ctx context.Context, kv apipb.KVClient, opts ...grpc.CallOption) error {
 		var md metadata.MD
 		r, err := kv.Txn(ctx, req, append(opts, grpc.Trailer(&md))...)
 		resp = r
@@ -266,10 +266,10 @@ func (c *Client) runOnce(ctx context.Context, start time.Time, s *session, entry
 }
 
 // await waits for group g's answer for transaction id.
-func (c *Client) await(ctx context.Context, g partition.GroupID, id string) (*kvpb.PieceResult, error) {
-	var piece *kvpb.PieceResult
-	err := c.invoke(ctx, g, false, "await "+id, func(ctx context.Context, kv kvpb.KVClient, opts ...grpc.CallOption) error {
-		r, err := kv.Await(ctx, &kvpb.AwaitRequest{Id: id}, opts...)
+func (c *Client) await(ctx context.Context, g partition.GroupID, id string) (*apipb.PieceResult, error) {
+	var piece *apipb.PieceResult
+	err := c.invoke(ctx, g, false, "await "+id, func(ctx context.Context, kv apipb.KVClient, opts ...grpc.CallOption) error {
+		r, err := kv.Await(ctx, &apipb.AwaitRequest{Id: id}, opts...)
 		piece = r.GetPiece()
 		return err
 	})

@@ -10,9 +10,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/internal/testcluster"
-	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/txn"
 )
 
@@ -25,8 +25,8 @@ func TestBadRequests(t *testing.T) {
 	// Each call goes to eu-west-1's leader, found again if it answers
 	// Unavailable (a leader deposed in a stall); the codes the cases want
 	// are returned at once.
-	err := callLeader(t, l, "eu-west-1", func(c kvpb.KVClient) error {
-		_, err := c.Put(ctx, &kvpb.PutRequest{Key: []byte("w/0001/sentinel"), Value: []byte("kept")})
+	err := callLeader(t, l, "eu-west-1", func(c apipb.KVClient) error {
+		_, err := c.Put(ctx, &apipb.PutRequest{Key: []byte("w/0001/sentinel"), Value: []byte("kept")})
 		return err
 	})
 	if err != nil {
@@ -34,172 +34,174 @@ func TestBadRequests(t *testing.T) {
 	}
 	big := strings.Repeat("v", txn.ValueMax+1)
 	five := int64(5)
-	add := func(key string) *kvpb.Op { return &kvpb.Op{Kind: kvpb.OpKind_OP_KIND_ADD, Key: []byte(key), Int: five} }
-	txnReq := func(tx *kvpb.Txn) *kvpb.TxnRequest { return &kvpb.TxnRequest{Body: &kvpb.TxnRequest_Txn{Txn: tx}} }
-	tooMany := &kvpb.Txn{}
+	add := func(key string) *apipb.Op {
+		return &apipb.Op{Kind: apipb.OpKind_OP_KIND_ADD, Key: []byte(key), Int: five}
+	}
+	txnReq := func(tx *apipb.Txn) *apipb.TxnRequest { return &apipb.TxnRequest{Body: &apipb.TxnRequest_Txn{Txn: tx}} }
+	tooMany := &apipb.Txn{}
 	for range txn.OpsMax + 1 {
 		tooMany.Then = append(tooMany.Then, add("w/0001/sentinel"))
 	}
-	type call func(context.Context, kvpb.KVClient) error
+	type call func(context.Context, apipb.KVClient) error
 	cases := []struct {
 		name string
 		call call
 		code codes.Code
 		want string // in the message
 	}{
-		{"put empty key", func(ctx context.Context, c kvpb.KVClient) error {
-			_, err := c.Put(ctx, &kvpb.PutRequest{Key: nil, Value: []byte("x")})
+		{"put empty key", func(ctx context.Context, c apipb.KVClient) error {
+			_, err := c.Put(ctx, &apipb.PutRequest{Key: nil, Value: []byte("x")})
 			return err
 		}, codes.InvalidArgument, "empty"},
-		{"put key in no partition", func(ctx context.Context, c kvpb.KVClient) error {
-			_, err := c.Put(ctx, &kvpb.PutRequest{Key: []byte("zzz"), Value: []byte("x")})
+		{"put key in no partition", func(ctx context.Context, c apipb.KVClient) error {
+			_, err := c.Put(ctx, &apipb.PutRequest{Key: []byte("zzz"), Value: []byte("x")})
 			return err
 		}, codes.InvalidArgument, "zzz"},
-		{"put oversized value", func(ctx context.Context, c kvpb.KVClient) error {
-			_, err := c.Put(ctx, &kvpb.PutRequest{Key: []byte("w/0001/sentinel"), Value: []byte(big)})
+		{"put oversized value", func(ctx context.Context, c apipb.KVClient) error {
+			_, err := c.Put(ctx, &apipb.PutRequest{Key: []byte("w/0001/sentinel"), Value: []byte(big)})
 			return err
 		}, codes.InvalidArgument, "value"},
-		{"put key too long", func(ctx context.Context, c kvpb.KVClient) error {
-			_, err := c.Put(ctx, &kvpb.PutRequest{Key: []byte("w/0001/" + strings.Repeat("k", 5000)), Value: []byte("x")})
+		{"put key too long", func(ctx context.Context, c apipb.KVClient) error {
+			_, err := c.Put(ctx, &apipb.PutRequest{Key: []byte("w/0001/" + strings.Repeat("k", 5000)), Value: []byte("x")})
 			return err
 		}, codes.InvalidArgument, "key"},
-		{"put key of another group", func(ctx context.Context, c kvpb.KVClient) error {
-			_, err := c.Put(ctx, &kvpb.PutRequest{Key: []byte("w/0004/x"), Value: []byte("x")})
+		{"put key of another group", func(ctx context.Context, c apipb.KVClient) error {
+			_, err := c.Put(ctx, &apipb.PutRequest{Key: []byte("w/0004/x"), Value: []byte("x")})
 			return err
 		}, codes.FailedPrecondition, "eu-west-3"},
-		{"get empty key", func(ctx context.Context, c kvpb.KVClient) error {
-			_, err := c.Get(ctx, &kvpb.GetRequest{})
+		{"get empty key", func(ctx context.Context, c apipb.KVClient) error {
+			_, err := c.Get(ctx, &apipb.GetRequest{})
 			return err
 		}, codes.InvalidArgument, "empty"},
-		{"get key in no partition", func(ctx context.Context, c kvpb.KVClient) error {
-			_, err := c.Get(ctx, &kvpb.GetRequest{Key: []byte("a/b")})
+		{"get key in no partition", func(ctx context.Context, c apipb.KVClient) error {
+			_, err := c.Get(ctx, &apipb.GetRequest{Key: []byte("a/b")})
 			return err
 		}, codes.InvalidArgument, "a/b"},
-		{"stale get of another group's key", func(ctx context.Context, c kvpb.KVClient) error {
-			_, err := c.Get(ctx, &kvpb.GetRequest{Key: []byte("w/0005/x"), Stale: true})
+		{"stale get of another group's key", func(ctx context.Context, c apipb.KVClient) error {
+			_, err := c.Get(ctx, &apipb.GetRequest{Key: []byte("w/0005/x"), Stale: true})
 			return err
 		}, codes.FailedPrecondition, "eu-central-1"},
-		{"delete empty key", func(ctx context.Context, c kvpb.KVClient) error {
-			_, err := c.Delete(ctx, &kvpb.DeleteRequest{})
+		{"delete empty key", func(ctx context.Context, c apipb.KVClient) error {
+			_, err := c.Delete(ctx, &apipb.DeleteRequest{})
 			return err
 		}, codes.InvalidArgument, "empty"},
-		{"scan across partitions", func(ctx context.Context, c kvpb.KVClient) error {
-			_, err := c.Scan(ctx, &kvpb.ScanRequest{Start: []byte("w/0001/"), End: []byte("w/0003/")})
+		{"scan across partitions", func(ctx context.Context, c apipb.KVClient) error {
+			_, err := c.Scan(ctx, &apipb.ScanRequest{Start: []byte("w/0001/"), End: []byte("w/0003/")})
 			return err
 		}, codes.InvalidArgument, "scan"},
-		{"scan end before start", func(ctx context.Context, c kvpb.KVClient) error {
-			_, err := c.Scan(ctx, &kvpb.ScanRequest{Start: []byte("w/0001/b"), End: []byte("w/0001/a")})
+		{"scan end before start", func(ctx context.Context, c apipb.KVClient) error {
+			_, err := c.Scan(ctx, &apipb.ScanRequest{Start: []byte("w/0001/b"), End: []byte("w/0001/a")})
 			return err
 		}, codes.InvalidArgument, "end"},
-		{"scan limit too large", func(ctx context.Context, c kvpb.KVClient) error {
-			_, err := c.Scan(ctx, &kvpb.ScanRequest{Start: []byte("w/0001/"), End: []byte("w/0001/z"), Limit: txn.ScanLimitMax + 1})
+		{"scan limit too large", func(ctx context.Context, c apipb.KVClient) error {
+			_, err := c.Scan(ctx, &apipb.ScanRequest{Start: []byte("w/0001/"), End: []byte("w/0001/z"), Limit: txn.ScanLimitMax + 1})
 			return err
 		}, codes.InvalidArgument, "limit"},
-		{"txn without body", func(ctx context.Context, c kvpb.KVClient) error {
-			_, err := c.Txn(ctx, &kvpb.TxnRequest{})
+		{"txn without body", func(ctx context.Context, c apipb.KVClient) error {
+			_, err := c.Txn(ctx, &apipb.TxnRequest{})
 			return err
 		}, codes.InvalidArgument, "neither"},
-		{"txn with no operations", func(ctx context.Context, c kvpb.KVClient) error {
-			_, err := c.Txn(ctx, txnReq(&kvpb.Txn{}))
+		{"txn with no operations", func(ctx context.Context, c apipb.KVClient) error {
+			_, err := c.Txn(ctx, txnReq(&apipb.Txn{}))
 			return err
 		}, codes.InvalidArgument, "no"},
-		{"txn op without kind", func(ctx context.Context, c kvpb.KVClient) error {
-			_, err := c.Txn(ctx, txnReq(&kvpb.Txn{Then: []*kvpb.Op{{Key: []byte("w/0001/x")}}}))
+		{"txn op without kind", func(ctx context.Context, c apipb.KVClient) error {
+			_, err := c.Txn(ctx, txnReq(&apipb.Txn{Then: []*apipb.Op{{Key: []byte("w/0001/x")}}}))
 			return err
 		}, codes.InvalidArgument, "then[0]"},
-		{"txn unknown op kind", func(ctx context.Context, c kvpb.KVClient) error {
-			_, err := c.Txn(ctx, txnReq(&kvpb.Txn{Then: []*kvpb.Op{{Kind: 42, Key: []byte("w/0001/x")}}}))
+		{"txn unknown op kind", func(ctx context.Context, c apipb.KVClient) error {
+			_, err := c.Txn(ctx, txnReq(&apipb.Txn{Then: []*apipb.Op{{Kind: 42, Key: []byte("w/0001/x")}}}))
 			return err
 		}, codes.InvalidArgument, "then[0]"},
-		{"txn compare without operand", func(ctx context.Context, c kvpb.KVClient) error {
-			_, err := c.Txn(ctx, txnReq(&kvpb.Txn{If: []*kvpb.Compare{{Key: []byte("w/0001/x"), Cmp: kvpb.Cmp_CMP_EQUAL}}, Then: []*kvpb.Op{add("w/0001/x")}}))
+		{"txn compare without operand", func(ctx context.Context, c apipb.KVClient) error {
+			_, err := c.Txn(ctx, txnReq(&apipb.Txn{If: []*apipb.Compare{{Key: []byte("w/0001/x"), Cmp: apipb.Cmp_CMP_EQUAL}}, Then: []*apipb.Op{add("w/0001/x")}}))
 			return err
 		}, codes.InvalidArgument, "if[0]"},
-		{"txn compare without relation", func(ctx context.Context, c kvpb.KVClient) error {
-			_, err := c.Txn(ctx, txnReq(&kvpb.Txn{If: []*kvpb.Compare{{Key: []byte("w/0001/x"), Operand: &kvpb.Compare_Int{Int: 1}}}, Then: []*kvpb.Op{add("w/0001/x")}}))
+		{"txn compare without relation", func(ctx context.Context, c apipb.KVClient) error {
+			_, err := c.Txn(ctx, txnReq(&apipb.Txn{If: []*apipb.Compare{{Key: []byte("w/0001/x"), Operand: &apipb.Compare_Int{Int: 1}}}, Then: []*apipb.Op{add("w/0001/x")}}))
 			return err
 		}, codes.InvalidArgument, "if[0]"},
-		{"txn too many operations", func(ctx context.Context, c kvpb.KVClient) error {
+		{"txn too many operations", func(ctx context.Context, c apipb.KVClient) error {
 			_, err := c.Txn(ctx, txnReq(tooMany))
 			return err
 		}, codes.InvalidArgument, "operations"},
-		{"txn put with an int", func(ctx context.Context, c kvpb.KVClient) error {
-			_, err := c.Txn(ctx, txnReq(&kvpb.Txn{Then: []*kvpb.Op{{Kind: kvpb.OpKind_OP_KIND_PUT, Key: []byte("w/0001/x"), Int: 3}}}))
+		{"txn put with an int", func(ctx context.Context, c apipb.KVClient) error {
+			_, err := c.Txn(ctx, txnReq(&apipb.Txn{Then: []*apipb.Op{{Kind: apipb.OpKind_OP_KIND_PUT, Key: []byte("w/0001/x"), Int: 3}}}))
 			return err
 		}, codes.InvalidArgument, "then[0]"},
-		{"txn key in no partition", func(ctx context.Context, c kvpb.KVClient) error {
-			_, err := c.Txn(ctx, txnReq(&kvpb.Txn{Then: []*kvpb.Op{add("w/0001/x"), add("nowhere")}}))
+		{"txn key in no partition", func(ctx context.Context, c apipb.KVClient) error {
+			_, err := c.Txn(ctx, txnReq(&apipb.Txn{Then: []*apipb.Op{add("w/0001/x"), add("nowhere")}}))
 			return err
 		}, codes.InvalidArgument, "nowhere"},
-		{"txn oversized value", func(ctx context.Context, c kvpb.KVClient) error {
-			_, err := c.Txn(ctx, txnReq(&kvpb.Txn{Then: []*kvpb.Op{{Kind: kvpb.OpKind_OP_KIND_PUT, Key: []byte("w/0001/x"), Value: []byte(big)}}}))
+		{"txn oversized value", func(ctx context.Context, c apipb.KVClient) error {
+			_, err := c.Txn(ctx, txnReq(&apipb.Txn{Then: []*apipb.Op{{Kind: apipb.OpKind_OP_KIND_PUT, Key: []byte("w/0001/x"), Value: []byte(big)}}}))
 			return err
 		}, codes.InvalidArgument, "value"},
-		{"txn unknown home group", func(ctx context.Context, c kvpb.KVClient) error {
-			r := txnReq(&kvpb.Txn{Then: []*kvpb.Op{{Kind: kvpb.OpKind_OP_KIND_GET, Key: []byte("item/1")}}})
+		{"txn unknown home group", func(ctx context.Context, c apipb.KVClient) error {
+			r := txnReq(&apipb.Txn{Then: []*apipb.Op{{Kind: apipb.OpKind_OP_KIND_GET, Key: []byte("item/1")}}})
 			r.HomeGroup = "mars-1"
 			_, err := c.Txn(ctx, r)
 			return err
 		}, codes.InvalidArgument, "mars-1"},
-		{"txn at a group that is not its entry", func(ctx context.Context, c kvpb.KVClient) error {
-			_, err := c.Txn(ctx, txnReq(&kvpb.Txn{Then: []*kvpb.Op{add("w/0003/x"), add("w/0005/x")}}))
+		{"txn at a group that is not its entry", func(ctx context.Context, c apipb.KVClient) error {
+			_, err := c.Txn(ctx, txnReq(&apipb.Txn{Then: []*apipb.Op{add("w/0003/x"), add("w/0005/x")}}))
 			return err
 		}, codes.FailedPrecondition, "entry"},
-		{"txn seq without client", func(ctx context.Context, c kvpb.KVClient) error {
-			r := txnReq(&kvpb.Txn{Then: []*kvpb.Op{add("w/0001/x")}})
+		{"txn seq without client", func(ctx context.Context, c apipb.KVClient) error {
+			r := txnReq(&apipb.Txn{Then: []*apipb.Op{add("w/0001/x")}})
 			r.Seq = 3
 			_, err := c.Txn(ctx, r)
 			return err
 		}, codes.InvalidArgument, "client_id"},
-		{"txn client without seq", func(ctx context.Context, c kvpb.KVClient) error {
-			r := txnReq(&kvpb.Txn{Then: []*kvpb.Op{add("w/0001/x")}})
+		{"txn client without seq", func(ctx context.Context, c apipb.KVClient) error {
+			r := txnReq(&apipb.Txn{Then: []*apipb.Op{add("w/0001/x")}})
 			r.ClientId = 3
 			_, err := c.Txn(ctx, r)
 			return err
 		}, codes.InvalidArgument, "seq"},
-		{"txn larger than a request may carry", func(ctx context.Context, c kvpb.KVClient) error {
-			tx := &kvpb.Txn{}
+		{"txn larger than a request may carry", func(ctx context.Context, c apipb.KVClient) error {
+			tx := &apipb.Txn{}
 			for i := range 10 {
-				tx.Then = append(tx.Then, &kvpb.Op{Kind: kvpb.OpKind_OP_KIND_PUT, Key: []byte(fmt.Sprintf("w/0001/big%d", i)), Value: []byte(strings.Repeat("b", 60000))})
+				tx.Then = append(tx.Then, &apipb.Op{Kind: apipb.OpKind_OP_KIND_PUT, Key: []byte(fmt.Sprintf("w/0001/big%d", i)), Value: []byte(strings.Repeat("b", 60000))})
 			}
 			_, err := c.Txn(ctx, txnReq(tx))
 			return err
 		}, codes.InvalidArgument, "more than BytesMax"},
-		{"raw put of a replicated key", func(ctx context.Context, c kvpb.KVClient) error {
-			_, err := c.Put(ctx, &kvpb.PutRequest{Key: []byte("item/1"), Value: []byte("x")})
+		{"raw put of a replicated key", func(ctx context.Context, c apipb.KVClient) error {
+			_, err := c.Put(ctx, &apipb.PutRequest{Key: []byte("item/1"), Value: []byte("x")})
 			return err
 		}, codes.FailedPrecondition, "replicated"},
-		{"unknown procedure", func(ctx context.Context, c kvpb.KVClient) error {
-			_, err := c.Txn(ctx, &kvpb.TxnRequest{Body: &kvpb.TxnRequest_Call{Call: &kvpb.Call{Name: "new-order"}}})
+		{"unknown procedure", func(ctx context.Context, c apipb.KVClient) error {
+			_, err := c.Txn(ctx, &apipb.TxnRequest{Body: &apipb.TxnRequest_Call{Call: &apipb.Call{Name: "new-order"}}})
 			return err
 		}, codes.InvalidArgument, "new-order"},
-		{"await malformed id", func(ctx context.Context, c kvpb.KVClient) error {
-			_, err := c.Await(ctx, &kvpb.AwaitRequest{Id: "17"})
+		{"await malformed id", func(ctx context.Context, c apipb.KVClient) error {
+			_, err := c.Await(ctx, &apipb.AwaitRequest{Id: "17"})
 			return err
 		}, codes.InvalidArgument, "17"},
-		{"await empty id", func(ctx context.Context, c kvpb.KVClient) error {
-			_, err := c.Await(ctx, &kvpb.AwaitRequest{})
+		{"await empty id", func(ctx context.Context, c apipb.KVClient) error {
+			_, err := c.Await(ctx, &apipb.AwaitRequest{})
 			return err
 		}, codes.InvalidArgument, "id"},
-		{"await never executed", func(ctx context.Context, c kvpb.KVClient) error {
+		{"await never executed", func(ctx context.Context, c apipb.KVClient) error {
 			ctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 			defer cancel()
-			_, err := c.Await(ctx, &kvpb.AwaitRequest{Id: "c99.1"})
+			_, err := c.Await(ctx, &apipb.AwaitRequest{Id: "c99.1"})
 			return err
 		}, codes.DeadlineExceeded, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			err := callLeader(t, l, "eu-west-1", func(c kvpb.KVClient) error { return tc.call(ctx, c) })
+			err := callLeader(t, l, "eu-west-1", func(c apipb.KVClient) error { return tc.call(ctx, c) })
 			st, _ := status.FromError(err)
 			if st.Code() != tc.code || !strings.Contains(st.Message(), tc.want) {
 				t.Errorf("got %v %q, want %v containing %q", st.Code(), st.Message(), tc.code, tc.want)
 			}
 		})
 	}
-	var got *kvpb.GetResponse
-	err = callLeader(t, l, "eu-west-1", func(c kvpb.KVClient) (err error) {
-		got, err = c.Get(ctx, &kvpb.GetRequest{Key: []byte("w/0001/sentinel")})
+	var got *apipb.GetResponse
+	err = callLeader(t, l, "eu-west-1", func(c apipb.KVClient) (err error) {
+		got, err = c.Get(ctx, &apipb.GetRequest{Key: []byte("w/0001/sentinel")})
 		return err
 	})
 	if err != nil || string(got.GetValue()) != "kept" {
@@ -210,9 +212,9 @@ func TestBadRequests(t *testing.T) {
 		if k == "w/0003/x" {
 			g = "eu-west-3"
 		}
-		var got *kvpb.GetResponse
-		err := callLeader(t, l, g, func(c kvpb.KVClient) (err error) {
-			got, err = c.Get(ctx, &kvpb.GetRequest{Key: []byte(k)})
+		var got *apipb.GetResponse
+		err := callLeader(t, l, g, func(c apipb.KVClient) (err error) {
+			got, err = c.Get(ctx, &apipb.GetRequest{Key: []byte(k)})
 			return err
 		})
 		if err != nil || got.GetFound() {

@@ -12,10 +12,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/client"
 	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/internal/testcluster"
-	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/server"
 	"github.com/flexkv/flexkv/txn"
 )
@@ -33,13 +33,13 @@ func TestTxnWaitBound(t *testing.T) {
 		}
 	}
 	sid := openSession(t, l, cfg.Groups[0].Name)
-	req := &kvpb.TxnRequest{ClientId: sid, Seq: 1, Body: &kvpb.TxnRequest_Txn{Txn: &kvpb.Txn{
-		If:   []*kvpb.Compare{{Key: []byte("w/0003/a"), Cmp: kvpb.Cmp_CMP_EQUAL, Operand: &kvpb.Compare_Value{Value: []byte("x")}}},
-		Then: []*kvpb.Op{{Kind: kvpb.OpKind_OP_KIND_PUT, Key: []byte("w/0001/a"), Value: []byte("y")}},
+	req := &apipb.TxnRequest{ClientId: sid, Seq: 1, Body: &apipb.TxnRequest_Txn{Txn: &apipb.Txn{
+		If:   []*apipb.Compare{{Key: []byte("w/0003/a"), Cmp: apipb.Cmp_CMP_EQUAL, Operand: &apipb.Compare_Value{Value: []byte("x")}}},
+		Then: []*apipb.Op{{Kind: apipb.OpKind_OP_KIND_PUT, Key: []byte("w/0001/a"), Value: []byte("y")}},
 	}}}
 	start := time.Now()
 	var took time.Duration
-	err := callLeader(t, l, cfg.Groups[0].Name, func(kv kvpb.KVClient) error {
+	err := callLeader(t, l, cfg.Groups[0].Name, func(kv apipb.KVClient) error {
 		start = time.Now()
 		_, err := kv.Txn(ctxTimeout(t, time.Minute), req)
 		took = time.Since(start)
@@ -52,8 +52,8 @@ func TestTxnWaitBound(t *testing.T) {
 		t.Errorf("Txn returned after %s, want about %s", took, bound)
 	}
 	// The same id again waits for the same outcome, bounded again.
-	err = callLeader(t, l, cfg.Groups[0].Name, func(kv kvpb.KVClient) error {
-		_, err := kv.Await(context.Background(), &kvpb.AwaitRequest{Id: fmt.Sprintf("c%d.1", sid)})
+	err = callLeader(t, l, cfg.Groups[0].Name, func(kv apipb.KVClient) error {
+		_, err := kv.Await(context.Background(), &apipb.AwaitRequest{Id: fmt.Sprintf("c%d.1", sid)})
 		return err
 	})
 	if status.Code(err) != codes.DeadlineExceeded {
@@ -80,10 +80,10 @@ func TestScanBytesPaged(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var first *kvpb.ScanResponse
-	err = callLeader(t, l, cfg.Groups[0].Name, func(kv kvpb.KVClient) error {
+	var first *apipb.ScanResponse
+	err = callLeader(t, l, cfg.Groups[0].Name, func(kv apipb.KVClient) error {
 		var err error
-		first, err = kv.Scan(ctx, &kvpb.ScanRequest{Start: []byte("w/0001/"), End: []byte("w/0002/")})
+		first, err = kv.Scan(ctx, &apipb.ScanRequest{Start: []byte("w/0001/"), End: []byte("w/0002/")})
 		return err
 	})
 	if err != nil {
@@ -134,10 +134,10 @@ func TestBusyNamesUnreachableGroup(t *testing.T) {
 	var busy error
 	sid := openSession(t, l, cfg.Groups[0].Name)
 	for seq := uint64(1); seq <= 40 && busy == nil; seq++ {
-		req := &kvpb.TxnRequest{ClientId: sid, Seq: seq, Body: &kvpb.TxnRequest_Txn{Txn: &kvpb.Txn{
-			Then: []*kvpb.Op{{Kind: kvpb.OpKind_OP_KIND_PUT, Key: []byte("w/0001/b"), Value: []byte("y")}, {Kind: kvpb.OpKind_OP_KIND_PUT, Key: []byte("w/0003/b"), Value: []byte("y")}},
+		req := &apipb.TxnRequest{ClientId: sid, Seq: seq, Body: &apipb.TxnRequest_Txn{Txn: &apipb.Txn{
+			Then: []*apipb.Op{{Kind: apipb.OpKind_OP_KIND_PUT, Key: []byte("w/0001/b"), Value: []byte("y")}, {Kind: apipb.OpKind_OP_KIND_PUT, Key: []byte("w/0003/b"), Value: []byte("y")}},
 		}}}
-		err := callLeader(t, l, cfg.Groups[0].Name, func(kv kvpb.KVClient) error {
+		err := callLeader(t, l, cfg.Groups[0].Name, func(kv apipb.KVClient) error {
 			_, err := kv.Txn(ctxTimeout(t, 10*time.Second), req)
 			return err
 		})

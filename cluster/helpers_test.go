@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/internal/testcluster"
-	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/multicast/check"
 	"github.com/flexkv/flexkv/partition"
 )
@@ -103,14 +103,14 @@ func followerOf(t testing.TB, l *Local, group string) string {
 
 // dial returns a raw kvpb client of addr, a replica of l, with l's client
 // credentials.
-func dial(t testing.TB, l *Local, addr string) kvpb.KVClient {
+func dial(t testing.TB, l *Local, addr string) apipb.KVClient {
 	t.Helper()
 	cc, err := grpc.NewClient(addr, clientCreds(l))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cc.Close() })
-	return kvpb.NewKVClient(cc)
+	return apipb.NewKVClient(cc)
 }
 
 // leaderRetryMax is how long callLeader keeps retrying a call that its
@@ -124,7 +124,7 @@ const leaderRetryMax = 10 * time.Second
 // calls f again, for up to leaderRetryMax. Any other outcome is returned at
 // once, so that a test expecting InvalidArgument still sees it. f must be
 // safe to repeat (a write with a client id and seq is applied once).
-func callLeader(t testing.TB, l *Local, group string, f func(kvpb.KVClient) error) error {
+func callLeader(t testing.TB, l *Local, group string, f func(apipb.KVClient) error) error {
 	t.Helper()
 	deadline := time.Now().Add(leaderRetryMax)
 	last := ""
@@ -146,8 +146,8 @@ func callLeader(t testing.TB, l *Local, group string, f func(kvpb.KVClient) erro
 func openSession(t testing.TB, l *Local, group string) uint64 {
 	t.Helper()
 	var id uint64
-	err := callLeader(t, l, group, func(c kvpb.KVClient) error {
-		r, err := c.OpenSession(ctxTimeout(t, 20*time.Second), &kvpb.OpenSessionRequest{})
+	err := callLeader(t, l, group, func(c apipb.KVClient) error {
+		r, err := c.OpenSession(ctxTimeout(t, 20*time.Second), &apipb.OpenSessionRequest{})
 		id = r.GetClientId()
 		return err
 	})
@@ -159,7 +159,7 @@ func openSession(t testing.TB, l *Local, group string) uint64 {
 
 // callLeaderOnce calls f once with a raw client of group's current leader,
 // on a connection of its own that it closes afterwards.
-func callLeaderOnce(t testing.TB, l *Local, group string, f func(kvpb.KVClient) error) error {
+func callLeaderOnce(t testing.TB, l *Local, group string, f func(apipb.KVClient) error) error {
 	t.Helper()
 	id := l.Leader(group)
 	if id == "" {
@@ -174,7 +174,7 @@ func callLeaderOnce(t testing.TB, l *Local, group string, f func(kvpb.KVClient) 
 		t.Fatal(err)
 	}
 	defer cc.Close()
-	return f(kvpb.NewKVClient(cc))
+	return f(apipb.NewKVClient(cc))
 }
 
 // clientCreds returns the transport credentials of l's root user: TLS, or

@@ -10,9 +10,9 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/internal/testcluster"
-	"github.com/flexkv/flexkv/kv/kvpb"
 )
 
 // TestTwoGroupTransferOverWAN: over an emulated round trip of 40 ms between
@@ -23,25 +23,25 @@ func TestTwoGroupTransferOverWAN(t *testing.T) {
 	l := startLocalConfig(t, Config{Cluster: cfg, Latency: testcluster.WANMatrix(t), Dir: t.TempDir()})
 	ctx := ctxTimeout(t, 30*time.Second)
 	one := int64(1)
-	tx := &kvpb.Txn{Then: []*kvpb.Op{
-		{Kind: kvpb.OpKind_OP_KIND_ADD, Key: []byte("w/0001/x"), Int: -one},
-		{Kind: kvpb.OpKind_OP_KIND_ADD, Key: []byte("w/0004/x"), Int: one},
+	tx := &apipb.Txn{Then: []*apipb.Op{
+		{Kind: apipb.OpKind_OP_KIND_ADD, Key: []byte("w/0001/x"), Int: -one},
+		{Kind: apipb.OpKind_OP_KIND_ADD, Key: []byte("w/0004/x"), Int: one},
 	}}
 	// A retry (callLeader) only makes the elapsed time longer: the bound
 	// below is a lower one.
 	sid := openSession(t, l, "eu-west-1")
 	start := time.Now()
-	var resp *kvpb.TxnResponse
-	err := callLeader(t, l, "eu-west-1", func(c kvpb.KVClient) (err error) {
-		resp, err = c.Txn(ctx, &kvpb.TxnRequest{ClientId: sid, Seq: 1, Body: &kvpb.TxnRequest_Txn{Txn: tx}})
+	var resp *apipb.TxnResponse
+	err := callLeader(t, l, "eu-west-1", func(c apipb.KVClient) (err error) {
+		resp, err = c.Txn(ctx, &apipb.TxnRequest{ClientId: sid, Seq: 1, Body: &apipb.TxnRequest_Txn{Txn: tx}})
 		return err
 	})
 	if err != nil {
 		t.Fatalf("txn: %v", err)
 	}
-	var aw *kvpb.AwaitResponse
-	err = callLeader(t, l, "eu-west-3", func(c kvpb.KVClient) (err error) {
-		aw, err = c.Await(ctx, &kvpb.AwaitRequest{Id: resp.GetPiece().GetId()})
+	var aw *apipb.AwaitResponse
+	err = callLeader(t, l, "eu-west-3", func(c apipb.KVClient) (err error) {
+		aw, err = c.Await(ctx, &apipb.AwaitRequest{Id: resp.GetPiece().GetId()})
 		return err
 	})
 	if err != nil {
@@ -67,22 +67,22 @@ func TestWrappingTransferAnswersAlone(t *testing.T) {
 	// Two sessions, one transfer each: a session's next request would
 	// acknowledge (drop) its first result.
 	wrapping, checked := openSession(t, l, lca), openSession(t, l, lca)
-	transfer := func(session uint64, wrap bool) *kvpb.TxnRequest {
-		return &kvpb.TxnRequest{ClientId: session, Seq: 1, Body: &kvpb.TxnRequest_Txn{Txn: &kvpb.Txn{Then: []*kvpb.Op{
-			{Kind: kvpb.OpKind_OP_KIND_ADD, Key: []byte("w/0001/t"), Int: -1, Wrap: wrap},
-			{Kind: kvpb.OpKind_OP_KIND_ADD, Key: []byte("w/0003/t"), Int: 1, Wrap: wrap},
+	transfer := func(session uint64, wrap bool) *apipb.TxnRequest {
+		return &apipb.TxnRequest{ClientId: session, Seq: 1, Body: &apipb.TxnRequest_Txn{Txn: &apipb.Txn{Then: []*apipb.Op{
+			{Kind: apipb.OpKind_OP_KIND_ADD, Key: []byte("w/0001/t"), Int: -1, Wrap: wrap},
+			{Kind: apipb.OpKind_OP_KIND_ADD, Key: []byte("w/0003/t"), Int: 1, Wrap: wrap},
 		}}}}
 	}
 	l.SetGroupCut(other, true)
-	var resp *kvpb.TxnResponse
-	err := callLeader(t, l, lca, func(c kvpb.KVClient) (err error) {
+	var resp *apipb.TxnResponse
+	err := callLeader(t, l, lca, func(c apipb.KVClient) (err error) {
 		resp, err = c.Txn(ctxTimeout(t, 10*time.Second), transfer(wrapping, true))
 		return err
 	})
 	if err != nil || !resp.GetPiece().GetSucceeded() {
 		t.Fatalf("wrapping transfer with %s cut off: %v, %v; want the lca's answer", other, resp, err)
 	}
-	err = callLeaderOnce(t, l, lca, func(c kvpb.KVClient) error {
+	err = callLeaderOnce(t, l, lca, func(c apipb.KVClient) error {
 		_, err := c.Txn(ctxTimeout(t, 10*time.Second), transfer(checked, false))
 		return err
 	})
@@ -93,13 +93,13 @@ func TestWrappingTransferAnswersAlone(t *testing.T) {
 	ctx := ctxTimeout(t, 30*time.Second)
 	for _, id := range []string{fmt.Sprintf("c%d.1", wrapping), fmt.Sprintf("c%d.1", checked)} {
 		for _, g := range []string{lca, other} {
-			var aw *kvpb.AwaitResponse
+			var aw *apipb.AwaitResponse
 			var err error
 			// The servers' wait bound is short here: ask again until the
 			// healed link has carried the transfer (a resend away).
 			for {
-				err = callLeader(t, l, g, func(c kvpb.KVClient) (err error) {
-					aw, err = c.Await(ctx, &kvpb.AwaitRequest{Id: id})
+				err = callLeader(t, l, g, func(c apipb.KVClient) (err error) {
+					aw, err = c.Await(ctx, &apipb.AwaitRequest{Id: id})
 					return err
 				})
 				if status.Code(err) != codes.DeadlineExceeded || ctx.Err() != nil {
@@ -128,13 +128,13 @@ func TestAwaitAtFollower(t *testing.T) {
 	fc := dial(t, l, follower)
 	id := fmt.Sprintf("c%d.1", sid)
 	var md metadata.MD
-	_, err := fc.Await(ctxTimeout(t, 5*time.Second), &kvpb.AwaitRequest{Id: id}, grpc.Trailer(&md))
-	if status.Code(err) != codes.Unavailable || len(md.Get(kvpb.LeaderTrailer)) != 1 || md.Get(kvpb.LeaderTrailer)[0] != leaderAddr {
+	_, err := fc.Await(ctxTimeout(t, 5*time.Second), &apipb.AwaitRequest{Id: id}, grpc.Trailer(&md))
+	if status.Code(err) != codes.Unavailable || len(md.Get(apipb.LeaderTrailer)) != 1 || md.Get(apipb.LeaderTrailer)[0] != leaderAddr {
 		t.Fatalf("await of a result not there yet at follower %s: %v, trailer %v; want Unavailable naming the leader %s", follower, err, md, leaderAddr)
 	}
-	err = callLeader(t, l, g, func(c kvpb.KVClient) error {
-		_, err := c.Txn(ctxTimeout(t, 10*time.Second), &kvpb.TxnRequest{ClientId: sid, Seq: 1, Body: &kvpb.TxnRequest_Txn{Txn: &kvpb.Txn{Then: []*kvpb.Op{
-			{Kind: kvpb.OpKind_OP_KIND_PUT, Key: []byte("w/0003/a"), Value: []byte("1")},
+	err = callLeader(t, l, g, func(c apipb.KVClient) error {
+		_, err := c.Txn(ctxTimeout(t, 10*time.Second), &apipb.TxnRequest{ClientId: sid, Seq: 1, Body: &apipb.TxnRequest_Txn{Txn: &apipb.Txn{Then: []*apipb.Op{
+			{Kind: apipb.OpKind_OP_KIND_PUT, Key: []byte("w/0003/a"), Value: []byte("1")},
 		}}}})
 		return err
 	})
@@ -144,7 +144,7 @@ func TestAwaitAtFollower(t *testing.T) {
 	// Once the follower applied it, the follower answers.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		aw, err := fc.Await(ctxTimeout(t, 5*time.Second), &kvpb.AwaitRequest{Id: id})
+		aw, err := fc.Await(ctxTimeout(t, 5*time.Second), &apipb.AwaitRequest{Id: id})
 		if err == nil {
 			if !aw.GetPiece().GetSucceeded() {
 				t.Fatalf("await at the follower: %v", aw)

@@ -8,9 +8,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/internal/testcluster"
-	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/replication"
 )
 
@@ -18,16 +18,16 @@ func TestPutGetThroughTheLog(t *testing.T) {
 	l := startLocal(t, testcluster.Layout(t, "flexcast", testaddr.Cluster), t.TempDir())
 	ctx := ctxTimeout(t, 20*time.Second)
 	sid := openSession(t, l, "eu-west-1")
-	err := callLeader(t, l, "eu-west-1", func(c kvpb.KVClient) error {
-		_, err := c.Put(ctx, &kvpb.PutRequest{ClientId: sid, Seq: 1, Key: []byte("w/0001/x"), Value: []byte("5")})
+	err := callLeader(t, l, "eu-west-1", func(c apipb.KVClient) error {
+		_, err := c.Put(ctx, &apipb.PutRequest{ClientId: sid, Seq: 1, Key: []byte("w/0001/x"), Value: []byte("5")})
 		return err
 	})
 	if err != nil {
 		t.Fatalf("put: %v", err)
 	}
-	var got *kvpb.GetResponse
-	err = callLeader(t, l, "eu-west-1", func(c kvpb.KVClient) (err error) {
-		got, err = c.Get(ctx, &kvpb.GetRequest{ClientId: 7, Seq: 2, Key: []byte("w/0001/x")})
+	var got *apipb.GetResponse
+	err = callLeader(t, l, "eu-west-1", func(c apipb.KVClient) (err error) {
+		got, err = c.Get(ctx, &apipb.GetRequest{ClientId: 7, Seq: 2, Key: []byte("w/0001/x")})
 		return err
 	})
 	if err != nil {
@@ -42,26 +42,26 @@ func TestTwoGroupTransfer(t *testing.T) {
 	l := startLocal(t, testcluster.Layout(t, "flexcast", testaddr.Cluster), t.TempDir())
 	ctx := ctxTimeout(t, 30*time.Second)
 	sid := openSession(t, l, "eu-west-1")
-	err := callLeader(t, l, "eu-west-1", func(c kvpb.KVClient) error {
-		_, err := c.Put(ctx, &kvpb.PutRequest{ClientId: sid, Seq: 1, Key: []byte("w/0001/x"), Value: []byte("5")})
+	err := callLeader(t, l, "eu-west-1", func(c apipb.KVClient) error {
+		_, err := c.Put(ctx, &apipb.PutRequest{ClientId: sid, Seq: 1, Key: []byte("w/0001/x"), Value: []byte("5")})
 		return err
 	})
 	if err != nil {
 		t.Fatalf("put: %v", err)
 	}
 	one := int64(5)
-	tx := &kvpb.Txn{
-		If: []*kvpb.Compare{{Key: []byte("w/0001/x"), Cmp: kvpb.Cmp_CMP_GREATER_EQUAL, Operand: &kvpb.Compare_Int{Int: one}}},
-		Then: []*kvpb.Op{
-			{Kind: kvpb.OpKind_OP_KIND_ADD, Key: []byte("w/0001/x"), Int: -one},
-			{Kind: kvpb.OpKind_OP_KIND_ADD, Key: []byte("w/0004/x"), Int: one},
+	tx := &apipb.Txn{
+		If: []*apipb.Compare{{Key: []byte("w/0001/x"), Cmp: apipb.Cmp_CMP_GREATER_EQUAL, Operand: &apipb.Compare_Int{Int: one}}},
+		Then: []*apipb.Op{
+			{Kind: apipb.OpKind_OP_KIND_ADD, Key: []byte("w/0001/x"), Int: -one},
+			{Kind: apipb.OpKind_OP_KIND_ADD, Key: []byte("w/0004/x"), Int: one},
 		},
 	}
 	// A retry carries the same client id and seq: the transfer is applied
 	// once however often it is sent.
-	var resp *kvpb.TxnResponse
-	err = callLeader(t, l, "eu-west-1", func(c kvpb.KVClient) (err error) {
-		resp, err = c.Txn(ctx, &kvpb.TxnRequest{ClientId: sid, Seq: 2, Body: &kvpb.TxnRequest_Txn{Txn: tx}})
+	var resp *apipb.TxnResponse
+	err = callLeader(t, l, "eu-west-1", func(c apipb.KVClient) (err error) {
+		resp, err = c.Txn(ctx, &apipb.TxnRequest{ClientId: sid, Seq: 2, Body: &apipb.TxnRequest_Txn{Txn: tx}})
 		return err
 	})
 	if err != nil {
@@ -70,9 +70,9 @@ func TestTwoGroupTransfer(t *testing.T) {
 	if !resp.GetExecuted() || !resp.GetPiece().GetSucceeded() || resp.GetPiece().GetAborted() != "" {
 		t.Fatalf("txn answer %v", resp)
 	}
-	var aw *kvpb.AwaitResponse
-	err = callLeader(t, l, "eu-west-3", func(c kvpb.KVClient) (err error) {
-		aw, err = c.Await(ctx, &kvpb.AwaitRequest{Id: resp.GetPiece().GetId()})
+	var aw *apipb.AwaitResponse
+	err = callLeader(t, l, "eu-west-3", func(c apipb.KVClient) (err error) {
+		aw, err = c.Await(ctx, &apipb.AwaitRequest{Id: resp.GetPiece().GetId()})
 		return err
 	})
 	if err != nil {
@@ -84,9 +84,9 @@ func TestTwoGroupTransfer(t *testing.T) {
 	for _, kv := range []struct {
 		group, key, want string
 	}{{"eu-west-1", "w/0001/x", "0"}, {"eu-west-3", "w/0004/x", "5"}} {
-		var got *kvpb.GetResponse
-		err := callLeader(t, l, kv.group, func(c kvpb.KVClient) (err error) {
-			got, err = c.Get(ctx, &kvpb.GetRequest{Key: []byte(kv.key)})
+		var got *apipb.GetResponse
+		err := callLeader(t, l, kv.group, func(c apipb.KVClient) (err error) {
+			got, err = c.Get(ctx, &apipb.GetRequest{Key: []byte(kv.key)})
 			return err
 		})
 		if err != nil {
@@ -124,7 +124,7 @@ func TestAwaitAtCutOffReplica(t *testing.T) {
 	// follower without the result always does); once it knows it has
 	// none, it says so.
 	for {
-		_, err := c.Await(ctx, &kvpb.AwaitRequest{Id: "c5.1"})
+		_, err := c.Await(ctx, &apipb.AwaitRequest{Id: "c5.1"})
 		st, _ := status.FromError(err)
 		if st.Code() != codes.Unavailable {
 			t.Fatalf("await at a cut-off replica: %v, want Unavailable", err)

@@ -7,9 +7,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/internal/testcluster"
-	"github.com/flexkv/flexkv/kv/kvpb"
 )
 
 // TestMetricsLocalCluster runs puts and a two-group transaction on a local
@@ -24,9 +24,9 @@ func TestMetricsLocalCluster(t *testing.T) {
 	// calls, errors and perhaps deliveries to the counts checked below:
 	// retried says that happened, and those counts are then lower bounds.
 	retried := false
-	call := func(group string, f func(kvpb.KVClient) error) error {
+	call := func(group string, f func(apipb.KVClient) error) error {
 		attempts := 0
-		err := callLeader(t, l, group, func(c kvpb.KVClient) error {
+		err := callLeader(t, l, group, func(c apipb.KVClient) error {
 			attempts++
 			return f(c)
 		})
@@ -34,44 +34,44 @@ func TestMetricsLocalCluster(t *testing.T) {
 		return err
 	}
 	s1, s3 := openSession(t, l, "eu-west-1"), openSession(t, l, "eu-west-3")
-	err := call("eu-west-1", func(c kvpb.KVClient) error {
-		_, err := c.Put(ctx, &kvpb.PutRequest{ClientId: s1, Seq: 1, Key: []byte("w/0001/x"), Value: []byte("5")})
+	err := call("eu-west-1", func(c apipb.KVClient) error {
+		_, err := c.Put(ctx, &apipb.PutRequest{ClientId: s1, Seq: 1, Key: []byte("w/0001/x"), Value: []byte("5")})
 		return err
 	})
 	if err != nil {
 		t.Fatalf("put: %v", err)
 	}
-	err = call("eu-west-3", func(c kvpb.KVClient) error {
-		_, err := c.Put(ctx, &kvpb.PutRequest{ClientId: s3, Seq: 1, Key: []byte("w/0003/y"), Value: []byte("1")})
+	err = call("eu-west-3", func(c apipb.KVClient) error {
+		_, err := c.Put(ctx, &apipb.PutRequest{ClientId: s3, Seq: 1, Key: []byte("w/0003/y"), Value: []byte("1")})
 		return err
 	})
 	if err != nil {
 		t.Fatalf("put: %v", err)
 	}
-	tx := &kvpb.Txn{
-		If: []*kvpb.Compare{{Key: []byte("w/0001/x"), Cmp: kvpb.Cmp_CMP_GREATER_EQUAL, Operand: &kvpb.Compare_Int{Int: 5}}},
-		Then: []*kvpb.Op{
-			{Kind: kvpb.OpKind_OP_KIND_ADD, Key: []byte("w/0001/x"), Int: -5},
-			{Kind: kvpb.OpKind_OP_KIND_ADD, Key: []byte("w/0004/x"), Int: 5},
+	tx := &apipb.Txn{
+		If: []*apipb.Compare{{Key: []byte("w/0001/x"), Cmp: apipb.Cmp_CMP_GREATER_EQUAL, Operand: &apipb.Compare_Int{Int: 5}}},
+		Then: []*apipb.Op{
+			{Kind: apipb.OpKind_OP_KIND_ADD, Key: []byte("w/0001/x"), Int: -5},
+			{Kind: apipb.OpKind_OP_KIND_ADD, Key: []byte("w/0004/x"), Int: 5},
 		},
 	}
-	var resp *kvpb.TxnResponse
-	err = call("eu-west-1", func(c kvpb.KVClient) (err error) {
-		resp, err = c.Txn(ctx, &kvpb.TxnRequest{ClientId: s1, Seq: 2, Body: &kvpb.TxnRequest_Txn{Txn: tx}})
+	var resp *apipb.TxnResponse
+	err = call("eu-west-1", func(c apipb.KVClient) (err error) {
+		resp, err = c.Txn(ctx, &apipb.TxnRequest{ClientId: s1, Seq: 2, Body: &apipb.TxnRequest_Txn{Txn: tx}})
 		return err
 	})
 	if err != nil {
 		t.Fatalf("txn: %v", err)
 	}
-	err = call("eu-west-3", func(c kvpb.KVClient) error {
-		_, err := c.Await(ctx, &kvpb.AwaitRequest{Id: resp.GetPiece().GetId()})
+	err = call("eu-west-3", func(c apipb.KVClient) error {
+		_, err := c.Await(ctx, &apipb.AwaitRequest{Id: resp.GetPiece().GetId()})
 		return err
 	})
 	if err != nil {
 		t.Fatalf("await: %v", err)
 	}
-	err = call("eu-west-1", func(c kvpb.KVClient) error {
-		_, err := c.Txn(ctx, &kvpb.TxnRequest{})
+	err = call("eu-west-1", func(c apipb.KVClient) error {
+		_, err := c.Txn(ctx, &apipb.TxnRequest{})
 		return err
 	})
 	if status.Code(err) != codes.InvalidArgument {

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/client"
 	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/internal/testcluster"
-	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/txn"
 )
 
@@ -55,12 +55,12 @@ func TestRestartKeepsData(t *testing.T) {
 	want["item/42"] = "widget"
 	// A transfer under a session of its own, to retry after the restart.
 	sid := openSession(t, l, "eu-west-1")
-	once := func(l *Local, seq uint64) (*kvpb.TxnResponse, error) {
-		var resp *kvpb.TxnResponse
-		err := callLeader(t, l, "eu-west-1", func(kv kvpb.KVClient) (err error) {
-			resp, err = kv.Txn(ctx, &kvpb.TxnRequest{ClientId: sid, Seq: seq, Body: &kvpb.TxnRequest_Txn{Txn: &kvpb.Txn{Then: []*kvpb.Op{
-				{Kind: kvpb.OpKind_OP_KIND_ADD, Key: []byte("w/0001/once"), Int: 1},
-				{Kind: kvpb.OpKind_OP_KIND_ADD, Key: []byte("w/0006/once"), Int: -1},
+	once := func(l *Local, seq uint64) (*apipb.TxnResponse, error) {
+		var resp *apipb.TxnResponse
+		err := callLeader(t, l, "eu-west-1", func(kv apipb.KVClient) (err error) {
+			resp, err = kv.Txn(ctx, &apipb.TxnRequest{ClientId: sid, Seq: seq, Body: &apipb.TxnRequest_Txn{Txn: &apipb.Txn{Then: []*apipb.Op{
+				{Kind: apipb.OpKind_OP_KIND_ADD, Key: []byte("w/0001/once"), Int: 1},
+				{Kind: apipb.OpKind_OP_KIND_ADD, Key: []byte("w/0006/once"), Int: -1},
 			}}}})
 			return err
 		})

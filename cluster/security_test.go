@@ -17,11 +17,11 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/certs"
 	"github.com/flexkv/flexkv/client"
 	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/internal/testcluster"
-	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/multicast/channel"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/replication/transport/transportpb"
@@ -181,7 +181,7 @@ func getVia(addr string, opts ...grpc.DialOption) error {
 	defer cc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	_, err = kvpb.NewKVClient(cc).Get(ctx, &kvpb.GetRequest{Key: []byte("w/0001/acct")})
+	_, err = apipb.NewKVClient(cc).Get(ctx, &apipb.GetRequest{Key: []byte("w/0001/acct")})
 	return err
 }
 

@@ -11,10 +11,10 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/client"
 	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/internal/testcluster"
-	"github.com/flexkv/flexkv/kv/kvpb"
 )
 
 // TestSessionExpiry, end to end over TLS: a transfer between two groups
@@ -43,12 +43,12 @@ func TestSessionExpiry(t *testing.T) {
 	}
 
 	sid := openSession(t, l, "eu-west-1")
-	req := &kvpb.TxnRequest{ClientId: sid, Seq: 1, Body: &kvpb.TxnRequest_Txn{Txn: &kvpb.Txn{Then: []*kvpb.Op{
-		{Kind: kvpb.OpKind_OP_KIND_ADD, Key: []byte("w/0001/n"), Int: -1},
-		{Kind: kvpb.OpKind_OP_KIND_ADD, Key: []byte("w/0004/n"), Int: 1},
+	req := &apipb.TxnRequest{ClientId: sid, Seq: 1, Body: &apipb.TxnRequest_Txn{Txn: &apipb.Txn{Then: []*apipb.Op{
+		{Kind: apipb.OpKind_OP_KIND_ADD, Key: []byte("w/0001/n"), Int: -1},
+		{Kind: apipb.OpKind_OP_KIND_ADD, Key: []byte("w/0004/n"), Int: 1},
 	}}}}
 	txn := func() error {
-		return callLeader(t, l, "eu-west-1", func(c kvpb.KVClient) error {
+		return callLeader(t, l, "eu-west-1", func(c apipb.KVClient) error {
 			_, err := c.Txn(ctx, req)
 			return err
 		})
@@ -63,10 +63,10 @@ func TestSessionExpiry(t *testing.T) {
 			t.Fatal(err)
 		}
 		var md metadata.MD
-		_, err = kvpb.NewKVClient(cc).Txn(ctx, req, grpc.Trailer(&md))
+		_, err = apipb.NewKVClient(cc).Txn(ctx, req, grpc.Trailer(&md))
 		cc.Close()
-		if status.Code(err) != codes.Unavailable || len(md.Get(kvpb.NotRunTrailer)) == 0 {
-			t.Errorf("txn at follower %s: %v, trailer %v: want Unavailable with %s", r.ID, err, md, kvpb.NotRunTrailer)
+		if status.Code(err) != codes.Unavailable || len(md.Get(apipb.NotRunTrailer)) == 0 {
+			t.Errorf("txn at follower %s: %v, trailer %v: want Unavailable with %s", r.ID, err, md, apipb.NotRunTrailer)
 		}
 		break
 	}
@@ -89,8 +89,8 @@ func TestSessionExpiry(t *testing.T) {
 		if i == 10*retryEvery {
 			t.Fatalf("the session was never refused after %d puts of other clients%s", i, describe(l))
 		}
-		err := callLeader(t, l, "eu-west-1", func(c kvpb.KVClient) error {
-			_, err := c.Put(ctx, &kvpb.PutRequest{Key: []byte(fmt.Sprintf("w/0001/other%d", i%10)), Value: []byte("x")})
+		err := callLeader(t, l, "eu-west-1", func(c apipb.KVClient) error {
+			_, err := c.Put(ctx, &apipb.PutRequest{Key: []byte(fmt.Sprintf("w/0001/other%d", i%10)), Value: []byte("x")})
 			return err
 		})
 		if err != nil {
@@ -103,8 +103,8 @@ func TestSessionExpiry(t *testing.T) {
 			}
 		}
 	}
-	if status.Code(refused) != codes.FailedPrecondition || !strings.Contains(refused.Error(), kvpb.SessionExpiredText) {
-		t.Fatalf("the retry after the session expired: %v, want FailedPrecondition %q", refused, kvpb.SessionExpiredText)
+	if status.Code(refused) != codes.FailedPrecondition || !strings.Contains(refused.Error(), apipb.SessionExpiredText) {
+		t.Fatalf("the retry after the session expired: %v, want FailedPrecondition %q", refused, apipb.SessionExpiredText)
 	}
 	for _, kv := range []struct{ key, want string }{{"w/0001/n", "-1"}, {"w/0004/n", "1"}} {
 		v, found, err := c.Get(ctx, []byte(kv.key))
@@ -146,25 +146,25 @@ func TestSessionResultsAcknowledged(t *testing.T) {
 	l := startLocalConfig(t, Config{Cluster: cfg, Dir: t.TempDir(), ResultsMax: 2})
 	ctx := ctxTimeout(t, time.Minute)
 	sid := openSession(t, l, "eu-west-1")
-	transfer := func(seq uint64) *kvpb.TxnRequest {
-		return &kvpb.TxnRequest{ClientId: sid, Seq: seq, Body: &kvpb.TxnRequest_Txn{Txn: &kvpb.Txn{Then: []*kvpb.Op{
-			{Kind: kvpb.OpKind_OP_KIND_ADD, Key: []byte("w/0001/n"), Int: -1},
-			{Kind: kvpb.OpKind_OP_KIND_ADD, Key: []byte("w/0004/n"), Int: 1},
+	transfer := func(seq uint64) *apipb.TxnRequest {
+		return &apipb.TxnRequest{ClientId: sid, Seq: seq, Body: &apipb.TxnRequest_Txn{Txn: &apipb.Txn{Then: []*apipb.Op{
+			{Kind: apipb.OpKind_OP_KIND_ADD, Key: []byte("w/0001/n"), Int: -1},
+			{Kind: apipb.OpKind_OP_KIND_ADD, Key: []byte("w/0004/n"), Int: 1},
 		}}}}
 	}
-	txn := func(seq uint64) (*kvpb.PieceResult, error) {
-		var piece *kvpb.PieceResult
-		err := callLeader(t, l, "eu-west-1", func(c kvpb.KVClient) error {
+	txn := func(seq uint64) (*apipb.PieceResult, error) {
+		var piece *apipb.PieceResult
+		err := callLeader(t, l, "eu-west-1", func(c apipb.KVClient) error {
 			r, err := c.Txn(ctx, transfer(seq))
 			piece = r.GetPiece()
 			return err
 		})
 		return piece, err
 	}
-	await := func(group string, seq uint64) (*kvpb.PieceResult, error) {
-		var piece *kvpb.PieceResult
-		err := callLeader(t, l, group, func(c kvpb.KVClient) error {
-			r, err := c.Await(ctx, &kvpb.AwaitRequest{Id: fmt.Sprintf("c%d.%d", sid, seq)})
+	await := func(group string, seq uint64) (*apipb.PieceResult, error) {
+		var piece *apipb.PieceResult
+		err := callLeader(t, l, group, func(c apipb.KVClient) error {
+			r, err := c.Await(ctx, &apipb.AwaitRequest{Id: fmt.Sprintf("c%d.%d", sid, seq)})
 			piece = r.GetPiece()
 			return err
 		})
@@ -177,8 +177,8 @@ func TestSessionResultsAcknowledged(t *testing.T) {
 	for i := range 20 {
 		for _, k := range []string{"w/0001/other", "w/0004/other"} {
 			group := map[string]string{"w/0001/other": "eu-west-1", "w/0004/other": "eu-west-3"}[k]
-			err := callLeader(t, l, group, func(c kvpb.KVClient) error {
-				_, err := c.Put(ctx, &kvpb.PutRequest{Key: []byte(k), Value: []byte(fmt.Sprint(i))})
+			err := callLeader(t, l, group, func(c apipb.KVClient) error {
+				_, err := c.Put(ctx, &apipb.PutRequest{Key: []byte(k), Value: []byte(fmt.Sprint(i))})
 				return err
 			})
 			if err != nil {
@@ -202,17 +202,17 @@ func TestSessionResultsAcknowledged(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, g := range []string{"eu-west-1", "eu-west-3"} {
-		if _, err := await(g, 1); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), kvpb.ResultAcknowledgedText) {
-			t.Errorf("await of the acknowledged result at %s: %v, want FailedPrecondition %q", g, err, kvpb.ResultAcknowledgedText)
+		if _, err := await(g, 1); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), apipb.ResultAcknowledgedText) {
+			t.Errorf("await of the acknowledged result at %s: %v, want FailedPrecondition %q", g, err, apipb.ResultAcknowledgedText)
 		}
 	}
-	if _, err := txn(1); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), kvpb.ResultAcknowledgedText) {
-		t.Errorf("retry of the acknowledged request: %v, want FailedPrecondition %q", err, kvpb.ResultAcknowledgedText)
+	if _, err := txn(1); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), apipb.ResultAcknowledgedText) {
+		t.Errorf("retry of the acknowledged request: %v, want FailedPrecondition %q", err, apipb.ResultAcknowledgedText)
 	}
 	for _, kv := range []struct{ group, key, want string }{{"eu-west-1", "w/0001/n", "-2"}, {"eu-west-3", "w/0004/n", "2"}} {
 		var got string
-		err := callLeader(t, l, kv.group, func(c kvpb.KVClient) error {
-			r, err := c.Get(ctx, &kvpb.GetRequest{Key: []byte(kv.key)})
+		err := callLeader(t, l, kv.group, func(c apipb.KVClient) error {
+			r, err := c.Get(ctx, &apipb.GetRequest{Key: []byte(kv.key)})
 			got = string(r.GetValue())
 			return err
 		})

@@ -7,11 +7,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/flexkv/flexkv/executor"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/check"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/txn"
-	"github.com/flexkv/flexkv/txn/executor"
 )
 
 // check runs every check of the package comment on a quiescent run.
@@ -320,7 +320,7 @@ func listCycle(final map[string][]string) []string {
 }
 
 // checkSessions checks, at every replica of every destination, what
-// became of each session request's result (txn/executor, Session
+// became of each session request's result (executor, Session
 // results): one followed there by a later request of its session is
 // acknowledged, gone; the last of its session there is kept, the very
 // result its client received (also after retries); unless the session's

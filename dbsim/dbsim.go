@@ -1,6 +1,6 @@
 // Package dbsim is FlexKV's whole-database simulator (DESIGN 12): every
 // replica of every group runs the real group state machine (package group)
-// over the real executor (txn/executor) on an in-memory, crashable Pebble
+// over the real executor (executor) on an in-memory, crashable Pebble
 // store, stepped by one seeded scheduler instead of raft, gRPC and clocks.
 //
 // What stands in for the shell: each group has one log, the committed
@@ -42,6 +42,7 @@ import (
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/channel"
 	"github.com/flexkv/flexkv/multicast/protocol"
+	"github.com/flexkv/flexkv/multicast/rawnode"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/txn"
 )
@@ -86,7 +87,7 @@ type Config struct {
 	// offers an anonymous request that no client waits for (a transfer of
 	// nothing, as in the long cut). With a small ResultsMax they push
 	// each other's results out at once, while the clients' sessions keep
-	// theirs until acknowledged (txn/executor, Session results).
+	// theirs until acknowledged (executor, Session results).
 	ResultsMax int
 	Anonymous  float64
 	// ResultSessionsMax is executor.Config.ResultSessionsMax of every
@@ -390,7 +391,7 @@ func (s *sim) propose(g partition.GroupID, data []byte) (error, error) {
 
 // output checks a leader's output and puts its frames on the network, one
 // packet per destination group.
-func (s *sim) output(g partition.GroupID, out group.Output) error {
+func (s *sim) output(g partition.GroupID, out rawnode.Output) error {
 	for _, r := range out.Rejected {
 		return fmt.Errorf("dbsim: group %d rejected an envelope from group %d: %w", g, r.From, r.Err)
 	}

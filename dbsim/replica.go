@@ -9,12 +9,13 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/flexkv/flexkv/executor"
 	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/kv"
 	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/rawnode"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/txn"
-	"github.com/flexkv/flexkv/txn/executor"
 )
 
 // storeDir is where every replica's store lives on its own file system.
@@ -104,7 +105,7 @@ func (rp *replica) close() error {
 func (rp *replica) name() string { return fmt.Sprintf("g%d/r%d", rp.g, rp.r) }
 
 // apply applies log entry index, recording what the executor ran.
-func (rp *replica) apply(index uint64, data []byte) (group.Output, error, error) {
+func (rp *replica) apply(index uint64, data []byte) (rawnode.Output, error, error) {
 	out, result, err := rp.m.Apply(index, data)
 	if err != nil {
 		return out, result, fmt.Errorf("%s: %w", rp.name(), err)

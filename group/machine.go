@@ -5,10 +5,11 @@ import (
 	"fmt"
 
 	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/rawnode"
 )
 
 // Executor is the contract of what runs a group replica's deliveries, in
-// delivery order (package txn/executor implements it on Pebble; the
+// delivery order (package executor implements it on Pebble; the
 // replication shell's recorder keeps them in memory).
 //
 // Durability: Execute need not sync, but must store the entry's index
@@ -27,9 +28,9 @@ type Executor interface {
 	// Execute runs the deliveries of entry index, in delivery order, and
 	// the application payloads it brought, in channel order; it returns
 	// the application payloads to send.
-	Execute(index uint64, deliveries []multicast.Message, inbound []AppInbound) ([]AppSend, error)
+	Execute(index uint64, deliveries []multicast.Message, inbound []rawnode.AppInbound) ([]rawnode.AppSend, error)
 	// Sent returns what Execute returned for entry index <= AppliedIndex.
-	Sent(index uint64) ([]AppSend, error)
+	Sent(index uint64) ([]rawnode.AppSend, error)
 	// AppliedIndex is the last entry whose effects are stored.
 	AppliedIndex() uint64
 }
@@ -44,12 +45,12 @@ type Clock struct {
 }
 
 // ClockedExecutor is an Executor that keeps per-session state of its own
-// (txn/executor keeps the results a session has not acknowledged) and
+// (executor keeps the results a session has not acknowledged) and
 // expires it by the group's log time: the machine calls ExecuteAt, with the
 // entry's Clock, in place of Execute.
 type ClockedExecutor interface {
 	Executor
-	ExecuteAt(index uint64, clock Clock, deliveries []multicast.Message, inbound []AppInbound) ([]AppSend, error)
+	ExecuteAt(index uint64, clock Clock, deliveries []multicast.Message, inbound []rawnode.AppInbound) ([]rawnode.AppSend, error)
 }
 
 // ErrExecutor wraps a failure of the executor: the replica can no longer
@@ -106,13 +107,13 @@ func (m *Machine) Restore(st *State) {
 // again, because the channels were rebuilt too, and the output loses its
 // deliveries, sends and requests, since observers (delivery logs, waiting
 // clients) saw them before the restart: only its frames are new.
-func (m *Machine) Apply(index uint64, data []byte) (out Output, result error, err error) {
+func (m *Machine) Apply(index uint64, data []byte) (out rawnode.Output, result error, err error) {
 	out, result = m.state.Apply(index, data)
 	if len(out.Deliveries) == 0 && len(out.App) == 0 {
 		return out, result, nil
 	}
 	replay := index <= m.exec.AppliedIndex()
-	var sends []AppSend
+	var sends []rawnode.AppSend
 	if replay {
 		sends, err = m.exec.Sent(index)
 	} else if ce, ok := m.exec.(ClockedExecutor); ok {
@@ -122,7 +123,7 @@ func (m *Machine) Apply(index uint64, data []byte) (out Output, result error, er
 		sends, err = m.exec.Execute(index, out.Deliveries, out.App)
 	}
 	if err != nil {
-		return Output{}, result, fmt.Errorf("%w: group %d, entry %d: %w", ErrExecutor, m.cfg.Self, index, err)
+		return rawnode.Output{}, result, fmt.Errorf("%w: group %d, entry %d: %w", ErrExecutor, m.cfg.Self, index, err)
 	}
 	if len(sends) > 0 {
 		more := m.state.SendApp(sends)

@@ -9,6 +9,7 @@ import (
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/channel"
 	"github.com/flexkv/flexkv/multicast/protocol"
+	"github.com/flexkv/flexkv/multicast/rawnode"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -43,15 +44,15 @@ type recorder struct {
 	applied  uint64
 	executed []multicast.MsgID
 	calls    int // Execute calls
-	sent     map[uint64][]AppSend
+	sent     map[uint64][]rawnode.AppSend
 	fail     error
 }
 
 func newRecorder(voteTo partition.GroupID) *recorder {
-	return &recorder{voteTo: voteTo, sent: map[uint64][]AppSend{}}
+	return &recorder{voteTo: voteTo, sent: map[uint64][]rawnode.AppSend{}}
 }
 
-func (r *recorder) Execute(index uint64, deliveries []multicast.Message, inbound []AppInbound) ([]AppSend, error) {
+func (r *recorder) Execute(index uint64, deliveries []multicast.Message, inbound []rawnode.AppInbound) ([]rawnode.AppSend, error) {
 	if r.fail != nil {
 		return nil, r.fail
 	}
@@ -59,17 +60,17 @@ func (r *recorder) Execute(index uint64, deliveries []multicast.Message, inbound
 		return nil, fmt.Errorf("recorder: entry %d executed twice (applied %d)", index, r.applied)
 	}
 	r.calls++
-	var sends []AppSend
+	var sends []rawnode.AppSend
 	for _, m := range deliveries {
 		r.executed = append(r.executed, m.ID)
-		sends = append(sends, AppSend{To: r.voteTo, About: m.ID, Payload: []byte("vote " + m.ID.String())})
+		sends = append(sends, rawnode.AppSend{To: r.voteTo, About: m.ID, Payload: []byte("vote " + m.ID.String())})
 	}
 	r.applied = index
 	r.sent[index] = sends
 	return sends, nil
 }
 
-func (r *recorder) Sent(index uint64) ([]AppSend, error) {
+func (r *recorder) Sent(index uint64) ([]rawnode.AppSend, error) {
 	if index > r.applied {
 		return nil, fmt.Errorf("recorder: Sent(%d) above applied %d", index, r.applied)
 	}
@@ -80,9 +81,9 @@ func (r *recorder) AppliedIndex() uint64 { return r.applied }
 
 // applyAll applies entries from index first on, failing on an executor
 // error, and returns every output.
-func applyAll(t *testing.T, m *Machine, first uint64, entries [][]byte) []Output {
+func applyAll(t *testing.T, m *Machine, first uint64, entries [][]byte) []rawnode.Output {
 	t.Helper()
-	var outs []Output
+	var outs []rawnode.Output
 	for i, e := range entries {
 		out, _, err := m.Apply(first+uint64(i), e)
 		if err != nil {
@@ -317,7 +318,7 @@ type clockedRecorder struct {
 	clocks []Clock
 }
 
-func (r *clockedRecorder) ExecuteAt(index uint64, clock Clock, deliveries []multicast.Message, inbound []AppInbound) ([]AppSend, error) {
+func (r *clockedRecorder) ExecuteAt(index uint64, clock Clock, deliveries []multicast.Message, inbound []rawnode.AppInbound) ([]rawnode.AppSend, error) {
 	r.clocks = append(r.clocks, clock)
 	return r.Execute(index, deliveries, inbound)
 }

@@ -8,13 +8,14 @@ import (
 
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/protocol"
+	"github.com/flexkv/flexkv/multicast/rawnode"
 )
 
 // quietExecutor runs deliveries and sends nothing: the state of its group
 // then holds nothing that names the entry a send came from.
 type quietExecutor struct{ *recorder }
 
-func (q quietExecutor) Execute(index uint64, deliveries []multicast.Message, inbound []AppInbound) ([]AppSend, error) {
+func (q quietExecutor) Execute(index uint64, deliveries []multicast.Message, inbound []rawnode.AppInbound) ([]rawnode.AppSend, error) {
 	if _, err := q.recorder.Execute(index, deliveries, inbound); err != nil {
 		return nil, err
 	}

@@ -57,7 +57,7 @@ import (
 // below s, and each destination deletes the earlier one as it delivers
 // it. The executor keeps that per destination and expires it by the
 // destination's log time, which the Machine hands it (Clock,
-// ClockedExecutor); package txn/executor, Session results.
+// ClockedExecutor); package executor, Session results.
 
 // AnonymousBit marks the client id of an anonymous request. Session ids
 // never have it (SessionIndexMax).

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/flexkv/flexkv/internal/wire"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/protocol"
-	"github.com/flexkv/flexkv/multicast/wire"
 )
 
 // sessionRig is one machine of group 0 under FlexCast (the lca, which

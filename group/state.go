@@ -3,10 +3,11 @@ package group
 import (
 	"fmt"
 
+	"github.com/flexkv/flexkv/internal/wire"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/channel"
 	"github.com/flexkv/flexkv/multicast/protocol"
-	"github.com/flexkv/flexkv/multicast/wire"
+	"github.com/flexkv/flexkv/multicast/rawnode"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -66,14 +67,14 @@ func (c *Config) fill() error {
 }
 
 // State is the replicated state of one group: the channel layer and the
-// protocol core (a group.Node), and the client sessions that admit each
+// protocol core (a rawnode.Node), and the client sessions that admit each
 // request once (see session.go). It is deterministic: the same entries at the same indexes give
 // the same outputs and the same snapshot on every replica. It is not safe
 // for concurrent use.
 type State struct {
 	cfg  Config
 	core multicast.Core
-	node *Node
+	node *rawnode.Node
 	// sessions are the open client sessions; now is the log time, the
 	// ticks applied, by which they expire.
 	sessions sessionTable
@@ -94,7 +95,7 @@ func NewState(cfg Config) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, err := New(core, cfg.Channel)
+	n, err := rawnode.New(core, cfg.Channel)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +109,7 @@ func (s *State) Config() Config { return s.cfg }
 func (s *State) Applied() uint64 { return s.applied }
 
 // Node returns the group's node, for reads (Unacked, OutboxLen, Stats).
-func (s *State) Node() *Node { return s.node }
+func (s *State) Node() *rawnode.Node { return s.node }
 
 // Core returns the group's protocol core, for reads (its Stats): stepping
 // it would bypass the node and the log.
@@ -120,9 +121,9 @@ func (s *State) Core() multicast.Core { return s.core }
 // (ErrDuplicate); for several requests (EncodeRequests), a RequestErrors
 // says it of each. A malformed entry is skipped with an error; state is then
 // unchanged but for the applied index, the same way on every replica.
-func (s *State) Apply(index uint64, data []byte) (Output, error) {
+func (s *State) Apply(index uint64, data []byte) (rawnode.Output, error) {
 	if index <= s.applied {
-		return Output{}, fmt.Errorf("group: entry %d applied already (at %d)", index, s.applied)
+		return rawnode.Output{}, fmt.Errorf("group: entry %d applied already (at %d)", index, s.applied)
 	}
 	s.applied = index
 	if len(data) > 0 && data[0] == entryTick {
@@ -136,7 +137,7 @@ func (s *State) Apply(index uint64, data []byte) (Output, error) {
 
 // Quiet reports whether the group may stop ticking: at least after ticks
 // were applied since the last other entry, and a tick would change nothing
-// (group.Node.Quiet). The next request or frame wakes it.
+// (rawnode.Node.Quiet). The next request or frame wakes it.
 func (s *State) Quiet(after int) bool {
 	return s.idleTicks >= after && s.node.Quiet()
 }
@@ -248,7 +249,7 @@ func (s *State) request(m multicast.Message) error {
 // group's channels and returns the frames to transmit, with one Send of kind
 // vote each for logs and metrics. It is part of applying an entry: every
 // replica calls it with the same payloads after the same entry.
-func (s *State) SendApp(sends []AppSend) Output {
+func (s *State) SendApp(sends []rawnode.AppSend) rawnode.Output {
 	s.node.SendApp(sends)
 	out := s.node.Ready()
 	for _, a := range sends {
@@ -343,7 +344,7 @@ func RestoreState(cfg Config, b []byte) (*State, error) {
 	if err != nil {
 		return nil, fmt.Errorf("group: snapshot: %w", err)
 	}
-	nd, err := Restore(core, cfg.Channel, nodeSnap)
+	nd, err := rawnode.Restore(core, cfg.Channel, nodeSnap)
 	if err != nil {
 		return nil, fmt.Errorf("group: snapshot: %w", err)
 	}

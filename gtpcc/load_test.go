@@ -14,9 +14,9 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/flexkv/flexkv/api"
+	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/client"
 	"github.com/flexkv/flexkv/gtpcc/procs"
-	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/txn"
 )
 
@@ -436,23 +436,23 @@ func diffRows(got, want map[string][]byte, prefix []byte) string {
 
 // dialReplica returns a raw client of the replica at addr, over TLS with
 // tlsCfg.
-func dialReplica(t *testing.T, addr string, tlsCfg *tls.Config) kvpb.KVClient {
+func dialReplica(t *testing.T, addr string, tlsCfg *tls.Config) apipb.KVClient {
 	t.Helper()
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cc.Close() })
-	return kvpb.NewKVClient(cc)
+	return apipb.NewKVClient(cc)
 }
 
 // replicaRows returns the rows of [start, end) as one replica holds them
 // now (stale scans).
-func replicaRows(ctx context.Context, t *testing.T, kv kvpb.KVClient, start, end []byte) map[string][]byte {
+func replicaRows(ctx context.Context, t *testing.T, kv apipb.KVClient, start, end []byte) map[string][]byte {
 	t.Helper()
 	out := map[string][]byte{}
 	for {
-		resp, err := kv.Scan(ctx, &kvpb.ScanRequest{Start: start, End: end, Limit: txn.ScanLimitMax, Stale: true})
+		resp, err := kv.Scan(ctx, &apipb.ScanRequest{Start: start, End: end, Limit: txn.ScanLimitMax, Stale: true})
 		if err != nil {
 			t.Fatalf("stale scan %s: %v", start, err)
 		}

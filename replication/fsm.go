@@ -14,6 +14,7 @@ import (
 
 	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/rawnode"
 )
 
 // Executor is what the shell needs of a group replica's executor: the
@@ -52,7 +53,7 @@ type fsm struct {
 	exec Executor
 	// output receives what each applied entry produced (the replica's
 	// transmitter takes the frames when it leads).
-	output func(out group.Output)
+	output func(out rawnode.Output)
 
 	// invalid counts the entries the state skipped as malformed (a frame
 	// from a faulty sender, an ack of envelopes never sent): on a healthy
@@ -77,7 +78,7 @@ type fsm struct {
 
 var _ raft.BatchingFSM = (*fsm)(nil)
 
-func newFSM(cfg group.Config, exec Executor, output func(group.Output)) (*fsm, error) {
+func newFSM(cfg group.Config, exec Executor, output func(rawnode.Output)) (*fsm, error) {
 	m, err := group.NewMachine(cfg, exec)
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/protocol"
+	"github.com/flexkv/flexkv/multicast/rawnode"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -27,27 +28,27 @@ type fakeExec struct {
 	ids      []multicast.MsgID
 	restores int
 	voteTo   partition.GroupID
-	sent     map[uint64][]group.AppSend
+	sent     map[uint64][]rawnode.AppSend
 	executed []uint64 // indexes Execute was called with
 }
 
-func (e *fakeExec) Execute(index uint64, ds []multicast.Message, _ []group.AppInbound) ([]group.AppSend, error) {
+func (e *fakeExec) Execute(index uint64, ds []multicast.Message, _ []rawnode.AppInbound) ([]rawnode.AppSend, error) {
 	e.executed = append(e.executed, index)
-	var sends []group.AppSend
+	var sends []rawnode.AppSend
 	for _, m := range ds {
 		e.ids = append(e.ids, m.ID)
 		if e.voteTo != 0 {
-			sends = append(sends, group.AppSend{To: e.voteTo, About: m.ID, Payload: []byte(m.ID.String())})
+			sends = append(sends, rawnode.AppSend{To: e.voteTo, About: m.ID, Payload: []byte(m.ID.String())})
 		}
 	}
 	if e.sent == nil {
-		e.sent = make(map[uint64][]group.AppSend)
+		e.sent = make(map[uint64][]rawnode.AppSend)
 	}
 	e.sent[index] = sends
 	e.applied = index
 	return sends, nil
 }
-func (e *fakeExec) Sent(index uint64) ([]group.AppSend, error) { return e.sent[index], nil }
+func (e *fakeExec) Sent(index uint64) ([]rawnode.AppSend, error) { return e.sent[index], nil }
 func (e *fakeExec) ForgetSent(index uint64) error {
 	for i := range e.sent { //flexkv:unordered deleting every match is order-free
 		if i <= index {
@@ -185,7 +186,7 @@ func TestReplayResendsExecutorSends(t *testing.T) {
 	}
 	ahead := &fakeExec{voteTo: 1}
 	ahead.applied = 5
-	ahead.sent = map[uint64][]group.AppSend{}
+	ahead.sent = map[uint64][]rawnode.AppSend{}
 	for i := uint64(3); i <= 5; i++ {
 		ahead.sent[i] = ref.sent[i]
 	}

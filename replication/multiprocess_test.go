@@ -25,6 +25,7 @@ import (
 	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/protocol"
+	"github.com/flexkv/flexkv/multicast/rawnode"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -87,7 +88,7 @@ type countingRecorder struct {
 	delivered atomic.Int64
 }
 
-func (c *countingRecorder) Execute(index uint64, ds []multicast.Message, in []group.AppInbound) ([]group.AppSend, error) {
+func (c *countingRecorder) Execute(index uint64, ds []multicast.Message, in []rawnode.AppInbound) ([]rawnode.AppSend, error) {
 	sends, err := c.Recorder.Execute(index, ds, in)
 	if err != nil {
 		return nil, err

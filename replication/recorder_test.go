@@ -10,10 +10,10 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 
-	"github.com/flexkv/flexkv/group"
+	"github.com/flexkv/flexkv/internal/wire"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/check"
-	"github.com/flexkv/flexkv/multicast/wire"
+	"github.com/flexkv/flexkv/multicast/rawnode"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -86,12 +86,12 @@ func (r *Recorder) Close() error { return r.db.Close() }
 // Execute records the deliveries of entry index with the index, in one
 // batch (not synced: the raft log is the write-ahead log). It sends nothing
 // and ignores application payloads.
-func (r *Recorder) Execute(index uint64, ds []multicast.Message, _ []group.AppInbound) ([]group.AppSend, error) {
+func (r *Recorder) Execute(index uint64, ds []multicast.Message, _ []rawnode.AppInbound) ([]rawnode.AppSend, error) {
 	return nil, r.execute(index, ds)
 }
 
 // Sent returns nothing: a recorder sends nothing.
-func (r *Recorder) Sent(uint64) ([]group.AppSend, error) { return nil, nil }
+func (r *Recorder) Sent(uint64) ([]rawnode.AppSend, error) { return nil, nil }
 
 // ForgetSent does nothing: a recorder keeps no sends.
 func (r *Recorder) ForgetSent(uint64) error { return nil }

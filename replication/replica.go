@@ -22,6 +22,7 @@ import (
 	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/channel"
+	"github.com/flexkv/flexkv/multicast/rawnode"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/replication/raftstore"
 	"github.com/flexkv/flexkv/replication/transport"
@@ -96,7 +97,7 @@ type Config struct {
 	// core's and the executor's sends), with whether this replica led when
 	// it applied it: for delivery logs and metrics. It runs with the state
 	// locked, in log order: it must be quick and must not call the replica.
-	Observe func(out group.Output, leader bool)
+	Observe func(out rawnode.Output, leader bool)
 }
 
 func (c *Config) fill() error {
@@ -350,7 +351,7 @@ func (r *Replica) RegisterPeer(s grpc.ServiceRegistrar) error {
 
 // transmit hands the frames an applied entry produced to the transmitter,
 // when this replica leads (called by the FSM, with the state locked).
-func (r *Replica) transmit(out group.Output) {
+func (r *Replica) transmit(out rawnode.Output) {
 	leader := r.started.Load() && r.raft.State() == raft.Leader
 	if r.cfg.Observe != nil {
 		r.cfg.Observe(out, leader)

@@ -14,10 +14,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/flexkv/flexkv/api"
+	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/internal/rpcflow"
 	"github.com/flexkv/flexkv/kv"
-	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/replication"
 	"github.com/flexkv/flexkv/txn"
@@ -25,7 +25,7 @@ import (
 
 // openSingle starts a one-replica, one-group cluster owning [a, z) with
 // cfg's bounds, and returns a client API connection to it.
-func openSingle(t *testing.T, cfg Config) kvpb.KVClient {
+func openSingle(t *testing.T, cfg Config) apipb.KVClient {
 	t.Helper()
 	cc := &partition.ClusterConfig{
 		Protocol: "skeen",
@@ -60,7 +60,7 @@ func openSingle(t *testing.T, cfg Config) kvpb.KVClient {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return kvpb.NewKVClient(conn)
+	return apipb.NewKVClient(conn)
 }
 
 // Open on a gRPC address already taken fails naming it and stops what it
@@ -119,7 +119,7 @@ func TestAwaitWaitBound(t *testing.T) {
 			defer cancel()
 		}
 		start := time.Now()
-		_, err := kv.Await(ctx, &kvpb.AwaitRequest{Id: "c77.1"})
+		_, err := kv.Await(ctx, &apipb.AwaitRequest{Id: "c77.1"})
 		took := time.Since(start)
 		if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "bound on a wait") || !strings.Contains(err.Error(), "c77.1") {
 			t.Errorf("caller deadline %s: Await = %v, want DeadlineExceeded naming the id and the server's bound", ctxd, err)
@@ -155,7 +155,7 @@ func TestTxnAnswerWithinReceiveLimit(t *testing.T) {
 		if b := txn.AppendPieceResult(nil, &res); len(b) > kv.ValueMax {
 			t.Fatalf("key length %d: the sample result encodes to %d bytes, more than kv.ValueMax (%d): fix the sample", keyLen, len(b), kv.ValueMax)
 		}
-		resp := &kvpb.TxnResponse{Piece: api.PieceResultToProto("c18446744073709551614.18446744073709551615", "a-group-name", &res), Executed: true}
+		resp := &apipb.TxnResponse{Piece: api.PieceResultToProto("c18446744073709551614.18446744073709551615", "a-group-name", &res), Executed: true}
 		if size := proto.Size(resp); size > receiveMax/2 {
 			t.Errorf("key length %d: an answer of %d bytes, want at most half the receive limit (%d)", keyLen, size, receiveMax/2)
 		}

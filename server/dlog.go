@@ -1,12 +1,10 @@
 package server
 
-import (
-	"github.com/flexkv/flexkv/group"
-)
+import "github.com/flexkv/flexkv/multicast/rawnode"
 
 // observe counts what an applied entry produced, for the metrics, and
 // writes it to the delivery log if there is one.
-func (s *Server) observe(out group.Output, leader bool) {
+func (s *Server) observe(out rawnode.Output, leader bool) {
 	s.counts.observe(out, leader)
 	if s.cfg.DeliveryLog != nil {
 		s.logOutput(out, leader)
@@ -19,7 +17,7 @@ func (s *Server) observe(out group.Output, leader bool) {
 // answering; the log allows the same multicast line again) and its
 // deliveries; the leader its group's sends, once per group. Flush messages
 // are the protocol's own and are left out.
-func (s *Server) logOutput(out group.Output, leader bool) {
+func (s *Server) logOutput(out rawnode.Output, leader bool) {
 	w := s.cfg.DeliveryLog
 	for _, m := range out.Requests {
 		_ = w.Multicast(m.ID.String(), s.names(m.Dst))

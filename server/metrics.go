@@ -21,11 +21,12 @@ import (
 	grpcpeer "google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/certs"
 	"github.com/flexkv/flexkv/group"
-	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/protocol"
+	"github.com/flexkv/flexkv/multicast/rawnode"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/replication"
 )
@@ -127,7 +128,7 @@ type counters struct {
 // observe counts what an applied entry produced. It runs in the raft FSM,
 // with the group's state locked: it only adds, and looks up a proposal
 // time when some call waits for one.
-func (c *counters) observe(out group.Output, leader bool) {
+func (c *counters) observe(out rawnode.Output, leader bool) {
 	for _, m := range out.Deliveries {
 		if m.ID.IsFlush() {
 			continue
@@ -259,7 +260,7 @@ func userOf(ctx context.Context) string {
 // requestMethod returns the index in requestMethods of a full gRPC method
 // name of the client API, or -1.
 func requestMethod(full string) int {
-	name, ok := strings.CutPrefix(full, "/"+kvpb.KV_ServiceDesc.ServiceName+"/")
+	name, ok := strings.CutPrefix(full, "/"+apipb.KV_ServiceDesc.ServiceName+"/")
 	if !ok {
 		return -1
 	}
@@ -404,7 +405,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 // snapshot is what Collect reads from a server's replicated state, copied
 // with the state locked so that the lock is held briefly.
 type snapshot struct {
-	node     group.Stats
+	node     rawnode.Stats
 	busy     bool
 	busyWith partition.GroupID
 	sessions int

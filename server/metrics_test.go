@@ -10,10 +10,10 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/flexkv/flexkv/group"
+	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/internal/testcluster"
-	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/rawnode"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/replication"
 )
@@ -49,9 +49,9 @@ func TestRequestMethod(t *testing.T) {
 		full string
 		want string
 	}{
-		{"/" + kvpb.KV_ServiceDesc.ServiceName + "/Txn", "Txn"},
-		{"/" + kvpb.KV_ServiceDesc.ServiceName + "/Await", "Await"},
-		{"/" + kvpb.KV_ServiceDesc.ServiceName + "/Nope", ""},
+		{"/" + apipb.KV_ServiceDesc.ServiceName + "/Txn", "Txn"},
+		{"/" + apipb.KV_ServiceDesc.ServiceName + "/Await", "Await"},
+		{"/" + apipb.KV_ServiceDesc.ServiceName + "/Nope", ""},
 		{"/grpc.health.v1.Health/Check", ""},
 	} {
 		got := ""
@@ -69,7 +69,7 @@ func TestCountersObserve(t *testing.T) {
 	id := func(seq uint64) multicast.MsgID { return multicast.MsgID{Client: 1, Seq: seq} }
 	forget := c.proposals.add(id(2))
 	defer forget()
-	out := group.Output{
+	out := rawnode.Output{
 		Deliveries: []multicast.Message{
 			{ID: id(1), Dst: partition.SetOf(0)},
 			{ID: id(2), Dst: partition.SetOf(0, 1)},
@@ -82,7 +82,7 @@ func TestCountersObserve(t *testing.T) {
 		},
 	}
 	c.observe(out, false)
-	c.observe(group.Output{Sends: out.Sends}, true)
+	c.observe(rawnode.Output{Sends: out.Sends}, true)
 	for _, tc := range []struct {
 		name      string
 		got, want uint64

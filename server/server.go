@@ -1,6 +1,6 @@
 // Package server runs one FlexKV replica as a network service: its group's
 // raft replica (package replication), the transaction executor on Pebble
-// (packages txn and kv) and the client API of kv/kvpb, with the gRPC health
+// (packages txn and kv) and the client API of api/apipb, with the gRPC health
 // service and the peer service between groups that the replica registers,
 // on the replica's gRPC address (DESIGN 2, 5, 7, 11). The server owns the
 // gRPC servers and their listeners; the replica serves nothing itself.
@@ -39,17 +39,17 @@ import (
 	grpcpeer "google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/certs"
+	"github.com/flexkv/flexkv/executor"
 	"github.com/flexkv/flexkv/internal/rpcflow"
 	"github.com/flexkv/flexkv/kv"
-	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/multicast/channel"
 	"github.com/flexkv/flexkv/multicast/check"
 	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/replication"
 	"github.com/flexkv/flexkv/txn"
-	"github.com/flexkv/flexkv/txn/executor"
 )
 
 // Config configures one replica's server.
@@ -73,7 +73,7 @@ type Config struct {
 	Procedures *txn.Registry
 	// ResultsMax bounds the anonymous results kept for Await (0:
 	// kv.ResultsMaxDefault): a session's results are kept until it
-	// acknowledges them (txn/executor, Session results).
+	// acknowledges them (executor, Session results).
 	ResultsMax int
 	// ResultSessionsMax bounds the client sessions whose unacknowledged
 	// result this replica keeps, one each (0: the executor's default,
@@ -310,7 +310,7 @@ func Open(cfg Config) (*Server, error) {
 		}
 	}
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	s.health.SetServingStatus(kvpb.KV_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	s.health.SetServingStatus(apipb.KV_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	return s, nil
 }
 
@@ -337,7 +337,7 @@ func (s *Server) serve() error {
 		peerOpts = append(peerOpts, grpc.Creds(credentials.NewTLS(certs.NodeConfig(n))))
 	}
 	api := s.newGRPC(apiOpts)
-	kvpb.RegisterKVServer(api, &service{s: s})
+	apipb.RegisterKVServer(api, &service{s: s})
 	healthpb.RegisterHealthServer(api, s.health)
 	if err := s.listen(s.Addr(), api); err != nil {
 		return err

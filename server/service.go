@@ -14,19 +14,19 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/flexkv/flexkv/api"
+	"github.com/flexkv/flexkv/api/apipb"
+	"github.com/flexkv/flexkv/executor"
 	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/kv"
-	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/replication"
 	"github.com/flexkv/flexkv/txn"
-	"github.com/flexkv/flexkv/txn/executor"
 )
 
-// service implements kvpb.KVServer on a Server.
+// service implements apipb.KVServer on a Server.
 type service struct {
-	kvpb.UnimplementedKVServer
+	apipb.UnimplementedKVServer
 	s *Server
 }
 
@@ -78,7 +78,7 @@ func (s *Server) prepareTxn(id multicast.MsgID, t *txn.Txn, home string) (reques
 }
 
 // prepareCall validates a stored procedure call and routes it.
-func (s *Server) prepareCall(id multicast.MsgID, c *kvpb.Call) (request, error) {
+func (s *Server) prepareCall(id multicast.MsgID, c *apipb.Call) (request, error) {
 	if s.cfg.Procedures == nil {
 		return request{}, invalid(fmt.Errorf("server: unknown procedure %q: this server has no stored procedures", c.GetName()))
 	}
@@ -159,7 +159,7 @@ func (e *waitBoundError) Unwrap() error { return errWaitBound }
 
 // run proposes r at this group and, when the group is a destination, waits
 // for its piece to be executed here, up to Config.WaitMax.
-func (s *Server) run(ctx context.Context, r request) (*kvpb.TxnResponse, error) {
+func (s *Server) run(ctx context.Context, r request) (*apipb.TxnResponse, error) {
 	ctx, cancel := s.bounded(ctx, r.id)
 	defer cancel()
 	// Refused before a log entry is spent on it: the core would refuse it
@@ -192,7 +192,7 @@ func (s *Server) run(ctx context.Context, r request) (*kvpb.TxnResponse, error) 
 	default:
 		return nil, s.status(ctx, err)
 	}
-	resp := &kvpb.TxnResponse{Destinations: s.names(r.dst)}
+	resp := &apipb.TxnResponse{Destinations: s.names(r.dst)}
 	if wait == nil {
 		return resp, nil
 	}
@@ -209,7 +209,7 @@ func (s *Server) run(ctx context.Context, r request) (*kvpb.TxnResponse, error) 
 // the one the store keeps. fresh tells that id was proposed by this call,
 // after its wait was registered: its execution here comes after, and the
 // wait is handed its result, so the store is not read first.
-func (s *Server) result(ctx context.Context, id multicast.MsgID, wait waiter, fresh bool) (*kvpb.PieceResult, error) {
+func (s *Server) result(ctx context.Context, id multicast.MsgID, wait waiter, fresh bool) (*apipb.PieceResult, error) {
 	// The store is checked on every tick too: a result can arrive without
 	// an execution here (a snapshot installed from the leader). A replica
 	// that has had no leader for a while cannot make progress (it is cut
@@ -229,7 +229,7 @@ func (s *Server) result(ctx context.Context, id multicast.MsgID, wait waiter, fr
 			case errors.Is(err, executor.ErrAcknowledged):
 				// Its session sent a later request here since: the client
 				// said it had this result, which is gone for good. The
-				// error's text holds kvpb.ResultAcknowledgedText.
+				// error's text holds apipb.ResultAcknowledgedText.
 				return nil, status.Errorf(codes.FailedPrecondition, "server: group %s: %v", s.group.Name, err)
 			case err != nil:
 				return nil, status.Error(codes.Unavailable, err.Error())
@@ -295,9 +295,9 @@ func (s *Server) status(ctx context.Context, err error) error {
 	}
 	switch {
 	case errors.As(err, &nl):
-		md := metadata.Pairs(kvpb.LeaderTrailer, nl.Leader)
+		md := metadata.Pairs(apipb.LeaderTrailer, nl.Leader)
 		if !nl.MayHaveRun {
-			md.Set(kvpb.NotRunTrailer, "1")
+			md.Set(apipb.NotRunTrailer, "1")
 		}
 		_ = grpc.SetTrailer(ctx, md)
 		return status.Error(codes.Unavailable, fmt.Sprintf("server: group %s: %v", s.group.Name, err))
@@ -321,8 +321,8 @@ func (s *Server) status(ctx context.Context, err error) error {
 	return status.Error(codes.Unavailable, err.Error())
 }
 
-// Txn implements kvpb.KVServer.
-func (v *service) Txn(ctx context.Context, req *kvpb.TxnRequest) (*kvpb.TxnResponse, error) {
+// Txn implements apipb.KVServer.
+func (v *service) Txn(ctx context.Context, req *apipb.TxnRequest) (*apipb.TxnResponse, error) {
 	s := v.s
 	id, err := s.requestID(req.GetClientId(), req.GetSeq())
 	if err != nil {
@@ -350,8 +350,8 @@ func (v *service) Txn(ctx context.Context, req *kvpb.TxnRequest) (*kvpb.TxnRespo
 	return s.run(ctx, r)
 }
 
-// Await implements kvpb.KVServer.
-func (v *service) Await(ctx context.Context, req *kvpb.AwaitRequest) (*kvpb.AwaitResponse, error) {
+// Await implements apipb.KVServer.
+func (v *service) Await(ctx context.Context, req *apipb.AwaitRequest) (*apipb.AwaitResponse, error) {
 	s := v.s
 	id, err := multicast.ParseMsgID(req.GetId())
 	if err != nil || id.IsFlush() {
@@ -369,7 +369,7 @@ func (v *service) Await(ctx context.Context, req *kvpb.AwaitRequest) (*kvpb.Awai
 		res, found, err := s.exec.Result(id)
 		switch {
 		case err == nil && found:
-			return &kvpb.AwaitResponse{Piece: api.PieceResultToProto(id.String(), s.group.Name, &res)}, nil
+			return &apipb.AwaitResponse{Piece: api.PieceResultToProto(id.String(), s.group.Name, &res)}, nil
 		case err == nil:
 			if leader := s.replica.Leader(); leader != "" {
 				return nil, s.status(ctx, &replication.NotLeaderError{Leader: leader})
@@ -381,7 +381,7 @@ func (v *service) Await(ctx context.Context, req *kvpb.AwaitRequest) (*kvpb.Awai
 	if err != nil {
 		return nil, err
 	}
-	return &kvpb.AwaitResponse{Piece: piece}, nil
+	return &apipb.AwaitResponse{Piece: piece}, nil
 }
 
 // single runs a one-operation transaction through the log of the key's
@@ -442,12 +442,12 @@ func (s *Server) checkLocal(key []byte) error {
 	return nil
 }
 
-// Get implements kvpb.KVServer. It reads this replica's state: at the
+// Get implements apipb.KVServer. It reads this replica's state: at the
 // leader after a read barrier (linearizable, DESIGN 6), or as it is with
 // stale set. Transactions delivered here but waiting for another group's
 // vote are not visible yet: none of them has been answered, so a read that
 // misses them is ordered before them.
-func (v *service) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResponse, error) {
+func (v *service) Get(ctx context.Context, req *apipb.GetRequest) (*apipb.GetResponse, error) {
 	s := v.s
 	if _, err := s.requestID(req.GetClientId(), req.GetSeq()); err != nil {
 		return nil, err
@@ -464,11 +464,11 @@ func (v *service) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetRespo
 	if err != nil {
 		return nil, s.status(ctx, err)
 	}
-	return &kvpb.GetResponse{Found: found, Value: val}, nil
+	return &apipb.GetResponse{Found: found, Value: val}, nil
 }
 
-// Put implements kvpb.KVServer.
-func (v *service) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutResponse, error) {
+// Put implements apipb.KVServer.
+func (v *service) Put(ctx context.Context, req *apipb.PutRequest) (*apipb.PutResponse, error) {
 	value := req.GetValue()
 	if value == nil {
 		value = []byte{}
@@ -476,19 +476,19 @@ func (v *service) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutRespo
 	if _, err := v.s.single(ctx, req.GetClientId(), req.GetSeq(), txn.Op{Kind: txn.OpPut, Key: req.GetKey(), Value: value}); err != nil {
 		return nil, err
 	}
-	return &kvpb.PutResponse{}, nil
+	return &apipb.PutResponse{}, nil
 }
 
-// Delete implements kvpb.KVServer.
-func (v *service) Delete(ctx context.Context, req *kvpb.DeleteRequest) (*kvpb.DeleteResponse, error) {
+// Delete implements apipb.KVServer.
+func (v *service) Delete(ctx context.Context, req *apipb.DeleteRequest) (*apipb.DeleteResponse, error) {
 	if _, err := v.s.single(ctx, req.GetClientId(), req.GetSeq(), txn.Op{Kind: txn.OpDelete, Key: req.GetKey()}); err != nil {
 		return nil, err
 	}
-	return &kvpb.DeleteResponse{}, nil
+	return &apipb.DeleteResponse{}, nil
 }
 
-// Scan implements kvpb.KVServer.
-func (v *service) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanResponse, error) {
+// Scan implements apipb.KVServer.
+func (v *service) Scan(ctx context.Context, req *apipb.ScanRequest) (*apipb.ScanResponse, error) {
 	s := v.s
 	limit := int(req.GetLimit())
 	if limit == 0 {
@@ -522,12 +522,12 @@ func (v *service) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanRe
 	for i, e := range kvs {
 		out[i] = txn.KV{Key: e.Key, Value: e.Value}
 	}
-	return &kvpb.ScanResponse{Kvs: api.KVsToProto(out), NextStart: next}, nil
+	return &apipb.ScanResponse{Kvs: api.KVsToProto(out), NextStart: next}, nil
 }
 
-// OpenSession implements kvpb.KVServer: it opens a session through this
+// OpenSession implements apipb.KVServer: it opens a session through this
 // group's log (group.EncodeSession).
-func (v *service) OpenSession(ctx context.Context, _ *kvpb.OpenSessionRequest) (*kvpb.OpenSessionResponse, error) {
+func (v *service) OpenSession(ctx context.Context, _ *apipb.OpenSessionRequest) (*apipb.OpenSessionResponse, error) {
 	s := v.s
 	ctx, cancel := context.WithTimeout(ctx, cmp.Or(s.cfg.WaitMax, WaitMaxDefault))
 	defer cancel()
@@ -537,11 +537,11 @@ func (v *service) OpenSession(ctx context.Context, _ *kvpb.OpenSessionRequest) (
 	}
 	var ticks uint64
 	s.replica.State(func(st *group.State) { ticks = uint64(st.Config().SessionTicks) })
-	return &kvpb.OpenSessionResponse{ClientId: id, IdleTicks: ticks, TickMs: float64(s.replica.TickInterval()) / float64(time.Millisecond)}, nil
+	return &apipb.OpenSessionResponse{ClientId: id, IdleTicks: ticks, TickMs: float64(s.replica.TickInterval()) / float64(time.Millisecond)}, nil
 }
 
-// Topology implements kvpb.KVServer.
-func (v *service) Topology(context.Context, *kvpb.TopologyRequest) (*kvpb.TopologyResponse, error) {
+// Topology implements apipb.KVServer.
+func (v *service) Topology(context.Context, *apipb.TopologyRequest) (*apipb.TopologyResponse, error) {
 	return api.ConfigToProto(v.s.cfg.Cluster, v.s.cfg.Latency), nil
 }
 

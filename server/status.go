@@ -4,8 +4,8 @@ import (
 	"context"
 	"strings"
 
+	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/group"
-	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -13,14 +13,14 @@ import (
 // indexes, its group's outbox, what its protocol core holds, its TLS
 // identity and its configuration's fingerprint. Every replica answers,
 // leader or not: it reads local state only.
-func (v *service) Status(context.Context, *kvpb.StatusRequest) (*kvpb.StatusResponse, error) {
+func (v *service) Status(context.Context, *apipb.StatusRequest) (*apipb.StatusResponse, error) {
 	return v.s.Status(), nil
 }
 
 // Status returns the replica's status (the Status RPC).
-func (s *Server) Status() *kvpb.StatusResponse {
+func (s *Server) Status() *apipb.StatusResponse {
 	rs := s.replica.RaftStatus()
-	resp := &kvpb.StatusResponse{
+	resp := &apipb.StatusResponse{
 		Group: s.group.Name, Replica: s.cfg.NodeID, Role: rs.Role.String(),
 		Term: rs.Term, LastIndex: rs.LastIndex, CommitIndex: rs.CommitIndex, AppliedIndex: rs.AppliedIndex,
 		Leader: rs.Leader, TlsIdentity: "insecure",

@@ -4,10 +4,10 @@ import (
 	"math/rand/v2"
 	"sync"
 
+	"github.com/flexkv/flexkv/executor"
 	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/txn"
-	"github.com/flexkv/flexkv/txn/executor"
 )
 
 // waiters hands the calls waiting for transactions to be executed at this

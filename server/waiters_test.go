@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/flexkv/flexkv/executor"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/txn"
-	"github.com/flexkv/flexkv/txn/executor"
 )
 
 // received returns what wt was handed, if anything.

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"fmt"
 
-	"github.com/flexkv/flexkv/multicast/wire"
+	"github.com/flexkv/flexkv/internal/wire"
 )
 
 // The binary form of a transaction, the payload of its multicast message

@@ -7,7 +7,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/flexkv/flexkv/multicast/wire"
+	"github.com/flexkv/flexkv/internal/wire"
 )
 
 // ErrTruncated is wrapped by MergeResults' error when a destination left

@@ -4,7 +4,7 @@
 //
 // The package holds what every layer agrees on about a transaction, what a
 // client needs and nothing that touches storage (the executor, which runs
-// deliveries on Pebble, is package txn/executor):
+// deliveries on Pebble, is package executor):
 //   - the model (Txn, Compare, Op) and its bounds (OpsMax, ValueMax,
 //     ScanLimitMax, BytesMax), checked by Validate;
 //   - the JSON form of DESIGN 7 (ParseJSON, Txn.MarshalJSON) and of results

@@ -16,8 +16,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/internal/rpcflow"
-	"github.com/flexkv/flexkv/kv/kvpb"
 )
 
 // statusTimeoutDefault bounds each replica's answer: a replica that does
@@ -89,7 +89,7 @@ type statusRow struct {
 	ClusterID    string  `json:"cluster_id,omitempty"`
 	Error        string  `json:"error,omitempty"`
 
-	resp *kvpb.StatusResponse
+	resp *apipb.StatusResponse
 }
 
 func runStatus(c *cobra.Command, _ []string) error {
@@ -164,7 +164,7 @@ func ask(ctx context.Context, rows []*statusRow, tlsCfg *tls.Config, timeout tim
 	wg.Wait()
 }
 
-func askOne(ctx context.Context, addr string, creds credentials.TransportCredentials, timeout time.Duration) (*kvpb.StatusResponse, error) {
+func askOne(ctx context.Context, addr string, creds credentials.TransportCredentials, timeout time.Duration) (*apipb.StatusResponse, error) {
 	cc, err := grpc.NewClient(addr, append(rpcflow.DialOptions(), grpc.WithTransportCredentials(creds))...)
 	if err != nil {
 		return nil, err
@@ -172,7 +172,7 @@ func askOne(ctx context.Context, addr string, creds credentials.TransportCredent
 	defer cc.Close()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return kvpb.NewKVClient(cc).Status(ctx, &kvpb.StatusRequest{})
+	return apipb.NewKVClient(cc).Status(ctx, &apipb.StatusRequest{})
 }
 
 // fill turns the answers into rows: the figures, the lag behind each
@@ -181,7 +181,7 @@ func askOne(ctx context.Context, addr string, creds credentials.TransportCredent
 // address, fingerprints that disagree) on stderr. It returns how many
 // replicas are down.
 func fill(rows []*statusRow, stderr io.Writer) int {
-	leaders := make(map[string]*kvpb.StatusResponse)
+	leaders := make(map[string]*apipb.StatusResponse)
 	for _, r := range rows {
 		if p := r.resp; p != nil && p.GetRole() == "leader" {
 			if l, ok := leaders[p.GetGroup()]; !ok || p.GetTerm() > l.GetTerm() {

@@ -3,12 +3,12 @@ package procs_test
 import (
 	"testing"
 
+	"github.com/flexkv/flexkv/executor"
 	"github.com/flexkv/flexkv/gtpcc/procs"
 	"github.com/flexkv/flexkv/kv"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/txn"
-	"github.com/flexkv/flexkv/txn/executor"
 )
 
 // TestExecutorRemoteWarehouseNotLoaded runs the procedures on the real

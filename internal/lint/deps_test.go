@@ -16,11 +16,11 @@ import (
 // serverOnly are the import paths a program that only talks to FlexKV must
 // not link (DESIGN 1): the executor, the store and its engine, raft and the
 // replication shell, the server and the in-process clusters above it. Each
-// entry covers what is below it; kv's generated API (kv/kvpb) is the
-// exception.
+// entry covers what is below it; the client API's generated code is
+// api/apipb, outside all of them.
 var serverOnly = []string{
 	modulePath + "/kv",
-	modulePath + "/txn/executor",
+	modulePath + "/executor",
 	modulePath + "/replication",
 	modulePath + "/server",
 	modulePath + "/cluster",
@@ -31,9 +31,6 @@ var serverOnly = []string{
 
 // linksServerCode returns the entry of serverOnly that dep falls under, or "".
 func linksServerCode(dep string) string {
-	if dep == modulePath+"/kv/kvpb" {
-		return ""
-	}
 	for _, p := range serverOnly {
 		if dep == p || strings.HasPrefix(dep, p+"/") || strings.HasPrefix(dep, p+"-") {
 			return p
@@ -59,7 +56,7 @@ func fileExists(path string) bool {
 // Go program that only talks to FlexKV must not (DESIGN 1).
 func TestClientLinksNoServerCode(t *testing.T) {
 	root := repoRoot(t)
-	for _, pkg := range []string{"client", "api", "txn", "kv/kvpb", "partition", "certs"} {
+	for _, pkg := range []string{"client", "api", "txn", "api/apipb", "partition", "certs"} {
 		t.Run(pkg, func(t *testing.T) {
 			cmd := exec.Command(goTool(), "list", "-deps", modulePath+"/"+pkg)
 			cmd.Dir = root
@@ -86,9 +83,9 @@ func TestLinksServerCode(t *testing.T) {
 		want bool
 	}{
 		{modulePath + "/kv", true},
-		{modulePath + "/kv/kvpb", false},
+		{modulePath + "/api/apipb", false},
 		{modulePath + "/txn", false},
-		{modulePath + "/txn/executor", true},
+		{modulePath + "/executor", true},
 		{modulePath + "/replication/raftstore", true},
 		{modulePath + "/server", true},
 		{modulePath + "/cluster", true},
@@ -137,5 +134,47 @@ func TestRaftOnlyInReplication(t *testing.T) {
 	}
 	if checked == 0 {
 		t.Fatal("no Go file checked: the directory walk is broken")
+	}
+}
+
+// TestNoPackageLinksOneAbove checks with the go command what the house
+// claims: every module package that a package links, transitively (tests
+// aside), stands on a lower floor than the package itself.
+func TestNoPackageLinksOneAbove(t *testing.T) {
+	root := repoRoot(t)
+	cmd := exec.Command(goTool(), "list", "-deps", "-f", `{{.ImportPath}}{{range .Deps}} {{.}}{{end}}`, "./...")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./...: %v", err)
+	}
+	checked := 0
+	for line := range strings.Lines(string(out)) {
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		dir, ok := moduleRel(fields[0])
+		if !ok {
+			continue // the standard library and outside modules
+		}
+		r, ok := roomOf(dir)
+		if !ok {
+			t.Errorf("%s: no room in the house", dir)
+			continue
+		}
+		checked++
+		for _, dep := range fields[1:] {
+			d, ok := moduleRel(dep)
+			if !ok {
+				continue
+			}
+			if dr, ok := roomOf(d); ok && dr.floor >= r.floor {
+				t.Errorf("%s (floor %d) links %s (floor %d): one at or above it", dir, r.floor, d, dr.floor)
+			}
+		}
+	}
+	if checked < len(house)/2 {
+		t.Fatalf("go list named %d module packages: the listing is broken", checked)
 	}
 }

@@ -29,8 +29,9 @@ const modulePath = "github.com/flexkv/flexkv"
 // Any other package under multicast/ that is not a harness is checked too.
 var corePackages = []string{
 	"multicast",
-	"multicast/wire",
+	"internal/wire",
 	"multicast/channel",
+	"multicast/rawnode",
 	"group",
 	"multicast/flexcast",
 	"multicast/skeen",
@@ -92,7 +93,7 @@ func coreImportProblem(path string) string {
 		}
 	}
 	if rel, ok := moduleRel(path); ok {
-		if rel == "partition" || underDir(rel, "group") {
+		if rel == "partition" || rel == "internal/wire" || underDir(rel, "group") {
 			return ""
 		}
 		for _, h := range harnessPackages {
@@ -103,7 +104,7 @@ func coreImportProblem(path string) string {
 		if underDir(rel, "multicast") {
 			return ""
 		}
-		return "a core imports only the standard library, partition, multicast/... and group"
+		return "a core imports only the standard library, partition, internal/wire, multicast/... and group"
 	}
 	// The go command's rule: standard-library paths have no dot in their
 	// first element.
@@ -648,7 +649,7 @@ func TestReplicaImportProblem(t *testing.T) {
 		{"sync", false},
 		{"os", false},
 		{"net/http", false},
-		{modulePath + "/txn/executor", false},
+		{modulePath + "/executor", false},
 		{modulePath + "/multicast", false},
 		{modulePath + "/client", false},
 		{modulePath + "/kv", false},
@@ -659,179 +660,6 @@ func TestReplicaImportProblem(t *testing.T) {
 		if got := why == ""; got != tt.allowed {
 			t.Errorf("replica import %q: allowed = %v (reason %q), want %v", tt.path, got, why, tt.allowed)
 		}
-	}
-}
-
-// An arrow forbids the packages under a directory to import some paths.
-type arrow struct {
-	from  string   // a package directory, with everything below it
-	deny  []string // import paths, each with everything below it; a trailing * matches any suffix
-	allow []string // exceptions to deny
-	why   string
-	// skipTests: the rule binds the package's code, not its tests (a test
-	// may start a cluster to run the package against).
-	skipTests bool
-	// only: the rule binds the package at from, not those below it.
-	only bool
-	// except: directories below from that the rule does not bind.
-	except []string
-}
-
-// arrows are DESIGN 1's import rules among the packages that exist so far.
-// They apply to every Go file, tests included.
-var arrows = []arrow{
-	{
-		from: "multicast",
-		deny: []string{
-			modulePath + "/replication", modulePath + "/kv", modulePath + "/txn",
-			modulePath + "/client", modulePath + "/gtpcc", modulePath + "/cmd",
-			"github.com/hashicorp/raft*", "go.etcd.io/raft", "google.golang.org/grpc",
-		},
-		why: "multicast never imports replication, kv, txn, raft or gRPC, nor anything above them (DESIGN 1)",
-	},
-	{
-		// The ordering simulator drives group.Node, the composition of a
-		// core and its channels; the cores themselves sit below it.
-		from:   "multicast",
-		deny:   []string{modulePath + "/group"},
-		except: []string{"multicast/sim"},
-		why:    "the protocol cores sit below the group state machine (DESIGN 1)",
-	},
-	{
-		from: "group",
-		deny: []string{
-			modulePath + "/replication", modulePath + "/kv", modulePath + "/txn", modulePath + "/server",
-			modulePath + "/client", modulePath + "/gtpcc", modulePath + "/cmd", modulePath + "/api",
-			"github.com/hashicorp/raft*", "github.com/cockroachdb/pebble*", "google.golang.org/grpc",
-		},
-		why: "the group state machine imports multicast and partition only: the executor is a contract it defines (DESIGN 1)",
-	},
-	{
-		from: "txn",
-		deny: []string{modulePath + "/replication", modulePath + "/client", modulePath + "/gtpcc", modulePath + "/cmd", modulePath + "/server"},
-		why:  "txn never imports replication (DESIGN 1)",
-	},
-	{
-		// The model, not its executor: txn itself, none of its
-		// subpackages.
-		from:  "txn",
-		deny:  []string{modulePath + "/kv", modulePath + "/txn/executor", "github.com/cockroachdb/pebble*"},
-		allow: []string{modulePath + "/kv/kvpb"},
-		why:   "the transaction model touches no storage: what needs kv is txn/executor (DESIGN 1)",
-		only:  true,
-	},
-	{
-		from:  "kv/kvpb",
-		deny:  []string{modulePath + "/*"},
-		allow: []string{modulePath + "/kv/kvpb"},
-		why:   "generated code imports no hand-written package above it; the conversions are package api (DESIGN 1)",
-	},
-	{
-		from:  "api",
-		deny:  []string{modulePath + "/kv", modulePath + "/txn/executor", modulePath + "/replication", modulePath + "/server", "github.com/cockroachdb/pebble*", "github.com/hashicorp/raft*"},
-		allow: []string{modulePath + "/kv/kvpb"},
-		why:   "the API's conversions are linked by the client: they reach no server code (DESIGN 1)",
-	},
-	{
-		from:      "gtpcc",
-		deny:      []string{modulePath + "/server", modulePath + "/cluster", modulePath + "/replication", modulePath + "/cmd", "github.com/cockroachdb/pebble*", "github.com/hashicorp/raft*"},
-		why:       "gtpcc talks to a cluster through the client only: cmd -> gtpcc -> client (DESIGN 1)",
-		skipTests: true,
-		except:    []string{"gtpcc/bench"},
-	},
-	{
-		// The benchmark runs start in-process clusters (cluster.Local); they
-		// reach the rest of the servers through it.
-		from: "gtpcc/bench",
-		deny: []string{modulePath + "/replication", modulePath + "/cmd", "github.com/cockroachdb/pebble*", "github.com/hashicorp/raft*"},
-		why:  "the benchmark runs start clusters through cluster and talk to them through the client: cmd -> gtpcc/bench -> {gtpcc, cluster, server} (DESIGN 1)",
-	},
-	{
-		// The in-process clusters and the chaos faults are test and demo
-		// rigs: they start servers, and what a production replica runs
-		// never links them.
-		from: "server",
-		deny: []string{modulePath + "/cluster"},
-		why:  "the in-process clusters sit above the server: cluster -> server, never back (DESIGN 1)",
-	},
-	{
-		from: "replication",
-		deny: []string{modulePath + "/cluster"},
-		why:  "the in-process clusters sit above the replication shell: cluster -> replication, never back (DESIGN 1)",
-	},
-	{
-		from: "client",
-		deny: []string{modulePath + "/server", modulePath + "/cluster", modulePath + "/replication", modulePath + "/gtpcc", modulePath + "/cmd", "github.com/cockroachdb/pebble*", "github.com/hashicorp/raft*"},
-		why:  "the client is a library of its own: it imports nothing of the servers (DESIGN 1)",
-	},
-	{
-		from:  "partition",
-		deny:  []string{modulePath + "/*"},
-		allow: []string{modulePath + "/partition"},
-		why:   "partition is the bottom of the arrows: it imports no other FlexKV package (DESIGN 1)",
-	},
-}
-
-// matchImport reports whether path is pattern or below it; a pattern ending
-// in * matches any path it prefixes.
-func matchImport(path, pattern string) bool {
-	if prefix, ok := strings.CutSuffix(pattern, "*"); ok {
-		return strings.HasPrefix(path, prefix)
-	}
-	return path == pattern || strings.HasPrefix(path, pattern+"/")
-}
-
-// arrowProblem returns the reason why a file in package directory dir may not
-// import path, or "".
-func arrowProblem(dir, path string) string {
-	for _, a := range arrows {
-		if !underDir(dir, a.from) || (a.only && dir != a.from) || slices.ContainsFunc(a.except, func(e string) bool { return underDir(dir, e) }) {
-			continue
-		}
-		denied := slices.ContainsFunc(a.deny, func(p string) bool { return matchImport(path, p) })
-		allowed := slices.ContainsFunc(a.allow, func(p string) bool { return matchImport(path, p) })
-		if denied && !allowed {
-			return a.why
-		}
-	}
-	return ""
-}
-
-// TestImportArrows checks DESIGN 1's import arrows on every Go file of the
-// packages they constrain.
-func TestImportArrows(t *testing.T) {
-	root := repoRoot(t)
-	fset := token.NewFileSet()
-	checked := 0
-	for _, a := range arrows {
-		for _, dir := range packageDirs(t, root, a.from) {
-			names, err := goFiles(filepath.Join(root, filepath.FromSlash(dir)), true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, name := range names {
-				rel := dir + "/" + name
-				f, err := parser.ParseFile(fset, rel, readFile(t, filepath.Join(root, filepath.FromSlash(rel))), parser.ImportsOnly)
-				if err != nil {
-					t.Errorf("%v", err)
-					continue
-				}
-				checked++
-				for _, imp := range f.Imports {
-					path, _ := strconv.Unquote(imp.Path.Value)
-					if a.skipTests && strings.HasSuffix(name, "_test.go") {
-						continue
-					}
-					if why := arrowProblem(dir, path); why != "" {
-						t.Errorf("%s:%d: arrow: imports %q: %s", rel, fset.Position(imp.Pos()).Line, path, why)
-					}
-				}
-			}
-		}
-	}
-	// multicast and partition exist: a walk that finds nothing is broken.
-	if checked == 0 {
-		t.Fatal("no Go file checked: the directory walk is broken")
 	}
 }
 
@@ -1036,7 +864,8 @@ func TestCoreImportProblem(t *testing.T) {
 		{"crypto/sha256", true},
 		{modulePath + "/partition", true},
 		{modulePath + "/multicast", true},
-		{modulePath + "/multicast/wire", true},
+		{modulePath + "/internal/wire", true},
+		{modulePath + "/internal/testaddr", false},
 		{modulePath + "/multicast/flexcast", true},
 		{"time", false},
 		{"math/rand", false},
@@ -1074,57 +903,6 @@ func TestCoreImportProblem(t *testing.T) {
 		why := coreImportProblem(tt.path)
 		if got := why == ""; got != tt.allowed {
 			t.Errorf("core import %q: allowed = %v (reason %q), want %v", tt.path, got, why, tt.allowed)
-		}
-	}
-}
-
-func TestArrowProblem(t *testing.T) {
-	tests := []struct {
-		dir, path string
-		allowed   bool
-	}{
-		{"multicast", modulePath + "/partition", true},
-		{"multicast/sim", modulePath + "/multicast/flexcast", true},
-		{"multicast/sim", "github.com/google/go-cmp/cmp", true},
-		{"multicast", modulePath + "/replication", false},
-		{"multicast/flexcast", modulePath + "/kv", false},
-		{"multicast/flexcast", modulePath + "/kv/kvpb", false},
-		{"multicast/sim", modulePath + "/txn", false},
-		{"multicast/check", "github.com/hashicorp/raft", false},
-		{"multicast/check", "github.com/hashicorp/raft-boltdb/v2", false},
-		{"multicast/channel", "google.golang.org/grpc/codes", false},
-		{"multicast", modulePath + "/kvstore", true}, // a sibling of kv, not kv
-		{"txn", modulePath + "/kv", false},
-		{"txn", modulePath + "/kv/kvpb", true},
-		{"txn/executor", modulePath + "/kv", true},
-		{"kv/kvpb", modulePath + "/txn", false},
-		{"api", modulePath + "/kv/kvpb", true},
-		{"api", modulePath + "/kv", false},
-		{"txn", modulePath + "/replication", false},
-		{"partition", modulePath + "/partition", true},
-		{"partition", "fmt", true},
-		{"partition", modulePath + "/multicast", false},
-		{"replication", modulePath + "/multicast", true},
-		{"multicastx", modulePath + "/kv", true}, // not under multicast/
-		{"gtpcc", modulePath + "/server", false},
-		{"gtpcc/procs", modulePath + "/server", false},
-		{"gtpcc/bench", modulePath + "/server", true},
-		{"gtpcc/bench", modulePath + "/replication", false},
-		{"gtpcc", modulePath + "/cluster", false},
-		{"gtpcc/procs", modulePath + "/cluster", false},
-		{"gtpcc/bench", modulePath + "/cluster", true},
-		{"server", modulePath + "/cluster", false},
-		{"replication", modulePath + "/cluster", false},
-		{"replication/transport", modulePath + "/cluster", false},
-		{"cluster", modulePath + "/server", true},
-		{"cluster", modulePath + "/replication", true},
-		{"client", modulePath + "/cluster", false},
-		{"server", modulePath + "/clusterx", true}, // a sibling of cluster, not cluster
-	}
-	for _, tt := range tests {
-		why := arrowProblem(tt.dir, tt.path)
-		if got := why == ""; got != tt.allowed {
-			t.Errorf("%s importing %q: allowed = %v (reason %q), want %v", tt.dir, tt.path, got, why, tt.allowed)
 		}
 	}
 }

@@ -3,7 +3,7 @@ package channel
 import (
 	"fmt"
 
-	"github.com/flexkv/flexkv/multicast/wire"
+	"github.com/flexkv/flexkv/internal/wire"
 )
 
 // snapshotVersion is the first byte of an encoded channel state. Version 2

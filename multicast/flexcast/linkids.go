@@ -1,7 +1,7 @@
 package flexcast
 
 import (
-	"github.com/flexkv/flexkv/multicast/wire"
+	"github.com/flexkv/flexkv/internal/wire"
 	"github.com/flexkv/flexkv/partition"
 )
 

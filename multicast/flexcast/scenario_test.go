@@ -5,9 +5,9 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/flexkv/flexkv/internal/interaction"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/flexcast"
-	"github.com/flexkv/flexkv/multicast/sim/interaction"
 	"github.com/flexkv/flexkv/partition"
 )
 

@@ -29,13 +29,13 @@ import (
 	"math/rand/v2"
 	"strings"
 
-	"github.com/flexkv/flexkv/group"
+	"github.com/flexkv/flexkv/internal/interaction"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/channel"
 	"github.com/flexkv/flexkv/multicast/check"
 	"github.com/flexkv/flexkv/multicast/flexcast"
 	"github.com/flexkv/flexkv/multicast/protocol"
-	"github.com/flexkv/flexkv/multicast/sim/interaction"
+	"github.com/flexkv/flexkv/multicast/rawnode"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -166,7 +166,7 @@ type simulation struct {
 	rng   *rand.Rand
 	w     *world
 	names []string
-	nodes []*group.Node
+	nodes []*rawnode.Node
 
 	jobs      []job
 	jobOf     map[multicast.MsgID]int
@@ -282,7 +282,7 @@ func newSimulation(cfg Config) (*simulation, error) {
 		if cfg.wrapCore != nil {
 			core = cfg.wrapCore(partition.GroupID(g), core)
 		}
-		nd, err := group.New(core, channel.Config{
+		nd, err := rawnode.New(core, channel.Config{
 			Self: partition.GroupID(g), Groups: n,
 			ResendTicks: resendTicks, HoldbackMax: holdbackMax, OutboxMax: outboxMax,
 		})

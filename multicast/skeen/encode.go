@@ -1,8 +1,8 @@
 package skeen
 
 import (
+	"github.com/flexkv/flexkv/internal/wire"
 	"github.com/flexkv/flexkv/multicast"
-	"github.com/flexkv/flexkv/multicast/wire"
 )
 
 // envelope is a decoded payload between groups.

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math/bits"
 
-	"github.com/flexkv/flexkv/multicast/wire"
+	"github.com/flexkv/flexkv/internal/wire"
 	"github.com/flexkv/flexkv/partition"
 )
 

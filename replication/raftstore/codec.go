@@ -8,7 +8,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/flexkv/flexkv/multicast/wire"
+	"github.com/flexkv/flexkv/internal/wire"
 )
 
 // Key layout. Every key starts with a one-byte prefix naming its space, so

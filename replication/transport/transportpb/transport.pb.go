@@ -6,7 +6,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: transport.proto
+// source: flexkv/transport/v1/transport.proto
 
 package transportpb
 
@@ -39,7 +39,7 @@ type DeliverRequest struct {
 
 func (x *DeliverRequest) Reset() {
 	*x = DeliverRequest{}
-	mi := &file_transport_proto_msgTypes[0]
+	mi := &file_flexkv_transport_v1_transport_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -51,7 +51,7 @@ func (x *DeliverRequest) String() string {
 func (*DeliverRequest) ProtoMessage() {}
 
 func (x *DeliverRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_transport_proto_msgTypes[0]
+	mi := &file_flexkv_transport_v1_transport_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -64,7 +64,7 @@ func (x *DeliverRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliverRequest.ProtoReflect.Descriptor instead.
 func (*DeliverRequest) Descriptor() ([]byte, []int) {
-	return file_transport_proto_rawDescGZIP(), []int{0}
+	return file_flexkv_transport_v1_transport_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *DeliverRequest) GetFromGroup() uint32 {
@@ -101,7 +101,7 @@ type DeliverReply struct {
 
 func (x *DeliverReply) Reset() {
 	*x = DeliverReply{}
-	mi := &file_transport_proto_msgTypes[1]
+	mi := &file_flexkv_transport_v1_transport_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -113,7 +113,7 @@ func (x *DeliverReply) String() string {
 func (*DeliverReply) ProtoMessage() {}
 
 func (x *DeliverReply) ProtoReflect() protoreflect.Message {
-	mi := &file_transport_proto_msgTypes[1]
+	mi := &file_flexkv_transport_v1_transport_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -126,7 +126,7 @@ func (x *DeliverReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeliverReply.ProtoReflect.Descriptor instead.
 func (*DeliverReply) Descriptor() ([]byte, []int) {
-	return file_transport_proto_rawDescGZIP(), []int{1}
+	return file_flexkv_transport_v1_transport_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *DeliverReply) GetAccepted() bool {
@@ -143,11 +143,11 @@ func (x *DeliverReply) GetLeaderHint() string {
 	return ""
 }
 
-var File_transport_proto protoreflect.FileDescriptor
+var File_flexkv_transport_v1_transport_proto protoreflect.FileDescriptor
 
-const file_transport_proto_rawDesc = "" +
+const file_flexkv_transport_v1_transport_proto_rawDesc = "" +
 	"\n" +
-	"\x0ftransport.proto\x12\x13flexkv.transport.v1\"b\n" +
+	"#flexkv/transport/v1/transport.proto\x12\x13flexkv.transport.v1\"b\n" +
 	"\x0eDeliverRequest\x12\x1d\n" +
 	"\n" +
 	"from_group\x18\x01 \x01(\rR\tfromGroup\x12\x19\n" +
@@ -161,23 +161,23 @@ const file_transport_proto_rawDesc = "" +
 	"\aDeliver\x12#.flexkv.transport.v1.DeliverRequest\x1a!.flexkv.transport.v1.DeliverReplyB<Z:github.com/flexkv/flexkv/replication/transport/transportpbb\x06proto3"
 
 var (
-	file_transport_proto_rawDescOnce sync.Once
-	file_transport_proto_rawDescData []byte
+	file_flexkv_transport_v1_transport_proto_rawDescOnce sync.Once
+	file_flexkv_transport_v1_transport_proto_rawDescData []byte
 )
 
-func file_transport_proto_rawDescGZIP() []byte {
-	file_transport_proto_rawDescOnce.Do(func() {
-		file_transport_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_transport_proto_rawDesc), len(file_transport_proto_rawDesc)))
+func file_flexkv_transport_v1_transport_proto_rawDescGZIP() []byte {
+	file_flexkv_transport_v1_transport_proto_rawDescOnce.Do(func() {
+		file_flexkv_transport_v1_transport_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_flexkv_transport_v1_transport_proto_rawDesc), len(file_flexkv_transport_v1_transport_proto_rawDesc)))
 	})
-	return file_transport_proto_rawDescData
+	return file_flexkv_transport_v1_transport_proto_rawDescData
 }
 
-var file_transport_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
-var file_transport_proto_goTypes = []any{
+var file_flexkv_transport_v1_transport_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_flexkv_transport_v1_transport_proto_goTypes = []any{
 	(*DeliverRequest)(nil), // 0: flexkv.transport.v1.DeliverRequest
 	(*DeliverReply)(nil),   // 1: flexkv.transport.v1.DeliverReply
 }
-var file_transport_proto_depIdxs = []int32{
+var file_flexkv_transport_v1_transport_proto_depIdxs = []int32{
 	0, // 0: flexkv.transport.v1.GroupChannel.Deliver:input_type -> flexkv.transport.v1.DeliverRequest
 	1, // 1: flexkv.transport.v1.GroupChannel.Deliver:output_type -> flexkv.transport.v1.DeliverReply
 	1, // [1:2] is the sub-list for method output_type
@@ -187,26 +187,26 @@ var file_transport_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for field type_name
 }
 
-func init() { file_transport_proto_init() }
-func file_transport_proto_init() {
-	if File_transport_proto != nil {
+func init() { file_flexkv_transport_v1_transport_proto_init() }
+func file_flexkv_transport_v1_transport_proto_init() {
+	if File_flexkv_transport_v1_transport_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_transport_proto_rawDesc), len(file_transport_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flexkv_transport_v1_transport_proto_rawDesc), len(file_flexkv_transport_v1_transport_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   2,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_transport_proto_goTypes,
-		DependencyIndexes: file_transport_proto_depIdxs,
-		MessageInfos:      file_transport_proto_msgTypes,
+		GoTypes:           file_flexkv_transport_v1_transport_proto_goTypes,
+		DependencyIndexes: file_flexkv_transport_v1_transport_proto_depIdxs,
+		MessageInfos:      file_flexkv_transport_v1_transport_proto_msgTypes,
 	}.Build()
-	File_transport_proto = out.File
-	file_transport_proto_goTypes = nil
-	file_transport_proto_depIdxs = nil
+	File_flexkv_transport_v1_transport_proto = out.File
+	file_flexkv_transport_v1_transport_proto_goTypes = nil
+	file_flexkv_transport_v1_transport_proto_depIdxs = nil
 }

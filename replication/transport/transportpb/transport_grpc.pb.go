@@ -6,7 +6,7 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.2
 // - protoc             v3.21.12
-// source: transport.proto
+// source: flexkv/transport/v1/transport.proto
 
 package transportpb
 
@@ -131,5 +131,5 @@ var GroupChannel_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
-	Metadata: "transport.proto",
+	Metadata: "flexkv/transport/v1/transport.proto",
 }

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/flexkv/flexkv/internal/interaction"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/protocol"
-	"github.com/flexkv/flexkv/multicast/sim/interaction"
 	"github.com/flexkv/flexkv/partition"
 )
 

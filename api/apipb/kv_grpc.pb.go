@@ -6,9 +6,9 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.2
 // - protoc             v3.21.12
-// source: kv.proto
+// source: flexkv/kv/v1/kv.proto
 
-package kvpb
+package apipb
 
 import (
 	context "context"
@@ -45,9 +45,9 @@ const (
 //   - INVALID_ARGUMENT: bad input; the message names the problem (the field
 //     and its position, as package txn reports it).
 //   - UNAVAILABLE: the replica is not its group's leader, or the group has no
-//     leader. The trailer metadata "flexkv-leader" (kvpb.LeaderTrailer)
+//     leader. The trailer metadata "flexkv-leader" (apipb.LeaderTrailer)
 //     holds the gRPC address host:port of the leader, or is empty when the
-//     replica knows none; the trailer "flexkv-not-run" (kvpb.NotRunTrailer)
+//     replica knows none; the trailer "flexkv-not-run" (apipb.NotRunTrailer)
 //     is "1" when the replica proposed nothing (a write that did not run).
 //     Also the usual transport failures.
 //   - RESOURCE_EXHAUSTED: admission control refused the request (a full
@@ -251,9 +251,9 @@ func (c *kVClient) Status(ctx context.Context, in *StatusRequest, opts ...grpc.C
 //   - INVALID_ARGUMENT: bad input; the message names the problem (the field
 //     and its position, as package txn reports it).
 //   - UNAVAILABLE: the replica is not its group's leader, or the group has no
-//     leader. The trailer metadata "flexkv-leader" (kvpb.LeaderTrailer)
+//     leader. The trailer metadata "flexkv-leader" (apipb.LeaderTrailer)
 //     holds the gRPC address host:port of the leader, or is empty when the
-//     replica knows none; the trailer "flexkv-not-run" (kvpb.NotRunTrailer)
+//     replica knows none; the trailer "flexkv-not-run" (apipb.NotRunTrailer)
 //     is "1" when the replica proposed nothing (a write that did not run).
 //     Also the usual transport failures.
 //   - RESOURCE_EXHAUSTED: admission control refused the request (a full
@@ -611,5 +611,5 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
-	Metadata: "kv.proto",
+	Metadata: "flexkv/kv/v1/kv.proto",
 }

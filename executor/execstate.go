@@ -6,10 +6,10 @@ import (
 	"hash/fnv"
 	"math"
 
-	"github.com/flexkv/flexkv/group"
+	"github.com/flexkv/flexkv/internal/wire"
 	"github.com/flexkv/flexkv/kv"
 	"github.com/flexkv/flexkv/multicast"
-	"github.com/flexkv/flexkv/multicast/wire"
+	"github.com/flexkv/flexkv/multicast/rawnode"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/txn"
 )
@@ -357,18 +357,18 @@ func decodeDelivery(b []byte) (delivery, error) {
 }
 
 // The record of a send: to (uvarint), about (msgid), payload (bytes).
-func appendSend(b []byte, s group.AppSend) []byte {
+func appendSend(b []byte, s rawnode.AppSend) []byte {
 	b = wire.AppendUvarint(b, uint64(s.To))
 	b = wire.AppendMsgID(b, s.About)
 	return wire.AppendBytes(b, s.Payload)
 }
 
-func decodeSend(b []byte) (group.AppSend, error) {
+func decodeSend(b []byte) (rawnode.AppSend, error) {
 	d := wire.NewDecoder(b)
-	s := group.AppSend{To: d.Group(partition.GroupsMax), About: d.MsgID()}
+	s := rawnode.AppSend{To: d.Group(partition.GroupsMax), About: d.MsgID()}
 	s.Payload = append([]byte{}, d.Bytes()...)
 	if err := d.Finish(); err != nil {
-		return group.AppSend{}, fmt.Errorf("txn: sent record: %w", err)
+		return rawnode.AppSend{}, fmt.Errorf("txn: sent record: %w", err)
 	}
 	return s, nil
 }

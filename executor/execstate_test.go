@@ -5,10 +5,10 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/flexkv/flexkv/group"
+	"github.com/flexkv/flexkv/internal/wire"
 	"github.com/flexkv/flexkv/kv"
 	"github.com/flexkv/flexkv/multicast"
-	"github.com/flexkv/flexkv/multicast/wire"
+	"github.com/flexkv/flexkv/multicast/rawnode"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/txn"
 )
@@ -122,8 +122,8 @@ func FuzzDecodeResultRecord(f *testing.F) {
 }
 
 func FuzzDecodeSend(f *testing.F) {
-	f.Add(appendSend(nil, group.AppSend{To: 2, About: multicast.MsgID{Client: 1, Seq: 1}, Payload: []byte("vote")}))
-	f.Add(appendSend(nil, group.AppSend{To: partition.GroupsMax - 1}))
+	f.Add(appendSend(nil, rawnode.AppSend{To: 2, About: multicast.MsgID{Client: 1, Seq: 1}, Payload: []byte("vote")}))
+	f.Add(appendSend(nil, rawnode.AppSend{To: partition.GroupsMax - 1}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := decodeSend(b)
 		if err != nil {
@@ -133,7 +133,7 @@ func FuzzDecodeSend(f *testing.F) {
 			return
 		}
 		s2, err := decodeSend(appendSend(nil, s))
-		if err != nil || !equalSends([]group.AppSend{s}, []group.AppSend{s2}) {
+		if err != nil || !equalSends([]rawnode.AppSend{s}, []rawnode.AppSend{s2}) {
 			t.Fatalf("%+v encodes to a record that decodes to %+v, %v", s, s2, err)
 		}
 	})
@@ -243,7 +243,7 @@ func FuzzExecutorState(f *testing.F) {
 			t.Fatalf("Sent: %v, not about corruption", err)
 		}
 		m := multicast.Message{ID: id, Dst: partition.SetOf(0, 2), Payload: probe}
-		in := []group.AppInbound{{From: 2, Payload: txn.AppendVote(nil, id, txn.Vote{Group: 2, Holds: true})}}
+		in := []rawnode.AppInbound{{From: 2, Payload: txn.AppendVote(nil, id, txn.Vote{Group: 2, Holds: true})}}
 		if _, err := ex.Execute(s.AppliedIndex()+1, []multicast.Message{m}, in); err != nil && !corrupt(err) {
 			t.Fatalf("Execute: %v, not about corruption", err)
 		}

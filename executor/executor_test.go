@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/kv"
 	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/rawnode"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/txn"
 )
@@ -49,7 +49,7 @@ type cluster struct {
 	// same bytes.
 	twins []*replica
 	// inbox[to][from] are the sends from -> to not handed over yet.
-	inbox [][][]group.AppInbound
+	inbox [][][]rawnode.AppInbound
 }
 
 func newCluster(t testing.TB, procs *txn.Registry) *cluster {
@@ -61,7 +61,7 @@ func newCluster(t testing.TB, procs *txn.Registry) *cluster {
 		r := &replica{g: partition.GroupID(g), dir: filepath.Join(root, fmt.Sprintf("g%d", g))}
 		c.reps = append(c.reps, r)
 		c.open(r)
-		c.inbox = append(c.inbox, make([][]group.AppInbound, top.Len()))
+		c.inbox = append(c.inbox, make([][]rawnode.AppInbound, top.Len()))
 	}
 	return c
 }
@@ -78,8 +78,8 @@ func (c *cluster) addTwins() {
 	}
 }
 
-func equalSends(a, b []group.AppSend) bool {
-	return slices.EqualFunc(a, b, func(x, y group.AppSend) bool {
+func equalSends(a, b []rawnode.AppSend) bool {
+	return slices.EqualFunc(a, b, func(x, y rawnode.AppSend) bool {
 		return x.To == y.To && x.About == y.About && bytes.Equal(x.Payload, y.Payload)
 	})
 }
@@ -161,8 +161,8 @@ func (c *cluster) pending(g partition.GroupID) int {
 
 // take removes and returns the first n[from] sends waiting for g from each
 // group (all of them when n is nil), sender by sender.
-func (c *cluster) take(g partition.GroupID, n []int) []group.AppInbound {
-	var in []group.AppInbound
+func (c *cluster) take(g partition.GroupID, n []int) []rawnode.AppInbound {
+	var in []rawnode.AppInbound
 	for from, q := range c.inbox[g] {
 		k := len(q)
 		if n != nil {
@@ -184,7 +184,7 @@ func (c *cluster) take(g partition.GroupID, n []int) []group.AppInbound {
 // deliveries pile up behind them); one step in restartOdds restarts the
 // group. onSend, when set, sees every vote a group sends. It fails the test
 // after 100 steps per delivery.
-func (c *cluster) drive(t *testing.T, seed uint64, rng *rand.Rand, queue [][]multicast.Message, holdOdds, restartOdds int, onSend func(from partition.GroupID, s group.AppSend)) {
+func (c *cluster) drive(t *testing.T, seed uint64, rng *rand.Rand, queue [][]multicast.Message, holdOdds, restartOdds int, onSend func(from partition.GroupID, s rawnode.AppSend)) {
 	t.Helper()
 	total := 0
 	for _, q := range queue {
@@ -222,7 +222,7 @@ func (c *cluster) drive(t *testing.T, seed uint64, rng *rand.Rand, queue [][]mul
 	}
 }
 
-func (c *cluster) execute(g partition.GroupID, deliveries []multicast.Message, inbound []group.AppInbound) []group.AppSend {
+func (c *cluster) execute(g partition.GroupID, deliveries []multicast.Message, inbound []rawnode.AppInbound) []rawnode.AppSend {
 	c.t.Helper()
 	r := c.reps[g]
 	r.index++
@@ -245,13 +245,13 @@ func (c *cluster) execute(g partition.GroupID, deliveries []multicast.Message, i
 		if s.To == g || !c.top.Valid(s.To) {
 			c.t.Fatalf("group %d sends to group %d", g, s.To)
 		}
-		c.inbox[s.To][g] = append(c.inbox[s.To][g], group.AppInbound{From: g, Payload: s.Payload})
+		c.inbox[s.To][g] = append(c.inbox[s.To][g], rawnode.AppInbound{From: g, Payload: s.Payload})
 	}
 	return sends
 }
 
 // deliver runs an entry at g with deliveries and every send waiting for g.
-func (c *cluster) deliver(g partition.GroupID, deliveries ...multicast.Message) []group.AppSend {
+func (c *cluster) deliver(g partition.GroupID, deliveries ...multicast.Message) []rawnode.AppSend {
 	c.t.Helper()
 	return c.execute(g, deliveries, c.take(g, nil))
 }
@@ -742,7 +742,7 @@ func TestExecutorSnapshotMidQueue(t *testing.T) {
 	}
 	vote := c.deliver(2, head)
 	for _, cl := range []*cluster{c, twin} {
-		cl.execute(0, nil, []group.AppInbound{{From: 2, Payload: vote[0].Payload}})
+		cl.execute(0, nil, []rawnode.AppInbound{{From: 2, Payload: vote[0].Payload}})
 	}
 	if got := describeResult(twin.result(0, next)); got != "succeeded true: 0:get w/0001/x=else" {
 		t.Errorf("restored replica: %s", got)
@@ -795,7 +795,7 @@ func TestExecutorJunk(t *testing.T) {
 
 	vote := txn.AppendVote(nil, id(50), txn.Vote{Group: 2, Holds: true})
 	before := c.reps[0].ex.Stats()
-	c.execute(0, nil, []group.AppInbound{
+	c.execute(0, nil, []rawnode.AppInbound{
 		{From: 2, Payload: []byte("junk")},
 		{From: 1, Payload: vote}, // not its sender's
 		{From: 0, Payload: txn.AppendVote(nil, id(50), txn.Vote{Group: 0, Holds: true})},  // this group's own
@@ -901,9 +901,9 @@ func TestExecutorBoundsStoredVotes(t *testing.T) {
 	per := int(StoredVoteBytesMin / size)
 	const entries = 8
 	for e := range entries {
-		var in []group.AppInbound
+		var in []rawnode.AppInbound
 		for i := range per / 2 {
-			in = append(in, group.AppInbound{From: 2, Payload: junk(e*per/2 + i)})
+			in = append(in, rawnode.AppInbound{From: 2, Payload: junk(e*per/2 + i)})
 		}
 		c.execute(1, nil, in)
 		if e == entries/2 {

@@ -9,10 +9,10 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
-	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/channel"
 	"github.com/flexkv/flexkv/multicast/check"
+	"github.com/flexkv/flexkv/multicast/rawnode"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -82,7 +82,7 @@ type frameKey struct {
 	seq      uint64
 }
 
-// Env is a cluster of groups, each a protocol core inside a group.Node (the
+// Env is a cluster of groups, each a protocol core inside a rawnode.Node (the
 // core over its reliable channels), joined by a scripted network: every link
 // is FIFO and takes its delay (1 unless set) per frame; a held link keeps its
 // frames until released; a script may also move, drop or duplicate the
@@ -94,7 +94,7 @@ type Env struct {
 	top   *partition.Topology
 	chcfg channel.Config
 	cores []multicast.Core
-	nodes []*group.Node
+	nodes []*rawnode.Node
 
 	queue Queue[event]
 	now   int64
@@ -124,7 +124,7 @@ func NewEnv(p Protocol, top *partition.Topology, args Args, chcfg channel.Config
 	chcfg.Groups = n
 	e := &Env{
 		proto: p, args: args, top: top, chcfg: chcfg,
-		cores: make([]multicast.Core, n), nodes: make([]*group.Node, n),
+		cores: make([]multicast.Core, n), nodes: make([]*rawnode.Node, n),
 		delay: square[int64](n), held: square[bool](n), last: square[int64](n),
 		sendOf: map[frameKey]multicast.Send{}, nextSeq: square[uint64](n),
 		names: map[multicast.MsgID]string{}, ids: map[string]multicast.MsgID{},
@@ -135,7 +135,7 @@ func NewEnv(p Protocol, top *partition.Topology, args Args, chcfg channel.Config
 		if err != nil {
 			return nil, fmt.Errorf("interaction: group %s: %w", top.Name(partition.GroupID(g)), err)
 		}
-		node, err := group.New(c, e.channelConfig(partition.GroupID(g)))
+		node, err := rawnode.New(c, e.channelConfig(partition.GroupID(g)))
 		if err != nil {
 			return nil, fmt.Errorf("interaction: group %s: %w", top.Name(partition.GroupID(g)), err)
 		}
@@ -165,7 +165,7 @@ func (e *Env) Topology() *partition.Topology { return e.top }
 func (e *Env) Core(g partition.GroupID) multicast.Core { return e.cores[g] }
 
 // Node returns the node of group g.
-func (e *Env) Node(g partition.GroupID) *group.Node { return e.nodes[g] }
+func (e *Env) Node(g partition.GroupID) *rawnode.Node { return e.nodes[g] }
 
 // SetDelay sets the time one frame takes on the link from -> to.
 func (e *Env) SetDelay(from, to partition.GroupID, d int64) { e.delay[from][to] = d }
@@ -427,7 +427,7 @@ func (e *Env) SnapshotRestore(g partition.GroupID) error {
 	if err != nil {
 		return fmt.Errorf("interaction: restore %s: %w", e.top.Name(g), err)
 	}
-	n, err := group.Restore(c, e.channelConfig(g), nodeSnap)
+	n, err := rawnode.Restore(c, e.channelConfig(g), nodeSnap)
 	if err != nil {
 		return fmt.Errorf("interaction: restore %s: %w", e.top.Name(g), err)
 	}

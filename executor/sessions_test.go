@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/kv"
-	"github.com/flexkv/flexkv/kv/kvpb"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/txn"
@@ -496,8 +496,8 @@ func FuzzDecodeSession(f *testing.F) {
 
 // The server's status text for an acknowledged result is the executor's.
 func TestAcknowledgedText(t *testing.T) {
-	if !strings.Contains(ErrAcknowledged.Error(), kvpb.ResultAcknowledgedText) {
-		t.Errorf("ErrAcknowledged %q does not contain kvpb.ResultAcknowledgedText %q", ErrAcknowledged, kvpb.ResultAcknowledgedText)
+	if !strings.Contains(ErrAcknowledged.Error(), apipb.ResultAcknowledgedText) {
+		t.Errorf("ErrAcknowledged %q does not contain apipb.ResultAcknowledgedText %q", ErrAcknowledged, apipb.ResultAcknowledgedText)
 	}
 	if _, err := decodeMeta([]byte{4}); err == nil || !strings.Contains(err.Error(), "version 4, want 5") {
 		t.Errorf("a version 4 meta record: %v, want an error naming the versions", err)

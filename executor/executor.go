@@ -19,6 +19,7 @@ import (
 	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/kv"
 	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/rawnode"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/txn"
 )
@@ -463,7 +464,7 @@ func (e *Executor) Result(id multicast.MsgID) (txn.PieceResult, bool, error) {
 //
 // Execute keeps the log time of the last entry executed: sessions expire
 // only under ExecuteAt, which group.Machine calls.
-func (e *Executor) Execute(index uint64, deliveries []multicast.Message, inbound []group.AppInbound) ([]group.AppSend, error) {
+func (e *Executor) Execute(index uint64, deliveries []multicast.Message, inbound []rawnode.AppInbound) ([]rawnode.AppSend, error) {
 	return e.ExecuteAt(index, group.Clock{}, deliveries, inbound)
 }
 
@@ -471,7 +472,7 @@ func (e *Executor) Execute(index uint64, deliveries []multicast.Message, inbound
 // first it drops the session records idle for clock.SessionTicks or more
 // (see Session results, sessions.go). A Clock whose Now is behind the last
 // one's keeps the last.
-func (e *Executor) ExecuteAt(index uint64, clock group.Clock, deliveries []multicast.Message, inbound []group.AppInbound) ([]group.AppSend, error) {
+func (e *Executor) ExecuteAt(index uint64, clock group.Clock, deliveries []multicast.Message, inbound []rawnode.AppInbound) ([]rawnode.AppSend, error) {
 	sends, done, err := e.execute(index, clock, deliveries, inbound)
 	if err != nil {
 		return nil, err
@@ -482,7 +483,7 @@ func (e *Executor) ExecuteAt(index uint64, clock group.Clock, deliveries []multi
 	return sends, nil
 }
 
-func (e *Executor) execute(index uint64, clock group.Clock, deliveries []multicast.Message, inbound []group.AppInbound) ([]group.AppSend, []Executed, error) {
+func (e *Executor) execute(index uint64, clock group.Clock, deliveries []multicast.Message, inbound []rawnode.AppInbound) ([]rawnode.AppSend, []Executed, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.stale {
@@ -512,13 +513,13 @@ func (e *Executor) execute(index uint64, clock group.Clock, deliveries []multica
 
 // Sent returns what Execute returned for entry index (nil if nothing, or
 // if ForgetSent dropped it); index must not be above AppliedIndex.
-func (e *Executor) Sent(index uint64) ([]group.AppSend, error) {
+func (e *Executor) Sent(index uint64) ([]rawnode.AppSend, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if applied := e.cfg.Store.AppliedIndex(); index > applied {
 		return nil, fmt.Errorf("txn: sent: %w: index %d after the applied index %d", kv.ErrInvalid, index, applied)
 	}
-	var sends []group.AppSend
+	var sends []rawnode.AppSend
 	err := scanAux(e.cfg.Store, sentKey(index, 0), sentPrefixEnd(index), func(r kv.KV) error {
 		s, err := decodeSend(r.Value)
 		if err != nil {

@@ -19,7 +19,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/flexkv/flexkv/multicast/wire"
+	"github.com/flexkv/flexkv/internal/wire"
 )
 
 // Snapshotter is a core that encodes its state.

@@ -1,4 +1,4 @@
-// Package kvpb holds the protobuf messages and the gRPC service of FlexKV's
+// Package apipb holds the protobuf messages and the gRPC service of FlexKV's
 // client API (DESIGN 7), generated from kv.proto by gen.sh. It imports no
 // hand-written package: the conversions between its messages and the types
 // of packages txn and partition are package api.
@@ -32,7 +32,7 @@
 // server keeps one outstanding request per session: the same id sent again
 // returns the first result, and a later seq accepted for a session makes the
 // earlier ones duplicates.
-package kvpb
+package apipb
 
 // LeaderTrailer is the trailer metadata key of an Unavailable status: the
 // gRPC address of the group's leader, or empty when unknown.

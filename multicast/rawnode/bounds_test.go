@@ -1,4 +1,4 @@
-package group
+package rawnode
 
 import (
 	"errors"
@@ -293,4 +293,17 @@ func TestCutGroupBoundsMemory(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testTopology is three groups a < b < c, the tree rooted at a.
+func testTopology(t testing.TB) *partition.Topology {
+	t.Helper()
+	top, err := partition.NewTopology(partition.Spec{
+		Groups: []partition.Group{{Name: "a"}, {Name: "b"}, {Name: "c"}},
+		Parent: map[string]string{"b": "a", "c": "a"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return top
 }

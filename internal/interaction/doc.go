@@ -1,6 +1,6 @@
 // Package interaction is the one scripted test environment of the ordering
 // layer, in the manner of etcd-io/raft's rafttest interaction environment: a
-// cluster of groups, each a protocol core inside a group.Node (the core over
+// cluster of groups, each a protocol core inside a rawnode.Node (the core over
 // its reliable channels), joined by a network that a datadriven script
 // controls link by link (delays, holds, deliveries, losses, duplicates), with
 // every multicast, send and delivery recorded for multicast/check. The

@@ -9,9 +9,9 @@ import (
 	"slices"
 
 	"github.com/flexkv/flexkv/group"
+	"github.com/flexkv/flexkv/internal/wire"
 	"github.com/flexkv/flexkv/kv"
 	"github.com/flexkv/flexkv/multicast"
-	"github.com/flexkv/flexkv/multicast/wire"
 	"github.com/flexkv/flexkv/txn"
 )
 

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/rawnode"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/txn"
 )
@@ -372,7 +372,7 @@ func runPipelineVsSerial(t *testing.T, seed uint64, txns int) Stats {
 	sent := map[multicast.MsgID]map[[2]partition.GroupID]int{}
 	// Mostly hold votes back, so that pieces wait and later deliveries
 	// pile up behind them.
-	c.drive(t, seed, rng, queue, 3, 40, func(from partition.GroupID, s group.AppSend) {
+	c.drive(t, seed, rng, queue, 3, 40, func(from partition.GroupID, s rawnode.AppSend) {
 		if sent[s.About] == nil {
 			sent[s.About] = map[[2]partition.GroupID]int{}
 		}

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/kv"
 	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/rawnode"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/txn"
 )
@@ -21,7 +21,7 @@ type execution struct {
 	rw    batchRW
 	meta  execMeta
 	now   uint64 // the entry's log time (group.Clock)
-	sends []group.AppSend
+	sends []rawnode.AppSend
 	done  []Executed // results stored, in the order they ran
 	// ran are the queue entries run by this execution, to delete.
 	ran []*queued
@@ -129,7 +129,7 @@ func (j *job) voteStep() bool {
 
 // apply runs the entry: deliveries, inbound votes, then a pass over the
 // queue, and writes the state the entry leaves.
-func (x *execution) apply(index, sessionTicks uint64, deliveries []multicast.Message, inbound []group.AppInbound) error {
+func (x *execution) apply(index, sessionTicks uint64, deliveries []multicast.Message, inbound []rawnode.AppInbound) error {
 	if err := x.expireSessions(sessionTicks); err != nil {
 		return err
 	}
@@ -315,7 +315,7 @@ func (x *execution) vote(q *queued) error {
 // send sends the vote payload about j to every group of j.voteTo.
 func (x *execution) send(j *job, payload []byte) {
 	for _, g := range j.voteTo().Slice() {
-		x.sends = append(x.sends, group.AppSend{To: g, About: j.id, Payload: payload})
+		x.sends = append(x.sends, rawnode.AppSend{To: g, About: j.id, Payload: payload})
 		x.meta.votesSent++
 	}
 }
@@ -459,7 +459,7 @@ func (x *execution) storedVote(id multicast.MsgID, g partition.GroupID) (txn.Vot
 // result here already, and a second vote of a group on a transaction are
 // junk: counted and dropped; except that a real vote replaces a used vote
 // (see Executor, Reused ids), which counts as junk then.
-func (x *execution) receive(in group.AppInbound) (bool, error) {
+func (x *execution) receive(in rawnode.AppInbound) (bool, error) {
 	cfg := &x.e.cfg
 	id, v, err := txn.DecodeVote(in.Payload)
 	if err != nil || v.Group != in.From || !cfg.Topology.Valid(v.Group) || v.Group == cfg.Self {
