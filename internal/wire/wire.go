@@ -1,6 +1,10 @@
-// Package wire holds the binary encoding primitives shared by the protocol
-// cores and the channel layer: unsigned varints, length-prefixed bytes,
-// message ids and messages.
+// Package wire holds the binary encoding primitives of every replicated
+// encoding in FlexKV: unsigned varints, length-prefixed bytes, message ids
+// and messages. The protocol cores and the channel layer encode their
+// envelopes and snapshots with it, the group state machine its log entries,
+// the transaction model its payloads, the executor its records, and the raft
+// log store its entries. It sits under internal/ because no program outside
+// the module has a use for it.
 //
 // Encodings are deterministic (the same value always yields the same bytes),
 // because they end up in replicated logs and snapshots. Decoding never panics
