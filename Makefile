@@ -84,7 +84,7 @@ proto: ## regenerate the protobuf code (needs protoc: apt-get install protobuf-c
 	bash api/gen.sh
 
 docker: ## build the server image flexkv:dev (FROM scratch, static binary); docker compose up -d runs 3x3
-	CGO_ENABLED=0 $(GO) build -trimpath -o build/flexkv ./cmd/flexkv
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto -o build/flexkv ./cmd/flexkv
 	docker build -t flexkv:dev .
 
 ci: ## what CI runs: .ci/run

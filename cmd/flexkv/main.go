@@ -9,6 +9,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/flexkv/flexkv/internal/buildinfo"
 )
 
 func main() {
@@ -24,8 +26,10 @@ func newRootCmd() *cobra.Command {
 		Short:         "FlexKV: a geo-distributed transactional key-value store ordered by atomic multicast",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       buildinfo.Read().String(),
 	}
-	root.AddCommand(newServerCmd(), newLocalCmd(), newDemoCmd(), newKVCmd(), newGtpccCmd(), newSimCmd(), newCheckLogCmd(), newCertCmd(), newStatusCmd(), newOverlayCmd(), newBenchCmd())
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.AddCommand(newVersionCmd(), newServerCmd(), newLocalCmd(), newDemoCmd(), newKVCmd(), newGtpccCmd(), newSimCmd(), newCheckLogCmd(), newCertCmd(), newStatusCmd(), newOverlayCmd(), newBenchCmd())
 	return root
 }
 

@@ -55,6 +55,7 @@ var house = []room{
 	{dir: "internal/loadgen", floor: 0, ext: []string{"github.com/HdrHistogram/hdrhistogram-go"}},
 	{dir: "internal/testaddr", floor: 0},
 	{dir: "internal/lint", floor: 0},
+	{dir: "internal/buildinfo", floor: 0},
 	// 1: the ordering contract, the store, the shipped configurations.
 	{dir: "multicast", floor: 1, imports: []string{"partition"}},
 	{dir: "kv", floor: 1, imports: []string{"partition"}, ext: pebbleExt},
@@ -113,7 +114,7 @@ var house = []room{
 	// 9: the benchmark runs, which start clusters.
 	{dir: "gtpcc/bench", floor: 9, imports: []string{"client", "cluster", "gtpcc", "gtpcc/procs", "multicast", "multicast/protocol", "partition", "server"}},
 	// 10: the command line.
-	{dir: "cmd/flexkv", floor: 10, imports: []string{"api/apipb", "certs", "client", "cluster", "configs", "gtpcc", "gtpcc/bench", "gtpcc/procs", "internal/loadgen", "internal/rpcflow", "multicast", "multicast/check", "multicast/flexcast", "multicast/protocol", "multicast/sim", "overlay", "partition", "replication", "server", "txn"},
+	{dir: "cmd/flexkv", floor: 10, imports: []string{"api/apipb", "certs", "client", "cluster", "configs", "gtpcc", "gtpcc/bench", "gtpcc/procs", "internal/buildinfo", "internal/loadgen", "internal/rpcflow", "multicast", "multicast/check", "multicast/flexcast", "multicast/protocol", "multicast/sim", "overlay", "partition", "replication", "server", "txn"},
 		tests: []string{"internal/testaddr"},
 		ext:   append([]string{"github.com/spf13/cobra", "github.com/spf13/pflag", "github.com/spf13/viper"}, grpcExt...)},
 }
