@@ -3,6 +3,7 @@ package lint
 import (
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -420,7 +421,7 @@ func TestDesignSectionsMissing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := map[string]bool{"0": true, "3": true, "3.2": true}; !mapsEqual(got, want) {
+	if want := map[string]bool{"0": true, "3": true, "3.2": true}; !maps.Equal(got, want) {
 		t.Errorf("sections: got %v, want %v", got, want)
 	}
 }
@@ -473,14 +474,99 @@ func writeFile(t *testing.T, root, name, content string) {
 	}
 }
 
-func mapsEqual(a, b map[string]bool) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
+// floorRowRE matches a row of the design's floor table: | 3 | `txn`, ... |.
+var floorRowRE = regexp.MustCompile("^\\|\\s*(\\d+)\\s*\\|(.*)\\|\\s*$")
+
+// designFloors reads the floor table of section 1 of the design: each
+// package, written in backquotes, with its floor.
+func designFloors(src string) (map[string]int, error) {
+	floors := map[string]int{}
+	in := false
+	for _, line := range markdownLines(src) {
+		if m := headingRE.FindStringSubmatch(line); m != nil {
+			in = m[1] == "1"
+			continue
+		}
+		m := floorRowRE.FindStringSubmatch(line)
+		if !in || m == nil {
+			continue
+		}
+		var floor int
+		if _, err := fmt.Sscan(m[1], &floor); err != nil {
+			return nil, err
+		}
+		for _, p := range codeSpanRE.FindAllString(m[2], -1) {
+			dir := strings.Trim(p, "`")
+			if f, ok := floors[dir]; ok {
+				return nil, fmt.Errorf("lint: %s: %s on floors %d and %d", designPath, dir, f, floor)
+			}
+			floors[dir] = floor
 		}
 	}
-	return true
+	if len(floors) == 0 {
+		return nil, fmt.Errorf("lint: %s: no floor table in section 1", designPath)
+	}
+	return floors, nil
+}
+
+// floorProblems compares the design's floors with the house's rooms.
+func floorProblems(floors map[string]int, rooms []room) []string {
+	var out []string
+	inHouse := map[string]bool{}
+	for _, r := range rooms {
+		inHouse[r.dir] = true
+		f, ok := floors[r.dir]
+		switch {
+		case !ok:
+			out = append(out, fmt.Sprintf("%s (floor %d in the house) is missing from %s's floor table", r.dir, r.floor, designPath))
+		case f != r.floor:
+			out = append(out, fmt.Sprintf("%s is on floor %d in %s, %d in the house", r.dir, f, designPath, r.floor))
+		}
+	}
+	for _, dir := range slices.Sorted(maps.Keys(floors)) {
+		if !inHouse[dir] {
+			out = append(out, fmt.Sprintf("%s is in %s's floor table but has no room in the house", dir, designPath))
+		}
+	}
+	return out
+}
+
+// TestDesignFloorsMatchHouse holds section 1 of the design to the layout
+// the import lint enforces (house_test.go), so that the design shows the
+// packages as they are.
+func TestDesignFloorsMatchHouse(t *testing.T) {
+	root := repoRoot(t)
+	floors, err := designFloors(string(readFile(t, filepath.Join(root, designPath))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range floorProblems(floors, house) {
+		t.Error(p)
+	}
+}
+
+// TestFloorProblems proves the floor check can fail: a package on the wrong
+// floor, one missing and one unknown are each reported.
+func TestFloorProblems(t *testing.T) {
+	src := "## 1. Packages\n\n| floor | packages |\n|---|---|\n| 1 | `multicast`, `kv` |\n| 0 | `partition`, `nowhere` |\n\n## 2. Life\n\n| 3 | `txn` |\n"
+	floors, err := designFloors(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]int{"multicast": 1, "kv": 1, "partition": 0, "nowhere": 0}; !maps.Equal(floors, want) {
+		t.Errorf("floors: got %v, want %v", floors, want)
+	}
+	rooms := []room{{dir: "partition", floor: 0}, {dir: "multicast", floor: 2}, {dir: "kv", floor: 1}, {dir: "txn", floor: 3}}
+	got := floorProblems(floors, rooms)
+	want := []string{
+		"multicast is on floor 1 in docs/design.md, 2 in the house",
+		"txn (floor 3 in the house) is missing from docs/design.md's floor table",
+		"nowhere is in docs/design.md's floor table but has no room in the house",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("problems:\n got %q\nwant %q", got, want)
+	}
+	if _, err := designFloors("## 1. Packages\n\nno table\n"); err == nil {
+		t.Error("designFloors without a table: got no error")
+	}
 }
