@@ -99,7 +99,11 @@ func findCitations(name, src string) []docCitation {
 	for line := range strings.SplitSeq(src, "\n") {
 		starts = append(starts, b.Len())
 		t := strings.TrimSpace(line)
-		t = strings.TrimSpace(strings.TrimPrefix(t, "//"))
+		if c, ok := strings.CutPrefix(t, "//"); ok {
+			t = strings.TrimSpace(c)
+		} else if c, ok := strings.CutPrefix(t, "#"); ok && !strings.HasSuffix(name, ".md") {
+			t = strings.TrimSpace(c)
+		}
 		b.WriteString(t)
 		b.WriteByte(' ')
 	}
@@ -153,7 +157,13 @@ func findDesignFileRefs(name, src string) []docProblem {
 	return out
 }
 
-// docFiles returns the .go and .md files under root, relative to it, sorted,
+// citingExts are the kinds of files a citation of the design may be in: Go
+// (tests included), Markdown, and the protobuf, YAML and scenario files
+// whose comments cite it too.
+var citingExts = []string{".go", ".md", ".proto", ".yaml", ".yml", ".txt"}
+
+// docFiles returns the files under root that may cite the design (by
+// citingExts, and the Makefile and Dockerfile), relative to root, sorted,
 // skipping hidden directories.
 func docFiles(root string) ([]string, error) {
 	var files []string
@@ -167,7 +177,7 @@ func docFiles(root string) ([]string, error) {
 			}
 			return nil
 		}
-		if ext := filepath.Ext(path); ext == ".go" || ext == ".md" {
+		if slices.Contains(citingExts, filepath.Ext(path)) || d.Name() == "Makefile" || d.Name() == "Dockerfile" {
 			rel, err := filepath.Rel(root, path)
 			if err != nil {
 				return err
@@ -303,7 +313,8 @@ func linkedDocs(root string) ([]string, error) {
 }
 
 // TestDesignCitations checks every citation of the design in every .go file
-// (tests included) and every .md file of the repository.
+// (tests included) and every .md file of the repository, and in the
+// protobuf, YAML, scenario and build files whose comments cite it.
 func TestDesignCitations(t *testing.T) {
 	root := repoRoot(t)
 	sections, err := designSections(root)
@@ -330,7 +341,7 @@ func TestDesignCitations(t *testing.T) {
 	if len(cites) < 100 {
 		t.Errorf("found %d citations of the design in %d files, want at least 100: is the scan broken?", len(cites), len(files))
 	}
-	t.Logf("%d citations of the design in %d .go and .md files, against %d sections of %s", len(cites), len(files), len(sections), designPath)
+	t.Logf("%d citations of the design in %d files, against %d sections of %s", len(cites), len(files), len(sections), designPath)
 }
 
 // TestDocLinks checks the relative links of the README and docs/.
@@ -370,12 +381,14 @@ func TestFindCitations(t *testing.T) {
 		"// " + d + " 3.2, 100,000 seeds; " + d + " 6, 7, and 13.",
 		"var s = `see " + d + " 99`",
 		"// " + d + " 4.3.2 is no citation of 4.3, nor is " + d + "ED 5",
+		"# a configuration comment (" + d,
+		"# 8), wrapped",
 	}, "\n")
 	var got []string
 	for _, c := range findCitations("x.go", src) {
 		got = append(got, fmt.Sprintf("%d:%s", c.line, strings.Join(c.sections, ",")))
 	}
-	want := []string{"1:10.1", "3:3.2", "3:2,6,7", "3:1,5", "4:3.1", "5:3.2", "5:6,7,13", "6:99", "7:4.3.2"}
+	want := []string{"1:10.1", "3:3.2", "3:2,6,7", "3:1,5", "4:3.1", "5:3.2", "5:6,7,13", "6:99", "7:4.3.2", "8:8"}
 	if !slices.Equal(got, want) {
 		t.Errorf("citations:\n got %q\nwant %q", got, want)
 	}
