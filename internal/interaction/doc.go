@@ -4,8 +4,8 @@
 // its reliable channels), joined by a network that a datadriven script
 // controls link by link (delays, holds, deliveries, losses, duplicates), with
 // every multicast, send and delivery recorded for multicast/check. The
-// FlexCast scenarios of DESIGN 3.2, Skeen's scripts and the channel's run
-// on it, one driver and one checker for all.
+// FlexCast scenarios of DESIGN 3.2, the scripts of Skeen and of the tree
+// protocol, and the channel's run on it, one driver and one checker for all.
 //
 // Run reads the scripts; each command has its handler, in its own file
 // (handler_<command>.go), found by name in one table (handlers).

@@ -70,7 +70,7 @@ var house = []room{
 	{dir: "multicast/skeen", floor: 3, imports: []string{"internal/wire", "multicast", "partition"},
 		tests: []string{"internal/snaptest", "multicast/check", "internal/interaction"}},
 	{dir: "multicast/tree", floor: 3, imports: []string{"internal/wire", "multicast", "partition"},
-		tests: []string{"internal/snaptest"}},
+		tests: []string{"internal/snaptest", "internal/interaction"}},
 	{dir: "internal/snaptest", floor: 3, imports: []string{"internal/wire", "multicast", "partition"}, ext: []string{"github.com/google/go-cmp/*"}},
 	{dir: "txn", floor: 3, imports: []string{"internal/wire", "multicast", "partition"}},
 	{dir: "replication/raftstore", floor: 3, imports: []string{"internal/wire"}, ext: append(slices.Clone(pebbleExt), raftExt...)},
