@@ -2,9 +2,11 @@ package tree
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/flexkv/flexkv/internal/simnet"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/partition"
 )
@@ -55,79 +57,44 @@ func set(t testing.TB, top *partition.Topology, names ...string) partition.Group
 	return s
 }
 
-// harness runs one core per group over FIFO channels, in a fixed order.
-type harness struct {
-	t     testing.TB
-	top   *partition.Topology
-	cores []*Core
-	// queue[from][to] holds envelopes in flight, FIFO.
-	queue     [][][][]byte
-	delivered [][]multicast.MsgID // per group, in delivery order
-}
+// harness runs one core per group over FIFO links (simnet.Cores); every
+// send must be a msg whose envelope decodes.
+type harness = simnet.Cores[*Core]
 
 func newHarness(t testing.TB, top *partition.Topology) *harness {
-	h := &harness{t: t, top: top}
-	n := top.Len()
-	h.delivered = make([][]multicast.MsgID, n)
-	h.queue = make([][][][]byte, n)
-	for g := range n {
-		c, err := New(Config{Self: partition.GroupID(g), Topology: top})
-		if err != nil {
-			t.Fatal(err)
+	h := simnet.NewCores(t, top, func(g partition.GroupID) (*Core, error) {
+		return New(Config{Self: g, Topology: top})
+	})
+	h.Check = func(g partition.GroupID, _ *Core, out multicast.Output) error {
+		for _, s := range out.Sends {
+			if s.Kind != multicast.KindMsg {
+				return fmt.Errorf("sent kind %s, want msg", s.Kind)
+			}
+			if _, err := Decode(s.Payload, top.Len()); err != nil {
+				return err
+			}
 		}
-		h.cores = append(h.cores, c)
-		h.queue[g] = make([][][]byte, n)
+		return nil
 	}
 	return h
 }
 
-func (h *harness) drain(g partition.GroupID) {
-	out := h.cores[g].Ready()
-	for _, s := range out.Sends {
-		if s.Kind != multicast.KindMsg {
-			h.t.Fatalf("group %d sent kind %s, want msg", g, s.Kind)
-		}
-		h.queue[g][s.To] = append(h.queue[g][s.To], s.Payload)
-	}
-	for _, m := range out.Deliveries {
-		h.delivered[g] = append(h.delivered[g], m.ID)
-	}
-}
-
 // submit hands m to its entry group.
-func (h *harness) submit(m multicast.Message) {
-	h.t.Helper()
-	e := Entry(h.top, m.Dst)
-	if err := h.cores[e].Step(multicast.Request(m)); err != nil {
-		h.t.Fatalf("request %s at entry %s: %v", m.ID, h.top.Name(e), err)
+func submit(h *harness, m multicast.Message) {
+	h.TB.Helper()
+	e := Entry(h.Top, m.Dst)
+	if _, _, err := h.Request(e, m); err != nil {
+		h.TB.Fatalf("request %s at entry %s: %v", m.ID, h.Top.Name(e), err)
 	}
-	h.drain(e)
 }
 
-// run delivers every envelope in flight, one channel at a time in a fixed
-// order, until nothing is in flight.
-func (h *harness) run() {
-	h.t.Helper()
-	for moved := true; moved; {
-		moved = false
-		for from := range h.queue {
-			for to := range h.queue[from] {
-				for len(h.queue[from][to]) > 0 {
-					p := h.queue[from][to][0]
-					h.queue[from][to] = h.queue[from][to][1:]
-					m, err := Decode(p, h.top.Len())
-					if err != nil {
-						h.t.Fatal(err)
-					}
-					if err := h.cores[to].Step(multicast.Envelope(partition.GroupID(from), p)); err != nil {
-						h.t.Fatalf("envelope %s at %s: %v", m.ID, h.top.Name(partition.GroupID(to)), err)
-					}
-					h.drain(partition.GroupID(to))
-					moved = true
-				}
-			}
-		}
+// deliveredIDs returns each group's delivery order as ids.
+func deliveredIDs(h *harness) [][]multicast.MsgID {
+	out := make([][]multicast.MsgID, len(h.Cores))
+	for g := range out {
+		out[g] = h.OrderIDs(partition.GroupID(g))
 	}
+	return out
 }
 
 func TestEntry(t *testing.T) {
