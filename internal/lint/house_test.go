@@ -67,7 +67,7 @@ var house = []room{
 	{dir: "multicast/channel", floor: 3, imports: []string{"internal/wire", "multicast", "partition"},
 		tests: []string{"internal/simnet"}},
 	{dir: "multicast/flexcast", floor: 3, imports: []string{"internal/wire", "multicast", "partition"},
-		tests: []string{"configs", "internal/snaptest", "multicast/check", "internal/interaction"}},
+		tests: []string{"configs", "internal/simnet", "internal/snaptest", "multicast/check", "internal/interaction"}},
 	{dir: "multicast/skeen", floor: 3, imports: []string{"internal/wire", "multicast", "partition"},
 		tests: []string{"internal/simnet", "internal/snaptest", "multicast/check", "internal/interaction"}},
 	{dir: "multicast/tree", floor: 3, imports: []string{"internal/wire", "multicast", "partition"},

@@ -59,6 +59,11 @@ type Net[M any] struct {
 	faults Faults
 	links  [][]flight[M] // by from*n + to, oldest first from heads[l]
 	heads  []int         // by link: the messages before it were taken
+	// busy lists the links that hold messages in the order they became
+	// busy, but for an emptied link's place taken by the last one; pos[l]
+	// is l's place in it plus one (0: not busy).
+	busy []int
+	pos  []int
 	cut    []int64       // by link: until this step, whatever is sent is lost
 	len    int
 	now    int64
@@ -73,7 +78,24 @@ type flight[M any] struct {
 
 // New returns a network between n groups with the given faults.
 func New[M any](n int, f Faults) *Net[M] {
-	return &Net[M]{n: n, faults: f, links: make([][]flight[M], n*n), heads: make([]int, n*n), cut: make([]int64, n*n)}
+	return &Net[M]{
+		n: n, faults: f,
+		links: make([][]flight[M], n*n), heads: make([]int, n*n), cut: make([]int64, n*n), pos: make([]int, n*n),
+	}
+}
+
+// markBusy notes whether link l holds messages now.
+func (n *Net[M]) markBusy(l int) {
+	switch busy := len(n.queue(l)) > 0; {
+	case busy && n.pos[l] == 0:
+		n.busy = append(n.busy, l)
+		n.pos[l] = len(n.busy)
+	case !busy && n.pos[l] != 0:
+		i, last := n.pos[l]-1, n.busy[len(n.busy)-1]
+		n.busy[i], n.pos[last] = last, i+1
+		n.busy = n.busy[:len(n.busy)-1]
+		n.pos[l] = 0
+	}
 }
 
 func (n *Net[M]) link(from, to partition.GroupID) int { return int(from)*n.n + int(to) }
@@ -114,6 +136,7 @@ func (n *Net[M]) Send(from, to partition.GroupID, m M) {
 		n.links[l] = append(n.links[l], flight[M]{due: n.now + delay, seq: n.seq, msg: m})
 		n.len++
 	}
+	n.markBusy(l)
 }
 
 // Cut loses whatever is sent on the link from -> to before step until (an
@@ -148,7 +171,21 @@ func (n *Net[M]) Next(from, to partition.GroupID) (M, bool) {
 		n.links[l], n.heads[l] = n.links[l][:0], 0
 	}
 	n.len--
+	n.markBusy(l)
 	return m, true
+}
+
+// Random removes and returns the oldest message of a busy link that r
+// draws, each busy link as likely; it reports false if no link is busy. It
+// takes constant time, for drivers that serve random links by the million.
+func (n *Net[M]) Random(r *rand.Rand) (from, to partition.GroupID, m M, ok bool) {
+	if len(n.busy) == 0 {
+		return 0, 0, m, false
+	}
+	l := n.busy[r.IntN(len(n.busy))]
+	from, to = partition.GroupID(l/n.n), partition.GroupID(l%n.n)
+	m, _ = n.Next(from, to)
+	return from, to, m, true
 }
 
 // LinkLen returns the number of messages on the link from -> to.
@@ -180,6 +217,7 @@ func (n *Net[M]) Due() []Packet[M] {
 		}
 		clear(q[len(kept):])
 		n.links[l], n.heads[l] = kept, 0
+		n.markBusy(l)
 	}
 	slices.SortFunc(out, func(a, b Packet[M]) int { return cmp.Compare(a.seq, b.seq) })
 	if r := n.faults.Rand; r != nil {
@@ -198,6 +236,8 @@ func (n *Net[M]) Clone() *Net[M] {
 		out.links[l] = slices.Clone(n.queue(l))
 	}
 	out.heads = make([]int, len(n.heads))
+	out.busy = slices.Clone(n.busy)
+	out.pos = slices.Clone(n.pos)
 	out.cut = slices.Clone(n.cut)
 	return &out
 }

@@ -149,3 +149,45 @@ func TestNetClone(t *testing.T) {
 		t.Fatalf("the copy holds %v (Len %d), want [2]", got, c.Len())
 	}
 }
+
+// TestNetRandom: a driver that serves random links gets every link's
+// messages in FIFO order, draws every busy link, and learns when all are
+// empty; a copy draws the same.
+func TestNetRandom(t *testing.T) {
+	n := New[int](3, Faults{})
+	next := map[[2]partition.GroupID]int{}
+	for i := range 30 {
+		from, to := partition.GroupID(i%3), partition.GroupID((i/3+1+i%3)%3)
+		if from == to {
+			to = (to + 1) % 3
+		}
+		n.Send(from, to, i)
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	c := n.Clone()
+	rc := rand.New(rand.NewPCG(3, 4))
+	drawn := map[[2]partition.GroupID]bool{}
+	for n.Len() > 0 {
+		busy := len(n.Busy())
+		from, to, m, ok := n.Random(r)
+		cf, ct, cm, cok := c.Random(rc)
+		if !ok || cf != from || ct != to || cm != m || !cok {
+			t.Fatalf("Random = %d->%d %d %v, its copy %d->%d %d %v", from, to, m, ok, cf, ct, cm, cok)
+		}
+		link := [2]partition.GroupID{from, to}
+		if m < next[link] {
+			t.Fatalf("link %v gave %d after %d", link, m, next[link])
+		}
+		next[link] = m
+		if n.LinkLen(from, to) == 0 && len(n.Busy()) != busy-1 {
+			t.Fatalf("link %v emptied, %d busy left, want %d", link, len(n.Busy()), busy-1)
+		}
+		drawn[link] = true
+	}
+	if len(drawn) != 6 {
+		t.Fatalf("drew %d links, want all 6", len(drawn))
+	}
+	if _, _, _, ok := n.Random(r); ok {
+		t.Fatal("Random on an empty network found a message")
+	}
+}
