@@ -11,10 +11,11 @@
 // (handler_<command>.go), found by name in one table (handlers).
 //
 // It is not the only rig that drives the cores: the seeded simulator
-// (multicast/sim) draws its schedules at random instead of reading them, and
-// the whole-database simulator (dbsim) steps whole replicas. The simulator
-// schedules on this package's event queue (Queue), so that both order the
-// events of one time the same way.
+// (multicast/sim) draws its schedules at random instead of reading them, the
+// whole-database simulator (dbsim) steps whole replicas, and the Go tests of
+// the cores, the channel and the node run on one simulated network
+// (internal/simnet). The simulator schedules on this package's event queue
+// (Queue), so that both order the events of one time the same way.
 //
 // The environment imports no core: each core package's tests describe their
 // protocol (Protocol) with hooks into its unexported parts, and this
