@@ -64,10 +64,10 @@ type Net[M any] struct {
 	// is l's place in it plus one (0: not busy).
 	busy []int
 	pos  []int
-	cut    []int64       // by link: until this step, whatever is sent is lost
-	len    int
-	now    int64
-	seq    uint64
+	cut  []int64 // by link: until this step, whatever is sent is lost
+	len  int
+	now  int64
+	seq  uint64
 }
 
 type flight[M any] struct {
