@@ -5,17 +5,17 @@ import (
 	"testing"
 
 	"github.com/flexkv/flexkv/configs"
+	"github.com/flexkv/flexkv/internal/simnet"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/partition"
 )
 
-// fifoNet connects cores by unbounded FIFO links with no delay; a seeded
-// random choice of the next link to serve makes the interleavings vary.
+// fifoNet connects cores by unbounded FIFO links with no delay (a
+// simnet.Net); a seeded random choice of the next link to serve makes the
+// interleavings vary.
 type fifoNet struct {
 	cores []*Core
-	links [][]multicast.Input // links[from*n+to]
-	busy  []int               // indexes of non-empty links
-	n     int
+	net   *simnet.Net[multicast.Input]
 	rng   *rand.Rand
 	// observe is called with every delivery and send, if set.
 	deliver func(g partition.GroupID, m multicast.Message)
@@ -30,7 +30,7 @@ type fifoNet struct {
 
 func newFifoNet(tb testing.TB, top *partition.Topology, seed uint64, cfg Config) *fifoNet {
 	n := top.Len()
-	net := &fifoNet{cores: make([]*Core, n), links: make([][]multicast.Input, n*n), n: n, rng: rand.New(rand.NewPCG(seed, 1))}
+	net := &fifoNet{cores: make([]*Core, n), net: simnet.New[multicast.Input](n, simnet.Faults{}), rng: rand.New(rand.NewPCG(seed, 1))}
 	for g := range net.cores {
 		c := cfg
 		c.Self, c.Topology = partition.GroupID(g), top
@@ -47,40 +47,42 @@ func (f *fifoNet) step(g partition.GroupID, in multicast.Input) error {
 	if err := f.cores[g].Step(in); err != nil {
 		return err
 	}
-	out := f.cores[g].Ready()
+	f.route(g, f.cores[g].Ready())
+	return nil
+}
+
+// route puts g's sends on the links and hands its deliveries to deliver.
+func (f *fifoNet) route(g partition.GroupID, out multicast.Output) {
 	if f.deliver != nil {
 		for _, m := range out.Deliveries {
 			f.deliver(g, m)
 		}
 	}
 	for _, s := range out.Sends {
-		l := int(g)*f.n + int(s.To)
-		if len(f.links[l]) == 0 {
-			f.busy = append(f.busy, l)
-		}
-		f.links[l] = append(f.links[l], multicast.Envelope(g, s.Payload))
+		f.net.Send(g, s.To, multicast.Envelope(g, s.Payload))
 		f.sends++
 		f.bytes += uint64(len(s.Payload))
 	}
-	return nil
+}
+
+// serve steps the oldest envelope of a random busy link, drawn from rng;
+// it reports false if no link is busy.
+func (f *fifoNet) serve(rng *rand.Rand) (bool, error) {
+	_, to, in, ok := f.net.Random(rng)
+	if !ok {
+		return false, nil
+	}
+	return true, f.step(to, in)
 }
 
 // drain serves random links, one envelope at a time, until all are empty.
 func (f *fifoNet) drain() error {
-	for len(f.busy) > 0 {
-		i := f.rng.IntN(len(f.busy))
-		l := f.busy[i]
-		in := f.links[l][0]
-		f.links[l] = f.links[l][1:]
-		if len(f.links[l]) == 0 {
-			f.busy[i] = f.busy[len(f.busy)-1]
-			f.busy = f.busy[:len(f.busy)-1]
-		}
-		if err := f.step(partition.GroupID(l%f.n), in); err != nil {
+	for {
+		ok, err := f.serve(f.rng)
+		if !ok || err != nil {
 			return err
 		}
 	}
-	return nil
 }
 
 // batches multicasts n messages from client 1, batchSize at a time, each at

@@ -69,21 +69,12 @@ func TestRandomInterleavings(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Serve a few envelopes between requests so that they overlap.
-			for k := rng.IntN(8); k > 0 && len(net.busy) > 0; k-- {
-				l := net.busy[rng.IntN(len(net.busy))]
-				in := net.links[l][0]
-				net.links[l] = net.links[l][1:]
-				if len(net.links[l]) == 0 {
-					for j, b := range net.busy {
-						if b == l {
-							net.busy[j] = net.busy[len(net.busy)-1]
-							net.busy = net.busy[:len(net.busy)-1]
-							break
-						}
+			for k := rng.IntN(8); k > 0; k-- {
+				if ok, err := net.serve(rng); !ok || err != nil {
+					if err != nil {
+						t.Fatal(err)
 					}
-				}
-				if err := net.step(partition.GroupID(l%n), in); err != nil {
-					t.Fatal(err)
+					break
 				}
 			}
 		}
@@ -148,12 +139,11 @@ func TestBusy(t *testing.T) {
 		}
 	}
 	// Deliver only the MSGs to group 2 (link 0->2).
-	for _, in := range net.links[0*3+2] {
+	for in, ok := net.net.Next(0, 2); ok; in, ok = net.net.Next(0, 2) {
 		if err := net.step(2, in); err != nil {
 			t.Fatal(err)
 		}
 	}
-	net.links[0*3+2] = nil
 	c2 := net.cores[2]
 	if got := c2.Stats().Pending; got != 2 {
 		t.Fatalf("pending at group 2: got %d, want 2", got)
@@ -161,12 +151,6 @@ func TestBusy(t *testing.T) {
 	err := c2.Step(multicast.Request(multicast.Message{ID: multicast.MsgID{Client: 2, Seq: 1}, Dst: partition.SetOf(2)}))
 	if !errors.Is(err, multicast.ErrBusy) {
 		t.Fatalf("request over PendingMax: got %v, want ErrBusy", err)
-	}
-	net.busy = net.busy[:0]
-	for l := range net.links {
-		if len(net.links[l]) > 0 {
-			net.busy = append(net.busy, l)
-		}
 	}
 	if err := net.drain(); err != nil {
 		t.Fatal(err)

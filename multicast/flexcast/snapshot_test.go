@@ -131,7 +131,7 @@ func runSnapshotWorkload(t *testing.T, seed uint64, restores bool, keep func(Con
 		}
 	}
 	msgs := 40 + rng.IntN(80)
-	for sent := 0; sent < msgs || len(r.net.busy) > 0; {
+	for sent := 0; sent < msgs || r.net.net.Len() > 0; {
 		switch k := rng.IntN(10); {
 		case k < 3 && sent < msgs:
 			var dst partition.GroupSet
@@ -147,16 +147,9 @@ func runSnapshotWorkload(t *testing.T, seed uint64, restores bool, keep func(Con
 			r.step(Entry(dst), multicast.Request(m))
 		case k == 3:
 			r.step(partition.GroupID(rng.IntN(n)), multicast.Tick())
-		case len(r.net.busy) > 0:
-			i := rng.IntN(len(r.net.busy))
-			l := r.net.busy[i]
-			in := r.net.links[l][0]
-			r.net.links[l] = r.net.links[l][1:]
-			if len(r.net.links[l]) == 0 {
-				r.net.busy[i] = r.net.busy[len(r.net.busy)-1]
-				r.net.busy = r.net.busy[:len(r.net.busy)-1]
-			}
-			r.step(partition.GroupID(l%n), in)
+		case r.net.net.Len() > 0:
+			_, to, in, _ := r.net.net.Random(rng)
+			r.step(to, in)
 		}
 	}
 	return r
@@ -172,11 +165,7 @@ func (r *snapRun) step(g partition.GroupID, in multicast.Input) {
 	out := r.net.cores[g].Ready()
 	r.rec.Record(g, out)
 	for _, s := range out.Sends {
-		l := int(g)*r.net.n + int(s.To)
-		if len(r.net.links[l]) == 0 {
-			r.net.busy = append(r.net.busy, l)
-		}
-		r.net.links[l] = append(r.net.links[l], multicast.Envelope(g, s.Payload))
+		r.net.net.Send(g, s.To, multicast.Envelope(g, s.Payload))
 	}
 	for _, m := range out.Deliveries {
 		r.deliveries[g] = append(r.deliveries[g], m.ID)
@@ -490,17 +479,12 @@ func FuzzRestore(f *testing.F) {
 		if err := net.step(Entry(dst), multicast.Request(multicast.Message{ID: multicast.MsgID{Client: 1, Seq: uint64(i)}, Dst: dst, Payload: []byte{byte(i)}})); err != nil {
 			f.Fatal(err)
 		}
-		for k := rng.IntN(6); k > 0 && len(net.busy) > 0; k-- {
-			j := rng.IntN(len(net.busy))
-			l := net.busy[j]
-			in := net.links[l][0]
-			net.links[l] = net.links[l][1:]
-			if len(net.links[l]) == 0 {
-				net.busy[j] = net.busy[len(net.busy)-1]
-				net.busy = net.busy[:len(net.busy)-1]
-			}
-			if err := net.step(partition.GroupID(l%5), in); err != nil {
-				f.Fatal(err)
+		for k := rng.IntN(6); k > 0; k-- {
+			if ok, err := net.serve(rng); !ok || err != nil {
+				if err != nil {
+					f.Fatal(err)
+				}
+				break
 			}
 		}
 		if i%6 == 0 {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flexkv/flexkv/internal/simnet"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/channel"
 	"github.com/flexkv/flexkv/multicast/check"
@@ -25,16 +26,17 @@ const (
 	cutPayloadBytes = 100
 )
 
-// cutNet drives three nodes (a < b < c) round by round: in each, the entry
-// groups are offered requests, every node is ticked, and the frames of the
-// previous round arrive, except those to or from a cut group and every 13th
-// one on the other links (the channel repairs those).
+// cutNet drives three nodes (a < b < c) round by round over a simnet
+// network: in each, the entry groups are offered requests, the frames sent
+// in the previous round arrive, and every node is ticked. The network loses
+// the frames sent to or from a cut group and every 13th one on the other
+// links (the channel repairs those).
 type cutNet struct {
 	t       *testing.T
 	top     *partition.Topology
 	cores   []multicast.Core
 	nodes   []*Node
-	frames  []channel.Frame
+	net     *simnet.Net[channel.Frame]
 	checker *check.Checker
 	cut     partition.GroupID // -1: none
 	sent    int               // frames offered to the network
@@ -58,6 +60,10 @@ func (p cutPeak) String() string {
 
 func newCutNet(t *testing.T, p multicast.Protocol, backlogBytes, outboxBytes int) *cutNet {
 	n := &cutNet{t: t, top: testTopology(t), cut: -1, checker: check.New(check.Options{Complete: true, Genuine: true})}
+	n.net = simnet.New[channel.Frame](groups, simnet.Faults{Lose: func(from, to partition.GroupID) bool {
+		n.sent++
+		return from == n.cut || to == n.cut || n.sent%13 == 0
+	}})
 	for g := range partition.GroupID(groups) {
 		core, err := protocol.New(p, g, n.top)
 		if err != nil {
@@ -124,26 +130,23 @@ func (n *cutNet) drain(g partition.GroupID) {
 	if len(out.Rejected) != 0 {
 		n.t.Fatalf("group %d rejected envelopes: %+v", g, out.Rejected)
 	}
-	n.frames = append(n.frames, out.Frames...)
+	for _, f := range out.Frames {
+		n.net.Send(f.From, f.To, f)
+	}
 	for _, m := range out.Deliveries {
 		n.record(check.Record{Ev: check.EvDeliver, Group: n.top.Name(g), Replica: "r1", ID: m.ID.String(), Dst: n.names(m.Dst)})
 	}
 }
 
-// round ticks every node and delivers the frames of the previous round.
+// round delivers the frames of the previous round and ticks every node.
 func (n *cutNet) round() {
 	n.t.Helper()
-	frames := n.frames
-	n.frames = nil
-	for _, f := range frames {
-		n.sent++
-		if f.From == n.cut || f.To == n.cut || n.sent%13 == 0 {
-			continue
+	n.net.Advance()
+	for _, p := range n.net.Due() {
+		if err := n.nodes[p.To].Receive(p.Msg); err != nil {
+			n.t.Fatalf("Receive(%s): %v", p.Msg, err)
 		}
-		if err := n.nodes[f.To].Receive(f); err != nil {
-			n.t.Fatalf("Receive(%s): %v", f, err)
-		}
-		n.drain(f.To)
+		n.drain(p.To)
 	}
 	for g := range partition.GroupID(groups) {
 		n.nodes[g].Tick()
@@ -185,7 +188,7 @@ func pendingBytes(c multicast.Core) int {
 // envelope unacknowledged, no message pending. (FlexCast's idle flush timer
 // keeps rank 0 from being Quiet.)
 func (n *cutNet) drained() bool {
-	if len(n.frames) != 0 {
+	if n.net.Len() != 0 {
 		return false
 	}
 	for g, nd := range n.nodes {

@@ -15,7 +15,7 @@ import (
 func BenchmarkSkeen(b *testing.B) {
 	const groups, batch = 12, 64
 	cl := newCluster(b, groups, 0)
-	cl.check = false
+	cl.Check = nil
 	rng := rand.New(rand.NewSource(1))
 	deliveries := 0
 	b.ReportAllocs()
@@ -32,20 +32,19 @@ func BenchmarkSkeen(b *testing.B) {
 				at = y
 			}
 			m := multicast.Message{ID: multicast.MsgID{Client: uint64(x), Seq: uint64(i)}, Dst: partition.SetOf(x, y)}
-			if err := cl.cores[at].Step(multicast.Request(m)); err != nil {
+			if err := cl.Cores[at].Step(multicast.Request(m)); err != nil {
 				b.Fatal(err)
 			}
-			deliveries += cl.pump(at)
+			deliveries += pump(cl, at)
 		}
-		for links := cl.busy(); len(links) > 0; links = cl.busy() {
+		for links := cl.Busy(); len(links) > 0; links = cl.Busy() {
 			for _, l := range links {
-				for _, s := range cl.links[l[0]][l[1]] {
-					if err := cl.cores[l[1]].Step(multicast.Envelope(l[0], s.Payload)); err != nil {
+				for s, ok := cl.Net.Next(l[0], l[1]); ok; s, ok = cl.Net.Next(l[0], l[1]) {
+					if err := cl.Cores[l[1]].Step(multicast.Envelope(l[0], s.Payload)); err != nil {
 						b.Fatal(err)
 					}
-					deliveries += cl.pump(l[1])
+					deliveries += pump(cl, l[1])
 				}
-				cl.links[l[0]][l[1]] = cl.links[l[0]][l[1]][:0]
 			}
 		}
 	}
@@ -58,10 +57,10 @@ func BenchmarkSkeen(b *testing.B) {
 
 // pump moves g's sends onto the links, drops its deliveries and returns how
 // many there were.
-func (cl *cluster) pump(g partition.GroupID) int {
-	out := cl.cores[g].Ready()
+func pump(cl *cluster, g partition.GroupID) int {
+	out := cl.Cores[g].Ready()
 	for _, s := range out.Sends {
-		cl.links[g][s.To] = append(cl.links[g][s.To], s)
+		cl.Net.Send(g, s.To, s)
 	}
 	return len(out.Deliveries)
 }

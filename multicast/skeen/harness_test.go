@@ -4,12 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 
+	"github.com/flexkv/flexkv/internal/simnet"
 	"github.com/flexkv/flexkv/internal/wire"
 	"github.com/flexkv/flexkv/multicast"
-	"github.com/flexkv/flexkv/multicast/check"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -29,157 +28,19 @@ func testTopology(t testing.TB, n int) *partition.Topology {
 	return top
 }
 
-// cluster drives one core per group by hand. Every link between two groups
-// is a FIFO queue; the test picks which link moves next.
-type cluster struct {
-	t      testing.TB
-	top    *partition.Topology
-	cores  []*Core
-	links  [][][]multicast.Send     // links[from][to], oldest first
-	orders [][]multicast.Message    // delivery order of each group
-	sent   map[multicast.MsgID]bool // requests accepted
-	msgs   []multicast.Message      // requests accepted, in order
-	check  bool                     // check invariants after every step
-}
+// cluster drives one core per group by hand over FIFO links: the test
+// picks which link moves next (simnet.Cores), and every core's invariants
+// are checked after each of its steps unless Check is cleared.
+type cluster = simnet.Cores[*Core]
 
 func newCluster(t testing.TB, n, pendingMax int) *cluster {
 	t.Helper()
-	cl := &cluster{
-		t:      t,
-		top:    testTopology(t, n),
-		cores:  make([]*Core, n),
-		links:  make([][][]multicast.Send, n),
-		orders: make([][]multicast.Message, n),
-		sent:   make(map[multicast.MsgID]bool),
-		check:  true,
-	}
-	for g := range n {
-		c, err := New(Config{Self: partition.GroupID(g), Topology: cl.top, PendingMax: pendingMax})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cl.cores[g] = c
-		cl.links[g] = make([][]multicast.Send, n)
-	}
+	top := testTopology(t, n)
+	cl := simnet.NewCores(t, top, func(g partition.GroupID) (*Core, error) {
+		return New(Config{Self: g, Topology: top, PendingMax: pendingMax})
+	})
+	cl.Check = func(_ partition.GroupID, c *Core, _ multicast.Output) error { return c.checkInvariants() }
 	return cl
-}
-
-// request steps m at group at and collects the outputs.
-func (cl *cluster) request(at partition.GroupID, m multicast.Message) ([]multicast.Send, []multicast.Message, error) {
-	cl.t.Helper()
-	if err := cl.cores[at].Step(multicast.Request(m)); err != nil {
-		if out := cl.cores[at].Ready(); !out.Empty() {
-			cl.t.Fatalf("group %d: failed request %s produced output %+v", at, m.ID, out)
-		}
-		return nil, nil, err
-	}
-	if !cl.sent[m.ID] {
-		cl.sent[m.ID] = true
-		cl.msgs = append(cl.msgs, m)
-	}
-	sends, dels := cl.collect(at)
-	return sends, dels, nil
-}
-
-// recv moves the oldest envelope of link from->to and collects the outputs.
-func (cl *cluster) recv(from, to partition.GroupID) ([]multicast.Send, []multicast.Message) {
-	cl.t.Helper()
-	q := cl.links[from][to]
-	if len(q) == 0 {
-		cl.t.Fatalf("link %s->%s is empty", cl.top.Name(from), cl.top.Name(to))
-	}
-	s := q[0]
-	cl.links[from][to] = q[1:]
-	if err := cl.cores[to].Step(multicast.Envelope(from, s.Payload)); err != nil {
-		cl.t.Fatalf("group %s: envelope %s %s from %s: %v", cl.top.Name(to), s.Kind, s.About, cl.top.Name(from), err)
-	}
-	return cl.collect(to)
-}
-
-// collect drains g's Ready into the links and g's delivery order.
-func (cl *cluster) collect(g partition.GroupID) ([]multicast.Send, []multicast.Message) {
-	cl.t.Helper()
-	out := cl.cores[g].Ready()
-	for _, s := range out.Sends {
-		if !cl.top.Valid(s.To) || s.To == g {
-			cl.t.Fatalf("group %d sends to group %d", g, s.To)
-		}
-		cl.links[g][s.To] = append(cl.links[g][s.To], s)
-	}
-	cl.orders[g] = append(cl.orders[g], out.Deliveries...)
-	if cl.check {
-		if err := cl.cores[g].checkInvariants(); err != nil {
-			cl.t.Fatalf("group %s: %v", cl.top.Name(g), err)
-		}
-	}
-	return out.Sends, out.Deliveries
-}
-
-// busy returns the non-empty links in (from, to) order.
-func (cl *cluster) busy() [][2]partition.GroupID {
-	var out [][2]partition.GroupID
-	for from := range cl.links {
-		for to, q := range cl.links[from] {
-			if len(q) > 0 {
-				out = append(out, [2]partition.GroupID{partition.GroupID(from), partition.GroupID(to)})
-			}
-		}
-	}
-	return out
-}
-
-// drain moves envelopes, one per busy link in turn, until none is left.
-func (cl *cluster) drain() {
-	for {
-		links := cl.busy()
-		if len(links) == 0 {
-			return
-		}
-		for _, l := range links {
-			cl.recv(l[0], l[1])
-		}
-	}
-}
-
-// orderIDs returns the delivery order of g as ids.
-func (cl *cluster) orderIDs(g partition.GroupID) []multicast.MsgID {
-	ids := make([]multicast.MsgID, len(cl.orders[g]))
-	for i, m := range cl.orders[g] {
-		ids[i] = m.ID
-	}
-	return ids
-}
-
-// verify checks the delivery orders with multicast/check (DESIGN 3.1):
-// integrity, prefix order and acyclic order, and, when complete is set,
-// validity and agreement (every message accepted was delivered at each of
-// its destinations).
-func (cl *cluster) verify(complete bool) error {
-	return checkOrders(cl.top, cl.msgs, cl.orders, complete)
-}
-
-func checkOrders(top *partition.Topology, msgs []multicast.Message, orders [][]multicast.Message, complete bool) error {
-	names := func(dst partition.GroupSet) []string {
-		var out []string
-		for _, g := range dst.Slice() {
-			out = append(out, top.Name(g))
-		}
-		return out
-	}
-	var recs []check.Record
-	for _, m := range msgs {
-		recs = append(recs, check.Record{Ev: check.EvMulticast, ID: m.ID.String(), Dst: names(m.Dst)})
-	}
-	for g, order := range orders {
-		for _, m := range order {
-			recs = append(recs, check.Record{Ev: check.EvDeliver, Group: top.Name(partition.GroupID(g)), Replica: "r1",
-				ID: m.ID.String(), Dst: names(m.Dst)})
-		}
-	}
-	if rep := check.Check(recs, check.Options{Complete: complete}); !rep.OK() {
-		return errors.New(rep.Summary())
-	}
-	return nil
 }
 
 // checkInvariants verifies the core's internal invariants: counts, entry
@@ -316,31 +177,5 @@ func mustBe(t testing.TB, err, want error) {
 	t.Helper()
 	if !errors.Is(err, want) {
 		t.Fatalf("got error %v, want %v", err, want)
-	}
-}
-
-// TestCheckOrdersFindsViolations: the checker glue reports a disagreement, a
-// cycle that no pair of groups shows, and a missing delivery.
-func TestCheckOrdersFindsViolations(t *testing.T) {
-	top := testTopology(t, 3)
-	m1, m2, m3, m4 := msg(1, 1, 0, 1), msg(1, 2, 1, 2), msg(1, 3, 0, 2), msg(1, 4, 0, 1)
-	msgs := []multicast.Message{m1, m2, m3, m4}
-	for _, tc := range []struct {
-		name     string
-		orders   [][]multicast.Message
-		complete bool
-		want     string
-	}{
-		{"pairwise disagreement", [][]multicast.Message{{m1, m4}, {m4, m1}, nil}, false, check.PrefixOrder},
-		{"cycle", [][]multicast.Message{{m1, m3}, {m2, m1}, {m3, m2}}, false, check.AcyclicOrder},
-		{"missing delivery", [][]multicast.Message{{m1, m3, m4}, {m1, m2, m4}, {m2}}, true, check.Agreement},
-	} {
-		err := checkOrders(top, msgs, tc.orders, tc.complete)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: got %v, want a %s violation", tc.name, err, tc.want)
-		}
-	}
-	if err := checkOrders(top, msgs, [][]multicast.Message{{m1, m3, m4}, {m1, m2, m4}, {m2, m3}}, true); err != nil {
-		t.Errorf("a correct execution: %v", err)
 	}
 }

@@ -89,7 +89,7 @@ func runRandom(t *testing.T, seed int64) (randomResult, error) {
 		if steps > 100_000 {
 			return res, fmt.Errorf("no quiescence after %d steps", steps)
 		}
-		links := cl.busy()
+		links := cl.Busy()
 		options := len(links)
 		if len(queue) > 0 {
 			options++
@@ -99,16 +99,16 @@ func runRandom(t *testing.T, seed int64) (randomResult, error) {
 		}
 		pick := rng.Intn(options)
 		if pick < len(links) {
-			cl.recv(links[pick][0], links[pick][1])
+			cl.Recv(links[pick][0], links[pick][1])
 			continue
 		}
 		r := queue[0]
 		queue = queue[1:]
-		_, _, err := cl.request(r.at, r.m)
+		_, _, err := cl.Request(r.at, r.m)
 		switch {
 		case errors.Is(err, multicast.ErrBusy):
 			res.busy++
-			if len(cl.busy()) == 0 {
+			if len(cl.Busy()) == 0 {
 				return res, fmt.Errorf("request %s refused at a quiescent group: %w", r.m.ID, err)
 			}
 			queue = append(queue, r) // retried later
@@ -116,18 +116,18 @@ func runRandom(t *testing.T, seed int64) (randomResult, error) {
 			return res, fmt.Errorf("request %s: %w", r.m.ID, err)
 		}
 	}
-	if len(cl.msgs) != messages {
-		return res, fmt.Errorf("%d of %d messages accepted", len(cl.msgs), messages)
+	if len(cl.Msgs) != messages {
+		return res, fmt.Errorf("%d of %d messages accepted", len(cl.Msgs), messages)
 	}
-	if err := cl.verify(true); err != nil {
-		return res, fmt.Errorf("%w\norders: %s", err, cl.describeOrders())
+	if err := cl.Verify(true); err != nil {
+		return res, fmt.Errorf("%w\norders: %s", err, cl.DescribeOrders())
 	}
-	for g, c := range cl.cores {
+	for g, c := range cl.Cores {
 		s := c.Stats()
-		if s.Pending != 0 || int(s.Delivered) != len(cl.orders[g]) {
-			return res, fmt.Errorf("group %d after quiescence: %+v, %d deliveries", g, s, len(cl.orders[g]))
+		if s.Pending != 0 || int(s.Delivered) != len(cl.Orders[g]) {
+			return res, fmt.Errorf("group %d after quiescence: %+v, %d deliveries", g, s, len(cl.Orders[g]))
 		}
-		res.deliveries += len(cl.orders[g])
+		res.deliveries += len(cl.Orders[g])
 	}
 	return res, nil
 }

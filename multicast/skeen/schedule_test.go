@@ -78,41 +78,13 @@ func TestSchedulesExhaustive(t *testing.T) {
 				t:      t,
 				seen:   make(map[string]bool),
 				orders: make(map[string]bool),
+				done:   make([]bool, len(tt.requests)),
 			}
-			cl := newCluster(t, tt.groups, 0)
-			done := make([]bool, len(tt.requests))
-			var step func(cl *cluster)
-			step = func(cl *cluster) {
-				key := x.key(cl, done)
-				if x.seen[key] {
-					return
-				}
-				x.seen[key] = true
-				moved := false
-				for i, r := range tt.requests {
-					if done[i] {
-						continue
-					}
-					moved = true
-					next := cl.clone()
-					if _, _, err := next.request(r.at, r.m); err != nil {
-						t.Fatalf("request %s: %v", r.m.ID, err)
-					}
-					done[i] = true
-					step(next)
-					done[i] = false
-				}
-				for _, l := range cl.busy() {
-					moved = true
-					next := cl.clone()
-					next.recv(l[0], l[1])
-					step(next)
-				}
-				if !moved {
-					x.leaf(cl)
-				}
+			for _, r := range tt.requests {
+				x.requests = append(x.requests, r.at)
+				x.msgs = append(x.msgs, r.m)
 			}
-			step(cl)
+			x.step(newCluster(t, tt.groups, 0))
 			t.Logf("%d states, %d distinct final states, %d distinct delivery orders", len(x.seen), x.leaves, len(x.orders))
 			if len(x.orders) < tt.wantOrder {
 				t.Errorf("got %d distinct delivery orders over all schedules, want at least %d:\n%s",
@@ -122,11 +94,49 @@ func TestSchedulesExhaustive(t *testing.T) {
 	}
 }
 
+// explorer walks every schedule of its requests (msgs[i] at requests[i])
+// and of the envelopes they cause, depth first.
 type explorer struct {
-	t      *testing.T
-	seen   map[string]bool // states explored
-	orders map[string]bool // the delivery orders of distinct final states
-	leaves int
+	t        *testing.T
+	requests []partition.GroupID
+	msgs     []multicast.Message
+	done     []bool          // the requests made on the current path
+	seen     map[string]bool // states explored
+	orders   map[string]bool // the delivery orders of distinct final states
+	leaves   int
+}
+
+// step explores every move from cl: each request not yet made, and the
+// next envelope of each busy link, each on its own copy of the cluster.
+func (x *explorer) step(cl *cluster) {
+	key := x.key(cl, x.done)
+	if x.seen[key] {
+		return
+	}
+	x.seen[key] = true
+	moved := false
+	for i, at := range x.requests {
+		if x.done[i] {
+			continue
+		}
+		moved = true
+		next := cloneCluster(cl)
+		if _, _, err := next.Request(at, x.msgs[i]); err != nil {
+			x.t.Fatalf("request %s: %v", x.msgs[i].ID, err)
+		}
+		x.done[i] = true
+		x.step(next)
+		x.done[i] = false
+	}
+	for _, l := range cl.Busy() {
+		moved = true
+		next := cloneCluster(cl)
+		next.Recv(l[0], l[1])
+		x.step(next)
+	}
+	if !moved {
+		x.leaf(cl)
+	}
 }
 
 // key identifies a state of the whole system: cores, links, orders so far
@@ -134,15 +144,15 @@ type explorer struct {
 func (x *explorer) key(cl *cluster, done []bool) string {
 	var b strings.Builder
 	fmt.Fprint(&b, done)
-	for g, c := range cl.cores {
+	for g, c := range cl.Cores {
 		b.Write(c.dumpState())
 		b.WriteByte('|')
-		for _, id := range cl.orderIDs(partition.GroupID(g)) {
+		for _, id := range cl.OrderIDs(partition.GroupID(g)) {
 			b.WriteString(id.String())
 		}
-		for _, q := range cl.links[g] {
+		for h := range cl.Cores {
 			b.WriteByte('|')
-			for _, s := range q {
+			for _, s := range cl.Net.Queued(partition.GroupID(g), partition.GroupID(h)) {
 				b.Write(s.Payload)
 			}
 		}
@@ -153,51 +163,19 @@ func (x *explorer) key(cl *cluster, done []bool) string {
 func (x *explorer) leaf(cl *cluster) {
 	x.t.Helper()
 	x.leaves++
-	if err := cl.verify(true); err != nil {
-		x.t.Fatalf("execution violates the contract: %v\norders: %s", err, cl.describeOrders())
+	if err := cl.Verify(true); err != nil {
+		x.t.Fatalf("execution violates the contract: %v\norders: %s", err, cl.DescribeOrders())
 	}
-	for _, c := range cl.cores {
+	for _, c := range cl.Cores {
 		if s := c.Stats(); s.Pending != 0 {
 			x.t.Fatalf("quiescent core holds %d messages: %+v", s.Pending, s)
 		}
 	}
-	x.orders[cl.describeOrders()] = true
+	x.orders[cl.DescribeOrders()] = true
 }
 
-func (cl *cluster) describeOrders() string {
-	var parts []string
-	for g := range cl.orders {
-		var ids []string
-		for _, id := range cl.orderIDs(partition.GroupID(g)) {
-			ids = append(ids, id.String())
-		}
-		parts = append(parts, cl.top.Name(partition.GroupID(g))+": "+strings.Join(ids, " "))
-	}
-	return strings.Join(parts, "; ")
-}
-
-// clone returns an independent copy of the cluster.
-func (cl *cluster) clone() *cluster {
-	out := *cl
-	out.cores = make([]*Core, len(cl.cores))
-	for g, c := range cl.cores {
-		out.cores[g] = c.clone()
-	}
-	out.links = make([][][]multicast.Send, len(cl.links))
-	for g := range cl.links {
-		out.links[g] = make([][]multicast.Send, len(cl.links[g]))
-		for h, q := range cl.links[g] {
-			out.links[g][h] = slices.Clone(q)
-		}
-	}
-	out.orders = make([][]multicast.Message, len(cl.orders))
-	for g, o := range cl.orders {
-		out.orders[g] = slices.Clone(o)
-	}
-	out.sent = maps.Clone(cl.sent)
-	out.msgs = slices.Clone(cl.msgs)
-	return &out
-}
+// cloneCluster returns an independent copy of the cluster.
+func cloneCluster(cl *cluster) *cluster { return cl.Clone((*Core).clone) }
 
 // clone returns an independent copy of the core. Payloads are shared: the
 // core never writes them.

@@ -204,19 +204,19 @@ func TestPayloadIsCopied(t *testing.T) {
 	cl := newCluster(t, 2, 0)
 	m := msg(1, 1, 0, 1)
 	m.Payload = []byte("original")
-	if _, _, err := cl.request(0, m); err != nil {
+	if _, _, err := cl.Request(0, m); err != nil {
 		t.Fatal(err)
 	}
 	copy(m.Payload, "mutated!")
-	relay := cl.links[0][1][0].Payload
-	cl.recv(0, 1)
+	relay := cl.Net.Queued(0, 1)[0].Payload
+	cl.Recv(0, 1)
 	for i := range relay {
 		relay[i] = 0xff
 	}
-	cl.drain()
-	for g := range cl.orders {
-		if len(cl.orders[g]) != 1 || string(cl.orders[g][0].Payload) != "original" {
-			t.Errorf("group %d delivered %+v, want payload %q", g, cl.orders[g], "original")
+	cl.Drain()
+	for g := range cl.Orders {
+		if len(cl.Orders[g]) != 1 || string(cl.Orders[g][0].Payload) != "original" {
+			t.Errorf("group %d delivered %+v, want payload %q", g, cl.Orders[g], "original")
 		}
 	}
 }
@@ -230,44 +230,44 @@ func TestLargeBacklog(t *testing.T) {
 		backlog = 10_000
 	}
 	cl := newCluster(t, 3, backlog+1)
-	cl.check = false // the invariant check is linear per step
+	cl.Check = nil // the invariant check is linear per step
 	A, B, C := partition.GroupID(0), partition.GroupID(1), partition.GroupID(2)
-	if _, _, err := cl.request(C, msg(0, 1, B, C)); err != nil {
+	if _, _, err := cl.Request(C, msg(0, 1, B, C)); err != nil {
 		t.Fatal(err)
 	}
-	cl.recv(C, B) // relay; C's proposal stays on the link
+	cl.Recv(C, B) // relay; C's proposal stays on the link
 	size := len(msg(0, 1, B, C).Payload)
 	for i := range backlog {
 		m := msg(1, uint64(i), A, B)
 		size += len(m.Payload)
-		if _, _, err := cl.request(A, m); err != nil {
+		if _, _, err := cl.Request(A, m); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for len(cl.links[A][B]) > 0 {
-		cl.recv(A, B)
+	for cl.Net.LinkLen(A, B) > 0 {
+		cl.Recv(A, B)
 	}
-	if got, want := cl.cores[B].Stats(), (Stats{Pending: backlog + 1, PendingBytes: size, Undecided: 1, Decided: backlog,
+	if got, want := cl.Cores[B].Stats(), (Stats{Pending: backlog + 1, PendingBytes: size, Undecided: 1, Decided: backlog,
 		PendingPeak: backlog + 1, Clock: uint64(backlog + 1)}); got != want {
 		t.Fatalf("backlog at B: got %+v, want %+v", got, want)
 	}
-	if len(cl.orders[B]) != 0 {
-		t.Fatalf("B delivered %d messages behind an undecided one", len(cl.orders[B]))
+	if len(cl.Orders[B]) != 0 {
+		t.Fatalf("B delivered %d messages behind an undecided one", len(cl.Orders[B]))
 	}
-	cl.recv(C, B) // C's proposal decides c0.1 and releases everything
-	if got := len(cl.orders[B]); got != backlog+1 {
+	cl.Recv(C, B) // C's proposal decides c0.1 and releases everything
+	if got := len(cl.Orders[B]); got != backlog+1 {
 		t.Fatalf("B delivered %d messages, want %d", got, backlog+1)
 	}
-	cl.drain()
-	if err := cl.verify(true); err != nil {
+	cl.Drain()
+	if err := cl.Verify(true); err != nil {
 		t.Fatal(err)
 	}
-	for i, m := range cl.orders[B][1:] {
+	for i, m := range cl.Orders[B][1:] {
 		if m.ID.Seq != uint64(i) {
 			t.Fatalf("B's delivery %d is %s, want c1.%d", i+1, m.ID, i)
 		}
 	}
-	if err := cl.cores[B].checkInvariants(); err != nil {
+	if err := cl.Cores[B].checkInvariants(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -281,22 +281,22 @@ func TestDeterminism(t *testing.T) {
 		for i := range 20 {
 			dst := partition.GroupSet(1 + i*7%15)
 			at := dst.Slice()[i%dst.Len()]
-			if err := cl.cores[at].Step(multicast.Request(msg(uint64(i%3), uint64(i), dst.Slice()...))); err != nil {
+			if err := cl.Cores[at].Step(multicast.Request(msg(uint64(i%3), uint64(i), dst.Slice()...))); err != nil {
 				t.Fatal(err)
 			}
-			out := cl.cores[at].Ready()
+			out := cl.Cores[at].Ready()
 			outs = append(outs, out)
 			for _, s := range out.Sends {
-				cl.links[at][s.To] = append(cl.links[at][s.To], s)
+				cl.Net.Send(at, s.To, s)
 			}
 			if i%3 == 0 {
-				for _, l := range cl.busy() {
-					cl.recv(l[0], l[1])
+				for _, l := range cl.Busy() {
+					cl.Recv(l[0], l[1])
 				}
 			}
 		}
 		var states [][]byte
-		for _, c := range cl.cores {
+		for _, c := range cl.Cores {
 			states = append(states, c.dumpState())
 		}
 		return outs, states

@@ -83,9 +83,9 @@ func runSnapshotWorkload(t *testing.T, seed uint64, restores bool, keep func(Con
 		snaps = rand.New(rand.NewPCG(seed, 33))
 	}
 	config := func(g partition.GroupID) Config {
-		return Config{Self: g, Topology: r.cl.top, PendingMax: r.pendingMax}
+		return Config{Self: g, Topology: r.cl.Top, PendingMax: r.pendingMax}
 	}
-	r.rec = snaptest.NewRestorer(r.cl.cores, func(g partition.GroupID) snaptest.Codec[*Core] { return codec(config(g)) }, snaps)
+	r.rec = snaptest.NewRestorer(r.cl.Cores, func(g partition.GroupID) snaptest.Codec[*Core] { return codec(config(g)) }, snaps)
 	r.rec.Taken = func(g partition.GroupID, c *Core, snap []byte) {
 		fs := c.features()
 		for _, f := range fs {
@@ -118,7 +118,7 @@ func runSnapshotWorkload(t *testing.T, seed uint64, restores bool, keep func(Con
 		if steps > 100_000 {
 			t.Fatalf("seed %d: no quiescence after %d steps", seed, steps)
 		}
-		links := r.cl.busy()
+		links := r.cl.Busy()
 		options := len(links)
 		if len(queue) > 0 {
 			options++
@@ -129,13 +129,13 @@ func runSnapshotWorkload(t *testing.T, seed uint64, restores bool, keep func(Con
 		var g partition.GroupID
 		if pick := rng.IntN(options); pick < len(links) {
 			g = links[pick][1]
-			sends, dels := r.cl.recv(links[pick][0], g)
+			sends, dels := r.cl.Recv(links[pick][0], g)
 			r.record(g, sends, dels)
 		} else {
 			q := queue[0]
 			queue = queue[1:]
 			g = q.at
-			sends, dels, err := r.cl.request(q.at, q.m)
+			sends, dels, err := r.cl.Request(q.at, q.m)
 			switch {
 			case errors.Is(err, multicast.ErrBusy):
 				r.rec.Refused()
@@ -147,7 +147,7 @@ func runSnapshotWorkload(t *testing.T, seed uint64, restores bool, keep func(Con
 		}
 		r.rec.Maybe(t)
 	}
-	if err := r.cl.verify(true); err != nil {
+	if err := r.cl.Verify(true); err != nil {
 		t.Fatalf("seed %d: %v", seed, err)
 	}
 	return r
@@ -180,7 +180,7 @@ func TestSnapshotRestoreMidRun(t *testing.T) {
 	for seed := range seeds {
 		plain := runSnapshotWorkload(t, seed, false, nil)
 		restored := runSnapshotWorkload(t, seed, true, nil)
-		if diff := cmp.Diff(plain.cl.orders, restored.cl.orders, cmpopts.EquateEmpty()); diff != "" {
+		if diff := cmp.Diff(plain.cl.Orders, restored.cl.Orders, cmpopts.EquateEmpty()); diff != "" {
 			t.Fatalf("seed %d: delivery orders differ (-uninterrupted +restored):\n%s", seed, diff)
 		}
 		snaptest.Same(t, seed, plain.rec, restored.rec)
@@ -338,12 +338,12 @@ func TestRestoreRejectsBrokenInvariants(t *testing.T) {
 // cluster of its size, and only as a Skeen core.
 func TestRestoreRejectsOtherConfigs(t *testing.T) {
 	cl := newCluster(t, 3, 0)
-	if _, _, err := cl.request(0, msg(1, 1, 0, 1, 2)); err != nil {
+	if _, _, err := cl.Request(0, msg(1, 1, 0, 1, 2)); err != nil {
 		t.Fatal(err)
 	}
-	cl.recv(0, 1)
-	snap := cl.cores[1].AppendSnapshot(nil)
-	if _, err := Restore(Config{Self: 1, Topology: cl.top}, snap); err != nil {
+	cl.Recv(0, 1)
+	snap := cl.Cores[1].AppendSnapshot(nil)
+	if _, err := Restore(Config{Self: 1, Topology: cl.Top}, snap); err != nil {
 		t.Fatalf("Restore with the snapshot's config: %v", err)
 	}
 	for _, tc := range []struct {
@@ -351,16 +351,16 @@ func TestRestoreRejectsOtherConfigs(t *testing.T) {
 		cfg  Config
 		b    []byte
 	}{
-		{"another group", Config{Self: 2, Topology: cl.top}, snap},
+		{"another group", Config{Self: 2, Topology: cl.Top}, snap},
 		{"another cluster size", Config{Self: 1, Topology: testTopology(t, 4)}, snap},
-		{"another protocol", Config{Self: 1, Topology: cl.top}, append([]byte{'F'}, snap[1:]...)},
-		{"another version", Config{Self: 1, Topology: cl.top}, append([]byte{snapshotMagic, snapshotVersion + 1}, snap[2:]...)},
+		{"another protocol", Config{Self: 1, Topology: cl.Top}, append([]byte{'F'}, snap[1:]...)},
+		{"another version", Config{Self: 1, Topology: cl.Top}, append([]byte{snapshotMagic, snapshotVersion + 1}, snap[2:]...)},
 	} {
 		if _, err := Restore(tc.cfg, tc.b); !errors.Is(err, wire.ErrCorrupt) {
 			t.Errorf("%s: got %v, want ErrCorrupt", tc.name, err)
 		}
 	}
-	if _, err := Restore(Config{Self: 5, Topology: cl.top}, snap); err == nil || errors.Is(err, wire.ErrCorrupt) {
+	if _, err := Restore(Config{Self: 5, Topology: cl.Top}, snap); err == nil || errors.Is(err, wire.ErrCorrupt) {
 		t.Errorf("Restore with an invalid config: got %v, want New's error", err)
 	}
 }
@@ -388,20 +388,20 @@ func FuzzRestore(f *testing.F) {
 			dst = dst.Add(partition.GroupID(rng.IntN(4)))
 		}
 		members := dst.Slice()
-		if _, _, err := cl.request(members[rng.IntN(len(members))], msg(1, uint64(i), members...)); err != nil {
+		if _, _, err := cl.Request(members[rng.IntN(len(members))], msg(1, uint64(i), members...)); err != nil {
 			f.Fatal(err)
 		}
 		for k := rng.IntN(5); k > 0; k-- {
-			if links := cl.busy(); len(links) > 0 {
+			if links := cl.Busy(); len(links) > 0 {
 				l := links[rng.IntN(len(links))]
-				cl.recv(l[0], l[1])
+				cl.Recv(l[0], l[1])
 			}
 		}
 		if i%4 == 0 {
-			f.Add(cl.cores[1].AppendSnapshot(nil))
+			f.Add(cl.Cores[1].AppendSnapshot(nil))
 		}
 	}
-	cfg := Config{Self: 1, Topology: cl.top}
+	cfg := Config{Self: 1, Topology: cl.Top}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		snaptest.Property(t, codec(cfg), b)
 	})

@@ -34,20 +34,13 @@ func runSnapshotWorkload(t *testing.T, top *partition.Topology, seed uint64, res
 	if restores {
 		snaps = rand.New(rand.NewPCG(seed, 43))
 	}
-	r.rec = snaptest.NewRestorer(r.h.cores, func(g partition.GroupID) snaptest.Codec[*Core] {
+	r.rec = snaptest.NewRestorer(r.h.Cores, func(g partition.GroupID) snaptest.Codec[*Core] {
 		return codec(Config{Self: g, Topology: top})
 	}, snaps)
 	n := top.Len()
 	msgs := 20 + rng.IntN(60)
 	for sent := 0; ; {
-		var links [][2]int
-		for from := range r.h.queue {
-			for to, q := range r.h.queue[from] {
-				if len(q) > 0 {
-					links = append(links, [2]int{from, to})
-				}
-			}
-		}
+		links := r.h.Busy()
 		options := len(links)
 		if sent < msgs {
 			options++
@@ -56,10 +49,9 @@ func runSnapshotWorkload(t *testing.T, top *partition.Topology, seed uint64, res
 			return r
 		}
 		if pick := rng.IntN(options); pick < len(links) {
-			from, to := links[pick][0], links[pick][1]
-			p := r.h.queue[from][to][0]
-			r.h.queue[from][to] = r.h.queue[from][to][1:]
-			r.step(partition.GroupID(to), multicast.Envelope(partition.GroupID(from), p))
+			to := links[pick][1]
+			sends, dels := r.h.Recv(links[pick][0], to)
+			r.record(to, sends, dels)
 		} else {
 			var dst partition.GroupSet
 			for range 1 + rng.IntN(4) {
@@ -71,26 +63,21 @@ func runSnapshotWorkload(t *testing.T, top *partition.Topology, seed uint64, res
 			}
 			sent++
 			m := multicast.Message{ID: multicast.MsgID{Client: 1 + rng.Uint64N(3), Seq: uint64(sent)}, Dst: dst, Payload: payload}
-			r.step(Entry(top, dst), multicast.Request(m))
+			g := Entry(top, dst)
+			sends, dels, err := r.h.Request(g, m)
+			if err != nil {
+				t.Fatalf("group %d: %v", g, err)
+			}
+			r.record(g, sends, dels)
 		}
 	}
 }
 
-// step applies in at group g, records the output and queues the sends; then,
-// with restores on, maybe replaces a core by its restored snapshot.
-func (r *snapRun) step(g partition.GroupID, in multicast.Input) {
+// record records what group g output; then, with restores on, maybe
+// replaces a core by its restored snapshot.
+func (r *snapRun) record(g partition.GroupID, sends []multicast.Send, dels []multicast.Message) {
 	r.t.Helper()
-	if err := r.h.cores[g].Step(in); err != nil {
-		r.t.Fatalf("group %d: %v", g, err)
-	}
-	out := r.h.cores[g].Ready()
-	r.rec.Record(g, out)
-	for _, s := range out.Sends {
-		r.h.queue[g][s.To] = append(r.h.queue[g][s.To], s.Payload)
-	}
-	for _, m := range out.Deliveries {
-		r.h.delivered[g] = append(r.h.delivered[g], m.ID)
-	}
+	r.rec.Record(g, multicast.Output{Sends: sends, Deliveries: dels})
 	r.rec.Maybe(r.t)
 }
 
@@ -115,7 +102,7 @@ func TestSnapshotRestoreMidRun(t *testing.T) {
 	for seed := range seeds {
 		plain := runSnapshotWorkload(t, top, seed, false)
 		restored := runSnapshotWorkload(t, top, seed, true)
-		if diff := cmp.Diff(plain.h.delivered, restored.h.delivered); diff != "" {
+		if diff := cmp.Diff(deliveredIDs(plain.h), deliveredIDs(restored.h)); diff != "" {
 			t.Fatalf("seed %d: delivery orders differ (-uninterrupted +restored):\n%s", seed, diff)
 		}
 		snaptest.Same(t, seed, plain.rec, restored.rec)
@@ -127,14 +114,14 @@ func TestSnapshotRestoreMidRun(t *testing.T) {
 func busySnapshot(t testing.TB, top *partition.Topology) (Config, []byte) {
 	h := newHarness(t, top)
 	for i, d := range [][]string{{"us-west-1", "sa-east-1"}, {"eu-west-1", "sa-east-1"}, {"eu-west-1", "eu-north-1"}, {"eu-west-1"}} {
-		h.submit(multicast.Message{ID: multicast.MsgID{Client: 1, Seq: uint64(i)}, Dst: set(t, top, d...)})
+		submit(h, multicast.Message{ID: multicast.MsgID{Client: 1, Seq: uint64(i)}, Dst: set(t, top, d...)})
 	}
-	h.run()
+	h.Drain()
 	g := gid(t, top, "eu-west-1")
-	if s := h.cores[g].Stats(); s.Requests == 0 || s.Envelopes == 0 || s.Forwarded == 0 || s.Delivered == 0 {
+	if s := h.Cores[g].Stats(); s.Requests == 0 || s.Envelopes == 0 || s.Forwarded == 0 || s.Delivered == 0 {
 		t.Fatalf("eu-west-1 left a counter at zero: %+v", s)
 	}
-	return Config{Self: g, Topology: top}, h.cores[g].AppendSnapshot(nil)
+	return Config{Self: g, Topology: top}, h.Cores[g].AppendSnapshot(nil)
 }
 
 func TestRestoreRejectsTruncations(t *testing.T) {

@@ -3,10 +3,10 @@ package tree
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 
+	"github.com/flexkv/flexkv/internal/simnet"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/partition"
 )
@@ -57,84 +57,44 @@ func set(t testing.TB, top *partition.Topology, names ...string) partition.Group
 	return s
 }
 
-// harness runs one core per group over FIFO channels, in a fixed order.
-type harness struct {
-	t     testing.TB
-	top   *partition.Topology
-	cores []*Core
-	// queue[from][to] holds envelopes in flight, FIFO.
-	queue     [][][][]byte
-	delivered [][]multicast.MsgID       // per group, in delivery order
-	edges     []string                  // "from>to about", in send order
-	received  map[multicast.MsgID][]int // groups that received each message
-}
+// harness runs one core per group over FIFO links (simnet.Cores); every
+// send must be a msg whose envelope decodes.
+type harness = simnet.Cores[*Core]
 
 func newHarness(t testing.TB, top *partition.Topology) *harness {
-	h := &harness{t: t, top: top, received: map[multicast.MsgID][]int{}}
-	n := top.Len()
-	h.delivered = make([][]multicast.MsgID, n)
-	h.queue = make([][][][]byte, n)
-	for g := range n {
-		c, err := New(Config{Self: partition.GroupID(g), Topology: top})
-		if err != nil {
-			t.Fatal(err)
+	h := simnet.NewCores(t, top, func(g partition.GroupID) (*Core, error) {
+		return New(Config{Self: g, Topology: top})
+	})
+	h.Check = func(g partition.GroupID, _ *Core, out multicast.Output) error {
+		for _, s := range out.Sends {
+			if s.Kind != multicast.KindMsg {
+				return fmt.Errorf("sent kind %s, want msg", s.Kind)
+			}
+			if _, err := Decode(s.Payload, top.Len()); err != nil {
+				return err
+			}
 		}
-		h.cores = append(h.cores, c)
-		h.queue[g] = make([][][]byte, n)
+		return nil
 	}
 	return h
 }
 
-func (h *harness) drain(g partition.GroupID) {
-	out := h.cores[g].Ready()
-	for _, s := range out.Sends {
-		if s.Kind != multicast.KindMsg {
-			h.t.Fatalf("group %d sent kind %s, want msg", g, s.Kind)
-		}
-		h.queue[g][s.To] = append(h.queue[g][s.To], s.Payload)
-		h.edges = append(h.edges, fmt.Sprintf("%s>%s %s", h.top.Name(g), h.top.Name(s.To), s.About))
-	}
-	for _, m := range out.Deliveries {
-		h.delivered[g] = append(h.delivered[g], m.ID)
-	}
-}
-
 // submit hands m to its entry group.
-func (h *harness) submit(m multicast.Message) {
-	h.t.Helper()
-	e := Entry(h.top, m.Dst)
-	if err := h.cores[e].Step(multicast.Request(m)); err != nil {
-		h.t.Fatalf("request %s at entry %s: %v", m.ID, h.top.Name(e), err)
+func submit(h *harness, m multicast.Message) {
+	h.TB.Helper()
+	e := Entry(h.Top, m.Dst)
+	if _, _, err := h.Request(e, m); err != nil {
+		h.TB.Fatalf("request %s at entry %s: %v", m.ID, h.Top.Name(e), err)
 	}
-	h.received[m.ID] = append(h.received[m.ID], int(e))
-	h.drain(e)
 }
 
-// run delivers every envelope in flight, one channel at a time in a fixed
-// order, until nothing is in flight.
-func (h *harness) run() {
-	h.t.Helper()
-	for moved := true; moved; {
-		moved = false
-		for from := range h.queue {
-			for to := range h.queue[from] {
-				for len(h.queue[from][to]) > 0 {
-					p := h.queue[from][to][0]
-					h.queue[from][to] = h.queue[from][to][1:]
-					m, err := Decode(p, h.top.Len())
-					if err != nil {
-						h.t.Fatal(err)
-					}
-					if err := h.cores[to].Step(multicast.Envelope(partition.GroupID(from), p)); err != nil {
-						h.t.Fatalf("envelope %s at %s: %v", m.ID, h.top.Name(partition.GroupID(to)), err)
-					}
-					h.received[m.ID] = append(h.received[m.ID], to)
-					h.drain(partition.GroupID(to))
-					moved = true
-				}
-			}
-		}
+// deliveredIDs returns each group's delivery order as ids.
+func deliveredIDs(h *harness) [][]multicast.MsgID {
+	out := make([][]multicast.MsgID, len(h.Cores))
+	for g := range out {
+		out[g] = h.OrderIDs(partition.GroupID(g))
 	}
+	return out
 }
 
 func TestEntry(t *testing.T) {
@@ -161,162 +121,6 @@ func TestEntry(t *testing.T) {
 	}
 	if got := Entry(top, partition.SetOf(40)); got != partition.NoGroup {
 		t.Errorf("Entry({40}) = %d, want NoGroup", got)
-	}
-}
-
-// TestForwardingT1 follows single messages through T1: which groups receive
-// them, which edges carry them and who delivers.
-func TestForwardingT1(t *testing.T) {
-	tests := []struct {
-		name      string
-		dst       []string
-		edges     []string // in send order
-		receivers []string // groups that got the payload (entry included)
-	}{
-		{
-			name:      "local message stays at its group",
-			dst:       []string{"sa-east-1"},
-			receivers: []string{"sa-east-1"},
-		},
-		{
-			name:      "local message at the root is not forwarded",
-			dst:       []string{"eu-west-3"},
-			receivers: []string{"eu-west-3"},
-		},
-		{
-			name:      "parent and child",
-			dst:       []string{"ca-central-1", "us-west-1"},
-			edges:     []string{"ca-central-1>us-west-1"},
-			receivers: []string{"ca-central-1", "us-west-1"},
-		},
-		{
-			name: "entry is not a destination (not genuine)",
-			dst:  []string{"us-west-1", "sa-east-1"},
-			edges: []string{
-				"eu-west-1>ca-central-1", "eu-west-1>us-east-1",
-				"ca-central-1>us-west-1", "us-east-1>sa-east-1",
-			},
-			receivers: []string{"eu-west-1", "ca-central-1", "us-east-1", "us-west-1", "sa-east-1"},
-		},
-		{
-			name: "across the root, through non-destinations on both sides",
-			dst:  []string{"us-west-1", "ap-southeast-2"},
-			edges: []string{
-				"eu-west-3>eu-central-1", "eu-west-3>eu-west-1",
-				"eu-central-1>ap-south-1", "eu-west-1>ca-central-1",
-				"ap-south-1>ap-northeast-1", "ca-central-1>us-west-1",
-				"ap-northeast-1>ap-southeast-2",
-			},
-			receivers: []string{"eu-west-3", "eu-west-1", "eu-central-1", "ca-central-1", "ap-south-1",
-				"ap-northeast-1", "us-west-1", "ap-southeast-2"},
-		},
-		{
-			name: "once per child even with several destinations below it",
-			dst:  []string{"ap-south-1", "ap-northeast-1", "ap-southeast-1", "ap-southeast-2"},
-			edges: []string{
-				"ap-south-1>ap-northeast-1", "ap-south-1>ap-southeast-1",
-				"ap-northeast-1>ap-southeast-2",
-			},
-			receivers: []string{"ap-south-1", "ap-northeast-1", "ap-southeast-1", "ap-southeast-2"},
-		},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			top := paperT1(t)
-			h := newHarness(t, top)
-			id := multicast.MsgID{Client: 1, Seq: 1}
-			h.submit(multicast.Message{ID: id, Dst: set(t, top, tc.dst...), Payload: []byte("x")})
-			h.run()
-
-			var wantEdges []string
-			for _, e := range tc.edges {
-				wantEdges = append(wantEdges, e+" "+id.String())
-			}
-			// Sends leave each group in rank order of the children; compare
-			// as sets, since the harness interleaves groups by its own order.
-			if got, want := slices.Sorted(slices.Values(h.edges)), slices.Sorted(slices.Values(wantEdges)); !slices.Equal(got, want) {
-				t.Errorf("edges = %v, want %v", got, want)
-			}
-			var gotRecv []string
-			for _, g := range h.received[id] {
-				gotRecv = append(gotRecv, top.Name(partition.GroupID(g)))
-			}
-			if got, want := slices.Sorted(slices.Values(gotRecv)), slices.Sorted(slices.Values(tc.receivers)); !slices.Equal(got, want) {
-				t.Errorf("receivers = %v, want %v", got, want)
-			}
-			for g := range top.Len() {
-				name := top.Name(partition.GroupID(g))
-				want := 0
-				if slices.Contains(tc.dst, name) {
-					want = 1
-				}
-				if got := len(h.delivered[g]); got != want {
-					t.Errorf("%s delivered %d messages, want %d", name, got, want)
-				}
-			}
-		})
-	}
-}
-
-// TestOrderT1 multicasts overlapping messages from many entries and checks
-// that every pair of messages delivered by two groups is delivered in the
-// same order by both.
-func TestOrderT1(t *testing.T) {
-	top := paperT1(t)
-	h := newHarness(t, top)
-	dsts := [][]string{
-		{"us-west-1", "ap-southeast-2"},
-		{"ap-southeast-2", "ap-southeast-1"},
-		{"us-west-1", "sa-east-1"},
-		{"ap-southeast-1", "us-west-1", "eu-north-1"},
-		{"sa-east-1", "ap-southeast-2"},
-		{"us-west-1"},
-		{"ap-southeast-2"},
-		{"eu-north-1", "ap-southeast-1"},
-	}
-	var ids []multicast.MsgID
-	for round := range 3 {
-		for i, d := range dsts {
-			id := multicast.MsgID{Client: uint64(i + 1), Seq: uint64(round + 1)}
-			ids = append(ids, id)
-			h.submit(multicast.Message{ID: id, Dst: set(t, top, d...)})
-			if i%3 == 2 {
-				h.run() // interleave submissions with propagation
-			}
-		}
-	}
-	h.run()
-	total := 0
-	for g := range top.Len() {
-		total += len(h.delivered[g])
-	}
-	if want := 3 * 15; total != want {
-		t.Fatalf("delivered %d copies in all, want %d", total, want)
-	}
-	pos := make([]map[multicast.MsgID]int, top.Len())
-	for g := range top.Len() {
-		pos[g] = map[multicast.MsgID]int{}
-		for i, id := range h.delivered[g] {
-			pos[g][id] = i
-		}
-	}
-	for _, a := range ids {
-		for _, b := range ids {
-			var before, after []string
-			for g := range top.Len() {
-				pa, okA := pos[g][a]
-				pb, okB := pos[g][b]
-				if okA && okB && pa < pb {
-					before = append(before, top.Name(partition.GroupID(g)))
-				}
-				if okA && okB && pa > pb {
-					after = append(after, top.Name(partition.GroupID(g)))
-				}
-			}
-			if len(before) > 0 && len(after) > 0 {
-				t.Errorf("%s before %s at %v but after it at %v", a, b, before, after)
-			}
-		}
 	}
 }
 
@@ -520,30 +324,6 @@ func TestPayloadIsCopied(t *testing.T) {
 	clear(env)
 	if got := string(cc.Ready().Deliveries[0].Payload); got != "abc" {
 		t.Fatalf("delivered payload after the envelope was cleared = %q, want %q", got, "abc")
-	}
-}
-
-func TestStats(t *testing.T) {
-	top := paperT1(t)
-	h := newHarness(t, top)
-	// Two messages through eu-west-1, which delivers one of them.
-	h.submit(multicast.Message{ID: multicast.MsgID{Client: 1, Seq: 1}, Dst: set(t, top, "us-west-1", "sa-east-1")})
-	h.submit(multicast.Message{ID: multicast.MsgID{Client: 1, Seq: 2}, Dst: set(t, top, "eu-west-1", "sa-east-1")})
-	h.run()
-	m := h.cores[gid(t, top, "eu-west-1")].Stats()
-	want := Stats{Requests: 2, Envelopes: 0, Forwarded: 3, Delivered: 1}
-	if m != want {
-		t.Fatalf("eu-west-1 stats = %+v, want %+v", m, want)
-	}
-	if got := m.Overhead(); got != 0.5 {
-		t.Fatalf("eu-west-1 overhead = %v, want 0.5", got)
-	}
-	us := h.cores[gid(t, top, "us-east-1")].Stats()
-	if us.Received() != 2 || us.Delivered != 0 || us.Overhead() != 1 {
-		t.Fatalf("us-east-1 stats = %+v overhead %v, want 2 received, 0 delivered, overhead 1", us, us.Overhead())
-	}
-	if got := (Stats{}).Overhead(); got != 0 {
-		t.Fatalf("overhead of an idle group = %v, want 0", got)
 	}
 }
 
