@@ -24,12 +24,14 @@ const modulePath = "github.com/flexkv/flexkv"
 // corePackages are the deterministic state machines of DESIGN 3.1: the
 // shared contract, the wire encoding, the reliable channel layer, the three
 // protocols, and the group replica's state machine that joins them to the
-// log and the executor (DESIGN 1). Each must exist and hold
+// log and the executor (DESIGN 1), and the self-checks they all run
+// (STYLE 3). Each must exist and hold
 // Go files; a missing one fails the test rather than passing it unchecked.
 // Any other package under multicast/ that is not a harness is checked too.
 var corePackages = []string{
 	"multicast",
 	"internal/wire",
+	"internal/invariants",
 	"multicast/channel",
 	"multicast/rawnode",
 	"group",
@@ -93,7 +95,7 @@ func coreImportProblem(path string) string {
 		}
 	}
 	if rel, ok := moduleRel(path); ok {
-		if rel == "partition" || rel == "internal/wire" || underDir(rel, "group") {
+		if rel == "partition" || rel == "internal/wire" || rel == "internal/invariants" || underDir(rel, "group") {
 			return ""
 		}
 		for _, h := range harnessPackages {
@@ -104,7 +106,7 @@ func coreImportProblem(path string) string {
 		if underDir(rel, "multicast") {
 			return ""
 		}
-		return "a core imports only the standard library, partition, internal/wire, multicast/... and group"
+		return "a core imports only the standard library, partition, internal/wire, internal/invariants, multicast/... and group"
 	}
 	// The go command's rule: standard-library paths have no dot in their
 	// first element.
@@ -865,6 +867,7 @@ func TestCoreImportProblem(t *testing.T) {
 		{modulePath + "/partition", true},
 		{modulePath + "/multicast", true},
 		{modulePath + "/internal/wire", true},
+		{modulePath + "/internal/invariants", true},
 		{modulePath + "/internal/testaddr", false},
 		{modulePath + "/multicast/flexcast", true},
 		{"time", false},
