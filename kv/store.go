@@ -617,11 +617,13 @@ func (s *Store) Commit(b *Batch, index uint64) error {
 		return fmt.Errorf("kv: commit %d: %w", index, err)
 	}
 	b.rowsCommitted(false)
-	for _, id := range evicted {
-		delete(h.ids, id)
-	}
+	// The batch's results first: a batch of more than ResultsMax results
+	// evicts some of its own, which must leave the index too.
 	for _, id := range b.results {
 		h.ids[id] = struct{}{}
+	}
+	for _, id := range evicted {
+		delete(h.ids, id)
 	}
 	s.resFirst, s.resNext = first, next
 	s.applied.Store(index)
