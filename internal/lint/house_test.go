@@ -48,6 +48,7 @@ var house = []room{
 	// 0: the ground: topology, certificates, generated protobuf, plumbing.
 	{dir: "partition", floor: 0},
 	{dir: "certs", floor: 0},
+	{dir: "internal/invariants", floor: 0},
 	{dir: "overlay", floor: 0, tests: []string{"partition"}},
 	{dir: "api/apipb", floor: 0, ext: protoExt, testExt: []string{"go.etcd.io/etcd/api/v3/*"}},
 	{dir: "replication/transport/transportpb", floor: 0, ext: protoExt},
@@ -55,7 +56,6 @@ var house = []room{
 	{dir: "internal/loadgen", floor: 0, ext: []string{"github.com/HdrHistogram/hdrhistogram-go"}},
 	{dir: "internal/testaddr", floor: 0},
 	{dir: "internal/lint", floor: 0},
-	{dir: "internal/invariants", floor: 0},
 	// 1: the ordering contract, the store, the shipped configurations.
 	{dir: "multicast", floor: 1, imports: []string{"partition"}},
 	{dir: "kv", floor: 1, imports: []string{"internal/invariants", "partition"}, ext: pebbleExt},
