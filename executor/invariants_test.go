@@ -118,3 +118,17 @@ func TestInvariantExecutionState(t *testing.T) {
 		})
 	}
 }
+
+// A queued delivery is checked against the meta record too: one at or
+// past the next sequence panics at the next entry.
+func TestInvariantQueue(t *testing.T) {
+	c := newCluster(t, nil)
+	c.deliver(1, c.msg(1, mixedTxn)) // group 1's piece waits for the votes of 0 and 2
+	c.deliver(1)                     // a correct state passes
+	e := c.reps[1].ex
+	if len(e.queue) != 1 {
+		t.Fatalf("%d deliveries queued at group 1, want 1", len(e.queue))
+	}
+	e.queue[0].seq = e.meta.qNext
+	mustViolate(t, "not below the next sequence", func() { c.deliver(1) })
+}
