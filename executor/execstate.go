@@ -1,11 +1,13 @@
 package executor
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
 	"math"
 
+	"github.com/flexkv/flexkv/internal/invariants"
 	"github.com/flexkv/flexkv/internal/wire"
 	"github.com/flexkv/flexkv/kv"
 	"github.com/flexkv/flexkv/multicast"
@@ -197,6 +199,14 @@ func (m *execMeta) append(b []byte) []byte {
 	return b
 }
 
+// checkMetaRecord asserts that the meta record rec reads back as m: what a
+// restart resumes (loadMeta) is the state written.
+func checkMetaRecord(m *execMeta, rec []byte) {
+	if got, err := decodeMeta(rec); err != nil || got != *m {
+		invariants.Violated("executor: meta record of %+v reads back as %+v (%v)", *m, got, err)
+	}
+}
+
 func decodeMeta(b []byte) (execMeta, error) {
 	d := wire.NewDecoder(b)
 	if v := d.Byte(); d.Err() == nil && v != metaVersion {
@@ -297,6 +307,22 @@ func appendResultRecord(b []byte, digest uint64, r *txn.PieceResult) []byte {
 	return txn.AppendPieceResult(b, r)
 }
 
+// checkResultRecord asserts that the result record rec reads back as the
+// digest and PieceResult it was made of: what Result returns, and what a
+// duplicate's digest is compared with, is what ran.
+func checkResultRecord(rec []byte, digest uint64, r *txn.PieceResult) {
+	got, res, err := decodeResultRecord(rec)
+	switch {
+	case err != nil:
+		invariants.Violated("executor: result record does not read back: %v", err)
+	case got != digest:
+		invariants.Violated("executor: result record of digest %#x reads back digest %#x", digest, got)
+	case res.Succeeded != r.Succeeded || res.Aborted != r.Aborted || res.Truncated != r.Truncated || res.Reason != r.Reason ||
+		len(res.Results) != len(r.Results) || !bytes.Equal(txn.AppendPieceResult(nil, &res), rec[resultRecordHead:]):
+		invariants.Violated("executor: result record of %+v reads back as %+v", *r, res)
+	}
+}
+
 // resultDigest returns the digest of a result record, without decoding its
 // PieceResult.
 func resultDigest(b []byte) (uint64, error) {
@@ -332,6 +358,18 @@ func (d *delivery) append(b []byte) []byte {
 	return wire.AppendBytes(b, d.msg.Payload)
 }
 
+// checkQueueRecord asserts that the queue record rec reads back as d: a
+// restarted replica runs the delivery it reads back (load), which must be
+// the one that was queued, digest included.
+func checkQueueRecord(d *delivery, rec []byte) {
+	got, err := decodeDelivery(rec)
+	if err != nil || got.msg.ID != d.msg.ID || got.msg.Dst != d.msg.Dst || got.size != d.size ||
+		got.digest != d.digest || !bytes.Equal(got.msg.Payload, d.msg.Payload) {
+		invariants.Violated("executor: queue record of %s (dst %s, %d bytes, digest %#x) reads back as %s (dst %s, %d bytes, digest %#x): %v",
+			d.msg.ID, d.msg.Dst, d.size, d.digest, got.msg.ID, got.msg.Dst, got.size, got.digest, err)
+	}
+}
+
 func decodeDelivery(b []byte) (delivery, error) {
 	dec := wire.NewDecoder(b)
 	var d delivery
@@ -361,6 +399,15 @@ func appendSend(b []byte, s rawnode.AppSend) []byte {
 	b = wire.AppendUvarint(b, uint64(s.To))
 	b = wire.AppendMsgID(b, s.About)
 	return wire.AppendBytes(b, s.Payload)
+}
+
+// checkSentRecord asserts that the sent record rec reads back as s: Sent
+// hands a replaying replica's channels what it reads back.
+func checkSentRecord(s rawnode.AppSend, rec []byte) {
+	got, err := decodeSend(rec)
+	if err != nil || got.To != s.To || got.About != s.About || !bytes.Equal(got.Payload, s.Payload) {
+		invariants.Violated("executor: sent record to group %d about %s reads back as to %d about %s: %v", s.To, s.About, got.To, got.About, err)
+	}
 }
 
 func decodeSend(b []byte) (rawnode.AppSend, error) {

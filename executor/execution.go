@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/flexkv/flexkv/internal/invariants"
 	"github.com/flexkv/flexkv/kv"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/rawnode"
@@ -608,6 +609,9 @@ func (x *execution) run(j *job, votes []txn.Vote, reason string) error {
 		res = txn.PieceResult{Succeeded: res.Succeeded, Truncated: true}
 		enc = appendResultRecord(nil, j.digest, &res)
 	}
+	if invariants.Enabled {
+		checkResultRecord(enc, j.digest, &res)
+	}
 	if err := x.setResult(j.id, enc); err != nil {
 		return err
 	}
@@ -677,7 +681,11 @@ func (x *execution) finish(index uint64) error {
 	}
 	for _, q := range x.e.queue {
 		if !q.stored {
-			if err := x.b.PutAux(queueKey(q.seq), q.d.append(nil)); err != nil {
+			rec := q.d.append(nil)
+			if invariants.Enabled {
+				checkQueueRecord(q.d, rec)
+			}
+			if err := x.b.PutAux(queueKey(q.seq), rec); err != nil {
 				return err
 			}
 			q.stored, q.d = true, nil
@@ -693,13 +701,96 @@ func (x *execution) finish(index uint64) error {
 		return err
 	}
 	x.meta.queued = uint64(len(x.e.queue))
-	if err := x.b.PutAux(metaKey, x.meta.append(nil)); err != nil {
+	rec := x.meta.append(nil)
+	if invariants.Enabled {
+		checkMetaRecord(&x.meta, rec)
+	}
+	if err := x.b.PutAux(metaKey, rec); err != nil {
 		return err
 	}
 	for i, s := range x.sends {
-		if err := x.b.PutAux(sentKey(index, uint32(i)), appendSend(nil, s)); err != nil {
+		rec := appendSend(nil, s)
+		if invariants.Enabled {
+			checkSentRecord(s, rec)
+		}
+		if err := x.b.PutAux(sentKey(index, uint32(i)), rec); err != nil {
 			return err
 		}
+	}
+	if invariants.Enabled {
+		invariants.Hold(x.check())
+	}
+	return nil
+}
+
+// check returns the first broken invariant of the state the execution
+// leaves, nil if none: what is in memory agrees with itself and with the
+// meta record written beside it, which a restart checks its records
+// against (load). It takes O(queue + stored votes + sessions).
+func (x *execution) check() error {
+	e, m := x.e, &x.meta
+	if uint64(len(e.queue)) != m.queued {
+		return fmt.Errorf("executor: %d deliveries queued, the meta record says %d", len(e.queue), m.queued)
+	}
+	for i, q := range e.queue {
+		switch {
+		case q.seq >= m.qNext || (i > 0 && q.seq <= e.queue[i-1].seq):
+			return fmt.Errorf("executor: queued delivery %d at place %d, out of order or not below the next sequence %d", q.seq, i, m.qNext)
+		case !q.stored || q.d != nil:
+			return fmt.Errorf("executor: queued delivery %d not stored", q.seq)
+		case q.votedStored != (q.voted && q.job.voteStep()):
+			return fmt.Errorf("executor: queued delivery %d: voted %v, vote step %v, voted mark stored %v", q.seq, q.voted, q.job.voteStep(), q.votedStored)
+		}
+	}
+	if uint64(len(e.stored)) != m.votes {
+		return fmt.Errorf("executor: %d votes stored, the meta record says %d", len(e.stored), m.votes)
+	}
+	size, byTxn := int64(0), 0
+	//flexkv:unordered a sum and membership tests, whatever the order
+	for slot, v := range e.stored {
+		switch {
+		case !e.votes[slot.id].Has(slot.g):
+			return fmt.Errorf("executor: vote of group %d on %s stored, not in the votes of its transaction", slot.g, slot.id)
+		case v.seq >= m.voteNext:
+			return fmt.Errorf("executor: vote of group %d on %s arrived %d, not before the next arrival %d", slot.g, slot.id, v.seq, m.voteNext)
+		}
+		size += v.size
+	}
+	//flexkv:unordered a sum, whatever the order
+	for _, gs := range e.votes {
+		byTxn += gs.Len()
+	}
+	if size != e.voteBytes || byTxn != len(e.stored) {
+		return fmt.Errorf("executor: stored votes take %d bytes, counted %d; %d by transaction, %d stored", size, e.voteBytes, byTxn, len(e.stored))
+	}
+	live := 0
+	for i, a := range e.arrivals {
+		if i > 0 && a.seq <= e.arrivals[i-1].seq {
+			return fmt.Errorf("executor: vote arrival %d after %d", a.seq, e.arrivals[i-1].seq)
+		}
+		if !e.staleArrival(a) {
+			live++
+		}
+	}
+	if live != len(e.stored) {
+		return fmt.Errorf("executor: %d arrivals of stored votes, %d votes stored", live, len(e.stored))
+	}
+	t := e.sessions
+	if err := t.check(); err != nil {
+		return err
+	}
+	kept := uint64(0)
+	for el := t.order.Front(); el != nil; el = el.Next() {
+		ss := el.Value.(*session)
+		if ss.touch >= m.touchNext || ss.used > m.now {
+			return fmt.Errorf("executor: session of client %d touched %d at log time %d, the next touch is %d, log time %d", ss.client, ss.touch, ss.used, m.touchNext, m.now)
+		}
+		if ss.kept != 0 {
+			kept++
+		}
+	}
+	if uint64(t.len()) != m.sessions || kept != m.sessionResults {
+		return fmt.Errorf("executor: %d session records keeping %d results, the meta record says %d and %d", t.len(), kept, m.sessions, m.sessionResults)
 	}
 	return nil
 }

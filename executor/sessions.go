@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"bytes"
 	"cmp"
 	"container/list"
 	"encoding/binary"
@@ -9,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/flexkv/flexkv/group"
+	"github.com/flexkv/flexkv/internal/invariants"
 	"github.com/flexkv/flexkv/internal/wire"
 	"github.com/flexkv/flexkv/kv"
 	"github.com/flexkv/flexkv/multicast"
@@ -170,6 +172,22 @@ func (s *session) append(b []byte, result []byte) []byte {
 	return append(b, result...)
 }
 
+// checkSessionRecord asserts that the session record rec reads back as s
+// with its inline result result: what a restart, Result and SessionState
+// read is the record as the table holds it.
+func checkSessionRecord(s *session, result, rec []byte) {
+	got, inline, err := decodeSession(s.client, rec)
+	switch {
+	case err != nil:
+		invariants.Violated("executor: session record of client %d does not read back: %v", s.client, err)
+	case got.delivered != s.delivered || got.used != s.used || got.touch != s.touch || got.kept != s.kept || got.inline != s.inline:
+		invariants.Violated("executor: session record of client %d (delivered %d, used %d, touch %d, kept %d, inline %v) reads back as (%d, %d, %d, %d, %v)",
+			s.client, s.delivered, s.used, s.touch, s.kept, s.inline, got.delivered, got.used, got.touch, got.kept, got.inline)
+	case !bytes.Equal(inline, result):
+		invariants.Violated("executor: session record of client %d: inline result of %d bytes reads back as %d bytes", s.client, len(result), len(inline))
+	}
+}
+
 // decodeSession decodes the session record b of client, and returns its
 // inline result too (nil if it holds none), which aliases b.
 func decodeSession(client uint64, b []byte) (*session, []byte, error) {
@@ -219,6 +237,38 @@ func newSessionTable() *sessionTable {
 }
 
 func (t *sessionTable) len() int { return len(t.byID) }
+
+// check returns the first broken invariant of the table, nil if none: the
+// list and the map hold the same records, the list in increasing touch
+// and non-decreasing log time (so expiry from its head and a restart's
+// rebuild by touch agree), each result kept its session's latest delivery,
+// and no record touched outside an execution. It takes O(records).
+func (t *sessionTable) check() error {
+	if n := t.order.Len(); n != len(t.byID) {
+		return fmt.Errorf("executor: session table: %d records listed, %d by id", n, len(t.byID))
+	}
+	var prev *session
+	for e := t.order.Front(); e != nil; e = e.Next() {
+		ss := e.Value.(*session)
+		switch {
+		case t.byID[ss.client] != ss:
+			return fmt.Errorf("executor: session table: client %d listed, not found by id", ss.client)
+		case ss.elem != e:
+			return fmt.Errorf("executor: session table: client %d does not know its place in the list", ss.client)
+		case prev != nil && (ss.touch <= prev.touch || ss.used < prev.used):
+			return fmt.Errorf("executor: session table: client %d (touch %d, used %d) listed after client %d (touch %d, used %d)",
+				ss.client, ss.touch, ss.used, prev.client, prev.touch, prev.used)
+		case ss.kept != 0 && ss.kept != ss.delivered:
+			return fmt.Errorf("executor: session table: client %d keeps the result of seq %d, delivered %d", ss.client, ss.kept, ss.delivered)
+		case ss.kept == 0 && (ss.inline || ss.result != nil):
+			return fmt.Errorf("executor: session table: client %d keeps no result, inline %v", ss.client, ss.inline)
+		case ss.touched:
+			return fmt.Errorf("executor: session table: client %d marked touched between executions", ss.client)
+		}
+		prev = ss
+	}
+	return nil
+}
 
 // add puts s, new, at the tail.
 func (t *sessionTable) add(s *session) {
@@ -271,6 +321,9 @@ func loadSessions(s *kv.Store) (*sessionTable, uint64, error) {
 		}
 		t.add(ss)
 	}
+	if invariants.Enabled {
+		invariants.Hold(t.check())
+	}
 	return t, kept, nil
 }
 
@@ -303,6 +356,9 @@ func (x *execution) storeSessions() error {
 			return err
 		}
 		x.record = ss.append(x.record[:0], result) // PutAux copies it
+		if invariants.Enabled {
+			checkSessionRecord(ss, result, x.record)
+		}
 		if err := x.b.PutAux(sessionKey(ss.client), x.record); err != nil {
 			return err
 		}

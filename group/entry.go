@@ -1,9 +1,11 @@
 package group
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
+	"github.com/flexkv/flexkv/internal/invariants"
 	"github.com/flexkv/flexkv/internal/wire"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/channel"
@@ -42,7 +44,11 @@ var ErrDuplicate = errors.New("group: duplicate request")
 
 // EncodeRequest returns the log entry of a client request.
 func EncodeRequest(m multicast.Message) []byte {
-	return wire.AppendMessage([]byte{entryRequest}, m)
+	b := wire.AppendMessage([]byte{entryRequest}, m)
+	if invariants.Enabled {
+		checkRequestsEntry(b, []multicast.Message{m})
+	}
+	return b
 }
 
 // RequestsMax and RequestsBytesMax bound the requests of one entry
@@ -60,6 +66,9 @@ func EncodeRequests(ms []multicast.Message) []byte {
 	b := wire.AppendUvarint([]byte{entryRequests}, uint64(len(ms)))
 	for _, m := range ms {
 		b = wire.AppendMessage(b, m)
+	}
+	if invariants.Enabled {
+		checkRequestsEntry(b, ms)
 	}
 	return b
 }
@@ -100,6 +109,9 @@ func EncodeInbound(from partition.GroupID, frames []channel.Frame) []byte {
 		fb = channel.AppendFrame(fb[:0], f)
 		b = wire.AppendBytes(b, fb)
 	}
+	if invariants.Enabled {
+		checkInboundEntry(b, from, frames)
+	}
 	return b
 }
 
@@ -109,3 +121,58 @@ func EncodeTick() []byte { return []byte{entryTick} }
 // EncodeSession returns the log entry that opens a client session. The
 // session's id is SessionID(group, the entry's index).
 func EncodeSession() []byte { return []byte{entrySession} }
+
+// checkRequestsEntry asserts that the entry b of one request
+// (EncodeRequest) or several (EncodeRequests) reads back as ms, in the
+// layout State.Apply reads. It reads the messages as they were encoded,
+// without judging them: a request Apply refuses round-trips too.
+func checkRequestsEntry(b []byte, ms []multicast.Message) {
+	if len(b) == 0 || (b[0] != entryRequest && b[0] != entryRequests) {
+		invariants.Violated("group: requests entry of kind %v", b[:min(len(b), 1)])
+	}
+	d := wire.NewDecoder(b[1:])
+	n := uint64(1)
+	if b[0] == entryRequests {
+		n = d.Uvarint()
+	}
+	if n != uint64(len(ms)) {
+		invariants.Violated("group: entry of %d requests reads back %d", len(ms), n)
+	}
+	for i, m := range ms {
+		id := d.MsgID()
+		dst := partition.GroupSet(d.Uvarint())
+		payload := d.Bytes()
+		if id != m.ID || dst != m.Dst || !bytes.Equal(payload, m.Payload) {
+			invariants.Violated("group: request %d of an entry, %s to %s (%d bytes), reads back as %s to %s (%d bytes): %v",
+				i, m.ID, m.Dst, len(m.Payload), id, dst, len(payload), d.Err())
+		}
+	}
+	if err := d.Finish(); err != nil {
+		invariants.Violated("group: entry of %d requests does not read back: %v", len(ms), err)
+	}
+}
+
+// checkInboundEntry asserts that the inbound entry b reads back as the
+// frames from group from, and that each frame takes the bytes
+// channel.FrameSize says, by which the shell sizes a batch within
+// InboundBytesMax. A frame DecodeFrame refuses (Apply then refuses the
+// entry) is compared by its bytes only.
+func checkInboundEntry(b []byte, from partition.GroupID, frames []channel.Frame) {
+	d := wire.NewDecoder(b[1:])
+	if got, n := d.Uvarint(), d.Uvarint(); b[0] != entryInbound || got != uint64(from) || n != uint64(len(frames)) {
+		invariants.Violated("group: inbound entry of %d frames from %d reads back as kind %d, %d frames from %d", len(frames), from, b[0], n, got)
+	}
+	for i, f := range frames {
+		fb := d.Bytes()
+		if len(fb) != channel.FrameSize(f) {
+			invariants.Violated("group: inbound frame %d (%s) takes %d bytes, FrameSize says %d", i, f, len(fb), channel.FrameSize(f))
+		}
+		got, err := channel.DecodeFrame(fb, partition.GroupsMax)
+		if err == nil && (got.From != f.From || got.To != f.To || got.Seq != f.Seq || got.Ack != f.Ack || got.Nack != f.Nack || !bytes.Equal(got.Payload, f.Payload)) {
+			invariants.Violated("group: inbound frame %d (%s) reads back as %s", i, f, got)
+		}
+	}
+	if err := d.Finish(); err != nil {
+		invariants.Violated("group: inbound entry of %d frames does not read back: %v", len(frames), err)
+	}
+}

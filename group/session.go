@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/flexkv/flexkv/internal/invariants"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/partition"
 )
@@ -95,7 +96,7 @@ var (
 // group g's log. It panics for an index above SessionIndexMax.
 func SessionID(g partition.GroupID, index uint64) uint64 {
 	if index == 0 || index > SessionIndexMax || g < 0 || g >= partition.GroupsMax {
-		panic(fmt.Sprintf("group: invariant violated: session of group %d at index %d", g, index))
+		invariants.Violated("group: session of group %d at index %d", g, index)
 	}
 	return index<<sessionGroupBits | uint64(g)
 }
@@ -141,7 +142,7 @@ func (t *sessionTable) get(id uint64) *session { return t.byID[id] }
 // push adds s at the tail; its id must be new.
 func (t *sessionTable) push(s *session) {
 	if _, dup := t.byID[s.id]; dup {
-		panic(fmt.Sprintf("group: invariant violated: session %d opened twice", s.id))
+		invariants.Violated("group: session %d opened twice", s.id)
 	}
 	t.byID[s.id] = s
 	s.elem = t.order.PushBack(s)
@@ -170,7 +171,41 @@ func (t *sessionTable) expire(now, ticks uint64) int {
 		delete(t.byID, s.id)
 		n++
 	}
+	if invariants.Enabled {
+		invariants.Hold(t.check(now))
+	}
 	return n
+}
+
+// check returns the first broken invariant of the table at log time now,
+// nil if none: the list and the map hold the same sessions, the list
+// ordered by last use, none used after now (so expiry from the head finds
+// every idle one). It takes O(sessions).
+func (t *sessionTable) check(now uint64) error {
+	if n := t.order.Len(); n != len(t.byID) {
+		return fmt.Errorf("group: session table: %d sessions listed, %d by id", n, len(t.byID))
+	}
+	var last uint64
+	for e := t.order.Front(); e != nil; e = e.Next() {
+		s := e.Value.(*session)
+		switch {
+		case t.byID[s.id] != s || s.elem != e:
+			return fmt.Errorf("group: session table: session %d listed, not found by id or out of its place", s.id)
+		case s.used < last || s.used > now:
+			return fmt.Errorf("group: session table: session %d last used at %d, after one used at %d, at log time %d", s.id, s.used, last, now)
+		}
+		last = s.used
+	}
+	return nil
+}
+
+// checkSessions returns the first broken invariant of the sessions, nil
+// if none: the table's own, and its bound, SessionsMax.
+func (s *State) checkSessions() error {
+	if n := s.sessions.len(); n > s.cfg.SessionsMax {
+		return fmt.Errorf("group: %d sessions open, more than SessionsMax (%d)", n, s.cfg.SessionsMax)
+	}
+	return s.sessions.check(s.now)
 }
 
 // openSession opens the session of the entry at index.
@@ -183,6 +218,9 @@ func (s *State) openSession(index uint64) error {
 		return fmt.Errorf("%w: group: log index %d is past SessionIndexMax (%d): no session can be opened", multicast.ErrInvalid, index, SessionIndexMax)
 	}
 	s.sessions.push(&session{id: SessionID(s.cfg.Self, index), used: s.now})
+	if invariants.Enabled {
+		invariants.Hold(s.checkSessions())
+	}
 	return nil
 }
 
@@ -204,6 +242,9 @@ func (s *State) admit(id multicast.MsgID) (*session, error) {
 			ErrSessionExpired, id, id.Client, s.cfg.Self, at)
 	}
 	s.sessions.touch(ss, s.now)
+	if invariants.Enabled {
+		invariants.Hold(s.checkSessions())
+	}
 	if id.Seq <= ss.seq {
 		return nil, fmt.Errorf("%w: %s (session's last accepted is %d)", ErrDuplicate, id, ss.seq)
 	}

@@ -315,3 +315,24 @@ func (b *Batch) Close() {
 	_ = b.b.Close()
 	_ = b.h.release()
 }
+
+// check returns the first broken invariant of a batch about to be
+// committed, nil if none: each result set once (SetResult refuses a
+// second), a batch with results counted as holding data (so that
+// CommitAux refuses it), and its read iterator no newer than the batch.
+func (b *Batch) check() error {
+	ids := slices.Clone(b.results)
+	slices.Sort(ids)
+	for i := 1; i < len(ids); i++ {
+		if ids[i] == ids[i-1] {
+			return fmt.Errorf("kv: batch sets the result of %q twice", ids[i])
+		}
+	}
+	switch {
+	case len(b.results) > 0 && !b.data:
+		return fmt.Errorf("kv: batch of %d results holds no data", len(b.results))
+	case b.it != nil && b.itCount > b.b.Count():
+		return fmt.Errorf("kv: batch read iterator at %d mutations, the batch has %d", b.itCount, b.b.Count())
+	}
+	return nil
+}

@@ -94,3 +94,30 @@ func TestResultIDsFollowTheStore(t *testing.T) {
 	}
 	checkResults(t, "after a restore", other, ids, 3)
 }
+
+// A batch that sets more results than ResultsMax evicts some of its own:
+// they leave the ids held in memory with the older ones, rather than stay
+// there for good with no result behind them.
+func TestResultIDsOfABatchPastTheBound(t *testing.T) {
+	s := openStore(t, Options{NoSync: true, ResultsMax: 3})
+	ids := []string{"t0", "t1", "t2", "t3", "t4"}
+	b := s.NewBatch()
+	defer b.Close()
+	if err := b.SetResult(ids[0], []byte("res "+ids[0])); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(b, 1); err != nil {
+		t.Fatal(err)
+	}
+	b = s.NewBatch()
+	defer b.Close()
+	for _, id := range ids[1:] {
+		if err := b.SetResult(id, []byte("res "+id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Commit(b, 2); err != nil {
+		t.Fatal(err)
+	}
+	checkResults(t, "after a batch of 4 results", s, ids, 3)
+}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/flexkv/flexkv/internal/invariants"
 )
 
 // Snapshot stream (all integers big endian unless uvarint):
@@ -315,6 +317,9 @@ func (s *Store) RestoreSnapshot(r io.Reader, index uint64) error {
 	s.gen = gen
 	s.resFirst, s.resNext = first, next
 	s.applied.Store(index)
+	if invariants.Enabled {
+		invariants.Hold(s.checkCommitted(h))
+	}
 	old.retired.Store(true)
 	// The old generation is closed and removed now, or by the release of
 	// its last Batch or Snapshot. The new state is in place whatever

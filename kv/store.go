@@ -16,6 +16,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/flexkv/flexkv/internal/invariants"
 )
 
 // Options configure a Store.
@@ -599,6 +601,10 @@ func (s *Store) Commit(b *Batch, index uint64) error {
 	case index <= s.applied.Load():
 		return fmt.Errorf("kv: commit: %w: index %d not after the applied index %d", ErrInvalid, index, s.applied.Load())
 	}
+	if invariants.Enabled {
+		invariants.Hold(b.check())
+	}
+	prev := s.applied.Load()
 	b.done = true
 	b.closeIter()
 	first, next, evicted, err := s.sequenceResults(b, s.resFirst, s.resNext)
@@ -617,14 +623,47 @@ func (s *Store) Commit(b *Batch, index uint64) error {
 		return fmt.Errorf("kv: commit %d: %w", index, err)
 	}
 	b.rowsCommitted(false)
-	for _, id := range evicted {
-		delete(h.ids, id)
-	}
+	// The batch's results first: a batch of more than ResultsMax results
+	// evicts some of its own, which must leave the index too.
 	for _, id := range b.results {
 		h.ids[id] = struct{}{}
 	}
+	for _, id := range evicted {
+		delete(h.ids, id)
+	}
 	s.resFirst, s.resNext = first, next
 	s.applied.Store(index)
+	if invariants.Enabled {
+		if index <= prev {
+			invariants.Violated("kv: applied index %d after %d", index, prev)
+		}
+		invariants.Hold(s.checkCommitted(h))
+	}
+	return nil
+}
+
+// checkCommitted returns the first broken invariant of the committed state
+// of h, the live handle, nil if none: the applied index and the result
+// sequences stored are those in memory, which the next Open or restore
+// reads back; at most ResultsMax results are kept past a commit; and the
+// index of result ids holds one id per result kept. commitMu is held.
+func (s *Store) checkCommitted(h *handle) error {
+	applied, first, next, err := readMeta(h.db)
+	switch {
+	case err != nil:
+		return fmt.Errorf("kv: committed state does not read back: %w", err)
+	case applied != s.applied.Load():
+		return fmt.Errorf("kv: applied index %d stored, %d in memory", applied, s.applied.Load())
+	case first != s.resFirst || next != s.resNext:
+		return fmt.Errorf("kv: result sequences [%d, %d) stored, [%d, %d) in memory", first, next, s.resFirst, s.resNext)
+	case next-first > s.resultsMax:
+		return fmt.Errorf("kv: %d results kept, more than ResultsMax (%d)", next-first, s.resultsMax)
+	}
+	// Only a commit writes h.ids, under commitMu: reading it here needs no
+	// idsMu, which Commit may hold still.
+	if uint64(len(h.ids)) != next-first {
+		return fmt.Errorf("kv: %d result ids indexed, %d results kept", len(h.ids), next-first)
+	}
 	return nil
 }
 

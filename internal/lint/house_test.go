@@ -48,6 +48,7 @@ var house = []room{
 	// 0: the ground: topology, certificates, generated protobuf, plumbing.
 	{dir: "partition", floor: 0},
 	{dir: "certs", floor: 0},
+	{dir: "internal/invariants", floor: 0},
 	{dir: "overlay", floor: 0, tests: []string{"partition"}},
 	{dir: "api/apipb", floor: 0, ext: protoExt, testExt: []string{"go.etcd.io/etcd/api/v3/*"}},
 	{dir: "replication/transport/transportpb", floor: 0, ext: protoExt},
@@ -58,14 +59,14 @@ var house = []room{
 	{dir: "internal/buildinfo", floor: 0},
 	// 1: the ordering contract, the store, the shipped configurations.
 	{dir: "multicast", floor: 1, imports: []string{"partition"}},
-	{dir: "kv", floor: 1, imports: []string{"partition"}, ext: pebbleExt},
+	{dir: "kv", floor: 1, imports: []string{"internal/invariants", "partition"}, ext: pebbleExt},
 	{dir: "configs", floor: 1, imports: []string{"partition"}, tests: []string{"multicast", "multicast/protocol"}},
 	{dir: "internal/testcluster", floor: 1, imports: []string{"internal/testaddr", "partition"}, ext: append([]string{"go.uber.org/goleak"}, promExt...)},
 	// 2: the deterministic wire encoding, the ordering checker.
 	{dir: "internal/wire", floor: 2, imports: []string{"multicast", "partition"}},
 	{dir: "multicast/check", floor: 2, imports: []string{"multicast"}},
 	// 3: the cores, the reliable channel, the transaction model, the raft log.
-	{dir: "multicast/channel", floor: 3, imports: []string{"internal/wire", "multicast", "partition"},
+	{dir: "multicast/channel", floor: 3, imports: []string{"internal/invariants", "internal/wire", "multicast", "partition"},
 		tests: []string{"internal/simnet"}},
 	{dir: "multicast/flexcast", floor: 3, imports: []string{"internal/wire", "multicast", "partition"},
 		tests: []string{"configs", "internal/simnet", "internal/snaptest", "multicast/check", "internal/interaction"}},
@@ -88,13 +89,13 @@ var house = []room{
 	{dir: "gtpcc/procs", floor: 4, imports: []string{"txn"}, tests: []string{"executor", "kv", "multicast", "partition"}},
 	// 5: the group state machine, the API's conversions, the scripted
 	// environment of the cores.
-	{dir: "group", floor: 5, imports: []string{"internal/wire", "multicast", "multicast/channel", "multicast/protocol", "multicast/rawnode", "partition"}},
+	{dir: "group", floor: 5, imports: []string{"internal/invariants", "internal/wire", "multicast", "multicast/channel", "multicast/protocol", "multicast/rawnode", "partition"}},
 	{dir: "api", floor: 5, imports: []string{"api/apipb", "multicast/protocol", "partition", "txn"}, tests: []string{"configs"}, ext: protoExt},
 	{dir: "internal/interaction", floor: 5, imports: []string{"multicast", "multicast/channel", "multicast/check", "multicast/rawnode", "partition"},
 		tests: []string{"multicast/protocol"}, ext: []string{"github.com/cockroachdb/datadriven"}},
 	// 6: the executor, the replication shell, the ordering simulator, the
 	// client.
-	{dir: "executor", floor: 6, imports: []string{"group", "internal/wire", "kv", "multicast", "multicast/rawnode", "partition", "txn"},
+	{dir: "executor", floor: 6, imports: []string{"group", "internal/invariants", "internal/wire", "kv", "multicast", "multicast/rawnode", "partition", "txn"},
 		tests: []string{"api/apipb"}},
 	{dir: "replication", floor: 6, imports: []string{"group", "multicast", "multicast/channel", "multicast/rawnode", "partition", "replication/raftstore", "replication/transport"},
 		tests: []string{"internal/testaddr", "internal/testcluster", "internal/wire", "multicast/check", "multicast/protocol"},
@@ -280,6 +281,9 @@ func TestImportProblem(t *testing.T) {
 		{"txn", modulePath + "/api/apipb", false, false},
 		{"txn", modulePath + "/executor", false, false},
 		{"executor", modulePath + "/kv", false, true},
+		{"executor", modulePath + "/internal/invariants", false, true},
+		{"multicast/channel", modulePath + "/internal/invariants", false, true},
+		{"internal/invariants", modulePath + "/partition", false, false},
 		{"api/apipb", modulePath + "/txn", false, false},
 		{"api", modulePath + "/api/apipb", false, true},
 		{"api", modulePath + "/kv", false, false},

@@ -24,12 +24,14 @@ const modulePath = "github.com/flexkv/flexkv"
 // corePackages are the deterministic state machines of DESIGN 3.1: the
 // shared contract, the wire encoding, the reliable channel layer, the three
 // protocols, and the group replica's state machine that joins them to the
-// log and the executor (DESIGN 1). Each must exist and hold
+// log and the executor (DESIGN 1), and the self-checks they all run
+// (STYLE 3). Each must exist and hold
 // Go files; a missing one fails the test rather than passing it unchecked.
 // Any other package under multicast/ that is not a harness is checked too.
 var corePackages = []string{
 	"multicast",
 	"internal/wire",
+	"internal/invariants",
 	"multicast/channel",
 	"multicast/rawnode",
 	"group",
@@ -93,7 +95,7 @@ func coreImportProblem(path string) string {
 		}
 	}
 	if rel, ok := moduleRel(path); ok {
-		if rel == "partition" || rel == "internal/wire" || underDir(rel, "group") {
+		if rel == "partition" || rel == "internal/wire" || rel == "internal/invariants" || underDir(rel, "group") {
 			return ""
 		}
 		for _, h := range harnessPackages {
@@ -104,7 +106,7 @@ func coreImportProblem(path string) string {
 		if underDir(rel, "multicast") {
 			return ""
 		}
-		return "a core imports only the standard library, partition, internal/wire, multicast/... and group"
+		return "a core imports only the standard library, partition, internal/wire, internal/invariants, multicast/... and group"
 	}
 	// The go command's rule: standard-library paths have no dot in their
 	// first element.
@@ -576,48 +578,73 @@ func checkPackage(t *testing.T, fset *token.FileSet, imp *moduleImporter, root, 
 	}
 }
 
-// replicaPackages are deterministic replica-side code outside the ordering
-// layer: the gTPC-C stored procedures, which every replica of a group runs
-// on the same rows in the same order and which must write the same bytes
-// (DESIGN 1, 9). They get the cores' purity rules with imports of their
-// own (replicaImportProblem). Each must exist and hold Go files.
-var replicaPackages = []string{
-	"gtpcc/procs",
+// A replicaPackage is deterministic replica-side code outside the ordering
+// layer, which every replica of a group runs on the same inputs in the same
+// order and which must write the same bytes (DESIGN 1, 6, 9): it gets the
+// cores' purity rules with imports of its own (replicaImportProblem).
+type replicaPackage struct {
+	dir string
+	// imports are the module packages it may import.
+	imports []string
+	// std are the standard-library packages that forbiddenImports names
+	// and it may import all the same, each with the reason.
+	std map[string]string
 }
 
-// replicaImportProblem returns why a replica-side package may not import
-// path, or "" if it may: the standard library minus forbiddenImports,
-// partition, and the transaction model txn (not its executor).
-func replicaImportProblem(path string) string {
+// replicaPackages are the replica-side packages: the gTPC-C stored
+// procedures, and the executor that runs them and the transactions over
+// kv (DESIGN 1: the executor has no clock, randomness, goroutines or I/O,
+// like the cores). Each must exist and hold Go files.
+var replicaPackages = []replicaPackage{
+	{dir: "gtpcc/procs", imports: []string{"partition", "txn"}},
+	{dir: "executor", imports: []string{"group", "internal/invariants", "internal/wire", "kv", "multicast", "multicast/rawnode", "partition", "txn"},
+		std: map[string]string{
+			// Execute runs single-threaded in log order; its locks only let
+			// the shell read results, session states and stats meanwhile, and
+			// decide nothing that reaches the state.
+			"sync": "the executor's locks serialize the shell's reads with Execute",
+		}},
+}
+
+// replicaImportProblem returns why replica-side package p may not import
+// path, or "" if it may: the standard library minus forbiddenImports (less
+// those p.std names), and p.imports.
+func replicaImportProblem(p replicaPackage, path string) string {
 	if rel, ok := moduleRel(path); ok {
-		if rel == "partition" || rel == "txn" {
+		if slices.Contains(p.imports, rel) {
 			return ""
 		}
-		return "replica-side code imports only the standard library, partition and txn"
+		return fmt.Sprintf("replica-side code of %s imports only the standard library and %s", p.dir, strings.Join(p.imports, ", "))
+	}
+	if _, ok := p.std[path]; ok {
+		return ""
 	}
 	return coreImportProblem(path)
 }
 
-// checkReplicaFile applies the purity rules of a core to one non-test file
-// of a replica-side package, with replicaImportProblem for its imports.
-func checkReplicaFile(fset *token.FileSet, f *ast.File, info *types.Info) []finding {
-	var out []finding
-	for _, fd := range checkCoreFile(fset, f, info) {
-		if fd.rule != "import" {
-			out = append(out, fd)
+// checkReplicaFile returns the check of one non-test file of replica-side
+// package p: the purity rules of a core, with replicaImportProblem for its
+// imports.
+func checkReplicaFile(p replicaPackage) func(*token.FileSet, *ast.File, *types.Info) []finding {
+	return func(fset *token.FileSet, f *ast.File, info *types.Info) []finding {
+		var out []finding
+		for _, fd := range checkCoreFile(fset, f, info) {
+			if fd.rule != "import" {
+				out = append(out, fd)
+			}
 		}
+		for _, imp := range f.Imports {
+			path, err := strconv.Unquote(imp.Path.Value)
+			if err != nil {
+				out = append(out, finding{pos: fset.Position(imp.Pos()), rule: "import", msg: fmt.Sprintf("malformed import path %s", imp.Path.Value)})
+				continue
+			}
+			if why := replicaImportProblem(p, path); why != "" {
+				out = append(out, finding{pos: fset.Position(imp.Pos()), rule: "import", msg: fmt.Sprintf("%q: %s (DESIGN 1)", path, why)})
+			}
+		}
+		return out
 	}
-	for _, imp := range f.Imports {
-		path, err := strconv.Unquote(imp.Path.Value)
-		if err != nil {
-			out = append(out, finding{pos: fset.Position(imp.Pos()), rule: "import", msg: fmt.Sprintf("malformed import path %s", imp.Path.Value)})
-			continue
-		}
-		if why := replicaImportProblem(path); why != "" {
-			out = append(out, finding{pos: fset.Position(imp.Pos()), rule: "import", msg: fmt.Sprintf("%q: %s (DESIGN 1)", path, why)})
-		}
-	}
-	return out
 }
 
 // TestReplicaPackagesArePure checks the non-test files of every
@@ -626,39 +653,72 @@ func checkReplicaFile(fset *token.FileSet, f *ast.File, info *types.Info) []find
 func TestReplicaPackagesArePure(t *testing.T) {
 	root := repoRoot(t)
 	fset, imp := sharedImporter(t)
-	for _, rel := range replicaPackages {
-		t.Run(rel, func(t *testing.T) {
-			checkPackage(t, fset, imp, root, rel, "every replica-side package must exist and hold Go files", checkReplicaFile)
+	for _, p := range replicaPackages {
+		t.Run(p.dir, func(t *testing.T) {
+			checkPackage(t, fset, imp, root, p.dir, "every replica-side package must exist and hold Go files", checkReplicaFile(p))
 		})
 	}
 }
 
+// replicaPackageOf returns the replica-side package dir.
+func replicaPackageOf(t *testing.T, dir string) replicaPackage {
+	t.Helper()
+	i := slices.IndexFunc(replicaPackages, func(p replicaPackage) bool { return p.dir == dir })
+	if i < 0 {
+		t.Fatalf("%s is not a replica-side package", dir)
+	}
+	return replicaPackages[i]
+}
+
 func TestReplicaImportProblem(t *testing.T) {
 	for _, tt := range []struct {
-		path    string
-		allowed bool
+		dir, path string
+		allowed   bool
 	}{
-		{"fmt", true},
-		{"encoding/json", true},
-		{"hash/fnv", true},
-		{"math/bits", true},
-		{modulePath + "/partition", true},
-		{modulePath + "/txn", true},
-		{"math/rand/v2", false},
-		{"time", false},
-		{"sync", false},
-		{"os", false},
-		{"net/http", false},
-		{modulePath + "/executor", false},
-		{modulePath + "/multicast", false},
-		{modulePath + "/client", false},
-		{modulePath + "/kv", false},
-		{modulePath + "/gtpcc", false},
-		{"github.com/google/go-cmp/cmp", false},
+		{"gtpcc/procs", "fmt", true},
+		{"gtpcc/procs", "encoding/json", true},
+		{"gtpcc/procs", "hash/fnv", true},
+		{"gtpcc/procs", "math/bits", true},
+		{"gtpcc/procs", modulePath + "/partition", true},
+		{"gtpcc/procs", modulePath + "/txn", true},
+		{"gtpcc/procs", "math/rand/v2", false},
+		{"gtpcc/procs", "time", false},
+		{"gtpcc/procs", "sync", false},
+		{"gtpcc/procs", "os", false},
+		{"gtpcc/procs", "net/http", false},
+		{"gtpcc/procs", modulePath + "/executor", false},
+		{"gtpcc/procs", modulePath + "/multicast", false},
+		{"gtpcc/procs", modulePath + "/client", false},
+		{"gtpcc/procs", modulePath + "/kv", false},
+		{"gtpcc/procs", modulePath + "/gtpcc", false},
+		{"gtpcc/procs", "github.com/google/go-cmp/cmp", false},
+		{"executor", "fmt", true},
+		{"executor", "container/list", true},
+		{"executor", "hash/fnv", true},
+		{"executor", "io", true},
+		{"executor", "sync", true},
+		{"executor", modulePath + "/kv", true},
+		{"executor", modulePath + "/txn", true},
+		{"executor", modulePath + "/group", true},
+		{"executor", modulePath + "/multicast/rawnode", true},
+		{"executor", modulePath + "/internal/wire", true},
+		{"executor", modulePath + "/internal/invariants", true},
+		{"executor", "sync/atomic", false},
+		{"executor", "time", false},
+		{"executor", "math/rand/v2", false},
+		{"executor", "os", false},
+		{"executor", "log/slog", false},
+		{"executor", "runtime", false},
+		{"executor", modulePath + "/replication", false},
+		{"executor", modulePath + "/server", false},
+		{"executor", modulePath + "/multicast/channel", false},
+		{"executor", modulePath + "/gtpcc/procs", false},
+		{"executor", "github.com/cockroachdb/pebble/v2", false},
+		{"executor", "github.com/hashicorp/raft", false},
 	} {
-		why := replicaImportProblem(tt.path)
+		why := replicaImportProblem(replicaPackageOf(t, tt.dir), tt.path)
 		if got := why == ""; got != tt.allowed {
-			t.Errorf("replica import %q: allowed = %v (reason %q), want %v", tt.path, got, why, tt.allowed)
+			t.Errorf("replica %s import %q: allowed = %v (reason %q), want %v", tt.dir, tt.path, got, why, tt.allowed)
 		}
 	}
 }
@@ -865,6 +925,7 @@ func TestCoreImportProblem(t *testing.T) {
 		{modulePath + "/partition", true},
 		{modulePath + "/multicast", true},
 		{modulePath + "/internal/wire", true},
+		{modulePath + "/internal/invariants", true},
 		{modulePath + "/internal/testaddr", false},
 		{modulePath + "/multicast/flexcast", true},
 		{"time", false},

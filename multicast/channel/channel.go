@@ -63,6 +63,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/flexkv/flexkv/internal/invariants"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -284,6 +285,9 @@ func (c *Channel) Send(to partition.GroupID, payload []byte) {
 	}
 	c.emit(to, l.sent(), 0, payload)
 	c.stats.DataSent++
+	if invariants.Enabled {
+		invariants.Hold(c.check())
+	}
 }
 
 // Charge counts n bytes of work that the group took on outside the channel
@@ -329,6 +333,9 @@ func (c *Channel) Receive(f Frame) error {
 	}
 	if f.Seq != 0 {
 		c.data(f.From, f.Seq, f.Payload)
+	}
+	if invariants.Enabled {
+		invariants.Hold(c.check())
 	}
 	return nil
 }
@@ -501,6 +508,9 @@ func (c *Channel) Tick() {
 			c.emit(g, 0, 0, nil)
 		}
 	}
+	if invariants.Enabled {
+		invariants.Hold(c.check())
+	}
 }
 
 // Ready returns and forgets the frames to transmit and the envelopes handed
@@ -594,7 +604,9 @@ func (c *Channel) AckFrame(to partition.GroupID) Frame {
 func (c *Channel) Stats() Stats { return c.stats }
 
 // check verifies the invariants of the state and returns the first one
-// broken. It is cheap: O(groups + held-back frames).
+// broken: O(groups + unacknowledged and held-back frames). RestoreChannel
+// checks what it decoded with it; under the invariants tag, every input
+// checks the state it leaves.
 func (c *Channel) check() error {
 	if len(c.links) != c.cfg.Groups {
 		return fmt.Errorf("channel: %d links for %d groups", len(c.links), c.cfg.Groups)
