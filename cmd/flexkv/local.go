@@ -12,6 +12,8 @@ import (
 	"github.com/flexkv/flexkv/gtpcc/procs"
 )
 
+// newLocalCmd returns `flexkv local`, which runs a whole cluster in this
+// process.
 func newLocalCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "local",

@@ -37,6 +37,7 @@ func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 }
 
+// newServerCmd returns `flexkv server`, which runs one replica.
 func newServerCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "server --config FILE --node ID",

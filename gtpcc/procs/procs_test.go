@@ -583,6 +583,9 @@ func setNamed(g *procGroup, w, d, cid int, last string, firsts ...string) {
 // paymentAmount is the amount, in cents, of TestPayment's payments.
 const paymentAmount = 12345
 
+// TestPayment runs payments by customer id and by last name, at home and
+// at a remote warehouse, and checks the output and every row each group
+// wrote.
 func TestPayment(t *testing.T) {
 	const amount = paymentAmount
 	type want struct {
