@@ -117,6 +117,7 @@ func TestLinearizableUnderFaults(t *testing.T) {
 	}
 }
 
+// runLinearizable runs TestLinearizableUnderFaults under proto.
 func runLinearizable(t *testing.T, proto string) {
 	const (
 		workers = 6
@@ -149,12 +150,7 @@ func runLinearizable(t *testing.T, proto string) {
 
 	start := time.Now()
 	now := func() int64 { return int64(time.Since(start)) }
-	var (
-		mu         sync.Mutex
-		history    []porcupine.Operation
-		unknown    int // failed writes, kept as operations that may take effect any time after their call
-		failedGets int // dropped from the history
-	)
+	var h linHistory
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Add(1)
@@ -162,53 +158,18 @@ func runLinearizable(t *testing.T, proto string) {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(w), 5))
 			for runCtx.Err() == nil {
-				in := kvInput{key: keys[rng.IntN(len(keys))]}
-				switch rng.IntN(3) {
-				case 0:
-					in.op = "get"
-				case 1:
-					in.op, in.value = "put", strconv.Itoa(rng.IntN(1000))
-				default:
-					in.op, in.delta = "add", int64(rng.IntN(21)-10)
-				}
+				in := randomKVInput(rng, keys)
 				callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 				call := now()
-				var out kvOutput
-				var err error
-				switch in.op {
-				case "get":
-					var v []byte
-					v, out.found, err = c.Get(callCtx, []byte(in.key))
-					out.value = string(v)
-				case "put":
-					err = c.Put(callCtx, []byte(in.key), []byte(in.value))
-				case "add":
-					var res *txn.Result
-					res, err = c.Txn(callCtx, &txn.Txn{Then: []txn.Op{{Kind: txn.OpAdd, Key: []byte(in.key), Int: in.delta}}})
-					if err == nil {
-						out.sum = res.Results[0].Int
-					}
-				}
+				out, err := callKV(callCtx, c, in)
 				ret := now()
 				cancel()
-				mu.Lock()
-				switch {
-				case err != nil && in.op == "get":
-					// A read changes nothing: leaving it out leaves every
-					// linearization of the rest as it was.
-					failedGets++
-				case err != nil:
-					// It may take effect at any time after the call.
-					history = append(history, porcupine.Operation{ClientId: w, Input: in, Call: call, Output: kvOutput{unknown: true}, Return: math.MaxInt64})
-					unknown++
-				default:
-					history = append(history, porcupine.Operation{ClientId: w, Input: in, Call: call, Output: out, Return: ret})
-				}
-				mu.Unlock()
+				h.record(porcupine.Operation{ClientId: w, Input: in, Call: call, Output: out, Return: ret}, err)
 			}
 		}()
 	}
 	wg.Wait()
+	history, unknown, failedGets := h.ops, h.unknown, h.failedGets
 	faults := <-chaosDone
 	// Illegal is a violation (TestModelRejectsStaleRead shows the model
 	// finds one). Unknown means the search ran out of its budget, which
@@ -232,4 +193,68 @@ func runLinearizable(t *testing.T, proto string) {
 		t.Errorf("no fault injected")
 	}
 	t.Logf("%s: %d operations (%d unknown, %d failed gets left out), %d faults", proto, len(history), unknown, failedGets, faults)
+}
+
+// linHistory is the history of a linearizability run, recorded by its
+// concurrent workers.
+type linHistory struct {
+	mu         sync.Mutex
+	ops        []porcupine.Operation
+	unknown    int // failed writes, kept as operations that may take effect any time after their call
+	failedGets int // dropped from the history
+}
+
+// record adds op, whose call failed with err if not nil.
+func (h *linHistory) record(op porcupine.Operation, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case err != nil && op.Input.(kvInput).op == "get":
+		// A read changes nothing: leaving it out leaves every
+		// linearization of the rest as it was.
+		h.failedGets++
+	case err != nil:
+		// It may take effect at any time after the call.
+		op.Output, op.Return = kvOutput{unknown: true}, math.MaxInt64
+		h.ops = append(h.ops, op)
+		h.unknown++
+	default:
+		h.ops = append(h.ops, op)
+	}
+}
+
+// randomKVInput draws a get, a put of a value below 1000 or an add of -10
+// to 10, each as likely, on one of keys.
+func randomKVInput(rng *rand.Rand, keys []string) kvInput {
+	in := kvInput{key: keys[rng.IntN(len(keys))]}
+	switch rng.IntN(3) {
+	case 0:
+		in.op = "get"
+	case 1:
+		in.op, in.value = "put", strconv.Itoa(rng.IntN(1000))
+	default:
+		in.op, in.delta = "add", int64(rng.IntN(21)-10)
+	}
+	return in
+}
+
+// callKV makes the call in through c and returns what it answered.
+func callKV(ctx context.Context, c *client.Client, in kvInput) (kvOutput, error) {
+	var out kvOutput
+	var err error
+	switch in.op {
+	case "get":
+		var v []byte
+		v, out.found, err = c.Get(ctx, []byte(in.key))
+		out.value = string(v)
+	case "put":
+		err = c.Put(ctx, []byte(in.key), []byte(in.value))
+	case "add":
+		var res *txn.Result
+		res, err = c.Txn(ctx, &txn.Txn{Then: []txn.Op{{Kind: txn.OpAdd, Key: []byte(in.key), Int: in.delta}}})
+		if err == nil {
+			out.sum = res.Results[0].Int
+		}
+	}
+	return out, err
 }

@@ -17,13 +17,44 @@ import (
 func TestMetricsLocalCluster(t *testing.T) {
 	cfg := testcluster.Layout(t, "flexcast", testaddr.Cluster)
 	l := startLocalConfig(t, Config{Cluster: cfg, Dir: t.TempDir(), MetricsAddr: "127.0.0.1:0"})
+	retried := makeMetricsCalls(t, l)
 
+	// The followers execute in their own time: scrape until every replica
+	// of the two groups has delivered and executed the transaction.
+	groupOf := map[string]string{}
+	for _, g := range cfg.Groups {
+		for _, r := range g.Replicas {
+			groupOf[r.ID] = g.Name
+		}
+	}
+	f := scrapeUntilExecuted(t, l, groupOf)
+	checkReplicaMetrics(t, f, groupOf)
+	for _, g := range cfg.Groups {
+		if n := f.Sum("flexkv_raft_leader", map[string]string{"group": g.Name}); n != 1 {
+			t.Errorf("group %s: %v leaders, want 1", g.Name, n)
+		}
+	}
+	checkCallCounts(t, f, retried)
+
+	// The collector of one server reports that server alone.
+	id := l.Leader("eu-west-3")
+	one := testcluster.ScrapeHandler(t, l.nodes[id].srv.Metrics().Handler())
+	if got := one.Series("flexkv_raft_leader", nil); len(got) != 1 || testcluster.Label(got[0], "replica") != id || testcluster.Value(got[0]) != 1 {
+		t.Errorf("single server's flexkv_raft_leader = %v, want one series, replica %s, 1", got, id)
+	}
+}
+
+// makeMetricsCalls makes TestMetricsLocalCluster's calls: a put in
+// eu-west-1 and one in eu-west-3, a transaction of both groups and its
+// await, and a refused empty transaction. It returns whether a call was
+// retried at a new leader.
+func makeMetricsCalls(t *testing.T, l *Local) (retried bool) {
+	t.Helper()
 	ctx := ctxTimeout(t, 30*time.Second)
 	// Each call goes to its group's leader, again if it answers Unavailable
 	// (a leader deposed in a stall of the machine). A retried call adds
 	// calls, errors and perhaps deliveries to the counts checked below:
 	// retried says that happened, and those counts are then lower bounds.
-	retried := false
 	call := func(group string, f func(apipb.KVClient) error) error {
 		attempts := 0
 		err := callLeader(t, l, group, func(c apipb.KVClient) error {
@@ -80,22 +111,23 @@ func TestMetricsLocalCluster(t *testing.T) {
 	if retried {
 		t.Logf("a call was retried at a new leader: the counts of calls, errors, sends and deliveries are checked as lower bounds")
 	}
+	return retried
+}
 
-	// The followers execute in their own time: scrape until every replica
-	// of the two groups has delivered and executed the transaction.
-	const global, local = "global", "local"
-	groupOf := map[string]string{}
-	for _, g := range cfg.Groups {
-		for _, r := range g.Replicas {
-			groupOf[r.ID] = g.Name
-		}
-	}
+// Scopes of flexkv_deliveries_total.
+const scopeGlobal, scopeLocal = "global", "local"
+
+// scrapeUntilExecuted scrapes l's metrics until every replica of groupOf
+// but eu-central-1's has delivered the global transaction and executed
+// two, or 10s passed, and returns the last scrape.
+func scrapeUntilExecuted(t *testing.T, l *Local, groupOf map[string]string) testcluster.Families {
+	t.Helper()
 	done := func(f testcluster.Families) bool {
 		for id, g := range groupOf {
 			if g == "eu-central-1" {
 				continue
 			}
-			if f.Sum("flexkv_deliveries_total", map[string]string{"replica": id, "scope": global}) < 1 ||
+			if f.Sum("flexkv_deliveries_total", map[string]string{"replica": id, "scope": scopeGlobal}) < 1 ||
 				f.Sum("flexkv_txn_executions_total", map[string]string{"replica": id}) < 2 {
 				return false
 			}
@@ -111,7 +143,14 @@ func TestMetricsLocalCluster(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	return f
+}
 
+// checkReplicaMetrics checks each replica's series in f: one per other
+// group where they are per group, no delivery at eu-central-1, and at the
+// others the deliveries and executions of the calls.
+func checkReplicaMetrics(t *testing.T, f testcluster.Families, groupOf map[string]string) {
+	t.Helper()
 	for id, g := range groupOf {
 		r := map[string]string{"group": g, "replica": id}
 		if len(f.Series("flexkv_raft_leader", r)) != 1 {
@@ -131,8 +170,8 @@ func TestMetricsLocalCluster(t *testing.T) {
 		if v := f.Sum("flexkv_raft_applied_index", r); v < 1 {
 			t.Errorf("%s: raft applied index %v, want > 0", id, v)
 		}
-		globals := f.Sum("flexkv_deliveries_total", map[string]string{"replica": id, "scope": global})
-		locals := f.Sum("flexkv_deliveries_total", map[string]string{"replica": id, "scope": local})
+		globals := f.Sum("flexkv_deliveries_total", map[string]string{"replica": id, "scope": scopeGlobal})
+		locals := f.Sum("flexkv_deliveries_total", map[string]string{"replica": id, "scope": scopeLocal})
 		executed := f.Sum("flexkv_txn_executions_total", r)
 		if g == "eu-central-1" {
 			if globals != 0 || locals != 0 || executed != 0 {
@@ -151,12 +190,12 @@ func TestMetricsLocalCluster(t *testing.T) {
 			t.Errorf("%s: %v row cache reads, want at least the add's", id, v)
 		}
 	}
-	for _, g := range cfg.Groups {
-		if n := f.Sum("flexkv_raft_leader", map[string]string{"group": g.Name}); n != 1 {
-			t.Errorf("group %s: %v leaders, want 1", g.Name, n)
-		}
-	}
+}
 
+// checkCallCounts checks the counts of sends, calls, errors, deliveries and
+// aborts in f, as lower bounds where retried adds to them.
+func checkCallCounts(t *testing.T, f testcluster.Families, retried bool) {
+	t.Helper()
 	w1 := map[string]string{"group": "eu-west-1"}
 	for _, tc := range []struct {
 		what    string
@@ -192,10 +231,4 @@ func TestMetricsLocalCluster(t *testing.T) {
 		}
 	}
 
-	// The collector of one server reports that server alone.
-	id := l.Leader("eu-west-3")
-	one := testcluster.ScrapeHandler(t, l.nodes[id].srv.Metrics().Handler())
-	if got := one.Series("flexkv_raft_leader", nil); len(got) != 1 || testcluster.Label(got[0], "replica") != id || testcluster.Value(got[0]) != 1 {
-		t.Errorf("single server's flexkv_raft_leader = %v, want one series, replica %s, 1", got, id)
-	}
 }

@@ -47,6 +47,72 @@ func TestRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	g1, g2 := cfg.Groups[0], cfg.Groups[1]
+	cr := makeRefusalCreds(t, dir, cfg)
+
+	api, peer, raftAddr := g1.Replicas[0].GRPC, g2.Replicas[0].PeerAddr(), g1.Replicas[1].Raft
+	tlsCreds := func(cfg *tls.Config) grpc.DialOption { return grpc.WithTransportCredentials(credentials.NewTLS(cfg)) }
+	plain := grpc.WithTransportCredentials(insecure.NewCredentials())
+
+	for _, tc := range []struct {
+		name string
+		try  func() error
+	}{
+		{"client API without a client certificate", func() error { return getVia(api, tlsCreds(cr.noCert)) }},
+		{"client API with a certificate of another CA", func() error { return getVia(api, tlsCreds(cr.otherCA)) }},
+		{"client API with an expired certificate", func() error { return getVia(api, tlsCreds(cr.expired)) }},
+		{"client API with a node certificate", func() error { return getVia(api, tlsCreds(cr.nodeAsClient)) }},
+		{"client API over TLS 1.2", func() error { return getVia(api, tlsCreds(cr.tls12)) }},
+		{"client API in plaintext", func() error { return getVia(api, plain) }},
+		{"peer port with a client certificate", func() error { return deliverVia(peer, tlsCreds(cr.root), 0) }},
+		{"peer port with a node certificate of another CA", func() error { return deliverVia(peer, tlsCreds(cr.otherNode), 1) }},
+		{"peer port in plaintext", func() error { return deliverVia(peer, plain, 0) }},
+		{"frames claiming a group the node is not of (forged acks)", func() error {
+			// A node of group 0 sends frames as group 2.
+			err := deliverVia(peer, tlsCreds(cr.g1Node), 2)
+			if status.Code(err) != codes.PermissionDenied {
+				return errors.Join(errors.New("want PermissionDenied"), err)
+			}
+			return err
+		}},
+		{"raft from a node of another group", func() error { return raftVia(raftAddr, cr.g2NodeOnRaft) }},
+		{"raft in plaintext", func() error { return raftPlain(raftAddr) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.try()
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if strings.HasPrefix(err.Error(), "want ") {
+				t.Fatal(err)
+			}
+			t.Logf("refused: %v", err)
+		})
+	}
+
+	checkAfterRefusals(ctx, t, c, l, g2.Replicas[0].ID)
+}
+
+// refusalCreds are the TLS configurations TestRefusals tries, each of
+// which a link of the cluster must refuse, and the root client's.
+type refusalCreds struct {
+	noCert       *tls.Config // the root client's, without its certificate
+	otherCA      *tls.Config // a client of another CA
+	expired      *tls.Config // a client whose certificate expired
+	tls12        *tls.Config // the root client's, over TLS 1.2
+	nodeAsClient *tls.Config // a node's, as a client
+	root         *tls.Config // the root client's
+	otherNode    *tls.Config // a node of group 1 certified by another CA
+	g1Node       *tls.Config // a node of group 0
+	g2NodeOnRaft *tls.Config // a node of group 1 at raft, taking any server
+}
+
+// makeRefusalCreds makes the certificates TestRefusals tries: with the
+// cluster's CA in dir, as a legitimate admin would issue them, and with
+// another CA, whose certificates mean nothing here.
+func makeRefusalCreds(t *testing.T, dir string, cfg *partition.ClusterConfig) refusalCreds {
+	t.Helper()
+	g1, g2 := cfg.Groups[0], cfg.Groups[1]
 	// The cluster's CA, for certificates a legitimate admin would issue,
 	// and another CA, whose certificates mean nothing here.
 	ca, err := certs.LoadCA(CertsDir(dir), filepath.Join(dir, "ca.key"))
@@ -71,7 +137,6 @@ func TestRefusals(t *testing.T) {
 	if _, err := otherCA.CreateClient(other, "mallory", certs.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	g1, g2 := cfg.Groups[0], cfg.Groups[1]
 	if _, err := otherCA.CreateNode(other, certs.NodeID{Group: g2.Name, Replica: g2.Replicas[0].ID}, []string{"127.0.0.1"}, certs.Options{}); err != nil {
 		t.Fatal(err)
 	}
@@ -95,64 +160,35 @@ func TestRefusals(t *testing.T) {
 	expired := func() *tls.Config {
 		// LoadClient refuses an expired certificate; a client that sends
 		// one anyway is refused by the server.
-		cfg := loadClient(mine, "alice")
+		c := loadClient(mine, "alice")
 		old, err := tls.LoadX509KeyPair(filepath.Join(mine, certs.ClientCertFile("old")), filepath.Join(mine, certs.ClientKeyFile("old")))
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg.Certificates = []tls.Certificate{old}
-		return cfg
+		c.Certificates = []tls.Certificate{old}
+		return c
 	}()
 	tls12 := loadClient(CertsDir(dir), RootUser)
 	tls12.MinVersion, tls12.MaxVersion = tls.VersionTLS12, tls.VersionTLS12
-	nodeAsClient := certs.NodeConfig(node(CertsDir(dir), g1.Replicas[0].ID))
-	g1Node := certs.NodeConfig(node(CertsDir(dir), g1.Replicas[0].ID))
-	otherNode := certs.NodeConfig(node(other, g2.Replicas[0].ID))
 	// A node of group 1 at group 0's raft port, taking any server: the
 	// refusal must come from the server.
 	g2NodeOnRaft := certs.GroupConfig(node(CertsDir(dir), g2.Replicas[0].ID))
 	g2NodeOnRaft.InsecureSkipVerify, g2NodeOnRaft.VerifyConnection = true, nil
-
-	api, peer, raftAddr := g1.Replicas[0].GRPC, g2.Replicas[0].PeerAddr(), g1.Replicas[1].Raft
-	tlsCreds := func(cfg *tls.Config) grpc.DialOption { return grpc.WithTransportCredentials(credentials.NewTLS(cfg)) }
-	plain := grpc.WithTransportCredentials(insecure.NewCredentials())
-
-	for _, tc := range []struct {
-		name string
-		try  func() error
-	}{
-		{"client API without a client certificate", func() error { return getVia(api, tlsCreds(noCert)) }},
-		{"client API with a certificate of another CA", func() error { return getVia(api, tlsCreds(loadClient(other, "mallory"))) }},
-		{"client API with an expired certificate", func() error { return getVia(api, tlsCreds(expired)) }},
-		{"client API with a node certificate", func() error { return getVia(api, tlsCreds(nodeAsClient)) }},
-		{"client API over TLS 1.2", func() error { return getVia(api, tlsCreds(tls12)) }},
-		{"client API in plaintext", func() error { return getVia(api, plain) }},
-		{"peer port with a client certificate", func() error { return deliverVia(peer, tlsCreds(loadClient(CertsDir(dir), RootUser)), 0) }},
-		{"peer port with a node certificate of another CA", func() error { return deliverVia(peer, tlsCreds(otherNode), 1) }},
-		{"peer port in plaintext", func() error { return deliverVia(peer, plain, 0) }},
-		{"frames claiming a group the node is not of (forged acks)", func() error {
-			// A node of group 0 sends frames as group 2.
-			err := deliverVia(peer, tlsCreds(g1Node), 2)
-			if status.Code(err) != codes.PermissionDenied {
-				return errors.Join(errors.New("want PermissionDenied"), err)
-			}
-			return err
-		}},
-		{"raft from a node of another group", func() error { return raftVia(raftAddr, g2NodeOnRaft) }},
-		{"raft in plaintext", func() error { return raftPlain(raftAddr) }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			err := tc.try()
-			if err == nil {
-				t.Fatal("accepted")
-			}
-			if strings.HasPrefix(err.Error(), "want ") {
-				t.Fatal(err)
-			}
-			t.Logf("refused: %v", err)
-		})
+	return refusalCreds{
+		noCert: noCert, otherCA: loadClient(other, "mallory"), expired: expired, tls12: tls12,
+		nodeAsClient: certs.NodeConfig(node(CertsDir(dir), g1.Replicas[0].ID)),
+		root:         loadClient(CertsDir(dir), RootUser),
+		otherNode:    certs.NodeConfig(node(other, g2.Replicas[0].ID)),
+		g1Node:       certs.NodeConfig(node(CertsDir(dir), g1.Replicas[0].ID)),
+		g2NodeOnRaft: g2NodeOnRaft,
 	}
+}
 
+// checkAfterRefusals checks that the refusals changed nothing and that the
+// links between groups still deliver: a transfer across groups 0 and 1
+// commits at both, and peer counted the forged frames as refused.
+func checkAfterRefusals(ctx context.Context, t *testing.T, c *client.Client, l *Local, peer string) {
+	t.Helper()
 	// Nothing changed, and the links between groups still deliver: a
 	// transfer across groups 0 and 1 commits at both.
 	if v, _, err := c.Get(ctx, []byte("w/0001/acct")); err != nil || string(v) != "10" {
@@ -167,7 +203,7 @@ func TestRefusals(t *testing.T) {
 			t.Errorf("%s = %q, %v; want %s", key, v, err, want)
 		}
 	}
-	if n := refusals(l, g2.Replicas[0].ID); n == 0 {
+	if n := refusals(l, peer); n == 0 {
 		t.Error("the forged frames were not counted as refused")
 	}
 }

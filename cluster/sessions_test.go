@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/flexkv/flexkv/client"
 	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/internal/testcluster"
+	"github.com/flexkv/flexkv/partition"
 )
 
 // TestSessionExpiry, end to end over TLS: a transfer between two groups
@@ -53,9 +55,41 @@ func TestSessionExpiry(t *testing.T) {
 			return err
 		})
 	}
+	checkFollowerRefuses(ctx, t, l, cfg.Groups[0], req)
+	for i := range 2 { // the first run, and a retry within the session's life
+		if err := txn(); err != nil {
+			t.Fatalf("txn %d: %v", i, err)
+		}
+	}
+
+	refused := idleUntilRefused(ctx, t, l, txn)
+	if status.Code(refused) != codes.FailedPrecondition || !strings.Contains(refused.Error(), apipb.SessionExpiredText) {
+		t.Fatalf("the retry after the session expired: %v, want FailedPrecondition %q", refused, apipb.SessionExpiredText)
+	}
+	for _, kv := range []struct{ key, want string }{{"w/0001/n", "-1"}, {"w/0004/n", "1"}} {
+		v, found, err := c.Get(ctx, []byte(kv.key))
+		if err != nil || !found || string(v) != kv.want {
+			t.Errorf("%s = %q (found %v, %v), want %s: the transfer ran once", kv.key, v, found, err, kv.want)
+		}
+	}
+	// The client's own session at eu-west-1 expired too: its write opens a
+	// new one.
+	if err := c.Put(ctx, []byte("w/0001/s"), []byte("again")); err != nil {
+		t.Fatalf("client put after its session expired: %v", err)
+	}
+	if v, _, err := c.Get(ctx, []byte("w/0001/s")); err != nil || string(v) != "again" {
+		t.Errorf("w/0001/s = %q (%v), want again", v, err)
+	}
+	checkSessionRenewed(t, l, cfg.Groups[0], sessionTicks)
+}
+
+// checkFollowerRefuses checks that a follower of group g refuses req before
+// proposing it, with Unavailable and a trailer that says it did not run.
+func checkFollowerRefuses(ctx context.Context, t *testing.T, l *Local, g partition.GroupConfig, req *apipb.TxnRequest) {
+	t.Helper()
 	// A follower refuses before proposing, and says the write did not run.
-	for _, r := range cfg.Groups[0].Replicas {
-		if r.ID == l.Leader("eu-west-1") {
+	for _, r := range g.Replicas {
+		if r.ID == l.Leader(g.Name) {
 			continue
 		}
 		cc, err := grpc.NewClient(r.GRPC, clientCreds(l))
@@ -70,12 +104,12 @@ func TestSessionExpiry(t *testing.T) {
 		}
 		break
 	}
-	for i := range 2 { // the first run, and a retry within the session's life
-		if err := txn(); err != nil {
-			t.Fatalf("txn %d: %v", i, err)
-		}
-	}
+}
 
+// idleUntilRefused keeps eu-west-1 busy with anonymous puts, calling txn
+// now and then, until txn fails, and returns its error.
+func idleUntilRefused(ctx context.Context, t *testing.T, l *Local, txn func() error) error {
+	t.Helper()
 	// Other clients keep eu-west-1 busy (anonymous puts: no session)
 	// while the session stays idle; then the retry is refused. A retry
 	// that comes too soon is a use that keeps the session alive: the
@@ -103,23 +137,14 @@ func TestSessionExpiry(t *testing.T) {
 			}
 		}
 	}
-	if status.Code(refused) != codes.FailedPrecondition || !strings.Contains(refused.Error(), apipb.SessionExpiredText) {
-		t.Fatalf("the retry after the session expired: %v, want FailedPrecondition %q", refused, apipb.SessionExpiredText)
-	}
-	for _, kv := range []struct{ key, want string }{{"w/0001/n", "-1"}, {"w/0004/n", "1"}} {
-		v, found, err := c.Get(ctx, []byte(kv.key))
-		if err != nil || !found || string(v) != kv.want {
-			t.Errorf("%s = %q (found %v, %v), want %s: the transfer ran once", kv.key, v, found, err, kv.want)
-		}
-	}
-	// The client's own session at eu-west-1 expired too: its write opens a
-	// new one.
-	if err := c.Put(ctx, []byte("w/0001/s"), []byte("again")); err != nil {
-		t.Fatalf("client put after its session expired: %v", err)
-	}
-	if v, _, err := c.Get(ctx, []byte("w/0001/s")); err != nil || string(v) != "again" {
-		t.Errorf("w/0001/s = %q (%v), want again", v, err)
-	}
+	return refused
+}
+
+// checkSessionRenewed checks in the metrics of l that group g refused a
+// Put (the client's, after its session expired), opened the sessions of
+// the test and ran its log time past sessionTicks.
+func checkSessionRenewed(t *testing.T, l *Local, g partition.GroupConfig, sessionTicks int) {
+	t.Helper()
 	// It did so after a refusal, which the server counted: the renewal
 	// was exercised, not skipped by a session that happened to live.
 	f := testcluster.ScrapeHTTP(t, l.MetricsAddr())
@@ -129,8 +154,8 @@ func TestSessionExpiry(t *testing.T) {
 	if n := f.Sum("flexkv_request_seconds", map[string]string{"group": "eu-west-1", "method": "OpenSession"}); n < 3 {
 		t.Errorf("%v OpenSession calls at eu-west-1, want 3 at least: the client's two and the raw one", n)
 	}
-	for _, r := range cfg.Groups[0].Replicas {
-		if tk := f.Sum("flexkv_log_time_ticks", map[string]string{"replica": r.ID}); tk < sessionTicks {
+	for _, r := range g.Replicas {
+		if tk := f.Sum("flexkv_log_time_ticks", map[string]string{"replica": r.ID}); tk < float64(sessionTicks) {
 			t.Errorf("replica %s: log time %v ticks, want %d at least (a session expired)", r.ID, tk, sessionTicks)
 		}
 	}

@@ -132,41 +132,8 @@ func TestRunTrimsAndCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	from, to := start.Add(6*time.Second), start.Add(54*time.Second)
-	type want struct {
-		count int64
-		ms    float64
-	}
-	kindWant := map[string]*want{}
-	var dests [3]int64
-	var txns, errs, rolled, trimmed int64
-	for _, c := range caller.log {
-		if c.end.Before(from) || !c.end.Before(to) {
-			trimmed++
-			continue
-		}
-		if !bytes.Equal(c.keys[0], []byte(c.proc)) {
-			t.Fatalf("call of %s with keys %q, want testKeys'", c.proc, c.keys)
-		}
-		if c.failed {
-			errs++
-			continue
-		}
-		txns++
-		if c.rolledBack {
-			rolled++
-		}
-		kind := strings.TrimPrefix(c.proc, "gtpcc.")
-		if kindWant[kind] == nil {
-			kindWant[kind] = &want{ms: float64(fakeLatency[c.proc]) / float64(time.Millisecond)}
-		}
-		kindWant[kind].count++
-		if c.dests >= 2 {
-			for j := range c.dests {
-				dests[j]++
-			}
-		}
-	}
+	w := countScripted(t, caller.log, start.Add(6*time.Second), start.Add(54*time.Second))
+	txns, errs, rolled, trimmed := w.txns, w.errs, w.rolled, w.trimmed
 	if trimmed < 100 || txns < 500 || errs == 0 || rolled == 0 {
 		t.Fatalf("the script made %d trimmed, %d counted, %d failed, %d rolled-back calls: too few to test", trimmed, txns, errs, rolled)
 	}
@@ -179,42 +146,10 @@ func TestRunTrimsAndCounts(t *testing.T) {
 	if rep.DurationS != 48 || rep.TxnPerS != math.Round(float64(txns)/48*1000)/1000 {
 		t.Errorf("report: %v s, %v txn/s; want 48 s and %v txn/s", rep.DurationS, rep.TxnPerS, float64(txns)/48)
 	}
-	for _, k := range kinds {
-		s := rep.Latency.Get(k)
-		w := kindWant[k]
-		if w == nil {
-			t.Fatalf("the script made no %s call", k)
-		}
-		if s.Count != w.count {
-			t.Errorf("%s: count %d, want %d", k, s.Count, w.count)
-		}
-		for name, got := range map[string]float64{"mean": s.Mean, "p50": s.P50, "p90": s.P90, "p95": s.P95, "p99": s.P99, "max": s.Max} {
-			near(t, k+" "+name, got, w.ms)
-		}
-	}
-	for j, name := range destNames {
-		s := rep.Latency.Get(name)
-		if s.Count != dests[j] {
-			t.Errorf("%s destination: count %d, want %d", name, s.Count, dests[j])
-		}
-		near(t, name+" destination mean", s.Mean, float64(10*(j+1)))
-		near(t, name+" destination p99", s.P99, float64(10*(j+1)))
-	}
+	checkScriptedLatency(t, rep, w)
 	// Every counted transaction is in one destination set of the home's
 	// group (warehouse 2: group 2 without a Workload.Group).
-	var counted int64
-	for i, ds := range rep.DestinationSets {
-		counted += ds.Count
-		if ds.Home != "g2" || !slices.Contains(ds.Groups, "g2") {
-			t.Errorf("destination set %+v: want home g2 among its groups", ds)
-		}
-		if i > 0 && ds.Count > rep.DestinationSets[i-1].Count {
-			t.Errorf("destination sets not by count: %+v", rep.DestinationSets)
-		}
-	}
-	if counted != txns || len(rep.DestinationSets) < 2 {
-		t.Errorf("destination sets %+v count %d transactions, want %d in two sets or more", rep.DestinationSets, counted, txns)
-	}
+	checkHomeSets(t, rep, "g2", txns)
 	if samples := slices.Sorted(slices.Values(rep.ErrorSamples)); !slices.Equal(samples, []string{"boom 0", "boom 1", "boom 2"}) {
 		t.Errorf("error samples %q, want the three distinct errors", rep.ErrorSamples)
 	}
@@ -244,6 +179,104 @@ func TestRunTrimsAndCounts(t *testing.T) {
 		if caller.log[i].proc != caller2.log[i].proc {
 			t.Fatalf("call %d: %s, then %s", i, caller.log[i].proc, caller2.log[i].proc)
 		}
+	}
+}
+
+// scriptedCounts are what a report must count of a scripted caller's log:
+// the calls in its window by outcome, each kind's count and latency, the
+// global transactions by destination count, and those trimmed.
+type scriptedCounts struct {
+	kinds                       map[string]*scriptedKind
+	dests                       [3]int64
+	txns, errs, rolled, trimmed int64
+}
+
+// scriptedKind is the count and the latency (fakeLatency) of one kind of
+// transaction.
+type scriptedKind struct {
+	count int64
+	ms    float64
+}
+
+// countScripted counts log's calls that completed in [from, to), and fails
+// t on a call whose keys are not testKeys'.
+func countScripted(t *testing.T, log []scriptedCall, from, to time.Time) scriptedCounts {
+	t.Helper()
+	w := scriptedCounts{kinds: map[string]*scriptedKind{}}
+	for _, c := range log {
+		if c.end.Before(from) || !c.end.Before(to) {
+			w.trimmed++
+			continue
+		}
+		if !bytes.Equal(c.keys[0], []byte(c.proc)) {
+			t.Fatalf("call of %s with keys %q, want testKeys'", c.proc, c.keys)
+		}
+		if c.failed {
+			w.errs++
+			continue
+		}
+		w.txns++
+		if c.rolledBack {
+			w.rolled++
+		}
+		kind := strings.TrimPrefix(c.proc, "gtpcc.")
+		if w.kinds[kind] == nil {
+			w.kinds[kind] = &scriptedKind{ms: float64(fakeLatency[c.proc]) / float64(time.Millisecond)}
+		}
+		w.kinds[kind].count++
+		if c.dests >= 2 {
+			for j := range c.dests {
+				w.dests[j]++
+			}
+		}
+	}
+	return w
+}
+
+// checkScriptedLatency checks rep's latency of every kind and destination
+// count against w: the counts exactly, the figures within the histogram's
+// precision.
+func checkScriptedLatency(t *testing.T, rep *Report, w scriptedCounts) {
+	t.Helper()
+	for _, k := range kinds {
+		s := rep.Latency.Get(k)
+		kw := w.kinds[k]
+		if kw == nil {
+			t.Fatalf("the script made no %s call", k)
+		}
+		if s.Count != kw.count {
+			t.Errorf("%s: count %d, want %d", k, s.Count, kw.count)
+		}
+		for name, got := range map[string]float64{"mean": s.Mean, "p50": s.P50, "p90": s.P90, "p95": s.P95, "p99": s.P99, "max": s.Max} {
+			near(t, k+" "+name, got, kw.ms)
+		}
+	}
+	for j, name := range destNames {
+		s := rep.Latency.Get(name)
+		if s.Count != w.dests[j] {
+			t.Errorf("%s destination: count %d, want %d", name, s.Count, w.dests[j])
+		}
+		near(t, name+" destination mean", s.Mean, float64(10*(j+1)))
+		near(t, name+" destination p99", s.P99, float64(10*(j+1)))
+	}
+}
+
+// checkHomeSets checks that rep's destination sets, by count, each hold
+// home, and count txns transactions in two sets or more.
+func checkHomeSets(t *testing.T, rep *Report, home string, txns int64) {
+	t.Helper()
+	var counted int64
+	for i, ds := range rep.DestinationSets {
+		counted += ds.Count
+		if ds.Home != home || !slices.Contains(ds.Groups, home) {
+			t.Errorf("destination set %+v: want home %s among its groups", ds, home)
+		}
+		if i > 0 && ds.Count > rep.DestinationSets[i-1].Count {
+			t.Errorf("destination sets not by count: %+v", rep.DestinationSets)
+		}
+	}
+	if counted != txns || len(rep.DestinationSets) < 2 {
+		t.Errorf("destination sets %+v count %d transactions, want %d in two sets or more", rep.DestinationSets, counted, txns)
 	}
 }
 

@@ -359,124 +359,18 @@ func TestScaledA(t *testing.T) {
 // and the procedures' own checks (procs.ProcedureKeys) accept them.
 func checkOp(t *testing.T, cfg WorkloadConfig, home int, op Op) {
 	t.Helper()
-	s := cfg.Scale
-	lastMax := min(999, s.CustomersPerDistrict-1)
-	bad := func(format string, a ...any) {
-		t.Helper()
-		t.Fatalf("%s %s: "+format, append([]any{op.Kind, op.Args}, a...)...)
-	}
-	inRange := func(what string, v, lo, hi int) {
-		t.Helper()
-		if v < lo || v > hi {
-			bad("%s %d, want %d..%d", what, v, lo, hi)
-		}
-	}
-	customer := func(cid int, last string) {
-		t.Helper()
-		if cid == 0 {
-			if !slices.ContainsFunc(makeRange(0, lastMax), func(n int) bool { return procs.LastName(n) == last }) {
-				bad("last name %q is none of customers 1..%d's", last, lastMax+1)
-			}
-			return
-		}
-		if last != "" {
-			bad("customer named by id and by name")
-		}
-		inRange("customer", cid, 1, s.CustomersPerDistrict)
-	}
+	c := newOpCheck(t, cfg, home, op)
 	if _, err := procs.ProcedureKeys(op.Proc, op.Args); err != nil {
-		bad("ProcedureKeys: %v", err)
+		c.bad("ProcedureKeys: %v", err)
 	}
-	// A remote warehouse is of another group than home's, unless the
-	// cluster has one group.
-	homeGroup := cfg.groupOf(home)
-	otherGroups := slices.ContainsFunc(cfg.Warehouses, func(w int) bool { return cfg.groupOf(w) != homeGroup })
-	remoteOK := func(w int) {
-		t.Helper()
-		if w != home && otherGroups && cfg.groupOf(w) == homeGroup {
-			bad("remote warehouse %d is in home's group %d", w, homeGroup)
-		}
-	}
-	touched := []int{home}
-	var proc string
-	switch op.Kind {
-	case KindNewOrder:
-		proc = procs.ProcNewOrder
-		var a procs.NewOrderArgs
-		if err := procs.DecodeArgs(op.Proc, op.Args, &a); err != nil {
-			bad("%v", err)
-		}
-		inRange("district", a.D, 1, procs.DistrictsPerWarehouse)
-		inRange("customer", a.C, 1, s.CustomersPerDistrict)
-		inRange("lines", len(a.Lines), procs.OrderLinesMin, procs.OrderLinesMax)
-		if a.W != home || a.EntryD < testNow.UnixMilli() {
-			bad("warehouse %d or entry date %d, want %d and a test date", a.W, a.EntryD, home)
-		}
-		for i, l := range a.Lines {
-			if op.Rollback && i == len(a.Lines)-1 {
-				if l.Item != s.Items+1 {
-					bad("rollback's last item %d, want the unused %d", l.Item, s.Items+1)
-				}
-			} else {
-				inRange("item", l.Item, 1, s.Items)
-			}
-			inRange("quantity", l.Quantity, 1, quantityMax)
-			if !slices.Contains(cfg.Warehouses, l.SupplyW) {
-				bad("supply warehouse %d not in the cluster", l.SupplyW)
-			}
-			remoteOK(l.SupplyW)
-			touched = append(touched, l.SupplyW)
-		}
-	case KindPayment:
-		proc = procs.ProcPayment
-		var a procs.PaymentArgs
-		if err := procs.DecodeArgs(op.Proc, op.Args, &a); err != nil {
-			bad("%v", err)
-		}
-		inRange("district", a.D, 1, procs.DistrictsPerWarehouse)
-		inRange("customer district", a.CD, 1, procs.DistrictsPerWarehouse)
-		inRange("amount", int(a.Amount), amountCentsMin, amountCentsMax)
-		if a.W != home || !slices.Contains(cfg.Warehouses, a.CW) {
-			bad("warehouses %d, %d", a.W, a.CW)
-		}
-		if a.CW == a.W && a.CD != a.D {
-			bad("a home customer of district %d paying at district %d", a.CD, a.D)
-		}
-		remoteOK(a.CW)
-		customer(a.CID, a.CLast)
-		touched = append(touched, a.CW)
-	case KindOrderStatus:
-		proc = procs.ProcOrderStatus
-		var a procs.OrderStatusArgs
-		if err := procs.DecodeArgs(op.Proc, op.Args, &a); err != nil {
-			bad("%v", err)
-		}
-		inRange("district", a.D, 1, procs.DistrictsPerWarehouse)
-		customer(a.CID, a.CLast)
-	case KindDelivery:
-		proc = procs.ProcDelivery
-		var a procs.DeliveryArgs
-		if err := procs.DecodeArgs(op.Proc, op.Args, &a); err != nil {
-			bad("%v", err)
-		}
-		inRange("carrier", a.Carrier, 1, carrierMax)
-	case KindStockLevel:
-		proc = procs.ProcStockLevel
-		var a procs.StockLevelArgs
-		if err := procs.DecodeArgs(op.Proc, op.Args, &a); err != nil {
-			bad("%v", err)
-		}
-		inRange("district", a.D, 1, procs.DistrictsPerWarehouse)
-		inRange("threshold", a.Threshold, thresholdMin, thresholdMax)
-	default:
-		bad("unknown kind")
-	}
+	proc, touched := c.args()
 	if op.Proc != proc {
-		bad("procedure %q, want %q", op.Proc, proc)
+		c.bad("procedure %q, want %q", op.Proc, proc)
 	}
+	touched = append(touched, home)
 	slices.Sort(touched)
 	if touched = slices.Compact(touched); !slices.Equal(touched, op.Warehouses) {
-		bad("Warehouses %v, want %v", op.Warehouses, touched)
+		c.bad("Warehouses %v, want %v", op.Warehouses, touched)
 	}
 	var groups []int
 	for _, w := range touched {
@@ -484,11 +378,164 @@ func checkOp(t *testing.T, cfg WorkloadConfig, home int, op Op) {
 	}
 	slices.Sort(groups)
 	if groups = slices.Compact(groups); !slices.Equal(groups, op.Groups) {
-		bad("Groups %v, want %v", op.Groups, groups)
+		c.bad("Groups %v, want %v", op.Groups, groups)
 	}
 	if op.Rollback && op.Kind != KindNewOrder {
-		bad("a rollback that is not a new-order")
+		c.bad("a rollback that is not a new-order")
 	}
+}
+
+// opCheck is checkOp's check of one op of a client of home under cfg.
+type opCheck struct {
+	t    *testing.T
+	cfg  WorkloadConfig
+	home int
+	op   Op
+	// A remote warehouse is of another group than home's, unless the
+	// cluster has one group.
+	homeGroup   int
+	otherGroups bool
+}
+
+// newOpCheck prepares the check of op, a client of home's.
+func newOpCheck(t *testing.T, cfg WorkloadConfig, home int, op Op) *opCheck {
+	homeGroup := cfg.groupOf(home)
+	return &opCheck{
+		t: t, cfg: cfg, home: home, op: op, homeGroup: homeGroup,
+		otherGroups: slices.ContainsFunc(cfg.Warehouses, func(w int) bool { return cfg.groupOf(w) != homeGroup }),
+	}
+}
+
+// bad fails the test, naming the op.
+func (c *opCheck) bad(format string, a ...any) {
+	c.t.Helper()
+	c.t.Fatalf("%s %s: "+format, append([]any{c.op.Kind, c.op.Args}, a...)...)
+}
+
+// inRange fails unless lo <= v <= hi.
+func (c *opCheck) inRange(what string, v, lo, hi int) {
+	c.t.Helper()
+	if v < lo || v > hi {
+		c.bad("%s %d, want %d..%d", what, v, lo, hi)
+	}
+}
+
+// customer fails unless a customer is named either by an id in range or,
+// with cid 0, by a last name of the scale's.
+func (c *opCheck) customer(cid int, last string) {
+	c.t.Helper()
+	s := c.cfg.Scale
+	if cid == 0 {
+		lastMax := min(999, s.CustomersPerDistrict-1)
+		if !slices.ContainsFunc(makeRange(0, lastMax), func(n int) bool { return procs.LastName(n) == last }) {
+			c.bad("last name %q is none of customers 1..%d's", last, lastMax+1)
+		}
+		return
+	}
+	if last != "" {
+		c.bad("customer named by id and by name")
+	}
+	c.inRange("customer", cid, 1, s.CustomersPerDistrict)
+}
+
+// remoteOK fails if w, not home, is in home's group while the cluster has
+// other groups.
+func (c *opCheck) remoteOK(w int) {
+	c.t.Helper()
+	if w != c.home && c.otherGroups && c.cfg.groupOf(w) == c.homeGroup {
+		c.bad("remote warehouse %d is in home's group %d", w, c.homeGroup)
+	}
+}
+
+// decode decodes the op's arguments strictly into a.
+func (c *opCheck) decode(a any) {
+	c.t.Helper()
+	if err := procs.DecodeArgs(c.op.Proc, c.op.Args, a); err != nil {
+		c.bad("%v", err)
+	}
+}
+
+// args checks the op's arguments by its kind, and returns the procedure
+// the kind calls and the warehouses other than home that the op touches.
+func (c *opCheck) args() (proc string, touched []int) {
+	c.t.Helper()
+	switch c.op.Kind {
+	case KindNewOrder:
+		return procs.ProcNewOrder, c.newOrder()
+	case KindPayment:
+		return procs.ProcPayment, c.payment()
+	case KindOrderStatus:
+		var a procs.OrderStatusArgs
+		c.decode(&a)
+		c.inRange("district", a.D, 1, procs.DistrictsPerWarehouse)
+		c.customer(a.CID, a.CLast)
+		return procs.ProcOrderStatus, nil
+	case KindDelivery:
+		var a procs.DeliveryArgs
+		c.decode(&a)
+		c.inRange("carrier", a.Carrier, 1, carrierMax)
+		return procs.ProcDelivery, nil
+	case KindStockLevel:
+		var a procs.StockLevelArgs
+		c.decode(&a)
+		c.inRange("district", a.D, 1, procs.DistrictsPerWarehouse)
+		c.inRange("threshold", a.Threshold, thresholdMin, thresholdMax)
+		return procs.ProcStockLevel, nil
+	default:
+		c.bad("unknown kind")
+		return "", nil
+	}
+}
+
+// newOrder checks a new-order's arguments and returns its supply
+// warehouses.
+func (c *opCheck) newOrder() (supply []int) {
+	c.t.Helper()
+	s := c.cfg.Scale
+	var a procs.NewOrderArgs
+	c.decode(&a)
+	c.inRange("district", a.D, 1, procs.DistrictsPerWarehouse)
+	c.inRange("customer", a.C, 1, s.CustomersPerDistrict)
+	c.inRange("lines", len(a.Lines), procs.OrderLinesMin, procs.OrderLinesMax)
+	if a.W != c.home || a.EntryD < testNow.UnixMilli() {
+		c.bad("warehouse %d or entry date %d, want %d and a test date", a.W, a.EntryD, c.home)
+	}
+	for i, l := range a.Lines {
+		if c.op.Rollback && i == len(a.Lines)-1 {
+			if l.Item != s.Items+1 {
+				c.bad("rollback's last item %d, want the unused %d", l.Item, s.Items+1)
+			}
+		} else {
+			c.inRange("item", l.Item, 1, s.Items)
+		}
+		c.inRange("quantity", l.Quantity, 1, quantityMax)
+		if !slices.Contains(c.cfg.Warehouses, l.SupplyW) {
+			c.bad("supply warehouse %d not in the cluster", l.SupplyW)
+		}
+		c.remoteOK(l.SupplyW)
+		supply = append(supply, l.SupplyW)
+	}
+	return supply
+}
+
+// payment checks a payment's arguments and returns its customer's
+// warehouse.
+func (c *opCheck) payment() []int {
+	c.t.Helper()
+	var a procs.PaymentArgs
+	c.decode(&a)
+	c.inRange("district", a.D, 1, procs.DistrictsPerWarehouse)
+	c.inRange("customer district", a.CD, 1, procs.DistrictsPerWarehouse)
+	c.inRange("amount", int(a.Amount), amountCentsMin, amountCentsMax)
+	if a.W != c.home || !slices.Contains(c.cfg.Warehouses, a.CW) {
+		c.bad("warehouses %d, %d", a.W, a.CW)
+	}
+	if a.CW == a.W && a.CD != a.D {
+		c.bad("a home customer of district %d paying at district %d", a.CD, a.D)
+	}
+	c.remoteOK(a.CW)
+	c.customer(a.CID, a.CLast)
+	return []int{a.CW}
 }
 
 func makeRange(lo, hi int) []int {

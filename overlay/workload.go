@@ -113,77 +113,18 @@ func checkMatrix(rttMs [][]float64) error {
 
 // homeSets returns the sets of the client of group h.
 func homeSets(rttMs [][]float64, h int, w Workload) []Set {
-	n := len(rttMs)
-	remotes := make([]int, 0, n-1)
-	for g := range n {
-		if g != h {
-			remotes = append(remotes, g)
-		}
-	}
-	slices.SortStableFunc(remotes, func(a, b int) int { return cmp.Compare(rttMs[h][a], rttMs[h][b]) })
-	q := make([]float64, len(remotes)) // q[k]: probability of the k-th nearest
-	total := 0.0
-	for k := range q {
-		q[k] = 1
-		if w.Locality > 0 {
-			q[k] = w.Locality * math.Pow(1-w.Locality, float64(k))
-		}
-		total += q[k]
-	}
-	for k := range q {
-		q[k] /= total
-	}
-
-	// lines[m]: probability that a new-order has m remote lines.
-	p := w.RemoteItem
-	var lines [linesMax + 1]float64
-	for k := linesMin; k <= linesMax; k++ {
-		for m := 0; m <= k; m++ {
-			lines[m] += binom(k, m) * math.Pow(p, float64(m)) * math.Pow(1-p, float64(k-m)) / (linesMax - linesMin + 1)
-		}
-	}
+	remotes := nearestRemotes(rttMs, h)
+	q := nearestProbs(len(remotes), w.Locality)
+	lines := remoteLinesProbs(w.RemoteItem)
 	// Weights, before normalising, of: a local transaction, a payment to
 	// each remote, a new-order to each remote and to each pair of remotes.
-	// A new-order with m remote lines goes to exactly {a} with probability
-	// q_a^m and to exactly {a,b} with (q_a+q_b)^m - q_a^m - q_b^m; those
-	// of more remotes are left out, and the new-orders renormalised, as
-	// GlobalOnly's drawing again does.
 	local, payRemote, newOrder := 0.0, mixPayment*w.RemotePayment, mixNewOrder*(1-lines[0])
 	if w.GlobalOnly {
 		payRemote, newOrder = mixPayment, mixNewOrder
 	} else {
 		local = mixLocal + mixPayment*(1-w.RemotePayment) + mixNewOrder*lines[0]
 	}
-	type key struct{ a, b int } // indexes into remotes, a < b; b = -1: a alone
-	var order []key
-	var pay, no []float64
-	for a := range remotes {
-		s := 0.0
-		for m := 1; m <= linesMax; m++ {
-			s += lines[m] * math.Pow(q[a], float64(m))
-		}
-		order, pay, no = append(order, key{a, -1}), append(pay, payRemote*q[a]), append(no, s)
-	}
-	for a := range remotes {
-		for b := a + 1; b < len(remotes); b++ {
-			s := 0.0
-			for m := 2; m <= linesMax; m++ {
-				s += lines[m] * (math.Pow(q[a]+q[b], float64(m)) - math.Pow(q[a], float64(m)) - math.Pow(q[b], float64(m)))
-			}
-			order, pay, no = append(order, key{a, b}), append(pay, 0), append(no, s)
-		}
-	}
-	noSum := 0.0
-	for _, v := range no {
-		noSum += v
-	}
-	weights := make([]float64, len(order))
-	for i := range order {
-		weights[i] = pay[i]
-		if noSum > 0 {
-			weights[i] += newOrder * no[i] / noSum
-		}
-	}
+	order, weights := remoteWeights(q, &lines, payRemote, newOrder)
 	sum := local
 	for _, v := range weights {
 		sum += v
@@ -214,6 +155,96 @@ func homeSets(rttMs [][]float64, h int, w Workload) []Set {
 	return out
 }
 
+// nearestRemotes returns every group but h, nearest to h first (ties in
+// group order).
+func nearestRemotes(rttMs [][]float64, h int) []int {
+	n := len(rttMs)
+	remotes := make([]int, 0, n-1)
+	for g := range n {
+		if g != h {
+			remotes = append(remotes, g)
+		}
+	}
+	slices.SortStableFunc(remotes, func(a, b int) int { return cmp.Compare(rttMs[h][a], rttMs[h][b]) })
+	return remotes
+}
+
+// nearestProbs returns q, q[k] the probability that a remote access goes to
+// the k-th nearest of n remotes: uniform without locality, else geometric
+// in locality, normalised over the n.
+func nearestProbs(n int, locality float64) []float64 {
+	q := make([]float64, n)
+	total := 0.0
+	for k := range q {
+		q[k] = 1
+		if locality > 0 {
+			q[k] = locality * math.Pow(1-locality, float64(k))
+		}
+		total += q[k]
+	}
+	for k := range q {
+		q[k] /= total
+	}
+	return q
+}
+
+// remoteLinesProbs returns lines, lines[m] the probability that a new-order
+// has m remote lines when each line is remote with probability p.
+func remoteLinesProbs(p float64) [linesMax + 1]float64 {
+	var lines [linesMax + 1]float64
+	for k := linesMin; k <= linesMax; k++ {
+		for m := 0; m <= k; m++ {
+			lines[m] += binom(k, m) * math.Pow(p, float64(m)) * math.Pow(1-p, float64(k-m)) / (linesMax - linesMin + 1)
+		}
+	}
+	return lines
+}
+
+// remotePair names a destination set of homeSets by indexes into its
+// remotes, a < b; b = -1: a alone.
+type remotePair struct{ a, b int }
+
+// remoteWeights returns the weight, before normalising, of every set of
+// one or two remotes: each single remote's first, then each pair. A payment
+// goes to remote a with weight payRemote*q[a]. A new-order with m remote
+// lines goes to exactly {a} with probability q_a^m and to exactly {a,b}
+// with (q_a+q_b)^m - q_a^m - q_b^m; those of more remotes are left out, and
+// the new-orders' weight newOrder renormalised over the rest, as
+// GlobalOnly's drawing again does.
+func remoteWeights(q []float64, lines *[linesMax + 1]float64, payRemote, newOrder float64) ([]remotePair, []float64) {
+	var order []remotePair
+	var pay, no []float64
+	for a := range q {
+		s := 0.0
+		for m := 1; m <= linesMax; m++ {
+			s += lines[m] * math.Pow(q[a], float64(m))
+		}
+		order, pay, no = append(order, remotePair{a, -1}), append(pay, payRemote*q[a]), append(no, s)
+	}
+	for a := range q {
+		for b := a + 1; b < len(q); b++ {
+			s := 0.0
+			for m := 2; m <= linesMax; m++ {
+				s += lines[m] * (math.Pow(q[a]+q[b], float64(m)) - math.Pow(q[a], float64(m)) - math.Pow(q[b], float64(m)))
+			}
+			order, pay, no = append(order, remotePair{a, b}), append(pay, 0), append(no, s)
+		}
+	}
+	noSum := 0.0
+	for _, v := range no {
+		noSum += v
+	}
+	weights := make([]float64, len(order))
+	for i := range order {
+		weights[i] = pay[i]
+		if noSum > 0 {
+			weights[i] += newOrder * no[i] / noSum
+		}
+	}
+	return order, weights
+}
+
+// binom is the binomial coefficient n choose k.
 func binom(n, k int) float64 {
 	r := 1.0
 	for i := 1; i <= k; i++ {

@@ -164,100 +164,108 @@ func TestConfigProtocolUnchecked(t *testing.T) {
 	}
 }
 
+// invalidConfigCase is one change that makes validConfig invalid, and the part
+// of the error that names what is wrong.
+type invalidConfigCase struct {
+	name   string
+	change func(c *partition.ClusterConfig)
+	want   string
+}
+
+// invalidConfigCases are TestConfigInvalid's changes.
+var invalidConfigCases = []invalidConfigCase{
+	{"no groups", func(c *partition.ClusterConfig) { c.Groups = nil }, "groups: none"},
+	{"too many groups", func(c *partition.ClusterConfig) {
+		c.Groups = make([]partition.GroupConfig, partition.GroupsMax+1)
+	}, "groups: 65, more than GroupsMax (64)"},
+	{"group without a name", func(c *partition.ClusterConfig) { c.Groups[1].Name = "" },
+		`groups[1].name: "" is not a valid name`},
+	{"group name in capitals", func(c *partition.ClusterConfig) { c.Groups[1].Name = "EU" },
+		`groups[1].name: "EU" is not a valid name`},
+	{"group name starting with a dash", func(c *partition.ClusterConfig) { c.Groups[1].Name = "-b" },
+		`groups[1].name: "-b" is not a valid name`},
+	{"group name too long", func(c *partition.ClusterConfig) { c.Groups[1].Name = strings.Repeat("b", partition.NameMax+1) },
+		`groups[1].name: "bbbb`},
+	{"duplicate group", func(c *partition.ClusterConfig) { c.Groups[2].Name = "a" },
+		`groups[2].name: "a" listed twice (also groups[0])`},
+	{"no replicas", func(c *partition.ClusterConfig) { c.Groups[1].Replicas = nil },
+		`groups[1].replicas: group "b" has 0 replicas, want an odd number from 1 to 5`},
+	{"two replicas", func(c *partition.ClusterConfig) { c.Groups[0].Replicas = c.Groups[0].Replicas[:2] },
+		`groups[0].replicas: group "a" has 2 replicas`},
+	{"seven replicas", func(c *partition.ClusterConfig) {
+		for i := range 4 {
+			id := fmt.Sprintf("x%d", i)
+			c.Groups[0].Replicas = append(c.Groups[0].Replicas, partition.ReplicaConfig{ID: id, Raft: id + ":1", GRPC: id + ":2"})
+		}
+	}, `groups[0].replicas: group "a" has 7 replicas`},
+	{"replica without an id", func(c *partition.ClusterConfig) { c.Groups[0].Replicas[1].ID = "" },
+		`groups[0].replicas[1].id: "" is not a valid name`},
+	{"duplicate replica id in a group", func(c *partition.ClusterConfig) { c.Groups[0].Replicas[2].ID = "a1" },
+		`groups[0].replicas[2].id: "a1" listed twice (also groups[0].replicas[0]`},
+	{"duplicate replica id in the cluster", func(c *partition.ClusterConfig) { c.Groups[2].Replicas[0].ID = "b1" },
+		`groups[2].replicas[0].id: "b1" listed twice (also groups[1].replicas[0]; replica ids are unique in the cluster)`},
+	{"raft address without port", func(c *partition.ClusterConfig) { c.Groups[1].Replicas[0].Raft = "127.0.0.1" },
+		`groups[1].replicas[0].raft: "127.0.0.1" is not host:port`},
+	{"grpc address without host", func(c *partition.ClusterConfig) { c.Groups[1].Replicas[0].GRPC = ":7204" },
+		`groups[1].replicas[0].grpc: ":7204" has no host`},
+	{"port 0", func(c *partition.ClusterConfig) { c.Groups[1].Replicas[0].GRPC = "127.0.0.1:0" },
+		`groups[1].replicas[0].grpc: "127.0.0.1:0" has port "0", want 1..65535`},
+	{"port out of range", func(c *partition.ClusterConfig) { c.Groups[1].Replicas[0].GRPC = "127.0.0.1:65536" },
+		`has port "65536", want 1..65535`},
+	{"port by name", func(c *partition.ClusterConfig) { c.Groups[1].Replicas[0].GRPC = "127.0.0.1:http" },
+		`has port "http"`},
+	{"default peer port out of range", func(c *partition.ClusterConfig) { c.Groups[1].Replicas[0].GRPC = "127.0.0.1:65500" },
+		`groups[1].replicas[0].peer (the grpc port + 100): "127.0.0.1:65600" has port "65600", want 1..65535`},
+	{"peer address without port", func(c *partition.ClusterConfig) { c.Groups[1].Replicas[0].Peer = "127.0.0.1" },
+		`groups[1].replicas[0].peer: "127.0.0.1" is not host:port`},
+	{"peer on another replica's raft address", func(c *partition.ClusterConfig) { c.Groups[1].Replicas[0].Peer = "127.0.0.1:7101" },
+		`groups[1].replicas[0].peer: address "127.0.0.1:7101" already used by groups[0].replicas[0].raft`},
+	{"duplicate address across groups", func(c *partition.ClusterConfig) { c.Groups[1].Replicas[0].GRPC = "127.0.0.1:7101" },
+		`groups[1].replicas[0].grpc: address "127.0.0.1:7101" already used by groups[0].replicas[0].raft`},
+	{"raft and grpc on one address", func(c *partition.ClusterConfig) { c.Groups[0].Replicas[1].GRPC = "127.0.0.1:7102" },
+		`groups[0].replicas[1].grpc: address "127.0.0.1:7102" already used by groups[0].replicas[1].raft`},
+	{"overlay names an unknown group", func(c *partition.ClusterConfig) { c.Overlay[1] = "x" },
+		`overlay[1]: "x" is not a group`},
+	{"overlay lists a group twice", func(c *partition.ClusterConfig) { c.Overlay = []string{"a", "b", "a"} },
+		`overlay[2]: "a" listed twice (also overlay[0])`},
+	{"overlay misses a group", func(c *partition.ClusterConfig) { c.Overlay = []string{"c", "a"} },
+		`overlay: lists 2 of the 3 groups, want every group once (missing "b")`},
+	{"tree names an unknown child", func(c *partition.ClusterConfig) { c.Tree["x"] = "a" },
+		`tree: child "x" is not a group`},
+	{"tree names an unknown parent", func(c *partition.ClusterConfig) { c.Tree["c"] = "y" },
+		`tree.c: parent "y" is not a group`},
+	{"tree: own parent", func(c *partition.ClusterConfig) { c.Tree["c"] = "c" },
+		`tree.c: "c" is its own parent`},
+	{"tree with two roots", func(c *partition.ClusterConfig) { delete(c.Tree, "c") },
+		`tree has two roots, "a" and "c"`},
+	{"tree with a cycle", func(c *partition.ClusterConfig) { c.Tree = map[string]string{"a": "b", "b": "c", "c": "a"} },
+		"tree has no root"},
+	{"no partitions", func(c *partition.ClusterConfig) { c.Partitions = nil }, "partitions: none"},
+	{"partition without a name", func(c *partition.ClusterConfig) { c.Partitions[1].Name = "" },
+		`partitions[1].name: "" is not a valid name`},
+	{"duplicate partition name", func(c *partition.ClusterConfig) { c.Partitions[2].Name = "pa" },
+		`partitions[2] "pa": name listed twice (also partitions[0] "pa")`},
+	{"partition without a group", func(c *partition.ClusterConfig) { c.Partitions[1].Group = "" },
+		`partitions[1].group: missing for partition "pb" (give its owner, or replicated: true)`},
+	{"partition of an unknown group", func(c *partition.ClusterConfig) { c.Partitions[1].Group = "z" },
+		`partitions[1].group: "z" is not a group`},
+	{"replicated partition with a group", func(c *partition.ClusterConfig) { c.Partitions[3].Group = "a" },
+		`partitions[3].group: "a" given for replicated partition "item", which every group owns`},
+	{"partition without a start", func(c *partition.ClusterConfig) { c.Partitions[1].Start = "" },
+		`partitions[1] "pb": start: invalid key "": empty`},
+	{"partition with an empty range", func(c *partition.ClusterConfig) { c.Partitions[1].End = "a/" },
+		`partitions[1] "pb": empty range: end "a/" is not after start "b/"`},
+	{"partitions overlapping", func(c *partition.ClusterConfig) { c.Partitions[0].End = "b/x" },
+		`partitions[1] "pb" overlaps partitions[0] "pa"`},
+	{"replicated range overlapping an owned one", func(c *partition.ClusterConfig) {
+		c.Partitions[3].Start, c.Partitions[3].End = "c/item/", "c/item0/"
+	}, `partitions[3] "item" overlaps partitions[2] "pc"`},
+}
+
+// TestConfigInvalid checks that Validate and Build refuse each of
+// invalidConfigCases with the same error, which names what is wrong.
 func TestConfigInvalid(t *testing.T) {
-	tests := []struct {
-		name   string
-		change func(c *partition.ClusterConfig)
-		want   string
-	}{
-		{"no groups", func(c *partition.ClusterConfig) { c.Groups = nil }, "groups: none"},
-		{"too many groups", func(c *partition.ClusterConfig) {
-			c.Groups = make([]partition.GroupConfig, partition.GroupsMax+1)
-		}, "groups: 65, more than GroupsMax (64)"},
-		{"group without a name", func(c *partition.ClusterConfig) { c.Groups[1].Name = "" },
-			`groups[1].name: "" is not a valid name`},
-		{"group name in capitals", func(c *partition.ClusterConfig) { c.Groups[1].Name = "EU" },
-			`groups[1].name: "EU" is not a valid name`},
-		{"group name starting with a dash", func(c *partition.ClusterConfig) { c.Groups[1].Name = "-b" },
-			`groups[1].name: "-b" is not a valid name`},
-		{"group name too long", func(c *partition.ClusterConfig) { c.Groups[1].Name = strings.Repeat("b", partition.NameMax+1) },
-			`groups[1].name: "bbbb`},
-		{"duplicate group", func(c *partition.ClusterConfig) { c.Groups[2].Name = "a" },
-			`groups[2].name: "a" listed twice (also groups[0])`},
-		{"no replicas", func(c *partition.ClusterConfig) { c.Groups[1].Replicas = nil },
-			`groups[1].replicas: group "b" has 0 replicas, want an odd number from 1 to 5`},
-		{"two replicas", func(c *partition.ClusterConfig) { c.Groups[0].Replicas = c.Groups[0].Replicas[:2] },
-			`groups[0].replicas: group "a" has 2 replicas`},
-		{"seven replicas", func(c *partition.ClusterConfig) {
-			for i := range 4 {
-				id := fmt.Sprintf("x%d", i)
-				c.Groups[0].Replicas = append(c.Groups[0].Replicas, partition.ReplicaConfig{ID: id, Raft: id + ":1", GRPC: id + ":2"})
-			}
-		}, `groups[0].replicas: group "a" has 7 replicas`},
-		{"replica without an id", func(c *partition.ClusterConfig) { c.Groups[0].Replicas[1].ID = "" },
-			`groups[0].replicas[1].id: "" is not a valid name`},
-		{"duplicate replica id in a group", func(c *partition.ClusterConfig) { c.Groups[0].Replicas[2].ID = "a1" },
-			`groups[0].replicas[2].id: "a1" listed twice (also groups[0].replicas[0]`},
-		{"duplicate replica id in the cluster", func(c *partition.ClusterConfig) { c.Groups[2].Replicas[0].ID = "b1" },
-			`groups[2].replicas[0].id: "b1" listed twice (also groups[1].replicas[0]; replica ids are unique in the cluster)`},
-		{"raft address without port", func(c *partition.ClusterConfig) { c.Groups[1].Replicas[0].Raft = "127.0.0.1" },
-			`groups[1].replicas[0].raft: "127.0.0.1" is not host:port`},
-		{"grpc address without host", func(c *partition.ClusterConfig) { c.Groups[1].Replicas[0].GRPC = ":7204" },
-			`groups[1].replicas[0].grpc: ":7204" has no host`},
-		{"port 0", func(c *partition.ClusterConfig) { c.Groups[1].Replicas[0].GRPC = "127.0.0.1:0" },
-			`groups[1].replicas[0].grpc: "127.0.0.1:0" has port "0", want 1..65535`},
-		{"port out of range", func(c *partition.ClusterConfig) { c.Groups[1].Replicas[0].GRPC = "127.0.0.1:65536" },
-			`has port "65536", want 1..65535`},
-		{"port by name", func(c *partition.ClusterConfig) { c.Groups[1].Replicas[0].GRPC = "127.0.0.1:http" },
-			`has port "http"`},
-		{"default peer port out of range", func(c *partition.ClusterConfig) { c.Groups[1].Replicas[0].GRPC = "127.0.0.1:65500" },
-			`groups[1].replicas[0].peer (the grpc port + 100): "127.0.0.1:65600" has port "65600", want 1..65535`},
-		{"peer address without port", func(c *partition.ClusterConfig) { c.Groups[1].Replicas[0].Peer = "127.0.0.1" },
-			`groups[1].replicas[0].peer: "127.0.0.1" is not host:port`},
-		{"peer on another replica's raft address", func(c *partition.ClusterConfig) { c.Groups[1].Replicas[0].Peer = "127.0.0.1:7101" },
-			`groups[1].replicas[0].peer: address "127.0.0.1:7101" already used by groups[0].replicas[0].raft`},
-		{"duplicate address across groups", func(c *partition.ClusterConfig) { c.Groups[1].Replicas[0].GRPC = "127.0.0.1:7101" },
-			`groups[1].replicas[0].grpc: address "127.0.0.1:7101" already used by groups[0].replicas[0].raft`},
-		{"raft and grpc on one address", func(c *partition.ClusterConfig) { c.Groups[0].Replicas[1].GRPC = "127.0.0.1:7102" },
-			`groups[0].replicas[1].grpc: address "127.0.0.1:7102" already used by groups[0].replicas[1].raft`},
-		{"overlay names an unknown group", func(c *partition.ClusterConfig) { c.Overlay[1] = "x" },
-			`overlay[1]: "x" is not a group`},
-		{"overlay lists a group twice", func(c *partition.ClusterConfig) { c.Overlay = []string{"a", "b", "a"} },
-			`overlay[2]: "a" listed twice (also overlay[0])`},
-		{"overlay misses a group", func(c *partition.ClusterConfig) { c.Overlay = []string{"c", "a"} },
-			`overlay: lists 2 of the 3 groups, want every group once (missing "b")`},
-		{"tree names an unknown child", func(c *partition.ClusterConfig) { c.Tree["x"] = "a" },
-			`tree: child "x" is not a group`},
-		{"tree names an unknown parent", func(c *partition.ClusterConfig) { c.Tree["c"] = "y" },
-			`tree.c: parent "y" is not a group`},
-		{"tree: own parent", func(c *partition.ClusterConfig) { c.Tree["c"] = "c" },
-			`tree.c: "c" is its own parent`},
-		{"tree with two roots", func(c *partition.ClusterConfig) { delete(c.Tree, "c") },
-			`tree has two roots, "a" and "c"`},
-		{"tree with a cycle", func(c *partition.ClusterConfig) { c.Tree = map[string]string{"a": "b", "b": "c", "c": "a"} },
-			"tree has no root"},
-		{"no partitions", func(c *partition.ClusterConfig) { c.Partitions = nil }, "partitions: none"},
-		{"partition without a name", func(c *partition.ClusterConfig) { c.Partitions[1].Name = "" },
-			`partitions[1].name: "" is not a valid name`},
-		{"duplicate partition name", func(c *partition.ClusterConfig) { c.Partitions[2].Name = "pa" },
-			`partitions[2] "pa": name listed twice (also partitions[0] "pa")`},
-		{"partition without a group", func(c *partition.ClusterConfig) { c.Partitions[1].Group = "" },
-			`partitions[1].group: missing for partition "pb" (give its owner, or replicated: true)`},
-		{"partition of an unknown group", func(c *partition.ClusterConfig) { c.Partitions[1].Group = "z" },
-			`partitions[1].group: "z" is not a group`},
-		{"replicated partition with a group", func(c *partition.ClusterConfig) { c.Partitions[3].Group = "a" },
-			`partitions[3].group: "a" given for replicated partition "item", which every group owns`},
-		{"partition without a start", func(c *partition.ClusterConfig) { c.Partitions[1].Start = "" },
-			`partitions[1] "pb": start: invalid key "": empty`},
-		{"partition with an empty range", func(c *partition.ClusterConfig) { c.Partitions[1].End = "a/" },
-			`partitions[1] "pb": empty range: end "a/" is not after start "b/"`},
-		{"partitions overlapping", func(c *partition.ClusterConfig) { c.Partitions[0].End = "b/x" },
-			`partitions[1] "pb" overlaps partitions[0] "pa"`},
-		{"replicated range overlapping an owned one", func(c *partition.ClusterConfig) {
-			c.Partitions[3].Start, c.Partitions[3].End = "c/item/", "c/item0/"
-		}, `partitions[3] "item" overlaps partitions[2] "pc"`},
-	}
-	for _, tt := range tests {
+	for _, tt := range invalidConfigCases {
 		t.Run(tt.name, func(t *testing.T) {
 			c := validConfig()
 			tt.change(c)
@@ -267,7 +275,6 @@ func TestConfigInvalid(t *testing.T) {
 			}
 			if !strings.HasPrefix(err.Error(), "partition: ") || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("got error %q, want one containing %q", err, tt.want)
-
 			}
 			top, pm, err2 := c.Build()
 			if top != nil || pm != nil || err2 == nil || err2.Error() != err.Error() {

@@ -23,7 +23,9 @@ import (
 
 	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/certs"
+	"github.com/flexkv/flexkv/executor"
 	"github.com/flexkv/flexkv/group"
+	"github.com/flexkv/flexkv/kv"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/multicast/rawnode"
@@ -416,35 +418,71 @@ type snapshot struct {
 	core                               []protocol.Reading // of the server's protocol
 }
 
+// collect sends every metric of server s on ch, labelled by its group and
+// replica.
 func (m *Metrics) collect(ch chan<- prometheus.Metric, s *Server) {
-	groupName, replica := s.group.Name, s.cfg.NodeID
-	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), append([]string{groupName, replica}, labels...)...)
+	e := emitter{ch: ch, labels: []string{s.group.Name, s.cfg.NodeID}}
+	m.collectCounts(e, s)
+	sn := readSnapshot(s)
+	m.collectNode(e, s, &sn)
+	m.collectCore(e, s, sn.core)
+	m.collectRaft(e, s.replica.RaftStatus())
+	m.collectExecutor(e, s.exec.Stats())
+	// A store closed under a scrape (the server stopping) has no figures.
+	if ps, err := s.store.Metrics(); err == nil {
+		m.collectStore(e, ps)
 	}
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{groupName, replica}, labels...)...)
-	}
-	c := &s.counts
+}
 
-	counter(m.deliveries, c.deliveriesLocal.Load(), "local")
-	counter(m.deliveries, c.deliveriesGlobal.Load(), "global")
+// emitter sends constant metrics on ch, each with labels (the group and the
+// replica) before its own.
+type emitter struct {
+	ch     chan<- prometheus.Metric
+	labels []string
+}
+
+// metric sends the value v of d, of type vt.
+func (e emitter) metric(d *prometheus.Desc, vt prometheus.ValueType, v float64, labels ...string) {
+	e.ch <- prometheus.MustNewConstMetric(d, vt, v, append(slices.Clip(e.labels), labels...)...)
+}
+
+// counter sends the counter d at v.
+func (e emitter) counter(d *prometheus.Desc, v uint64, labels ...string) {
+	e.metric(d, prometheus.CounterValue, float64(v), labels...)
+}
+
+// gauge sends the gauge d at v.
+func (e emitter) gauge(d *prometheus.Desc, v float64, labels ...string) {
+	e.metric(d, prometheus.GaugeValue, v, labels...)
+}
+
+// collectCounts sends what the server counts itself: deliveries, sends,
+// requests and their errors, and refused peers.
+func (m *Metrics) collectCounts(e emitter, s *Server) {
+	c := &s.counts
+	e.counter(m.deliveries, c.deliveriesLocal.Load(), "local")
+	e.counter(m.deliveries, c.deliveriesGlobal.Load(), "global")
 	for _, k := range append([]multicast.Kind{0}, sendKinds[:]...) {
-		counter(m.sends, c.sends[k].Load(), sendKindLabel(k))
-		counter(m.sendBytes, c.sendBytes[k].Load(), sendKindLabel(k))
+		e.counter(m.sends, c.sends[k].Load(), sendKindLabel(k))
+		e.counter(m.sendBytes, c.sendBytes[k].Load(), sendKindLabel(k))
 	}
-	ch <- c.delivery.metric(m.delivery, groupName, replica)
+	e.ch <- c.delivery.metric(m.delivery, e.labels...)
 	for i, name := range requestMethods {
-		ch <- c.requests[i].metric(m.requests, groupName, replica, name)
+		e.ch <- c.requests[i].metric(m.requests, append(slices.Clip(e.labels), name)...)
 		for code := range requestCodes {
 			if n := c.requestErrors[i][code].Load(); n > 0 {
-				counter(m.requestErrors, n, name, codes.Code(code).String())
+				e.counter(m.requestErrors, n, name, codes.Code(code).String())
 			}
 		}
 	}
 
-	counter(m.peerRefusals, uint64(s.peerRefusals.Load()), "certificate")
-	counter(m.peerRefusals, uint64(s.fingerprintRefusals.Load()), "fingerprint")
+	e.counter(m.peerRefusals, uint64(s.peerRefusals.Load()), "certificate")
+	e.counter(m.peerRefusals, uint64(s.fingerprintRefusals.Load()), "fingerprint")
+}
 
+// readSnapshot copies what collect reads of s's replicated state, with the
+// state locked.
+func readSnapshot(s *Server) snapshot {
 	var sn snapshot
 	s.replica.State(func(st *group.State) {
 		nd := st.Node()
@@ -461,34 +499,45 @@ func (m *Metrics) collect(ch chan<- prometheus.Metric, s *Server) {
 		}
 		sn.core = s.proto.Read(st.Core(), nil)
 	})
+	return sn
+}
+
+// collectNode sends the multicast node's figures of sn: per other group,
+// then the node's and its channel layer's.
+func (m *Metrics) collectNode(e emitter, s *Server, sn *snapshot) {
 	for g, n := range sn.outbox {
 		if id := partition.GroupID(g); id != s.self {
 			name := s.top.Name(id)
-			gauge(m.outbox, float64(n), name)
-			gauge(m.outboxBytes, float64(sn.outboxBytes[g]), name)
-			gauge(m.backlog, float64(sn.backlog[g]), name)
-			gauge(m.holdbackBytes, float64(sn.holdbackBytes[g]), name)
-			gauge(m.busyWith, boolValue(sn.busy && sn.busyWith == id), name)
+			e.gauge(m.outbox, float64(n), name)
+			e.gauge(m.outboxBytes, float64(sn.outboxBytes[g]), name)
+			e.gauge(m.backlog, float64(sn.backlog[g]), name)
+			e.gauge(m.holdbackBytes, float64(sn.holdbackBytes[g]), name)
+			e.gauge(m.busyWith, boolValue(sn.busy && sn.busyWith == id), name)
 		}
 	}
-	gauge(m.busy, boolValue(sn.busy))
-	gauge(m.sessions, float64(sn.sessions))
-	gauge(m.logTime, float64(sn.logTime))
-	counter(m.rejected, sn.node.EnvelopesRejected)
+	e.gauge(m.busy, boolValue(sn.busy))
+	e.gauge(m.sessions, float64(sn.sessions))
+	e.gauge(m.logTime, float64(sn.logTime))
+	e.counter(m.rejected, sn.node.EnvelopesRejected)
 	cs := sn.node.Channel
-	counter(m.chSent, cs.DataSent)
-	counter(m.chResent, cs.DataResent)
-	counter(m.chReceived, cs.Delivered)
-	counter(m.chDuplicates, cs.DuplicatesDropped)
-	counter(m.chHeldBack, cs.HeldBack)
-	counter(m.chHoldbackDrop, cs.HoldbackDrops)
-	counter(m.chHoldbackByteDrops, cs.HoldbackByteDrops)
-	counter(m.chOutboxOverflows, cs.OutboxOverflows)
-	counter(m.chNacksSent, cs.NacksSent)
-	counter(m.chNacksServed, cs.NacksServed)
-	counter(m.chAcksSent, cs.AcksSent)
+	e.counter(m.chSent, cs.DataSent)
+	e.counter(m.chResent, cs.DataResent)
+	e.counter(m.chReceived, cs.Delivered)
+	e.counter(m.chDuplicates, cs.DuplicatesDropped)
+	e.counter(m.chHeldBack, cs.HeldBack)
+	e.counter(m.chHoldbackDrop, cs.HoldbackDrops)
+	e.counter(m.chHoldbackByteDrops, cs.HoldbackByteDrops)
+	e.counter(m.chOutboxOverflows, cs.OutboxOverflows)
+	e.counter(m.chNacksSent, cs.NacksSent)
+	e.counter(m.chNacksServed, cs.NacksServed)
+	e.counter(m.chAcksSent, cs.AcksSent)
+}
+
+// collectCore sends the readings of s's protocol core, each a counter or a
+// gauge as the protocol's stats say.
+func (m *Metrics) collectCore(e emitter, s *Server, readings []protocol.Reading) {
 	stats, descs := s.proto.Stats(), m.core[s.proto.Name()]
-	for _, r := range sn.core {
+	for _, r := range readings {
 		var labels []string
 		if r.Label != "" {
 			labels = []string{r.Label}
@@ -497,51 +546,55 @@ func (m *Metrics) collect(ch chan<- prometheus.Metric, s *Server) {
 		if stats[r.Stat].Kind == protocol.Counter {
 			vt = prometheus.CounterValue
 		}
-		ch <- prometheus.MustNewConstMetric(descs[r.Stat], vt, r.Value, append([]string{groupName, replica}, labels...)...)
+		e.metric(descs[r.Stat], vt, r.Value, labels...)
 	}
+}
 
-	rs := s.replica.RaftStatus()
-	gauge(m.raftLeader, boolValue(rs.Role == replication.RoleLeader))
+// collectRaft sends the replica's raft status rs.
+func (m *Metrics) collectRaft(e emitter, rs replication.RaftStatus) {
+	e.gauge(m.raftLeader, boolValue(rs.Role == replication.RoleLeader))
 	for _, role := range replication.Roles {
-		gauge(m.raftState, boolValue(rs.Role == role), role.String())
+		e.gauge(m.raftState, boolValue(rs.Role == role), role.String())
 	}
-	gauge(m.raftTerm, float64(rs.Term))
-	gauge(m.raftLast, float64(rs.LastIndex))
-	gauge(m.raftCommit, float64(rs.CommitIndex))
-	gauge(m.raftApplied, float64(rs.AppliedIndex))
+	e.gauge(m.raftTerm, float64(rs.Term))
+	e.gauge(m.raftLast, float64(rs.LastIndex))
+	e.gauge(m.raftCommit, float64(rs.CommitIndex))
+	e.gauge(m.raftApplied, float64(rs.AppliedIndex))
+}
 
-	xs := s.exec.Stats()
-	counter(m.txnExecuted, xs.Executed)
-	counter(m.txnAborted, xs.Aborted)
-	gauge(m.txnQueued, float64(xs.Queued))
-	gauge(m.txnVotes, float64(xs.VotesStored))
-	counter(m.txnVotesJunk, xs.VotesJunk)
-	counter(m.txnVotesEarly, xs.VotesEarly)
-	counter(m.txnRanAhead, xs.RanAhead)
-	counter(m.txnVotesSent, xs.VotesSent)
-	counter(m.txnVotesEvicted, xs.VotesEvicted)
-	gauge(m.txnSessions, float64(xs.Sessions))
-	gauge(m.txnSessionResults, float64(xs.SessionResults))
-	counter(m.txnResultsAcked, xs.ResultsAcked)
-	counter(m.txnSessionsExpired, xs.SessionsExpired)
-	counter(m.txnSessionsEvicted, xs.SessionsEvicted)
+// collectExecutor sends the executor's figures xs.
+func (m *Metrics) collectExecutor(e emitter, xs executor.Stats) {
+	e.counter(m.txnExecuted, xs.Executed)
+	e.counter(m.txnAborted, xs.Aborted)
+	e.gauge(m.txnQueued, float64(xs.Queued))
+	e.gauge(m.txnVotes, float64(xs.VotesStored))
+	e.counter(m.txnVotesJunk, xs.VotesJunk)
+	e.counter(m.txnVotesEarly, xs.VotesEarly)
+	e.counter(m.txnRanAhead, xs.RanAhead)
+	e.counter(m.txnVotesSent, xs.VotesSent)
+	e.counter(m.txnVotesEvicted, xs.VotesEvicted)
+	e.gauge(m.txnSessions, float64(xs.Sessions))
+	e.gauge(m.txnSessionResults, float64(xs.SessionResults))
+	e.counter(m.txnResultsAcked, xs.ResultsAcked)
+	e.counter(m.txnSessionsExpired, xs.SessionsExpired)
+	e.counter(m.txnSessionsEvicted, xs.SessionsEvicted)
+}
 
-	// A store closed under a scrape (the server stopping) has no figures.
-	if ps, err := s.store.Metrics(); err == nil {
-		gauge(m.pbDisk, float64(ps.DiskBytes))
-		gauge(m.pbMemtable, float64(ps.MemtableBytes))
-		gauge(m.pbTables, float64(ps.Tables))
-		gauge(m.pbReadAmp, float64(ps.ReadAmp))
-		counter(m.pbFlushes, uint64(ps.Flushes))
-		counter(m.pbCompactions, uint64(ps.Compactions))
-		gauge(m.pbDebt, float64(ps.CompactionDebtBytes))
-		counter(m.pbWAL, ps.WALBytesWritten)
-		gauge(m.pbCache, float64(ps.BlockCacheBytes))
-		counter(m.pbCacheHits, uint64(ps.BlockCacheHits))
-		counter(m.pbCacheMisses, uint64(ps.BlockCacheMisses))
-		counter(m.rowCacheHits, uint64(ps.RowCacheHits))
-		counter(m.rowCacheMisses, uint64(ps.RowCacheMisses))
-	}
+// collectStore sends the store's figures ps.
+func (m *Metrics) collectStore(e emitter, ps kv.Metrics) {
+	e.gauge(m.pbDisk, float64(ps.DiskBytes))
+	e.gauge(m.pbMemtable, float64(ps.MemtableBytes))
+	e.gauge(m.pbTables, float64(ps.Tables))
+	e.gauge(m.pbReadAmp, float64(ps.ReadAmp))
+	e.counter(m.pbFlushes, uint64(ps.Flushes))
+	e.counter(m.pbCompactions, uint64(ps.Compactions))
+	e.gauge(m.pbDebt, float64(ps.CompactionDebtBytes))
+	e.counter(m.pbWAL, ps.WALBytesWritten)
+	e.gauge(m.pbCache, float64(ps.BlockCacheBytes))
+	e.counter(m.pbCacheHits, uint64(ps.BlockCacheHits))
+	e.counter(m.pbCacheMisses, uint64(ps.BlockCacheMisses))
+	e.counter(m.rowCacheHits, uint64(ps.RowCacheHits))
+	e.counter(m.rowCacheMisses, uint64(ps.RowCacheMisses))
 }
 
 func boolValue(b bool) float64 {

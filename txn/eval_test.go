@@ -57,126 +57,134 @@ func describeResults(rs []OpResult) string {
 	return strings.Join(out, "; ")
 }
 
+// evalCase is a transaction evaluated on a store: the store before and after,
+// the outcome, the results and the Writer's calls.
+type evalCase struct {
+	name      string
+	store     map[string]string
+	json      string
+	succeeded bool
+	results   string
+	after     string // the store afterwards
+	writes    string // the Writer's calls
+}
+
+// evalCases are TestEval's transactions.
+var evalCases = []evalCase{
+	{
+		name:      "design transfer, enough funds",
+		store:     map[string]string{"w/0001/acct": "10", "w/0002/acct": "1"},
+		json:      designTransfer,
+		succeeded: true,
+		results:   "0:add w/0001/acct=5; 1:add w/0002/acct=6",
+		after:     "w/0001/acct=5 w/0002/acct=6",
+		writes:    "put w/0001/acct=5, put w/0002/acct=6",
+	},
+	{
+		name:      "design transfer, not enough funds: else, nothing moves",
+		store:     map[string]string{"w/0001/acct": "3", "w/0002/acct": "1"},
+		json:      designTransfer,
+		succeeded: false,
+		after:     "w/0001/acct=3 w/0002/acct=1",
+	},
+	{
+		name:      "design transfer from a missing account: 0 < 5",
+		store:     map[string]string{},
+		json:      designTransfer,
+		succeeded: false,
+	},
+	{
+		name:      "add on a missing key starts from 0",
+		json:      `{"then":[{"op":"add","key":"w/0001/n","int":-4},{"op":"add","key":"w/0001/n","int":7},{"op":"get","key":"w/0001/n"}]}`,
+		succeeded: true,
+		results:   "0:add w/0001/n=-4; 1:add w/0001/n=3; 2:get w/0001/n=3",
+		after:     "w/0001/n=3",
+		writes:    "put w/0001/n=3",
+	},
+	{
+		name:      "add reads signs and leading zeros, writes canonical",
+		store:     map[string]string{"w/0001/n": "+007"},
+		json:      `{"then":[{"op":"add","key":"w/0001/n","int":0}]}`,
+		succeeded: true,
+		results:   "0:add w/0001/n=7",
+		after:     "w/0001/n=7",
+		writes:    "put w/0001/n=7",
+	},
+	{
+		name:      "an add that wraps wraps around int64",
+		store:     map[string]string{"w/0001/big": "9223372036854775807", "w/0001/low": "-9223372036854775808"},
+		json:      `{"then":[{"op":"add","key":"w/0001/big","int":2,"wrap":true},{"op":"add","key":"w/0001/low","int":-1,"wrap":true}]}`,
+		succeeded: true,
+		results:   "0:add w/0001/big=-9223372036854775807; 1:add w/0001/low=9223372036854775807",
+		after:     "w/0001/big=-9223372036854775807 w/0001/low=9223372036854775807",
+		writes:    "put w/0001/big=-9223372036854775807, put w/0001/low=9223372036854775807",
+	},
+	{
+		name:      "an add that wraps counts a value that is not an integer as 0",
+		store:     map[string]string{"w/0001/s": "ten", "w/0001/e": ""},
+		json:      `{"then":[{"op":"add","key":"w/0001/s","int":3,"wrap":true},{"op":"add","key":"w/0001/e","int":-2,"wrap":true},{"op":"add","key":"w/0001/m","int":5,"wrap":true}]}`,
+		succeeded: true,
+		results:   "0:add w/0001/s=3; 1:add w/0001/e=-2; 2:add w/0001/m=5",
+		after:     "w/0001/e=-2 w/0001/m=5 w/0001/s=3",
+		writes:    "put w/0001/e=-2, put w/0001/m=5, put w/0001/s=3",
+	},
+	{
+		name:      "get, put, delete, read your writes",
+		store:     map[string]string{"w/0001/a": "old", "w/0001/b": "gone"},
+		json:      `{"then":[{"op":"get","key":"w/0001/a"},{"op":"put","key":"w/0001/a","value":"new"},{"op":"get","key":"w/0001/a"},{"op":"delete","key":"w/0001/b"},{"op":"get","key":"w/0001/b"},{"op":"get","key":"w/0001/c"},{"op":"delete","key":"w/0001/c"}]}`,
+		succeeded: true,
+		results:   "0:get w/0001/a=old; 1:put w/0001/a; 2:get w/0001/a=new; 3:delete w/0001/b; 4:get w/0001/b missing; 5:get w/0001/c missing; 6:delete w/0001/c",
+		after:     "w/0001/a=new",
+		writes:    "put w/0001/a=new, delete w/0001/b, delete w/0001/c",
+	},
+	{
+		name:      "put then delete writes one delete",
+		json:      `{"then":[{"op":"put","key":"w/0001/a","value":"x"},{"op":"delete","key":"w/0001/a"}]}`,
+		succeeded: true,
+		results:   "0:put w/0001/a; 1:delete w/0001/a",
+		writes:    "delete w/0001/a",
+	},
+	{
+		name:      "scan merges pending writes and honours the limit",
+		store:     map[string]string{"w/0001/a": "1", "w/0001/b": "2", "w/0001/c": "3", "w/0001/d": "4", "w/0001/e": "5", "w/0002/a": "other"},
+		json:      `{"then":[{"op":"scan","key":"w/0001/","end":"w/0002/","limit":10},{"op":"delete","key":"w/0001/a"},{"op":"delete","key":"w/0001/b"},{"op":"put","key":"w/0001/bb","value":"new"},{"op":"put","key":"w/0001/c","value":"33"},{"op":"scan","key":"w/0001/","end":"w/0002/","limit":3},{"op":"scan","key":"w/0001/d","end":"w/0001/z","limit":5}]}`,
+		succeeded: true,
+		results:   "0:scan [w/0001/a=1 w/0001/b=2 w/0001/c=3 w/0001/d=4 w/0001/e=5]; 1:delete w/0001/a; 2:delete w/0001/b; 3:put w/0001/bb; 4:put w/0001/c; 5:scan [w/0001/bb=new w/0001/c=33 w/0001/d=4]; 6:scan [w/0001/d=4 w/0001/e=5]",
+		after:     "w/0001/bb=new w/0001/c=33 w/0001/d=4 w/0001/e=5 w/0002/a=other",
+		writes:    "delete w/0001/a, delete w/0001/b, put w/0001/bb=new, put w/0001/c=33",
+	},
+	{
+		name:      "scan of an empty range",
+		store:     map[string]string{"w/0002/a": "x"},
+		json:      `{"then":[{"op":"scan","key":"w/0001/","end":"w/0002/","limit":1}]}`,
+		succeeded: true,
+		results:   "0:scan []",
+		after:     "w/0002/a=x",
+	},
+	{
+		name:      "else branch runs its own ops",
+		store:     map[string]string{"w/0001/a": "x"},
+		json:      `{"if":[{"key":"w/0001/a","cmp":"=","value":"y"}],"then":[{"op":"put","key":"w/0001/t","value":"1"}],"else":[{"op":"get","key":"w/0001/a"},{"op":"put","key":"w/0001/e","value":"1"}]}`,
+		succeeded: false,
+		results:   "0:get w/0001/a=x; 1:put w/0001/e",
+		after:     "w/0001/a=x w/0001/e=1",
+		writes:    "put w/0001/e=1",
+	},
+	{
+		name:      "replicated keys are local",
+		store:     map[string]string{"item/1": "pen"},
+		json:      `{"if":[{"key":"item/1","cmp":"=","value":"pen"}],"then":[{"op":"get","key":"item/1"},{"op":"add","key":"w/0001/n","int":1}]}`,
+		succeeded: true,
+		results:   "0:get item/1=pen; 1:add w/0001/n=1",
+		after:     "item/1=pen w/0001/n=1",
+		writes:    "put w/0001/n=1",
+	},
+}
+
+// TestEval evaluates each of evalCases on its store and compares the
+// outcome, the results, the store afterwards and the writes.
 func TestEval(t *testing.T) {
-	tests := []struct {
-		name      string
-		store     map[string]string
-		json      string
-		succeeded bool
-		results   string
-		after     string // the store afterwards
-		writes    string // the Writer's calls
-	}{
-		{
-			name:      "design transfer, enough funds",
-			store:     map[string]string{"w/0001/acct": "10", "w/0002/acct": "1"},
-			json:      designTransfer,
-			succeeded: true,
-			results:   "0:add w/0001/acct=5; 1:add w/0002/acct=6",
-			after:     "w/0001/acct=5 w/0002/acct=6",
-			writes:    "put w/0001/acct=5, put w/0002/acct=6",
-		},
-		{
-			name:      "design transfer, not enough funds: else, nothing moves",
-			store:     map[string]string{"w/0001/acct": "3", "w/0002/acct": "1"},
-			json:      designTransfer,
-			succeeded: false,
-			after:     "w/0001/acct=3 w/0002/acct=1",
-		},
-		{
-			name:      "design transfer from a missing account: 0 < 5",
-			store:     map[string]string{},
-			json:      designTransfer,
-			succeeded: false,
-		},
-		{
-			name:      "add on a missing key starts from 0",
-			json:      `{"then":[{"op":"add","key":"w/0001/n","int":-4},{"op":"add","key":"w/0001/n","int":7},{"op":"get","key":"w/0001/n"}]}`,
-			succeeded: true,
-			results:   "0:add w/0001/n=-4; 1:add w/0001/n=3; 2:get w/0001/n=3",
-			after:     "w/0001/n=3",
-			writes:    "put w/0001/n=3",
-		},
-		{
-			name:      "add reads signs and leading zeros, writes canonical",
-			store:     map[string]string{"w/0001/n": "+007"},
-			json:      `{"then":[{"op":"add","key":"w/0001/n","int":0}]}`,
-			succeeded: true,
-			results:   "0:add w/0001/n=7",
-			after:     "w/0001/n=7",
-			writes:    "put w/0001/n=7",
-		},
-		{
-			name:      "an add that wraps wraps around int64",
-			store:     map[string]string{"w/0001/big": "9223372036854775807", "w/0001/low": "-9223372036854775808"},
-			json:      `{"then":[{"op":"add","key":"w/0001/big","int":2,"wrap":true},{"op":"add","key":"w/0001/low","int":-1,"wrap":true}]}`,
-			succeeded: true,
-			results:   "0:add w/0001/big=-9223372036854775807; 1:add w/0001/low=9223372036854775807",
-			after:     "w/0001/big=-9223372036854775807 w/0001/low=9223372036854775807",
-			writes:    "put w/0001/big=-9223372036854775807, put w/0001/low=9223372036854775807",
-		},
-		{
-			name:      "an add that wraps counts a value that is not an integer as 0",
-			store:     map[string]string{"w/0001/s": "ten", "w/0001/e": ""},
-			json:      `{"then":[{"op":"add","key":"w/0001/s","int":3,"wrap":true},{"op":"add","key":"w/0001/e","int":-2,"wrap":true},{"op":"add","key":"w/0001/m","int":5,"wrap":true}]}`,
-			succeeded: true,
-			results:   "0:add w/0001/s=3; 1:add w/0001/e=-2; 2:add w/0001/m=5",
-			after:     "w/0001/e=-2 w/0001/m=5 w/0001/s=3",
-			writes:    "put w/0001/e=-2, put w/0001/m=5, put w/0001/s=3",
-		},
-		{
-			name:      "get, put, delete, read your writes",
-			store:     map[string]string{"w/0001/a": "old", "w/0001/b": "gone"},
-			json:      `{"then":[{"op":"get","key":"w/0001/a"},{"op":"put","key":"w/0001/a","value":"new"},{"op":"get","key":"w/0001/a"},{"op":"delete","key":"w/0001/b"},{"op":"get","key":"w/0001/b"},{"op":"get","key":"w/0001/c"},{"op":"delete","key":"w/0001/c"}]}`,
-			succeeded: true,
-			results:   "0:get w/0001/a=old; 1:put w/0001/a; 2:get w/0001/a=new; 3:delete w/0001/b; 4:get w/0001/b missing; 5:get w/0001/c missing; 6:delete w/0001/c",
-			after:     "w/0001/a=new",
-			writes:    "put w/0001/a=new, delete w/0001/b, delete w/0001/c",
-		},
-		{
-			name:      "put then delete writes one delete",
-			json:      `{"then":[{"op":"put","key":"w/0001/a","value":"x"},{"op":"delete","key":"w/0001/a"}]}`,
-			succeeded: true,
-			results:   "0:put w/0001/a; 1:delete w/0001/a",
-			writes:    "delete w/0001/a",
-		},
-		{
-			name:      "scan merges pending writes and honours the limit",
-			store:     map[string]string{"w/0001/a": "1", "w/0001/b": "2", "w/0001/c": "3", "w/0001/d": "4", "w/0001/e": "5", "w/0002/a": "other"},
-			json:      `{"then":[{"op":"scan","key":"w/0001/","end":"w/0002/","limit":10},{"op":"delete","key":"w/0001/a"},{"op":"delete","key":"w/0001/b"},{"op":"put","key":"w/0001/bb","value":"new"},{"op":"put","key":"w/0001/c","value":"33"},{"op":"scan","key":"w/0001/","end":"w/0002/","limit":3},{"op":"scan","key":"w/0001/d","end":"w/0001/z","limit":5}]}`,
-			succeeded: true,
-			results:   "0:scan [w/0001/a=1 w/0001/b=2 w/0001/c=3 w/0001/d=4 w/0001/e=5]; 1:delete w/0001/a; 2:delete w/0001/b; 3:put w/0001/bb; 4:put w/0001/c; 5:scan [w/0001/bb=new w/0001/c=33 w/0001/d=4]; 6:scan [w/0001/d=4 w/0001/e=5]",
-			after:     "w/0001/bb=new w/0001/c=33 w/0001/d=4 w/0001/e=5 w/0002/a=other",
-			writes:    "delete w/0001/a, delete w/0001/b, put w/0001/bb=new, put w/0001/c=33",
-		},
-		{
-			name:      "scan of an empty range",
-			store:     map[string]string{"w/0002/a": "x"},
-			json:      `{"then":[{"op":"scan","key":"w/0001/","end":"w/0002/","limit":1}]}`,
-			succeeded: true,
-			results:   "0:scan []",
-			after:     "w/0002/a=x",
-		},
-		{
-			name:      "else branch runs its own ops",
-			store:     map[string]string{"w/0001/a": "x"},
-			json:      `{"if":[{"key":"w/0001/a","cmp":"=","value":"y"}],"then":[{"op":"put","key":"w/0001/t","value":"1"}],"else":[{"op":"get","key":"w/0001/a"},{"op":"put","key":"w/0001/e","value":"1"}]}`,
-			succeeded: false,
-			results:   "0:get w/0001/a=x; 1:put w/0001/e",
-			after:     "w/0001/a=x w/0001/e=1",
-			writes:    "put w/0001/e=1",
-		},
-		{
-			name:      "replicated keys are local",
-			store:     map[string]string{"item/1": "pen"},
-			json:      `{"if":[{"key":"item/1","cmp":"=","value":"pen"}],"then":[{"op":"get","key":"item/1"},{"op":"add","key":"w/0001/n","int":1}]}`,
-			succeeded: true,
-			results:   "0:get item/1=pen; 1:add w/0001/n=1",
-			after:     "item/1=pen w/0001/n=1",
-			writes:    "put w/0001/n=1",
-		},
-	}
-	for _, tt := range tests {
+	for _, tt := range evalCases {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newStore(tt.store)
 			before := s.dump()

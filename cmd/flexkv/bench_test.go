@@ -174,44 +174,85 @@ func checkBenchRun(t *testing.T, b benchJSON, op string, clients, total int) {
 // its requests happened: get finds the keys put wrote, and every transfer
 // keeps the sum of its two accounts, which lie in two groups.
 func TestBenchCluster(t *testing.T) {
-	cfg := startLocal(t)
-	// Generous: the first requests wait for the groups to elect.
-	bench := func(t *testing.T, args ...string) (int, string, string) {
-		t.Helper()
-		return runBenchCmd(t, append(append([]string{args[0]}, "--config", cfg, "--timeout", "1m"), args[1:]...)...)
-	}
-	kv := func(t *testing.T, args ...string) (int, string, string) {
-		t.Helper()
-		return runKVCmd(t, nil, append(append([]string{args[0]}, "--config", cfg, "--timeout", "1m"), args[1:]...)...)
-	}
-	sizes := []string{"--clients", "4", "--total", "40", "--key-size", "6", "--val-size", "10"}
+	r := benchRig{cfg: startLocal(t)}
+	benchPutGet(t, r)
+	benchTransfers(t, r)
+	benchTextTransfer(t, r)
+}
 
-	code, stdout, stderr := bench(t, append([]string{"put", "--json"}, sizes...)...)
+// benchRig runs bench and kv against the cluster of the configuration file
+// cfg.
+type benchRig struct{ cfg string }
+
+// bench runs flexkv bench args[0] with the rest of args. Generous: the
+// first requests wait for the groups to elect.
+func (r benchRig) bench(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	return runBenchCmd(t, append(append([]string{args[0]}, "--config", r.cfg, "--timeout", "1m"), args[1:]...)...)
+}
+
+// kv runs flexkv kv args[0] with the rest of args.
+func (r benchRig) kv(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	return runKVCmd(t, nil, append(append([]string{args[0]}, "--config", r.cfg, "--timeout", "1m"), args[1:]...)...)
+}
+
+// accounts scans [start, end) and returns each key's integer value, by the
+// key without its warehouse prefix.
+func (r benchRig) accounts(t *testing.T, start, end string) map[string]int {
+	t.Helper()
+	code, stdout, stderr := r.kv(t, "scan", start, end)
+	if code != 0 {
+		t.Fatalf("kv scan %s %s: exit code %d, stderr %q", start, end, code, stderr)
+	}
+	out := map[string]int{}
+	for line := range strings.Lines(stdout) {
+		key, value, _ := strings.Cut(strings.TrimSuffix(line, "\n"), "\t")
+		n, err := strconv.Atoi(value)
+		if err != nil {
+			t.Fatalf("account %s: %q, want an integer", key, value)
+		}
+		out[strings.TrimPrefix(key, start[:len("w/000N/")])] = n
+	}
+	return out
+}
+
+// benchPutGet runs bench put, then get, of 40 keys from 4 clients, and
+// checks with kv that put wrote exactly those keys.
+func benchPutGet(t *testing.T, r benchRig) {
+	t.Helper()
+	sizes := []string{"--clients", "4", "--total", "40", "--key-size", "6", "--val-size", "10"}
+	code, stdout, stderr := r.bench(t, append([]string{"put", "--json"}, sizes...)...)
 	if code != 0 || stderr != "" {
 		t.Fatalf("bench put: exit code %d, stderr %q", code, stderr)
 	}
 	checkBenchRun(t, decodeBench(t, stdout), "put", 4, 40)
 	for key, want := range map[string]string{"w/0001/000000": "abcdefghij\n", "w/0001/000039": "abcdefghij\n"} {
-		if code, stdout, stderr := kv(t, "get", key); code != 0 || stdout != want {
+		if code, stdout, stderr := r.kv(t, "get", key); code != 0 || stdout != want {
 			t.Fatalf("kv get %s: exit code %d, stdout %q, stderr %q; want %q", key, code, stdout, stderr, want)
 		}
 	}
-	if code, _, _ := kv(t, "get", "w/0001/000040"); code != 1 {
+	if code, _, _ := r.kv(t, "get", "w/0001/000040"); code != 1 {
 		t.Fatalf("kv get w/0001/000040: exit code %d, want 1: bench put wrote 40 keys", code)
 	}
 
-	code, stdout, stderr = bench(t, append([]string{"get", "--json"}, sizes...)...)
+	code, stdout, stderr = r.bench(t, append([]string{"get", "--json"}, sizes...)...)
 	if code != 0 || stderr != "" {
 		t.Fatalf("bench get: exit code %d, stderr %q", code, stderr)
 	}
 	checkBenchRun(t, decodeBench(t, stdout), "get", 4, 40)
-	code, stdout, stderr = bench(t, append([]string{"get"}, sizes...)...)
+	code, stdout, stderr = r.bench(t, append([]string{"get"}, sizes...)...)
 	if code != 0 || !strings.Contains(stdout, "bench get: 40 requests, 4 clients, 0 errors") ||
 		!strings.Contains(stdout, `keys "w/0001/000000".."w/0001/000039" in w0001, 40 found`) ||
 		!strings.Contains(stdout, "requests/s") || !strings.Contains(stdout, "p99.9") {
 		t.Fatalf("bench get: exit code %d, stdout %q, stderr %q; want the 40 keys found", code, stdout, stderr)
 	}
+}
 
+// benchTransfers runs two runs of 30 transfers between w0001 and w0003 and
+// checks that each account pair keeps its sum.
+func benchTransfers(t *testing.T, r benchRig) {
+	t.Helper()
 	// Two runs of 30 transfers, with different clients, the first with
 	// adds that wrap, the second with checked adds: each account pair
 	// moves two units, keeping its sum at 0. The accounts count down from
@@ -223,7 +264,7 @@ func TestBenchCluster(t *testing.T) {
 		if clients == "3" {
 			args = append(args, "--answers")
 		}
-		code, stdout, stderr = bench(t, args...)
+		code, stdout, stderr := r.bench(t, args...)
 		if code != 0 || stderr != "" {
 			t.Fatalf("bench txn: exit code %d, stderr %q", code, stderr)
 		}
@@ -234,24 +275,7 @@ func TestBenchCluster(t *testing.T) {
 		}
 		checkBenchRun(t, b, "txn", n, 30)
 	}
-	accounts := func(start, end string) map[string]int {
-		t.Helper()
-		code, stdout, stderr := kv(t, "scan", start, end)
-		if code != 0 {
-			t.Fatalf("kv scan %s %s: exit code %d, stderr %q", start, end, code, stderr)
-		}
-		out := map[string]int{}
-		for line := range strings.Lines(stdout) {
-			key, value, _ := strings.Cut(strings.TrimSuffix(line, "\n"), "\t")
-			n, err := strconv.Atoi(value)
-			if err != nil {
-				t.Fatalf("account %s: %q, want an integer", key, value)
-			}
-			out[strings.TrimPrefix(key, start[:len("w/000N/")])] = n
-		}
-		return out
-	}
-	from, to := accounts("w/0001/9", "w/0002/"), accounts("w/0003/9", "w/0004/")
+	from, to := r.accounts(t, "w/0001/9", "w/0002/"), r.accounts(t, "w/0003/9", "w/0004/")
 	if len(from) != 30 || len(to) != 30 {
 		t.Fatalf("%d accounts in w0001 and %d in w0003, want 30 each", len(from), len(to))
 	}
@@ -260,26 +284,31 @@ func TestBenchCluster(t *testing.T) {
 			t.Fatalf("accounts %s: w0001 %d, w0003 %d (present %v); want -2 and 2", suffix, a, b, ok)
 		}
 	}
+}
 
+// benchTextTransfer checks a transfer from an account that holds a put's
+// text value: checked adds abort, adds that wrap count it as 0.
+func benchTextTransfer(t *testing.T, r benchRig) {
+	t.Helper()
 	// A transfer whose account holds a put's text value aborts: exit 1,
 	// the failure counted, and neither account changed.
-	if code, _, stderr := bench(t, "put", "--key-size", "1", "--total", "10"); code != 0 {
+	if code, _, stderr := r.bench(t, "put", "--key-size", "1", "--total", "10"); code != 0 {
 		t.Fatalf("bench put --key-size 1: exit code %d, stderr %q", code, stderr)
 	}
-	code, stdout, stderr = bench(t, "txn", "--json", "--key-size", "1", "--total", "1", "--wrap=false")
+	code, stdout, stderr := r.bench(t, "txn", "--json", "--key-size", "1", "--total", "1", "--wrap=false")
 	if b := decodeBench(t, stdout); code != 1 || b.Errors != 1 || b.Total != 1 || b.RequestsPerS != 0 ||
 		!strings.Contains(stderr, "bench txn: 1 of 1 requests failed; the first: ") || !strings.Contains(stderr, "not an integer") {
 		t.Fatalf("bench txn on text values: exit code %d, output %+v, stderr %q; want 1, one error, the abort named", code, b, stderr)
 	}
-	if code, stdout, _ := kv(t, "get", "w/0003/9"); code != 1 {
+	if code, stdout, _ := r.kv(t, "get", "w/0003/9"); code != 1 {
 		t.Fatalf("kv get w/0003/9: exit code %d, stdout %q; want 1: the aborted transfer wrote nothing", code, stdout)
 	}
 	// With adds that wrap, the text value counts as 0: the transfer runs.
-	if code, _, stderr := bench(t, "txn", "--key-size", "1", "--total", "1"); code != 0 {
+	if code, _, stderr := r.bench(t, "txn", "--key-size", "1", "--total", "1"); code != 0 {
 		t.Fatalf("bench txn (wrap) on text values: exit code %d, stderr %q; want 0", code, stderr)
 	}
 	for key, want := range map[string]string{"w/0001/9": "-1\n", "w/0003/9": "1\n"} {
-		if code, stdout, _ := kv(t, "get", key); code != 0 || stdout != want {
+		if code, stdout, _ := r.kv(t, "get", key); code != 0 || stdout != want {
 			t.Fatalf("kv get %s: exit code %d, stdout %q; want %q", key, code, stdout, want)
 		}
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/flexkv/flexkv/gtpcc/procs"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/protocol"
+	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/server"
 )
 
@@ -512,112 +513,159 @@ func configName(v *viper.Viper) string {
 // runLocalBench runs the workload on a fresh local cluster for each
 // protocol of --protocols.
 func runLocalBench(cmd *cobra.Command, v *viper.Viper) error {
-	opts, err := readRunOptions(v)
+	b, runs, err := planLocalBench(cmd, v)
 	if err != nil {
 		return err
 	}
+	var restoreProcs func()
+	b.procsInUse, restoreProcs = hostProcs(b.cfg)
+	defer restoreProcs()
+	defer hostGC()()
+	if b.dataDir == "" {
+		if b.dataDir, err = os.MkdirTemp("", "flexkv-demo-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(b.dataDir)
+	}
+	ctx, stop := signalContext(cmd.Context())
+	defer stop()
+	b.opts.Extra = reportExtra(v, b.opts.LatencyMode, b.scale)
+	var reports []*gtpcc.Report
+	for _, run := range runs {
+		rep, err := b.run(ctx, run)
+		if err != nil {
+			return err
+		}
+		reports = append(reports, rep)
+	}
+	return finishBench(cmd, b.opts, reports)
+}
+
+// localBench is what every run of runLocalBench shares: the flags, read and
+// checked, and where the runs print.
+type localBench struct {
+	opts        runOptions
+	cfg         *partition.ClusterConfig
+	lat         *partition.Latency
+	jitter      float64
+	scale       procs.Scale
+	res         *layoutResolver
+	logger      *slog.Logger
+	dataDir     string // empty: a temporary directory, made by runLocalBench
+	deliveryLog string
+	insecure    bool
+	procsInUse  int // GOMAXPROCS while the runs last, set by runLocalBench
+	out, errOut io.Writer
+}
+
+// planLocalBench reads and checks the flags of a local run, and plans its
+// runs, before any cluster starts: every error here is a usage error but
+// the logger's and the embedded latency matrix's.
+func planLocalBench(cmd *cobra.Command, v *viper.Viper) (*localBench, []localRun, error) {
+	opts, err := readRunOptions(v)
+	if err != nil {
+		return nil, nil, err
+	}
 	if cmd.Flags().Changed("endpoints") {
-		return usageError(errors.New("--endpoints names a running cluster; --local starts its own"))
+		return nil, nil, usageError(errors.New("--endpoints names a running cluster; --local starts its own"))
 	}
 	protocols, err := parseProtocols(v.GetString("protocols"))
 	if err != nil {
-		return usageError(err)
+		return nil, nil, usageError(err)
 	}
 	scale, err := parseScale(v.GetString("scale"))
 	if err != nil {
-		return usageError(err)
+		return nil, nil, usageError(err)
 	}
 	cfg, lat, err := loadCluster(v.GetString("config"))
 	if err != nil {
-		return usageError(err)
+		return nil, nil, usageError(err)
 	}
 	// The warehouses are checked before any cluster starts.
 	_, top, pm, err := protocol.Build(cfg)
 	if err != nil {
-		return usageError(err)
+		return nil, nil, usageError(err)
 	}
 	if _, err := selectWarehouses(&client.Topology{Config: cfg, Groups: top, Partitions: pm}, opts.warehouses); err != nil {
-		return usageError(err)
+		return nil, nil, usageError(err)
 	}
 	if lat == nil && v.GetString("config") == "" {
 		// The embedded configuration's regions are AWS regions: the demo
 		// emulates their latencies.
 		if lat, err = configs.AWS12Latency(); err != nil {
-			return err
+			return nil, nil, err
 		}
 	}
 	res := newLayoutResolver(cfg, lat, opts.LatencyMode, opts)
 	runs, err := planRuns(v, cfg, protocols, cmd.Flags().Changed("protocols"), res)
 	if err != nil {
-		return usageError(err)
+		return nil, nil, usageError(err)
 	}
 	jitter := v.GetFloat64("latency-jitter")
 	if !(jitter >= 0 && jitter <= 1) {
-		return usageError(fmt.Errorf("--latency-jitter %v: want a fraction from 0 to 1", jitter))
+		return nil, nil, usageError(fmt.Errorf("--latency-jitter %v: want a fraction from 0 to 1", jitter))
 	}
 	logger, err := newLogger(cmd.ErrOrStderr(), v.GetString("log-level"))
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	procsInUse, restoreProcs := hostProcs(cfg)
-	defer restoreProcs()
-	defer hostGC()()
-	dataDir := v.GetString("data-dir")
-	if dataDir == "" {
-		if dataDir, err = os.MkdirTemp("", "flexkv-demo-"); err != nil {
-			return err
-		}
-		defer os.RemoveAll(dataDir)
+	return &localBench{
+		opts: opts, cfg: cfg, lat: lat, jitter: jitter, scale: scale, res: res, logger: logger,
+		dataDir: v.GetString("data-dir"), deliveryLog: v.GetString("delivery-log"), insecure: v.GetBool("insecure"),
+		out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr(),
+	}, runs, nil
+}
+
+// run runs the workload on a fresh local cluster laid out as run says, prints
+// its table and returns its report; an error names the run.
+func (b *localBench) run(ctx context.Context, run localRun) (*gtpcc.Report, error) {
+	label := run.protocol
+	if run.name != "" {
+		label = run.name
 	}
-	ctx, stop := signalContext(cmd.Context())
-	defer stop()
-	out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	opts.Extra = reportExtra(v, opts.LatencyMode, scale)
-	var reports []*gtpcc.Report
-	for _, run := range runs {
-		proto, label := run.protocol, run.protocol
-		if run.name != "" {
-			label = run.name
+	rep, err := bench.RunLocal(ctx, b.localConfig(run, label), b.opts.Options, b.errOut)
+	if rep != nil {
+		rep.Run = run.name
+		rep.PredictedMs = b.res.predict(run)
+		if step := rep.ModelStepMs(); step > 0 && rep.PredictedMs != nil {
+			rep.PredictedAtStepMs = b.res.predictAt(run, step)
 		}
-		lc := bench.LocalConfig{
-			Cluster: run.cfg, Protocol: proto, Name: run.name, Latency: lat, LatencyMode: opts.LatencyMode, LatencyJitter: jitter,
-			Dir: dataDir, DeliveryLog: v.GetString("delivery-log"), Logger: logger, Scale: scale, Insecure: v.GetBool("insecure"),
-			Warehouses: func(top *client.Topology) ([]int, error) {
-				ws, err := selectWarehouses(top, opts.warehouses)
-				if err != nil {
-					return nil, usageError(err)
-				}
-				return ws, nil
-			},
-			Ready: func(l *cluster.Local, took time.Duration) {
-				fmt.Fprintf(out, "%s: %d groups x %d replicas ready in %s (GOMAXPROCS %d); emulated WAN: %s\n", label, len(cfg.Groups), len(l.Nodes())/len(cfg.Groups),
-					took.Round(time.Millisecond), procsInUse, latencySummary(lat, opts.LatencyMode, jitter))
-				printLayout(out, label, run)
-			},
-			LoadProgress: loadProgress(errOut),
-			Loaded: func(ws []int, took time.Duration) {
-				fmt.Fprintf(out, "%s: loaded warehouses %s at scale %s in %s; running %d clients for %s\n", label, formatWarehouses(ws),
-					formatScale(scale), took.Round(time.Millisecond), opts.Clients*len(ws), opts.Duration)
-			},
+		fmt.Fprintln(b.out)
+		if werr := rep.WriteTable(b.out); werr != nil && err == nil {
+			err = werr
 		}
-		rep, err := bench.RunLocal(ctx, lc, opts.Options, errOut)
-		if rep != nil {
-			rep.Run = run.name
-			rep.PredictedMs = res.predict(run)
-			if step := rep.ModelStepMs(); step > 0 && rep.PredictedMs != nil {
-				rep.PredictedAtStepMs = res.predictAt(run, step)
+	}
+	if err != nil {
+		return nil, interrupted(ctx, fmt.Errorf("%s: %w", label, err))
+	}
+	return rep, nil
+}
+
+// localConfig is the local cluster of run, with the callbacks that print its
+// progress under label.
+func (b *localBench) localConfig(run localRun, label string) bench.LocalConfig {
+	cfg, lat, opts := b.cfg, b.lat, b.opts
+	return bench.LocalConfig{
+		Cluster: run.cfg, Protocol: run.protocol, Name: run.name, Latency: lat, LatencyMode: opts.LatencyMode, LatencyJitter: b.jitter,
+		Dir: b.dataDir, DeliveryLog: b.deliveryLog, Logger: b.logger, Scale: b.scale, Insecure: b.insecure,
+		Warehouses: func(top *client.Topology) ([]int, error) {
+			ws, err := selectWarehouses(top, opts.warehouses)
+			if err != nil {
+				return nil, usageError(err)
 			}
-			fmt.Fprintln(out)
-			if werr := rep.WriteTable(out); werr != nil && err == nil {
-				err = werr
-			}
-		}
-		if err != nil {
-			return interrupted(ctx, fmt.Errorf("%s: %w", label, err))
-		}
-		reports = append(reports, rep)
+			return ws, nil
+		},
+		Ready: func(l *cluster.Local, took time.Duration) {
+			fmt.Fprintf(b.out, "%s: %d groups x %d replicas ready in %s (GOMAXPROCS %d); emulated WAN: %s\n", label, len(cfg.Groups), len(l.Nodes())/len(cfg.Groups),
+				took.Round(time.Millisecond), b.procsInUse, latencySummary(lat, opts.LatencyMode, b.jitter))
+			printLayout(b.out, label, run)
+		},
+		LoadProgress: loadProgress(b.errOut),
+		Loaded: func(ws []int, took time.Duration) {
+			fmt.Fprintf(b.out, "%s: loaded warehouses %s at scale %s in %s; running %d clients for %s\n", label, formatWarehouses(ws),
+				formatScale(b.scale), took.Round(time.Millisecond), opts.Clients*len(ws), opts.Duration)
+		},
 	}
-	return finishBench(cmd, opts, reports)
 }
 
 // finishBench prints the comparison of several protocols, writes the JSON

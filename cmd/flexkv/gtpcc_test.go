@@ -252,7 +252,19 @@ func TestGtpccCluster(t *testing.T) {
 		t.Skip("starts a cluster and runs the workload")
 	}
 	cfg := startGtpccCluster(t)
+	checkGtpccUnloaded(t, cfg)
+	loadGtpcc(t, cfg)
+	out := filepath.Join(t.TempDir(), "out.json")
+	runGtpcc(t, cfg, out)
+	corruptGtpcc(t, cfg)
+	checkGtpccCorrupted(t, cfg, out)
+}
 
+// checkGtpccUnloaded checks that run and check fail on the cluster of cfg
+// before load, and that load, check and run refuse warehouses the cluster
+// does not have.
+func checkGtpccUnloaded(t *testing.T, cfg string) {
+	t.Helper()
 	code, stdout, stderr := runRoot(t, "gtpcc", "run", "--config", cfg, "--duration", "1s", "--progress", "0", "--latency-mode", "off")
 	if code != 1 || !strings.Contains(stderr, "gtpcc: warehouse 1 is not loaded (no ") || !strings.Contains(stderr, "run flexkv gtpcc load first") {
 		t.Fatalf("run before load: exit %d, stdout %q, stderr %q; want 1 and warehouse 1 not loaded", code, stdout, stderr)
@@ -278,8 +290,13 @@ func TestGtpccCluster(t *testing.T) {
 			}
 		}
 	}
+}
 
-	code, stdout, stderr = runRoot(t, "gtpcc", "load", "--config", cfg, "--scale", testScale)
+// loadGtpcc loads the cluster of cfg at testScale and checks it, whole,
+// some warehouses, and as JSON.
+func loadGtpcc(t *testing.T, cfg string) {
+	t.Helper()
+	code, stdout, stderr := runRoot(t, "gtpcc", "load", "--config", cfg, "--scale", testScale)
 	if want := "loaded warehouses 1-6 at scale " + testScale + " in "; code != 0 || !strings.HasPrefix(stdout, want) {
 		t.Fatalf("load: exit %d, stdout %q, stderr %q; want 0 and %q", code, stdout, stderr, want)
 	}
@@ -303,9 +320,13 @@ func TestGtpccCluster(t *testing.T) {
 	if !checked.Passed || len(checked.Failures) != 0 || checked.Checked.Warehouses != 6 || checked.Checked.NewOrders != 180 {
 		t.Fatalf("check --json: %s; want passed, no failures, 6 warehouses and 180 new orders", stdout)
 	}
+}
 
-	out := filepath.Join(t.TempDir(), "out.json")
-	code, stdout, stderr = runRoot(t, "gtpcc", "run", "--config", cfg, "--duration", "2s", "--clients", "1",
+// runGtpcc runs the workload briefly on the cluster of cfg and checks its
+// table and its results JSON, written to out.
+func runGtpcc(t *testing.T, cfg, out string) {
+	t.Helper()
+	code, stdout, stderr := runRoot(t, "gtpcc", "run", "--config", cfg, "--duration", "2s", "--clients", "1",
 		"--latency-mode", "off", "--json", out, "--progress", "0")
 	if code != 0 {
 		t.Fatalf("run: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
@@ -323,7 +344,12 @@ func TestGtpccCluster(t *testing.T) {
 	if rep.Errors != 0 {
 		t.Errorf("run: %d errors on an idle cluster, want 0", rep.Errors)
 	}
+}
 
+// corruptGtpcc breaks two consistency conditions of the cluster of cfg with
+// kv, after checking that kv get, get --raw and scan show a row.
+func corruptGtpcc(t *testing.T, cfg string) {
+	t.Helper()
 	// Corrupt warehouse 1's district 1 (its year-to-date no longer sums
 	// with the warehouse's and its history's) and delete the first line of
 	// order 1 of warehouse 2 district 3 (loaded: it has 5 to 15 lines, and
@@ -352,8 +378,14 @@ func TestGtpccCluster(t *testing.T) {
 	d.YTD += 7
 	kv("put", string(procs.DistrictKey(1, 1)), string(procs.Encode(d)))
 	kv("del", string(procs.OrderLineKey(2, 3, 1, 1)))
+}
 
-	code, stdout, stderr = runRoot(t, "gtpcc", "check", "--config", cfg)
+// checkGtpccCorrupted checks that check and run (results JSON in out) fail
+// on the corrupted cluster of cfg, naming the conditions broken, and that
+// the intact warehouses still pass.
+func checkGtpccCorrupted(t *testing.T, cfg, out string) {
+	t.Helper()
+	code, stdout, stderr := runRoot(t, "gtpcc", "check", "--config", cfg)
 	if want := "flexkv: gtpcc check: 4 condition failures\n"; code != 1 || stderr != want {
 		t.Fatalf("check after corruption: exit %d, stdout %q, stderr %q; want 1 and %q", code, stdout, stderr, want)
 	}
@@ -369,7 +401,7 @@ func TestGtpccCluster(t *testing.T) {
 		}
 	}
 	code, stdout, _ = runRoot(t, "gtpcc", "check", "--config", cfg, "--json", "--warehouses", "1")
-	checked = decodeCheck(t, stdout)
+	checked := decodeCheck(t, stdout)
 	if code != 1 || checked.Passed || len(checked.Failures) != 2 || !strings.HasPrefix(checked.Failures[0], "condition 1: warehouse 1: ") {
 		t.Errorf("check --json --warehouses 1 after corruption: exit %d, %s; want 1 and the failures of conditions 1 and 9", code, stdout)
 	}
@@ -383,7 +415,8 @@ func TestGtpccCluster(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, "consistency check failed under flexcast") || !strings.Contains(stdout, "check: FAILED, ") {
 		t.Fatalf("run after corruption: exit %d\nstdout:\n%s\nstderr:\n%s\nwant 1 and the check failed", code, stdout, stderr)
 	}
-	if data, err = os.ReadFile(out); err != nil {
+	data, err := os.ReadFile(out)
+	if err != nil {
 		t.Fatal(err)
 	}
 	var failed results

@@ -12,11 +12,100 @@ import (
 	"github.com/flexkv/flexkv/gtpcc/procs"
 )
 
+// newLocalCmd returns `flexkv local`, which runs a whole cluster in this
+// process.
 func newLocalCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "local",
 		Short: "Run a whole FlexKV cluster in this process",
-		Long: `Run every replica of a cluster configuration in this process (by default the
+		Long:  localHelp,
+		Args:  cobra.NoArgs,
+	}
+	cmd.Flags().String("config", "", "cluster configuration file (default: the embedded configs/local.yaml)")
+	cmd.Flags().String("data-dir", "flexkv-data/local", "data directory; each replica uses a subdirectory named after its id")
+	cmd.Flags().String("chaos", "", "faults to inject, e.g. leader-kill=5s,partition=10s")
+	cmd.Flags().Uint64("seed", 1, "seed of the chaos choices")
+	cmd.Flags().String("delivery-log", "", "write one delivery log per replica (JSON lines, DESIGN 10.1) into DIR")
+	cmd.Flags().String("log-level", "warn", "debug, info, warn or error")
+	cmd.Flags().String("metrics", "", "serve every replica's Prometheus metrics at http://ADDR/metrics (host:port, e.g. 127.0.0.1:9100; default off)")
+	cmd.Flags().Bool("insecure", false, "run every link without TLS")
+	addLatencyFlags(cmd)
+	cmd.RunE = runLocal
+	return cmd
+}
+
+// runLocal runs flexkv local: it starts every replica of the configuration in
+// this process, prints where they serve and runs until SIGINT or SIGTERM.
+func runLocal(cmd *cobra.Command, _ []string) error {
+	v := settings(cmd)
+	faults, err := cluster.ParseChaos(v.GetString("chaos"))
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	cfg, lat, err := loadCluster(v.GetString("config"))
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	mode, jitter, err := latencyFlags(v)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(cmd.ErrOrStderr(), v.GetString("log-level"))
+	if err != nil {
+		return err
+	}
+	procsInUse, restoreProcs := hostProcs(cfg)
+	defer restoreProcs()
+	defer hostGC()()
+	ctx, stop := signalContext(cmd.Context())
+	defer stop()
+	start := time.Now()
+	l, err := cluster.Start(cluster.Config{
+		Cluster: cfg, Latency: lat, LatencyMode: mode, LatencyJitter: jitter, Dir: v.GetString("data-dir"),
+		DeliveryLogDir: v.GetString("delivery-log"), Logger: log, MetricsAddr: v.GetString("metrics"),
+		Procedures: procs.Registry(), Insecure: v.GetBool("insecure"),
+	})
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	if err := bench.WaitLeaders(ctx, l, cfg); err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "FlexKV local cluster (%s, %d groups, %d replicas, GOMAXPROCS %d) ready in %s; data in %s\n",
+		cfg.Protocol, len(cfg.Groups), len(l.Nodes()), procsInUse, time.Since(start).Round(time.Millisecond), v.GetString("data-dir"))
+	for _, g := range cfg.Groups {
+		var addrs []string
+		for _, r := range g.Replicas {
+			addrs = append(addrs, r.GRPC)
+		}
+		fmt.Fprintf(out, "  %-14s %s\n", g.Name, strings.Join(addrs, " "))
+	}
+	fmt.Fprintf(out, "emulated WAN: %s\n", latencySummary(lat, mode, jitter))
+	fmt.Fprintf(out, "endpoints: %s\n", strings.Join(l.Endpoints(), ","))
+	if dir := l.CertsDir(); dir != "" {
+		fmt.Fprintf(out, "TLS: mutual, certificates in %s (client user %s)\n", dir, cluster.RootUser)
+	} else {
+		fmt.Fprintln(out, "TLS: off (--insecure)")
+	}
+	if a := l.MetricsAddr(); a != "" {
+		fmt.Fprintf(out, "metrics: http://%s/metrics\n", a)
+	}
+	if len(faults) > 0 {
+		fmt.Fprintf(out, "chaos: %s (seed %d)\n", v.GetString("chaos"), v.GetUint64("seed"))
+		c := &cluster.Chaos{Local: l, Faults: faults, Seed: v.GetUint64("seed"), Logger: log}
+		n := c.Run(ctx)
+		fmt.Fprintf(out, "chaos: %d faults injected\n", n)
+	} else {
+		<-ctx.Done()
+	}
+	fmt.Fprintln(out, "stopping")
+	return l.Close()
+}
+
+// localHelp is the long help of flexkv local.
+const localHelp = `Run every replica of a cluster configuration in this process (by default the
 embedded configs/local.yaml: 3 regions x 3 replicas on 127.0.0.1), each with its
 data under --data-dir/<node>, so that a restart finds the data again. Prints
 the client endpoints (host:port) once the cluster serves; SIGINT or SIGTERM
@@ -42,84 +131,4 @@ status and bench find there by default. --insecure runs without TLS.
 Every flag may also come from the environment: FLEXKV_<FLAG>, e.g.
 FLEXKV_LATENCY_MODE=paper.
 
-` + latencyHelp,
-		Args: cobra.NoArgs,
-	}
-	cmd.Flags().String("config", "", "cluster configuration file (default: the embedded configs/local.yaml)")
-	cmd.Flags().String("data-dir", "flexkv-data/local", "data directory; each replica uses a subdirectory named after its id")
-	cmd.Flags().String("chaos", "", "faults to inject, e.g. leader-kill=5s,partition=10s")
-	cmd.Flags().Uint64("seed", 1, "seed of the chaos choices")
-	cmd.Flags().String("delivery-log", "", "write one delivery log per replica (JSON lines, DESIGN 10.1) into DIR")
-	cmd.Flags().String("log-level", "warn", "debug, info, warn or error")
-	cmd.Flags().String("metrics", "", "serve every replica's Prometheus metrics at http://ADDR/metrics (host:port, e.g. 127.0.0.1:9100; default off)")
-	cmd.Flags().Bool("insecure", false, "run every link without TLS")
-	addLatencyFlags(cmd)
-	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		v := settings(cmd)
-		faults, err := cluster.ParseChaos(v.GetString("chaos"))
-		if err != nil {
-			return &exitError{code: 2, err: err}
-		}
-		cfg, lat, err := loadCluster(v.GetString("config"))
-		if err != nil {
-			return &exitError{code: 2, err: err}
-		}
-		mode, jitter, err := latencyFlags(v)
-		if err != nil {
-			return err
-		}
-		log, err := newLogger(cmd.ErrOrStderr(), v.GetString("log-level"))
-		if err != nil {
-			return err
-		}
-		procsInUse, restoreProcs := hostProcs(cfg)
-		defer restoreProcs()
-		defer hostGC()()
-		ctx, stop := signalContext(cmd.Context())
-		defer stop()
-		start := time.Now()
-		l, err := cluster.Start(cluster.Config{
-			Cluster: cfg, Latency: lat, LatencyMode: mode, LatencyJitter: jitter, Dir: v.GetString("data-dir"),
-			DeliveryLogDir: v.GetString("delivery-log"), Logger: log, MetricsAddr: v.GetString("metrics"),
-			Procedures: procs.Registry(), Insecure: v.GetBool("insecure"),
-		})
-		if err != nil {
-			return err
-		}
-		defer l.Close()
-		if err := bench.WaitLeaders(ctx, l, cfg); err != nil {
-			return err
-		}
-		out := cmd.OutOrStdout()
-		fmt.Fprintf(out, "FlexKV local cluster (%s, %d groups, %d replicas, GOMAXPROCS %d) ready in %s; data in %s\n",
-			cfg.Protocol, len(cfg.Groups), len(l.Nodes()), procsInUse, time.Since(start).Round(time.Millisecond), v.GetString("data-dir"))
-		for _, g := range cfg.Groups {
-			var addrs []string
-			for _, r := range g.Replicas {
-				addrs = append(addrs, r.GRPC)
-			}
-			fmt.Fprintf(out, "  %-14s %s\n", g.Name, strings.Join(addrs, " "))
-		}
-		fmt.Fprintf(out, "emulated WAN: %s\n", latencySummary(lat, mode, jitter))
-		fmt.Fprintf(out, "endpoints: %s\n", strings.Join(l.Endpoints(), ","))
-		if dir := l.CertsDir(); dir != "" {
-			fmt.Fprintf(out, "TLS: mutual, certificates in %s (client user %s)\n", dir, cluster.RootUser)
-		} else {
-			fmt.Fprintln(out, "TLS: off (--insecure)")
-		}
-		if a := l.MetricsAddr(); a != "" {
-			fmt.Fprintf(out, "metrics: http://%s/metrics\n", a)
-		}
-		if len(faults) > 0 {
-			fmt.Fprintf(out, "chaos: %s (seed %d)\n", v.GetString("chaos"), v.GetUint64("seed"))
-			c := &cluster.Chaos{Local: l, Faults: faults, Seed: v.GetUint64("seed"), Logger: log}
-			n := c.Run(ctx)
-			fmt.Fprintf(out, "chaos: %d faults injected\n", n)
-		} else {
-			<-ctx.Done()
-		}
-		fmt.Fprintln(out, "stopping")
-		return l.Close()
-	}
-	return cmd
-}
+` + latencyHelp

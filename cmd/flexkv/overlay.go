@@ -295,15 +295,67 @@ func (p suggestParams) model(rtt [][]float64) *overlay.Model {
 // suggestOverlay searches the overlay and the tree for the distribution d
 // of destination sets over cfg's groups (matrix rtt, in cfg.Groups order).
 func suggestOverlay(cfg *partition.ClusterConfig, rtt [][]float64, d *overlay.Dist, sp suggestParams) (*overlaySuggestion, error) {
+	names, _ := groupRegions(cfg)
+	m := sp.model(rtt)
+	orders, trees := comparedLayouts(cfg)
+	rng := rand.New(rand.NewPCG(sp.Seed, 0x6f7665726c6179)) // "overlay"
+	opt := overlay.Options{Objective: sp.Objective, KeepLast: sp.KeepLast, HomeSlack: sp.HomeSlack}
+	best, err := m.SuggestOverlay(d, layoutOrders(orders), opt, rng)
+	if err != nil {
+		return nil, err
+	}
+	// The tree's search draws from its own generator: a change to
+	// FlexCast's model or search does not move the tree's suggestion.
+	bestTree, err := m.SuggestTree(d, layoutOrders(trees), opt, rand.New(rand.NewPCG(sp.Seed, 0x74726565))) // "tree"
+	if err != nil {
+		return nil, err
+	}
+	res := &overlaySuggestion{
+		Groups: len(cfg.Groups), Objective: sp.Objective.String(), KeepLast: sp.KeepLast, HomeSlack: sp.HomeSlack, Notifications: sp.Notifications, CommitMs: sp.CommitMs, FlushMs: sp.FlushMs, Seed: sp.Seed,
+		Overlay: groupNames(best.Order, names), Tree: treeNames(bestTree.Parent, names), Exact: best.Exact,
+	}
+	r := newPredictionRow("flexcast", "suggested", best.Prediction, names)
+	r.Overlay = res.Overlay
+	res.Predictions = append(res.Predictions, r)
+	for _, o := range orders {
+		p, err := m.FlexCast(d, o.order)
+		if err != nil {
+			return nil, err
+		}
+		r := newPredictionRow("flexcast", o.name, p, names)
+		r.Overlay = groupNames(o.order, names)
+		res.Predictions = append(res.Predictions, r)
+	}
+	res.Predictions = append(res.Predictions, newPredictionRow("skeen", "-", m.Skeen(d), names))
+	r = newPredictionRow("tree", "suggested", bestTree.Prediction, names)
+	r.Tree = res.Tree
+	res.Predictions = append(res.Predictions, r)
+	for _, t := range trees {
+		p, err := m.Tree(d, t.order)
+		if err != nil {
+			return nil, err
+		}
+		r := newPredictionRow("tree", t.name, p, names)
+		r.Tree = treeNames(t.order, names)
+		res.Predictions = append(res.Predictions, r)
+	}
+	return res, nil
+}
+
+// namedLayout is an overlay order or a tree (parent of each group) to
+// compare with, as group indexes.
+type namedLayout struct {
+	name  string
+	order []int
+}
+
+// comparedLayouts returns the overlays and the trees that suggestOverlay
+// starts its searches from and compares with: cfg's own, and the paper's
+// when cfg's groups are exactly the aws-12 regions, one group each (the
+// paper's overlays and trees name regions).
+func comparedLayouts(cfg *partition.ClusterConfig) (orders, trees []namedLayout) {
 	n := len(cfg.Groups)
 	names, regions := groupRegions(cfg)
-	m := sp.model(rtt)
-	// Named orders and trees to compare with, as group indexes.
-	type named struct {
-		name  string
-		order []int
-	}
-	var orders, trees []named
 	configured := make([]int, n)
 	for i := range configured {
 		configured[i] = i
@@ -313,87 +365,48 @@ func suggestOverlay(cfg *partition.ClusterConfig, rtt [][]float64, d *overlay.Di
 			configured[r] = slices.Index(names, g)
 		}
 	}
-	orders = append(orders, named{"configured", configured})
+	orders = append(orders, namedLayout{"configured", configured})
 	if len(cfg.Tree) > 0 {
-		trees = append(trees, named{"configured", overlay.TreeParents(cfg.Tree, names)})
+		trees = append(trees, namedLayout{"configured", overlay.TreeParents(cfg.Tree, names)})
 	}
-	// The paper's overlays and trees name regions: they apply when the
-	// groups are exactly the aws-12 regions, one group each.
 	byRegion := func(region string) int { return slices.Index(regions, region) }
 	if paper, _ := partition.PaperOverlay("O1"); len(paper) == n && !slices.Contains(regionsOf(paper, byRegion), -1) {
 		for _, name := range partition.PaperOverlayNames {
 			o, _ := partition.PaperOverlay(name)
-			orders = append(orders, named{name, regionsOf(o, byRegion)})
+			orders = append(orders, namedLayout{name, regionsOf(o, byRegion)})
 		}
 		for _, name := range partition.PaperTreeNames {
 			t, _ := partition.PaperTree(name)
-			trees = append(trees, named{name, overlay.TreeParents(t, regions)})
+			trees = append(trees, namedLayout{name, overlay.TreeParents(t, regions)})
 		}
 	}
-	starts := make([][]int, 0, len(orders))
-	for _, o := range orders {
-		starts = append(starts, o.order)
+	return orders, trees
+}
+
+// layoutOrders returns the orders of layouts, the starts of a search.
+func layoutOrders(layouts []namedLayout) [][]int {
+	starts := make([][]int, 0, len(layouts))
+	for _, l := range layouts {
+		starts = append(starts, l.order)
 	}
-	treeStarts := make([][]int, 0, len(trees))
-	for _, t := range trees {
-		treeStarts = append(treeStarts, t.order)
-	}
-	rng := rand.New(rand.NewPCG(sp.Seed, 0x6f7665726c6179)) // "overlay"
-	opt := overlay.Options{Objective: sp.Objective, KeepLast: sp.KeepLast, HomeSlack: sp.HomeSlack}
-	best, err := m.SuggestOverlay(d, starts, opt, rng)
-	if err != nil {
-		return nil, err
-	}
-	// The tree's search draws from its own generator: a change to
-	// FlexCast's model or search does not move the tree's suggestion.
-	bestTree, err := m.SuggestTree(d, treeStarts, opt, rand.New(rand.NewPCG(sp.Seed, 0x74726565))) // "tree"
-	if err != nil {
-		return nil, err
-	}
-	res := &overlaySuggestion{
-		Groups: n, Objective: sp.Objective.String(), KeepLast: sp.KeepLast, HomeSlack: sp.HomeSlack, Notifications: sp.Notifications, CommitMs: sp.CommitMs, FlushMs: sp.FlushMs, Seed: sp.Seed,
-		Overlay: groupNames(best.Order, names), Tree: treeNames(bestTree.Parent, names), Exact: best.Exact,
-	}
-	row := func(protocol, name string, p overlay.Prediction) predictionRow {
-		r := predictionRow{Protocol: protocol, Name: name, FirstMs: p.FirstMs, LastMs: p.LastMs, MeanMs: p.MeanMs, HomeLastMs: map[string]float64{}}
-		for h, v := range p.HomeLastMs {
-			if v > 0 {
-				r.HomeLastMs[names[h]] = v
-			}
+	return starts
+}
+
+// newPredictionRow is the row of prediction p of a layout, its groups named
+// by names; homes and answers the model gives no time are left out.
+func newPredictionRow(protocol, name string, p overlay.Prediction, names []string) predictionRow {
+	r := predictionRow{Protocol: protocol, Name: name, FirstMs: p.FirstMs, LastMs: p.LastMs, MeanMs: p.MeanMs, HomeLastMs: map[string]float64{}}
+	for h, v := range p.HomeLastMs {
+		if v > 0 {
+			r.HomeLastMs[names[h]] = v
 		}
-		for _, v := range p.AnswerMs {
-			if v > 0 {
-				r.AnswerMs = append(r.AnswerMs, v)
-			}
-		}
-		return r
 	}
-	r := row("flexcast", "suggested", best.Prediction)
-	r.Overlay = res.Overlay
-	res.Predictions = append(res.Predictions, r)
-	for _, o := range orders {
-		p, err := m.FlexCast(d, o.order)
-		if err != nil {
-			return nil, err
+	for _, v := range p.AnswerMs {
+		if v > 0 {
+			r.AnswerMs = append(r.AnswerMs, v)
 		}
-		r := row("flexcast", o.name, p)
-		r.Overlay = groupNames(o.order, names)
-		res.Predictions = append(res.Predictions, r)
 	}
-	res.Predictions = append(res.Predictions, row("skeen", "-", m.Skeen(d)))
-	r = row("tree", "suggested", bestTree.Prediction)
-	r.Tree = res.Tree
-	res.Predictions = append(res.Predictions, r)
-	for _, t := range trees {
-		p, err := m.Tree(d, t.order)
-		if err != nil {
-			return nil, err
-		}
-		r := row("tree", t.name, p)
-		r.Tree = treeNames(t.order, names)
-		res.Predictions = append(res.Predictions, r)
-	}
-	return res, nil
+	return r
 }
 
 func regionsOf(regions []string, index func(string) int) []int {

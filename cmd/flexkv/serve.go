@@ -37,11 +37,105 @@ func signalContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 }
 
+// newServerCmd returns `flexkv server`, which runs one replica.
 func newServerCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "server --config FILE --node ID",
 		Short: "Run one replica of a FlexKV cluster",
-		Long: `Run one replica: the node ID of the cluster configuration FILE, with its data
+		Long:  serverHelp,
+		Args:  cobra.NoArgs,
+	}
+	cmd.Flags().String("config", "", "cluster configuration file (YAML, DESIGN 8); default: the embedded configs/local.yaml")
+	cmd.Flags().String("node", "", "this replica's id in the configuration (required)")
+	cmd.Flags().String("data-dir", "", "data directory (default ./flexkv-data/<node>)")
+	cmd.Flags().String("log-level", "info", "debug, info, warn or error")
+	cmd.Flags().String("delivery-log", "", "append this replica's delivery log (JSON lines, DESIGN 10.1) to FILE")
+	cmd.Flags().String("metrics", "", "serve Prometheus metrics at http://ADDR/metrics (host:port, e.g. :9100; default off)")
+	cmd.Flags().String("settings", "", "a YAML file of settings (node, data-dir, config, ...); flags and FLEXKV_* win over it")
+	cmd.Flags().String("certs-dir", "", "directory of ca.crt and node.NODE.crt/.key: every link runs mutual TLS (required unless --insecure)")
+	cmd.Flags().Bool("insecure", false, "run every link without TLS (a warning is logged)")
+	cmd.Flags().String("initial-cluster-state", string(server.ClusterNew), "new: bootstrap the group on an empty data directory; existing: join the running group, voting in no election until the log holds something")
+	addLatencyFlags(cmd)
+	addProfileFlags(cmd, "this replica, until it stops")
+	cmd.RunE = runServer
+	return cmd
+}
+
+// runServer runs flexkv server: it checks the settings, opens the replica and serves
+// until SIGINT or SIGTERM.
+func runServer(cmd *cobra.Command, _ []string) (err error) {
+	v := settings(cmd)
+	if err := readSettingsFile(cmd, v); err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	stopProfile, err := startProfiles(v)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	defer func() { err = errors.Join(err, stopProfile()) }()
+	node := v.GetString("node")
+	if node == "" {
+		return &exitError{code: 2, err: errors.New("server: --node is required (or FLEXKV_NODE)")}
+	}
+	cfg, lat, err := loadCluster(v.GetString("config"))
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	if _, _, ok := cfg.Replica(node); !ok {
+		return &exitError{code: 2, err: fmt.Errorf("server: node %q is not a replica of the configuration (replicas: %s)", node, strings.Join(cfg.ReplicaIDs(), ", "))}
+	}
+	mode, jitter, err := latencyFlags(v)
+	if err != nil {
+		return err
+	}
+	state, err := server.ParseClusterState(v.GetString("initial-cluster-state"))
+	if err != nil {
+		return &exitError{code: 2, err: fmt.Errorf("--initial-cluster-state: %w", err)}
+	}
+	log, err := newLogger(cmd.ErrOrStderr(), v.GetString("log-level"))
+	if err != nil {
+		return err
+	}
+	nodeCert, err := serverNode(v, node)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	if nodeCert == nil {
+		log.Warn("running without TLS (--insecure): clients and peers are not authenticated and traffic is plaintext", "node", node)
+	}
+	dir := v.GetString("data-dir")
+	if dir == "" {
+		dir = filepath.Join("flexkv-data", node)
+	}
+	var dlog *check.Writer
+	if p := v.GetString("delivery-log"); p != "" {
+		if dlog, err = check.AppendFile(p); err != nil {
+			return err
+		}
+		defer dlog.Close()
+	}
+	defer hostGC()()
+	ctx, stop := signalContext(cmd.Context())
+	defer stop()
+	srv, err := server.Open(server.Config{
+		Cluster: cfg, Latency: lat, LatencyMode: mode, LatencyJitter: jitter,
+		NodeID: node, Dir: dir, DeliveryLog: dlog, Logger: log,
+		MetricsAddr: v.GetString("metrics"), Procedures: procs.Registry(), Node: nodeCert,
+		InitialClusterState: state,
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("serving", "node", node, "group", srv.Group(), "grpc", srv.Addr(), "peer", srv.PeerAddr(), "tls", nodeCert != nil, "data", dir,
+		"cluster_id", srv.Identity().ClusterID, "fingerprint", srv.Identity().Fingerprint, "initial_cluster_state", state, "metrics", v.GetString("metrics"),
+		"latency", latencySummary(lat, mode, jitter))
+	<-ctx.Done()
+	log.Info("stopping", "node", node)
+	return srv.Close()
+}
+
+// serverHelp is the long help of flexkv server.
+const serverHelp = `Run one replica: the node ID of the cluster configuration FILE, with its data
 in --data-dir. Every flag may also come from the environment (FLEXKV_CONFIG,
 FLEXKV_NODE, FLEXKV_DATA_DIR, FLEXKV_LOG_LEVEL, FLEXKV_DELIVERY_LOG,
 FLEXKV_METRICS, FLEXKV_LATENCY_MODE, FLEXKV_LATENCY_JITTER, FLEXKV_CERTS_DIR,
@@ -80,93 +174,7 @@ The process runs Go's garbage collector at GOGC=400 (the heap may grow to
 five times what is live between collections: less CPU for more memory)
 unless the GOGC or GOMEMLIMIT environment variable is set.
 
-` + latencyHelp,
-		Args: cobra.NoArgs,
-	}
-	cmd.Flags().String("config", "", "cluster configuration file (YAML, DESIGN 8); default: the embedded configs/local.yaml")
-	cmd.Flags().String("node", "", "this replica's id in the configuration (required)")
-	cmd.Flags().String("data-dir", "", "data directory (default ./flexkv-data/<node>)")
-	cmd.Flags().String("log-level", "info", "debug, info, warn or error")
-	cmd.Flags().String("delivery-log", "", "append this replica's delivery log (JSON lines, DESIGN 10.1) to FILE")
-	cmd.Flags().String("metrics", "", "serve Prometheus metrics at http://ADDR/metrics (host:port, e.g. :9100; default off)")
-	cmd.Flags().String("settings", "", "a YAML file of settings (node, data-dir, config, ...); flags and FLEXKV_* win over it")
-	cmd.Flags().String("certs-dir", "", "directory of ca.crt and node.NODE.crt/.key: every link runs mutual TLS (required unless --insecure)")
-	cmd.Flags().Bool("insecure", false, "run every link without TLS (a warning is logged)")
-	cmd.Flags().String("initial-cluster-state", string(server.ClusterNew), "new: bootstrap the group on an empty data directory; existing: join the running group, voting in no election until the log holds something")
-	addLatencyFlags(cmd)
-	addProfileFlags(cmd, "this replica, until it stops")
-	cmd.RunE = func(cmd *cobra.Command, _ []string) (err error) {
-		v := settings(cmd)
-		if err := readSettingsFile(cmd, v); err != nil {
-			return &exitError{code: 2, err: err}
-		}
-		stopProfile, err := startProfiles(v)
-		if err != nil {
-			return &exitError{code: 2, err: err}
-		}
-		defer func() { err = errors.Join(err, stopProfile()) }()
-		node := v.GetString("node")
-		if node == "" {
-			return &exitError{code: 2, err: errors.New("server: --node is required (or FLEXKV_NODE)")}
-		}
-		cfg, lat, err := loadCluster(v.GetString("config"))
-		if err != nil {
-			return &exitError{code: 2, err: err}
-		}
-		if _, _, ok := cfg.Replica(node); !ok {
-			return &exitError{code: 2, err: fmt.Errorf("server: node %q is not a replica of the configuration (replicas: %s)", node, strings.Join(cfg.ReplicaIDs(), ", "))}
-		}
-		mode, jitter, err := latencyFlags(v)
-		if err != nil {
-			return err
-		}
-		state, err := server.ParseClusterState(v.GetString("initial-cluster-state"))
-		if err != nil {
-			return &exitError{code: 2, err: fmt.Errorf("--initial-cluster-state: %w", err)}
-		}
-		log, err := newLogger(cmd.ErrOrStderr(), v.GetString("log-level"))
-		if err != nil {
-			return err
-		}
-		nodeCert, err := serverNode(v, node)
-		if err != nil {
-			return &exitError{code: 2, err: err}
-		}
-		if nodeCert == nil {
-			log.Warn("running without TLS (--insecure): clients and peers are not authenticated and traffic is plaintext", "node", node)
-		}
-		dir := v.GetString("data-dir")
-		if dir == "" {
-			dir = filepath.Join("flexkv-data", node)
-		}
-		var dlog *check.Writer
-		if p := v.GetString("delivery-log"); p != "" {
-			if dlog, err = check.AppendFile(p); err != nil {
-				return err
-			}
-			defer dlog.Close()
-		}
-		defer hostGC()()
-		ctx, stop := signalContext(cmd.Context())
-		defer stop()
-		srv, err := server.Open(server.Config{
-			Cluster: cfg, Latency: lat, LatencyMode: mode, LatencyJitter: jitter,
-			NodeID: node, Dir: dir, DeliveryLog: dlog, Logger: log,
-			MetricsAddr: v.GetString("metrics"), Procedures: procs.Registry(), Node: nodeCert,
-			InitialClusterState: state,
-		})
-		if err != nil {
-			return err
-		}
-		log.Info("serving", "node", node, "group", srv.Group(), "grpc", srv.Addr(), "peer", srv.PeerAddr(), "tls", nodeCert != nil, "data", dir,
-			"cluster_id", srv.Identity().ClusterID, "fingerprint", srv.Identity().Fingerprint, "initial_cluster_state", state, "metrics", v.GetString("metrics"),
-			"latency", latencySummary(lat, mode, jitter))
-		<-ctx.Done()
-		log.Info("stopping", "node", node)
-		return srv.Close()
-	}
-	return cmd
-}
+` + latencyHelp
 
 // latencyHelp describes the emulated WAN, for the help of the commands that
 // run replicas.

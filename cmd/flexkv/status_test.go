@@ -15,6 +15,58 @@ import (
 // replicas, secure): a table of every replica, then --json, then with a
 // replica stopped (down, exit 1), and bad usage (exit 2).
 func TestStatus(t *testing.T) {
+	cfg, path, l := startStatusCluster(t)
+	status := func(args ...string) (int, string, string) {
+		t.Helper()
+		return runCmd(t, newRootCmd(), append([]string{"status", "--config", path}, args...)...)
+	}
+
+	code, out, stderr := status()
+	if code != 0 || stderr != "" {
+		t.Fatalf("status: exit %d, stderr %q, want 0 and nothing", code, stderr)
+	}
+	fingerprint := checkStatusTable(t, cfg, out)
+
+	code, out, _ = status("--json")
+	if code != 0 {
+		t.Fatalf("status --json: exit %d", code)
+	}
+	checkStatusJSON(t, out, fingerprint)
+
+	// A stopped replica: down, exit 1.
+	stopped := cfg.Groups[1].Replicas[0]
+	if err := l.Stop(stopped.ID); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr = status("--timeout", "2s")
+	if code != 1 || !strings.Contains(stderr, "status: 1 of 9 replicas down") || !strings.Contains(stderr, stopped.GRPC) {
+		t.Fatalf("status with %s stopped: exit %d, stderr %q; want 1 naming it", stopped.ID, code, stderr)
+	}
+	if row := rowOf(out, stopped.ID); len(row) < 4 || row[3] != "down" || row[4] != "-" {
+		t.Fatalf("status with %s stopped: its row %q, want down and no figures:\n%s", stopped.ID, row, out)
+	}
+	code, out, _ = status("--timeout", "2s", "--json")
+	if code != 1 {
+		t.Fatalf("status --json with a replica down: exit %d, want 1", code)
+	}
+	for _, r := range decodeRows(t, out) {
+		if (r.Replica == stopped.ID) != (r.Role == "down") || (r.Role == "down" && (r.Error == "" || r.Term != nil)) {
+			t.Fatalf("status --json with %s down: row %+v", stopped.ID, r)
+		}
+	}
+
+	for _, args := range [][]string{{"extra"}, {"--endpoints", "nohost"}, {"--timeout", "soon"}, {"--endpoints", stopped.GRPC}} {
+		if code, _, stderr := status(args...); code != 2 {
+			t.Errorf("status %q: exit %d (stderr %q), want 2", args, code, stderr)
+		}
+	}
+}
+
+// startStatusCluster starts the embedded configuration's cluster on free
+// addresses, until t ends, and waits for every group's leader; it returns
+// the configuration, its file and the cluster.
+func startStatusCluster(t *testing.T) (*partition.ClusterConfig, string, *cluster.Local) {
+	t.Helper()
 	cfg, _, err := loadCluster("")
 	if err != nil {
 		t.Fatal(err)
@@ -45,15 +97,14 @@ func TestStatus(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	status := func(args ...string) (int, string, string) {
-		t.Helper()
-		return runCmd(t, newRootCmd(), append([]string{"status", "--config", path}, args...)...)
-	}
+	return cfg, path, l
+}
 
-	code, out, stderr := status()
-	if code != 0 || stderr != "" {
-		t.Fatalf("status: exit %d, stderr %q, want 0 and nothing", code, stderr)
-	}
+// checkStatusTable checks status's table out: a header and a row for every
+// replica of cfg, in order, leader or follower, with its TLS identity and
+// the configuration's fingerprint, which it returns.
+func checkStatusTable(t *testing.T, cfg *partition.ClusterConfig, out string) string {
+	t.Helper()
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	if len(lines) != 10 || !strings.HasPrefix(lines[0], "GROUP") || !strings.Contains(lines[0], "FINGERPRINT") {
 		t.Fatalf("status table:\n%s\nwant a header and 9 rows", out)
@@ -77,11 +128,13 @@ func TestStatus(t *testing.T) {
 	if want := partition.Fingerprint(cfg.Canonical()); fingerprint != want {
 		t.Fatalf("fingerprint %s, want the configuration's %s", fingerprint, want)
 	}
+	return fingerprint
+}
 
-	code, out, _ = status("--json")
-	if code != 0 {
-		t.Fatalf("status --json: exit %d", code)
-	}
+// checkStatusJSON checks status --json's out: an object for every replica
+// of the 3 x 3 cluster with every figure, 3 leaders, and fingerprint.
+func checkStatusJSON(t *testing.T, out, fingerprint string) {
+	t.Helper()
 	rows := decodeRows(t, out)
 	if len(rows) != 9 {
 		t.Fatalf("status --json: %d objects, want 9:\n%s", len(rows), out)
@@ -98,34 +151,6 @@ func TestStatus(t *testing.T) {
 	}
 	if leaders != 3 {
 		t.Fatalf("status --json: %d leaders, want 3", leaders)
-	}
-
-	// A stopped replica: down, exit 1.
-	stopped := cfg.Groups[1].Replicas[0]
-	if err := l.Stop(stopped.ID); err != nil {
-		t.Fatal(err)
-	}
-	code, out, stderr = status("--timeout", "2s")
-	if code != 1 || !strings.Contains(stderr, "status: 1 of 9 replicas down") || !strings.Contains(stderr, stopped.GRPC) {
-		t.Fatalf("status with %s stopped: exit %d, stderr %q; want 1 naming it", stopped.ID, code, stderr)
-	}
-	if row := rowOf(out, stopped.ID); len(row) < 4 || row[3] != "down" || row[4] != "-" {
-		t.Fatalf("status with %s stopped: its row %q, want down and no figures:\n%s", stopped.ID, row, out)
-	}
-	code, out, _ = status("--timeout", "2s", "--json")
-	if code != 1 {
-		t.Fatalf("status --json with a replica down: exit %d, want 1", code)
-	}
-	for _, r := range decodeRows(t, out) {
-		if (r.Replica == stopped.ID) != (r.Role == "down") || (r.Role == "down" && (r.Error == "" || r.Term != nil)) {
-			t.Fatalf("status --json with %s down: row %+v", stopped.ID, r)
-		}
-	}
-
-	for _, args := range [][]string{{"extra"}, {"--endpoints", "nohost"}, {"--timeout", "soon"}, {"--endpoints", stopped.GRPC}} {
-		if code, _, stderr := status(args...); code != 2 {
-			t.Errorf("status %q: exit %d (stderr %q), want 2", args, code, stderr)
-		}
 	}
 }
 

@@ -106,6 +106,12 @@ func TestCodecRoundTrip(t *testing.T) {
 			t.Errorf("%T with a byte after it: %v, want an error", want, err)
 		}
 	}
+}
+
+// TestCodecRefusals checks that Decode, decodeOutputValue, orderLineItem
+// and RowJSON refuse a value of another type or format, a value cut short
+// or too long, and say what they found.
+func TestCodecRefusals(t *testing.T) {
 	var d District
 	for _, tc := range []struct {
 		value []byte

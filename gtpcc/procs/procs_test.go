@@ -274,18 +274,11 @@ func TestNewOrder(t *testing.T) {
 		{"home and supply groups", []*procGroup{a0, a1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var pieces []txn.PieceResult
 			dst := partition.SetOf()
 			for _, g := range tc.groups {
 				dst = dst.Add(g.id)
 			}
-			for _, g := range tc.groups {
-				res, err := g.run(t, newOrderProc{}, b, dst)
-				if err != nil || !res.Succeeded {
-					t.Fatalf("group %d: %+v, %v", g.id, res, err)
-				}
-				pieces = append(pieces, res)
-			}
+			pieces := runAll(t, tc.groups, newOrderProc{}, b, dst)
 			out, err := DecodeNewOrder(merge(t, pieces...))
 			if err != nil {
 				t.Fatal(err)
@@ -300,34 +293,7 @@ func TestNewOrder(t *testing.T) {
 				}
 			}
 
-			home := owner(t, WarehouseKey(1), tc.groups...)
-			var dist District
-			home.row(t, DistrictKey(1, 4), &dist)
-			if dist.NextOID != fixtureNextOID+1 {
-				t.Errorf("district next_o_id %d, want %d", dist.NextOID, fixtureNextOID+1)
-			}
-			var order Order
-			home.row(t, OrderKey(1, 4, fixtureNextOID), &order)
-			if want := (Order{CID: 2, EntryD: 1234, OLCnt: 5, AllLocal: false}); order != want {
-				t.Errorf("order %+v, want %+v", order, want)
-			}
-			if v, ok := home.kv[string(NewOrderKey(1, 4, fixtureNextOID))]; !ok || v != "" {
-				t.Errorf("new-order row %q, %t, want an empty value", v, ok)
-			}
-			for i, l := range args.Lines {
-				var got OrderLine
-				home.row(t, OrderLineKey(1, 4, fixtureNextOID, i+1), &got)
-				want := OrderLine{Item: l.Item, SupplyW: l.SupplyW, Quantity: l.Quantity,
-					Amount: int64(l.Quantity) * itemPrice(l.Item), DistInfo: StockDist(l.SupplyW, l.Item, 4)}
-				if got != want {
-					t.Errorf("order line %d = %+v, want %+v", i+1, got, want)
-				}
-			}
-			var c Customer
-			home.row(t, CustomerKey(1, 4, 2), &c)
-			if c.LastOrder != fixtureNextOID {
-				t.Errorf("customer last order %d, want %d", c.LastOrder, fixtureNextOID)
-			}
+			checkNewOrderHome(t, owner(t, WarehouseKey(1), tc.groups...), args)
 			for key, want := range wantStock { //flexkv:unordered each key checked alone
 				var s Stock
 				owner(t, []byte(key), tc.groups...).row(t, []byte(key), &s)
@@ -342,6 +308,56 @@ func TestNewOrder(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// runAll runs proc with args b at each of groups, for destinations dst, and
+// returns their pieces; each must succeed.
+func runAll(t *testing.T, groups []*procGroup, proc txn.Procedure, b []byte, dst partition.GroupSet) []txn.PieceResult {
+	t.Helper()
+	var pieces []txn.PieceResult
+	for _, g := range groups {
+		res, err := g.run(t, proc, b, dst)
+		if err != nil || !res.Succeeded {
+			t.Fatalf("group %d: %+v, %v", g.id, res, err)
+		}
+		pieces = append(pieces, res)
+	}
+	return pieces
+}
+
+// checkNewOrderHome checks the rows the new-order args wrote at its home
+// group (warehouse 1, district 4, customer 2 of the fixture): the
+// district's next order id, the order, its new-order row and its lines,
+// and the customer's last order.
+func checkNewOrderHome(t *testing.T, home *procGroup, args NewOrderArgs) {
+	t.Helper()
+	var dist District
+	home.row(t, DistrictKey(1, 4), &dist)
+	if dist.NextOID != fixtureNextOID+1 {
+		t.Errorf("district next_o_id %d, want %d", dist.NextOID, fixtureNextOID+1)
+	}
+	var order Order
+	home.row(t, OrderKey(1, 4, fixtureNextOID), &order)
+	if want := (Order{CID: 2, EntryD: 1234, OLCnt: 5, AllLocal: false}); order != want {
+		t.Errorf("order %+v, want %+v", order, want)
+	}
+	if v, ok := home.kv[string(NewOrderKey(1, 4, fixtureNextOID))]; !ok || v != "" {
+		t.Errorf("new-order row %q, %t, want an empty value", v, ok)
+	}
+	for i, l := range args.Lines {
+		var got OrderLine
+		home.row(t, OrderLineKey(1, 4, fixtureNextOID, i+1), &got)
+		want := OrderLine{Item: l.Item, SupplyW: l.SupplyW, Quantity: l.Quantity,
+			Amount: int64(l.Quantity) * itemPrice(l.Item), DistInfo: StockDist(l.SupplyW, l.Item, 4)}
+		if got != want {
+			t.Errorf("order line %d = %+v, want %+v", i+1, got, want)
+		}
+	}
+	var c Customer
+	home.row(t, CustomerKey(1, 4, 2), &c)
+	if c.LastOrder != fixtureNextOID {
+		t.Errorf("customer last order %d, want %d", c.LastOrder, fixtureNextOID)
 	}
 }
 
@@ -564,8 +580,14 @@ func setNamed(g *procGroup, w, d, cid int, last string, firsts ...string) {
 	}
 }
 
+// paymentAmount is the amount, in cents, of TestPayment's payments.
+const paymentAmount = 12345
+
+// TestPayment runs payments by customer id and by last name, at home and
+// at a remote warehouse, and checks the output and every row each group
+// wrote.
 func TestPayment(t *testing.T) {
-	const amount = 12345
+	const amount = paymentAmount
 	type want struct {
 		cw, cd, cid int
 		histCID     int
@@ -613,14 +635,7 @@ func TestPayment(t *testing.T) {
 			if err != nil || len(keys) != len(groups) {
 				t.Fatalf("Keys = %q, %v; want %d", keyStrings(keys), err, len(groups))
 			}
-			var pieces []txn.PieceResult
-			for _, g := range groups {
-				res, err := g.run(t, paymentProc{}, b, dst)
-				if err != nil || !res.Succeeded {
-					t.Fatalf("group %d: %+v, %v", g.id, res, err)
-				}
-				pieces = append(pieces, res)
-			}
+			pieces := runAll(t, groups, paymentProc{}, b, dst)
 			if tc.remote && (len(pieces[0].Results) != 1 || len(pieces[1].Results) != 1) {
 				t.Fatalf("pieces report %d and %d results, want one each", len(pieces[0].Results), len(pieces[1].Results))
 			}
@@ -646,20 +661,7 @@ func TestPayment(t *testing.T) {
 			}
 
 			home := groups[0]
-			var wh Warehouse
-			var dist District
-			home.row(t, WarehouseKey(tc.args.W), &wh)
-			home.row(t, DistrictKey(tc.args.W, tc.args.D), &dist)
-			if wh.YTD != 30000000+amount || dist.YTD != 3000000+amount {
-				t.Errorf("ytd: warehouse %d, district %d; want +%d", wh.YTD, dist.YTD, amount)
-			}
-			var h History
-			home.row(t, HistoryKey(tc.args.W, "c7.3"), &h)
-			wantH := History{CID: tc.want.histCID, CLast: tc.want.histLast, CD: tc.args.CD, CW: tc.args.CW, D: tc.args.D, W: tc.args.W,
-				Date: 99, Amount: amount, Data: fmt.Sprintf("wh%d    dist%d", tc.args.W, tc.args.D)}
-			if h != wantH {
-				t.Errorf("history %+v, want %+v", h, wantH)
-			}
+			checkPaymentHome(t, home, tc.args, tc.want.histCID, tc.want.histLast)
 
 			// The customer's group records its piece under the same id.
 			var rec CustomerPayment
@@ -674,6 +676,29 @@ func TestPayment(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkPaymentHome checks the rows a payment with args (paymentAmount,
+// Date 99, id c7.3) wrote at its home group: the warehouse's and the district's
+// year-to-date and the history row, which names the customer histCID or,
+// by name, histLast.
+func checkPaymentHome(t *testing.T, home *procGroup, args PaymentArgs, histCID int, histLast string) {
+	t.Helper()
+	const amount = paymentAmount
+	var wh Warehouse
+	var dist District
+	home.row(t, WarehouseKey(args.W), &wh)
+	home.row(t, DistrictKey(args.W, args.D), &dist)
+	if wh.YTD != 30000000+amount || dist.YTD != 3000000+amount {
+		t.Errorf("ytd: warehouse %d, district %d; want +%d", wh.YTD, dist.YTD, amount)
+	}
+	var h History
+	home.row(t, HistoryKey(args.W, "c7.3"), &h)
+	wantH := History{CID: histCID, CLast: histLast, CD: args.CD, CW: args.CW, D: args.D, W: args.W,
+		Date: 99, Amount: amount, Data: fmt.Sprintf("wh%d    dist%d", args.W, args.D)}
+	if h != wantH {
+		t.Errorf("history %+v, want %+v", h, wantH)
 	}
 }
 

@@ -20,324 +20,330 @@ func mustScript(t *testing.T, text string) []Record {
 	return recs
 }
 
+// propertyCase is a hand-made log, the options it is checked with and how
+// often each property it violates is violated.
+type propertyCase struct {
+	name string
+	opt  Options
+	log  string
+	want map[string]int
+}
+
+// propertyCases are TestProperties' logs.
+var propertyCases = []propertyCase{
+	{
+		name: "valid",
+		opt:  Options{Complete: true, Genuine: true},
+		log: `
+			multicast m1 A B
+			multicast m2 A B C
+			multicast m3 B C
+			multicast m4 C
+			send A B msg m1
+			send A B msg m2
+			send A C msg m2
+			send B C ack m2
+			send B C relay m3
+			send B C ts m3
+			send C B vote m3
+			send A B msg flush.1
+			send A Z msg flush.1
+			deliver A/r1 m1 m2
+			deliver A/r2 m1 m2
+			deliver B m1 m2 m3
+			deliver C m4 m2 m3`,
+		want: map[string]int{},
+	},
+	{
+		name: "three-group cycle passes every pairwise check",
+		log: `
+			multicast m1 A C
+			multicast m2 A B
+			multicast m3 B C
+			deliver A m1 m2
+			deliver B m2 m3
+			deliver C m3 m1`,
+		want: map[string]int{AcyclicOrder: 1},
+	},
+	{
+		name: "two-group swap",
+		log: `
+			multicast m1 A B
+			multicast m2 A B
+			deliver A m1 m2
+			deliver B m2 m1`,
+		want: map[string]int{PrefixOrder: 1, AcyclicOrder: 1},
+	},
+	{
+		name: "gap: B delivers m2 without m1, which A delivered before m2",
+		log: `
+			multicast m1 A B
+			multicast m2 A B
+			deliver A m1 m2
+			deliver B m2`,
+		want: map[string]int{PrefixOrder: 1},
+	},
+	{
+		name: "a lagging group is a prefix",
+		log: `
+			multicast m1 A B
+			multicast m2 A B
+			deliver A m1 m2
+			deliver B m1`,
+		want: map[string]int{},
+	},
+	{
+		name: "messages to other groups in between do not matter",
+		log: `
+			multicast m1 A B
+			multicast m2 A C
+			multicast m3 A B
+			multicast m4 B C
+			deliver A m1 m2 m3
+			deliver B m1 m4 m3
+			deliver C m2 m4`,
+		want: map[string]int{},
+	},
+	{
+		name: "duplicate delivery",
+		log: `
+			multicast m1 A
+			multicast m2 A
+			deliver A m1 m2 m1`,
+		want: map[string]int{Integrity: 1},
+	},
+	{
+		name: "delivery at a non-destination",
+		log: `
+			multicast m1 A
+			deliver A m1
+			deliver B m1=A`,
+		want: map[string]int{Integrity: 1},
+	},
+	{
+		name: "delivery of a message never multicast",
+		log: `
+			multicast m1 A
+			deliver A m1 m9`,
+		want: map[string]int{Integrity: 1},
+	},
+	{
+		name: "delivery of a flush",
+		log: `
+			deliver A flush.3`,
+		want: map[string]int{Integrity: 1},
+	},
+	{
+		name: "delivery with another dst than the multicast",
+		log: `
+			multicast m1 A B
+			deliver A m1=A,C
+			deliver B m1`,
+		want: map[string]int{Integrity: 1},
+	},
+	{
+		name: "dst order does not matter",
+		log: `
+			multicast m1 A B
+			deliver A m1=B,A`,
+		want: map[string]int{},
+	},
+	{
+		name: "the same id multicast to two dsts",
+		log: `
+			multicast m1 A B
+			multicast m1 A C`,
+		want: map[string]int{Integrity: 1},
+	},
+	{
+		name: "a re-submission with the same dst",
+		log: `
+			multicast m1 A B
+			multicast m1 B A
+			deliver A m1
+			deliver B m1`,
+		want: map[string]int{},
+	},
+	{
+		name: "deliver before multicast in the log",
+		opt:  Options{Complete: true},
+		log: `
+			deliver A m1=A,B
+			deliver B m1=A,B
+			multicast m1 A B`,
+		want: map[string]int{},
+	},
+	{
+		name: "replicas disagree",
+		log: `
+			multicast m1 A
+			multicast m2 A
+			multicast m3 A
+			deliver A/r1 m1 m2 m3
+			deliver A/r2 m1 m3
+			deliver A/r3 m1 m2`,
+		want: map[string]int{ReplicaAgreement: 1},
+	},
+	{
+		name: "a missing delivery without Complete",
+		log: `
+			multicast m1 A B
+			deliver A/r1 m1
+			deliver A/r2 m1`,
+		want: map[string]int{},
+	},
+	{
+		name: "a missing delivery at one replica",
+		opt:  Options{Complete: true},
+		log: `
+			multicast m1 A B
+			multicast m2 A
+			deliver A/r1 m1 m2
+			deliver A/r2 m1
+			deliver B m1`,
+		want: map[string]int{Agreement: 1},
+	},
+	{
+		name: "a destination without any delivery",
+		opt:  Options{Complete: true},
+		log: `
+			multicast m1 A B
+			deliver A m1`,
+		want: map[string]int{Agreement: 1},
+	},
+	{
+		name: "a message delivered nowhere",
+		opt:  Options{Complete: true},
+		log: `
+			multicast m1 A B
+			multicast m2 A
+			deliver A m2`,
+		want: map[string]int{Validity: 1},
+	},
+	{
+		name: "a foreign delivery does not count for completeness",
+		opt:  Options{Complete: true},
+		log: `
+			multicast m1 A
+			deliver B m1=A`,
+		want: map[string]int{Integrity: 1, Validity: 1},
+	},
+	{
+		name: "sends about an unknown id with Complete",
+		opt:  Options{Complete: true},
+		log: `
+			send A B msg m9
+			send B A ack m9
+			send A B ack m8`,
+		want: map[string]int{Integrity: 2},
+	},
+	{
+		name: "sends about an unknown id without Complete",
+		opt:  Options{Genuine: true},
+		log: `
+			send A B msg m9`,
+		want: map[string]int{},
+	},
+	{
+		name: "genuine: a send from a non-destination",
+		opt:  Options{Genuine: true},
+		log: `
+			multicast m1 A B
+			send C B msg m1`,
+		want: map[string]int{Genuineness: 1},
+	},
+	{
+		name: "genuine: a send to a non-destination",
+		opt:  Options{Genuine: true},
+		log: `
+			multicast m1 A B
+			send A C msg m1`,
+		want: map[string]int{Genuineness: 1},
+	},
+	{
+		name: "genuine: notif to a group addressed earlier, and its ack",
+		opt:  Options{Genuine: true},
+		log: `
+			multicast m1 B C
+			multicast m2 A B
+			multicast m3 A C
+			send A B notif m3
+			send B C ack m3
+			send A C msg m3`,
+		want: map[string]int{},
+	},
+	{
+		name: "genuine: a notified group notifies further",
+		opt:  Options{Genuine: true},
+		log: `
+			multicast m1 B
+			multicast m2 C
+			multicast m3 A D
+			send A B notif m3
+			send B C notif m3
+			send C D ack m3`,
+		want: map[string]int{},
+	},
+	{
+		name: "genuine: the ack line may come before the notif line",
+		opt:  Options{Genuine: true},
+		log: `
+			multicast m2 A B
+			multicast m3 A C
+			send B C ack m3
+			send A B notif m3`,
+		want: map[string]int{},
+	},
+	{
+		name: "genuine: notif to a group never addressed",
+		opt:  Options{Genuine: true},
+		log: `
+			multicast m3 A C
+			send A B notif m3
+			send B C ack m3`,
+		want: map[string]int{Genuineness: 1},
+	},
+	{
+		name: "genuine: notif to a group addressed only later",
+		opt:  Options{Genuine: true},
+		log: `
+			multicast m3 A C
+			send A B notif m3
+			multicast m4 B`,
+		want: map[string]int{Genuineness: 1},
+	},
+	{
+		name: "genuine: notif from a group not entitled",
+		opt:  Options{Genuine: true},
+		log: `
+			multicast m1 B
+			multicast m3 A C
+			send D B notif m3
+			send B C ack m3`,
+		want: map[string]int{Genuineness: 2},
+	},
+	{
+		name: "without Genuine, a tree protocol's forwarding is fine",
+		log: `
+			multicast m1 B C
+			send A B msg m1
+			send A C msg m1`,
+		want: map[string]int{},
+	},
+	{
+		name: "flush traffic is never checked",
+		opt:  Options{Complete: true, Genuine: true},
+		log: `
+			send A B msg flush.1
+			send B C ack flush.1`,
+		want: map[string]int{},
+	},
+}
+
 // TestProperties checks, for small hand-made logs, exactly which properties
 // are violated and how often.
 func TestProperties(t *testing.T) {
-	tests := []struct {
-		name string
-		opt  Options
-		log  string
-		want map[string]int
-	}{
-		{
-			name: "valid",
-			opt:  Options{Complete: true, Genuine: true},
-			log: `
-				multicast m1 A B
-				multicast m2 A B C
-				multicast m3 B C
-				multicast m4 C
-				send A B msg m1
-				send A B msg m2
-				send A C msg m2
-				send B C ack m2
-				send B C relay m3
-				send B C ts m3
-				send C B vote m3
-				send A B msg flush.1
-				send A Z msg flush.1
-				deliver A/r1 m1 m2
-				deliver A/r2 m1 m2
-				deliver B m1 m2 m3
-				deliver C m4 m2 m3`,
-			want: map[string]int{},
-		},
-		{
-			name: "three-group cycle passes every pairwise check",
-			log: `
-				multicast m1 A C
-				multicast m2 A B
-				multicast m3 B C
-				deliver A m1 m2
-				deliver B m2 m3
-				deliver C m3 m1`,
-			want: map[string]int{AcyclicOrder: 1},
-		},
-		{
-			name: "two-group swap",
-			log: `
-				multicast m1 A B
-				multicast m2 A B
-				deliver A m1 m2
-				deliver B m2 m1`,
-			want: map[string]int{PrefixOrder: 1, AcyclicOrder: 1},
-		},
-		{
-			name: "gap: B delivers m2 without m1, which A delivered before m2",
-			log: `
-				multicast m1 A B
-				multicast m2 A B
-				deliver A m1 m2
-				deliver B m2`,
-			want: map[string]int{PrefixOrder: 1},
-		},
-		{
-			name: "a lagging group is a prefix",
-			log: `
-				multicast m1 A B
-				multicast m2 A B
-				deliver A m1 m2
-				deliver B m1`,
-			want: map[string]int{},
-		},
-		{
-			name: "messages to other groups in between do not matter",
-			log: `
-				multicast m1 A B
-				multicast m2 A C
-				multicast m3 A B
-				multicast m4 B C
-				deliver A m1 m2 m3
-				deliver B m1 m4 m3
-				deliver C m2 m4`,
-			want: map[string]int{},
-		},
-		{
-			name: "duplicate delivery",
-			log: `
-				multicast m1 A
-				multicast m2 A
-				deliver A m1 m2 m1`,
-			want: map[string]int{Integrity: 1},
-		},
-		{
-			name: "delivery at a non-destination",
-			log: `
-				multicast m1 A
-				deliver A m1
-				deliver B m1=A`,
-			want: map[string]int{Integrity: 1},
-		},
-		{
-			name: "delivery of a message never multicast",
-			log: `
-				multicast m1 A
-				deliver A m1 m9`,
-			want: map[string]int{Integrity: 1},
-		},
-		{
-			name: "delivery of a flush",
-			log: `
-				deliver A flush.3`,
-			want: map[string]int{Integrity: 1},
-		},
-		{
-			name: "delivery with another dst than the multicast",
-			log: `
-				multicast m1 A B
-				deliver A m1=A,C
-				deliver B m1`,
-			want: map[string]int{Integrity: 1},
-		},
-		{
-			name: "dst order does not matter",
-			log: `
-				multicast m1 A B
-				deliver A m1=B,A`,
-			want: map[string]int{},
-		},
-		{
-			name: "the same id multicast to two dsts",
-			log: `
-				multicast m1 A B
-				multicast m1 A C`,
-			want: map[string]int{Integrity: 1},
-		},
-		{
-			name: "a re-submission with the same dst",
-			log: `
-				multicast m1 A B
-				multicast m1 B A
-				deliver A m1
-				deliver B m1`,
-			want: map[string]int{},
-		},
-		{
-			name: "deliver before multicast in the log",
-			opt:  Options{Complete: true},
-			log: `
-				deliver A m1=A,B
-				deliver B m1=A,B
-				multicast m1 A B`,
-			want: map[string]int{},
-		},
-		{
-			name: "replicas disagree",
-			log: `
-				multicast m1 A
-				multicast m2 A
-				multicast m3 A
-				deliver A/r1 m1 m2 m3
-				deliver A/r2 m1 m3
-				deliver A/r3 m1 m2`,
-			want: map[string]int{ReplicaAgreement: 1},
-		},
-		{
-			name: "a missing delivery without Complete",
-			log: `
-				multicast m1 A B
-				deliver A/r1 m1
-				deliver A/r2 m1`,
-			want: map[string]int{},
-		},
-		{
-			name: "a missing delivery at one replica",
-			opt:  Options{Complete: true},
-			log: `
-				multicast m1 A B
-				multicast m2 A
-				deliver A/r1 m1 m2
-				deliver A/r2 m1
-				deliver B m1`,
-			want: map[string]int{Agreement: 1},
-		},
-		{
-			name: "a destination without any delivery",
-			opt:  Options{Complete: true},
-			log: `
-				multicast m1 A B
-				deliver A m1`,
-			want: map[string]int{Agreement: 1},
-		},
-		{
-			name: "a message delivered nowhere",
-			opt:  Options{Complete: true},
-			log: `
-				multicast m1 A B
-				multicast m2 A
-				deliver A m2`,
-			want: map[string]int{Validity: 1},
-		},
-		{
-			name: "a foreign delivery does not count for completeness",
-			opt:  Options{Complete: true},
-			log: `
-				multicast m1 A
-				deliver B m1=A`,
-			want: map[string]int{Integrity: 1, Validity: 1},
-		},
-		{
-			name: "sends about an unknown id with Complete",
-			opt:  Options{Complete: true},
-			log: `
-				send A B msg m9
-				send B A ack m9
-				send A B ack m8`,
-			want: map[string]int{Integrity: 2},
-		},
-		{
-			name: "sends about an unknown id without Complete",
-			opt:  Options{Genuine: true},
-			log: `
-				send A B msg m9`,
-			want: map[string]int{},
-		},
-		{
-			name: "genuine: a send from a non-destination",
-			opt:  Options{Genuine: true},
-			log: `
-				multicast m1 A B
-				send C B msg m1`,
-			want: map[string]int{Genuineness: 1},
-		},
-		{
-			name: "genuine: a send to a non-destination",
-			opt:  Options{Genuine: true},
-			log: `
-				multicast m1 A B
-				send A C msg m1`,
-			want: map[string]int{Genuineness: 1},
-		},
-		{
-			name: "genuine: notif to a group addressed earlier, and its ack",
-			opt:  Options{Genuine: true},
-			log: `
-				multicast m1 B C
-				multicast m2 A B
-				multicast m3 A C
-				send A B notif m3
-				send B C ack m3
-				send A C msg m3`,
-			want: map[string]int{},
-		},
-		{
-			name: "genuine: a notified group notifies further",
-			opt:  Options{Genuine: true},
-			log: `
-				multicast m1 B
-				multicast m2 C
-				multicast m3 A D
-				send A B notif m3
-				send B C notif m3
-				send C D ack m3`,
-			want: map[string]int{},
-		},
-		{
-			name: "genuine: the ack line may come before the notif line",
-			opt:  Options{Genuine: true},
-			log: `
-				multicast m2 A B
-				multicast m3 A C
-				send B C ack m3
-				send A B notif m3`,
-			want: map[string]int{},
-		},
-		{
-			name: "genuine: notif to a group never addressed",
-			opt:  Options{Genuine: true},
-			log: `
-				multicast m3 A C
-				send A B notif m3
-				send B C ack m3`,
-			want: map[string]int{Genuineness: 1},
-		},
-		{
-			name: "genuine: notif to a group addressed only later",
-			opt:  Options{Genuine: true},
-			log: `
-				multicast m3 A C
-				send A B notif m3
-				multicast m4 B`,
-			want: map[string]int{Genuineness: 1},
-		},
-		{
-			name: "genuine: notif from a group not entitled",
-			opt:  Options{Genuine: true},
-			log: `
-				multicast m1 B
-				multicast m3 A C
-				send D B notif m3
-				send B C ack m3`,
-			want: map[string]int{Genuineness: 2},
-		},
-		{
-			name: "without Genuine, a tree protocol's forwarding is fine",
-			log: `
-				multicast m1 B C
-				send A B msg m1
-				send A C msg m1`,
-			want: map[string]int{},
-		},
-		{
-			name: "flush traffic is never checked",
-			opt:  Options{Complete: true, Genuine: true},
-			log: `
-				send A B msg flush.1
-				send B C ack flush.1`,
-			want: map[string]int{},
-		},
-	}
-	for _, tt := range tests {
+	for _, tt := range propertyCases {
 		t.Run(tt.name, func(t *testing.T) {
 			rep := Check(mustScript(t, tt.log), tt.opt)
 			if diff := cmp.Diff(tt.want, rep.ViolationCounts, cmpopts.EquateEmpty()); diff != "" {

@@ -275,10 +275,32 @@ const low32 = 1<<32 - 1 // the low half of a pair key
 // connected components in linear time; each one of more than one message is
 // a violation, described by the shortest cycle through its first message.
 func (a *analysis) acyclicOrder() {
-	c := a.c
-	n := int32(len(c.msgs))
-	// Compressed adjacency: the edges of v are adj[off[v]:off[v+1]], and
-	// via[e] is the group whose order gives edge e.
+	g := a.orderGraph()
+	if g.edges() == 0 {
+		return
+	}
+	comp, cycles := g.cyclicComponents()
+	var s cycleSearch
+	for _, cc := range cycles {
+		if !a.violation(AcyclicOrder) {
+			continue
+		}
+		cycle, groups := s.shortest(g, comp, cc)
+		a.describeCycle(cycle, groups, int(cc.size))
+	}
+}
+
+// orderGraph is acyclicOrder's graph in compressed adjacency form: the edges
+// of message v are adj[off[v]:off[v+1]], and via[e] is the group whose order
+// gives edge e.
+type orderGraph struct {
+	off, adj, via []int32
+}
+
+// orderGraph builds the graph with an edge from each message to the next one
+// in every group's order, grouped by their first message.
+func (a *analysis) orderGraph() orderGraph {
+	n := int32(len(a.c.msgs))
 	off := make([]int32, n+1)
 	for _, ord := range a.order {
 		for i := 1; i < len(ord); i++ {
@@ -298,19 +320,32 @@ func (a *analysis) acyclicOrder() {
 			next[v]++
 		}
 	}
-	if off[n] == 0 {
-		return
-	}
+	return orderGraph{off: off, adj: adj, via: via}
+}
 
+// nodes is the number of messages of g.
+func (g orderGraph) nodes() int32 { return int32(len(g.off) - 1) }
+
+// edges is the number of edges of g.
+func (g orderGraph) edges() int32 { return g.off[len(g.off)-1] }
+
+// component is a strongly connected component of an orderGraph: its lowest
+// message, its number of messages and its index in the comp slice.
+type component struct{ first, size, id int32 }
+
+// cyclicComponents runs an iterative Tarjan over g. comp[v] is the id of
+// v's strongly connected component; cycles are the components of more than
+// one message, in the order of their first message.
+func (g orderGraph) cyclicComponents() (comp []int32, cycles []component) {
 	type frame struct{ v, e int32 }
-	type component struct{ first, size, id int32 }
+	n := g.nodes()
+	off, adj := g.off, g.adj
 	index := make([]int32, n) // 0: not visited yet
 	low := make([]int32, n)
-	comp := make([]int32, n)
+	comp = make([]int32, n)
 	onStack := make([]bool, n)
 	var stack []int32
 	var calls []frame
-	var cycles []component
 	var counter, comps int32
 	visit := func(v int32) {
 		counter++
@@ -318,6 +353,22 @@ func (a *analysis) acyclicOrder() {
 		stack = append(stack, v)
 		onStack[v] = true
 		calls = append(calls, frame{v: v, e: off[v]})
+	}
+	// popComponent pops the component whose root is v off the stack.
+	popComponent := func(v int32) component {
+		cc := component{first: v, id: comps}
+		comps++
+		for {
+			w := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			onStack[w] = false
+			comp[w] = cc.id
+			cc.size++
+			cc.first = min(cc.first, w)
+			if w == v {
+				return cc
+			}
+		}
 	}
 	for root := int32(0); root < n; root++ {
 		if index[root] != 0 || off[root] == off[root+1] {
@@ -345,71 +396,62 @@ func (a *analysis) acyclicOrder() {
 			if low[v] != index[v] {
 				continue
 			}
-			cc := component{first: v, id: comps}
-			comps++
-			for {
-				w := stack[len(stack)-1]
-				stack = stack[:len(stack)-1]
-				onStack[w] = false
-				comp[w] = cc.id
-				cc.size++
-				cc.first = min(cc.first, w)
-				if w == v {
-					break
-				}
-			}
-			if cc.size > 1 {
+			if cc := popComponent(v); cc.size > 1 {
 				cycles = append(cycles, cc)
 			}
 		}
 	}
 	slices.SortFunc(cycles, func(x, y component) int { return cmp.Compare(x.first, y.first) })
+	return comp, cycles
+}
 
-	var parent, parentEdge []int32
-	var queue []int32
-	for _, cc := range cycles {
-		if !a.violation(AcyclicOrder) {
-			continue
-		}
-		if parent == nil {
-			parent = make([]int32, n)
-			parentEdge = make([]int32, n)
-		}
-		// Breadth-first search from cc.first within the component, until an
-		// edge leads back to it; parent[v] is 1 + v's predecessor once v is
-		// visited, and 0 again for every node after the search.
-		start := cc.first
-		queue = append(queue[:0], start)
-		var cycle, groups []int32
-		for qi := 0; cycle == nil; qi++ {
-			v := queue[qi]
-			for e := off[v]; e < off[v+1]; e++ {
-				w := adj[e]
-				if comp[w] != cc.id {
-					continue
+// cycleSearch is the scratch space of shortest, kept from one component to
+// the next: parent[v] is 1 + v's predecessor once v is visited, and 0 again
+// for every node after a search.
+type cycleSearch struct {
+	parent, parentEdge, queue []int32
+}
+
+// shortest searches breadth first from cc.first within its component until an
+// edge leads back to it, and returns that cycle (message indices, starting at
+// cc.first) with the group whose order gives each of its edges.
+func (s *cycleSearch) shortest(g orderGraph, comp []int32, cc component) (cycle, groups []int32) {
+	if s.parent == nil {
+		s.parent = make([]int32, g.nodes())
+		s.parentEdge = make([]int32, g.nodes())
+	}
+	parent, parentEdge := s.parent, s.parentEdge
+	start := cc.first
+	queue := append(s.queue[:0], start)
+	for qi := 0; cycle == nil; qi++ {
+		v := queue[qi]
+		for e := g.off[v]; e < g.off[v+1]; e++ {
+			w := g.adj[e]
+			if comp[w] != cc.id {
+				continue
+			}
+			if w == start {
+				groups = append(groups, g.via[e])
+				for u := v; u != start; u = parent[u] - 1 {
+					cycle = append(cycle, u)
+					groups = append(groups, g.via[parentEdge[u]])
 				}
-				if w == start {
-					groups = append(groups, via[e])
-					for u := v; u != start; u = parent[u] - 1 {
-						cycle = append(cycle, u)
-						groups = append(groups, via[parentEdge[u]])
-					}
-					cycle = append(cycle, start)
-					slices.Reverse(cycle)
-					slices.Reverse(groups)
-					break
-				}
-				if parent[w] == 0 && w != start {
-					parent[w], parentEdge[w] = v+1, e
-					queue = append(queue, w)
-				}
+				cycle = append(cycle, start)
+				slices.Reverse(cycle)
+				slices.Reverse(groups)
+				break
+			}
+			if parent[w] == 0 && w != start {
+				parent[w], parentEdge[w] = v+1, e
+				queue = append(queue, w)
 			}
 		}
-		for _, v := range queue {
-			parent[v] = 0
-		}
-		a.describeCycle(cycle, groups, int(cc.size))
 	}
+	for _, v := range queue {
+		parent[v] = 0
+	}
+	s.queue = queue
+	return cycle, groups
 }
 
 // describeCycle reports cycle (message indices) whose edge i (from cycle[i]

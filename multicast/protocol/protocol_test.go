@@ -209,81 +209,22 @@ func TestSnapshotRoundTrip(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			type envelope struct {
-				from, to partition.GroupID
-				payload  []byte
-			}
-			var queue []envelope
-			delivered := make([][]string, n) // by group, in order
-			step := func(cs []multicast.Core, g partition.GroupID, in multicast.Input) {
-				t.Helper()
-				if err := cs[g].Step(in); err != nil {
-					t.Fatalf("group %d: %v", g, err)
-				}
-				out := cs[g].Ready()
-				for _, s := range out.Sends {
-					queue = append(queue, envelope{g, s.To, s.Payload})
-				}
-				for _, m := range out.Deliveries {
-					delivered[g] = append(delivered[g], m.ID.String())
-				}
-			}
+			x := &exchange{t: t, delivered: make([][]string, n)}
 			dsts := []partition.GroupSet{partition.SetOf(2, 3), partition.SetOf(0, 3), partition.SetOf(1), partition.SetOf(0, 1, 2, 3)}
 			for i, dst := range dsts {
 				m := multicast.Message{ID: multicast.MsgID{Client: 1, Seq: uint64(i + 1)}, Dst: dst, Payload: []byte{byte(i)}}
-				step(cores, p.Entry(top, nil, protocol.HomeOrigin(dst.Max()), dst), multicast.Request(m))
+				x.step(cores, p.Entry(top, nil, protocol.HomeOrigin(dst.Max()), dst), multicast.Request(m))
 			}
 			// Halfway: a few envelopes in flight.
-			for k := 0; k < 3 && len(queue) > 0; k++ {
-				e := queue[0]
-				queue = queue[1:]
-				step(cores, e.to, multicast.Envelope(e.from, e.payload))
+			for k := 0; k < 3 && len(x.queue) > 0; k++ {
+				x.next(cores)
 			}
-			if len(queue) == 0 {
+			if len(x.queue) == 0 {
 				t.Fatal("nothing in flight at the snapshot: the test would restore idle cores")
 			}
-			restored := make([]multicast.Core, n)
-			for g := range cores {
-				sn, ok := cores[g].(snapshotter)
-				if !ok {
-					t.Fatalf("%T has no AppendSnapshot", cores[g])
-				}
-				b := sn.AppendSnapshot(nil)
-				r, err := p.Restore(partition.GroupID(g), top, b)
-				if err != nil {
-					t.Fatalf("group %d: Restore: %v", g, err)
-				}
-				if again := r.(snapshotter).AppendSnapshot(nil); !bytes.Equal(again, b) {
-					t.Fatalf("group %d: the restored core snapshots to %x, want %x", g, again, b)
-				}
-				restored[g] = r
-			}
+			restored := restoreCores(t, p, top, cores)
 			// Both sets of cores finish the exchange from the same queue.
-			rest := slices.Clone(queue)
-			before := make([][]string, n)
-			for g := range delivered {
-				before[g] = slices.Clone(delivered[g])
-			}
-			run := func(cs []multicast.Core) [][]string {
-				queue = slices.Clone(rest)
-				for g := range delivered {
-					delivered[g] = slices.Clone(before[g])
-				}
-				for steps := 0; len(queue) > 0; steps++ {
-					if steps > 1000 {
-						t.Fatal("no quiescence after 1000 envelopes")
-					}
-					e := queue[0]
-					queue = queue[1:]
-					step(cs, e.to, multicast.Envelope(e.from, e.payload))
-				}
-				out := make([][]string, n)
-				for g := range delivered {
-					out[g] = slices.Clone(delivered[g])
-				}
-				return out
-			}
-			want, got := run(cores), run(restored)
+			want, got := x.clone().finish(cores), x.clone().finish(restored)
 			for g := range want {
 				if !slices.Equal(got[g], want[g]) {
 					t.Errorf("group %d delivers %v after a restore, %v without", g, got[g], want[g])
@@ -299,4 +240,87 @@ func TestSnapshotRoundTrip(t *testing.T) {
 			}
 		})
 	}
+}
+
+// exchange is a run of cores whose sends travel on one FIFO queue:
+// delivered are the ids each group delivered, in order.
+type exchange struct {
+	t         *testing.T
+	queue     []envelope
+	delivered [][]string // by group, in order
+}
+
+// envelope is a send in flight from one group to another.
+type envelope struct {
+	from, to partition.GroupID
+	payload  []byte
+}
+
+// step steps group g's core of cs with in, and queues its sends and
+// records its deliveries.
+func (x *exchange) step(cs []multicast.Core, g partition.GroupID, in multicast.Input) {
+	x.t.Helper()
+	if err := cs[g].Step(in); err != nil {
+		x.t.Fatalf("group %d: %v", g, err)
+	}
+	out := cs[g].Ready()
+	for _, s := range out.Sends {
+		x.queue = append(x.queue, envelope{g, s.To, s.Payload})
+	}
+	for _, m := range out.Deliveries {
+		x.delivered[g] = append(x.delivered[g], m.ID.String())
+	}
+}
+
+// next steps the first envelope of the queue at its destination in cs.
+func (x *exchange) next(cs []multicast.Core) {
+	x.t.Helper()
+	e := x.queue[0]
+	x.queue = x.queue[1:]
+	x.step(cs, e.to, multicast.Envelope(e.from, e.payload))
+}
+
+// clone is a copy of x that goes on apart from it.
+func (x *exchange) clone() *exchange {
+	c := &exchange{t: x.t, queue: slices.Clone(x.queue), delivered: make([][]string, len(x.delivered))}
+	for g := range x.delivered {
+		c.delivered[g] = slices.Clone(x.delivered[g])
+	}
+	return c
+}
+
+// finish steps envelopes in cs until none is left, at most 1000, and
+// returns every group's deliveries.
+func (x *exchange) finish(cs []multicast.Core) [][]string {
+	x.t.Helper()
+	for steps := 0; len(x.queue) > 0; steps++ {
+		if steps > 1000 {
+			x.t.Fatal("no quiescence after 1000 envelopes")
+		}
+		x.next(cs)
+	}
+	return x.delivered
+}
+
+// restoreCores restores every core of cores from its snapshot, and checks
+// that each restored core snapshots to the same bytes.
+func restoreCores(t *testing.T, p *protocol.Protocol, top *partition.Topology, cores []multicast.Core) []multicast.Core {
+	t.Helper()
+	restored := make([]multicast.Core, len(cores))
+	for g := range cores {
+		sn, ok := cores[g].(snapshotter)
+		if !ok {
+			t.Fatalf("%T has no AppendSnapshot", cores[g])
+		}
+		b := sn.AppendSnapshot(nil)
+		r, err := p.Restore(partition.GroupID(g), top, b)
+		if err != nil {
+			t.Fatalf("group %d: Restore: %v", g, err)
+		}
+		if again := r.(snapshotter).AppendSnapshot(nil); !bytes.Equal(again, b) {
+			t.Fatalf("group %d: the restored core snapshots to %x, want %x", g, again, b)
+		}
+		restored[g] = r
+	}
+	return restored
 }
