@@ -188,7 +188,7 @@ func (rp *replica) restore(sn snapshot) error {
 		return fmt.Errorf("%s: restore: %w", rp.name(), err)
 	}
 	if rp.exec.AppliedIndex() < sn.execIndex {
-		if err := rp.exec.RestoreSnapshot(bytes.NewReader(sn.exec), sn.execIndex); err != nil {
+		if err := rp.exec.Restore(bytes.NewReader(sn.exec), sn.execIndex); err != nil {
 			return fmt.Errorf("%s: restore executor: %w", rp.name(), err)
 		}
 		rp.dlog = slices.Clone(sn.dlog)

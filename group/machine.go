@@ -1,61 +1,10 @@
 package group
 
 import (
-	"errors"
 	"fmt"
 
-	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/rawnode"
 )
-
-// Executor is the contract of what runs a group replica's deliveries, in
-// delivery order (package executor implements it on Pebble; the
-// replication shell's recorder keeps them in memory).
-//
-// Durability: Execute need not sync, but must store the entry's index
-// atomically with its effects, so that AppliedIndex after a crash names the
-// last entry whose effects survived.
-//
-// Votes. A transaction whose piece needs another group's vote (DESIGN 6)
-// travels on the group's channels: Execute receives the application
-// payloads (votes) the entry brought, and returns those to send, which the
-// machine queues on its channels like the core's envelopes. Those sends are
-// part of the replicated state, so a replica that replays an entry its
-// executor ran before a restart must queue them again without executing:
-// Sent returns what Execute returned for that entry, which the executor keeps
-// with its effects until the shell says a durable snapshot covers it.
-type Executor interface {
-	// Execute runs the deliveries of entry index, in delivery order, and
-	// the application payloads it brought, in channel order; it returns
-	// the application payloads to send.
-	Execute(index uint64, deliveries []multicast.Message, inbound []rawnode.AppInbound) ([]rawnode.AppSend, error)
-	// Sent returns what Execute returned for entry index <= AppliedIndex.
-	Sent(index uint64) ([]rawnode.AppSend, error)
-	// AppliedIndex is the last entry whose effects are stored.
-	AppliedIndex() uint64
-}
-
-// Clock is a group's log time at an entry (DESIGN 6: sessions expire by
-// log time, never by count): Now is State.LogTime after the entry, and
-// SessionTicks the group's Config.SessionTicks, how long a session lives
-// idle. Every replica sees the same Clock at the same entry.
-type Clock struct {
-	Now          uint64
-	SessionTicks uint64
-}
-
-// ClockedExecutor is an Executor that keeps per-session state of its own
-// (executor keeps the results a session has not acknowledged) and
-// expires it by the group's log time: the machine calls ExecuteAt, with the
-// entry's Clock, in place of Execute.
-type ClockedExecutor interface {
-	Executor
-	ExecuteAt(index uint64, clock Clock, deliveries []multicast.Message, inbound []rawnode.AppInbound) ([]rawnode.AppSend, error)
-}
-
-// ErrExecutor wraps a failure of the executor: the replica can no longer
-// keep its state, and must stop rather than diverge from its group.
-var ErrExecutor = errors.New("group: executor failed")
 
 // Machine is the whole replicated state machine of a group replica: its
 // State and the Executor of its deliveries. It is not safe for concurrent
@@ -116,11 +65,8 @@ func (m *Machine) Apply(index uint64, data []byte) (out rawnode.Output, result e
 	var sends []rawnode.AppSend
 	if replay {
 		sends, err = m.exec.Sent(index)
-	} else if ce, ok := m.exec.(ClockedExecutor); ok {
-		clock := Clock{Now: m.state.now, SessionTicks: uint64(m.state.cfg.SessionTicks)}
-		sends, err = ce.ExecuteAt(index, clock, out.Deliveries, out.App)
 	} else {
-		sends, err = m.exec.Execute(index, out.Deliveries, out.App)
+		sends, err = m.exec.Execute(index, m.clock(), out.Deliveries, out.App)
 	}
 	if err != nil {
 		return rawnode.Output{}, result, fmt.Errorf("%w: group %d, entry %d: %w", ErrExecutor, m.cfg.Self, index, err)
@@ -134,4 +80,9 @@ func (m *Machine) Apply(index uint64, data []byte) (out rawnode.Output, result e
 		out.Deliveries, out.Sends, out.Requests = nil, nil, nil
 	}
 	return out, result, nil
+}
+
+// clock returns the group's log time after the entry being applied.
+func (m *Machine) clock() Clock {
+	return Clock{Now: m.state.now, SessionTicks: uint64(m.state.cfg.SessionTicks)}
 }

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"testing"
 
+	"github.com/flexkv/flexkv/internal/wire"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/channel"
 	"github.com/flexkv/flexkv/multicast/protocol"
@@ -37,38 +39,48 @@ func reqMsg(client, seq uint64, dst ...partition.GroupID) multicast.Message {
 	return multicast.Message{ID: multicast.MsgID{Client: client, Seq: seq}, Dst: partition.SetOf(dst...), Payload: fmt.Appendf(nil, "m%d.%d", client, seq)}
 }
 
-// recorder is an Executor that keeps what it ran in memory: every delivery
-// it executes makes one vote-like send to group voteTo.
+// recorder is the Executor of this package's tests: it keeps what it ran in
+// memory, with the Clock of every Execute. Every delivery it executes makes
+// one vote-like send to group voteTo, none if voteTo is partition.NoGroup
+// (the state of its group then holds nothing that names the entry a send
+// came from). With fail set, Execute fails with it.
 type recorder struct {
 	voteTo   partition.GroupID
 	applied  uint64
 	executed []multicast.MsgID
-	calls    int // Execute calls
+	clocks   []Clock // of every Execute call, in order
 	sent     map[uint64][]rawnode.AppSend
 	fail     error
 }
+
+var _ Executor = (*recorder)(nil)
 
 func newRecorder(voteTo partition.GroupID) *recorder {
 	return &recorder{voteTo: voteTo, sent: map[uint64][]rawnode.AppSend{}}
 }
 
-func (r *recorder) Execute(index uint64, deliveries []multicast.Message, inbound []rawnode.AppInbound) ([]rawnode.AppSend, error) {
+func (r *recorder) Execute(index uint64, clock Clock, deliveries []multicast.Message, inbound []rawnode.AppInbound) ([]rawnode.AppSend, error) {
 	if r.fail != nil {
 		return nil, r.fail
 	}
 	if index <= r.applied {
 		return nil, fmt.Errorf("recorder: entry %d executed twice (applied %d)", index, r.applied)
 	}
-	r.calls++
+	r.clocks = append(r.clocks, clock)
 	var sends []rawnode.AppSend
 	for _, m := range deliveries {
 		r.executed = append(r.executed, m.ID)
-		sends = append(sends, rawnode.AppSend{To: r.voteTo, About: m.ID, Payload: []byte("vote " + m.ID.String())})
+		if r.voteTo != partition.NoGroup {
+			sends = append(sends, rawnode.AppSend{To: r.voteTo, About: m.ID, Payload: []byte("vote " + m.ID.String())})
+		}
 	}
 	r.applied = index
 	r.sent[index] = sends
 	return sends, nil
 }
+
+// calls returns the number of Execute calls that ran.
+func (r *recorder) calls() int { return len(r.clocks) }
 
 func (r *recorder) Sent(index uint64) ([]rawnode.AppSend, error) {
 	if index > r.applied {
@@ -77,7 +89,92 @@ func (r *recorder) Sent(index uint64) ([]rawnode.AppSend, error) {
 	return r.sent[index], nil
 }
 
+func (r *recorder) ForgetSent(index uint64) error {
+	for i := range r.sent { //flexkv:unordered deleting every match is order-free
+		if i <= index {
+			delete(r.sent, i)
+		}
+	}
+	return nil
+}
+
 func (r *recorder) AppliedIndex() uint64 { return r.applied }
+
+// Sync does nothing: the recorder keeps nothing on disk.
+func (r *recorder) Sync() error { return nil }
+
+// Snapshot captures the applied index and the ids executed.
+func (r *recorder) Snapshot() (ExecutorSnapshot, error) {
+	b := wire.AppendUvarint(nil, r.applied)
+	b = wire.AppendUvarint(b, uint64(len(r.executed)))
+	for _, id := range r.executed {
+		b = wire.AppendMsgID(b, id)
+	}
+	return recorderSnapshot(b), nil
+}
+
+// Restore replaces what the recorder ran with a snapshot's; what it sent
+// before the snapshot is forgotten, as ForgetSent would.
+func (r *recorder) Restore(rd io.Reader, index uint64) error {
+	b, err := io.ReadAll(rd)
+	if err != nil {
+		return err
+	}
+	d := wire.NewDecoder(b)
+	applied := d.Uvarint()
+	n := d.Count(1)
+	executed := make([]multicast.MsgID, 0, n)
+	for range n {
+		executed = append(executed, d.MsgID())
+	}
+	if err := d.Finish(); err != nil {
+		return fmt.Errorf("recorder: snapshot: %w", err)
+	}
+	if applied != index {
+		return fmt.Errorf("recorder: snapshot at %d restored as %d", applied, index)
+	}
+	r.applied, r.executed, r.sent = applied, executed, map[uint64][]rawnode.AppSend{}
+	return nil
+}
+
+type recorderSnapshot []byte
+
+func (s recorderSnapshot) WriteTo(w io.Writer) (int64, error) {
+	n, err := w.Write(s)
+	return int64(n), err
+}
+
+func (recorderSnapshot) Release() {}
+
+// TestRecorderSnapshot: the test executor's snapshot restores what it ran,
+// so that a test that restarts it from one sees an honest executor.
+func TestRecorderSnapshot(t *testing.T) {
+	r := newRecorder(1)
+	m, err := NewMachine(testConfig(t, protocol.FlexCast, 0), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyAll(t, m, 1, testEntries())
+	sn, err := r.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := sn.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	sn.Release()
+	c := newRecorder(1)
+	if err := c.Restore(bytes.NewReader(buf.Bytes()), r.AppliedIndex()); err != nil {
+		t.Fatal(err)
+	}
+	if c.AppliedIndex() != r.AppliedIndex() || fmt.Sprint(c.executed) != fmt.Sprint(r.executed) {
+		t.Errorf("restored recorder at %d ran %v, want %d and %v", c.AppliedIndex(), c.executed, r.AppliedIndex(), r.executed)
+	}
+	if err := c.Restore(bytes.NewReader(buf.Bytes()), r.AppliedIndex()+1); err == nil {
+		t.Error("a snapshot restored at another index accepted")
+	}
+}
 
 // applyAll applies entries from index first on, failing on an executor
 // error, and returns every output.
@@ -130,7 +227,7 @@ func TestReplayRule(t *testing.T) {
 			applyAll(t, a, 1, entries[:cut])
 			snap := a.State().AppendSnapshot(nil)
 			applyAll(t, a, cut+1, entries[cut:])
-			ran, calls := len(exec.executed), exec.calls
+			ran, calls := len(exec.executed), exec.calls()
 			if ran == 0 {
 				t.Fatal("nothing executed: the test proves nothing")
 			}
@@ -147,8 +244,8 @@ func TestReplayRule(t *testing.T) {
 			}
 			b.Restore(st)
 			outs := applyAll(t, b, cut+1, entries[cut:])
-			if exec.calls != calls || len(exec.executed) != ran {
-				t.Fatalf("replay executed again: %d calls, %d deliveries; before the restart %d, %d", exec.calls, len(exec.executed), calls, ran)
+			if exec.calls() != calls || len(exec.executed) != ran {
+				t.Fatalf("replay executed again: %d calls, %d deliveries; before the restart %d, %d", exec.calls(), len(exec.executed), calls, ran)
 			}
 			frames := 0
 			for i, out := range outs {
@@ -179,8 +276,9 @@ func TestReplayNeedsSent(t *testing.T) {
 	applyAll(t, a, 1, entries[:1])
 	snap := a.State().AppendSnapshot(nil)
 	applyAll(t, a, 2, entries[1:])
-	for i := range exec.sent {
-		exec.sent[i] = nil // an executor that forgot what it sent
+	// An executor that forgot what it sent.
+	if err := exec.ForgetSent(exec.AppliedIndex()); err != nil {
+		t.Fatal(err)
 	}
 	st, err := RestoreState(testConfig(t, protocol.FlexCast, 0), snap)
 	if err != nil {
@@ -312,30 +410,19 @@ func TestSnapshotDeterministic(t *testing.T) {
 	}
 }
 
-// clockedRecorder is a recorder told the log time of every entry it runs.
-type clockedRecorder struct {
-	*recorder
-	clocks []Clock
-}
-
-func (r *clockedRecorder) ExecuteAt(index uint64, clock Clock, deliveries []multicast.Message, inbound []rawnode.AppInbound) ([]rawnode.AppSend, error) {
-	r.clocks = append(r.clocks, clock)
-	return r.Execute(index, deliveries, inbound)
-}
-
-// A ClockedExecutor runs every entry through ExecuteAt, with the log time
-// after the entry and the group's session lifetime.
+// The executor runs every entry with the log time after the entry and the
+// group's session lifetime.
 func TestMachineClock(t *testing.T) {
 	cfg := testConfig(t, protocol.FlexCast, 0)
 	cfg.SessionTicks = 7
-	rec := &clockedRecorder{recorder: newRecorder(1)}
+	rec := newRecorder(1)
 	m, err := NewMachine(cfg, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	applyAll(t, m, 1, testEntries())
-	if len(rec.clocks) == 0 || len(rec.clocks) != rec.calls {
-		t.Fatalf("%d ExecuteAt calls of %d executions", len(rec.clocks), rec.calls)
+	if len(rec.clocks) == 0 {
+		t.Fatal("no Execute call")
 	}
 	// testEntries: requests of s1 at seq i+1 come after i ticks.
 	if got := rec.clocks[0]; got != (Clock{Now: 0, SessionTicks: 7}) {

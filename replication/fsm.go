@@ -17,40 +17,10 @@ import (
 	"github.com/flexkv/flexkv/multicast/rawnode"
 )
 
-// Executor is what the shell needs of a group replica's executor: the
-// state machine's contract (group.Executor: Execute, Sent, AppliedIndex,
-// and the replay rule's obligations) and what raft's snapshots and restarts
-// add.
-//
-// On restart raft restores its latest snapshot and replays the entries after
-// it; the machine rebuilds the protocol state from all of them and runs the
-// executor only on entries above AppliedIndex (group.Machine.Apply). Sync is
-// called before each raft snapshot is taken, so AppliedIndex never falls
-// behind the snapshot that replay starts from.
-type Executor interface {
-	group.Executor
-	// ForgetSent drops what Sent keeps for entries at or below index.
-	ForgetSent(index uint64) error
-	Sync() error
-	// Snapshot captures the executor's state as of AppliedIndex; it is
-	// called between two Executes, and written out later, concurrently
-	// with further Executes.
-	Snapshot() (ExecutorSnapshot, error)
-	// RestoreSnapshot replaces the state with one captured at index (for a
-	// replica that fell behind or was wiped).
-	RestoreSnapshot(r io.Reader, index uint64) error
-}
-
-// ExecutorSnapshot is a captured executor state.
-type ExecutorSnapshot interface {
-	WriteTo(w io.Writer) (int64, error)
-	Release()
-}
-
 // fsm is the raft state machine of a group replica.
 type fsm struct {
 	cfg  group.Config
-	exec Executor
+	exec group.Executor
 	// output receives what each applied entry produced (the replica's
 	// transmitter takes the frames when it leads).
 	output func(out rawnode.Output)
@@ -62,6 +32,9 @@ type fsm struct {
 	// appliedIdx mirrors state.Applied(); applying is the index of the
 	// entry being applied, 0 between batches (see applied).
 	appliedIdx, applying atomic.Uint64
+	// execRestores counts the executor states installed from raft
+	// snapshots (a replica that fell behind its group's log, or was wiped).
+	execRestores atomic.Int64
 
 	mu sync.Mutex
 	m  *group.Machine
@@ -78,7 +51,7 @@ type fsm struct {
 
 var _ raft.BatchingFSM = (*fsm)(nil)
 
-func newFSM(cfg group.Config, exec Executor, output func(rawnode.Output)) (*fsm, error) {
+func newFSM(cfg group.Config, exec group.Executor, output func(rawnode.Output)) (*fsm, error) {
 	m, err := group.NewMachine(cfg, exec)
 	if err != nil {
 		return nil, err
@@ -202,9 +175,9 @@ func (f *fsm) persistedSnapshot(index uint64) error {
 // installs a snapshot on a follower that fell behind. In the second case an
 // executor that is already ahead is kept and nothing is synced: after a crash
 // its durable index may be below the snapshot's, which is still sound
-// because startup restores that same snapshot first. RestoreSnapshot must
-// replace the executor's state atomically (a crash leaves the old state or
-// the new one).
+// because startup restores that same snapshot first. The executor's Restore
+// replaces its state atomically (group.Executor: a crash leaves the old
+// state or the new one).
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	r := bufio.NewReader(rc)
@@ -240,9 +213,10 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.exec.AppliedIndex() < execIndex {
-		if err := f.exec.RestoreSnapshot(r, execIndex); err != nil {
+		if err := f.exec.Restore(r, execIndex); err != nil {
 			return fmt.Errorf("replication: restore executor: %w", err)
 		}
+		f.execRestores.Add(1)
 	}
 	f.m.Restore(st)
 	f.appliedIdx.Store(st.Applied())
@@ -272,7 +246,7 @@ type fsmSnapshot struct {
 	fsm       *fsm
 	index     uint64 // the state's applied index
 	state     []byte
-	exec      ExecutorSnapshot
+	exec      group.ExecutorSnapshot
 	execIndex uint64 // the executor's AppliedIndex at capture
 }
 

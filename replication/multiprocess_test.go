@@ -17,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -25,7 +24,6 @@ import (
 	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/protocol"
-	"github.com/flexkv/flexkv/multicast/rawnode"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -81,38 +79,6 @@ func (s replicaSpec) config() (Config, error) {
 	}, nil
 }
 
-// countingRecorder counts a Recorder's deliveries, so that a child process
-// can report its progress without scanning its store.
-type countingRecorder struct {
-	*Recorder
-	delivered atomic.Int64
-}
-
-func (c *countingRecorder) Execute(index uint64, ds []multicast.Message, in []rawnode.AppInbound) ([]rawnode.AppSend, error) {
-	sends, err := c.Recorder.Execute(index, ds, in)
-	if err != nil {
-		return nil, err
-	}
-	c.delivered.Add(int64(len(ds)))
-	return sends, nil
-}
-
-func (c *countingRecorder) RestoreSnapshot(r io.Reader, index uint64) error {
-	if err := c.Recorder.RestoreSnapshot(r, index); err != nil {
-		return err
-	}
-	return c.recount()
-}
-
-func (c *countingRecorder) recount() error {
-	ds, err := c.Deliveries()
-	if err != nil {
-		return err
-	}
-	c.delivered.Store(int64(len(ds)))
-	return nil
-}
-
 // replicaMain runs the replica of the spec at specPath in this process and
 // returns the process's exit code.
 func replicaMain(specPath string) int {
@@ -146,11 +112,7 @@ func runReplica(specPath string) error {
 	if err != nil {
 		return err
 	}
-	exe := &countingRecorder{Recorder: rec}
-	if err := exe.recount(); err != nil {
-		return errors.Join(err, rec.Close())
-	}
-	cfg.Executor = exe
+	cfg.Executor = rec
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	r, err := Open(cfg)
 	if err != nil {
@@ -194,7 +156,7 @@ func runReplica(specPath string) error {
 					return err
 				}
 			}
-			if n := exe.delivered.Load(); n != delivered {
+			if n := rec.Delivered(); n != delivered {
 				delivered = n
 				if err := report("delivered " + strconv.FormatInt(n, 10)); err != nil {
 					return err

@@ -55,7 +55,9 @@ type Config struct {
 	// (voteGuard): a replica whose data was lost must not help elect a
 	// leader that lacks committed entries.
 	Existing bool
-	Executor Executor
+	// Executor runs the group's deliveries (group.Executor); the replica
+	// snapshots and restores it with its raft snapshots.
+	Executor group.Executor
 
 	TickInterval      time.Duration // default DefaultTickInterval
 	ElectionTimeout   time.Duration // default 300ms
@@ -614,6 +616,11 @@ func (r *Replica) leaderErr(err error) error {
 // InvalidEntries returns how many log entries this replica's state skipped
 // as malformed since it opened (see State.Apply).
 func (r *Replica) InvalidEntries() int64 { return r.fsm.invalid.Load() }
+
+// ExecutorRestores returns how many times the executor's state was replaced
+// by one from a raft snapshot since the replica opened: a replica that fell
+// behind its group's log, or lost its data.
+func (r *Replica) ExecutorRestores() int64 { return r.fsm.execRestores.Load() }
 
 // Leader returns the gRPC address of the group's leader, if known.
 func (r *Replica) Leader() string {

@@ -17,7 +17,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -158,8 +157,7 @@ type Server struct {
 
 	// ready is set once replica is: the client API's handlers read it
 	// first (intercept).
-	ready    atomic.Bool
-	restores atomic.Int64 // executor states installed from raft snapshots
+	ready atomic.Bool
 	// peerRefusals counts peer calls refused for their claimed group,
 	// fingerprintRefusals those refused for their configuration
 	// fingerprint (DESIGN 13).
@@ -275,7 +273,7 @@ func Open(cfg Config) (*Server, error) {
 	rc.Dir = filepath.Join(cfg.Dir, "raft")
 	rc.Bootstrap = state == ClusterNew
 	rc.Existing = state == ClusterExisting
-	rc.Executor = replicaExecutor{Executor: s.exec, restores: &s.restores}
+	rc.Executor = s.exec
 	rc.NoSync = cfg.NoSync
 	rc.Logger = cfg.Logger
 	rc.FrameFilter = cfg.FrameFilter
@@ -529,7 +527,7 @@ func (s *Server) VotesRefused() int64 { return s.replica.VotesRefused() }
 
 // SnapshotsRestored returns how many times this server's executor state was
 // replaced by one from a raft snapshot.
-func (s *Server) SnapshotsRestored() int64 { return s.restores.Load() }
+func (s *Server) SnapshotsRestored() int64 { return s.replica.ExecutorRestores() }
 
 // InvalidEntries returns how many log entries the replica skipped as
 // malformed since it opened: none on a healthy cluster.
@@ -571,26 +569,4 @@ func (s *Server) Close() error {
 		s.closeErr = errors.Join(append(errs, s.store.Close())...)
 	})
 	return s.closeErr
-}
-
-// replicaExecutor adapts executor.Executor, whose Snapshot returns a concrete type, to
-// replication.Executor.
-type replicaExecutor struct {
-	*executor.Executor
-	restores *atomic.Int64
-}
-
-// RestoreSnapshot counts the executor states installed from a raft
-// snapshot (a replica that fell behind its group's log).
-func (e replicaExecutor) RestoreSnapshot(r io.Reader, index uint64) error {
-	e.restores.Add(1)
-	return e.Executor.RestoreSnapshot(r, index)
-}
-
-func (e replicaExecutor) Snapshot() (replication.ExecutorSnapshot, error) {
-	sn, err := e.Executor.Snapshot()
-	if err != nil {
-		return nil, err
-	}
-	return sn, nil
 }

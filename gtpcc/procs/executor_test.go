@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/flexkv/flexkv/executor"
+	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/gtpcc/procs"
 	"github.com/flexkv/flexkv/kv"
 	"github.com/flexkv/flexkv/multicast"
@@ -90,7 +91,7 @@ func TestExecutorRemoteWarehouseNotLoaded(t *testing.T) {
 		for _, g := range m.Dst.Slice() {
 			r := reps[g]
 			r.index++
-			sends, err := r.ex.Execute(r.index, []multicast.Message{m}, nil)
+			sends, err := r.ex.Execute(r.index, group.Clock{}, []multicast.Message{m}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -81,7 +81,7 @@ var house = []room{
 		tests: []string{"multicast/check", "multicast/flexcast", "multicast/protocol", "multicast/skeen"}},
 	{dir: "replication/transport", floor: 4, imports: []string{"internal/rpcflow", "multicast/channel", "partition", "replication/transport/transportpb"},
 		tests: []string{"internal/testaddr"}, ext: grpcExt},
-	{dir: "gtpcc/procs", floor: 4, imports: []string{"txn"}, tests: []string{"executor", "kv", "multicast", "partition"}},
+	{dir: "gtpcc/procs", floor: 4, imports: []string{"txn"}, tests: []string{"executor", "group", "kv", "multicast", "partition"}},
 	// 5: the group state machine, the API's conversions, the scripted
 	// environment of the cores.
 	{dir: "group", floor: 5, imports: []string{"internal/wire", "multicast", "multicast/channel", "multicast/protocol", "multicast/rawnode", "partition"}},
