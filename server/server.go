@@ -1,6 +1,6 @@
 // Package server runs one FlexKV replica as a network service: its group's
 // raft replica (package replication), the transaction executor on Pebble
-// (packages txn and kv) and the client API of api/apipb, with the gRPC health
+// (packages executor and kv) and the client API of api/apipb, with the gRPC health
 // service and the peer service between groups that the replica registers,
 // on the replica's gRPC address (DESIGN 2, 5, 7, 11). The server owns the
 // gRPC servers and their listeners; the replica serves nothing itself.
