@@ -85,7 +85,7 @@ var house = []room{
 	// 5: the group state machine, the API's conversions, the scripted
 	// environment of the cores.
 	{dir: "group", floor: 5, imports: []string{"internal/wire", "multicast", "multicast/channel", "multicast/protocol", "multicast/rawnode", "partition"}},
-	{dir: "api", floor: 5, imports: []string{"api/apipb", "multicast/protocol", "partition", "txn"}, tests: []string{"configs"}, ext: protoExt},
+	{dir: "api", floor: 5, imports: []string{"api/apipb", "multicast", "multicast/protocol", "partition", "txn"}, tests: []string{"configs"}, ext: protoExt},
 	{dir: "internal/interaction", floor: 5, imports: []string{"multicast", "multicast/channel", "multicast/check", "multicast/rawnode", "partition"},
 		tests: []string{"multicast/protocol"}, ext: []string{"github.com/cockroachdb/datadriven"}},
 	// 6: the executor, the replication shell, the ordering simulator, the
