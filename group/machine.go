@@ -2,6 +2,7 @@ package group
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/flexkv/flexkv/multicast/rawnode"
 )
@@ -31,15 +32,60 @@ func (m *Machine) State() *State { return m.state }
 // Executor returns the machine's executor.
 func (m *Machine) Executor() Executor { return m.exec }
 
-// Restore replaces the state with st, one rebuilt from a snapshot
-// (RestoreState) of the same group. The executor's own state is the
-// caller's to restore, before or after: the replay rule compares the two
-// indexes at every entry.
-func (m *Machine) Restore(st *State) {
+// Snapshot is a machine captured for a snapshot of the shell (DESIGN 5):
+// the state's encoding at Index, and the executor's state, Exec, captured
+// when the executor was at ExecIndex. The caller writes Exec out (its
+// WriteTo may run concurrently with later entries) and releases it.
+type Snapshot struct {
+	Index     uint64
+	State     []byte
+	ExecIndex uint64
+	Exec      ExecutorSnapshot
+}
+
+// Snapshot captures the machine between two entries. It makes the
+// executor durable first (Executor.Sync), so that after a crash the
+// executor is never behind the snapshot that a replay starts from.
+func (m *Machine) Snapshot() (Snapshot, error) {
+	if err := m.exec.Sync(); err != nil {
+		return Snapshot{}, fmt.Errorf("%w: group %d: sync: %w", ErrExecutor, m.cfg.Self, err)
+	}
+	es, err := m.exec.Snapshot()
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("%w: group %d: snapshot: %w", ErrExecutor, m.cfg.Self, err)
+	}
+	return Snapshot{Index: m.state.Applied(), State: m.state.AppendSnapshot(nil), ExecIndex: m.exec.AppliedIndex(), Exec: es}, nil
+}
+
+// Restore replaces the machine with a snapshot of the same group: the
+// state always, by st (RestoreState of the snapshot's State); the
+// executor's, by the stream exec that the snapshot's Exec wrote at
+// execIndex, only if the executor is behind it. It reports whether it
+// restored the executor.
+//
+// The executor's index moves only on entries that deliver something, so it
+// is compared with the executor's index at capture, not with the state's
+// (usually a tick's): otherwise nearly every restart would rewrite the
+// executor from the snapshot. An executor already ahead is kept: the
+// replay rule (Apply) runs it only on the entries above its index. The
+// snapshot's executor may be ahead of its state too: one taken while a
+// restarted replica replays the entries its executor ran already. That is
+// sound for the same reason: the entries in between are in the log after
+// the snapshot, and the executor's Sent answers for them. The executor's
+// Restore is atomic (a crash leaves the old state or the new one); exec is
+// not read when the executor is kept.
+func (m *Machine) Restore(st *State, execIndex uint64, exec io.Reader) (restored bool, err error) {
 	if st.cfg.Self != m.cfg.Self || st.cfg.Protocol != m.cfg.Protocol {
 		panic(fmt.Sprintf("group: restoring group %d (%s) from a state of group %d (%s)", m.cfg.Self, m.cfg.Protocol, st.cfg.Self, st.cfg.Protocol))
 	}
+	if m.exec.AppliedIndex() < execIndex {
+		if err := m.exec.Restore(exec, execIndex); err != nil {
+			return false, fmt.Errorf("%w: group %d: restore: %w", ErrExecutor, m.cfg.Self, err)
+		}
+		restored = true
+	}
 	m.state = st
+	return restored, nil
 }
 
 // Apply applies the log entry data at index (above State.Applied) and

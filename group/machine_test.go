@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"testing"
 
 	"github.com/flexkv/flexkv/internal/wire"
@@ -103,18 +105,29 @@ func (r *recorder) AppliedIndex() uint64 { return r.applied }
 // Sync does nothing: the recorder keeps nothing on disk.
 func (r *recorder) Sync() error { return nil }
 
-// Snapshot captures the applied index and the ids executed.
+// Snapshot captures the applied index, the ids executed and what Sent
+// keeps, by index.
 func (r *recorder) Snapshot() (ExecutorSnapshot, error) {
 	b := wire.AppendUvarint(nil, r.applied)
 	b = wire.AppendUvarint(b, uint64(len(r.executed)))
 	for _, id := range r.executed {
 		b = wire.AppendMsgID(b, id)
 	}
+	indexes := slices.Sorted(maps.Keys(r.sent))
+	b = wire.AppendUvarint(b, uint64(len(indexes)))
+	for _, i := range indexes {
+		b = wire.AppendUvarint(b, i)
+		b = wire.AppendUvarint(b, uint64(len(r.sent[i])))
+		for _, a := range r.sent[i] {
+			b = wire.AppendUvarint(b, uint64(a.To))
+			b = wire.AppendMsgID(b, a.About)
+			b = wire.AppendBytes(b, a.Payload)
+		}
+	}
 	return recorderSnapshot(b), nil
 }
 
-// Restore replaces what the recorder ran with a snapshot's; what it sent
-// before the snapshot is forgotten, as ForgetSent would.
+// Restore replaces what the recorder ran and sent with a snapshot's.
 func (r *recorder) Restore(rd io.Reader, index uint64) error {
 	b, err := io.ReadAll(rd)
 	if err != nil {
@@ -127,13 +140,22 @@ func (r *recorder) Restore(rd io.Reader, index uint64) error {
 	for range n {
 		executed = append(executed, d.MsgID())
 	}
+	sent := map[uint64][]rawnode.AppSend{}
+	for range d.Count(2) {
+		i := d.Uvarint()
+		var sends []rawnode.AppSend
+		for range d.Count(3) {
+			sends = append(sends, rawnode.AppSend{To: partition.GroupID(d.Uvarint()), About: d.MsgID(), Payload: bytes.Clone(d.Bytes())})
+		}
+		sent[i] = sends
+	}
 	if err := d.Finish(); err != nil {
 		return fmt.Errorf("recorder: snapshot: %w", err)
 	}
 	if applied != index {
 		return fmt.Errorf("recorder: snapshot at %d restored as %d", applied, index)
 	}
-	r.applied, r.executed, r.sent = applied, executed, map[uint64][]rawnode.AppSend{}
+	r.applied, r.executed, r.sent = applied, executed, sent
 	return nil
 }
 
@@ -168,8 +190,8 @@ func TestRecorderSnapshot(t *testing.T) {
 	if err := c.Restore(bytes.NewReader(buf.Bytes()), r.AppliedIndex()); err != nil {
 		t.Fatal(err)
 	}
-	if c.AppliedIndex() != r.AppliedIndex() || fmt.Sprint(c.executed) != fmt.Sprint(r.executed) {
-		t.Errorf("restored recorder at %d ran %v, want %d and %v", c.AppliedIndex(), c.executed, r.AppliedIndex(), r.executed)
+	if c.AppliedIndex() != r.AppliedIndex() || fmt.Sprint(c.executed) != fmt.Sprint(r.executed) || fmt.Sprint(c.sent) != fmt.Sprint(r.sent) {
+		t.Errorf("restored recorder at %d ran %v and sent %v, want %d, %v and %v", c.AppliedIndex(), c.executed, c.sent, r.AppliedIndex(), r.executed, r.sent)
 	}
 	if err := c.Restore(bytes.NewReader(buf.Bytes()), r.AppliedIndex()+1); err == nil {
 		t.Error("a snapshot restored at another index accepted")
@@ -206,10 +228,55 @@ func testEntries() [][]byte {
 	return es
 }
 
-// TestReplayRule: a replica restarted from a state snapshot older than its
-// executor replays the entries in between: the executor runs none of them
-// again, their sends are queued again, and the state ends byte-identical to
-// the one that never restarted.
+// machineSnapshot is a Machine.Snapshot written out, as a shell keeps it.
+type machineSnapshot struct {
+	state     []byte
+	execIndex uint64
+	exec      []byte
+}
+
+func takeSnapshot(t *testing.T, m *Machine) machineSnapshot {
+	t.Helper()
+	ms, err := m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ms.Exec.Release()
+	var buf bytes.Buffer
+	if _, err := ms.Exec.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if ms.Index != m.State().Applied() || ms.ExecIndex != m.Executor().AppliedIndex() {
+		t.Fatalf("snapshot at %d, executor at %d; the machine is at %d, its executor at %d", ms.Index, ms.ExecIndex, m.State().Applied(), m.Executor().AppliedIndex())
+	}
+	return machineSnapshot{state: ms.State, execIndex: ms.ExecIndex, exec: buf.Bytes()}
+}
+
+// restart returns a machine of cfg over exec restored from sn, and whether
+// it restored the executor.
+func restart(t *testing.T, cfg Config, exec Executor, sn machineSnapshot) (*Machine, bool) {
+	t.Helper()
+	st, err := RestoreState(cfg, sn.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewMachine(cfg, exec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored, err := m.Restore(st, sn.execIndex, bytes.NewReader(sn.exec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, restored
+}
+
+// TestReplayRule: a replica restarted from a snapshot older than its
+// executor replays the entries in between: the executor, kept, runs none
+// of them again, their sends are queued again, and the state ends
+// byte-identical to the one that never restarted. A replica whose executor
+// lost its state is restored whole from the snapshot, and runs the entries
+// after it to the same state.
 //
 // Group 0 alone delivers these entries under FlexCast (the lca) and the tree
 // (the root); Skeen needs the other destinations' proposals, so its replay
@@ -225,7 +292,7 @@ func TestReplayRule(t *testing.T) {
 			}
 			const cut = 5
 			applyAll(t, a, 1, entries[:cut])
-			snap := a.State().AppendSnapshot(nil)
+			snap := takeSnapshot(t, a)
 			applyAll(t, a, cut+1, entries[cut:])
 			ran, calls := len(exec.executed), exec.calls()
 			if ran == 0 {
@@ -234,15 +301,10 @@ func TestReplayRule(t *testing.T) {
 
 			// The restart: the executor kept its effects (all entries), the
 			// state comes back from the snapshot at cut.
-			st, err := RestoreState(testConfig(t, p, 0), snap)
-			if err != nil {
-				t.Fatal(err)
+			b, restored := restart(t, testConfig(t, p, 0), exec, snap)
+			if restored {
+				t.Fatal("an executor ahead of the snapshot was restored from it")
 			}
-			b, err := NewMachine(testConfig(t, p, 0), exec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b.Restore(st)
 			outs := applyAll(t, b, cut+1, entries[cut:])
 			if exec.calls() != calls || len(exec.executed) != ran {
 				t.Fatalf("replay executed again: %d calls, %d deliveries; before the restart %d, %d", exec.calls(), len(exec.executed), calls, ran)
@@ -260,6 +322,21 @@ func TestReplayRule(t *testing.T) {
 			if got, want := b.State().AppendSnapshot(nil), a.State().AppendSnapshot(nil); !bytes.Equal(got, want) {
 				t.Errorf("the replayed state differs from the one that never restarted (%d and %d bytes)", len(got), len(want))
 			}
+
+			// The executor lost its state: the snapshot restores it, and it
+			// runs every entry after the snapshot.
+			lost := newRecorder(1)
+			c, restored := restart(t, testConfig(t, p, 0), lost, snap)
+			if !restored || lost.AppliedIndex() != snap.execIndex {
+				t.Fatalf("an empty executor restored %v, at %d; want it restored at %d", restored, lost.AppliedIndex(), snap.execIndex)
+			}
+			applyAll(t, c, cut+1, entries[cut:])
+			if fmt.Sprint(lost.executed) != fmt.Sprint(exec.executed) {
+				t.Errorf("the restored executor ran %v, want %v", lost.executed, exec.executed)
+			}
+			if got, want := c.State().AppendSnapshot(nil), a.State().AppendSnapshot(nil); !bytes.Equal(got, want) {
+				t.Errorf("the restored replica's state differs from the one that never restarted (%d and %d bytes)", len(got), len(want))
+			}
 		})
 	}
 }
@@ -274,21 +351,55 @@ func TestReplayNeedsSent(t *testing.T) {
 		t.Fatal(err)
 	}
 	applyAll(t, a, 1, entries[:1])
-	snap := a.State().AppendSnapshot(nil)
+	snap := takeSnapshot(t, a)
 	applyAll(t, a, 2, entries[1:])
 	// An executor that forgot what it sent.
 	if err := exec.ForgetSent(exec.AppliedIndex()); err != nil {
 		t.Fatal(err)
 	}
-	st, err := RestoreState(testConfig(t, protocol.FlexCast, 0), snap)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := NewMachine(testConfig(t, protocol.FlexCast, 0), exec)
-	b.Restore(st)
+	b, _ := restart(t, testConfig(t, protocol.FlexCast, 0), exec, snap)
 	applyAll(t, b, 2, entries[1:])
 	if bytes.Equal(b.State().AppendSnapshot(nil), a.State().AppendSnapshot(nil)) {
 		t.Fatal("states agree although the replay queued no votes")
+	}
+}
+
+// A snapshot taken while a restarted replica replays, its executor ahead
+// of its state, restores an executor that lost everything to the same
+// state: the entries in between are replayed with the sends the restored
+// executor keeps, and none runs twice.
+func TestSnapshotDuringReplay(t *testing.T) {
+	entries := testEntries()
+	cfg := testConfig(t, protocol.FlexCast, 0)
+	exec := newRecorder(1)
+	a, err := NewMachine(cfg, exec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const cut = 5
+	applyAll(t, a, 1, entries[:cut])
+	early := takeSnapshot(t, a)
+	applyAll(t, a, cut+1, entries[cut:])
+
+	// b restarts from the early snapshot over the executor that ran
+	// everything, and is snapshotted before it replays anything.
+	b, _ := restart(t, cfg, exec, early)
+	during := takeSnapshot(t, b)
+	if during.execIndex <= b.State().Applied() {
+		t.Fatalf("executor at %d, state at %d: the snapshot is not taken during a replay", during.execIndex, b.State().Applied())
+	}
+	lost := newRecorder(1)
+	c, restored := restart(t, cfg, lost, during)
+	if !restored {
+		t.Fatal("an empty executor was not restored")
+	}
+	ran := len(lost.executed)
+	applyAll(t, c, cut+1, entries[cut:])
+	if len(lost.executed) != ran {
+		t.Errorf("the restored executor ran %d deliveries again", len(lost.executed)-ran)
+	}
+	if got, want := c.State().AppendSnapshot(nil), a.State().AppendSnapshot(nil); !bytes.Equal(got, want) {
+		t.Errorf("the replica restored during a replay differs from the one that never restarted (%d and %d bytes)", len(got), len(want))
 	}
 }
 

@@ -136,15 +136,11 @@ func (f *fsm) withState(fn func(*group.State)) {
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.exec.Sync(); err != nil {
-		return nil, fmt.Errorf("replication: snapshot: %w", err)
-	}
-	es, err := f.exec.Snapshot()
+	sn, err := f.m.Snapshot()
 	if err != nil {
 		return nil, fmt.Errorf("replication: snapshot: %w", err)
 	}
-	st := f.m.State()
-	return &fsmSnapshot{fsm: f, index: st.Applied(), state: st.AppendSnapshot(nil), exec: es, execIndex: f.exec.AppliedIndex()}, nil
+	return &fsmSnapshot{fsm: f, sn: sn}, nil
 }
 
 // persistedSnapshot records that the raft snapshot at index is durable: the
@@ -164,20 +160,15 @@ func (f *fsm) persistedSnapshot(index uint64) error {
 	return f.exec.ForgetSent(prev)
 }
 
-// Restore replaces the state with a snapshot: the protocol state always,
-// the executor's only if the executor is behind the executor state the
-// snapshot carries. The executor's index moves only on entries that deliver
-// something, so it is compared with the executor's index at capture, not
-// with the snapshot's raft index (usually a tick's): otherwise nearly every
-// restart would rewrite the executor from the snapshot.
+// Restore replaces the state with a snapshot, as group.Machine.Restore
+// says: the protocol state always, the executor's only if the executor is
+// behind the executor state the snapshot carries.
 //
 // Restore runs at startup (the latest local snapshot) and when the leader
 // installs a snapshot on a follower that fell behind. In the second case an
 // executor that is already ahead is kept and nothing is synced: after a crash
 // its durable index may be below the snapshot's, which is still sound
-// because startup restores that same snapshot first. The executor's Restore
-// replaces its state atomically (group.Executor: a crash leaves the old
-// state or the new one).
+// because startup restores that same snapshot first.
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	r := bufio.NewReader(rc)
@@ -207,18 +198,15 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if err := binary.Read(r, binary.BigEndian, &execIndex); err != nil {
 		return fmt.Errorf("replication: restore: %w", err)
 	}
-	if execIndex > st.Applied() {
-		return fmt.Errorf("replication: restore: executor at %d, ahead of the state at %d", execIndex, st.Applied())
-	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.exec.AppliedIndex() < execIndex {
-		if err := f.exec.Restore(r, execIndex); err != nil {
-			return fmt.Errorf("replication: restore executor: %w", err)
-		}
+	restored, err := f.m.Restore(st, execIndex, r)
+	if err != nil {
+		return fmt.Errorf("replication: %w", err)
+	}
+	if restored {
 		f.execRestores.Add(1)
 	}
-	f.m.Restore(st)
 	f.appliedIdx.Store(st.Applied())
 	f.signalAdvanced()
 	return nil
@@ -243,26 +231,23 @@ func (f *fsm) stateBytesMax() uint64 {
 }
 
 type fsmSnapshot struct {
-	fsm       *fsm
-	index     uint64 // the state's applied index
-	state     []byte
-	exec      group.ExecutorSnapshot
-	execIndex uint64 // the executor's AppliedIndex at capture
+	fsm *fsm
+	sn  group.Snapshot
 }
 
 // Persist writes the state's length and bytes, the executor's index, then
 // the executor's state.
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	w := bufio.NewWriter(sink)
-	err := binary.Write(w, binary.BigEndian, uint64(len(s.state)))
+	err := binary.Write(w, binary.BigEndian, uint64(len(s.sn.State)))
 	if err == nil {
-		_, err = w.Write(s.state)
+		_, err = w.Write(s.sn.State)
 	}
 	if err == nil {
-		err = binary.Write(w, binary.BigEndian, s.execIndex)
+		err = binary.Write(w, binary.BigEndian, s.sn.ExecIndex)
 	}
 	if err == nil {
-		_, err = s.exec.WriteTo(w)
+		_, err = s.sn.Exec.WriteTo(w)
 	}
 	if err == nil {
 		err = w.Flush()
@@ -275,8 +260,8 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	}
 	// Forgetting is an optimisation: a failure leaves records behind, not a
 	// wrong state, and the snapshot itself is good.
-	_ = s.fsm.persistedSnapshot(s.index)
+	_ = s.fsm.persistedSnapshot(s.sn.Index)
 	return nil
 }
 
-func (s *fsmSnapshot) Release() { s.exec.Release() }
+func (s *fsmSnapshot) Release() { s.sn.Exec.Release() }

@@ -190,34 +190,48 @@ func (r *Recorder) Snapshot() (group.ExecutorSnapshot, error) {
 
 type recorderSnapshot struct{ snap *pebble.Snapshot }
 
-// WriteTo writes every recorded delivery, length-prefixed, then a zero.
+// WriteTo writes every recorded delivery, length-prefixed, then a zero;
+// then every kept send, its key and its value length-prefixed, then a zero.
 func (s *recorderSnapshot) WriteTo(w io.Writer) (int64, error) {
-	it, err := s.snap.NewIter(&pebble.IterOptions{LowerBound: keyDeliveryLow, UpperBound: keyDeliveryHigh})
-	if err != nil {
-		return 0, err
-	}
 	var n int64
-	var buf []byte
-	for ok := it.First(); ok; ok = it.Next() {
-		buf = wire.AppendBytes(buf[:0], it.Value())
-		k, err := w.Write(buf)
+	for _, sec := range []struct {
+		low, high []byte
+		keys      bool
+	}{{keyDeliveryLow, keyDeliveryHigh, false}, {keySentLow, keySentHigh, true}} {
+		it, err := s.snap.NewIter(&pebble.IterOptions{LowerBound: sec.low, UpperBound: sec.high})
+		if err != nil {
+			return n, err
+		}
+		var buf []byte
+		for ok := it.First(); ok; ok = it.Next() {
+			buf = buf[:0]
+			if sec.keys {
+				buf = wire.AppendBytes(buf, it.Key())
+			}
+			buf = wire.AppendBytes(buf, it.Value())
+			k, err := w.Write(buf)
+			n += int64(k)
+			if err != nil {
+				it.Close()
+				return n, err
+			}
+		}
+		if err := it.Close(); err != nil {
+			return n, err
+		}
+		k, err := w.Write([]byte{0})
 		n += int64(k)
 		if err != nil {
-			it.Close()
 			return n, err
 		}
 	}
-	if err := it.Close(); err != nil {
-		return n, err
-	}
-	k, err := w.Write([]byte{0})
-	return n + int64(k), err
+	return n, nil
 }
 
 func (s *recorderSnapshot) Release() { s.snap.Close() }
 
-// Restore replaces the recorded deliveries with a snapshot's, and forgets
-// every send: the shell asks Sent only for entries above a snapshot.
+// Restore replaces the recorded deliveries and the kept sends with a
+// snapshot's.
 func (r *Recorder) Restore(rd io.Reader, index uint64) error {
 	br := bufio.NewReader(rd)
 	r.mu.Lock()
@@ -232,22 +246,34 @@ func (r *Recorder) Restore(rd io.Reader, index uint64) error {
 	}
 	var seq uint64
 	for {
-		n, err := binary.ReadUvarint(br)
-		if err != nil {
-			return fmt.Errorf("replication: recorder snapshot: %w", err)
-		}
-		if n == 0 {
+		v, err := readRecord(br)
+		if err != nil || v == nil {
+			if err != nil {
+				return err
+			}
 			break
-		}
-		if n > 1<<10 {
-			return fmt.Errorf("replication: recorder snapshot: record of %d bytes", n)
-		}
-		v := make([]byte, n)
-		if _, err := io.ReadFull(br, v); err != nil {
-			return fmt.Errorf("replication: recorder snapshot: %w", err)
 		}
 		seq++
 		if err := b.Set(deliveryKey(seq), v, nil); err != nil {
+			return err
+		}
+	}
+	for {
+		k, err := readRecord(br)
+		if err != nil || k == nil {
+			if err != nil {
+				return err
+			}
+			break
+		}
+		if !bytes.HasPrefix(k, keySentLow) {
+			return fmt.Errorf("replication: recorder snapshot: send key %q", k)
+		}
+		v, err := readRecord(br)
+		if err != nil || v == nil {
+			return fmt.Errorf("replication: recorder snapshot: send %q without a value (%v)", k, err)
+		}
+		if err := b.Set(k, v, nil); err != nil {
 			return err
 		}
 	}
@@ -260,6 +286,26 @@ func (r *Recorder) Restore(rd io.Reader, index uint64) error {
 	r.seq, r.applied = seq, index
 	r.delivered.Store(int64(seq))
 	return nil
+}
+
+// readRecord reads one length-prefixed record of a recorder snapshot; nil
+// at a zero length, the end of a section.
+func readRecord(br *bufio.Reader) ([]byte, error) {
+	n, err := binary.ReadUvarint(br)
+	if err != nil {
+		return nil, fmt.Errorf("replication: recorder snapshot: %w", err)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	if n > 1<<10 {
+		return nil, fmt.Errorf("replication: recorder snapshot: record of %d bytes", n)
+	}
+	v := make([]byte, n)
+	if _, err := io.ReadFull(br, v); err != nil {
+		return nil, fmt.Errorf("replication: recorder snapshot: %w", err)
+	}
+	return v, nil
 }
 
 // Deliveries returns every recorded delivery, in delivery order.
