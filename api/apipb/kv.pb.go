@@ -866,7 +866,9 @@ type TxnResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The answering group's piece; set when executed.
 	Piece *PieceResult `protobuf:"bytes,1,opt,name=piece,proto3" json:"piece,omitempty"`
-	// The names of the transaction's destination groups, in rank order.
+	// The names of the transaction's destination groups, in rank order, for
+	// people. A client checks its own destinations by sending them
+	// (TxnRequest.destination_groups), not by comparing these.
 	Destinations []string `protobuf:"bytes,2,rep,name=destinations,proto3" json:"destinations,omitempty"`
 	// The answering group executed its piece before answering. False when it
 	// is not a destination (the tree protocol's entry may not be) or answered
