@@ -335,8 +335,9 @@ func TestPieceResultRoundTrip(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := wire(t, PieceResultToProto(multicast.MsgID{Client: 1, Seq: 2}, "eu-west-1", &want))
-			if p.ClientId != 1 || p.Seq != 2 || p.Id != "c1.2" || p.Group != "eu-west-1" {
-				t.Errorf("id (%d, %d), deprecated id %q, group %q", p.ClientId, p.Seq, p.Id, p.Group)
+			deprecated := p.GetId() //nolint:staticcheck // still set for older clients
+			if p.ClientId != 1 || p.Seq != 2 || deprecated != "c1.2" || p.Group != "eu-west-1" {
+				t.Errorf("id (%d, %d), deprecated id %q, group %q", p.ClientId, p.Seq, deprecated, p.Group)
 			}
 			got, err := PieceResultFromProto(p)
 			if err != nil {

@@ -120,7 +120,7 @@ func TestAwaitWaitBound(t *testing.T) {
 			defer cancel()
 		}
 		start := time.Now()
-		_, err := kv.Await(ctx, &apipb.AwaitRequest{Id: "c77.1"})
+		_, err := kv.Await(ctx, &apipb.AwaitRequest{ClientId: 77, Seq: 1})
 		took := time.Since(start)
 		if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "bound on a wait") || !strings.Contains(err.Error(), "c77.1") {
 			t.Errorf("caller deadline %s: Await = %v, want DeadlineExceeded naming the id and the server's bound", ctxd, err)

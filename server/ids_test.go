@@ -22,14 +22,14 @@ func TestAwaitID(t *testing.T) {
 		bad  string // a part of the InvalidArgument message, "" if accepted
 	}{
 		{"numbers", &apipb.AwaitRequest{ClientId: 77, Seq: 3}, multicast.MsgID{Client: 77, Seq: 3}, ""},
-		{"numbers win over the string", &apipb.AwaitRequest{ClientId: 77, Seq: 3, Id: "c1.1"}, multicast.MsgID{Client: 77, Seq: 3}, ""},
-		{"deprecated string", &apipb.AwaitRequest{Id: "c77.3"}, multicast.MsgID{Client: 77, Seq: 3}, ""},
+		{"numbers win over the string", &apipb.AwaitRequest{ClientId: 77, Seq: 3, Id: "c1.1"}, multicast.MsgID{Client: 77, Seq: 3}, ""}, //nolint:staticcheck // the deprecated form
+		{"deprecated string", &apipb.AwaitRequest{Id: "c77.3"}, multicast.MsgID{Client: 77, Seq: 3}, ""},                                //nolint:staticcheck // the deprecated form
 		{"anonymous", &apipb.AwaitRequest{ClientId: 1<<63 | 5, Seq: 1}, multicast.MsgID{Client: 1<<63 | 5, Seq: 1}, ""},
 		{"none", &apipb.AwaitRequest{}, multicast.MsgID{}, "no transaction id"},
 		{"client only", &apipb.AwaitRequest{ClientId: 77}, multicast.MsgID{}, "seq 0"},
 		{"seq only", &apipb.AwaitRequest{Seq: 3}, multicast.MsgID{}, "client_id 0"},
 		{"flush", &apipb.AwaitRequest{ClientId: multicast.FlushClient, Seq: 1}, multicast.MsgID{}, "names no transaction"},
-		{"bad string", &apipb.AwaitRequest{Id: "17"}, multicast.MsgID{}, `"17"`},
+		{"bad string", &apipb.AwaitRequest{Id: "17"}, multicast.MsgID{}, `"17"`}, //nolint:staticcheck // the deprecated form
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := awaitID(tc.req)
