@@ -29,8 +29,8 @@ import (
 // It is the executor of the group's contract (group.Executor): the group's
 // state machine calls Execute, single-threaded, in log order, with each
 // entry's deliveries, the votes the entry brought from other groups and
-// the group's log time, and the replication shell snapshots and restores
-// it through the same contract.
+// the group's log time, and snapshots and restores it for the replication
+// shell through the same contract.
 //
 // # Execution order and votes
 //

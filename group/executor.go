@@ -10,9 +10,11 @@ import (
 
 // Executor is the one contract of what runs a group replica's deliveries
 // (DESIGN 1, 5, 6). Package executor implements it on Pebble. A Machine
-// calls Execute, Sent and AppliedIndex as it applies log entries; the
-// replication shell (and the whole-database simulator, which plays its
-// part) calls the rest around its snapshots. Nothing else calls it.
+// calls it: Execute, Sent and AppliedIndex as it applies log entries, Sync,
+// Snapshot and Restore as it is snapshotted and restored (Machine.Snapshot,
+// Machine.Restore); the replication shell (and the whole-database
+// simulator, which plays its part) calls ForgetSent as its snapshots become
+// durable. Nothing else calls it.
 //
 // The caller serializes the calls, but for a snapshot's WriteTo and
 // Release, which may run concurrently with later calls.
@@ -39,9 +41,9 @@ import (
 //     state. It keeps them until ForgetSent(index) or a later one: the shell
 //     calls ForgetSent once a durable snapshot covers the entry and no replay
 //     can ask for it again.
-//   - Sync makes every executed entry durable. The shell calls it before
-//     each snapshot, so that AppliedIndex never falls behind the snapshot
-//     that a replay starts from.
+//   - Sync makes every executed entry durable. Machine.Snapshot calls it
+//     first, so that AppliedIndex never falls behind the snapshot that a
+//     replay starts from.
 //   - Snapshot is cheap: it captures the state as of AppliedIndex, between
 //     two Executes, without copying it (a store snapshot, not a dump). The
 //     shell writes it out later (ExecutorSnapshot.WriteTo), concurrently with
@@ -51,8 +53,10 @@ import (
 //     is index afterwards. It is atomic: a crash or a bad stream leaves the
 //     old state or the new one, never a mix.
 //
-// An error from any method means that the replica can no longer keep its
-// state: it stops rather than diverge from its group (ErrExecutor).
+// An error from any method but ForgetSent means that the replica can no
+// longer keep its state: it stops rather than diverge from its group
+// (ErrExecutor). A ForgetSent that fails leaves records behind, not a wrong
+// state.
 type Executor interface {
 	// Execute runs entry index at the group's log time clock.
 	Execute(index uint64, clock Clock, deliveries []multicast.Message, inbound []rawnode.AppInbound) ([]rawnode.AppSend, error)
