@@ -12,6 +12,7 @@ import (
 	"slices"
 
 	"github.com/flexkv/flexkv/api/apipb"
+	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/txn"
@@ -243,10 +244,13 @@ func ResultsFromProto(ps []*apipb.OpResult) ([]txn.OpResult, error) {
 }
 
 // PieceResultToProto converts group's result for its piece of transaction
-// id ("c<client_id>.<seq>").
-func PieceResultToProto(id, group string, r *txn.PieceResult) *apipb.PieceResult {
+// id. The id travels as its numbers (client_id, seq), and in its
+// deprecated string form for older clients.
+func PieceResultToProto(id multicast.MsgID, group string, r *txn.PieceResult) *apipb.PieceResult {
 	p := &apipb.PieceResult{
-		Id: id, Group: group, Succeeded: r.Succeeded, Results: ResultsToProto(r.Results), Truncated: r.Truncated,
+		Id:       id.String(), //nolint:staticcheck // deprecated, set for older clients
+		ClientId: id.Client, Seq: id.Seq, Group: group,
+		Succeeded: r.Succeeded, Results: ResultsToProto(r.Results), Truncated: r.Truncated,
 	}
 	if r.Aborted {
 		p.Aborted = r.Reason
@@ -265,7 +269,8 @@ func PieceResultFromProto(p *apipb.PieceResult) (txn.PieceResult, error) {
 	}
 	results, err := ResultsFromProto(p.Results)
 	if err != nil {
-		return txn.PieceResult{}, fmt.Errorf("api: piece result of %s at %s: %w", p.Id, p.Group, err)
+		id := multicast.MsgID{Client: p.ClientId, Seq: p.Seq}
+		return txn.PieceResult{}, fmt.Errorf("api: piece result of %s at %s: %w", id, p.Group, err)
 	}
 	return txn.PieceResult{
 		Succeeded: p.Succeeded, Aborted: p.Aborted != "", Reason: p.Aborted, Results: results, Truncated: p.Truncated,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/configs"
+	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/txn"
 )
@@ -333,9 +334,10 @@ func TestPieceResultRoundTrip(t *testing.T) {
 		"truncated": {Succeeded: true, Truncated: true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			p := wire(t, PieceResultToProto("c1.2", "eu-west-1", &want))
-			if p.Id != "c1.2" || p.Group != "eu-west-1" {
-				t.Errorf("id %q, group %q", p.Id, p.Group)
+			p := wire(t, PieceResultToProto(multicast.MsgID{Client: 1, Seq: 2}, "eu-west-1", &want))
+			deprecated := p.GetId() //nolint:staticcheck // still set for older clients
+			if p.ClientId != 1 || p.Seq != 2 || deprecated != "c1.2" || p.Group != "eu-west-1" {
+				t.Errorf("id (%d, %d), deprecated id %q, group %q", p.ClientId, p.Seq, deprecated, p.Group)
 			}
 			got, err := PieceResultFromProto(p)
 			if err != nil {
@@ -347,7 +349,7 @@ func TestPieceResultRoundTrip(t *testing.T) {
 		})
 	}
 	// An abort without a reason still reads as an abort.
-	if p := PieceResultToProto("c1.2", "g", &txn.PieceResult{Aborted: true}); p.Aborted == "" {
+	if p := PieceResultToProto(multicast.MsgID{Client: 1, Seq: 2}, "g", &txn.PieceResult{Aborted: true}); p.Aborted == "" {
 		t.Error("an abort without a reason was lost")
 	}
 	if _, err := PieceResultFromProto(nil); err == nil {

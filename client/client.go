@@ -85,9 +85,10 @@ var (
 	ErrClosed = errors.New("client: closed")
 	// ErrInconsistent is matched by the error of a transaction whose
 	// answers do not agree (destinations report different outcomes) or do
-	// not fit the request (an answer for another id or group, other
-	// destinations than the client computed, missing results). It points
-	// to a bug, or to servers and client with different configurations.
+	// not fit the request (an answer for another id or group, missing
+	// results), or whose entry group computed other destinations than the
+	// client and refused it (it did not run). It points to a bug, or to
+	// servers and client with different configurations.
 	ErrInconsistent = errors.New("client: inconsistent answers")
 	// ErrTooLarge is matched by the error of a call whose answer (or
 	// request) was larger than gRPC lets a side receive: the error names the
@@ -481,6 +482,14 @@ func refused(err error) bool {
 func sessionExpired(err error) bool {
 	st, ok := status.FromError(err)
 	return ok && st.Code() == codes.FailedPrecondition && strings.Contains(st.Message(), apipb.SessionExpiredText)
+}
+
+// destinationsDiffer reports whether err is a server's refusal of a
+// transaction whose destinations, as the client computed them, are not the
+// server's (apipb.DestinationsDifferText): the two configurations differ.
+func destinationsDiffer(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && err != nil && st.Code() == codes.FailedPrecondition && strings.Contains(st.Message(), apipb.DestinationsDifferText)
 }
 
 // renewals bounds how often one write opens a new session after its

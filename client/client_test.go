@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/txn"
 )
@@ -871,5 +872,24 @@ func TestSessionRenewedAfterRedirect(t *testing.T) {
 	}
 	if v := string(cl.stores[0].kv["a/k"]); v != "2" {
 		t.Errorf("a/k = %q, want 2", v)
+	}
+}
+
+// A transaction whose entry group computes other destinations than the
+// client (their configurations differ) is refused there, before it runs:
+// the client trusts that check, and its error matches ErrInconsistent and
+// names the refusal.
+func TestDestinationsDiffer(t *testing.T) {
+	cl := newFakeCluster(t, fakeOptions{})
+	cl.extraDst = partition.SetOf(1)
+	c := newTestClient(t, cl, nil)
+	_, err := c.Txn(context.Background(), &txn.Txn{Then: []txn.Op{add("a/n", 1), add("c/n", 1)}})
+	if !errors.Is(err, ErrInconsistent) || !strings.Contains(err.Error(), apipb.DestinationsDifferText) {
+		t.Errorf("Txn error %v, want one matching ErrInconsistent that says the destinations differ", err)
+	}
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.executions != 0 {
+		t.Errorf("%d transactions ran, want none", cl.executions)
 	}
 }

@@ -59,6 +59,9 @@ type fakeCluster struct {
 	scanPage   int                    // when set, a Scan answers at most this many keys and pages the rest
 	sessions   int                    // sessions opened
 	reads      uint64                 // reads without an id, each run as its own transaction
+	// extraDst are groups the fake adds to every transaction's
+	// destinations: a server whose configuration is not the client's.
+	extraDst partition.GroupSet
 }
 
 // fakeOptions shape a fake cluster.
@@ -355,6 +358,9 @@ func (r *fakeReplica) Txn(ctx context.Context, req *apipb.TxnRequest) (*apipb.Tx
 		return nil, err
 	}
 	dst, err := r.cl.execute(id, req)
+	if _, ok := status.FromError(err); ok && err != nil {
+		return nil, err
+	}
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -381,13 +387,14 @@ func (r *fakeReplica) Await(ctx context.Context, req *apipb.AwaitRequest) (*apip
 		cl.awaits--
 		cl.mu.Unlock()
 	}()
-	r.record("await", req.GetId())
+	id := idOf(req.GetClientId(), req.GetSeq())
+	r.record("await", id)
 	if err := r.scripted(ctx, "await"); err != nil {
 		return nil, err
 	}
 	for {
 		cl.mu.Lock()
-		piece := cl.results[req.GetId()][r.group]
+		piece := cl.results[id][r.group]
 		changed, gate, flip := cl.changed, cl.gates[r.group], cl.flip[r.group]
 		cl.mu.Unlock()
 		if piece != nil {
@@ -430,6 +437,7 @@ func (r *fakeReplica) single(ctx context.Context, method string, client, seq uin
 	}
 	t := &txn.Txn{Then: []txn.Op{op}}
 	dst, err := r.cl.execute(id, &apipb.TxnRequest{
+		ClientId: client, Seq: seq,
 		Body: &apipb.TxnRequest_Txn{Txn: api.TxnToProto(t)}, HomeGroup: r.cl.top.Name(r.group),
 	})
 	if err != nil {
@@ -511,6 +519,7 @@ func (cl *fakeCluster) execute(id string, req *apipb.TxnRequest) (partition.Grou
 		}
 	}
 	results := map[partition.GroupID]*apipb.PieceResult{}
+	mid := multicast.MsgID{Client: req.GetClientId(), Seq: req.GetSeq()}
 	var dst partition.GroupSet
 	switch {
 	case req.GetTxn() != nil:
@@ -519,6 +528,9 @@ func (cl *fakeCluster) execute(id string, req *apipb.TxnRequest) (partition.Grou
 			return 0, err
 		}
 		if dst, err = t.Destinations(cl.pm, cl.top, home); err != nil {
+			return 0, err
+		}
+		if dst, err = cl.checkNamed(id, req, dst); err != nil {
 			return 0, err
 		}
 		pieces, err := t.Pieces(cl.pm, cl.top, dst)
@@ -553,7 +565,7 @@ func (cl *fakeCluster) execute(id string, req *apipb.TxnRequest) (partition.Grou
 			default:
 				res = txn.PieceResult{Succeeded: ok, Results: ops}
 			}
-			results[p.Group] = api.PieceResultToProto(id, cl.top.Name(p.Group), &res)
+			results[p.Group] = api.PieceResultToProto(mid, cl.top.Name(p.Group), &res)
 		}
 	case req.GetCall() != nil:
 		var err error
@@ -563,8 +575,11 @@ func (cl *fakeCluster) execute(id string, req *apipb.TxnRequest) (partition.Grou
 		if dst.Empty() {
 			dst = partition.SetOf(home)
 		}
+		if dst, err = cl.checkNamed(id, req, dst); err != nil {
+			return 0, err
+		}
 		for _, g := range dst.Slice() {
-			results[g] = &apipb.PieceResult{Id: id, Group: cl.top.Name(g), Succeeded: true}
+			results[g] = &apipb.PieceResult{ClientId: mid.Client, Seq: mid.Seq, Group: cl.top.Name(g), Succeeded: true}
 		}
 	default:
 		return 0, errors.New("fake: neither txn nor call")
@@ -573,6 +588,27 @@ func (cl *fakeCluster) execute(id string, req *apipb.TxnRequest) (partition.Grou
 	cl.executions++
 	close(cl.changed)
 	cl.changed = make(chan struct{})
+	return dst, nil
+}
+
+// checkNamed adds extraDst to dst, the destinations the fake computed for
+// request id, and refuses the request, as a server does, if it names other
+// destination groups.
+func (cl *fakeCluster) checkNamed(id string, req *apipb.TxnRequest, dst partition.GroupSet) (partition.GroupSet, error) {
+	for _, g := range cl.extraDst.Slice() {
+		dst = dst.Add(g)
+	}
+	named := req.GetDestinationGroups()
+	if len(named) == 0 {
+		return dst, nil
+	}
+	var theirs partition.GroupSet
+	for _, g := range named {
+		theirs = theirs.Add(partition.GroupID(g))
+	}
+	if theirs != dst || len(named) != dst.Len() {
+		return 0, status.Errorf(codes.FailedPrecondition, "fake: %s: %s: the client routes it to %v, the fake to %v", id, apipb.DestinationsDifferText, named, dst.Slice())
+	}
 	return dst, nil
 }
 

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -133,7 +131,7 @@ type answer struct {
 type tally struct {
 	c     *Client
 	start time.Time
-	id    string
+	id    multicast.MsgID
 	mu    sync.Mutex
 	got   []answer
 }
@@ -141,9 +139,10 @@ type tally struct {
 // add checks piece, g's answer, and records it.
 func (t *tally) add(g partition.GroupID, piece *apipb.PieceResult) error {
 	name := t.c.view.Groups.Name(g)
-	if piece.GetId() != t.id || piece.GetGroup() != name {
-		return fmt.Errorf("%w: asked group %s for %s, got the answer of group %q for %q",
-			ErrInconsistent, name, t.id, piece.GetGroup(), piece.GetId())
+	got := multicast.MsgID{Client: piece.GetClientId(), Seq: piece.GetSeq()}
+	if got != t.id || piece.GetGroup() != name {
+		return fmt.Errorf("%w: asked group %s for %s, got the answer of group %q for %s",
+			ErrInconsistent, name, t.id, piece.GetGroup(), got)
 	}
 	t.mu.Lock()
 	t.got = append(t.got, answer{group: g, ms: float64(time.Since(t.start)) / float64(time.Millisecond), piece: piece})
@@ -203,7 +202,13 @@ func (c *Client) runOnce(ctx context.Context, start time.Time, s *session, entry
 	}
 	s.seq++
 	req.ClientId, req.Seq = client, s.seq
-	id := multicast.MsgID{Client: client, Seq: s.seq}.String()
+	// The entry group checks these against the destinations it computes
+	// (apipb.DestinationsDifferText): the awaits below go where it sends.
+	req.DestinationGroups = req.DestinationGroups[:0]
+	for _, g := range dst.Slice() {
+		req.DestinationGroups = append(req.DestinationGroups, uint32(g))
+	}
+	id := multicast.MsgID{Client: client, Seq: s.seq}
 	tl := &tally{c: c, start: start, id: id}
 
 	// The awaits end with the call: cancel them, then wait for them, so
@@ -232,19 +237,18 @@ func (c *Client) runOnce(ctx context.Context, start time.Time, s *session, entry
 
 	var resp *apipb.TxnResponse
 	var o outcome
-	err = c.invoke(ctx, entry, true, "txn "+id, func(ctx context.Context, kv apipb.KVClient, opts ...grpc.CallOption) error {
+	err = c.invoke(ctx, entry, true, "txn "+id.String(), func(ctx context.Context, kv apipb.KVClient, opts ...grpc.CallOption) error {
 		var md metadata.MD
 		r, err := kv.Txn(ctx, req, append(opts, grpc.Trailer(&md))...)
 		resp = r
 		o.attempt(err, md)
 		return err
 	})
-	if err != nil {
-		return nil, expired(err, id, &o)
+	if destinationsDiffer(err) {
+		return nil, &classError{class: ErrInconsistent, err: fmt.Errorf("client: %s: the entry group %s routes it elsewhere: %w", id, c.view.Groups.Name(entry), err)}
 	}
-	if want := c.names(dst); !slices.Equal(resp.GetDestinations(), want) {
-		return nil, fmt.Errorf("%w: %s: the entry group %s routes it to [%s], the client to [%s]", ErrInconsistent, id,
-			c.view.Groups.Name(entry), strings.Join(resp.GetDestinations(), " "), strings.Join(want, " "))
+	if err != nil {
+		return nil, expired(err, id.String(), &o)
 	}
 	switch {
 	case dst.Has(entry) && resp.GetExecuted():
@@ -266,10 +270,10 @@ func (c *Client) runOnce(ctx context.Context, start time.Time, s *session, entry
 }
 
 // await waits for group g's answer for transaction id.
-func (c *Client) await(ctx context.Context, g partition.GroupID, id string) (*apipb.PieceResult, error) {
+func (c *Client) await(ctx context.Context, g partition.GroupID, id multicast.MsgID) (*apipb.PieceResult, error) {
 	var piece *apipb.PieceResult
-	err := c.invoke(ctx, g, false, "await "+id, func(ctx context.Context, kv apipb.KVClient, opts ...grpc.CallOption) error {
-		r, err := kv.Await(ctx, &apipb.AwaitRequest{Id: id}, opts...)
+	err := c.invoke(ctx, g, false, "await "+id.String(), func(ctx context.Context, kv apipb.KVClient, opts ...grpc.CallOption) error {
+		r, err := kv.Await(ctx, &apipb.AwaitRequest{ClientId: id.Client, Seq: id.Seq}, opts...)
 		piece = r.GetPiece()
 		return err
 	})
@@ -291,7 +295,7 @@ func (c *Client) merge(tl *tally) (*txn.Result, error) {
 		pieces[i] = p
 		dests[i] = txn.DestLatency{Group: c.view.Groups.Name(a.group), Ms: a.ms}
 	}
-	res, err := txn.MergeResults(tl.id, pieces)
+	res, err := txn.MergeResults(tl.id.String(), pieces)
 	switch {
 	case err == nil:
 	case errors.Is(err, txn.ErrAborted):
@@ -304,13 +308,4 @@ func (c *Client) merge(tl *tally) (*txn.Result, error) {
 	}
 	res.Destinations = dests
 	return &res, nil
-}
-
-// names returns the names of the groups of s in rank order.
-func (c *Client) names(s partition.GroupSet) []string {
-	out := make([]string, 0, s.Len())
-	for _, g := range s.Slice() {
-		out = append(out, c.view.Groups.Name(g))
-	}
-	return out
 }

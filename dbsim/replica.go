@@ -125,19 +125,16 @@ func (rp *replica) apply(index uint64, data []byte) (rawnode.Output, error, erro
 // takeSnapshot persists a snapshot as fsm.Snapshot and Persist do, and
 // lets the executor forget what the snapshot before it covers.
 func (rp *replica) takeSnapshot() error {
-	if err := rp.exec.Sync(); err != nil {
-		return err
-	}
-	es, err := rp.exec.Snapshot()
+	ms, err := rp.m.Snapshot()
 	if err != nil {
 		return err
 	}
-	defer es.Release()
+	defer ms.Exec.Release()
 	var buf bytes.Buffer
-	if _, err := es.WriteTo(&buf); err != nil {
+	if _, err := ms.Exec.WriteTo(&buf); err != nil {
 		return err
 	}
-	sn := snapshot{index: rp.applied, state: rp.m.State().AppendSnapshot(nil), execIndex: rp.exec.AppliedIndex(), exec: buf.Bytes()}
+	sn := snapshot{index: ms.Index, state: ms.State, execIndex: ms.ExecIndex, exec: buf.Bytes()}
 	for _, d := range rp.dlog {
 		if d.index <= sn.execIndex {
 			sn.dlog = append(sn.dlog, d)
@@ -180,20 +177,21 @@ func (rp *replica) crash() error {
 	return nil
 }
 
-// restore installs sn as fsm.Restore does: the state always, the executor's
-// only if it is behind the executor state the snapshot carries.
+// restore installs sn as fsm.Restore does (group.Machine.Restore): the
+// state always, the executor's only if it is behind the executor state the
+// snapshot carries.
 func (rp *replica) restore(sn snapshot) error {
 	st, err := group.RestoreState(rp.cfg, sn.state)
 	if err != nil {
 		return fmt.Errorf("%s: restore: %w", rp.name(), err)
 	}
-	if rp.exec.AppliedIndex() < sn.execIndex {
-		if err := rp.exec.RestoreSnapshot(bytes.NewReader(sn.exec), sn.execIndex); err != nil {
-			return fmt.Errorf("%s: restore executor: %w", rp.name(), err)
-		}
+	restored, err := rp.m.Restore(st, sn.execIndex, bytes.NewReader(sn.exec))
+	if err != nil {
+		return fmt.Errorf("%s: %w", rp.name(), err)
+	}
+	if restored {
 		rp.dlog = slices.Clone(sn.dlog)
 	}
-	rp.m.Restore(st)
 	rp.applied = st.Applied()
 	return nil
 }

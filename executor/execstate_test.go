@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/internal/wire"
 	"github.com/flexkv/flexkv/kv"
 	"github.com/flexkv/flexkv/multicast"
@@ -244,7 +245,7 @@ func FuzzExecutorState(f *testing.F) {
 		}
 		m := multicast.Message{ID: id, Dst: partition.SetOf(0, 2), Payload: probe}
 		in := []rawnode.AppInbound{{From: 2, Payload: txn.AppendVote(nil, id, txn.Vote{Group: 2, Holds: true})}}
-		if _, err := ex.Execute(s.AppliedIndex()+1, []multicast.Message{m}, in); err != nil && !corrupt(err) {
+		if _, err := ex.Execute(s.AppliedIndex()+1, group.Clock{}, []multicast.Message{m}, in); err != nil && !corrupt(err) {
 			t.Fatalf("Execute: %v, not about corruption", err)
 		}
 	})

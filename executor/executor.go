@@ -26,9 +26,11 @@ import (
 
 // Executor runs the deliveries of one group replica on its kv.Store
 // (DESIGN 2.5, 5, 6), with the outcome of running them in delivery order.
-// The replication shell calls Execute from its raft state machine,
-// single-threaded, in log order, with each entry's deliveries and the votes
-// the entry brought from other groups.
+// It is the executor of the group's contract (group.Executor): the group's
+// state machine calls Execute, single-threaded, in log order, with each
+// entry's deliveries, the votes the entry brought from other groups and
+// the group's log time, and snapshots and restores it for the replication
+// shell through the same contract.
 //
 // # Execution order and votes
 //
@@ -453,26 +455,18 @@ func (e *Executor) Result(id multicast.MsgID) (txn.PieceResult, bool, error) {
 	return r, true, nil
 }
 
-// Execute runs raft entry index: it queues the deliveries, in order,
-// stores the inbound votes, then goes through the queue in order, letting
-// each piece vote and each delivery run as the rules of conflict.go allow.
-// It commits all of it, with the sends it returns, in one batch with
-// index, which must be above AppliedIndex. The sends are the votes the
-// entry's pieces sent, in queue order, for the channel layer. An error is
-// the store's (the replica must stop) or an invalid index; bad input never
-// fails Execute.
-//
-// Execute keeps the log time of the last entry executed: sessions expire
-// only under ExecuteAt, which group.Machine calls.
-func (e *Executor) Execute(index uint64, deliveries []multicast.Message, inbound []rawnode.AppInbound) ([]rawnode.AppSend, error) {
-	return e.ExecuteAt(index, group.Clock{}, deliveries, inbound)
-}
-
-// ExecuteAt is Execute at the group's log time clock (group.ClockedExecutor):
-// first it drops the session records idle for clock.SessionTicks or more
-// (see Session results, sessions.go). A Clock whose Now is behind the last
-// one's keeps the last.
-func (e *Executor) ExecuteAt(index uint64, clock group.Clock, deliveries []multicast.Message, inbound []rawnode.AppInbound) ([]rawnode.AppSend, error) {
+// Execute runs raft entry index at the group's log time clock
+// (group.Executor): first it drops the session records idle for
+// clock.SessionTicks or more (see Session results, sessions.go); a Clock
+// whose Now is behind the last one's keeps the last. Then it queues the
+// deliveries, in order, stores the inbound votes, and goes through the
+// queue in order, letting each piece vote and each delivery run as the
+// rules of conflict.go allow. It commits all of it, with the sends it
+// returns, in one batch with index, which must be above AppliedIndex. The
+// sends are the votes the entry's pieces sent, in queue order, for the
+// channel layer. An error is the store's (the replica must stop) or an
+// invalid index; bad input never fails Execute.
+func (e *Executor) Execute(index uint64, clock group.Clock, deliveries []multicast.Message, inbound []rawnode.AppInbound) ([]rawnode.AppSend, error) {
 	sends, done, err := e.execute(index, clock, deliveries, inbound)
 	if err != nil {
 		return nil, err
@@ -551,39 +545,36 @@ func (e *Executor) ForgetSent(index uint64) error {
 	return nil
 }
 
-// Snapshot is a captured executor state: the store's, queue and
-// votes included.
-type Snapshot struct {
+// snapshot is a captured executor state: the store's, queue and votes
+// included.
+type snapshot struct {
 	sn *kv.Snapshot
 }
 
-// Index returns the applied index the snapshot captured.
-func (s *Snapshot) Index() uint64 { return s.sn.Index() }
-
-// WriteTo writes the snapshot as a stream that RestoreSnapshot reads; two
+// WriteTo writes the snapshot as a stream that Restore reads; two
 // replicas at the same entry write the same bytes if the shell made the
 // same ForgetSent calls on both.
-func (s *Snapshot) WriteTo(w io.Writer) (int64, error) { return s.sn.WriteTo(w) }
+func (s snapshot) WriteTo(w io.Writer) (int64, error) { return s.sn.WriteTo(w) }
 
 // Release releases the snapshot; a second Release does nothing.
-func (s *Snapshot) Release() { s.sn.Release() }
+func (s snapshot) Release() { s.sn.Release() }
 
-// Snapshot captures the state as of AppliedIndex. It stays valid across
-// later Executes until Release.
-func (e *Executor) Snapshot() (*Snapshot, error) {
+// Snapshot captures the state as of AppliedIndex, a store snapshot that
+// copies nothing. It stays valid across later Executes until Release.
+func (e *Executor) Snapshot() (group.ExecutorSnapshot, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	sn, err := e.cfg.Store.Snapshot()
 	if err != nil {
 		return nil, fmt.Errorf("txn: snapshot: %w", err)
 	}
-	return &Snapshot{sn: sn}, nil
+	return snapshot{sn: sn}, nil
 }
 
-// RestoreSnapshot replaces the state with a stream written by
-// Snapshot.WriteTo at index (kv.Store.RestoreSnapshot: atomic, a
-// bad stream leaves the state as it was).
-func (e *Executor) RestoreSnapshot(r io.Reader, index uint64) error {
+// Restore replaces the state with a stream written by a snapshot's WriteTo
+// at index (kv.Store.RestoreSnapshot: atomic, a bad stream leaves the
+// state as it was).
+func (e *Executor) Restore(r io.Reader, index uint64) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err := e.cfg.Store.RestoreSnapshot(r, index); err != nil {
@@ -595,6 +586,8 @@ func (e *Executor) RestoreSnapshot(r io.Reader, index uint64) error {
 	}
 	return nil
 }
+
+var _ group.Executor = (*Executor)(nil)
 
 // batchRW reads and writes user keys through a kv batch.
 type batchRW struct{ b *kv.Batch }

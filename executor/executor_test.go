@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/kv"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/rawnode"
@@ -226,14 +227,14 @@ func (c *cluster) execute(g partition.GroupID, deliveries []multicast.Message, i
 	c.t.Helper()
 	r := c.reps[g]
 	r.index++
-	sends, err := r.ex.Execute(r.index, deliveries, inbound)
+	sends, err := r.ex.Execute(r.index, group.Clock{}, deliveries, inbound)
 	if err != nil {
 		c.t.Fatalf("group %d: Execute(%d): %v", g, r.index, err)
 	}
 	if c.twins != nil {
 		tw := c.twins[g]
 		tw.index++
-		twin, err := tw.ex.Execute(tw.index, deliveries, inbound)
+		twin, err := tw.ex.Execute(tw.index, group.Clock{}, deliveries, inbound)
 		if err != nil {
 			c.t.Fatalf("group %d twin: Execute(%d): %v", g, tw.index, err)
 		}
@@ -402,7 +403,7 @@ func TestExecutorSingleGroup(t *testing.T) {
 		t.Errorf("executed %d after a second delivery, want 3", got)
 	}
 	// An index that does not increase is refused, and changes nothing.
-	if _, err := r.ex.Execute(r.index, []multicast.Message{c.msg(9, designTransfer)}, nil); !errors.Is(err, kv.ErrInvalid) {
+	if _, err := r.ex.Execute(r.index, group.Clock{}, []multicast.Message{c.msg(9, designTransfer)}, nil); !errors.Is(err, kv.ErrInvalid) {
 		t.Errorf("Execute at the applied index: %v, want kv.ErrInvalid", err)
 	}
 }
@@ -730,7 +731,7 @@ func TestExecutorSnapshotMidQueue(t *testing.T) {
 	twin := newCluster(t, nil)
 	twin.seed(0, map[string]string{"w/0001/old": "gone"})
 	r := twin.reps[0]
-	if err := r.ex.RestoreSnapshot(bytes.NewReader(stream), index); err != nil {
+	if err := r.ex.Restore(bytes.NewReader(stream), index); err != nil {
 		t.Fatal(err)
 	}
 	r.index = index
@@ -750,7 +751,7 @@ func TestExecutorSnapshotMidQueue(t *testing.T) {
 	if !bytes.Equal(twin.snapshot(0), c.snapshot(0)) {
 		t.Error("the original and the restored replica differ after the same entry")
 	}
-	if err := r.ex.RestoreSnapshot(bytes.NewReader(stream[:len(stream)-1]), index); err == nil {
+	if err := r.ex.Restore(bytes.NewReader(stream[:len(stream)-1]), index); err == nil {
 		t.Error("a truncated snapshot restored")
 	}
 }

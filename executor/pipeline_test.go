@@ -61,122 +61,135 @@ func TestPipelineEarlyVote(t *testing.T) {
 // conflict with nothing queued ahead of them, and wait otherwise; whatever
 // the order they run in, every result is the one of delivery order.
 func TestPipelineRunAhead(t *testing.T) {
-	type later struct {
-		js   string
-		now  bool   // runs at once, ahead of the head
-		want string // its result
+	for _, tc := range runAheadCases {
+		t.Run(tc.name, func(t *testing.T) { checkRunAhead(t, tc) })
 	}
-	for _, tc := range []struct {
-		name string
-		seed map[string]string
-		head string // a piece of group 0 that waits for group 2's vote
-		want string // head's result
-		rest []later
-	}{
-		{
-			name: "read after the head's write",
-			head: remoteCompare,
-			want: "succeeded true: 0:put w/0001/x",
-			rest: []later{
-				{`{"then":[{"op":"put","key":"w/0001/y","value":"1"}]}`, true, "succeeded true: 0:put w/0001/y"},
-				{`{"then":[{"op":"get","key":"w/0001/x"}]}`, false, "succeeded true: 0:get w/0001/x=then"},
-				{`{"if":[{"key":"w/0001/x","cmp":"=","value":"then"}],"then":[{"op":"get","key":"w/0001/y"}]}`, false, "succeeded true: 0:get w/0001/y=1"},
-				{`{"then":[{"op":"add","key":"w/0001/x","int":1}]}`, false,
-					`aborted: txn: then[0]: add to "w/0001/x": stored value "then": not an integer`},
-			},
+}
+
+// runAheadCase is a head, a piece of group 0 that waits for group 2's vote,
+// and the deliveries behind it.
+type runAheadCase struct {
+	name string
+	seed map[string]string
+	head string // the head's transaction
+	want string // head's result
+	rest []runAheadLater
+}
+
+// runAheadLater is a delivery behind the head.
+type runAheadLater struct {
+	js   string
+	now  bool   // runs at once, ahead of the head
+	want string // its result
+}
+
+var runAheadCases = []runAheadCase{
+	{
+		name: "read after the head's write",
+		head: remoteCompare,
+		want: "succeeded true: 0:put w/0001/x",
+		rest: []runAheadLater{
+			{`{"then":[{"op":"put","key":"w/0001/y","value":"1"}]}`, true, "succeeded true: 0:put w/0001/y"},
+			{`{"then":[{"op":"get","key":"w/0001/x"}]}`, false, "succeeded true: 0:get w/0001/x=then"},
+			{`{"if":[{"key":"w/0001/x","cmp":"=","value":"then"}],"then":[{"op":"get","key":"w/0001/y"}]}`, false, "succeeded true: 0:get w/0001/y=1"},
+			{`{"then":[{"op":"add","key":"w/0001/x","int":1}]}`, false,
+				`aborted: txn: then[0]: add to "w/0001/x": stored value "then": not an integer`},
 		},
-		{
-			name: "write after the head's read",
-			seed: map[string]string{"w/0001/r": "old"},
-			head: `{"if":[{"key":"w/0004/flag","cmp":"=","value":"on"}],"then":[{"op":"get","key":"w/0001/r"},{"op":"put","key":"w/0001/x","value":"1"}]}`,
-			want: "succeeded true: 0:get w/0001/r=old; 1:put w/0001/x",
-			rest: []later{
-				{`{"then":[{"op":"get","key":"w/0001/r"}]}`, true, "succeeded true: 0:get w/0001/r=old"},
-				{`{"then":[{"op":"put","key":"w/0001/r","value":"new"}]}`, false, "succeeded true: 0:put w/0001/r"},
-				{`{"then":[{"op":"get","key":"w/0001/r"}]}`, false, "succeeded true: 0:get w/0001/r=new"},
-				{`{"then":[{"op":"delete","key":"w/0001/r"}]}`, false, "succeeded true: 0:delete w/0001/r"},
-				{`{"then":[{"op":"get","key":"w/0002/r"}]}`, true, "succeeded true: 0:get w/0002/r missing"},
-			},
+	},
+	{
+		name: "write after the head's read",
+		seed: map[string]string{"w/0001/r": "old"},
+		head: `{"if":[{"key":"w/0004/flag","cmp":"=","value":"on"}],"then":[{"op":"get","key":"w/0001/r"},{"op":"put","key":"w/0001/x","value":"1"}]}`,
+		want: "succeeded true: 0:get w/0001/r=old; 1:put w/0001/x",
+		rest: []runAheadLater{
+			{`{"then":[{"op":"get","key":"w/0001/r"}]}`, true, "succeeded true: 0:get w/0001/r=old"},
+			{`{"then":[{"op":"put","key":"w/0001/r","value":"new"}]}`, false, "succeeded true: 0:put w/0001/r"},
+			{`{"then":[{"op":"get","key":"w/0001/r"}]}`, false, "succeeded true: 0:get w/0001/r=new"},
+			{`{"then":[{"op":"delete","key":"w/0001/r"}]}`, false, "succeeded true: 0:delete w/0001/r"},
+			{`{"then":[{"op":"get","key":"w/0002/r"}]}`, true, "succeeded true: 0:get w/0002/r missing"},
 		},
-		{
-			name: "write into the head's scan",
-			seed: map[string]string{"w/0001/b": "1"},
-			head: `{"if":[{"key":"w/0004/flag","cmp":"=","value":"on"}],"then":[{"op":"scan","key":"w/0001/a","end":"w/0001/m","limit":10}]}`,
-			want: "succeeded true: 0:scan [w/0001/b=1]",
-			rest: []later{
-				{`{"then":[{"op":"put","key":"w/0001/c","value":"2"}]}`, false, "succeeded true: 0:put w/0001/c"},
-				{`{"then":[{"op":"put","key":"w/0001/m","value":"3"}]}`, true, "succeeded true: 0:put w/0001/m"},
-				{`{"then":[{"op":"put","key":"w/0001/a","value":"4"}]}`, false, "succeeded true: 0:put w/0001/a"},
-				{`{"then":[{"op":"put","key":"w/0001/0","value":"5"}]}`, true, "succeeded true: 0:put w/0001/0"},
-			},
+	},
+	{
+		name: "write into the head's scan",
+		seed: map[string]string{"w/0001/b": "1"},
+		head: `{"if":[{"key":"w/0004/flag","cmp":"=","value":"on"}],"then":[{"op":"scan","key":"w/0001/a","end":"w/0001/m","limit":10}]}`,
+		want: "succeeded true: 0:scan [w/0001/b=1]",
+		rest: []runAheadLater{
+			{`{"then":[{"op":"put","key":"w/0001/c","value":"2"}]}`, false, "succeeded true: 0:put w/0001/c"},
+			{`{"then":[{"op":"put","key":"w/0001/m","value":"3"}]}`, true, "succeeded true: 0:put w/0001/m"},
+			{`{"then":[{"op":"put","key":"w/0001/a","value":"4"}]}`, false, "succeeded true: 0:put w/0001/a"},
+			{`{"then":[{"op":"put","key":"w/0001/0","value":"5"}]}`, true, "succeeded true: 0:put w/0001/0"},
 		},
-		{
-			name: "scan over the head's write",
-			head: `{"if":[{"key":"w/0004/flag","cmp":"=","value":"on"}],"then":[{"op":"put","key":"w/0001/c","value":"1"}]}`,
-			want: "succeeded true: 0:put w/0001/c",
-			rest: []later{
-				{`{"then":[{"op":"scan","key":"w/0001/a","end":"w/0001/d","limit":10}]}`, false, "succeeded true: 0:scan [w/0001/c=1]"},
-				{`{"then":[{"op":"scan","key":"w/0001/d","end":"w/0001/z","limit":10}]}`, true, "succeeded true: 0:scan []"},
-				{`{"then":[{"op":"scan","key":"w/0001/a","end":"w/0001/c","limit":10}]}`, true, "succeeded true: 0:scan []"},
-			},
+	},
+	{
+		name: "scan over the head's write",
+		head: `{"if":[{"key":"w/0004/flag","cmp":"=","value":"on"}],"then":[{"op":"put","key":"w/0001/c","value":"1"}]}`,
+		want: "succeeded true: 0:put w/0001/c",
+		rest: []runAheadLater{
+			{`{"then":[{"op":"scan","key":"w/0001/a","end":"w/0001/d","limit":10}]}`, false, "succeeded true: 0:scan [w/0001/c=1]"},
+			{`{"then":[{"op":"scan","key":"w/0001/d","end":"w/0001/z","limit":10}]}`, true, "succeeded true: 0:scan []"},
+			{`{"then":[{"op":"scan","key":"w/0001/a","end":"w/0001/c","limit":10}]}`, true, "succeeded true: 0:scan []"},
 		},
-		{
-			name: "conflict with a queued delivery behind the head",
-			head: remoteCompare,
-			want: "succeeded true: 0:put w/0001/x",
-			rest: []later{
-				{`{"then":[{"op":"get","key":"w/0001/x"},{"op":"put","key":"w/0001/y","value":"queued"}]}`, false,
-					"succeeded true: 0:get w/0001/x=then; 1:put w/0001/y"},
-				{`{"then":[{"op":"get","key":"w/0001/y"}]}`, false, "succeeded true: 0:get w/0001/y=queued"},
-				{`{"then":[{"op":"get","key":"w/0001/z"}]}`, true, "succeeded true: 0:get w/0001/z missing"},
-			},
+	},
+	{
+		name: "conflict with a queued delivery behind the head",
+		head: remoteCompare,
+		want: "succeeded true: 0:put w/0001/x",
+		rest: []runAheadLater{
+			{`{"then":[{"op":"get","key":"w/0001/x"},{"op":"put","key":"w/0001/y","value":"queued"}]}`, false,
+				"succeeded true: 0:get w/0001/x=then; 1:put w/0001/y"},
+			{`{"then":[{"op":"get","key":"w/0001/y"}]}`, false, "succeeded true: 0:get w/0001/y=queued"},
+			{`{"then":[{"op":"get","key":"w/0001/z"}]}`, true, "succeeded true: 0:get w/0001/z missing"},
 		},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := newCluster(t, nil)
-			c.addTwins()
-			c.seed(2, map[string]string{"w/0004/flag": "on"})
-			if tc.seed != nil {
-				c.seed(0, tc.seed)
-			}
-			head := c.msg(1, tc.head)
-			if head.Dst != partition.SetOf(0, 2) {
-				t.Fatalf("head goes to %s", head.Dst)
-			}
-			c.deliver(0, head)
-			var ms []multicast.Message
-			var ahead []multicast.MsgID
-			for i, l := range tc.rest {
-				m := c.msg(uint64(i+2), l.js)
-				ms = append(ms, m)
-				c.deliver(0, m)
-				if got := c.hasResult(0, m); got != l.now {
-					t.Errorf("%s: ran at once %v, want %v", l.js, got, l.now)
-				}
-				if l.now {
-					ahead = append(ahead, m.ID)
-				}
-			}
-			if c.hasResult(0, head) {
-				t.Fatal("the head ran without its vote")
-			}
-			c.deliver(2, head)
-			c.deliver(0)
-			if got := describeResult(c.result(0, head)); got != tc.want {
-				t.Errorf("head: %s, want %s", got, tc.want)
-			}
-			for i, l := range tc.rest {
-				if got := describeResult(c.result(0, ms[i])); got != l.want {
-					t.Errorf("%s: %s, want %s", l.js, got, l.want)
-				}
-			}
-			if got := c.reps[0].executed; !slices.Equal(got[:len(ahead)], ahead) || got[len(ahead)] != head.ID {
-				t.Errorf("group 0 ran %v: want %v first, then the head", got, ahead)
-			}
-			if st := c.reps[0].ex.Stats(); st.RanAhead != uint64(len(ahead)) || st.Queued != 0 {
-				t.Errorf("group 0 stats %+v, want %d run ahead, none queued", st, len(ahead))
-			}
-		})
+	},
+}
+
+// checkRunAhead delivers tc's head and the deliveries behind it to group 0,
+// checks which ran at once, then gives the head its vote and checks every
+// result and the order they ran in.
+func checkRunAhead(t *testing.T, tc runAheadCase) {
+	c := newCluster(t, nil)
+	c.addTwins()
+	c.seed(2, map[string]string{"w/0004/flag": "on"})
+	if tc.seed != nil {
+		c.seed(0, tc.seed)
+	}
+	head := c.msg(1, tc.head)
+	if head.Dst != partition.SetOf(0, 2) {
+		t.Fatalf("head goes to %s", head.Dst)
+	}
+	c.deliver(0, head)
+	var ms []multicast.Message
+	var ahead []multicast.MsgID
+	for i, l := range tc.rest {
+		m := c.msg(uint64(i+2), l.js)
+		ms = append(ms, m)
+		c.deliver(0, m)
+		if got := c.hasResult(0, m); got != l.now {
+			t.Errorf("%s: ran at once %v, want %v", l.js, got, l.now)
+		}
+		if l.now {
+			ahead = append(ahead, m.ID)
+		}
+	}
+	if c.hasResult(0, head) {
+		t.Fatal("the head ran without its vote")
+	}
+	c.deliver(2, head)
+	c.deliver(0)
+	if got := describeResult(c.result(0, head)); got != tc.want {
+		t.Errorf("head: %s, want %s", got, tc.want)
+	}
+	for i, l := range tc.rest {
+		if got := describeResult(c.result(0, ms[i])); got != l.want {
+			t.Errorf("%s: %s, want %s", l.js, got, l.want)
+		}
+	}
+	if got := c.reps[0].executed; !slices.Equal(got[:len(ahead)], ahead) || got[len(ahead)] != head.ID {
+		t.Errorf("group 0 ran %v: want %v first, then the head", got, ahead)
+	}
+	if st := c.reps[0].ex.Stats(); st.RanAhead != uint64(len(ahead)) || st.Queued != 0 {
+		t.Errorf("group 0 stats %+v, want %d run ahead, none queued", st, len(ahead))
 	}
 }
 

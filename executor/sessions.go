@@ -43,7 +43,7 @@ import (
 // the session id, unique in the cluster: group.SessionID): the highest seq
 // delivered, the log time it was last used (a delivery, or a result
 // stored), and the seq of the result kept, if any. Records expire by this
-// group's log time (group.Clock, from the machine's ExecuteAt): one idle
+// group's log time (the group.Clock that the machine passes to Execute): one idle
 // for SessionTicks or more is dropped at the next entry executed, so every
 // replica drops the same ones at the same entry; between executions
 // nothing is stored, so nothing grows. The table holds at most

@@ -146,7 +146,7 @@ func TestSessionResultsExpire(t *testing.T) {
 		t.Helper()
 		r := c.reps[0]
 		r.index++
-		if _, err := ex.ExecuteAt(r.index, group.Clock{Now: now, SessionTicks: 10}, ms, nil); err != nil {
+		if _, err := ex.Execute(r.index, group.Clock{Now: now, SessionTicks: 10}, ms, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -288,7 +288,7 @@ func TestSessionResultsInSnapshot(t *testing.T) {
 	index := c.reps[0].ex.AppliedIndex()
 	twin := newCluster(t, nil)
 	r := twin.reps[0]
-	if err := r.ex.RestoreSnapshot(bytes.NewReader(stream), index); err != nil {
+	if err := r.ex.Restore(bytes.NewReader(stream), index); err != nil {
 		t.Fatal(err)
 	}
 	r.index = index
@@ -359,7 +359,7 @@ func TestSessionResultStoredApart(t *testing.T) {
 		r := c.reps[0]
 		r.index++
 		now++
-		if _, err := ex.ExecuteAt(r.index, group.Clock{Now: now, SessionTicks: 10}, ms, nil); err != nil {
+		if _, err := ex.Execute(r.index, group.Clock{Now: now, SessionTicks: 10}, ms, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -15,7 +15,13 @@
 //     (session.go);
 //   - Machine: a State and the Executor that runs its deliveries, joined by
 //     the replay rule (Machine.Apply): an entry the executor already ran
-//     before a restart is not run again, but its sends are queued again.
+//     before a restart is not run again, but its sends are queued again;
+//     and by the restore rule (Machine.Snapshot, Machine.Restore): a
+//     snapshot carries both states, and restores the executor's only if
+//     the executor is behind it. Executor (executor.go) is the one contract
+//     between a group replica and what executes its deliveries: package
+//     executor implements it, and the shell snapshots and restores it
+//     through the Machine alone.
 //
 // Like the protocol cores, the package reads no clock, draws no random
 // numbers, starts no goroutine and does no I/O (internal/lint checks it):

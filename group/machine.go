@@ -1,61 +1,11 @@
 package group
 
 import (
-	"errors"
 	"fmt"
+	"io"
 
-	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/rawnode"
 )
-
-// Executor is the contract of what runs a group replica's deliveries, in
-// delivery order (package executor implements it on Pebble; the
-// replication shell's recorder keeps them in memory).
-//
-// Durability: Execute need not sync, but must store the entry's index
-// atomically with its effects, so that AppliedIndex after a crash names the
-// last entry whose effects survived.
-//
-// Votes. A transaction whose piece needs another group's vote (DESIGN 6)
-// travels on the group's channels: Execute receives the application
-// payloads (votes) the entry brought, and returns those to send, which the
-// machine queues on its channels like the core's envelopes. Those sends are
-// part of the replicated state, so a replica that replays an entry its
-// executor ran before a restart must queue them again without executing:
-// Sent returns what Execute returned for that entry, which the executor keeps
-// with its effects until the shell says a durable snapshot covers it.
-type Executor interface {
-	// Execute runs the deliveries of entry index, in delivery order, and
-	// the application payloads it brought, in channel order; it returns
-	// the application payloads to send.
-	Execute(index uint64, deliveries []multicast.Message, inbound []rawnode.AppInbound) ([]rawnode.AppSend, error)
-	// Sent returns what Execute returned for entry index <= AppliedIndex.
-	Sent(index uint64) ([]rawnode.AppSend, error)
-	// AppliedIndex is the last entry whose effects are stored.
-	AppliedIndex() uint64
-}
-
-// Clock is a group's log time at an entry (DESIGN 6: sessions expire by
-// log time, never by count): Now is State.LogTime after the entry, and
-// SessionTicks the group's Config.SessionTicks, how long a session lives
-// idle. Every replica sees the same Clock at the same entry.
-type Clock struct {
-	Now          uint64
-	SessionTicks uint64
-}
-
-// ClockedExecutor is an Executor that keeps per-session state of its own
-// (executor keeps the results a session has not acknowledged) and
-// expires it by the group's log time: the machine calls ExecuteAt, with the
-// entry's Clock, in place of Execute.
-type ClockedExecutor interface {
-	Executor
-	ExecuteAt(index uint64, clock Clock, deliveries []multicast.Message, inbound []rawnode.AppInbound) ([]rawnode.AppSend, error)
-}
-
-// ErrExecutor wraps a failure of the executor: the replica can no longer
-// keep its state, and must stop rather than diverge from its group.
-var ErrExecutor = errors.New("group: executor failed")
 
 // Machine is the whole replicated state machine of a group replica: its
 // State and the Executor of its deliveries. It is not safe for concurrent
@@ -82,15 +32,60 @@ func (m *Machine) State() *State { return m.state }
 // Executor returns the machine's executor.
 func (m *Machine) Executor() Executor { return m.exec }
 
-// Restore replaces the state with st, one rebuilt from a snapshot
-// (RestoreState) of the same group. The executor's own state is the
-// caller's to restore, before or after: the replay rule compares the two
-// indexes at every entry.
-func (m *Machine) Restore(st *State) {
+// Snapshot is a machine captured for a snapshot of the shell (DESIGN 5):
+// the state's encoding at Index, and the executor's state, Exec, captured
+// when the executor was at ExecIndex. The caller writes Exec out (its
+// WriteTo may run concurrently with later entries) and releases it.
+type Snapshot struct {
+	Index     uint64
+	State     []byte
+	ExecIndex uint64
+	Exec      ExecutorSnapshot
+}
+
+// Snapshot captures the machine between two entries. It makes the
+// executor durable first (Executor.Sync), so that after a crash the
+// executor is never behind the snapshot that a replay starts from.
+func (m *Machine) Snapshot() (Snapshot, error) {
+	if err := m.exec.Sync(); err != nil {
+		return Snapshot{}, fmt.Errorf("%w: group %d: sync: %w", ErrExecutor, m.cfg.Self, err)
+	}
+	es, err := m.exec.Snapshot()
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("%w: group %d: snapshot: %w", ErrExecutor, m.cfg.Self, err)
+	}
+	return Snapshot{Index: m.state.Applied(), State: m.state.AppendSnapshot(nil), ExecIndex: m.exec.AppliedIndex(), Exec: es}, nil
+}
+
+// Restore replaces the machine with a snapshot of the same group: the
+// state always, by st (RestoreState of the snapshot's State); the
+// executor's, by the stream exec that the snapshot's Exec wrote at
+// execIndex, only if the executor is behind it. It reports whether it
+// restored the executor.
+//
+// The executor's index moves only on entries that deliver something, so it
+// is compared with the executor's index at capture, not with the state's
+// (usually a tick's): otherwise nearly every restart would rewrite the
+// executor from the snapshot. An executor already ahead is kept: the
+// replay rule (Apply) runs it only on the entries above its index. The
+// snapshot's executor may be ahead of its state too: one taken while a
+// restarted replica replays the entries its executor ran already. That is
+// sound for the same reason: the entries in between are in the log after
+// the snapshot, and the executor's Sent answers for them. The executor's
+// Restore is atomic (a crash leaves the old state or the new one); exec is
+// not read when the executor is kept.
+func (m *Machine) Restore(st *State, execIndex uint64, exec io.Reader) (restored bool, err error) {
 	if st.cfg.Self != m.cfg.Self || st.cfg.Protocol != m.cfg.Protocol {
 		panic(fmt.Sprintf("group: restoring group %d (%s) from a state of group %d (%s)", m.cfg.Self, m.cfg.Protocol, st.cfg.Self, st.cfg.Protocol))
 	}
+	if m.exec.AppliedIndex() < execIndex {
+		if err := m.exec.Restore(exec, execIndex); err != nil {
+			return false, fmt.Errorf("%w: group %d: restore: %w", ErrExecutor, m.cfg.Self, err)
+		}
+		restored = true
+	}
 	m.state = st
+	return restored, nil
 }
 
 // Apply applies the log entry data at index (above State.Applied) and
@@ -116,11 +111,8 @@ func (m *Machine) Apply(index uint64, data []byte) (out rawnode.Output, result e
 	var sends []rawnode.AppSend
 	if replay {
 		sends, err = m.exec.Sent(index)
-	} else if ce, ok := m.exec.(ClockedExecutor); ok {
-		clock := Clock{Now: m.state.now, SessionTicks: uint64(m.state.cfg.SessionTicks)}
-		sends, err = ce.ExecuteAt(index, clock, out.Deliveries, out.App)
 	} else {
-		sends, err = m.exec.Execute(index, out.Deliveries, out.App)
+		sends, err = m.exec.Execute(index, m.clock(), out.Deliveries, out.App)
 	}
 	if err != nil {
 		return rawnode.Output{}, result, fmt.Errorf("%w: group %d, entry %d: %w", ErrExecutor, m.cfg.Self, index, err)
@@ -134,4 +126,9 @@ func (m *Machine) Apply(index uint64, data []byte) (out rawnode.Output, result e
 		out.Deliveries, out.Sends, out.Requests = nil, nil, nil
 	}
 	return out, result, nil
+}
+
+// clock returns the group's log time after the entry being applied.
+func (m *Machine) clock() Clock {
+	return Clock{Now: m.state.now, SessionTicks: uint64(m.state.cfg.SessionTicks)}
 }

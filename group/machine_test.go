@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
+	"slices"
 	"testing"
 
+	"github.com/flexkv/flexkv/internal/wire"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/channel"
 	"github.com/flexkv/flexkv/multicast/protocol"
@@ -37,38 +41,48 @@ func reqMsg(client, seq uint64, dst ...partition.GroupID) multicast.Message {
 	return multicast.Message{ID: multicast.MsgID{Client: client, Seq: seq}, Dst: partition.SetOf(dst...), Payload: fmt.Appendf(nil, "m%d.%d", client, seq)}
 }
 
-// recorder is an Executor that keeps what it ran in memory: every delivery
-// it executes makes one vote-like send to group voteTo.
+// recorder is the Executor of this package's tests: it keeps what it ran in
+// memory, with the Clock of every Execute. Every delivery it executes makes
+// one vote-like send to group voteTo, none if voteTo is partition.NoGroup
+// (the state of its group then holds nothing that names the entry a send
+// came from). With fail set, Execute fails with it.
 type recorder struct {
 	voteTo   partition.GroupID
 	applied  uint64
 	executed []multicast.MsgID
-	calls    int // Execute calls
+	clocks   []Clock // of every Execute call, in order
 	sent     map[uint64][]rawnode.AppSend
 	fail     error
 }
+
+var _ Executor = (*recorder)(nil)
 
 func newRecorder(voteTo partition.GroupID) *recorder {
 	return &recorder{voteTo: voteTo, sent: map[uint64][]rawnode.AppSend{}}
 }
 
-func (r *recorder) Execute(index uint64, deliveries []multicast.Message, inbound []rawnode.AppInbound) ([]rawnode.AppSend, error) {
+func (r *recorder) Execute(index uint64, clock Clock, deliveries []multicast.Message, inbound []rawnode.AppInbound) ([]rawnode.AppSend, error) {
 	if r.fail != nil {
 		return nil, r.fail
 	}
 	if index <= r.applied {
 		return nil, fmt.Errorf("recorder: entry %d executed twice (applied %d)", index, r.applied)
 	}
-	r.calls++
+	r.clocks = append(r.clocks, clock)
 	var sends []rawnode.AppSend
 	for _, m := range deliveries {
 		r.executed = append(r.executed, m.ID)
-		sends = append(sends, rawnode.AppSend{To: r.voteTo, About: m.ID, Payload: []byte("vote " + m.ID.String())})
+		if r.voteTo != partition.NoGroup {
+			sends = append(sends, rawnode.AppSend{To: r.voteTo, About: m.ID, Payload: []byte("vote " + m.ID.String())})
+		}
 	}
 	r.applied = index
 	r.sent[index] = sends
 	return sends, nil
 }
+
+// calls returns the number of Execute calls that ran.
+func (r *recorder) calls() int { return len(r.clocks) }
 
 func (r *recorder) Sent(index uint64) ([]rawnode.AppSend, error) {
 	if index > r.applied {
@@ -77,7 +91,112 @@ func (r *recorder) Sent(index uint64) ([]rawnode.AppSend, error) {
 	return r.sent[index], nil
 }
 
+func (r *recorder) ForgetSent(index uint64) error {
+	for i := range r.sent { //flexkv:unordered deleting every match is order-free
+		if i <= index {
+			delete(r.sent, i)
+		}
+	}
+	return nil
+}
+
 func (r *recorder) AppliedIndex() uint64 { return r.applied }
+
+// Sync does nothing: the recorder keeps nothing on disk.
+func (r *recorder) Sync() error { return nil }
+
+// Snapshot captures the applied index, the ids executed and what Sent
+// keeps, by index.
+func (r *recorder) Snapshot() (ExecutorSnapshot, error) {
+	b := wire.AppendUvarint(nil, r.applied)
+	b = wire.AppendUvarint(b, uint64(len(r.executed)))
+	for _, id := range r.executed {
+		b = wire.AppendMsgID(b, id)
+	}
+	indexes := slices.Sorted(maps.Keys(r.sent))
+	b = wire.AppendUvarint(b, uint64(len(indexes)))
+	for _, i := range indexes {
+		b = wire.AppendUvarint(b, i)
+		b = wire.AppendUvarint(b, uint64(len(r.sent[i])))
+		for _, a := range r.sent[i] {
+			b = wire.AppendUvarint(b, uint64(a.To))
+			b = wire.AppendMsgID(b, a.About)
+			b = wire.AppendBytes(b, a.Payload)
+		}
+	}
+	return recorderSnapshot(b), nil
+}
+
+// Restore replaces what the recorder ran and sent with a snapshot's.
+func (r *recorder) Restore(rd io.Reader, index uint64) error {
+	b, err := io.ReadAll(rd)
+	if err != nil {
+		return err
+	}
+	d := wire.NewDecoder(b)
+	applied := d.Uvarint()
+	n := d.Count(1)
+	executed := make([]multicast.MsgID, 0, n)
+	for range n {
+		executed = append(executed, d.MsgID())
+	}
+	sent := map[uint64][]rawnode.AppSend{}
+	for range d.Count(2) {
+		i := d.Uvarint()
+		var sends []rawnode.AppSend
+		for range d.Count(3) {
+			sends = append(sends, rawnode.AppSend{To: partition.GroupID(d.Uvarint()), About: d.MsgID(), Payload: bytes.Clone(d.Bytes())})
+		}
+		sent[i] = sends
+	}
+	if err := d.Finish(); err != nil {
+		return fmt.Errorf("recorder: snapshot: %w", err)
+	}
+	if applied != index {
+		return fmt.Errorf("recorder: snapshot at %d restored as %d", applied, index)
+	}
+	r.applied, r.executed, r.sent = applied, executed, sent
+	return nil
+}
+
+type recorderSnapshot []byte
+
+func (s recorderSnapshot) WriteTo(w io.Writer) (int64, error) {
+	n, err := w.Write(s)
+	return int64(n), err
+}
+
+func (recorderSnapshot) Release() {}
+
+// TestRecorderSnapshot: the test executor's snapshot restores what it ran,
+// so that a test that restarts it from one sees an honest executor.
+func TestRecorderSnapshot(t *testing.T) {
+	r := newRecorder(1)
+	m, err := NewMachine(testConfig(t, protocol.FlexCast, 0), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyAll(t, m, 1, testEntries())
+	sn, err := r.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := sn.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	sn.Release()
+	c := newRecorder(1)
+	if err := c.Restore(bytes.NewReader(buf.Bytes()), r.AppliedIndex()); err != nil {
+		t.Fatal(err)
+	}
+	if c.AppliedIndex() != r.AppliedIndex() || fmt.Sprint(c.executed) != fmt.Sprint(r.executed) || fmt.Sprint(c.sent) != fmt.Sprint(r.sent) {
+		t.Errorf("restored recorder at %d ran %v and sent %v, want %d, %v and %v", c.AppliedIndex(), c.executed, c.sent, r.AppliedIndex(), r.executed, r.sent)
+	}
+	if err := c.Restore(bytes.NewReader(buf.Bytes()), r.AppliedIndex()+1); err == nil {
+		t.Error("a snapshot restored at another index accepted")
+	}
+}
 
 // applyAll applies entries from index first on, failing on an executor
 // error, and returns every output.
@@ -109,10 +228,55 @@ func testEntries() [][]byte {
 	return es
 }
 
-// TestReplayRule: a replica restarted from a state snapshot older than its
-// executor replays the entries in between: the executor runs none of them
-// again, their sends are queued again, and the state ends byte-identical to
-// the one that never restarted.
+// machineSnapshot is a Machine.Snapshot written out, as a shell keeps it.
+type machineSnapshot struct {
+	state     []byte
+	execIndex uint64
+	exec      []byte
+}
+
+func takeSnapshot(t *testing.T, m *Machine) machineSnapshot {
+	t.Helper()
+	ms, err := m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ms.Exec.Release()
+	var buf bytes.Buffer
+	if _, err := ms.Exec.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if ms.Index != m.State().Applied() || ms.ExecIndex != m.Executor().AppliedIndex() {
+		t.Fatalf("snapshot at %d, executor at %d; the machine is at %d, its executor at %d", ms.Index, ms.ExecIndex, m.State().Applied(), m.Executor().AppliedIndex())
+	}
+	return machineSnapshot{state: ms.State, execIndex: ms.ExecIndex, exec: buf.Bytes()}
+}
+
+// restart returns a machine of cfg over exec restored from sn, and whether
+// it restored the executor.
+func restart(t *testing.T, cfg Config, exec Executor, sn machineSnapshot) (*Machine, bool) {
+	t.Helper()
+	st, err := RestoreState(cfg, sn.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewMachine(cfg, exec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored, err := m.Restore(st, sn.execIndex, bytes.NewReader(sn.exec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, restored
+}
+
+// TestReplayRule: a replica restarted from a snapshot older than its
+// executor replays the entries in between: the executor, kept, runs none
+// of them again, their sends are queued again, and the state ends
+// byte-identical to the one that never restarted. A replica whose executor
+// lost its state is restored whole from the snapshot, and runs the entries
+// after it to the same state.
 //
 // Group 0 alone delivers these entries under FlexCast (the lca) and the tree
 // (the root); Skeen needs the other destinations' proposals, so its replay
@@ -128,27 +292,22 @@ func TestReplayRule(t *testing.T) {
 			}
 			const cut = 5
 			applyAll(t, a, 1, entries[:cut])
-			snap := a.State().AppendSnapshot(nil)
+			snap := takeSnapshot(t, a)
 			applyAll(t, a, cut+1, entries[cut:])
-			ran, calls := len(exec.executed), exec.calls
+			ran, calls := len(exec.executed), exec.calls()
 			if ran == 0 {
 				t.Fatal("nothing executed: the test proves nothing")
 			}
 
 			// The restart: the executor kept its effects (all entries), the
 			// state comes back from the snapshot at cut.
-			st, err := RestoreState(testConfig(t, p, 0), snap)
-			if err != nil {
-				t.Fatal(err)
+			b, restored := restart(t, testConfig(t, p, 0), exec, snap)
+			if restored {
+				t.Fatal("an executor ahead of the snapshot was restored from it")
 			}
-			b, err := NewMachine(testConfig(t, p, 0), exec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b.Restore(st)
 			outs := applyAll(t, b, cut+1, entries[cut:])
-			if exec.calls != calls || len(exec.executed) != ran {
-				t.Fatalf("replay executed again: %d calls, %d deliveries; before the restart %d, %d", exec.calls, len(exec.executed), calls, ran)
+			if exec.calls() != calls || len(exec.executed) != ran {
+				t.Fatalf("replay executed again: %d calls, %d deliveries; before the restart %d, %d", exec.calls(), len(exec.executed), calls, ran)
 			}
 			frames := 0
 			for i, out := range outs {
@@ -162,6 +321,21 @@ func TestReplayRule(t *testing.T) {
 			}
 			if got, want := b.State().AppendSnapshot(nil), a.State().AppendSnapshot(nil); !bytes.Equal(got, want) {
 				t.Errorf("the replayed state differs from the one that never restarted (%d and %d bytes)", len(got), len(want))
+			}
+
+			// The executor lost its state: the snapshot restores it, and it
+			// runs every entry after the snapshot.
+			lost := newRecorder(1)
+			c, restored := restart(t, testConfig(t, p, 0), lost, snap)
+			if !restored || lost.AppliedIndex() != snap.execIndex {
+				t.Fatalf("an empty executor restored %v, at %d; want it restored at %d", restored, lost.AppliedIndex(), snap.execIndex)
+			}
+			applyAll(t, c, cut+1, entries[cut:])
+			if fmt.Sprint(lost.executed) != fmt.Sprint(exec.executed) {
+				t.Errorf("the restored executor ran %v, want %v", lost.executed, exec.executed)
+			}
+			if got, want := c.State().AppendSnapshot(nil), a.State().AppendSnapshot(nil); !bytes.Equal(got, want) {
+				t.Errorf("the restored replica's state differs from the one that never restarted (%d and %d bytes)", len(got), len(want))
 			}
 		})
 	}
@@ -177,20 +351,55 @@ func TestReplayNeedsSent(t *testing.T) {
 		t.Fatal(err)
 	}
 	applyAll(t, a, 1, entries[:1])
-	snap := a.State().AppendSnapshot(nil)
+	snap := takeSnapshot(t, a)
 	applyAll(t, a, 2, entries[1:])
-	for i := range exec.sent {
-		exec.sent[i] = nil // an executor that forgot what it sent
-	}
-	st, err := RestoreState(testConfig(t, protocol.FlexCast, 0), snap)
-	if err != nil {
+	// An executor that forgot what it sent.
+	if err := exec.ForgetSent(exec.AppliedIndex()); err != nil {
 		t.Fatal(err)
 	}
-	b, _ := NewMachine(testConfig(t, protocol.FlexCast, 0), exec)
-	b.Restore(st)
+	b, _ := restart(t, testConfig(t, protocol.FlexCast, 0), exec, snap)
 	applyAll(t, b, 2, entries[1:])
 	if bytes.Equal(b.State().AppendSnapshot(nil), a.State().AppendSnapshot(nil)) {
 		t.Fatal("states agree although the replay queued no votes")
+	}
+}
+
+// A snapshot taken while a restarted replica replays, its executor ahead
+// of its state, restores an executor that lost everything to the same
+// state: the entries in between are replayed with the sends the restored
+// executor keeps, and none runs twice.
+func TestSnapshotDuringReplay(t *testing.T) {
+	entries := testEntries()
+	cfg := testConfig(t, protocol.FlexCast, 0)
+	exec := newRecorder(1)
+	a, err := NewMachine(cfg, exec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const cut = 5
+	applyAll(t, a, 1, entries[:cut])
+	early := takeSnapshot(t, a)
+	applyAll(t, a, cut+1, entries[cut:])
+
+	// b restarts from the early snapshot over the executor that ran
+	// everything, and is snapshotted before it replays anything.
+	b, _ := restart(t, cfg, exec, early)
+	during := takeSnapshot(t, b)
+	if during.execIndex <= b.State().Applied() {
+		t.Fatalf("executor at %d, state at %d: the snapshot is not taken during a replay", during.execIndex, b.State().Applied())
+	}
+	lost := newRecorder(1)
+	c, restored := restart(t, cfg, lost, during)
+	if !restored {
+		t.Fatal("an empty executor was not restored")
+	}
+	ran := len(lost.executed)
+	applyAll(t, c, cut+1, entries[cut:])
+	if len(lost.executed) != ran {
+		t.Errorf("the restored executor ran %d deliveries again", len(lost.executed)-ran)
+	}
+	if got, want := c.State().AppendSnapshot(nil), a.State().AppendSnapshot(nil); !bytes.Equal(got, want) {
+		t.Errorf("the replica restored during a replay differs from the one that never restarted (%d and %d bytes)", len(got), len(want))
 	}
 }
 
@@ -312,30 +521,19 @@ func TestSnapshotDeterministic(t *testing.T) {
 	}
 }
 
-// clockedRecorder is a recorder told the log time of every entry it runs.
-type clockedRecorder struct {
-	*recorder
-	clocks []Clock
-}
-
-func (r *clockedRecorder) ExecuteAt(index uint64, clock Clock, deliveries []multicast.Message, inbound []rawnode.AppInbound) ([]rawnode.AppSend, error) {
-	r.clocks = append(r.clocks, clock)
-	return r.Execute(index, deliveries, inbound)
-}
-
-// A ClockedExecutor runs every entry through ExecuteAt, with the log time
-// after the entry and the group's session lifetime.
+// The executor runs every entry with the log time after the entry and the
+// group's session lifetime.
 func TestMachineClock(t *testing.T) {
 	cfg := testConfig(t, protocol.FlexCast, 0)
 	cfg.SessionTicks = 7
-	rec := &clockedRecorder{recorder: newRecorder(1)}
+	rec := newRecorder(1)
 	m, err := NewMachine(cfg, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	applyAll(t, m, 1, testEntries())
-	if len(rec.clocks) == 0 || len(rec.clocks) != rec.calls {
-		t.Fatalf("%d ExecuteAt calls of %d executions", len(rec.clocks), rec.calls)
+	if len(rec.clocks) == 0 {
+		t.Fatal("no Execute call")
 	}
 	// testEntries: requests of s1 at seq i+1 come after i ticks.
 	if got := rec.clocks[0]; got != (Clock{Now: 0, SessionTicks: 7}) {

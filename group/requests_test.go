@@ -8,20 +8,8 @@ import (
 
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/protocol"
-	"github.com/flexkv/flexkv/multicast/rawnode"
+	"github.com/flexkv/flexkv/partition"
 )
-
-// quietExecutor runs deliveries and sends nothing: the state of its group
-// then holds nothing that names the entry a send came from.
-type quietExecutor struct{ *recorder }
-
-func (q quietExecutor) Execute(index uint64, deliveries []multicast.Message, inbound []rawnode.AppInbound) ([]rawnode.AppSend, error) {
-	if _, err := q.recorder.Execute(index, deliveries, inbound); err != nil {
-		return nil, err
-	}
-	q.sent[index] = nil
-	return nil, nil
-}
 
 // An entry of several requests (EncodeRequests) applies each as its own
 // entry would: the same outcome per request (a retry within the entry a
@@ -43,11 +31,11 @@ func TestRequestsEntry(t *testing.T) {
 	}
 	want := []error{nil, ErrDuplicate, nil, multicast.ErrNotEntry, multicast.ErrInvalid, ErrSessionExpired, nil}
 
-	batched, err := NewMachine(testConfig(t, protocol.FlexCast, 0), quietExecutor{newRecorder(1)})
+	batched, err := NewMachine(testConfig(t, protocol.FlexCast, 0), newRecorder(partition.NoGroup))
 	if err != nil {
 		t.Fatal(err)
 	}
-	single, _ := NewMachine(testConfig(t, protocol.FlexCast, 0), quietExecutor{newRecorder(1)})
+	single, _ := NewMachine(testConfig(t, protocol.FlexCast, 0), newRecorder(partition.NoGroup))
 	applyAll(t, batched, 1, [][]byte{EncodeSession()})
 	applyAll(t, single, 1, [][]byte{EncodeSession()})
 

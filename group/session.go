@@ -57,8 +57,8 @@ import (
 // with seq s says that its client received every result of the session
 // below s, and each destination deletes the earlier one as it delivers
 // it. The executor keeps that per destination and expires it by the
-// destination's log time, which the Machine hands it (Clock,
-// ClockedExecutor); package executor, Session results.
+// destination's log time, the Clock the Machine hands Executor.Execute;
+// package executor, Session results.
 
 // AnonymousBit marks the client id of an anonymous request. Session ids
 // never have it (SessionIndexMax).

@@ -1,7 +1,7 @@
 // Package kv is the application state of one group replica, kept in Pebble:
 // user keys and values, the raft index of the last applied entry, and the
 // results of recent transactions (DESIGN 5 and 6). The transaction executor
-// (package txn) reads and writes it through a Batch per raft entry and
+// (package executor) reads and writes it through a Batch per raft entry and
 // commits each batch with the entry's index.
 //
 // # Durability and restart

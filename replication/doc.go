@@ -7,7 +7,9 @@
 // it returns: only the leader transmits, over the transport between group
 // leaders; every replica executes the deliveries.
 //
-// It is the only package that imports hashicorp/raft (internal/lint checks
-// it): the rest of the tree sees raft through Role, ErrShutdown and
-// StreamLayer.
+// It and its sub-package raftstore, which keeps raft's log and stable store
+// in Pebble, are the only packages that import hashicorp/raft (internal/lint
+// checks it): the rest of the tree sees raft through Role, ErrShutdown and
+// StreamLayer. The executor it drives is the group's contract,
+// group.Executor: the shell snapshots and restores it through that alone.
 package replication

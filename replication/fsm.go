@@ -17,40 +17,10 @@ import (
 	"github.com/flexkv/flexkv/multicast/rawnode"
 )
 
-// Executor is what the shell needs of a group replica's executor: the
-// state machine's contract (group.Executor: Execute, Sent, AppliedIndex,
-// and the replay rule's obligations) and what raft's snapshots and restarts
-// add.
-//
-// On restart raft restores its latest snapshot and replays the entries after
-// it; the machine rebuilds the protocol state from all of them and runs the
-// executor only on entries above AppliedIndex (group.Machine.Apply). Sync is
-// called before each raft snapshot is taken, so AppliedIndex never falls
-// behind the snapshot that replay starts from.
-type Executor interface {
-	group.Executor
-	// ForgetSent drops what Sent keeps for entries at or below index.
-	ForgetSent(index uint64) error
-	Sync() error
-	// Snapshot captures the executor's state as of AppliedIndex; it is
-	// called between two Executes, and written out later, concurrently
-	// with further Executes.
-	Snapshot() (ExecutorSnapshot, error)
-	// RestoreSnapshot replaces the state with one captured at index (for a
-	// replica that fell behind or was wiped).
-	RestoreSnapshot(r io.Reader, index uint64) error
-}
-
-// ExecutorSnapshot is a captured executor state.
-type ExecutorSnapshot interface {
-	WriteTo(w io.Writer) (int64, error)
-	Release()
-}
-
 // fsm is the raft state machine of a group replica.
 type fsm struct {
 	cfg  group.Config
-	exec Executor
+	exec group.Executor
 	// output receives what each applied entry produced (the replica's
 	// transmitter takes the frames when it leads).
 	output func(out rawnode.Output)
@@ -62,6 +32,9 @@ type fsm struct {
 	// appliedIdx mirrors state.Applied(); applying is the index of the
 	// entry being applied, 0 between batches (see applied).
 	appliedIdx, applying atomic.Uint64
+	// execRestores counts the executor states installed from raft
+	// snapshots (a replica that fell behind its group's log, or was wiped).
+	execRestores atomic.Int64
 
 	mu sync.Mutex
 	m  *group.Machine
@@ -78,7 +51,7 @@ type fsm struct {
 
 var _ raft.BatchingFSM = (*fsm)(nil)
 
-func newFSM(cfg group.Config, exec Executor, output func(rawnode.Output)) (*fsm, error) {
+func newFSM(cfg group.Config, exec group.Executor, output func(rawnode.Output)) (*fsm, error) {
 	m, err := group.NewMachine(cfg, exec)
 	if err != nil {
 		return nil, err
@@ -163,15 +136,11 @@ func (f *fsm) withState(fn func(*group.State)) {
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.exec.Sync(); err != nil {
-		return nil, fmt.Errorf("replication: snapshot: %w", err)
-	}
-	es, err := f.exec.Snapshot()
+	sn, err := f.m.Snapshot()
 	if err != nil {
 		return nil, fmt.Errorf("replication: snapshot: %w", err)
 	}
-	st := f.m.State()
-	return &fsmSnapshot{fsm: f, index: st.Applied(), state: st.AppendSnapshot(nil), exec: es, execIndex: f.exec.AppliedIndex()}, nil
+	return &fsmSnapshot{fsm: f, sn: sn}, nil
 }
 
 // persistedSnapshot records that the raft snapshot at index is durable: the
@@ -191,20 +160,15 @@ func (f *fsm) persistedSnapshot(index uint64) error {
 	return f.exec.ForgetSent(prev)
 }
 
-// Restore replaces the state with a snapshot: the protocol state always,
-// the executor's only if the executor is behind the executor state the
-// snapshot carries. The executor's index moves only on entries that deliver
-// something, so it is compared with the executor's index at capture, not
-// with the snapshot's raft index (usually a tick's): otherwise nearly every
-// restart would rewrite the executor from the snapshot.
+// Restore replaces the state with a snapshot, as group.Machine.Restore
+// says: the protocol state always, the executor's only if the executor is
+// behind the executor state the snapshot carries.
 //
 // Restore runs at startup (the latest local snapshot) and when the leader
 // installs a snapshot on a follower that fell behind. In the second case an
 // executor that is already ahead is kept and nothing is synced: after a crash
 // its durable index may be below the snapshot's, which is still sound
-// because startup restores that same snapshot first. RestoreSnapshot must
-// replace the executor's state atomically (a crash leaves the old state or
-// the new one).
+// because startup restores that same snapshot first.
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	r := bufio.NewReader(rc)
@@ -234,17 +198,15 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if err := binary.Read(r, binary.BigEndian, &execIndex); err != nil {
 		return fmt.Errorf("replication: restore: %w", err)
 	}
-	if execIndex > st.Applied() {
-		return fmt.Errorf("replication: restore: executor at %d, ahead of the state at %d", execIndex, st.Applied())
-	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.exec.AppliedIndex() < execIndex {
-		if err := f.exec.RestoreSnapshot(r, execIndex); err != nil {
-			return fmt.Errorf("replication: restore executor: %w", err)
-		}
+	restored, err := f.m.Restore(st, execIndex, r)
+	if err != nil {
+		return fmt.Errorf("replication: %w", err)
 	}
-	f.m.Restore(st)
+	if restored {
+		f.execRestores.Add(1)
+	}
 	f.appliedIdx.Store(st.Applied())
 	f.signalAdvanced()
 	return nil
@@ -269,26 +231,23 @@ func (f *fsm) stateBytesMax() uint64 {
 }
 
 type fsmSnapshot struct {
-	fsm       *fsm
-	index     uint64 // the state's applied index
-	state     []byte
-	exec      ExecutorSnapshot
-	execIndex uint64 // the executor's AppliedIndex at capture
+	fsm *fsm
+	sn  group.Snapshot
 }
 
 // Persist writes the state's length and bytes, the executor's index, then
 // the executor's state.
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	w := bufio.NewWriter(sink)
-	err := binary.Write(w, binary.BigEndian, uint64(len(s.state)))
+	err := binary.Write(w, binary.BigEndian, uint64(len(s.sn.State)))
 	if err == nil {
-		_, err = w.Write(s.state)
+		_, err = w.Write(s.sn.State)
 	}
 	if err == nil {
-		err = binary.Write(w, binary.BigEndian, s.execIndex)
+		err = binary.Write(w, binary.BigEndian, s.sn.ExecIndex)
 	}
 	if err == nil {
-		_, err = s.exec.WriteTo(w)
+		_, err = s.sn.Exec.WriteTo(w)
 	}
 	if err == nil {
 		err = w.Flush()
@@ -301,8 +260,8 @@ func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	}
 	// Forgetting is an optimisation: a failure leaves records behind, not a
 	// wrong state, and the snapshot itself is good.
-	_ = s.fsm.persistedSnapshot(s.index)
+	_ = s.fsm.persistedSnapshot(s.sn.Index)
 	return nil
 }
 
-func (s *fsmSnapshot) Release() { s.exec.Release() }
+func (s *fsmSnapshot) Release() { s.sn.Exec.Release() }

@@ -16,66 +16,34 @@ import (
 	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/protocol"
-	"github.com/flexkv/flexkv/multicast/rawnode"
 	"github.com/flexkv/flexkv/partition"
 )
 
-// fakeExec is an in-memory Executor that counts restores. With voteTo
-// set, it sends one application payload to voteTo per delivery, and keeps
-// what it sent by index for Sent.
-type fakeExec struct {
-	applied  uint64
-	ids      []multicast.MsgID
-	restores int
-	voteTo   partition.GroupID
-	sent     map[uint64][]rawnode.AppSend
-	executed []uint64 // indexes Execute was called with
+// openRecorder opens a Recorder in a directory of t's, closed when t ends.
+func openRecorder(t *testing.T, voteTo partition.GroupID) *Recorder {
+	t.Helper()
+	r, err := OpenRecorder(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.VoteTo = voteTo
+	t.Cleanup(func() { r.Close() })
+	return r
 }
 
-func (e *fakeExec) Execute(index uint64, ds []multicast.Message, _ []rawnode.AppInbound) ([]rawnode.AppSend, error) {
-	e.executed = append(e.executed, index)
-	var sends []rawnode.AppSend
-	for _, m := range ds {
-		e.ids = append(e.ids, m.ID)
-		if e.voteTo != 0 {
-			sends = append(sends, rawnode.AppSend{To: e.voteTo, About: m.ID, Payload: []byte(m.ID.String())})
-		}
+// deliveryIndexes returns the entry index of each delivery r recorded.
+func deliveryIndexes(t *testing.T, r *Recorder) []uint64 {
+	t.Helper()
+	ds, err := r.Deliveries()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if e.sent == nil {
-		e.sent = make(map[uint64][]rawnode.AppSend)
+	var out []uint64
+	for _, d := range ds {
+		out = append(out, d.Index)
 	}
-	e.sent[index] = sends
-	e.applied = index
-	return sends, nil
+	return out
 }
-func (e *fakeExec) Sent(index uint64) ([]rawnode.AppSend, error) { return e.sent[index], nil }
-func (e *fakeExec) ForgetSent(index uint64) error {
-	for i := range e.sent { //flexkv:unordered deleting every match is order-free
-		if i <= index {
-			delete(e.sent, i)
-		}
-	}
-	return nil
-}
-func (e *fakeExec) AppliedIndex() uint64 { return e.applied }
-func (e *fakeExec) Sync() error          { return nil }
-func (e *fakeExec) Snapshot() (ExecutorSnapshot, error) {
-	return fakeExecSnap{n: len(e.ids)}, nil
-}
-func (e *fakeExec) RestoreSnapshot(r io.Reader, index uint64) error {
-	e.restores++
-	e.applied = index
-	_, err := io.Copy(io.Discard, r)
-	return err
-}
-
-type fakeExecSnap struct{ n int }
-
-func (s fakeExecSnap) WriteTo(w io.Writer) (int64, error) {
-	k, err := w.Write([]byte{byte(s.n)})
-	return int64(k), err
-}
-func (fakeExecSnap) Release() {}
 
 type bufSink struct{ bytes.Buffer }
 
@@ -93,7 +61,7 @@ func TestRestoreKeepsCurrentExecutor(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := group.Config{Protocol: protocol.FlexCast, Topology: top, Self: 0}
-	exec := &fakeExec{}
+	exec := openRecorder(t, 0)
 	f, err := newFSM(cfg, exec, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -109,8 +77,8 @@ func TestRestoreKeepsCurrentExecutor(t *testing.T) {
 			t.Fatalf("entry %d: %v", i+1, res)
 		}
 	}
-	if exec.applied != 1 {
-		t.Fatalf("executor at %d, want 1 (only entry 1 delivers)", exec.applied)
+	if got := exec.AppliedIndex(); got != 1 {
+		t.Fatalf("executor at %d, want 1 (only entry 1 delivers)", got)
 	}
 	snap, err := f.Snapshot()
 	if err != nil {
@@ -123,13 +91,18 @@ func TestRestoreKeepsCurrentExecutor(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
 		execApplied  uint64
-		wantRestores int
+		wantRestores int64
 	}{
 		{"current executor kept", 1, 0},
 		{"executor behind restored", 0, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			x := &fakeExec{applied: tc.execApplied}
+			x := openRecorder(t, 0)
+			if tc.execApplied > 0 {
+				if _, err := x.Execute(tc.execApplied, group.Clock{}, []multicast.Message{m}, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
 			g, err := newFSM(cfg, x, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -137,8 +110,11 @@ func TestRestoreKeepsCurrentExecutor(t *testing.T) {
 			if err := g.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
 				t.Fatal(err)
 			}
-			if x.restores != tc.wantRestores {
-				t.Fatalf("executor restores: got %d, want %d", x.restores, tc.wantRestores)
+			if got := g.execRestores.Load(); got != tc.wantRestores {
+				t.Fatalf("executor restores: got %d, want %d", got, tc.wantRestores)
+			}
+			if got := x.AppliedIndex(); got != 1 {
+				t.Fatalf("executor at %d after the restore, want 1", got)
 			}
 			if got := g.m.State().Applied(); got != 3 {
 				t.Fatalf("state applied: got %d, want 3", got)
@@ -163,7 +139,7 @@ func TestReplayResendsExecutorSends(t *testing.T) {
 		logs = append(logs, &raft.Log{Index: i, Type: raft.LogCommand, Data: group.EncodeRequest(m)})
 	}
 	// The reference replica applies everything.
-	ref := &fakeExec{voteTo: 1}
+	ref := openRecorder(t, 1)
 	a, err := newFSM(cfg, ref, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -171,7 +147,7 @@ func TestReplayResendsExecutorSends(t *testing.T) {
 	a.ApplyBatch(logs)
 	// The restarted replica: a snapshot after entry 2, an executor that had
 	// applied up to entry 5 when it stopped.
-	b, err := newFSM(cfg, &fakeExec{voteTo: 1}, nil)
+	b, err := newFSM(cfg, openRecorder(t, 1), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,12 +160,17 @@ func TestReplayResendsExecutorSends(t *testing.T) {
 	if err := snap.Persist(&sink); err != nil {
 		t.Fatal(err)
 	}
-	ahead := &fakeExec{voteTo: 1}
-	ahead.applied = 5
-	ahead.sent = map[uint64][]rawnode.AppSend{}
-	for i := uint64(3); i <= 5; i++ {
-		ahead.sent[i] = ref.sent[i]
+	// aheadOf returns an executor that ran entries 1 to 5 before it stopped.
+	aheadOf := func() *Recorder {
+		x := openRecorder(t, 1)
+		before, err := newFSM(cfg, x, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before.ApplyBatch(logs[:5])
+		return x
 	}
+	ahead := aheadOf()
 	c, err := newFSM(cfg, ahead, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -198,8 +179,10 @@ func TestReplayResendsExecutorSends(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.ApplyBatch(logs[2:])
-	if diff := cmp.Diff([]uint64{6}, ahead.executed); diff != "" {
-		t.Errorf("entries executed after the restart (-want +got):\n%s", diff)
+	// Each entry delivers once: entries 3 to 5 were not executed again
+	// after the restart, entry 6 was.
+	if diff := cmp.Diff([]uint64{1, 2, 3, 4, 5, 6}, deliveryIndexes(t, ahead)); diff != "" {
+		t.Errorf("entries executed, by delivery (-want +got):\n%s", diff)
 	}
 	if !bytes.Equal(a.m.State().AppendSnapshot(nil), c.m.State().AppendSnapshot(nil)) {
 		t.Errorf("the restarted replica's state differs from the reference's")
@@ -209,7 +192,11 @@ func TestReplayResendsExecutorSends(t *testing.T) {
 	}
 	// Without the replayed sends the states would differ: the check above
 	// can fail.
-	d, err := newFSM(cfg, &fakeExec{applied: 5}, nil)
+	lost := aheadOf()
+	if err := lost.ForgetSent(5); err != nil {
+		t.Fatal(err)
+	}
+	d, err := newFSM(cfg, lost, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +218,7 @@ func TestRestoreDeclaredSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := group.Config{Protocol: protocol.FlexCast, Topology: top, Self: 0}
-	f, err := newFSM(cfg, &fakeExec{}, nil)
+	f, err := newFSM(cfg, openRecorder(t, 0), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -25,7 +24,6 @@ import (
 	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/protocol"
-	"github.com/flexkv/flexkv/multicast/rawnode"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -81,38 +79,6 @@ func (s replicaSpec) config() (Config, error) {
 	}, nil
 }
 
-// countingRecorder counts a Recorder's deliveries, so that a child process
-// can report its progress without scanning its store.
-type countingRecorder struct {
-	*Recorder
-	delivered atomic.Int64
-}
-
-func (c *countingRecorder) Execute(index uint64, ds []multicast.Message, in []rawnode.AppInbound) ([]rawnode.AppSend, error) {
-	sends, err := c.Recorder.Execute(index, ds, in)
-	if err != nil {
-		return nil, err
-	}
-	c.delivered.Add(int64(len(ds)))
-	return sends, nil
-}
-
-func (c *countingRecorder) RestoreSnapshot(r io.Reader, index uint64) error {
-	if err := c.Recorder.RestoreSnapshot(r, index); err != nil {
-		return err
-	}
-	return c.recount()
-}
-
-func (c *countingRecorder) recount() error {
-	ds, err := c.Deliveries()
-	if err != nil {
-		return err
-	}
-	c.delivered.Store(int64(len(ds)))
-	return nil
-}
-
 // replicaMain runs the replica of the spec at specPath in this process and
 // returns the process's exit code.
 func replicaMain(specPath string) int {
@@ -146,11 +112,7 @@ func runReplica(specPath string) error {
 	if err != nil {
 		return err
 	}
-	exe := &countingRecorder{Recorder: rec}
-	if err := exe.recount(); err != nil {
-		return errors.Join(err, rec.Close())
-	}
-	cfg.Executor = exe
+	cfg.Executor = rec
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	r, err := Open(cfg)
 	if err != nil {
@@ -194,7 +156,7 @@ func runReplica(specPath string) error {
 					return err
 				}
 			}
-			if n := exe.delivered.Load(); n != delivered {
+			if n := rec.Delivered(); n != delivered {
 				delivered = n
 				if err := report("delivered " + strconv.FormatInt(n, 10)); err != nil {
 					return err
@@ -404,6 +366,48 @@ func TestMultiProcess(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("stops child processes with SIGTERM")
 	}
+	r := newMultiProcRig(t)
+	r.waitReady()
+	stopLoad := r.startLoad()
+	// First g1's leader, then the follower that was not killed yet.
+	r.flowing()
+	first := r.waitLeader()
+	r.crash(first)
+	r.flowing()
+	second := (first + 1) % len(r.procs)
+	if second == r.waitLeader() {
+		second = (first + 2) % len(r.procs)
+	}
+	r.crash(second)
+	if err := stopLoad(); err != nil {
+		t.Fatal(err)
+	}
+	total, toG1 := r.settle()
+	r.readG1()
+	if m := r.c.missing(); m != "" {
+		t.Fatal(m)
+	}
+	t.Logf("%d multicasts acknowledged, %d of them to g1", total, toG1)
+	r.c.check()
+}
+
+// multiProcRig is TestMultiProcess's cluster: group g0's replicas in this
+// process (c.reps[g0]), group g1's as child processes (procs).
+type multiProcRig struct {
+	t       *testing.T
+	c       *testCluster
+	members [][]Member // by group
+	procs   []*childReplica
+}
+
+// The groups of the rig.
+const (
+	mpG0 = partition.GroupID(0)
+	mpG1 = partition.GroupID(1)
+)
+
+// newMultiProcRig starts g1's three child processes and g0's three replicas.
+func newMultiProcRig(t *testing.T) *multiProcRig {
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -414,24 +418,23 @@ func TestMultiProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g0, g1 := partition.GroupID(0), partition.GroupID(1)
 	dir := t.TempDir()
-	c := &testCluster{t: t, proto: protocol.FlexCast, top: top, dir: dir,
+	r := &multiProcRig{t: t, members: make([][]Member, len(names))}
+	r.c = &testCluster{t: t, proto: protocol.FlexCast, top: top, dir: dir,
 		peers: map[partition.GroupID][]string{}, accepted: map[multicast.MsgID]partition.GroupSet{}}
-	members := make([][]Member, len(names))
 	for g := range names {
 		for i := range replicas {
 			m := Member{ID: fmt.Sprintf("r%d", i+1), RaftAddr: freeAddr(t), GRPCAddr: freeAddr(t)}
 			m.PeerAddr = m.GRPCAddr // the tests serve the peer service beside the client API
-			members[g] = append(members[g], m)
-			c.peers[partition.GroupID(g)] = append(c.peers[partition.GroupID(g)], m.GRPCAddr)
+			r.members[g] = append(r.members[g], m)
+			r.c.peers[partition.GroupID(g)] = append(r.c.peers[partition.GroupID(g)], m.GRPCAddr)
 		}
 	}
 
 	// g1: one child process per replica.
-	procs := make([]*childReplica, replicas)
+	r.procs = make([]*childReplica, replicas)
 	t.Cleanup(func() {
-		for _, p := range procs {
+		for _, p := range r.procs {
 			if p == nil {
 				continue
 			}
@@ -441,10 +444,10 @@ func TestMultiProcess(t *testing.T) {
 			}
 		}
 	})
-	for i, m := range members[g1] {
+	for i, m := range r.members[mpG1] {
 		spec := replicaSpec{
-			Protocol: c.proto, Groups: names, Self: "g1", ID: m.ID, Members: members[g1],
-			Peers: map[string][]string{"g0": c.peers[g0]},
+			Protocol: r.c.proto, Groups: names, Self: "g1", ID: m.ID, Members: r.members[mpG1],
+			Peers: map[string][]string{"g0": r.c.peers[mpG0]},
 			Dir:   filepath.Join(dir, "g1-"+m.ID),
 		}
 		b, err := json.MarshalIndent(spec, "", "\t")
@@ -456,65 +459,87 @@ func TestMultiProcess(t *testing.T) {
 		if err := os.WriteFile(p.spec, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		procs[i] = p
+		r.procs[i] = p
 		p.start()
 	}
 
 	// g0: in this process.
-	c.reps = [][]*testReplica{nil}
-	for i, m := range members[g0] {
-		c.reps[g0] = append(c.reps[g0], &testReplica{cfg: Config{
-			State:     group.Config{Protocol: c.proto, Topology: top, Self: g0},
+	r.c.reps = [][]*testReplica{nil}
+	for i, m := range r.members[mpG0] {
+		r.c.reps[mpG0] = append(r.c.reps[mpG0], &testReplica{cfg: Config{
+			State:     group.Config{Protocol: r.c.proto, Topology: top, Self: mpG0},
 			ID:        m.ID,
-			Members:   members[g0],
-			Peers:     map[partition.GroupID][]string{g1: c.peers[g1]},
+			Members:   r.members[mpG0],
+			Peers:     map[partition.GroupID][]string{mpG1: r.c.peers[mpG1]},
 			Dir:       filepath.Join(dir, "g0-"+m.ID),
 			Bootstrap: true,
 			NoSync:    true,
 		}})
-		c.start(int(g0), i)
+		r.c.start(int(mpG0), i)
 	}
-	t.Cleanup(c.stopAll)
+	t.Cleanup(r.c.stopAll)
+	return r
+}
 
-	// alive fails the test if a child died on its own.
-	alive := func() {
-		t.Helper()
-		for _, p := range procs {
-			if p.dead() {
-				t.Fatalf("%s exited: %v (its stderr follows)", p.name, p.signal(os.Kill))
-			}
+// alive fails the test if a child died on its own.
+func (r *multiProcRig) alive() {
+	r.t.Helper()
+	for _, p := range r.procs {
+		if p.dead() {
+			r.t.Fatalf("%s exited: %v (its stderr follows)", p.name, p.signal(os.Kill))
 		}
 	}
-	// leaderOf returns the child that reports leading g1, or -1.
-	leaderOf := func() int {
-		for i, p := range procs {
-			if ready, leader, _ := p.status(); ready && leader {
-				return i
-			}
+}
+
+// leaderOf returns the child that reports leading g1, or -1.
+func (r *multiProcRig) leaderOf() int {
+	for i, p := range r.procs {
+		if ready, leader, _ := p.status(); ready && leader {
+			return i
 		}
-		return -1
 	}
-	waitCond(t, 15*time.Second, func() string {
-		alive()
-		for _, p := range procs {
+	return -1
+}
+
+// delivered returns the most deliveries any g1 child reported, but for
+// the child skip (-1: none skipped).
+func (r *multiProcRig) delivered(skip int) int {
+	most := 0
+	for i, p := range r.procs {
+		if _, _, n := p.status(); i != skip {
+			most = max(most, n)
+		}
+	}
+	return most
+}
+
+// waitReady waits until every child is ready.
+func (r *multiProcRig) waitReady() {
+	r.t.Helper()
+	waitCond(r.t, 15*time.Second, func() string {
+		r.alive()
+		for _, p := range r.procs {
 			if ready, _, _ := p.status(); !ready {
 				return p.name + " is not ready"
 			}
 		}
 		return ""
 	})
+}
 
-	// The load: clients multicast to {g0} or {g0,g1} until told to stop.
-	// They are stopped between two multicasts, never in the middle of one,
-	// so that every multicast that may be delivered is acknowledged.
-	// The load's context must outlast every wait below that the load spans
-	// (two flowing, two waitLeader and two crash, 15s per wait: 2 minutes
-	// at most), with room for a slow machine running -race, whose children
-	// fsync: a multicast that fails on it fails the test.
+// startLoad starts the clients, which multicast to {g0} or {g0,g1} until
+// the returned function stops them, between two multicasts, never in the
+// middle of one, so that every multicast that may be delivered is
+// acknowledged; it returns the first error of a multicast.
+//
+// The load's context must outlast every wait that the load spans (two
+// flowing, two waitLeader and two crash, 15s per wait: 2 minutes at most),
+// with room for a slow machine running -race, whose children fsync: a
+// multicast that fails on it fails the test.
+func (r *multiProcRig) startLoad() (stop func() error) {
 	ctx, cancel := context.WithTimeout(context.Background(), loadMax)
-	defer cancel()
 	const clients = 4
-	stop := make(chan struct{})
+	done := make(chan struct{})
 	var wg sync.WaitGroup
 	loadErrs := make(chan error, clients)
 	for cl := range clients {
@@ -522,15 +547,15 @@ func TestMultiProcess(t *testing.T) {
 			rng := rand.New(rand.NewPCG(6, uint64(cl)))
 			for {
 				select {
-				case <-stop:
+				case <-done:
 					return
 				default:
 				}
-				dst := partition.SetOf(g0)
+				dst := partition.SetOf(mpG0)
 				if rng.IntN(2) == 0 {
-					dst = dst.Add(g1)
+					dst = dst.Add(mpG1)
 				}
-				if err := c.multicast(ctx, uint64(cl+1), dst); err != nil {
+				if err := r.c.multicast(ctx, uint64(cl+1), dst); err != nil {
 					loadErrs <- err
 					return
 				}
@@ -538,161 +563,153 @@ func TestMultiProcess(t *testing.T) {
 		})
 	}
 	var stopped sync.Once
-	stopLoad := func() {
-		stopped.Do(func() { close(stop) })
-		wg.Wait()
-	}
-	t.Cleanup(stopLoad)
-
-	// crash kills procs[victim] with SIGKILL, waits until the others elect a
-	// leader among them and deliver progressMin more multicasts than any g1
-	// replica had delivered, restarts it and waits until it caught up.
-	const progressMin = 50
-	crash := func(victim int) {
-		t.Helper()
-		p := procs[victim]
-		_, wasLeader, _ := p.status()
-		base := 0
-		for _, q := range procs {
-			_, _, n := q.status()
-			base = max(base, n)
-		}
-		if err := p.signal(os.Kill); err == nil {
-			t.Fatalf("%s exited cleanly after SIGKILL", p.name)
-		}
-		t.Logf("killed %s (leader %v) at %d deliveries", p.name, wasLeader, base)
-		waitCond(t, 15*time.Second, func() string {
-			alive()
-			if l := leaderOf(); l < 0 || l == victim {
-				return "g1 elects no leader without " + p.name
-			}
-			for i, q := range procs {
-				if _, _, n := q.status(); i != victim && n < base+progressMin {
-					return fmt.Sprintf("%s delivered %d, want %d", q.name, n, base+progressMin)
-				}
-			}
-			return ""
+	stop = func() error {
+		var err error
+		stopped.Do(func() {
+			close(done)
+			wg.Wait()
+			cancel()
+			close(loadErrs)
+			err = <-loadErrs
 		})
-		target := 0
-		for i, q := range procs {
-			if _, _, n := q.status(); i != victim {
-				target = max(target, n)
+		return err
+	}
+	// A test that fails midway stops the clients at once, in the middle of
+	// their multicasts.
+	r.t.Cleanup(func() {
+		cancel()
+		_ = stop()
+	})
+	return stop
+}
+
+// progressMin is how many more multicasts g1 delivers in each wait for
+// progress.
+const progressMin = 50
+
+// crash kills procs[victim] with SIGKILL, waits until the others elect a
+// leader among them and deliver progressMin more multicasts than any g1
+// replica had delivered, restarts it and waits until it caught up.
+func (r *multiProcRig) crash(victim int) {
+	r.t.Helper()
+	p := r.procs[victim]
+	_, wasLeader, _ := p.status()
+	base := r.delivered(-1)
+	if err := p.signal(os.Kill); err == nil {
+		r.t.Fatalf("%s exited cleanly after SIGKILL", p.name)
+	}
+	r.t.Logf("killed %s (leader %v) at %d deliveries", p.name, wasLeader, base)
+	waitCond(r.t, 15*time.Second, func() string {
+		r.alive()
+		if l := r.leaderOf(); l < 0 || l == victim {
+			return "g1 elects no leader without " + p.name
+		}
+		for i, q := range r.procs {
+			if _, _, n := q.status(); i != victim && n < base+progressMin {
+				return fmt.Sprintf("%s delivered %d, want %d", q.name, n, base+progressMin)
 			}
 		}
-		p.start()
-		waitCond(t, 15*time.Second, func() string {
-			alive()
-			if ready, _, n := p.status(); !ready || n < target {
-				return fmt.Sprintf("restarted %s: ready %v, delivered %d, want %d", p.name, ready, n, target)
-			}
-			return ""
-		})
-		t.Logf("restarted %s caught up to %d deliveries", p.name, target)
-	}
-
-	// waitLeader returns the child leading g1, waiting for one.
-	waitLeader := func() int {
-		t.Helper()
-		l := -1
-		waitCond(t, 15*time.Second, func() string {
-			alive()
-			if l = leaderOf(); l < 0 {
-				return "g1 has no leader"
-			}
-			return ""
-		})
-		return l
-	}
-	// flowing waits until g1 delivers multicasts, so that each crash
-	// interrupts a stream of them.
-	flowing := func() {
-		t.Helper()
-		base := 0
-		for _, p := range procs {
-			_, _, n := p.status()
-			base = max(base, n)
+		return ""
+	})
+	target := r.delivered(victim)
+	p.start()
+	waitCond(r.t, 15*time.Second, func() string {
+		r.alive()
+		if ready, _, n := p.status(); !ready || n < target {
+			return fmt.Sprintf("restarted %s: ready %v, delivered %d, want %d", p.name, ready, n, target)
 		}
-		waitCond(t, 15*time.Second, func() string {
-			alive()
-			for _, p := range procs {
-				if _, _, n := p.status(); n < base+progressMin {
-					return fmt.Sprintf("%s delivered %d, want %d", p.name, n, base+progressMin)
-				}
+		return ""
+	})
+	r.t.Logf("restarted %s caught up to %d deliveries", p.name, target)
+}
+
+// waitLeader returns the child leading g1, waiting for one.
+func (r *multiProcRig) waitLeader() int {
+	r.t.Helper()
+	l := -1
+	waitCond(r.t, 15*time.Second, func() string {
+		r.alive()
+		if l = r.leaderOf(); l < 0 {
+			return "g1 has no leader"
+		}
+		return ""
+	})
+	return l
+}
+
+// flowing waits until g1 delivers multicasts, so that each crash
+// interrupts a stream of them.
+func (r *multiProcRig) flowing() {
+	r.t.Helper()
+	base := r.delivered(-1)
+	waitCond(r.t, 15*time.Second, func() string {
+		r.alive()
+		for _, p := range r.procs {
+			if _, _, n := p.status(); n < base+progressMin {
+				return fmt.Sprintf("%s delivered %d, want %d", p.name, n, base+progressMin)
 			}
-			return ""
-		})
-	}
-	// First g1's leader, then the follower that was not killed yet.
-	flowing()
-	first := waitLeader()
-	crash(first)
-	flowing()
-	second := (first + 1) % replicas
-	if second == waitLeader() {
-		second = (first + 2) % replicas
-	}
-	crash(second)
+		}
+		return ""
+	})
+}
 
-	stopLoad()
-	close(loadErrs)
-	if err := <-loadErrs; err != nil {
-		t.Fatal(err)
-	}
-
-	// Settle: g0 delivered everything, its channel to g1 is fully
-	// acknowledged, and every g1 replica reports as many deliveries as there
-	// were acknowledged multicasts to g1. Which ones they are is checked
-	// below, from the stores.
+// settle waits until g0 delivered everything, its channel to g1 is fully
+// acknowledged, and every g1 replica reports as many deliveries as there
+// were acknowledged multicasts to g1 (which ones they are is checked from
+// the stores); it returns the multicasts acknowledged, and those to g1.
+func (r *multiProcRig) settle() (total, toG1 int) {
+	r.t.Helper()
+	c := r.c
 	c.mu.Lock()
-	total, toG1 := len(c.accepted), 0
+	total = len(c.accepted)
 	for _, dst := range c.accepted {
-		if dst.Has(g1) {
+		if dst.Has(mpG1) {
 			toG1++
 		}
 	}
 	c.mu.Unlock()
-	waitCond(t, 20*time.Second, func() string {
-		alive()
+	waitCond(r.t, 20*time.Second, func() string {
+		r.alive()
 		if m := c.missing(); m != "" {
 			return m
 		}
 		outbox := -1
-		for _, tr := range c.reps[g0] {
+		for _, tr := range c.reps[mpG0] {
 			if tr.r.IsLeader() {
-				tr.r.State(func(s *group.State) { outbox = s.Node().OutboxLen(g1) })
+				tr.r.State(func(s *group.State) { outbox = s.Node().OutboxLen(mpG1) })
 			}
 		}
 		if outbox != 0 {
 			return fmt.Sprintf("g0's leader has %d unacknowledged envelopes to g1 (-1: no leader)", outbox)
 		}
-		for _, p := range procs {
+		for _, p := range r.procs {
 			if _, _, n := p.status(); n < toG1 {
 				return fmt.Sprintf("%s delivered %d of %d", p.name, n, toG1)
 			}
 		}
 		return ""
 	})
+	return total, toG1
+}
 
-	// Stop g1 cleanly and read its replicas' stores from here.
-	c.reps = append(c.reps, nil)
-	for i, p := range procs {
+// readG1 stops g1 cleanly and opens its replicas' stores here, as the
+// cluster's g1 replicas.
+func (r *multiProcRig) readG1() {
+	r.t.Helper()
+	r.c.reps = append(r.c.reps, nil)
+	for i, p := range r.procs {
 		if err := p.signal(syscall.SIGTERM); err != nil {
-			t.Fatalf("%s after SIGTERM: %v\n%s", p.name, err, p.stderrTail())
+			r.t.Fatalf("%s after SIGTERM: %v\n%s", p.name, err, p.stderrTail())
 		}
 		rec, err := OpenRecorder(filepath.Join(p.dir, "recorder"))
 		if err != nil {
-			t.Fatal(err)
+			r.t.Fatal(err)
 		}
-		t.Cleanup(func() {
+		r.t.Cleanup(func() {
 			if err := rec.Close(); err != nil {
-				t.Error(err)
+				r.t.Error(err)
 			}
 		})
-		c.reps[g1] = append(c.reps[g1], &testReplica{cfg: Config{ID: members[g1][i].ID}, rec: rec})
+		r.c.reps[mpG1] = append(r.c.reps[mpG1], &testReplica{cfg: Config{ID: r.members[mpG1][i].ID}, rec: rec})
 	}
-	if m := c.missing(); m != "" {
-		t.Fatal(m)
-	}
-	t.Logf("%d multicasts acknowledged, %d of them to g1", total, toG1)
-	c.check()
 }

@@ -55,7 +55,9 @@ type Config struct {
 	// (voteGuard): a replica whose data was lost must not help elect a
 	// leader that lacks committed entries.
 	Existing bool
-	Executor Executor
+	// Executor runs the group's deliveries (group.Executor); the replica
+	// snapshots and restores it with its raft snapshots.
+	Executor group.Executor
 
 	TickInterval      time.Duration // default DefaultTickInterval
 	ElectionTimeout   time.Duration // default 300ms
@@ -218,68 +220,22 @@ func Open(cfg Config) (*Replica, error) {
 	if err != nil {
 		return fail(fmt.Errorf("replication: %w", err))
 	}
-	if cfg.RaftCut != nil || cfg.RaftTLS != nil {
-		layer, err := listenStream(self.RaftAddr, cfg.RaftCut, cfg.RaftTLS)
-		if err != nil {
-			return fail(fmt.Errorf("replication: raft transport: %w", err))
-		}
-		r.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: layer, MaxPool: 3, Timeout: 2 * time.Second, Logger: hlog})
-	} else {
-		r.trans, err = raft.NewTCPTransportWithLogger(self.RaftAddr, nil, 3, 2*time.Second, hlog)
-		if err != nil {
-			return fail(fmt.Errorf("replication: raft transport: %w", err))
-		}
+	if r.trans, err = openRaftTransport(self.RaftAddr, cfg, hlog); err != nil {
+		return fail(err)
 	}
-	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(cfg.ID)
-	rc.HeartbeatTimeout = cfg.ElectionTimeout
-	rc.ElectionTimeout = cfg.ElectionTimeout
-	rc.LeaderLeaseTimeout = cfg.ElectionTimeout / 2
-	rc.CommitTimeout = 5 * time.Millisecond
-	rc.SnapshotThreshold = cfg.SnapshotThreshold
-	rc.SnapshotInterval = 2 * time.Second
-	rc.TrailingLogs = cfg.TrailingLogs
-	// Group commit: the leader gathers every proposal ready (up to
-	// MaxAppendEntries) into one log write and fsync. Not BatchApplyCh: it
-	// buffers proposals where a shutdown never answers them, and a caller
-	// waiting on such a future (the tick loop, a client) would wait forever.
-	rc.MaxAppendEntries = 512
-	rc.Logger = hlog
+	rc := raftConfig(cfg, hlog)
 	var trans raft.Transport = r.trans
 	if cfg.Existing {
 		r.guard = newVoteGuard(r.trans, rc.LocalID, func() bool { return r.logEmpty(snaps) })
 		trans = r.guard
 	}
 	if cfg.Bootstrap && !cfg.Existing {
-		has, err := raft.HasExistingState(r.store, r.store, snaps)
-		if err != nil {
-			return fail(fmt.Errorf("replication: %w", err))
+		if err := r.bootstrap(rc, snaps); err != nil {
+			return fail(err)
 		}
-		if !has {
-			var servers []raft.Server
-			for _, m := range cfg.Members {
-				servers = append(servers, raft.Server{ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.RaftAddr)})
-			}
-			if err := raft.BootstrapCluster(rc, r.store, r.store, snaps, r.trans, raft.Configuration{Servers: servers}); err != nil {
-				return fail(fmt.Errorf("replication: bootstrap: %w", err))
-			}
-		}
-	}
-	dialOptions := cfg.PeerDialOptions
-	if dialOptions == nil {
-		dialOptions = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	}
 	// The transmitter exists before raft starts applying entries.
-	r.tx, err = transport.NewTransmitter(transport.TransmitterConfig{
-		Self: cfg.State.Self, Peers: cfg.Peers,
-		BatchFrames: group.InboundFramesMax, BatchBytes: group.InboundBytesMax,
-		QueueFrames: 4 * group.InboundFramesMax, QueueBytes: 4 * group.InboundBytesMax,
-		RPCTimeout: cfg.ApplyTimeout,
-		BackoffMin: 20 * time.Millisecond, BackoffMax: time.Second,
-		DialOptions: dialOptions,
-		Delays:      cfg.WANDelays, Jitter: cfg.WANJitter,
-	})
-	if err != nil {
+	if r.tx, err = newTransmitter(cfg); err != nil {
 		return fail(err)
 	}
 	// Raft reads back every entry it stored: the leader to send it to each
@@ -299,6 +255,81 @@ func Open(cfg Config) (*Replica, error) {
 	go r.tickLoop()
 	go r.proposeLoop()
 	return r, nil
+}
+
+// openRaftTransport opens raft's transport on addr: plain TCP, or a stream
+// layer when raft's traffic runs over TLS or through a cut switch.
+func openRaftTransport(addr string, cfg Config, hlog hclog.Logger) (*raft.NetworkTransport, error) {
+	if cfg.RaftCut != nil || cfg.RaftTLS != nil {
+		layer, err := listenStream(addr, cfg.RaftCut, cfg.RaftTLS)
+		if err != nil {
+			return nil, fmt.Errorf("replication: raft transport: %w", err)
+		}
+		return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: layer, MaxPool: 3, Timeout: 2 * time.Second, Logger: hlog}), nil
+	}
+	t, err := raft.NewTCPTransportWithLogger(addr, nil, 3, 2*time.Second, hlog)
+	if err != nil {
+		return nil, fmt.Errorf("replication: raft transport: %w", err)
+	}
+	return t, nil
+}
+
+// raftConfig returns the configuration of the replica's raft instance.
+func raftConfig(cfg Config, hlog hclog.Logger) *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.ID)
+	rc.HeartbeatTimeout = cfg.ElectionTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.ElectionTimeout / 2
+	rc.CommitTimeout = 5 * time.Millisecond
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.SnapshotInterval = 2 * time.Second
+	rc.TrailingLogs = cfg.TrailingLogs
+	// Group commit: the leader gathers every proposal ready (up to
+	// MaxAppendEntries) into one log write and fsync. Not BatchApplyCh: it
+	// buffers proposals where a shutdown never answers them, and a caller
+	// waiting on such a future (the tick loop, a client) would wait forever.
+	rc.MaxAppendEntries = 512
+	rc.Logger = hlog
+	return rc
+}
+
+// bootstrap forms the group from the configured members, unless the
+// replica has raft state already.
+func (r *Replica) bootstrap(rc *raft.Config, snaps raft.SnapshotStore) error {
+	has, err := raft.HasExistingState(r.store, r.store, snaps)
+	if err != nil {
+		return fmt.Errorf("replication: %w", err)
+	}
+	if has {
+		return nil
+	}
+	var servers []raft.Server
+	for _, m := range r.cfg.Members {
+		servers = append(servers, raft.Server{ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.RaftAddr)})
+	}
+	if err := raft.BootstrapCluster(rc, r.store, r.store, snaps, r.trans, raft.Configuration{Servers: servers}); err != nil {
+		return fmt.Errorf("replication: bootstrap: %w", err)
+	}
+	return nil
+}
+
+// newTransmitter returns the transmitter of the frames this group's leader
+// sends to the other groups.
+func newTransmitter(cfg Config) (*transport.Transmitter, error) {
+	dialOptions := cfg.PeerDialOptions
+	if dialOptions == nil {
+		dialOptions = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	return transport.NewTransmitter(transport.TransmitterConfig{
+		Self: cfg.State.Self, Peers: cfg.Peers,
+		BatchFrames: group.InboundFramesMax, BatchBytes: group.InboundBytesMax,
+		QueueFrames: 4 * group.InboundFramesMax, QueueBytes: 4 * group.InboundBytesMax,
+		RPCTimeout: cfg.ApplyTimeout,
+		BackoffMin: 20 * time.Millisecond, BackoffMax: time.Second,
+		DialOptions: dialOptions,
+		Delays:      cfg.WANDelays, Jitter: cfg.WANJitter,
+	})
 }
 
 // DefaultTickInterval is a replica's tick interval unless configured.
@@ -614,6 +645,11 @@ func (r *Replica) leaderErr(err error) error {
 // InvalidEntries returns how many log entries this replica's state skipped
 // as malformed since it opened (see State.Apply).
 func (r *Replica) InvalidEntries() int64 { return r.fsm.invalid.Load() }
+
+// ExecutorRestores returns how many times the executor's state was replaced
+// by one from a raft snapshot since the replica opened: a replica that fell
+// behind its group's log, or lost its data.
+func (r *Replica) ExecutorRestores() int64 { return r.fsm.execRestores.Load() }
 
 // Leader returns the gRPC address of the group's leader, if known.
 func (r *Replica) Leader() string {

@@ -18,6 +18,7 @@ import (
 	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/internal/rpcflow"
 	"github.com/flexkv/flexkv/kv"
+	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/replication"
 	"github.com/flexkv/flexkv/txn"
@@ -119,7 +120,7 @@ func TestAwaitWaitBound(t *testing.T) {
 			defer cancel()
 		}
 		start := time.Now()
-		_, err := kv.Await(ctx, &apipb.AwaitRequest{Id: "c77.1"})
+		_, err := kv.Await(ctx, &apipb.AwaitRequest{ClientId: 77, Seq: 1})
 		took := time.Since(start)
 		if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "bound on a wait") || !strings.Contains(err.Error(), "c77.1") {
 			t.Errorf("caller deadline %s: Await = %v, want DeadlineExceeded naming the id and the server's bound", ctxd, err)
@@ -155,7 +156,7 @@ func TestTxnAnswerWithinReceiveLimit(t *testing.T) {
 		if b := txn.AppendPieceResult(nil, &res); len(b) > kv.ValueMax {
 			t.Fatalf("key length %d: the sample result encodes to %d bytes, more than kv.ValueMax (%d): fix the sample", keyLen, len(b), kv.ValueMax)
 		}
-		resp := &apipb.TxnResponse{Piece: api.PieceResultToProto("c18446744073709551614.18446744073709551615", "a-group-name", &res), Executed: true}
+		resp := &apipb.TxnResponse{Piece: api.PieceResultToProto(multicast.MsgID{Client: 1<<64 - 2, Seq: 1<<64 - 1}, "a-group-name", &res), Executed: true}
 		if size := proto.Size(resp); size > receiveMax/2 {
 			t.Errorf("key length %d: an answer of %d bytes, want at most half the receive limit (%d)", keyLen, size, receiveMax/2)
 		}

@@ -1,6 +1,6 @@
 // Package server runs one FlexKV replica as a network service: its group's
 // raft replica (package replication), the transaction executor on Pebble
-// (packages txn and kv) and the client API of api/apipb, with the gRPC health
+// (packages executor and kv) and the client API of api/apipb, with the gRPC health
 // service and the peer service between groups that the replica registers,
 // on the replica's gRPC address (DESIGN 2, 5, 7, 11). The server owns the
 // gRPC servers and their listeners; the replica serves nothing itself.
@@ -17,7 +17,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -158,8 +157,7 @@ type Server struct {
 
 	// ready is set once replica is: the client API's handlers read it
 	// first (intercept).
-	ready    atomic.Bool
-	restores atomic.Int64 // executor states installed from raft snapshots
+	ready atomic.Bool
 	// peerRefusals counts peer calls refused for their claimed group,
 	// fingerprintRefusals those refused for their configuration
 	// fingerprint (DESIGN 13).
@@ -175,6 +173,49 @@ type Server struct {
 // Open starts the replica cfg.NodeID: it opens (or creates) its data in
 // cfg.Dir, joins its group and serves on its gRPC address.
 func Open(cfg Config) (*Server, error) {
+	s, err := newServer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	// The identity first: a replica given another configuration opens
+	// nothing of its data (DESIGN 13).
+	if s.identity, err = loadIdentity(cfg.Dir, s.group.Name, cfg.NodeID, cfg.Cluster); err != nil {
+		return nil, err
+	}
+	if err := s.openExecutor(); err != nil {
+		return nil, err
+	}
+	rc := s.replicationConfig()
+	s.health = health.NewServer()
+	// NOT_SERVING until the replica is published: the client API answers
+	// Unavailable until then (intercept).
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	s.replica, err = replication.Open(rc)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("server: %w", err), s.store.Close())
+	}
+	if err := s.serve(); err != nil {
+		s.stopServing()
+		return nil, errors.Join(err, s.replica.Close(), s.store.Close())
+	}
+	s.ready.Store(true)
+	if cfg.MetricsAddr != "" {
+		if s.metrics, err = ServeMetrics(cfg.MetricsAddr, s.Metrics()); err != nil {
+			s.stopServing()
+			return nil, errors.Join(err, s.replica.Close(), s.store.Close())
+		}
+	}
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	s.health.SetServingStatus(apipb.KV_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	return s, nil
+}
+
+// newServer checks cfg against its cluster configuration and returns the
+// server it describes, with nothing opened yet.
+func newServer(cfg Config) (*Server, error) {
 	if cfg.Cluster == nil {
 		return nil, errors.New("server: no cluster configuration")
 	}
@@ -196,12 +237,11 @@ func Open(cfg Config) (*Server, error) {
 	if n := cfg.Node; n != nil && (n.ID.Group != gc.Name || n.ID.Replica != cfg.NodeID) {
 		return nil, fmt.Errorf("server: the node certificate names %s, but this replica is %s/%s", n.ID, gc.Name, cfg.NodeID)
 	}
-	mode, err := ParseLatencyMode(string(cfg.LatencyMode))
-	if err != nil {
+	// Both with their defaults filled in, for replicationConfig.
+	if cfg.LatencyMode, err = ParseLatencyMode(string(cfg.LatencyMode)); err != nil {
 		return nil, err
 	}
-	state, err := ParseClusterState(string(cfg.InitialClusterState))
-	if err != nil {
+	if cfg.InitialClusterState, err = ParseClusterState(string(cfg.InitialClusterState)); err != nil {
 		return nil, err
 	}
 	if !(cfg.LatencyJitter >= 0 && cfg.LatencyJitter <= 1) { // NaN fails too
@@ -225,30 +265,36 @@ func Open(cfg Config) (*Server, error) {
 		stop:    make(chan struct{}),
 	}
 	s.counts.payloadTo = make([]atomic.Uint64, top.Len())
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("server: %w", err)
-	}
-	// The identity first: a replica given another configuration opens
-	// nothing of its data (DESIGN 13).
-	if s.identity, err = loadIdentity(cfg.Dir, gc.Name, cfg.NodeID, cfg.Cluster); err != nil {
-		return nil, err
-	}
-	s.store, err = kv.Open(kv.Options{Dir: filepath.Join(cfg.Dir, "kv"), ResultsMax: cfg.ResultsMax, NoSync: true, Logger: s.log})
+	return s, nil
+}
+
+// openExecutor opens the replica's Pebble store and its executor.
+func (s *Server) openExecutor() error {
+	var err error
+	s.store, err = kv.Open(kv.Options{Dir: filepath.Join(s.cfg.Dir, "kv"), ResultsMax: s.cfg.ResultsMax, NoSync: true, Logger: s.log})
 	if err != nil {
-		return nil, fmt.Errorf("server: %w", err)
+		return fmt.Errorf("server: %w", err)
 	}
 	s.exec, err = executor.NewExecutor(executor.Config{
-		Store: s.store, Partitions: pm, Topology: top, Self: self,
-		Procedures: cfg.Procedures, OnExecuted: s.waiters.done,
-		StoredVoteBytesMax: cfg.StoredVoteBytesMax, ResultSessionsMax: cfg.ResultSessionsMax,
+		Store: s.store, Partitions: s.pm, Topology: s.top, Self: s.self,
+		Procedures: s.cfg.Procedures, OnExecuted: s.waiters.done,
+		StoredVoteBytesMax: s.cfg.StoredVoteBytesMax, ResultSessionsMax: s.cfg.ResultSessionsMax,
 	})
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("server: %w", err), s.store.Close())
+		return errors.Join(fmt.Errorf("server: %w", err), s.store.Close())
 	}
+	return nil
+}
+
+// replicationConfig returns the configuration of the server's raft
+// replica: cfg.Replication with the group, its members and peers, the
+// emulated WAN, the executor, TLS and the hooks of the server filled in.
+func (s *Server) replicationConfig() replication.Config {
+	cfg := s.cfg
 	rc := cfg.Replication
-	rc.State.Protocol = proto.Name()
-	rc.State.Topology = top
-	rc.State.Self = self
+	rc.State.Protocol = s.proto.Name()
+	rc.State.Topology = s.top
+	rc.State.Self = s.self
 	if cfg.SessionsMax != 0 {
 		rc.State.SessionsMax = cfg.SessionsMax
 	}
@@ -257,25 +303,25 @@ func Open(cfg Config) (*Server, error) {
 	}
 	rc.ID = cfg.NodeID
 	rc.Members = nil
-	for _, r := range gc.Replicas {
+	for _, r := range s.group.Replicas {
 		rc.Members = append(rc.Members, replication.Member{ID: r.ID, RaftAddr: r.Raft, GRPCAddr: r.GRPC, PeerAddr: r.PeerAddr()})
 	}
 	rc.Peers = make(map[partition.GroupID][]string)
 	for _, g := range cfg.Cluster.Groups {
-		id, _ := top.Lookup(g.Name)
-		if id == self {
+		id, _ := s.top.Lookup(g.Name)
+		if id == s.self {
 			continue
 		}
 		for _, r := range g.Replicas {
 			rc.Peers[id] = append(rc.Peers[id], r.PeerAddr())
 		}
 	}
-	rc.WANDelays = wanDelays(top, cfg.Latency, self, mode)
+	rc.WANDelays = wanDelays(s.top, cfg.Latency, s.self, cfg.LatencyMode)
 	rc.WANJitter = cfg.LatencyJitter
 	rc.Dir = filepath.Join(cfg.Dir, "raft")
-	rc.Bootstrap = state == ClusterNew
-	rc.Existing = state == ClusterExisting
-	rc.Executor = replicaExecutor{Executor: s.exec, restores: &s.restores}
+	rc.Bootstrap = cfg.InitialClusterState == ClusterNew
+	rc.Existing = cfg.InitialClusterState == ClusterExisting
+	rc.Executor = s.exec
 	rc.NoSync = cfg.NoSync
 	rc.Logger = cfg.Logger
 	rc.FrameFilter = cfg.FrameFilter
@@ -289,29 +335,8 @@ func Open(cfg Config) (*Server, error) {
 	}
 	rc.PeerDialOptions = []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithChainUnaryInterceptor(s.sendFingerprint)}
 	rc.AuthorizePeer = s.authorizePeer
-	s.health = health.NewServer()
-	// NOT_SERVING until the replica is published: the client API answers
-	// Unavailable until then (intercept).
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	rc.Observe = s.observe
-	s.replica, err = replication.Open(rc)
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("server: %w", err), s.store.Close())
-	}
-	if err := s.serve(); err != nil {
-		s.stopServing()
-		return nil, errors.Join(err, s.replica.Close(), s.store.Close())
-	}
-	s.ready.Store(true)
-	if cfg.MetricsAddr != "" {
-		if s.metrics, err = ServeMetrics(cfg.MetricsAddr, s.Metrics()); err != nil {
-			s.stopServing()
-			return nil, errors.Join(err, s.replica.Close(), s.store.Close())
-		}
-	}
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	s.health.SetServingStatus(apipb.KV_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-	return s, nil
+	return rc
 }
 
 // serve starts the replica's gRPC servers: the client API and health on
@@ -529,7 +554,7 @@ func (s *Server) VotesRefused() int64 { return s.replica.VotesRefused() }
 
 // SnapshotsRestored returns how many times this server's executor state was
 // replaced by one from a raft snapshot.
-func (s *Server) SnapshotsRestored() int64 { return s.restores.Load() }
+func (s *Server) SnapshotsRestored() int64 { return s.replica.ExecutorRestores() }
 
 // InvalidEntries returns how many log entries the replica skipped as
 // malformed since it opened: none on a healthy cluster.
@@ -571,26 +596,4 @@ func (s *Server) Close() error {
 		s.closeErr = errors.Join(append(errs, s.store.Close())...)
 	})
 	return s.closeErr
-}
-
-// replicaExecutor adapts executor.Executor, whose Snapshot returns a concrete type, to
-// replication.Executor.
-type replicaExecutor struct {
-	*executor.Executor
-	restores *atomic.Int64
-}
-
-// RestoreSnapshot counts the executor states installed from a raft
-// snapshot (a replica that fell behind its group's log).
-func (e replicaExecutor) RestoreSnapshot(r io.Reader, index uint64) error {
-	e.restores.Add(1)
-	return e.Executor.RestoreSnapshot(r, index)
-}
-
-func (e replicaExecutor) Snapshot() (replication.ExecutorSnapshot, error) {
-	sn, err := e.Executor.Snapshot()
-	if err != nil {
-		return nil, err
-	}
-	return sn, nil
 }

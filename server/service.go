@@ -220,7 +220,7 @@ func (s *Server) result(ctx context.Context, id multicast.MsgID, wait waiter, fr
 	for {
 		select {
 		case res := <-wait:
-			return api.PieceResultToProto(id.String(), s.group.Name, &res), nil
+			return api.PieceResultToProto(id, s.group.Name, &res), nil
 		default:
 		}
 		if !fresh {
@@ -234,7 +234,7 @@ func (s *Server) result(ctx context.Context, id multicast.MsgID, wait waiter, fr
 			case err != nil:
 				return nil, status.Error(codes.Unavailable, err.Error())
 			case found:
-				return api.PieceResultToProto(id.String(), s.group.Name, &res), nil
+				return api.PieceResultToProto(id, s.group.Name, &res), nil
 			}
 		}
 		fresh = false // every tick reads the store
@@ -244,7 +244,7 @@ func (s *Server) result(ctx context.Context, id multicast.MsgID, wait waiter, fr
 		}
 		select {
 		case res := <-wait:
-			return api.PieceResultToProto(id.String(), s.group.Name, &res), nil
+			return api.PieceResultToProto(id, s.group.Name, &res), nil
 		case <-tick.C:
 			if s.replica.Leader() != "" {
 				leaderless = 0
@@ -347,15 +347,18 @@ func (v *service) Txn(ctx context.Context, req *apipb.TxnRequest) (*apipb.TxnRes
 	default:
 		return nil, invalid(errors.New("server: the request has neither a txn nor a call"))
 	}
+	if err := s.checkDestinations(id, req.GetDestinationGroups(), r.dst); err != nil {
+		return nil, err
+	}
 	return s.run(ctx, r)
 }
 
 // Await implements apipb.KVServer.
 func (v *service) Await(ctx context.Context, req *apipb.AwaitRequest) (*apipb.AwaitResponse, error) {
 	s := v.s
-	id, err := multicast.ParseMsgID(req.GetId())
-	if err != nil || id.IsFlush() {
-		return nil, invalid(fmt.Errorf("server: await: bad transaction id %q (want c<client_id>.<seq>)", req.GetId()))
+	id, err := awaitID(req)
+	if err != nil {
+		return nil, err
 	}
 	ctx, cancel := s.bounded(ctx, id)
 	defer cancel()
@@ -369,7 +372,7 @@ func (v *service) Await(ctx context.Context, req *apipb.AwaitRequest) (*apipb.Aw
 		res, found, err := s.exec.Result(id)
 		switch {
 		case err == nil && found:
-			return &apipb.AwaitResponse{Piece: api.PieceResultToProto(id.String(), s.group.Name, &res)}, nil
+			return &apipb.AwaitResponse{Piece: api.PieceResultToProto(id, s.group.Name, &res)}, nil
 		case err == nil:
 			if leader := s.replica.Leader(); leader != "" {
 				return nil, s.status(ctx, &replication.NotLeaderError{Leader: leader})
@@ -382,6 +385,52 @@ func (v *service) Await(ctx context.Context, req *apipb.AwaitRequest) (*apipb.Aw
 		return nil, err
 	}
 	return &apipb.AwaitResponse{Piece: piece}, nil
+}
+
+// awaitID returns the transaction an Await names: by its numbers
+// (client_id, seq), or, when neither is set, by the deprecated string id
+// that older clients send.
+func awaitID(req *apipb.AwaitRequest) (multicast.MsgID, error) {
+	id := multicast.MsgID{Client: req.GetClientId(), Seq: req.GetSeq()}
+	if id == (multicast.MsgID{}) {
+		spelt := req.GetId() //nolint:staticcheck // the deprecated form, still accepted
+		if spelt == "" {
+			return id, invalid(errors.New("server: await: no transaction id: set client_id and seq"))
+		}
+		parsed, err := multicast.ParseMsgID(spelt)
+		if err != nil || parsed.IsFlush() {
+			return id, invalid(fmt.Errorf("server: await: bad transaction id %q (want c<client_id>.<seq>)", spelt))
+		}
+		return parsed, nil
+	}
+	if id.Client == 0 || id.Seq == 0 || id.IsFlush() {
+		return id, invalid(fmt.Errorf("server: await: transaction id (client_id %d, seq %d) names no transaction: both are set, and seq starts at 1", id.Client, id.Seq))
+	}
+	return id, nil
+}
+
+// checkDestinations refuses a request whose client computed destinations
+// named, by number, other than dst, the ones this server computed: the two
+// run different configurations (topology, partition map), and the client
+// would await its answers at the wrong groups (DESIGN 1: groups cross the
+// wire as numbers checked against the topology). A request that names none
+// is not checked.
+func (s *Server) checkDestinations(id multicast.MsgID, named []uint32, dst partition.GroupSet) error {
+	if len(named) == 0 {
+		return nil
+	}
+	var theirs partition.GroupSet
+	for i, g := range named {
+		if g >= uint32(s.top.Len()) {
+			return invalid(fmt.Errorf("server: %s: destination_groups[%d] is %d, not a group (the topology has %d)", id, i, g, s.top.Len()))
+		}
+		theirs = theirs.Add(partition.GroupID(g))
+	}
+	if theirs == dst && len(named) == dst.Len() {
+		return nil
+	}
+	return status.Errorf(codes.FailedPrecondition, "server: %s: %s: the client routes it to groups %v (%s), group %s to %v (%s): the client's configuration is not the server's; fetch the topology again",
+		id, apipb.DestinationsDifferText, named, strings.Join(s.names(theirs), ", "), s.group.Name, dst.Slice(), strings.Join(s.names(dst), ", "))
 }
 
 // single runs a one-operation transaction through the log of the key's

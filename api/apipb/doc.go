@@ -15,10 +15,12 @@
 //     session table) refused the request; retry later with the same id.
 //   - codes.FailedPrecondition: the request went to the wrong group (the
 //     message names the right one), or its session expired: the message
-//     contains SessionExpiredText; the request did not run. Or, for Await
-//     and a retried write, its result was acknowledged (the message
-//     contains ResultAcknowledgedText): its session sent a later request
-//     to the group, which deleted the result.
+//     contains SessionExpiredText, or the client computed other
+//     destinations than the server (TxnRequest.destination_groups): the
+//     message contains DestinationsDifferText; the request did not run.
+//     Or, for Await and a retried write, its result was acknowledged (the
+//     message contains ResultAcknowledgedText): its session sent a later
+//     request to the group, which deleted the result.
 //   - codes.DeadlineExceeded, codes.Canceled: the caller's context ended.
 //
 // An aborted transaction is a normal answer: PieceResult.Aborted gives the
@@ -26,9 +28,13 @@
 //
 // # Transaction ids
 //
-// A request carries (client_id, seq), spelt "c<client_id>.<seq>" as
-// multicast.MsgID.String spells it; client_id is a session the client
-// opened at the group (OpenSession; see kv.proto for the contract). The
+// A request carries (client_id, seq), and so do an Await and a piece's
+// result: the numbers are the id on the wire. People read it spelt
+// "c<client_id>.<seq>", as multicast.MsgID.String spells it in messages;
+// the string fields AwaitRequest.id and PieceResult.id, in that form, are
+// deprecated, still accepted and set for older clients. client_id is a
+// session the client opened at the group (OpenSession; see kv.proto for the
+// contract). The
 // server keeps one outstanding request per session: the same id sent again
 // returns the first result, and a later seq accepted for a session makes the
 // earlier ones duplicates.
@@ -42,6 +48,12 @@ const LeaderTrailer = "flexkv-leader"
 // request whose session the group does not know (expired, or never opened
 // there): the request did not run.
 const SessionExpiredText = "session expired"
+
+// DestinationsDifferText is in the message of the FailedPrecondition status
+// of a Txn whose destination_groups are not the destinations the server
+// computes for it: the client's configuration (topology, partition map) is
+// not the server's. The request did not run.
+const DestinationsDifferText = "destinations differ"
 
 // ResultAcknowledgedText is in the message of the FailedPrecondition status
 // of an Await, or of a retried write, whose result its group no longer

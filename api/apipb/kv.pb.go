@@ -485,9 +485,17 @@ type TxnRequest struct {
 	// The group that serves a transaction that only reads keys of replicated
 	// partitions (it has no owner group). Empty: the group of the replica
 	// that receives the request.
-	HomeGroup     string `protobuf:"bytes,5,opt,name=home_group,json=homeGroup,proto3" json:"home_group,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	HomeGroup string `protobuf:"bytes,5,opt,name=home_group,json=homeGroup,proto3" json:"home_group,omitempty"`
+	// The destination groups the client computed, by number (the groups'
+	// ranks in the Topology's overlay), in rank order; empty: not checked.
+	// The server computes the destinations itself, and refuses a request
+	// whose destination_groups name other groups with FAILED_PRECONDITION
+	// "destinations differ" (apipb.DestinationsDifferText): the client's
+	// configuration is not the server's, and its Awaits would go to the
+	// wrong groups. Nothing ran.
+	DestinationGroups []uint32 `protobuf:"varint,6,rep,packed,name=destination_groups,json=destinationGroups,proto3" json:"destination_groups,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *TxnRequest) Reset() {
@@ -564,6 +572,13 @@ func (x *TxnRequest) GetHomeGroup() string {
 		return x.HomeGroup
 	}
 	return ""
+}
+
+func (x *TxnRequest) GetDestinationGroups() []uint32 {
+	if x != nil {
+		return x.DestinationGroups
+	}
+	return nil
 }
 
 type isTxnRequest_Body interface {
@@ -737,10 +752,14 @@ func (x *OpResult) GetKvs() []*KeyValue {
 // outcome of the compares and the results of the operations of the branch
 // that ran that this group executed.
 type PieceResult struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	Id        string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`       // "c<client_id>.<seq>"
-	Group     string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"` // the answering group's name
-	Succeeded bool                   `protobuf:"varint,3,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The transaction's id spelt "c<client_id>.<seq>", for clients older than
+	// client_id and seq, which servers also set.
+	//
+	// Deprecated: Marked as deprecated in flexkv/kv/v1/kv.proto.
+	Id        string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Group     string `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"` // the answering group's name
+	Succeeded bool   `protobuf:"varint,3,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
 	// Why the transaction aborted (txn.ErrAborted), or empty. An aborted
 	// piece wrote nothing and has no results.
 	Aborted string      `protobuf:"bytes,4,opt,name=aborted,proto3" json:"aborted,omitempty"`
@@ -748,7 +767,10 @@ type PieceResult struct {
 	// The results were too large to keep and were left out
 	// (txn.PieceResult.Truncated): the piece ran, its writes were applied,
 	// its reads are lost.
-	Truncated     bool `protobuf:"varint,6,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	Truncated bool `protobuf:"varint,6,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	// The transaction's id: the request's (client_id, seq).
+	ClientId      uint64 `protobuf:"varint,7,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	Seq           uint64 `protobuf:"varint,8,opt,name=seq,proto3" json:"seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -783,6 +805,7 @@ func (*PieceResult) Descriptor() ([]byte, []int) {
 	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{7}
 }
 
+// Deprecated: Marked as deprecated in flexkv/kv/v1/kv.proto.
 func (x *PieceResult) GetId() string {
 	if x != nil {
 		return x.Id
@@ -825,11 +848,27 @@ func (x *PieceResult) GetTruncated() bool {
 	return false
 }
 
+func (x *PieceResult) GetClientId() uint64 {
+	if x != nil {
+		return x.ClientId
+	}
+	return 0
+}
+
+func (x *PieceResult) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
 type TxnResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The answering group's piece; set when executed.
 	Piece *PieceResult `protobuf:"bytes,1,opt,name=piece,proto3" json:"piece,omitempty"`
-	// The names of the transaction's destination groups, in rank order.
+	// The names of the transaction's destination groups, in rank order, for
+	// people. A client checks its own destinations by sending them
+	// (TxnRequest.destination_groups), not by comparing these.
 	Destinations []string `protobuf:"bytes,2,rep,name=destinations,proto3" json:"destinations,omitempty"`
 	// The answering group executed its piece before answering. False when it
 	// is not a destination (the tree protocol's entry may not be) or answered
@@ -890,9 +929,15 @@ func (x *TxnResponse) GetExecuted() bool {
 	return false
 }
 
+// AwaitRequest names a transaction by its id, the (client_id, seq) of its
+// TxnRequest. A request that sets neither is read by its deprecated id,
+// "c<client_id>.<seq>", still accepted from older clients.
 type AwaitRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"` // "c<client_id>.<seq>"
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Deprecated: Marked as deprecated in flexkv/kv/v1/kv.proto.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	ClientId      uint64 `protobuf:"varint,2,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	Seq           uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -927,11 +972,26 @@ func (*AwaitRequest) Descriptor() ([]byte, []int) {
 	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{9}
 }
 
+// Deprecated: Marked as deprecated in flexkv/kv/v1/kv.proto.
 func (x *AwaitRequest) GetId() string {
 	if x != nil {
 		return x.Id
 	}
 	return ""
+}
+
+func (x *AwaitRequest) GetClientId() uint64 {
+	if x != nil {
+		return x.ClientId
+	}
+	return 0
+}
+
+func (x *AwaitRequest) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
 }
 
 type AwaitResponse struct {
@@ -2195,7 +2255,7 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\x04Call\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04args\x18\x02 \x01(\fR\x04args\x12\x12\n" +
-	"\x04keys\x18\x03 \x03(\fR\x04keys\"\xb3\x01\n" +
+	"\x04keys\x18\x03 \x03(\fR\x04keys\"\xe2\x01\n" +
 	"\n" +
 	"TxnRequest\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12\x10\n" +
@@ -2203,7 +2263,8 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\x03txn\x18\x03 \x01(\v2\x11.flexkv.kv.v1.TxnH\x00R\x03txn\x12(\n" +
 	"\x04call\x18\x04 \x01(\v2\x12.flexkv.kv.v1.CallH\x00R\x04call\x12\x1d\n" +
 	"\n" +
-	"home_group\x18\x05 \x01(\tR\thomeGroupB\x06\n" +
+	"home_group\x18\x05 \x01(\tR\thomeGroup\x12-\n" +
+	"\x12destination_groups\x18\x06 \x03(\rR\x11destinationGroupsB\x06\n" +
 	"\x04body\"2\n" +
 	"\bKeyValue\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
@@ -2215,20 +2276,24 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\x05found\x18\x04 \x01(\bR\x05found\x12\x14\n" +
 	"\x05value\x18\x05 \x01(\fR\x05value\x12\x10\n" +
 	"\x03int\x18\x06 \x01(\x03R\x03int\x12(\n" +
-	"\x03kvs\x18\a \x03(\v2\x16.flexkv.kv.v1.KeyValueR\x03kvs\"\xbb\x01\n" +
-	"\vPieceResult\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x03kvs\x18\a \x03(\v2\x16.flexkv.kv.v1.KeyValueR\x03kvs\"\xee\x01\n" +
+	"\vPieceResult\x12\x12\n" +
+	"\x02id\x18\x01 \x01(\tB\x02\x18\x01R\x02id\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12\x1c\n" +
 	"\tsucceeded\x18\x03 \x01(\bR\tsucceeded\x12\x18\n" +
 	"\aaborted\x18\x04 \x01(\tR\aaborted\x120\n" +
 	"\aresults\x18\x05 \x03(\v2\x16.flexkv.kv.v1.OpResultR\aresults\x12\x1c\n" +
-	"\ttruncated\x18\x06 \x01(\bR\ttruncated\"~\n" +
+	"\ttruncated\x18\x06 \x01(\bR\ttruncated\x12\x1b\n" +
+	"\tclient_id\x18\a \x01(\x04R\bclientId\x12\x10\n" +
+	"\x03seq\x18\b \x01(\x04R\x03seq\"~\n" +
 	"\vTxnResponse\x12/\n" +
 	"\x05piece\x18\x01 \x01(\v2\x19.flexkv.kv.v1.PieceResultR\x05piece\x12\"\n" +
 	"\fdestinations\x18\x02 \x03(\tR\fdestinations\x12\x1a\n" +
-	"\bexecuted\x18\x03 \x01(\bR\bexecuted\"\x1e\n" +
-	"\fAwaitRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"@\n" +
+	"\bexecuted\x18\x03 \x01(\bR\bexecuted\"Q\n" +
+	"\fAwaitRequest\x12\x12\n" +
+	"\x02id\x18\x01 \x01(\tB\x02\x18\x01R\x02id\x12\x1b\n" +
+	"\tclient_id\x18\x02 \x01(\x04R\bclientId\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\"@\n" +
 	"\rAwaitResponse\x12/\n" +
 	"\x05piece\x18\x01 \x01(\v2\x19.flexkv.kv.v1.PieceResultR\x05piece\"c\n" +
 	"\n" +

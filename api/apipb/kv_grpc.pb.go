@@ -114,7 +114,7 @@ type KVClient interface {
 	// destinations answer through Await.
 	Txn(ctx context.Context, in *TxnRequest, opts ...grpc.CallOption) (*TxnResponse, error)
 	// Await waits until the answering replica's group has executed its piece
-	// of transaction id, and returns the piece's result; or until the
+	// of transaction (client_id, seq), and returns the piece's result; or until the
 	// deadline or the server's bound on a wait (DEADLINE_EXCEEDED). A
 	// follower answers a result it has applied; one that lacks it answers
 	// UNAVAILABLE with its leader in the trailer (it would apply the piece
@@ -320,7 +320,7 @@ type KVServer interface {
 	// destinations answer through Await.
 	Txn(context.Context, *TxnRequest) (*TxnResponse, error)
 	// Await waits until the answering replica's group has executed its piece
-	// of transaction id, and returns the piece's result; or until the
+	// of transaction (client_id, seq), and returns the piece's result; or until the
 	// deadline or the server's bound on a wait (DEADLINE_EXCEEDED). A
 	// follower answers a result it has applied; one that lacks it answers
 	// UNAVAILABLE with its leader in the trailer (it would apply the piece

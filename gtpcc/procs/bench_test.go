@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/flexkv/flexkv/executor"
+	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/gtpcc/procs"
 	"github.com/flexkv/flexkv/kv"
 	"github.com/flexkv/flexkv/multicast"
@@ -107,7 +108,7 @@ func (g *benchGroup) message(b *testing.B, proc string, args any) multicast.Mess
 // execute executes m in an entry of its own and returns its result.
 func (g *benchGroup) execute(b *testing.B, m multicast.Message) txn.PieceResult {
 	g.index++
-	if _, err := g.ex.Execute(g.index, []multicast.Message{m}, nil); err != nil {
+	if _, err := g.ex.Execute(g.index, group.Clock{}, []multicast.Message{m}, nil); err != nil {
 		b.Fatal(err)
 	}
 	res, ok, err := g.ex.Result(m.ID)

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/flexkv/flexkv/executor"
+	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/gtpcc/procs"
 	"github.com/flexkv/flexkv/kv"
 	"github.com/flexkv/flexkv/multicast"
@@ -165,7 +166,7 @@ func (rig *execRig) run(m multicast.Message) []txn.PieceResult {
 	for _, g := range m.Dst.Slice() {
 		r := rig.reps[g]
 		r.index++
-		sends, err := r.ex.Execute(r.index, []multicast.Message{m}, nil)
+		sends, err := r.ex.Execute(r.index, group.Clock{}, []multicast.Message{m}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

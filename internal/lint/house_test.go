@@ -86,11 +86,11 @@ var house = []room{
 		tests: []string{"internal/simnet", "multicast/check", "multicast/flexcast", "multicast/protocol", "multicast/skeen"}},
 	{dir: "replication/transport", floor: 4, imports: []string{"internal/rpcflow", "multicast/channel", "partition", "replication/transport/transportpb"},
 		tests: []string{"internal/testaddr"}, ext: grpcExt},
-	{dir: "gtpcc/procs", floor: 4, imports: []string{"txn"}, tests: []string{"executor", "kv", "multicast", "partition"}},
+	{dir: "gtpcc/procs", floor: 4, imports: []string{"txn"}, tests: []string{"executor", "group", "kv", "multicast", "partition"}},
 	// 5: the group state machine, the API's conversions, the scripted
 	// environment of the cores.
 	{dir: "group", floor: 5, imports: []string{"internal/invariants", "internal/wire", "multicast", "multicast/channel", "multicast/protocol", "multicast/rawnode", "partition"}},
-	{dir: "api", floor: 5, imports: []string{"api/apipb", "multicast/protocol", "partition", "txn"}, tests: []string{"configs"}, ext: protoExt},
+	{dir: "api", floor: 5, imports: []string{"api/apipb", "multicast", "multicast/protocol", "partition", "txn"}, tests: []string{"configs"}, ext: protoExt},
 	{dir: "internal/interaction", floor: 5, imports: []string{"multicast", "multicast/channel", "multicast/check", "multicast/rawnode", "partition"},
 		tests: []string{"multicast/protocol"}, ext: []string{"github.com/cockroachdb/datadriven"}},
 	// 6: the executor, the replication shell, the ordering simulator, the

@@ -325,7 +325,51 @@ func TestRaftCluster(t *testing.T) {
 	const (
 		before = 1000 // commands applied before the restart
 		during = 300  // commands applied while one node is down
+		after  = 100  // commands applied once the node caught up
 	)
+	nodes := startRaftCluster(t)
+	apply(t, nodes, seq(0, before))
+	checkAgree(t, nodes, seq(0, before))
+
+	// Restart a follower on its store directory, after the others moved on
+	// far enough that the leader compacted the entries it lacks.
+	f, stored := stopFollower(t, nodes)
+	var live []*node
+	for _, n := range nodes {
+		if n != f {
+			live = append(live, n)
+		}
+	}
+	apply(t, live, seq(before, before+during))
+	// Snapshot now, so that the leader compacts (TrailingLogs) the entries
+	// the stopped node lacks and must send it a snapshot: raft then leaves
+	// a gap in that node's log.
+	for _, n := range live {
+		if err := n.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+			t.Fatalf("node %s: Snapshot: %v", n.id, err)
+		}
+	}
+	checkReopen(t, f, stored)
+
+	f.start(t)
+	restoredAtStart := f.fsm.restored() // from its own snapshots, in NewRaft
+	connect(nodes)
+	checkAgree(t, nodes, seq(0, before+during))
+	if got := f.fsm.restored(); got <= restoredAtStart {
+		t.Fatalf("restarted node restored %d snapshots after it started, want a snapshot from the leader", got-restoredAtStart)
+	}
+
+	// Having caught up (by a snapshot if the leader compacted what it
+	// lacked, leaving a gap in its log), the restarted node stores new
+	// entries like the others.
+	apply(t, nodes, seq(before+during, before+during+after))
+	checkAgree(t, nodes, seq(0, before+during+after))
+	waitSameLastEntry(t, nodes)
+}
+
+// startRaftCluster starts three connected nodes, each on its own Store, and
+// bootstraps them as one cluster; they stop when t ends.
+func startRaftCluster(t *testing.T) []*node {
 	nodes := make([]*node, 3)
 	var servers []raft.Server
 	for i := range nodes {
@@ -345,12 +389,14 @@ func TestRaftCluster(t *testing.T) {
 	if err := nodes[0].raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
 		t.Fatalf("BootstrapCluster: %v", err)
 	}
+	return nodes
+}
 
-	apply(t, nodes, seq(0, before))
-	checkAgree(t, nodes, seq(0, before))
-
-	// Restart a follower on its store directory, after the others moved on
-	// far enough that the leader compacted the entries it lacks.
+// stopFollower stops a follower and cuts it off from the others; it returns
+// the follower and what raft left in its store, read once raft was down, to
+// compare with what the store holds after reopening.
+func stopFollower(t *testing.T, nodes []*node) (*node, logDump) {
+	t.Helper()
 	var f *node
 	for _, n := range nodes {
 		if n.raft.State() != raft.Leader {
@@ -358,8 +404,6 @@ func TestRaftCluster(t *testing.T) {
 			break
 		}
 	}
-	// Read everything raft left in the store once raft is down, to compare
-	// with what the store holds after reopening.
 	if err := f.raft.Shutdown().Error(); err != nil {
 		t.Fatalf("node %s: Shutdown: %v", f.id, err)
 	}
@@ -370,25 +414,15 @@ func TestRaftCluster(t *testing.T) {
 			n.trans.Disconnect(f.addr)
 		}
 	}
-	var live []*node
-	for _, n := range nodes {
-		if n != f {
-			live = append(live, n)
-		}
-	}
-	apply(t, live, seq(before, before+during))
-	// Snapshot now, so that the leader compacts (TrailingLogs) the entries
-	// the stopped node lacks and must send it a snapshot: raft then leaves
-	// a gap in that node's log.
-	for _, n := range live {
-		if err := n.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
-			t.Fatalf("node %s: Snapshot: %v", n.id, err)
-		}
-	}
+	return f, stored
+}
 
-	// What raft stored is all there after reopening, gaps included: a
-	// follower that lagged behind the leader's compaction was sent a
-	// snapshot and stored the entries after it, past a gap.
+// checkReopen reopens the stopped node f's store: what raft stored is all
+// there, gaps included (a follower that lagged behind the leader's
+// compaction was sent a snapshot and stored the entries after it, past a
+// gap).
+func checkReopen(t *testing.T, f *node, stored logDump) {
+	t.Helper()
 	s, err := Open(Options{Dir: f.dir})
 	if err != nil {
 		t.Fatalf("reopen %s: %v", f.id, err)
@@ -405,21 +439,11 @@ func TestRaftCluster(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatalf("close %s: %v", f.id, err)
 	}
+}
 
-	f.start(t)
-	restoredAtStart := f.fsm.restored() // from its own snapshots, in NewRaft
-	connect(nodes)
-	checkAgree(t, nodes, seq(0, before+during))
-	if got := f.fsm.restored(); got <= restoredAtStart {
-		t.Fatalf("restarted node restored %d snapshots after it started, want a snapshot from the leader", got-restoredAtStart)
-	}
-
-	// Having caught up (by a snapshot if the leader compacted what it
-	// lacked, leaving a gap in its log), the restarted node stores new
-	// entries like the others.
-	const after = 100
-	apply(t, nodes, seq(before+during, before+during+after))
-	checkAgree(t, nodes, seq(0, before+during+after))
+// waitSameLastEntry waits until every node's log ends with the same entry.
+func waitSameLastEntry(t *testing.T, nodes []*node) {
+	t.Helper()
 	waitFor(t, "every node's log to end with the same entry", func() (bool, string) {
 		var want raft.Log
 		for i, n := range nodes {
