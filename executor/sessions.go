@@ -85,9 +85,9 @@ import (
 
 // Defaults and bounds of Config.ResultSessionsMax.
 const (
-	// ResultSessionsDefault is four times group.DefaultSessionsMax: the
+	// ResultSessionsDefault is four times group.SessionsMaxDefault: the
 	// sessions of four entry groups' full tables.
-	ResultSessionsDefault = 4 * group.DefaultSessionsMax
+	ResultSessionsDefault = 4 * group.SessionsMaxDefault
 	// ResultSessionsMin is the least ResultSessionsMax.
 	ResultSessionsMin = 1
 )

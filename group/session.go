@@ -74,12 +74,12 @@ const SessionIndexMax = AnonymousBit>>sessionGroupBits - 1
 
 // Defaults of the Config fields.
 const (
-	// DefaultSessionsMax bounds the sessions a group keeps open.
-	DefaultSessionsMax = 1 << 16
-	// DefaultSessionTicks is how long a session lives idle: 15,000 ticks,
+	// SessionsMaxDefault bounds the sessions a group keeps open.
+	SessionsMaxDefault = 1 << 16
+	// SessionTicksDefault is how long a session lives idle: 15,000 ticks,
 	// 5 minutes at the default 20 ms tick, well beyond any retry of a
 	// client that is still there (a leader election, a WAN round trip).
-	DefaultSessionTicks = 15000
+	SessionTicksDefault = 15000
 )
 
 var (

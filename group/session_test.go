@@ -255,7 +255,7 @@ func TestConfigSessions(t *testing.T) {
 		}
 	}
 	cfg := testConfig(t, protocol.FlexCast, 0)
-	if err := cfg.Fill(); err != nil || cfg.SessionsMax != DefaultSessionsMax || cfg.SessionTicks != DefaultSessionTicks {
+	if err := cfg.Fill(); err != nil || cfg.SessionsMax != SessionsMaxDefault || cfg.SessionTicks != SessionTicksDefault {
 		t.Errorf("defaults: %v, SessionsMax %d, SessionTicks %d", err, cfg.SessionsMax, cfg.SessionTicks)
 	}
 }

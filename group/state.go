@@ -19,9 +19,9 @@ type Config struct {
 	// Channel: ResendTicks, HoldbackMax, OutboxMax (Self and Groups are set
 	// from the fields above).
 	Channel channel.Config
-	// SessionsMax bounds the open client sessions (0: DefaultSessionsMax);
+	// SessionsMax bounds the open client sessions (0: SessionsMaxDefault);
 	// SessionTicks is how long, in ticks of log time, a session lives idle
-	// (0: DefaultSessionTicks). Every replica of a group must use the same
+	// (0: SessionTicksDefault). Every replica of a group must use the same
 	// values, or they expire different sessions.
 	SessionsMax  int
 	SessionTicks int
@@ -52,16 +52,16 @@ func (c *Config) fill() error {
 		c.Channel.OutboxMax = 4096
 	}
 	if c.SessionsMax == 0 {
-		c.SessionsMax = DefaultSessionsMax
+		c.SessionsMax = SessionsMaxDefault
 	}
 	if c.SessionsMax < 0 {
-		return fmt.Errorf("group: SessionsMax %d, want > 0 (0: %d)", c.SessionsMax, DefaultSessionsMax)
+		return fmt.Errorf("group: SessionsMax %d, want > 0 (0: %d)", c.SessionsMax, SessionsMaxDefault)
 	}
 	if c.SessionTicks == 0 {
-		c.SessionTicks = DefaultSessionTicks
+		c.SessionTicks = SessionTicksDefault
 	}
 	if c.SessionTicks < 0 {
-		return fmt.Errorf("group: SessionTicks %d, want > 0 (0: %d)", c.SessionTicks, DefaultSessionTicks)
+		return fmt.Errorf("group: SessionTicks %d, want > 0 (0: %d)", c.SessionTicks, SessionTicksDefault)
 	}
 	return c.Channel.Validate()
 }

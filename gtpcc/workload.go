@@ -70,7 +70,7 @@ const (
 )
 
 // Mix weighs the kinds of transaction: each is drawn with probability
-// weight/total. TPC-C's minimum mix (clause 5.2.3) is DefaultMix.
+// weight/total. TPC-C's minimum mix (clause 5.2.3) is MixDefault.
 type Mix struct {
 	NewOrder    int `json:"new_order"`
 	Payment     int `json:"payment"`
@@ -79,9 +79,9 @@ type Mix struct {
 	StockLevel  int `json:"stock_level"`
 }
 
-// DefaultMix is the mix of DESIGN 9: new-order 45%, payment 43%,
+// MixDefault is the mix of DESIGN 9: new-order 45%, payment 43%,
 // order-status, delivery and stock-level 4% each.
-var DefaultMix = Mix{NewOrder: 45, Payment: 43, OrderStatus: 4, Delivery: 4, StockLevel: 4}
+var MixDefault = Mix{NewOrder: 45, Payment: 43, OrderStatus: 4, Delivery: 4, StockLevel: 4}
 
 // weights returns the weights in the order of kinds.
 func (m Mix) weights() [len(kinds)]int {
@@ -124,7 +124,7 @@ type WorkloadConfig struct {
 	// left out; so are new-orders of more than three groups. It needs
 	// warehouses in two or more groups.
 	GlobalOnly bool `json:"global_only"`
-	// Mix weighs the kinds of transaction; the zero Mix is DefaultMix.
+	// Mix weighs the kinds of transaction; the zero Mix is MixDefault.
 	Mix Mix `json:"mix"`
 	// C are NURand's run-time constants.
 	C NURandC `json:"nurand_c"`
@@ -149,7 +149,7 @@ func DefaultWorkload(warehouses []int, scale procs.Scale) WorkloadConfig {
 		Locality:      LocalityDefault,
 		RemoteItem:    RemoteItemTPCC,
 		RemotePayment: RemotePaymentDefault,
-		Mix:           DefaultMix,
+		Mix:           MixDefault,
 		// Fixed rather than random, so that a run is a function of its
 		// seed; each within TPC-C's range [0, A]. Last differs from the
 		// loader's procs.LoadCLastConstant by 66, within clause 2.1.6.1's 65..119
@@ -234,10 +234,10 @@ func (c *WorkloadConfig) groups(warehouses []int) []int {
 	return slices.Compact(gs)
 }
 
-// mix returns the mix in effect: DefaultMix for the zero Mix.
+// mix returns the mix in effect: MixDefault for the zero Mix.
 func (c *WorkloadConfig) mix() Mix {
 	if c.Mix == (Mix{}) {
-		return DefaultMix
+		return MixDefault
 	}
 	return c.Mix
 }

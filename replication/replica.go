@@ -59,7 +59,7 @@ type Config struct {
 	// snapshots and restores it with its raft snapshots.
 	Executor group.Executor
 
-	TickInterval      time.Duration // default DefaultTickInterval
+	TickInterval      time.Duration // default TickIntervalDefault
 	ElectionTimeout   time.Duration // default 300ms
 	ApplyTimeout      time.Duration // how long a proposal may wait (default 5s)
 	SnapshotThreshold uint64        // entries between raft snapshots (default 32768)
@@ -116,7 +116,7 @@ func (c *Config) fill() error {
 		return fmt.Errorf("replication: replica %q is not a member of its group", c.ID)
 	}
 	if c.TickInterval <= 0 {
-		c.TickInterval = DefaultTickInterval
+		c.TickInterval = TickIntervalDefault
 	}
 	if c.ElectionTimeout <= 0 {
 		c.ElectionTimeout = 300 * time.Millisecond
@@ -332,8 +332,8 @@ func newTransmitter(cfg Config) (*transport.Transmitter, error) {
 	})
 }
 
-// DefaultTickInterval is a replica's tick interval unless configured.
-const DefaultTickInterval = 20 * time.Millisecond
+// TickIntervalDefault is a replica's tick interval unless configured.
+const TickIntervalDefault = 20 * time.Millisecond
 
 // logCacheEntries is how many of the latest log entries raft's reads are
 // answered from memory: several rounds of MaxAppendEntries, what followers

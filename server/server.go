@@ -83,9 +83,9 @@ type Config struct {
 	// default; see executor.Config).
 	StoredVoteBytesMax int64
 	// SessionsMax bounds the client sessions this replica's group keeps
-	// open (0: group.DefaultSessionsMax); SessionTicks is how long one
+	// open (0: group.SessionsMaxDefault); SessionTicks is how long one
 	// lives idle, in ticks of the group's log (0:
-	// group.DefaultSessionTicks; a tick is Replication.TickInterval, 20 ms
+	// group.SessionTicksDefault; a tick is Replication.TickInterval, 20 ms
 	// by default, while the group is busy). Every replica of a group must
 	// use the same values. They set Replication.State's fields when not 0.
 	SessionsMax  int

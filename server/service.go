@@ -125,9 +125,9 @@ func checkBounds(cfg Config) error {
 	case cfg.ScanBytesMax < 0 || cfg.ScanBytesMax > ScanBytesMaxMax:
 		return fmt.Errorf("server: scan bytes bound %d, want 1..%d (0: %d)", cfg.ScanBytesMax, ScanBytesMaxMax, ScanBytesMaxDefault)
 	case cfg.SessionsMax < 0:
-		return fmt.Errorf("server: sessions bound %d, want > 0 (0: %d)", cfg.SessionsMax, group.DefaultSessionsMax)
+		return fmt.Errorf("server: sessions bound %d, want > 0 (0: %d)", cfg.SessionsMax, group.SessionsMaxDefault)
 	case cfg.SessionTicks < 0:
-		return fmt.Errorf("server: session lifetime %d ticks, want > 0 (0: %d)", cfg.SessionTicks, group.DefaultSessionTicks)
+		return fmt.Errorf("server: session lifetime %d ticks, want > 0 (0: %d)", cfg.SessionTicks, group.SessionTicksDefault)
 	}
 	return nil
 }

@@ -53,7 +53,7 @@ cannot be read.`,
 	}
 	cmd.Flags().BoolVar(&opt.Complete, "complete", false, "the run ended quiescent: check validity and agreement too")
 	cmd.Flags().BoolVar(&opt.Genuine, "genuine", false, "the protocol is genuine (flexcast, skeen): check genuineness too")
-	cmd.Flags().IntVar(&opt.DetailsMax, "details", check.DefaultDetailsMax, "violations of each property to describe")
+	cmd.Flags().IntVar(&opt.DetailsMax, "details", check.DetailsMaxDefault, "violations of each property to describe")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &exitError{code: 2, err: fmt.Errorf("check-log: %w", err)}
 	})

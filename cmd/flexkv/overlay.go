@@ -283,9 +283,9 @@ type suggestParams struct {
 var defaultSuggest = suggestParams{Objective: overlay.First, KeepLast: true, CommitMs: 2, FlushMs: serverFlushMs, HomeSlack: overlay.HomeSlackDefault}
 
 // serverFlushMs is the period of a server's FlexCast flush when its rank-0
-// group delivers anything: flexcast.DefaultFlushTicks ticks of the
+// group delivers anything: flexcast.FlushTicksDefault ticks of the
 // replicas' tick interval.
-const serverFlushMs = float64(flexcast.DefaultFlushTicks) * float64(replication.DefaultTickInterval) / float64(time.Millisecond)
+const serverFlushMs = float64(flexcast.FlushTicksDefault) * float64(replication.TickIntervalDefault) / float64(time.Millisecond)
 
 // model returns the latency model of p for the round trips rtt.
 func (p suggestParams) model(rtt [][]float64) *overlay.Model {

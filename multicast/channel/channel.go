@@ -108,11 +108,11 @@ type Config struct {
 
 // Defaults of the byte bounds and resend windows left zero in a Config.
 const (
-	DefaultHoldbackBytesMax = 8 << 20
-	DefaultBacklogBytesMax  = 16 << 20
-	DefaultOutboxBytesMax   = 64 << 20
-	DefaultResendFramesMax  = 256
-	DefaultResendBytesMax   = 1 << 20
+	HoldbackBytesMaxDefault = 8 << 20
+	BacklogBytesMaxDefault  = 16 << 20
+	OutboxBytesMaxDefault   = 64 << 20
+	ResendFramesMaxDefault  = 256
+	ResendBytesMaxDefault   = 1 << 20
 )
 
 // withDefaults returns c with the zero byte bounds and windows set to their
@@ -120,19 +120,19 @@ const (
 // quarter of the default, so that setting the busy limit alone stays valid.
 func (c Config) withDefaults() Config {
 	if c.HoldbackBytesMax == 0 {
-		c.HoldbackBytesMax = DefaultHoldbackBytesMax
+		c.HoldbackBytesMax = HoldbackBytesMaxDefault
 	}
 	if c.BacklogBytesMax == 0 {
-		c.BacklogBytesMax = DefaultBacklogBytesMax
+		c.BacklogBytesMax = BacklogBytesMaxDefault
 	}
 	if c.OutboxBytesMax == 0 {
-		c.OutboxBytesMax = max(DefaultOutboxBytesMax, 4*c.BacklogBytesMax)
+		c.OutboxBytesMax = max(OutboxBytesMaxDefault, 4*c.BacklogBytesMax)
 	}
 	if c.ResendFramesMax == 0 {
-		c.ResendFramesMax = DefaultResendFramesMax
+		c.ResendFramesMax = ResendFramesMaxDefault
 	}
 	if c.ResendBytesMax == 0 {
-		c.ResendBytesMax = DefaultResendBytesMax
+		c.ResendBytesMax = ResendBytesMaxDefault
 	}
 	return c
 }

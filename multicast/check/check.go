@@ -64,8 +64,8 @@ var Properties = []string{Malformed, Integrity, ReplicaAgreement, PrefixOrder, A
 
 // Defaults of Options.
 const (
-	DefaultRecordsMax = 1 << 24
-	DefaultDetailsMax = 5
+	RecordsMaxDefault = 1 << 24
+	DetailsMaxDefault = 5
 )
 
 // ErrLimit is returned by Add when Options.RecordsMax records were added.
@@ -88,21 +88,21 @@ type Options struct {
 	// multicast earlier in the log (earlier record) was addressed to.
 	Genuine bool
 	// RecordsMax bounds the records a Checker accepts, and so its memory
-	// (which is linear in them); 0 or less means DefaultRecordsMax, and more
+	// (which is linear in them); 0 or less means RecordsMaxDefault, and more
 	// than math.MaxInt32 means math.MaxInt32.
 	RecordsMax int
 	// DetailsMax bounds the violations of each property that a Report
-	// describes; all of them are counted. 0 or less means DefaultDetailsMax.
+	// describes; all of them are counted. 0 or less means DetailsMaxDefault.
 	DetailsMax int
 }
 
 func (o Options) normalized() Options {
 	if o.RecordsMax <= 0 {
-		o.RecordsMax = DefaultRecordsMax
+		o.RecordsMax = RecordsMaxDefault
 	}
 	o.RecordsMax = min(o.RecordsMax, math.MaxInt32)
 	if o.DetailsMax <= 0 {
-		o.DetailsMax = DefaultDetailsMax
+		o.DetailsMax = DetailsMaxDefault
 	}
 	return o
 }

@@ -46,9 +46,9 @@ import (
 
 // Defaults for zero Config fields.
 const (
-	DefaultPendingMax = 1 << 14
-	DefaultFlushEvery = 1024
-	DefaultFlushTicks = 20
+	PendingMaxDefault = 1 << 14
+	FlushEveryDefault = 1024
+	FlushTicksDefault = 20
 )
 
 // Config configures a Core.
@@ -230,16 +230,16 @@ func New(cfg Config) (*Core, error) {
 		return nil, fmt.Errorf("flexcast: group %d is not in the topology", cfg.Self)
 	}
 	if cfg.PendingMax == 0 {
-		cfg.PendingMax = DefaultPendingMax
+		cfg.PendingMax = PendingMaxDefault
 	}
 	if cfg.PendingMax < 0 {
 		return nil, fmt.Errorf("flexcast: PendingMax %d < 0", cfg.PendingMax)
 	}
 	if cfg.FlushEvery == 0 {
-		cfg.FlushEvery = DefaultFlushEvery
+		cfg.FlushEvery = FlushEveryDefault
 	}
 	if cfg.FlushTicks == 0 {
-		cfg.FlushTicks = DefaultFlushTicks
+		cfg.FlushTicks = FlushTicksDefault
 	}
 	if cfg.FlushIdleTicks == 0 {
 		cfg.FlushIdleTicks = 10 * cfg.FlushTicks

@@ -113,7 +113,7 @@ type Config struct {
 
 	// FlushEvery (FlexCast only): the rank-0 group multicasts a flush
 	// after this many deliveries, besides the flushes its ticks trigger (0:
-	// flexcast.DefaultFlushEvery, which a run of at most MessagesMax
+	// flexcast.FlushEveryDefault, which a run of at most MessagesMax
 	// messages rarely reaches). A flush every few deliveries keeps one in
 	// flight most of the time, the case of the rules about flushes.
 	FlushEvery int
