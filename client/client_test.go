@@ -146,7 +146,7 @@ func TestSingleKeyOps(t *testing.T) {
 		t.Fatal(err)
 	}
 	for g := range groupsN {
-		if v := string(cl.stores[g].kv["i/7"]); v != "item" {
+		if v := valueOf(cl.stores[g], "i/7"); v != "item" {
 			t.Errorf("group %d holds i/7 = %q", g, v)
 		}
 	}
@@ -162,7 +162,7 @@ func TestSingleKeyOps(t *testing.T) {
 	if err := c.Delete(ctx, []byte("i/7")); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := cl.stores[2].kv["i/7"]; ok {
+	if _, ok, _ := cl.stores[2].Get([]byte("i/7")); ok {
 		t.Error("the replicated delete did not reach group c")
 	}
 }
@@ -263,7 +263,7 @@ func TestNotLeaderRedirect(t *testing.T) {
 	if n0, n1, n2 := calls(0), calls(1), calls(2); n0 != 2 || n1 != 1 || n2 != 4 {
 		t.Errorf("opens and puts at a's replicas: %d %d %d, want 2 1 4", n0, n1, n2)
 	}
-	if v := string(cl.stores[0].kv["a/k"]); v != "3" {
+	if v := valueOf(cl.stores[0], "a/k"); v != "3" {
 		t.Errorf("a/k = %q, want 3", v)
 	}
 }
@@ -326,8 +326,8 @@ func TestDuplicateRetry(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Txn: %v", err)
 	}
-	if res.Results[0].Int != 5 || string(cl.stores[0].kv["a/n"]) != "5" {
-		t.Errorf("result %+v, a/n = %q: executed twice?", res, cl.stores[0].kv["a/n"])
+	if res.Results[0].Int != 5 || valueOf(cl.stores[0], "a/n") != "5" {
+		t.Errorf("result %+v, a/n = %q: executed twice?", res, valueOf(cl.stores[0], "a/n"))
 	}
 	if cl.executions != 1 {
 		t.Errorf("%d executions, want 1", cl.executions)
@@ -817,8 +817,8 @@ func TestSessionRenewed(t *testing.T) {
 			if err := tc.run(c); err != nil {
 				t.Fatalf("%s after its session expired: %v, want renewed and run", tc.name, err)
 			}
-			if cl.executions != 1 || string(cl.stores[0].kv["a/n"]) != "3" {
-				t.Errorf("%d executions, a/n = %q, want once and 3", cl.executions, cl.stores[0].kv["a/n"])
+			if cl.executions != 1 || valueOf(cl.stores[0], "a/n") != "3" {
+				t.Errorf("%d executions, a/n = %q, want once and 3", cl.executions, valueOf(cl.stores[0], "a/n"))
 			}
 			var got []string
 			for _, ca := range cl.calls()["a/0"][1:] {
@@ -870,7 +870,7 @@ func TestSessionRenewedAfterRedirect(t *testing.T) {
 	if n := cl.count(0, 2, "open"); n != 1 {
 		t.Errorf("%d sessions opened at the new leader, want 1", n)
 	}
-	if v := string(cl.stores[0].kv["a/k"]); v != "2" {
+	if v := valueOf(cl.stores[0], "a/k"); v != "2" {
 		t.Errorf("a/k = %q, want 2", v)
 	}
 }

@@ -1,13 +1,11 @@
 package client
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"slices"
-	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -48,7 +46,7 @@ type fakeCluster struct {
 	mu         sync.Mutex
 	leader     [groupsN]int // index of each group's leader
 	noHint     bool         // followers redirect without a leader hint
-	stores     [groupsN]*memStore
+	stores     [groupsN]*txn.MemStore
 	dsts       map[string]partition.GroupSet
 	results    map[string]map[partition.GroupID]*apipb.PieceResult
 	executions int
@@ -184,7 +182,7 @@ func startFake(o fakeOptions) (cl *fakeCluster, stop func(), err error) {
 	}
 	cl.cfg, cl.lat, cl.top, cl.pm = cfg, lat, top, pm
 	for g := range groupsN {
-		cl.stores[g] = &memStore{kv: map[string][]byte{}}
+		cl.stores[g] = txn.NewMemStore(nil)
 	}
 	return cl, stop, nil
 }
@@ -612,37 +610,10 @@ func (cl *fakeCluster) checkNamed(id string, req *apipb.TxnRequest, dst partitio
 	return dst, nil
 }
 
-// memStore is a group's data: a txn.Reader and txn.Writer over a map.
-type memStore struct{ kv map[string][]byte }
-
-func (m *memStore) Get(key []byte) ([]byte, bool, error) {
-	v, ok := m.kv[string(key)]
-	return bytes.Clone(v), ok, nil
-}
-
-func (m *memStore) Scan(start, end []byte, limit int) ([]txn.KV, error) {
-	var keys []string
-	for k := range m.kv {
-		if k >= string(start) && k < string(end) {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	var out []txn.KV
-	for _, k := range keys[:min(limit, len(keys))] {
-		out = append(out, txn.KV{Key: []byte(k), Value: bytes.Clone(m.kv[k])})
-	}
-	return out, nil
-}
-
-func (m *memStore) Put(key, value []byte) error {
-	m.kv[string(key)] = bytes.Clone(value)
-	return nil
-}
-
-func (m *memStore) Delete(key []byte) error {
-	delete(m.kv, string(key))
-	return nil
+// valueOf is the value s holds at key, "" if none.
+func valueOf(s *txn.MemStore, key string) string {
+	v, _, _ := s.Get([]byte(key))
+	return string(v)
 }
 
 // fakePeerAddr is a peer address of a fake replica at addr, unique like it

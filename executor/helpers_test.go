@@ -5,9 +5,7 @@ package executor
 // tests run the same transactions on the same partition map.
 
 import (
-	"bytes"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 
@@ -68,76 +66,6 @@ func mustParse(t testing.TB, s string) *txn.Txn {
 		t.Fatalf("txn.ParseJSON(%s): %v", s, err)
 	}
 	return tx
-}
-
-// memStore is a Reader and a Writer over a map, recording the writes it
-// receives.
-type memStore struct {
-	kv     map[string]string
-	writes []string // "put k=v", "delete k", in call order
-}
-
-func newStore(kv map[string]string) *memStore {
-	s := &memStore{kv: map[string]string{}}
-	for k, v := range kv { //flexkv:unordered copying into a map
-		s.kv[k] = v
-	}
-	return s
-}
-
-func (s *memStore) Get(key []byte) ([]byte, bool, error) {
-	v, ok := s.kv[string(key)]
-	if !ok {
-		return nil, false, nil
-	}
-	return []byte(v), true, nil
-}
-
-func (s *memStore) Scan(start, end []byte, limit int) ([]txn.KV, error) {
-	var keys []string
-	for k := range s.kv { //flexkv:unordered sorted below
-		if bytes.Compare([]byte(k), start) >= 0 && bytes.Compare([]byte(k), end) < 0 {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	if len(keys) > limit {
-		keys = keys[:limit]
-	}
-	out := make([]txn.KV, len(keys))
-	for i, k := range keys {
-		out[i] = txn.KV{Key: []byte(k), Value: []byte(s.kv[k])}
-	}
-	return out, nil
-}
-
-func (s *memStore) Put(key, value []byte) error {
-	s.kv[string(key)] = string(value)
-	s.writes = append(s.writes, fmt.Sprintf("put %s=%s", key, value))
-	return nil
-}
-
-func (s *memStore) Delete(key []byte) error {
-	delete(s.kv, string(key))
-	s.writes = append(s.writes, fmt.Sprintf("delete %s", key))
-	return nil
-}
-
-// dump formats the store's contents in key order.
-func (s *memStore) dump() string {
-	keys := make([]string, 0, len(s.kv))
-	for k := range s.kv { //flexkv:unordered sorted below
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	var b strings.Builder
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		fmt.Fprintf(&b, "%s=%s", k, s.kv[k])
-	}
-	return b.String()
 }
 
 // describeResults formats results compactly: "0:get k=v", "1:get k missing",

@@ -322,7 +322,7 @@ func randomTxn(rng *rand.Rand) string {
 
 // serialResults executes t on the whole store s, as one piece that owns
 // every key, and returns what each destination of dst must report.
-func serialResults(t *testing.T, c *cluster, s *memStore, tx *txn.Txn, dst partition.GroupSet) map[partition.GroupID]txn.PieceResult {
+func serialResults(t *testing.T, c *cluster, s *txn.MemStore, tx *txn.Txn, dst partition.GroupSet) map[partition.GroupID]txn.PieceResult {
 	t.Helper()
 	whole := txn.Piece{Group: 0, Txn: tx, If: make([]txn.PieceCompare, len(tx.If))}
 	for i := range whole.If {
@@ -364,7 +364,7 @@ func runPipelineVsSerial(t *testing.T, seed uint64, txns int) Stats {
 	rng := rand.New(rand.NewPCG(seed, 0x7069_7065))
 	c := newCluster(t, nil)
 	c.addTwins()
-	ref := newStore(nil)
+	ref := txn.NewMemStore(nil)
 
 	var all []multicast.Message
 	want := map[multicast.MsgID]map[partition.GroupID]txn.PieceResult{}
@@ -418,13 +418,16 @@ func runPipelineVsSerial(t *testing.T, seed uint64, txns int) Stats {
 	var total Stats
 	for g := range c.reps {
 		gid := partition.GroupID(g)
-		holds := newStore(nil)
-		for k, v := range ref.kv { //flexkv:unordered copying into a map
+		holds := txn.NewMemStore(nil)
+		for _, k := range ref.Keys() {
 			if p, err := c.pm.Lookup([]byte(k)); err == nil && (p.Replicated || p.Group == gid) {
-				holds.kv[k] = v
+				v, _, _ := ref.Get([]byte(k))
+				if err := holds.Put([]byte(k), v); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
-		if got, want := c.data(gid), holds.dump(); got != want {
+		if got, want := c.data(gid), holds.String(); got != want {
 			t.Errorf("seed %d: group %d holds %s, serial execution %s", seed, g, got, want)
 		}
 		st := c.reps[g].ex.Stats()

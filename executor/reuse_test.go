@@ -223,12 +223,12 @@ func TestEvalUsedVoteAborts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := newStore(nil)
+	st := txn.NewMemStore(nil)
 	_, _, err = txn.Eval(st, st, &pieces[0], txn.Vote{Group: 2, Used: true})
 	if !errors.Is(err, txn.ErrAborted) || err.Error() != "txn: the transaction's id was already used at group 2" {
 		t.Errorf("Eval with a used vote: %v", err)
 	}
-	if len(st.writes) != 0 {
-		t.Errorf("Eval wrote %v", st.writes)
+	if len(st.Writes()) != 0 {
+		t.Errorf("Eval wrote %v", st.Writes())
 	}
 }

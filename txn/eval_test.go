@@ -186,8 +186,8 @@ var evalCases = []evalCase{
 func TestEval(t *testing.T) {
 	for _, tt := range evalCases {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newStore(tt.store)
-			before := s.dump()
+			s := NewMemStore(tt.store)
+			before := s.String()
 			ok, results, err := Eval(s, s, localPiece(t, mustParse(t, tt.json)))
 			if err != nil {
 				t.Fatal(err)
@@ -202,10 +202,10 @@ func TestEval(t *testing.T) {
 			if tt.writes == "" && after == "" {
 				after = before
 			}
-			if got := s.dump(); got != after {
+			if got := s.String(); got != after {
 				t.Errorf("store afterwards\n got %s\nwant %s", got, after)
 			}
-			if got := strings.Join(s.writes, ", "); got != tt.writes {
+			if got := strings.Join(s.Writes(), ", "); got != tt.writes {
 				t.Errorf("writes\n got %s\nwant %s", got, tt.writes)
 			}
 		})
@@ -245,7 +245,7 @@ func TestEvalCompares(t *testing.T) {
 			}
 			js := fmt.Sprintf(`{"if":[{"key":%q,"cmp":%q,%s}],"then":[{"op":"get","key":"w/0001/n"}]}`, tt.key, rel, operand)
 			t.Run(fmt.Sprintf("%s %s %s", tt.key, rel, tt.operand), func(t *testing.T) {
-				s := newStore(store)
+				s := NewMemStore(store)
 				ok, _, err := Eval(s, s, localPiece(t, mustParse(t, js)))
 				if err != nil {
 					t.Fatal(err)
@@ -283,8 +283,8 @@ func TestEvalAborts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newStore(store)
-			before := s.dump()
+			s := NewMemStore(store)
+			before := s.String()
 			_, results, err := Eval(s, s, localPiece(t, mustParse(t, tt.json)))
 			if err == nil {
 				t.Fatalf("no error; results %s", describeResults(results))
@@ -295,8 +295,8 @@ func TestEvalAborts(t *testing.T) {
 			if !errors.Is(err, ErrAborted) || !errors.Is(err, tt.cause) {
 				t.Errorf("error %q: want it to match ErrAborted and %v", err, tt.cause)
 			}
-			if len(s.writes) != 0 || s.dump() != before {
-				t.Errorf("aborted piece wrote %v", s.writes)
+			if len(s.Writes()) != 0 || s.String() != before {
+				t.Errorf("aborted piece wrote %v", s.Writes())
 			}
 		})
 	}
@@ -357,10 +357,10 @@ func TestEvalAcrossGroups(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var stores [3]*memStore
+			var stores [3]*MemStore
 			votes := map[partition.GroupID]Vote{}
 			for g := range stores {
-				stores[g] = newStore(tt.stores[g])
+				stores[g] = NewMemStore(tt.stores[g])
 				v, err := EvalVote(stores[g], &pieces[g])
 				if err != nil {
 					t.Fatal(err)
@@ -386,7 +386,7 @@ func TestEvalAcrossGroups(t *testing.T) {
 				if got := describeResults(results); got != tt.results[g] {
 					t.Errorf("group %d: results\n got %s\nwant %s", g, got, tt.results[g])
 				}
-				if got := stores[g].dump(); got != tt.after[g] {
+				if got := stores[g].String(); got != tt.after[g] {
 					t.Errorf("group %d: store\n got %s\nwant %s", g, got, tt.after[g])
 				}
 			}
@@ -403,7 +403,7 @@ func TestEvalVotes(t *testing.T) {
 		t.Fatal(err)
 	}
 	g1 := &pieces[1] // waits for groups 0 and 2
-	s := newStore(map[string]string{"item/1": "x"})
+	s := NewMemStore(map[string]string{"item/1": "x"})
 	yes0, yes2 := Vote{Group: 0, Holds: true}, Vote{Group: 2, Holds: true}
 	tests := []struct {
 		name  string
@@ -425,14 +425,14 @@ func TestEvalVotes(t *testing.T) {
 			if got := errors.Is(err, ErrAborted); got != (tt.name == "abort") {
 				t.Errorf("errors.Is(ErrAborted) = %v", got)
 			}
-			if len(s.writes) != 0 {
-				t.Errorf("wrote %v", s.writes)
+			if len(s.Writes()) != 0 {
+				t.Errorf("wrote %v", s.Writes())
 			}
 		})
 	}
 
 	// A vote on a non-integer is an abort vote, not an error.
-	s0 := newStore(map[string]string{"w/0001/a": "lots"})
+	s0 := NewMemStore(map[string]string{"w/0001/a": "lots"})
 	v, err := EvalVote(s0, &pieces[0])
 	if err != nil || v.If != (Abort{Index: 0, Reason: `txn: if[0]: "w/0001/a" >= 5: stored value "lots": not an integer`}) || v.Holds || v.Group != 0 {
 		t.Errorf("EvalVote on a non-integer: %+v, %v; want an abort vote of group 0", v, err)
@@ -457,12 +457,12 @@ func TestEvalIOErrors(t *testing.T) {
 		`{"then":[{"op":"add","key":"w/0001/a","int":1}]}`,
 		`{"then":[{"op":"scan","key":"w/0001/a","end":"w/0001/b","limit":1}]}`,
 	} {
-		_, _, err := Eval(f, newStore(nil), localPiece(t, mustParse(t, js)))
+		_, _, err := Eval(f, NewMemStore(nil), localPiece(t, mustParse(t, js)))
 		if !errors.Is(err, errDisk) || errors.Is(err, ErrAborted) {
 			t.Errorf("%s: error %v, want one wrapping the read error, not an abort", js, err)
 		}
 	}
-	_, _, err := Eval(newStore(nil), f, localPiece(t, mustParse(t, `{"then":[{"op":"put","key":"w/0001/a","value":"v"}]}`)))
+	_, _, err := Eval(NewMemStore(nil), f, localPiece(t, mustParse(t, `{"then":[{"op":"put","key":"w/0001/a","value":"v"}]}`)))
 	if !errors.Is(err, errDisk) || !strings.Contains(err.Error(), `txn: write "w/0001/a"`) {
 		t.Errorf("write error: %v", err)
 	}
@@ -470,7 +470,7 @@ func TestEvalIOErrors(t *testing.T) {
 
 func TestEvalRejectsBadPiece(t *testing.T) {
 	tx := mustParse(t, designTransfer)
-	s := newStore(nil)
+	s := NewMemStore(nil)
 	good := localPiece(t, tx)
 	tests := []struct {
 		name  string
@@ -525,14 +525,14 @@ func TestEvalBranchVotes(t *testing.T) {
 		{"both can run", nil, map[string]string{"w/0003/c": "1"}, Vote{Group: 0, Holds: true}, "then", "put w/0003/t=1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			v0, err := EvalVote(newStore(tc.s0), g0)
+			v0, err := EvalVote(NewMemStore(tc.s0), g0)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if v0 != tc.vote0 {
 				t.Fatalf("group 0 votes %+v, want %+v", v0, tc.vote0)
 			}
-			s1 := newStore(tc.s1)
+			s1 := NewMemStore(tc.s1)
 			v1, err := EvalVote(s1, g1)
 			if err != nil {
 				t.Fatal(err)
@@ -550,11 +550,11 @@ func TestEvalBranchVotes(t *testing.T) {
 			if o := got(ok, err); o != tc.want1 {
 				t.Errorf("group 1: %s, want %s", o, tc.want1)
 			}
-			if w := strings.Join(s1.writes, ", "); w != tc.writes {
+			if w := strings.Join(s1.Writes(), ", "); w != tc.writes {
 				t.Errorf("group 1 wrote %q, want %q", w, tc.writes)
 			}
 			// Group 0 reaches the same outcome on its own state.
-			s0 := newStore(tc.s0)
+			s0 := NewMemStore(tc.s0)
 			ok, _, err = Eval(s0, s0, g0, v1)
 			if o := got(ok, err); o != tc.want1 {
 				t.Errorf("group 0: %s, want %s", o, tc.want1)
@@ -570,7 +570,7 @@ func TestEvalBranchVotes(t *testing.T) {
 // caller's to change: changing a held key or value through what a read
 // returned changes neither later reads nor what Flush writes.
 func TestOverlayReadsAreCopies(t *testing.T) {
-	s := newStore(map[string]string{"a": "1", "c": "3"})
+	s := NewMemStore(map[string]string{"a": "1", "c": "3"})
 	o := NewOverlay(s)
 	o.Put([]byte("b"), []byte("2"))
 	v, found, err := o.Get([]byte("b"))
@@ -591,17 +591,17 @@ func TestOverlayReadsAreCopies(t *testing.T) {
 	if err := o.Flush(s); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := strings.Join(s.writes, ", "), "put b=2"; got != want {
+	if got, want := strings.Join(s.Writes(), ", "), "put b=2"; got != want {
 		t.Errorf("Flush wrote %q, want %q", got, want)
 	}
 }
 
 func TestOverlayResetDropsWritesKeepsNothingShared(t *testing.T) {
-	old := newStore(map[string]string{"a": "1"})
+	old := NewMemStore(map[string]string{"a": "1"})
 	o := NewOverlay(old)
 	o.Put([]byte("b"), []byte("2"))
 	o.Delete([]byte("a"))
-	s := newStore(map[string]string{"a": "9", "c": "3"})
+	s := NewMemStore(map[string]string{"a": "9", "c": "3"})
 	o.Reset(s)
 	if o.Len() != 0 {
 		t.Fatalf("Len after Reset = %d, want 0", o.Len())
@@ -616,10 +616,10 @@ func TestOverlayResetDropsWritesKeepsNothingShared(t *testing.T) {
 	if err := o.Flush(s); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := strings.Join(s.writes, ", "), "put c=4"; got != want {
+	if got, want := strings.Join(s.Writes(), ", "), "put c=4"; got != want {
 		t.Errorf("Flush after Reset wrote %q, want %q", got, want)
 	}
-	if len(old.writes) != 0 {
-		t.Errorf("the old reader got writes %q", old.writes)
+	if len(old.Writes()) != 0 {
+		t.Errorf("the old reader got writes %q", old.Writes())
 	}
 }
