@@ -26,6 +26,10 @@ type fifoNet struct {
 	// 1's.
 	clients []uint64
 	seqs    []uint64
+	// cut: groups whose links are held: nothing they sent is served and
+	// nothing reaches them until cut is cleared (a partition under a
+	// reliable channel, which delivers everything after it heals).
+	cut partition.GroupSet
 }
 
 func newFifoNet(tb testing.TB, top *partition.Topology, seed uint64, cfg Config) *fifoNet {
@@ -65,10 +69,29 @@ func (f *fifoNet) step(g partition.GroupID, in multicast.Input) error {
 	return nil
 }
 
-// drain serves random links, one envelope at a time, until all are empty.
+// drain serves random links, one envelope at a time, until all are empty
+// or held by the cut.
 func (f *fifoNet) drain() error {
-	for len(f.busy) > 0 {
-		i := f.rng.IntN(len(f.busy))
+	var open []int // indexes in busy of the links the cut does not hold
+	for {
+		var i int
+		if f.cut.Empty() {
+			if len(f.busy) == 0 {
+				return nil
+			}
+			i = f.rng.IntN(len(f.busy))
+		} else {
+			open = open[:0]
+			for j, l := range f.busy {
+				if !f.cut.Has(partition.GroupID(l/f.n)) && !f.cut.Has(partition.GroupID(l%f.n)) {
+					open = append(open, j)
+				}
+			}
+			if len(open) == 0 {
+				return nil
+			}
+			i = open[f.rng.IntN(len(open))]
+		}
 		l := f.busy[i]
 		in := f.links[l][0]
 		f.links[l] = f.links[l][1:]
@@ -80,7 +103,6 @@ func (f *fifoNet) drain() error {
 			return err
 		}
 	}
-	return nil
 }
 
 // batches multicasts n messages from client 1, batchSize at a time, each at

@@ -836,6 +836,25 @@ func (c *Core) pend(id multicast.MsgID) *pend {
 //
 // The simulator's seeds (make sim) attack the rule; sim's test of the aux
 // bound holds it to 2n per multicast.
+//
+// What a group B that is cut off must hold up, with any garbage collection:
+// let A < B < C, m a message addressed to C and not to B, and x a message
+// addressed to B that precedes m in what A knows when it acts on m (as
+// m's lca, a destination or a notified group): typically A delivered x,
+// then m. C may not deliver m before it holds B's delivery order up to x,
+// that is before B delivered x and an envelope B sent after that reached
+// C (here, B's answer to the notification about m, which B gives once it
+// delivered x). Until then B may still deliver, before x, some y addressed
+// to C, and C must deliver y before m (y < x at B, x < m at A). Nothing
+// about m reaches B otherwise (B is no destination), so C waits for B's
+// answer for as long as B is cut, if x was in flight to B, or B's order
+// up to x had not reached C, when the cut began. That wait is inherent to
+// FlexCast, which fixes the order of x and m at A without asking B (Skeen
+// orders m among its destinations only, and C's later timestamp proposals
+// put y after m). It is all C owes B: a message that no such x precedes,
+// and that no such m precedes in what C knows, needs nothing from B. The
+// flush, a message to every group that every later message of rank 0
+// follows, makes C wait for B beyond that (see TestOutageIsolation).
 func (c *Core) notifyNext(id multicast.MsgID, dst partition.GroupSet) []notifRef {
 	if c.cfg.Strategies.NoNotifs {
 		return nil
