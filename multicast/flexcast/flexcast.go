@@ -866,16 +866,20 @@ func (c *Core) pend(id multicast.MsgID) *pend {
 // that is before B delivered x and an envelope B sent after that reached
 // C (here, B's answer to the notification about m, which B gives once it
 // delivered x). Until then B may still deliver, before x, some y addressed
-// to C, and C must deliver y before m (y < x at B, x < m at A). Nothing
-// about m reaches B otherwise (B is no destination), so C waits for B's
-// answer for as long as B is cut, if x was in flight to B, or B's order
-// up to x had not reached C, when the cut began. That wait is inherent to
-// FlexCast, which fixes the order of x and m at A without asking B (Skeen
-// orders m among its destinations only, and C's later timestamp proposals
-// put y after m). It is all C owes B: a message that no such x precedes,
-// and that no such m precedes in what C knows, needs nothing from B. The
-// flush, a message to every group that every later message of rank 0
-// follows, makes C wait for B beyond that (see TestOutageIsolation).
+// to C, and C must deliver y before m (y < x at B, x < m at A: DESIGN
+// 3.2's scenario (c), testdata/figure3.txt, whose negative form is the
+// cycle C makes when it does not wait). Nothing about m reaches B
+// otherwise (B is no destination), so C waits for B's answer for as long
+// as B is cut, if x was in flight to B, or B's order up to x had not
+// reached C, when the cut began. That wait is inherent to FlexCast, which
+// fixes the order of x and m at A without asking B (Skeen orders m among
+// its destinations only, and C's later timestamp proposals put y after m).
+// So while B is cut, C owes B the wait for: the messages addressed to B
+// too (B's ack, strategy b); the messages m above; and what follows either
+// kind in what C knows (strategy a: later messages of the same lca, and
+// messages they precede in the histories). Nothing else needs B. The flush,
+// a message to every group that every later message of rank 0 follows,
+// makes C wait for B beyond that (see TestOutageIsolation).
 func (c *Core) notifyNext(id multicast.MsgID, dst partition.GroupSet) []notifRef {
 	if c.cfg.Strategies.NoNotifs {
 		return nil
