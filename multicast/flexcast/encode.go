@@ -176,46 +176,68 @@ func decodeInto(e *envelope, b []byte, n int, k *linkIDs) error {
 	return nil
 }
 
+// decodeBits decodes b into e: the header, then, from the first bit after
+// it, the message's id and destinations, the history and the fields of e's
+// kind. hist and notifs are buffers to reuse.
 func decodeBits(e *envelope, b []byte, n int, k *linkIDs, hist []segment, notifs []notifRef) error {
+	rest, err := decodeHeader(e, b)
+	if err != nil {
+		return err
+	}
+	r := bitReader{b: rest}
+	e.msg.ID = k.readID(&r)
+	e.msg.Dst = partition.GroupSet(r.read(uint(n)))
+	if !r.bad && e.msg.Dst.Empty() {
+		return fmt.Errorf("message %s has no destination", e.msg.ID)
+	}
+	if e.history, err = decodeHistory(&r, n, k, hist); err != nil {
+		return err
+	}
+	if err := decodeTail(e, &r, n, notifs); err != nil {
+		return err
+	}
+	if !r.done() {
+		return fmt.Errorf("flexcast envelope of %d bytes: %d bits decoded", len(b), r.pos)
+	}
+	return nil
+}
+
+// decodeHeader resets e to the kind b's first byte names, checks the
+// format, takes a MSG's payload, and returns the bits that follow.
+func decodeHeader(e *envelope, b []byte) ([]byte, error) {
 	if len(b) == 0 {
-		return errors.New("empty flexcast envelope")
+		return nil, errors.New("empty flexcast envelope")
 	}
 	*e = envelope{kind: envKind(b[0] & 0xf)}
 	if f := b[0] >> 4; f != envFormat {
 		if f == 0 && e.kind >= envMsg && e.kind <= envNotif {
 			f = 1
 		}
-		return fmt.Errorf("flexcast envelope of format %d, this build reads format %d only (every group must run the same format)", f, envFormat)
+		return nil, fmt.Errorf("flexcast envelope of format %d, this build reads format %d only (every group must run the same format)", f, envFormat)
 	}
 	if e.kind < envMsg || e.kind > envNotif {
-		return fmt.Errorf("unknown flexcast envelope kind %d", e.kind)
+		return nil, fmt.Errorf("unknown flexcast envelope kind %d", e.kind)
 	}
 	rest := b[1:]
 	if e.kind == envMsg {
 		d := wire.NewDecoder(rest)
 		e.msg.Payload = d.Bytes()
 		if err := d.Err(); err != nil {
-			return err
+			return nil, err
 		}
 		rest = rest[len(rest)-d.Len():]
 	}
-	r := bitReader{b: rest}
+	return rest, nil
+}
+
+// decodeHistory reads the history segments into hist's buffers, entries
+// continued from the link's memory k, which it moves on. It returns nil
+// for an envelope without history.
+func decodeHistory(r *bitReader, n int, k *linkIDs, hist []segment) ([]segment, error) {
 	gw := uint(bits.Len(uint(n)))
-	group := func(what string) (partition.GroupID, error) {
-		v := r.read(gw)
-		if v >= uint64(n) && !r.bad {
-			return 0, fmt.Errorf("%s %d out of range", what, v)
-		}
-		return partition.GroupID(v), nil
-	}
-	e.msg.ID = k.readID(&r)
-	e.msg.Dst = partition.GroupSet(r.read(uint(n)))
-	if !r.bad && e.msg.Dst.Empty() {
-		return fmt.Errorf("message %s has no destination", e.msg.ID)
-	}
 	segs := int(r.read(gw))
 	if segs > n {
-		return fmt.Errorf("%d history segments for %d groups", segs, n)
+		return nil, fmt.Errorf("%d history segments for %d groups", segs, n)
 	}
 	prev := -1
 	for i := range segs {
@@ -237,9 +259,9 @@ func decodeBits(e *envelope, b []byte, n int, k *linkIDs, hist []segment, notifs
 		case r.bad:
 			continue
 		case step >= uint64(n) || owner >= uint64(n):
-			return fmt.Errorf("history of group %d after group %d: out of range", owner, prev)
+			return nil, fmt.Errorf("history of group %d after group %d: out of range", owner, prev)
 		case cnt > r.left()/entryBitsMin:
-			return fmt.Errorf("history segment of %d entries in %d bits", cnt, r.left())
+			return nil, fmt.Errorf("history segment of %d entries in %d bits", cnt, r.left())
 		}
 		s.owner = partition.GroupID(owner)
 		s.restart = restart
@@ -247,7 +269,7 @@ func decodeBits(e *envelope, b []byte, n int, k *linkIDs, hist []segment, notifs
 		skip := uint64(0)
 		if cont {
 			if k.last[s.owner].dst.Empty() {
-				return fmt.Errorf("history of group %d continues, and the link carried none", s.owner)
+				return nil, fmt.Errorf("history of group %d continues, and the link carried none", s.owner)
 			}
 			skip = 1
 		}
@@ -259,13 +281,27 @@ func decodeBits(e *envelope, b []byte, n int, k *linkIDs, hist []segment, notifs
 		if cont {
 			s.entries[0] = k.last[s.owner]
 		}
-		if err := entryBits(&r, s.entries[skip:], s.owner, n, k); err != nil {
-			return err
+		if err := entryBits(r, s.entries[skip:], s.owner, n, k); err != nil {
+			return nil, err
 		}
 		k.last[s.owner] = s.entries[len(s.entries)-1]
 	}
-	if segs > 0 {
-		e.history = hist
+	if segs == 0 {
+		return nil, nil
+	}
+	return hist, nil
+}
+
+// decodeTail reads what follows the history: a MSG's or an ACK's
+// notification list, an ACK's answer to a notification, a NOTIF's id.
+func decodeTail(e *envelope, r *bitReader, n int, notifs []notifRef) error {
+	gw := uint(bits.Len(uint(n)))
+	group := func(what string) (partition.GroupID, error) {
+		v := r.read(gw)
+		if v >= uint64(n) && !r.bad {
+			return 0, fmt.Errorf("%s %d out of range", what, v)
+		}
+		return partition.GroupID(v), nil
 	}
 	switch e.kind {
 	case envMsg, envAck:
@@ -298,9 +334,6 @@ func decodeBits(e *envelope, b []byte, n int, k *linkIDs, hist []segment, notifs
 		}
 	case envNotif:
 		e.notifIDOut = r.golomb(0)
-	}
-	if !r.done() {
-		return fmt.Errorf("flexcast envelope of %d bytes: %d bits decoded", len(b), r.pos)
 	}
 	return nil
 }

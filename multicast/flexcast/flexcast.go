@@ -490,35 +490,57 @@ func (c *Core) checkRequest(m multicast.Message) error {
 //     the segment holds this group's cut flush, from which the rest joins,
 //     or nothing after it.
 func (c *Core) checkEnvelope(from partition.GroupID, payload []byte) (*envelope, *chainRef, error) {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: flexcast: group %d from %d: %s", multicast.ErrInvalid, c.self, from, fmt.Sprintf(format, args...))
-	}
 	e := &c.scratch
 	c.linkScratch = c.links[from]
 	if err := decodeInto(e, payload, c.n, &c.linkScratch); err != nil {
 		return nil, nil, fmt.Errorf("%w: flexcast: group %d from %d: %w", multicast.ErrInvalid, c.self, from, err)
 	}
-	var wait *chainRef
-	var stale uint64
-	kept := e.history[:0]
+	kept, wait, stale, err := c.checkHistory(from, e.history)
+	if err != nil {
+		return nil, nil, err
+	}
+	if wait != nil {
+		return e, wait, nil
+	}
+	e.history = kept
+	if err := c.checkAbout(from, e); err != nil {
+		return nil, nil, err
+	}
+	// Accepted: the link's memory moves on as the sender's did.
+	c.links[from] = c.linkScratch
+	c.stats.StaleEntries += stale
+	return e, nil, nil
+}
+
+// badEnvelope is checkEnvelope's error for an envelope from that makes no
+// sense here.
+func (c *Core) badEnvelope(from partition.GroupID, format string, args ...any) error {
+	return fmt.Errorf("%w: flexcast: group %d from %d: %s", multicast.ErrInvalid, c.self, from, fmt.Sprintf(format, args...))
+}
+
+// checkHistory checks the history segments of an envelope from (see
+// checkEnvelope): it returns them with stale entries dropped (reusing h's
+// array) and their number, or the restart to wait for.
+func (c *Core) checkHistory(from partition.GroupID, h []segment) (kept []segment, wait *chainRef, stale uint64, err error) {
+	kept = h[:0]
 	prevOwner := -1
-	for _, s := range e.history {
+	for _, s := range h {
 		if s.owner > from {
-			return nil, nil, bad("history of group %d, which is not an ancestor of the sender", s.owner)
+			return nil, nil, 0, c.badEnvelope(from, "history of group %d, which is not an ancestor of the sender", s.owner)
 		}
 		if int(s.owner) <= prevOwner {
-			return nil, nil, bad("history segments out of order")
+			return nil, nil, 0, c.badEnvelope(from, "history segments out of order")
 		}
 		prevOwner = int(s.owner)
 		if len(s.entries) == 0 {
-			return nil, nil, bad("empty history segment of group %d", s.owner)
+			return nil, nil, 0, c.badEnvelope(from, "empty history segment of group %d", s.owner)
 		}
 		ch := &c.chains[s.owner]
 		first := s.entries[0].id
 		switch {
 		case ch.has(first):
 		case s.restart && (!first.IsFlush() || first.Seq == 0):
-			return nil, nil, bad("history of group %d restarts at %s, not at a flush", s.owner, first)
+			return nil, nil, 0, c.badEnvelope(from, "history of group %d restarts at %s, not at a flush", s.owner, first)
 		case s.restart && !c.waitOver(chainRef{owner: s.owner, id: first}):
 			if wait == nil {
 				wait = &chainRef{owner: s.owner, id: first}
@@ -543,57 +565,56 @@ func (c *Core) checkEnvelope(from partition.GroupID, payload []byte) (*envelope,
 			}
 			s.entries = s.entries[i:]
 		default:
-			return nil, nil, bad("history of group %d starting at %s does not join the chain held here", s.owner, first)
+			return nil, nil, 0, c.badEnvelope(from, "history of group %d starting at %s does not join the chain held here", s.owner, first)
 		}
 		kept = append(kept, s)
 	}
-	if wait != nil {
-		return e, wait, nil
-	}
-	e.history = kept
+	return kept, wait, stale, nil
+}
+
+// checkAbout checks what an envelope from says about its message: who may
+// send its kind about the message to self, and the notifications it lists.
+func (c *Core) checkAbout(from partition.GroupID, e *envelope) error {
 	m := e.msg
 	lca := m.Dst.Min()
 	switch e.kind {
 	case envMsg:
 		if lca != from || !m.Dst.Has(c.self) {
-			return nil, nil, bad("MSG %s to %s must come from its lca to a destination", m.ID, m.Dst)
+			return c.badEnvelope(from, "MSG %s to %s must come from its lca to a destination", m.ID, m.Dst)
 		}
 		if p := c.pending[m.ID]; (p != nil && p.arrived) || c.chains[c.self].has(m.ID) {
-			return nil, nil, bad("MSG %s received twice", m.ID)
+			return c.badEnvelope(from, "MSG %s received twice", m.ID)
 		}
 	case envAck:
 		if !m.Dst.Has(c.self) {
-			return nil, nil, bad("ACK %s to %s at a non-destination", m.ID, m.Dst)
+			return c.badEnvelope(from, "ACK %s to %s at a non-destination", m.ID, m.Dst)
 		}
 		if e.notified {
 			if m.Dst.Has(from) || e.notifier >= from {
-				return nil, nil, bad("notification ACK %s from a destination, or answering a notification from above", m.ID)
+				return c.badEnvelope(from, "notification ACK %s from a destination, or answering a notification from above", m.ID)
 			}
 			if next := m.Dst.Above(from).Min(); next != c.self {
-				return nil, nil, bad("notification ACK %s to %s at %d, not at %d, the lowest destination above the sender", m.ID, m.Dst, c.self, next)
+				return c.badEnvelope(from, "notification ACK %s to %s at %d, not at %d, the lowest destination above the sender", m.ID, m.Dst, c.self, next)
 			}
 		} else if !c.acksAwaited(m.ID, m.Dst).Has(from) {
-			return nil, nil, bad("ACK %s from %d, not a destination above the lca that acknowledges it here (a flush: the group before)", m.ID, from)
+			return c.badEnvelope(from, "ACK %s from %d, not a destination above the lca that acknowledges it here (a flush: the group before)", m.ID, from)
 		}
 	case envNotif:
 		if m.Dst.Has(c.self) || c.self >= m.Dst.Max() {
-			return nil, nil, bad("NOTIF %s to %s at a destination or above every destination", m.ID, m.Dst)
+			return c.badEnvelope(from, "NOTIF %s to %s at a destination or above every destination", m.ID, m.Dst)
 		}
 	}
 	// notifyNext notifies at most one group, below the lowest destination
 	// above the sender.
 	if len(e.notifs) > 1 {
-		return nil, nil, bad("%d notifications listed about %s, at most one is issued", len(e.notifs), m.ID)
+		return c.badEnvelope(from, "%d notifications listed about %s, at most one is issued", len(e.notifs), m.ID)
 	}
 	for _, r := range e.notifs {
 		if above := m.Dst.Above(from); r.group <= from || above.Empty() || r.group >= above.Min() {
-			return nil, nil, bad("notification of group %d about %s to %s", r.group, m.ID, m.Dst)
+			return c.badEnvelope(from, "notification of group %d about %s to %s", r.group, m.ID, m.Dst)
 		}
 	}
-	// Accepted: the link's memory moves on as the sender's did.
-	c.links[from] = c.linkScratch
-	c.stats.StaleEntries += stale
-	return e, nil, nil
+	return nil
 }
 
 // lcaDeliver handles a message at its lca: deliver at once, then forward it
@@ -836,6 +857,29 @@ func (c *Core) pend(id multicast.MsgID) *pend {
 //
 // The simulator's seeds (make sim) attack the rule; sim's test of the aux
 // bound holds it to 2n per multicast.
+//
+// What a group B that is cut off must hold up, with any garbage collection:
+// let A < B < C, m a message addressed to C and not to B, and x a message
+// addressed to B that precedes m in what A knows when it acts on m (as
+// m's lca, a destination or a notified group): typically A delivered x,
+// then m. C may not deliver m before it holds B's delivery order up to x,
+// that is before B delivered x and an envelope B sent after that reached
+// C (here, B's answer to the notification about m, which B gives once it
+// delivered x). Until then B may still deliver, before x, some y addressed
+// to C, and C must deliver y before m (y < x at B, x < m at A: DESIGN
+// 3.2's scenario (c), testdata/figure3.txt, whose negative form is the
+// cycle C makes when it does not wait). Nothing about m reaches B
+// otherwise (B is no destination), so C waits for B's answer for as long
+// as B is cut, if x was in flight to B, or B's order up to x had not
+// reached C, when the cut began. That wait is inherent to FlexCast, which
+// fixes the order of x and m at A without asking B (Skeen orders m among
+// its destinations only, and C's later timestamp proposals put y after m).
+// So while B is cut, C owes B the wait for: the messages addressed to B
+// too (B's ack, strategy b); the messages m above; and what follows either
+// kind in what C knows (strategy a: later messages of the same lca, and
+// messages they precede in the histories). Nothing else needs B. The flush,
+// a message to every group that every later message of rank 0 follows,
+// makes C wait for B beyond that (see TestOutageIsolation).
 func (c *Core) notifyNext(id multicast.MsgID, dst partition.GroupSet) []notifRef {
 	if c.cfg.Strategies.NoNotifs {
 		return nil
