@@ -67,23 +67,23 @@ var house = []room{
 	{dir: "multicast/check", floor: 2, imports: []string{"multicast"}},
 	// 3: the cores, the reliable channel, the transaction model, the raft log.
 	{dir: "multicast/channel", floor: 3, imports: []string{"internal/invariants", "internal/wire", "multicast", "partition"},
-		tests: []string{"internal/simnet"}},
+		tests: []string{"multicast/internal/simnet"}},
 	{dir: "multicast/flexcast", floor: 3, imports: []string{"internal/wire", "multicast", "partition"},
-		tests: []string{"configs", "internal/simnet", "internal/snaptest", "multicast/check", "internal/interaction"}},
+		tests: []string{"configs", "multicast/internal/simnet", "multicast/internal/snaptest", "multicast/check", "multicast/internal/interaction"}},
 	{dir: "multicast/skeen", floor: 3, imports: []string{"internal/wire", "multicast", "partition"},
-		tests: []string{"internal/simnet", "internal/snaptest", "multicast/check", "internal/interaction"}},
+		tests: []string{"multicast/internal/simnet", "multicast/internal/snaptest", "multicast/check", "multicast/internal/interaction"}},
 	{dir: "multicast/tree", floor: 3, imports: []string{"internal/wire", "multicast", "partition"},
-		tests: []string{"internal/simnet", "internal/snaptest", "internal/interaction"}},
-	{dir: "internal/simnet", floor: 3, imports: []string{"multicast", "multicast/check", "partition"},
+		tests: []string{"multicast/internal/simnet", "multicast/internal/snaptest", "multicast/internal/interaction"}},
+	{dir: "multicast/internal/simnet", floor: 3, imports: []string{"multicast", "multicast/check", "partition"},
 		tests: []string{"multicast/tree"}},
-	{dir: "internal/snaptest", floor: 3, imports: []string{"internal/wire", "multicast", "partition"}, ext: []string{"github.com/google/go-cmp/*"}},
+	{dir: "multicast/internal/snaptest", floor: 3, imports: []string{"internal/wire", "multicast", "partition"}, ext: []string{"github.com/google/go-cmp/*"}},
 	{dir: "txn", floor: 3, imports: []string{"internal/wire", "multicast", "partition"}},
 	{dir: "replication/raftstore", floor: 3, imports: []string{"internal/wire"}, ext: append(slices.Clone(pebbleExt), raftExt...)},
 	// 4: the registry of protocols, the node (core over channel), the
 	// transport, the stored procedures.
 	{dir: "multicast/protocol", floor: 4, imports: []string{"multicast", "multicast/flexcast", "multicast/skeen", "multicast/tree", "partition"}},
 	{dir: "multicast/rawnode", floor: 4, imports: []string{"internal/wire", "multicast", "multicast/channel", "partition"},
-		tests: []string{"internal/simnet", "multicast/check", "multicast/flexcast", "multicast/protocol", "multicast/skeen"}},
+		tests: []string{"multicast/internal/simnet", "multicast/check", "multicast/flexcast", "multicast/protocol", "multicast/skeen"}},
 	{dir: "replication/transport", floor: 4, imports: []string{"internal/rpcflow", "multicast/channel", "partition", "replication/transport/transportpb"},
 		tests: []string{"internal/testaddr"}, ext: grpcExt},
 	{dir: "gtpcc/procs", floor: 4, imports: []string{"txn"}, tests: []string{"executor", "group", "kv", "multicast", "partition"}},
@@ -91,7 +91,7 @@ var house = []room{
 	// environment of the cores.
 	{dir: "group", floor: 5, imports: []string{"internal/invariants", "internal/wire", "multicast", "multicast/channel", "multicast/protocol", "multicast/rawnode", "partition"}},
 	{dir: "api", floor: 5, imports: []string{"api/apipb", "multicast", "multicast/protocol", "partition", "txn"}, tests: []string{"configs"}, ext: protoExt},
-	{dir: "internal/interaction", floor: 5, imports: []string{"multicast", "multicast/channel", "multicast/check", "multicast/rawnode", "partition"},
+	{dir: "multicast/internal/interaction", floor: 5, imports: []string{"multicast", "multicast/channel", "multicast/check", "multicast/rawnode", "partition"},
 		tests: []string{"multicast/protocol"}, ext: []string{"github.com/cockroachdb/datadriven"}},
 	// 6: the executor, the replication shell, the ordering simulator, the
 	// client.
@@ -100,7 +100,7 @@ var house = []room{
 	{dir: "replication", floor: 6, imports: []string{"group", "multicast", "multicast/channel", "multicast/rawnode", "partition", "replication/raftstore", "replication/transport"},
 		tests: []string{"internal/testaddr", "internal/testcluster", "internal/wire", "multicast/check", "multicast/protocol"},
 		ext:   append(slices.Clone(raftExt), grpcExt...), testExt: pebbleExt},
-	{dir: "multicast/sim", floor: 6, imports: []string{"configs", "multicast", "multicast/channel", "multicast/check", "multicast/flexcast", "multicast/protocol", "multicast/rawnode", "internal/interaction", "partition"}},
+	{dir: "multicast/sim", floor: 6, imports: []string{"configs", "multicast", "multicast/channel", "multicast/check", "multicast/flexcast", "multicast/protocol", "multicast/rawnode", "multicast/internal/interaction", "partition"}},
 	{dir: "client", floor: 6, imports: []string{"api", "api/apipb", "internal/rpcflow", "multicast", "multicast/protocol", "partition", "txn"},
 		tests: []string{"internal/testaddr"}, ext: grpcExt},
 	// 7: the whole-database simulator, the server, the gTPC-C driver.

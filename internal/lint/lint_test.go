@@ -42,8 +42,9 @@ var corePackages = []string{
 
 // harnessPackages are the packages under multicast/ that drive or check the
 // cores from outside and may therefore read files, clocks and seeded random
-// numbers. Their subdirectories are harness code too.
-var harnessPackages = []string{"multicast/sim", "multicast/check"}
+// numbers (multicast/internal holds the test rigs of the layer). Their
+// subdirectories are harness code too.
+var harnessPackages = []string{"multicast/sim", "multicast/check", "multicast/internal"}
 
 // forbiddenImports are the standard-library packages a core may not import,
 // with the reason. An entry ending in "/..." also covers every package below

@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/flexkv/flexkv/internal/simnet"
+	"github.com/flexkv/flexkv/multicast/internal/simnet"
 	"github.com/flexkv/flexkv/partition"
 )
 

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/flexkv/flexkv/configs"
-	"github.com/flexkv/flexkv/internal/simnet"
 	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/internal/simnet"
 	"github.com/flexkv/flexkv/partition"
 )
 

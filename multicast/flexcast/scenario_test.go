@@ -5,9 +5,9 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/flexkv/flexkv/internal/interaction"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/flexcast"
+	"github.com/flexkv/flexkv/multicast/internal/interaction"
 	"github.com/flexkv/flexkv/partition"
 )
 

@@ -6,11 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flexkv/flexkv/internal/simnet"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/channel"
 	"github.com/flexkv/flexkv/multicast/check"
 	"github.com/flexkv/flexkv/multicast/flexcast"
+	"github.com/flexkv/flexkv/multicast/internal/simnet"
 	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/multicast/skeen"
 	"github.com/flexkv/flexkv/partition"

@@ -29,11 +29,11 @@ import (
 	"math/rand/v2"
 	"strings"
 
-	"github.com/flexkv/flexkv/internal/interaction"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/channel"
 	"github.com/flexkv/flexkv/multicast/check"
 	"github.com/flexkv/flexkv/multicast/flexcast"
+	"github.com/flexkv/flexkv/multicast/internal/interaction"
 	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/multicast/rawnode"
 	"github.com/flexkv/flexkv/partition"

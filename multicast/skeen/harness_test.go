@@ -6,9 +6,9 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/flexkv/flexkv/internal/simnet"
 	"github.com/flexkv/flexkv/internal/wire"
 	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/internal/simnet"
 	"github.com/flexkv/flexkv/partition"
 )
 

@@ -5,8 +5,8 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/flexkv/flexkv/internal/interaction"
 	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/internal/interaction"
 	"github.com/flexkv/flexkv/multicast/tree"
 	"github.com/flexkv/flexkv/partition"
 )

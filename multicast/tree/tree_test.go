@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flexkv/flexkv/internal/simnet"
 	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/internal/simnet"
 	"github.com/flexkv/flexkv/partition"
 )
 

@@ -14,7 +14,7 @@
 // (multicast/sim) draws its schedules at random instead of reading them, the
 // whole-database simulator (dbsim) steps whole replicas, and the Go tests of
 // the cores, the channel and the node run on one simulated network
-// (internal/simnet). The simulator schedules on this package's event queue
+// (multicast/internal/simnet). The simulator schedules on this package's event queue
 // (Queue), so that both order the events of one time the same way.
 //
 // The environment imports no core: each core package's tests describe their
