@@ -352,7 +352,7 @@ func decodeResultRecord(b []byte) (uint64, txn.PieceResult, error) {
 // payload (bytes). The destination set is kept as delivered, unchecked:
 // the delivery is judged when it runs.
 func (d *delivery) append(b []byte) []byte {
-	b = wire.AppendMsgID(b, d.msg.ID)
+	b = multicast.AppendMsgID(b, d.msg.ID)
 	b = wire.AppendUvarint(b, uint64(d.msg.Dst))
 	b = wire.AppendUvarint(b, uint64(d.size))
 	return wire.AppendBytes(b, d.msg.Payload)
@@ -373,7 +373,7 @@ func checkQueueRecord(d *delivery, rec []byte) {
 func decodeDelivery(b []byte) (delivery, error) {
 	dec := wire.NewDecoder(b)
 	var d delivery
-	d.msg.ID = dec.MsgID()
+	d.msg.ID = multicast.DecodeMsgID(dec)
 	d.msg.Dst = partition.GroupSet(dec.Uvarint())
 	size := dec.Uvarint()
 	d.msg.Payload = dec.Bytes()
@@ -397,7 +397,7 @@ func decodeDelivery(b []byte) (delivery, error) {
 // The record of a send: to (uvarint), about (msgid), payload (bytes).
 func appendSend(b []byte, s rawnode.AppSend) []byte {
 	b = wire.AppendUvarint(b, uint64(s.To))
-	b = wire.AppendMsgID(b, s.About)
+	b = multicast.AppendMsgID(b, s.About)
 	return wire.AppendBytes(b, s.Payload)
 }
 
@@ -412,7 +412,7 @@ func checkSentRecord(s rawnode.AppSend, rec []byte) {
 
 func decodeSend(b []byte) (rawnode.AppSend, error) {
 	d := wire.NewDecoder(b)
-	s := rawnode.AppSend{To: d.Group(partition.GroupsMax), About: d.MsgID()}
+	s := rawnode.AppSend{To: d.Group(partition.GroupsMax), About: multicast.DecodeMsgID(d)}
 	s.Payload = append([]byte{}, d.Bytes()...)
 	if err := d.Finish(); err != nil {
 		return rawnode.AppSend{}, fmt.Errorf("txn: sent record: %w", err)

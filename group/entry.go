@@ -44,7 +44,7 @@ var ErrDuplicate = errors.New("group: duplicate request")
 
 // EncodeRequest returns the log entry of a client request.
 func EncodeRequest(m multicast.Message) []byte {
-	b := wire.AppendMessage([]byte{entryRequest}, m)
+	b := multicast.AppendMessage([]byte{entryRequest}, m)
 	if invariants.Enabled {
 		checkRequestsEntry(b, []multicast.Message{m})
 	}
@@ -65,7 +65,7 @@ const (
 func EncodeRequests(ms []multicast.Message) []byte {
 	b := wire.AppendUvarint([]byte{entryRequests}, uint64(len(ms)))
 	for _, m := range ms {
-		b = wire.AppendMessage(b, m)
+		b = multicast.AppendMessage(b, m)
 	}
 	if invariants.Enabled {
 		checkRequestsEntry(b, ms)
@@ -139,7 +139,7 @@ func checkRequestsEntry(b []byte, ms []multicast.Message) {
 		invariants.Violated("group: entry of %d requests reads back %d", len(ms), n)
 	}
 	for i, m := range ms {
-		id := d.MsgID()
+		id := multicast.DecodeMsgID(d)
 		dst := partition.GroupSet(d.Uvarint())
 		payload := d.Bytes()
 		if id != m.ID || dst != m.Dst || !bytes.Equal(payload, m.Payload) {

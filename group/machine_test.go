@@ -111,7 +111,7 @@ func (r *recorder) Snapshot() (ExecutorSnapshot, error) {
 	b := wire.AppendUvarint(nil, r.applied)
 	b = wire.AppendUvarint(b, uint64(len(r.executed)))
 	for _, id := range r.executed {
-		b = wire.AppendMsgID(b, id)
+		b = multicast.AppendMsgID(b, id)
 	}
 	indexes := slices.Sorted(maps.Keys(r.sent))
 	b = wire.AppendUvarint(b, uint64(len(indexes)))
@@ -120,7 +120,7 @@ func (r *recorder) Snapshot() (ExecutorSnapshot, error) {
 		b = wire.AppendUvarint(b, uint64(len(r.sent[i])))
 		for _, a := range r.sent[i] {
 			b = wire.AppendUvarint(b, uint64(a.To))
-			b = wire.AppendMsgID(b, a.About)
+			b = multicast.AppendMsgID(b, a.About)
 			b = wire.AppendBytes(b, a.Payload)
 		}
 	}
@@ -138,14 +138,14 @@ func (r *recorder) Restore(rd io.Reader, index uint64) error {
 	n := d.Count(1)
 	executed := make([]multicast.MsgID, 0, n)
 	for range n {
-		executed = append(executed, d.MsgID())
+		executed = append(executed, multicast.DecodeMsgID(d))
 	}
 	sent := map[uint64][]rawnode.AppSend{}
 	for range d.Count(2) {
 		i := d.Uvarint()
 		var sends []rawnode.AppSend
 		for range d.Count(3) {
-			sends = append(sends, rawnode.AppSend{To: partition.GroupID(d.Uvarint()), About: d.MsgID(), Payload: bytes.Clone(d.Bytes())})
+			sends = append(sends, rawnode.AppSend{To: partition.GroupID(d.Uvarint()), About: multicast.DecodeMsgID(d), Payload: bytes.Clone(d.Bytes())})
 		}
 		sent[i] = sends
 	}

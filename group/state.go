@@ -149,7 +149,7 @@ func (s *State) apply(index uint64, data []byte) error {
 	d := wire.NewDecoder(data[1:])
 	switch data[0] {
 	case entryRequest:
-		m := d.Message(s.cfg.Topology.Len())
+		m := multicast.DecodeMessage(d, s.cfg.Topology.Len())
 		if err := d.Finish(); err != nil {
 			return fmt.Errorf("%w: group: request entry %d: %w", multicast.ErrInvalid, index, err)
 		}
@@ -161,7 +161,7 @@ func (s *State) apply(index uint64, data []byte) error {
 		}
 		ms := make([]multicast.Message, 0, n)
 		for range n {
-			if m := d.Message(s.cfg.Topology.Len()); d.Err() == nil {
+			if m := multicast.DecodeMessage(d, s.cfg.Topology.Len()); d.Err() == nil {
 				ms = append(ms, m)
 			}
 		}

@@ -119,14 +119,14 @@ func (r *Recorder) Execute(index uint64, _ group.Clock, ds []multicast.Message, 
 	for _, m := range ds {
 		seq++
 		v := wire.AppendUvarint(nil, index)
-		v = wire.AppendMsgID(v, m.ID)
+		v = multicast.AppendMsgID(v, m.ID)
 		v = wire.AppendUvarint(v, uint64(m.Dst))
 		if err := b.Set(deliveryKey(seq), v, nil); err != nil {
 			return nil, err
 		}
 		if r.VoteTo != 0 {
 			a := rawnode.AppSend{To: r.VoteTo, About: m.ID, Payload: []byte(m.ID.String())}
-			v := wire.AppendMsgID(wire.AppendUvarint(nil, uint64(a.To)), a.About)
+			v := multicast.AppendMsgID(wire.AppendUvarint(nil, uint64(a.To)), a.About)
 			if err := b.Set(sentKey(index, len(sends)), wire.AppendBytes(v, a.Payload), nil); err != nil {
 				return nil, err
 			}
@@ -154,7 +154,7 @@ func (r *Recorder) Sent(index uint64) ([]rawnode.AppSend, error) {
 	var sends []rawnode.AppSend
 	for ok := it.First(); ok; ok = it.Next() {
 		d := wire.NewDecoder(it.Value())
-		a := rawnode.AppSend{To: partition.GroupID(d.Uvarint()), About: d.MsgID(), Payload: bytes.Clone(d.Bytes())}
+		a := rawnode.AppSend{To: partition.GroupID(d.Uvarint()), About: multicast.DecodeMsgID(d), Payload: bytes.Clone(d.Bytes())}
 		if err := d.Finish(); err != nil {
 			it.Close()
 			return nil, fmt.Errorf("replication: recorder: send of entry %d: %w", index, err)
@@ -317,7 +317,7 @@ func (r *Recorder) Deliveries() ([]Delivery, error) {
 	var out []Delivery
 	for ok := it.First(); ok; ok = it.Next() {
 		d := wire.NewDecoder(it.Value())
-		x := Delivery{Index: d.Uvarint(), ID: d.MsgID(), Dst: partition.GroupSet(d.Uvarint())}
+		x := Delivery{Index: d.Uvarint(), ID: multicast.DecodeMsgID(d), Dst: partition.GroupSet(d.Uvarint())}
 		if err := d.Finish(); err != nil {
 			it.Close()
 			return nil, fmt.Errorf("replication: recorder: %w", err)

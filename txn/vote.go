@@ -58,7 +58,7 @@ func ClipReason(reason string) string {
 // and Digest are written.
 func AppendVote(b []byte, id multicast.MsgID, v Vote) []byte {
 	b = append(b, voteVersion)
-	b = wire.AppendMsgID(b, id)
+	b = multicast.AppendMsgID(b, id)
 	b = wire.AppendUvarint(b, uint64(v.Group))
 	if v.Used {
 		flags := voteUsed
@@ -103,7 +103,7 @@ func DecodeVote(b []byte) (multicast.MsgID, Vote, error) {
 	if ver := d.Byte(); d.Err() == nil && ver != voteVersion {
 		d.Fail("vote version %d, want %d", ver, voteVersion)
 	}
-	id := d.MsgID()
+	id := multicast.DecodeMsgID(d)
 	v := Vote{Group: d.Group(partition.GroupsMax)}
 	flags := d.Byte()
 	switch {

@@ -57,15 +57,17 @@ var house = []room{
 	{dir: "internal/testaddr", floor: 0},
 	{dir: "internal/lint", floor: 0},
 	{dir: "internal/buildinfo", floor: 0},
-	// 1: the ordering contract, the store, the shipped configurations.
-	{dir: "multicast", floor: 1, imports: []string{"partition"}},
+	// 1: the deterministic wire encoding, the store, the shipped
+	// configurations.
+	{dir: "internal/wire", floor: 1, imports: []string{"partition"}},
 	{dir: "kv", floor: 1, imports: []string{"internal/invariants", "partition"}, ext: pebbleExt},
 	{dir: "configs", floor: 1, imports: []string{"partition"}, tests: []string{"multicast", "multicast/protocol"}},
 	{dir: "internal/testcluster", floor: 1, imports: []string{"internal/testaddr", "partition"}, ext: append([]string{"go.uber.org/goleak"}, promExt...)},
-	// 2: the deterministic wire encoding, the ordering checker.
-	{dir: "internal/wire", floor: 2, imports: []string{"multicast", "partition"}},
-	{dir: "multicast/check", floor: 2, imports: []string{"multicast"}},
-	// 3: the cores, the reliable channel, the transaction model, the raft log.
+	// 2: the ordering contract.
+	{dir: "multicast", floor: 2, imports: []string{"internal/wire", "partition"}},
+	// 3: the ordering checker, the cores, the reliable channel, the
+	// transaction model, the raft log.
+	{dir: "multicast/check", floor: 3, imports: []string{"multicast"}},
 	{dir: "multicast/channel", floor: 3, imports: []string{"internal/invariants", "internal/wire", "multicast", "partition"},
 		tests: []string{"multicast/internal/simnet"}},
 	{dir: "multicast/flexcast", floor: 3, imports: []string{"internal/wire", "multicast", "partition"},
@@ -74,7 +76,7 @@ var house = []room{
 		tests: []string{"multicast/internal/simnet", "multicast/internal/snaptest", "multicast/check", "multicast/internal/interaction"}},
 	{dir: "multicast/tree", floor: 3, imports: []string{"internal/wire", "multicast", "partition"},
 		tests: []string{"multicast/internal/simnet", "multicast/internal/snaptest", "multicast/internal/interaction"}},
-	{dir: "multicast/internal/simnet", floor: 3, imports: []string{"multicast", "multicast/check", "partition"},
+	{dir: "multicast/internal/simnet", floor: 4, imports: []string{"multicast", "multicast/check", "partition"},
 		tests: []string{"multicast/tree"}},
 	{dir: "multicast/internal/snaptest", floor: 3, imports: []string{"internal/wire", "multicast", "partition"}, ext: []string{"github.com/google/go-cmp/*"}},
 	{dir: "txn", floor: 3, imports: []string{"internal/wire", "multicast", "partition"}},

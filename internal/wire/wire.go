@@ -1,6 +1,7 @@
 // Package wire holds the binary encoding primitives of every replicated
-// encoding in FlexKV: unsigned varints, length-prefixed bytes, message ids
-// and messages. The protocol cores and the channel layer encode their
+// encoding in FlexKV: unsigned varints, length-prefixed bytes, group ids
+// and sets, and the header of a core's snapshot (package multicast encodes
+// message ids and messages with them). The protocol cores and the channel layer encode their
 // envelopes and snapshots with it, the group state machine its log entries,
 // the transaction model its payloads, the executor its records, and the raft
 // log store its entries. It sits under internal/ because no program outside
@@ -17,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -31,19 +31,6 @@ func AppendUvarint(b []byte, v uint64) []byte { return binary.AppendUvarint(b, v
 func AppendBytes(b, p []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(len(p)))
 	return append(b, p...)
-}
-
-// AppendMsgID appends id.
-func AppendMsgID(b []byte, id multicast.MsgID) []byte {
-	b = binary.AppendUvarint(b, id.Client)
-	return binary.AppendUvarint(b, id.Seq)
-}
-
-// AppendMessage appends m.
-func AppendMessage(b []byte, m multicast.Message) []byte {
-	b = AppendMsgID(b, m.ID)
-	b = binary.AppendUvarint(b, uint64(m.Dst))
-	return AppendBytes(b, m.Payload)
 }
 
 // Decoder reads what the Append functions wrote. The first error sticks: once
@@ -153,26 +140,6 @@ func (d *Decoder) GroupSet(n int) partition.GroupSet {
 		return 0
 	}
 	return s
-}
-
-// MsgID reads a message id.
-func (d *Decoder) MsgID() multicast.MsgID {
-	c := d.Uvarint()
-	s := d.Uvarint()
-	return multicast.MsgID{Client: c, Seq: s}
-}
-
-// Message reads a message whose destinations are below n; it checks that the
-// destination set is not empty.
-func (d *Decoder) Message(n int) multicast.Message {
-	var m multicast.Message
-	m.ID = d.MsgID()
-	m.Dst = d.GroupSet(n)
-	m.Payload = d.Bytes()
-	if d.err == nil && m.Dst.Empty() {
-		d.Fail("message %s has no destination", m.ID)
-	}
-	return m
 }
 
 // SnapshotHeader opens the snapshot of a protocol core: a byte naming the

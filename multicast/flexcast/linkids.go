@@ -2,6 +2,7 @@ package flexcast
 
 import (
 	"github.com/flexkv/flexkv/internal/wire"
+	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/partition"
 )
 
@@ -95,7 +96,7 @@ func appendLinkIDs(b []byte, k *linkIDs, n int) []byte {
 	for o := range n {
 		b = wire.AppendUvarint(b, uint64(k.others[o][0]))
 		b = wire.AppendUvarint(b, uint64(k.others[o][1]))
-		b = wire.AppendMsgID(b, k.last[o].id)
+		b = multicast.AppendMsgID(b, k.last[o].id)
 		b = wire.AppendUvarint(b, uint64(k.last[o].dst))
 	}
 	return b
@@ -129,7 +130,7 @@ func restoreLinkIDs(d *wire.Decoder, k *linkIDs, n int, sender bool) {
 		for i := range k.others[o] {
 			k.others[o][i] = d.GroupSet(n)
 		}
-		k.last[o] = entry{id: d.MsgID(), dst: d.GroupSet(n)}
+		k.last[o] = entry{id: multicast.DecodeMsgID(d), dst: d.GroupSet(n)}
 	}
 	if d.Err() != nil {
 		return

@@ -98,7 +98,7 @@ func (c *Core) AppendSnapshot(b []byte) []byte {
 	b = wire.AppendUvarint(b, uint64(len(ids)))
 	for _, id := range ids {
 		p := c.pending[id]
-		b = wire.AppendMsgID(b, id)
+		b = multicast.AppendMsgID(b, id)
 		if p.arrived {
 			b = append(b, 1)
 			b = wire.AppendUvarint(b, uint64(p.msg.Dst))
@@ -112,7 +112,7 @@ func (c *Core) AppendSnapshot(b []byte) []byte {
 	}
 	b = wire.AppendUvarint(b, uint64(len(c.notifQ)))
 	for _, pn := range c.notifQ {
-		b = wire.AppendMsgID(b, pn.id)
+		b = multicast.AppendMsgID(b, pn.id)
 		b = wire.AppendUvarint(b, uint64(pn.dst))
 		b = wire.AppendUvarint(b, uint64(pn.notifier))
 		b = wire.AppendUvarint(b, pn.notifID)
@@ -276,7 +276,7 @@ func (c *Core) restoreChains(d *wire.Decoder) {
 		ch.entries = make([]entry, cnt)
 		for i := range ch.entries {
 			e := &ch.entries[i]
-			e.id = d.MsgID()
+			e.id = multicast.DecodeMsgID(d)
 			e.dst = nonEmptySet(d, c.n, "chain entry")
 			if _, dup := ch.index[e.id]; dup && d.Err() == nil {
 				d.Fail("chain %d holds %s twice", o, e.id)
@@ -361,7 +361,7 @@ func (c *Core) restorePending(d *wire.Decoder) {
 	var prev multicast.MsgID
 	below := partition.AllGroups(int(c.self))
 	for i := 0; i < cnt && d.Err() == nil; i++ {
-		id := d.MsgID()
+		id := multicast.DecodeMsgID(d)
 		if i > 0 && d.Err() == nil && compareIDs(prev, id) >= 0 {
 			d.Fail("pending messages out of order at %s", id)
 		}
@@ -423,7 +423,7 @@ func (c *Core) restoreNotifQ(d *wire.Decoder) {
 	}
 	c.notifQ = make([]*pendingNotif, cnt)
 	for i := range c.notifQ {
-		pn := &pendingNotif{id: d.MsgID(), dst: nonEmptySet(d, c.n, "notification")}
+		pn := &pendingNotif{id: multicast.DecodeMsgID(d), dst: nonEmptySet(d, c.n, "notification")}
 		pn.notifier = d.Group(c.n)
 		pn.notifID = d.Uvarint()
 		pn.blockers = restoreIDs(d)
@@ -463,7 +463,7 @@ func (s *Stats) snapshotCounters() []*uint64 {
 func appendEntries(b []byte, ents []entry) []byte {
 	b = wire.AppendUvarint(b, uint64(len(ents)))
 	for _, e := range ents {
-		b = wire.AppendMsgID(b, e.id)
+		b = multicast.AppendMsgID(b, e.id)
 		b = wire.AppendUvarint(b, uint64(e.dst))
 	}
 	return b
@@ -472,7 +472,7 @@ func appendEntries(b []byte, ents []entry) []byte {
 func appendIDs(b []byte, ids []multicast.MsgID) []byte {
 	b = wire.AppendUvarint(b, uint64(len(ids)))
 	for _, id := range ids {
-		b = wire.AppendMsgID(b, id)
+		b = multicast.AppendMsgID(b, id)
 	}
 	return b
 }
@@ -484,7 +484,7 @@ func restoreIDs(d *wire.Decoder) []multicast.MsgID {
 	}
 	ids := make([]multicast.MsgID, cnt)
 	for i := range ids {
-		ids[i] = d.MsgID()
+		ids[i] = multicast.DecodeMsgID(d)
 	}
 	return ids
 }

@@ -38,7 +38,7 @@ func (c *echoCore) Step(in multicast.Input) error {
 		}
 		c.out.Deliveries = append(c.out.Deliveries, m)
 		for _, d := range m.Dst.Remove(c.self).Slice() {
-			payload := wire.AppendMessage(nil, m)
+			payload := multicast.AppendMessage(nil, m)
 			if string(m.Payload) == "corrupt" {
 				payload = []byte{0xff}
 			}
@@ -49,14 +49,14 @@ func (c *echoCore) Step(in multicast.Input) error {
 			return fmt.Errorf("echo: %w", multicast.ErrBusy)
 		}
 		d := wire.NewDecoder(in.Payload)
-		m := d.Message(groups)
+		m := multicast.DecodeMessage(d, groups)
 		if err := d.Finish(); err != nil {
 			return fmt.Errorf("echo: envelope from %d: %w", in.From, err)
 		}
 		c.out.Deliveries = append(c.out.Deliveries, m)
 		if string(m.Payload) == "echo" {
 			r := multicast.Message{ID: multicast.MsgID{Client: m.ID.Client, Seq: m.ID.Seq + 1000}, Dst: partition.SetOf(in.From), Payload: []byte("reply")}
-			c.out.Sends = append(c.out.Sends, multicast.Send{To: in.From, Kind: multicast.KindAck, About: m.ID, Payload: wire.AppendMessage(nil, r)})
+			c.out.Sends = append(c.out.Sends, multicast.Send{To: in.From, Kind: multicast.KindAck, About: m.ID, Payload: multicast.AppendMessage(nil, r)})
 		}
 	case multicast.InputTick:
 	default:
@@ -139,7 +139,7 @@ func TestSendsReachChannel(t *testing.T) {
 	if len(out.Requests) != 1 || out.Requests[0].ID != m.ID {
 		t.Errorf("accepted requests %v, want [%s]", out.Requests, m.ID)
 	}
-	enc := wire.AppendMessage(nil, m)
+	enc := multicast.AppendMessage(nil, m)
 	wantSends := []multicast.Send{
 		{To: 1, Kind: multicast.KindMsg, About: m.ID, Payload: enc},
 		{To: 2, Kind: multicast.KindMsg, About: m.ID, Payload: enc},
@@ -190,7 +190,7 @@ func TestInboundReachesCoreInOrder(t *testing.T) {
 		}
 	}
 	for i, in := range envelopes {
-		if want := wire.AppendMessage(nil, ms[i]); in.From != 0 || !bytes.Equal(in.Payload, want) {
+		if want := multicast.AppendMessage(nil, ms[i]); in.From != 0 || !bytes.Equal(in.Payload, want) {
 			t.Errorf("envelope %d stepped into the core: from %d payload %x, want from 0 payload %x", i, in.From, in.Payload, want)
 		}
 	}
@@ -215,7 +215,7 @@ func TestReplyAndAckRoundTrip(t *testing.T) {
 	reply := multicast.Message{ID: multicast.MsgID{Client: 1, Seq: 1001}, Dst: partition.SetOf(0), Payload: []byte("reply")}
 	wantDeliveries(t, bOut.Deliveries, m)
 	// The reply carries b's ack of m.
-	want := []channel.Frame{{From: 1, To: 0, Seq: 1, Ack: 1, Payload: tagged(tagCore, wire.AppendMessage(nil, reply))}}
+	want := []channel.Frame{{From: 1, To: 0, Seq: 1, Ack: 1, Payload: tagged(tagCore, multicast.AppendMessage(nil, reply))}}
 	if diff := cmp.Diff(want, bOut.Frames, equateEmpty); diff != "" {
 		t.Fatalf("frames (-want +got):\n%s", diff)
 	}

@@ -16,13 +16,13 @@ type envelope struct {
 // appendRelay appends the relay of m.
 func appendRelay(b []byte, m multicast.Message) []byte {
 	b = append(b, byte(multicast.KindRelay))
-	return wire.AppendMessage(b, m)
+	return multicast.AppendMessage(b, m)
 }
 
 // appendProposal appends the proposal ts for message id to dst.
 func appendProposal(b []byte, id multicast.MsgID, dst multicast.GroupSet, ts uint64) []byte {
 	b = append(b, byte(multicast.KindTS))
-	b = wire.AppendMsgID(b, id)
+	b = multicast.AppendMsgID(b, id)
 	b = wire.AppendUvarint(b, uint64(dst))
 	return wire.AppendUvarint(b, ts)
 }
@@ -49,9 +49,9 @@ func decode(b []byte, groups int) (envelope, error) {
 	e.kind = multicast.Kind(d.Byte())
 	switch e.kind {
 	case multicast.KindRelay:
-		e.msg = d.Message(groups)
+		e.msg = multicast.DecodeMessage(d, groups)
 	case multicast.KindTS:
-		e.msg.ID = d.MsgID()
+		e.msg.ID = multicast.DecodeMsgID(d)
 		e.msg.Dst = d.GroupSet(groups)
 		e.ts = d.Uvarint()
 		if d.Err() == nil && e.msg.Dst.Empty() {

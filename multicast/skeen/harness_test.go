@@ -140,7 +140,7 @@ func (c *Core) dumpState() []byte {
 	})
 	for _, id := range ids {
 		e := c.entries[id]
-		b = wire.AppendMessage(b, e.msg)
+		b = multicast.AppendMessage(b, e.msg)
 		known := uint64(0)
 		if e.known {
 			known = 1
@@ -150,17 +150,17 @@ func (c *Core) dumpState() []byte {
 		}
 	}
 	for _, e := range c.undecided {
-		b = wire.AppendMsgID(b, e.msg.ID)
+		b = multicast.AppendMsgID(b, e.msg.ID)
 	}
 	for _, e := range c.decided {
-		b = wire.AppendMsgID(b, e.msg.ID)
+		b = multicast.AppendMsgID(b, e.msg.ID)
 	}
 	for _, s := range c.out.Sends {
 		b = wire.AppendUvarint(b, uint64(s.To))
 		b = wire.AppendBytes(b, s.Payload)
 	}
 	for _, m := range c.out.Deliveries {
-		b = wire.AppendMessage(b, m)
+		b = multicast.AppendMessage(b, m)
 	}
 	return b
 }

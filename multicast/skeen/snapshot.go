@@ -53,7 +53,7 @@ func (c *Core) AppendSnapshot(b []byte) []byte {
 	b = wire.AppendUvarint(b, uint64(len(ids)))
 	for _, id := range ids {
 		e := c.entries[id]
-		b = wire.AppendMsgID(b, id)
+		b = multicast.AppendMsgID(b, id)
 		b = wire.AppendUvarint(b, uint64(e.msg.Dst))
 		b = wire.AppendUvarint(b, uint64(e.got))
 		b = wire.AppendUvarint(b, e.ts)
@@ -100,7 +100,7 @@ func (c *Core) restore(d *wire.Decoder) error {
 	cnt := d.Count(6)
 	var prev multicast.MsgID
 	for i := 0; i < cnt && d.Err() == nil; i++ {
-		id := d.MsgID()
+		id := multicast.DecodeMsgID(d)
 		if i > 0 && d.Err() == nil && compareIDs(prev, id) >= 0 {
 			d.Fail("entries out of order at %s", id)
 		}

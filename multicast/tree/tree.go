@@ -253,7 +253,7 @@ const envelopeMsg byte = 1
 // Encode appends the envelope that carries m to a child.
 func Encode(b []byte, m multicast.Message) []byte {
 	b = append(b, envelopeMsg)
-	return wire.AppendMessage(b, m)
+	return multicast.AppendMessage(b, m)
 }
 
 // Decode reads an envelope written by Encode for a topology of n groups. The
@@ -271,7 +271,7 @@ func decode(b []byte, n int) (multicast.Message, error) {
 	if tag := d.Byte(); d.Err() == nil && tag != envelopeMsg {
 		d.Fail("unknown envelope tag %d", tag)
 	}
-	m := d.Message(n)
+	m := multicast.DecodeMessage(d, n)
 	if err := d.Finish(); err != nil {
 		return multicast.Message{}, err
 	}

@@ -41,11 +41,11 @@ func (r *Restorer[C]) Record(g partition.GroupID, out multicast.Output) {
 	for _, s := range out.Sends {
 		r.trace = wire.AppendUvarint(r.trace, uint64(s.To))
 		r.trace = append(r.trace, byte(s.Kind))
-		r.trace = wire.AppendMsgID(r.trace, s.About)
+		r.trace = multicast.AppendMsgID(r.trace, s.About)
 		r.trace = wire.AppendBytes(r.trace, s.Payload)
 	}
 	for _, m := range out.Deliveries {
-		r.trace = wire.AppendMessage(r.trace, m)
+		r.trace = multicast.AppendMessage(r.trace, m)
 	}
 }
 
