@@ -70,7 +70,7 @@ var house = []room{
 	{dir: "multicast/check", floor: 3, imports: []string{"multicast"}},
 	{dir: "multicast/channel", floor: 3, imports: []string{"internal/invariants", "internal/wire", "multicast", "partition"},
 		tests: []string{"multicast/internal/simnet"}},
-	{dir: "multicast/flexcast", floor: 3, imports: []string{"internal/wire", "multicast", "partition"},
+	{dir: "multicast/flexcast", floor: 3, imports: []string{"internal/invariants", "internal/wire", "multicast", "partition"},
 		tests: []string{"configs", "multicast/internal/simnet", "multicast/internal/snaptest", "multicast/check", "multicast/internal/interaction"}},
 	{dir: "multicast/skeen", floor: 3, imports: []string{"internal/wire", "multicast", "partition"},
 		tests: []string{"multicast/internal/simnet", "multicast/internal/snaptest", "multicast/check", "multicast/internal/interaction"}},

@@ -40,6 +40,7 @@ import (
 	"math/bits"
 	"slices"
 
+	"github.com/flexkv/flexkv/internal/invariants"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/partition"
 )
@@ -552,10 +553,10 @@ func (c *Core) checkHistory(from partition.GroupID, h []segment) (kept []segment
 			if i < 0 {
 				i = len(s.entries)
 			}
-			if invariants && c.forgottenAll && c.cfg.Strategies == (Strategies{}) {
+			if invariants.Enabled && c.forgottenAll && c.cfg.Strategies == (Strategies{}) {
 				for _, x := range s.entries[:i] {
 					if !c.forgotten[x.id] {
-						panic(fmt.Sprintf("flexcast: invariant violated: group %d: stale history of group %d from %d holds %s, never truncated here", c.self, s.owner, from, x.id))
+						invariants.Violated("flexcast: group %d: stale history of group %d from %d holds %s, never truncated here", c.self, s.owner, from, x.id)
 					}
 				}
 			}
@@ -949,7 +950,7 @@ func (c *Core) deliverable(id multicast.MsgID, p *pend) bool {
 		return true
 	}
 	blocked := c.dag.blocked(id)
-	if invariants {
+	if invariants.Enabled {
 		slow := false
 		for _, x := range c.dag.openIDs(nil) {
 			if x != id && c.dag.reaches(x, id) {
@@ -957,7 +958,7 @@ func (c *Core) deliverable(id multicast.MsgID, p *pend) bool {
 			}
 		}
 		if slow != blocked {
-			panic(fmt.Sprintf("flexcast: invariant violated: group %d: %s blocked=%v, search says %v", c.self, id, blocked, slow))
+			invariants.Violated("flexcast: group %d: %s blocked=%v, search says %v", c.self, id, blocked, slow)
 		}
 	}
 	return !blocked
@@ -1022,8 +1023,8 @@ func (c *Core) appendChain(owner partition.GroupID, e entry) {
 	if ch.has(e.id) {
 		return
 	}
-	if invariants && c.forgotten[e.id] {
-		panic(fmt.Sprintf("flexcast: invariant violated: group %d appends %s to chain %d after truncating it", c.self, e.id, owner))
+	if invariants.Enabled && c.forgotten[e.id] {
+		invariants.Violated("flexcast: group %d appends %s to chain %d after truncating it", c.self, e.id, owner)
 	}
 	j := c.dag.node(e.id)
 	if k := len(ch.nodes); k > 0 {
@@ -1069,13 +1070,13 @@ func (c *Core) merge(h []segment) {
 		if len(ch.entries) > 0 {
 			pos, ok := ch.index[s.entries[0].id]
 			if !ok {
-				panic(fmt.Sprintf("flexcast: invariant violated: group %d: history of group %d starting at %s does not overlap the chain held here", c.self, s.owner, s.entries[0].id))
+				invariants.Violated("flexcast: group %d: history of group %d starting at %s does not overlap the chain held here", c.self, s.owner, s.entries[0].id)
 			}
 			start = min(len(ch.entries)-int(pos), len(s.entries))
-			if invariants {
+			if invariants.Enabled {
 				for k := range start {
 					if ch.entries[int(pos)+k].id != s.entries[k].id {
-						panic(fmt.Sprintf("flexcast: invariant violated: group %d: two histories of group %d disagree at %s", c.self, s.owner, s.entries[k].id))
+						invariants.Violated("flexcast: group %d: two histories of group %d disagree at %s", c.self, s.owner, s.entries[k].id)
 					}
 				}
 			}
@@ -1192,12 +1193,12 @@ func (c *Core) truncate(f multicast.MsgID) {
 		ch := &c.chains[o]
 		pos, ok := ch.index[f]
 		if !ok {
-			if invariants && c.cfg.Strategies == (Strategies{}) {
-				panic(fmt.Sprintf("flexcast: invariant violated: group %d truncates at %s, missing from chain %d", c.self, f, o))
+			if invariants.Enabled && c.cfg.Strategies == (Strategies{}) {
+				invariants.Violated("flexcast: group %d truncates at %s, missing from chain %d", c.self, f, o)
 			}
 			continue
 		}
-		if invariants {
+		if invariants.Enabled {
 			if c.forgotten == nil {
 				c.forgotten = make(map[multicast.MsgID]bool)
 			}
@@ -1233,8 +1234,8 @@ func (c *Core) truncate(f multicast.MsgID) {
 			}
 		}
 	}
-	if invariants && c.dag.openLen() != openBefore && c.cfg.Strategies == (Strategies{}) {
-		panic(fmt.Sprintf("flexcast: invariant violated: group %d had %d open dependencies before truncating at %s, %d after", c.self, openBefore, f, c.dag.openLen()))
+	if invariants.Enabled && c.dag.openLen() != openBefore && c.cfg.Strategies == (Strategies{}) {
+		invariants.Violated("flexcast: group %d had %d open dependencies before truncating at %s, %d after", c.self, openBefore, f, c.dag.openLen())
 	}
 }
 

@@ -1,5 +1,0 @@
-//go:build !invariants
-
-package flexcast
-
-const invariants = false
