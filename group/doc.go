@@ -5,10 +5,9 @@
 // whole-database simulator (package dbsim) drives the same code with no raft.
 //
 // Layers, bottom up:
-//   - Node: the reliable channel layer (multicast/channel) under a protocol
-//     core (multicast/...), and the application payloads (votes) that ride
-//     the same channels;
-//   - State: the Node, the log-entry codec (client request, several client
+//   - State: a rawnode.Node (package multicast/rawnode: a protocol core
+//     over its reliable channels, and the application payloads, votes, that
+//     ride the same channels), the log-entry codec (client request, several client
 //     requests, inbound batch, tick, session open: EncodeRequest,
 //     EncodeRequests, EncodeInbound, EncodeTick, EncodeSession) and the
 //     client sessions that admit each request once and expire by log time
