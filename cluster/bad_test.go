@@ -232,7 +232,7 @@ var badRequests = []badRequest{
 		return err
 	}, codes.InvalidArgument, "new-order"},
 	{"await malformed id", func(ctx context.Context, c apipb.KVClient) error {
-		_, err := c.Await(ctx, &apipb.AwaitRequest{Id: "17"})
+		_, err := c.Await(ctx, &apipb.AwaitRequest{Id: "17"}) //nolint:staticcheck // a malformed id of the deprecated string form
 		return err
 	}, codes.InvalidArgument, "17"},
 	{"await empty id", func(ctx context.Context, c apipb.KVClient) error {
@@ -242,7 +242,7 @@ var badRequests = []badRequest{
 	{"await never executed", func(ctx context.Context, c apipb.KVClient) error {
 		ctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		defer cancel()
-		_, err := c.Await(ctx, &apipb.AwaitRequest{Id: "c99.1"})
+		_, err := c.Await(ctx, &apipb.AwaitRequest{ClientId: 99, Seq: 1})
 		return err
 	}, codes.DeadlineExceeded, ""},
 }

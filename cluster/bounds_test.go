@@ -53,7 +53,7 @@ func TestTxnWaitBound(t *testing.T) {
 	}
 	// The same id again waits for the same outcome, bounded again.
 	err = callLeader(t, l, cfg.Groups[0].Name, func(kv apipb.KVClient) error {
-		_, err := kv.Await(context.Background(), &apipb.AwaitRequest{Id: fmt.Sprintf("c%d.1", sid)})
+		_, err := kv.Await(context.Background(), &apipb.AwaitRequest{ClientId: sid, Seq: 1})
 		return err
 	})
 	if status.Code(err) != codes.DeadlineExceeded {

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -41,7 +40,7 @@ func TestTwoGroupTransferOverWAN(t *testing.T) {
 	}
 	var aw *apipb.AwaitResponse
 	err = callLeader(t, l, "eu-west-3", func(c apipb.KVClient) (err error) {
-		aw, err = c.Await(ctx, &apipb.AwaitRequest{Id: resp.GetPiece().GetId()})
+		aw, err = c.Await(ctx, &apipb.AwaitRequest{ClientId: resp.GetPiece().GetClientId(), Seq: resp.GetPiece().GetSeq()})
 		return err
 	})
 	if err != nil {
@@ -91,7 +90,7 @@ func TestWrappingTransferAnswersAlone(t *testing.T) {
 	}
 	l.SetGroupCut(other, false)
 	ctx := ctxTimeout(t, 30*time.Second)
-	for _, id := range []string{fmt.Sprintf("c%d.1", wrapping), fmt.Sprintf("c%d.1", checked)} {
+	for _, sid := range []uint64{wrapping, checked} {
 		for _, g := range []string{lca, other} {
 			var aw *apipb.AwaitResponse
 			var err error
@@ -99,7 +98,7 @@ func TestWrappingTransferAnswersAlone(t *testing.T) {
 			// healed link has carried the transfer (a resend away).
 			for {
 				err = callLeader(t, l, g, func(c apipb.KVClient) (err error) {
-					aw, err = c.Await(ctx, &apipb.AwaitRequest{Id: id})
+					aw, err = c.Await(ctx, &apipb.AwaitRequest{ClientId: sid, Seq: 1})
 					return err
 				})
 				if status.Code(err) != codes.DeadlineExceeded || ctx.Err() != nil {
@@ -107,7 +106,7 @@ func TestWrappingTransferAnswersAlone(t *testing.T) {
 				}
 			}
 			if err != nil || !aw.GetPiece().GetSucceeded() {
-				t.Fatalf("await %s at %s after the heal: %v, %v", id, g, aw, err)
+				t.Fatalf("await c%d.1 at %s after the heal: %v, %v", sid, g, aw, err)
 			}
 		}
 	}
@@ -126,9 +125,9 @@ func TestAwaitAtFollower(t *testing.T) {
 	_, fr, _ := cfg.Replica(followerOf(t, l, g))
 	leaderAddr, follower := lr.GRPC, fr.GRPC
 	fc := dial(t, l, follower)
-	id := fmt.Sprintf("c%d.1", sid)
+	await := &apipb.AwaitRequest{ClientId: sid, Seq: 1}
 	var md metadata.MD
-	_, err := fc.Await(ctxTimeout(t, 5*time.Second), &apipb.AwaitRequest{Id: id}, grpc.Trailer(&md))
+	_, err := fc.Await(ctxTimeout(t, 5*time.Second), await, grpc.Trailer(&md))
 	if status.Code(err) != codes.Unavailable || len(md.Get(apipb.LeaderTrailer)) != 1 || md.Get(apipb.LeaderTrailer)[0] != leaderAddr {
 		t.Fatalf("await of a result not there yet at follower %s: %v, trailer %v; want Unavailable naming the leader %s", follower, err, md, leaderAddr)
 	}
@@ -144,7 +143,7 @@ func TestAwaitAtFollower(t *testing.T) {
 	// Once the follower applied it, the follower answers.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		aw, err := fc.Await(ctxTimeout(t, 5*time.Second), &apipb.AwaitRequest{Id: id})
+		aw, err := fc.Await(ctxTimeout(t, 5*time.Second), await)
 		if err == nil {
 			if !aw.GetPiece().GetSucceeded() {
 				t.Fatalf("await at the follower: %v", aw)

@@ -70,9 +70,11 @@ func TestTwoGroupTransfer(t *testing.T) {
 	if !resp.GetExecuted() || !resp.GetPiece().GetSucceeded() || resp.GetPiece().GetAborted() != "" {
 		t.Fatalf("txn answer %v", resp)
 	}
+	// Awaited as an older client does, by the string id the answer carries:
+	// the deprecated form keeps working.
 	var aw *apipb.AwaitResponse
 	err = callLeader(t, l, "eu-west-3", func(c apipb.KVClient) (err error) {
-		aw, err = c.Await(ctx, &apipb.AwaitRequest{Id: resp.GetPiece().GetId()})
+		aw, err = c.Await(ctx, &apipb.AwaitRequest{Id: resp.GetPiece().GetId()}) //nolint:staticcheck // the deprecated form, on purpose
 		return err
 	})
 	if err != nil {
@@ -124,7 +126,7 @@ func TestAwaitAtCutOffReplica(t *testing.T) {
 	// follower without the result always does); once it knows it has
 	// none, it says so.
 	for {
-		_, err := c.Await(ctx, &apipb.AwaitRequest{Id: "c5.1"})
+		_, err := c.Await(ctx, &apipb.AwaitRequest{ClientId: 5, Seq: 1})
 		st, _ := status.FromError(err)
 		if st.Code() != codes.Unavailable {
 			t.Fatalf("await at a cut-off replica: %v, want Unavailable", err)

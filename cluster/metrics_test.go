@@ -95,7 +95,7 @@ func makeMetricsCalls(t *testing.T, l *Local) (retried bool) {
 		t.Fatalf("txn: %v", err)
 	}
 	err = call("eu-west-3", func(c apipb.KVClient) error {
-		_, err := c.Await(ctx, &apipb.AwaitRequest{Id: resp.GetPiece().GetId()})
+		_, err := c.Await(ctx, &apipb.AwaitRequest{ClientId: resp.GetPiece().GetClientId(), Seq: resp.GetPiece().GetSeq()})
 		return err
 	})
 	if err != nil {

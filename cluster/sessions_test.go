@@ -189,7 +189,7 @@ func TestSessionResultsAcknowledged(t *testing.T) {
 	await := func(group string, seq uint64) (*apipb.PieceResult, error) {
 		var piece *apipb.PieceResult
 		err := callLeader(t, l, group, func(c apipb.KVClient) error {
-			r, err := c.Await(ctx, &apipb.AwaitRequest{Id: fmt.Sprintf("c%d.%d", sid, seq)})
+			r, err := c.Await(ctx, &apipb.AwaitRequest{ClientId: sid, Seq: seq})
 			piece = r.GetPiece()
 			return err
 		})

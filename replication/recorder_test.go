@@ -271,7 +271,7 @@ func (r *Recorder) Restore(rd io.Reader, index uint64) error {
 		}
 		v, err := readRecord(br)
 		if err != nil || v == nil {
-			return fmt.Errorf("replication: recorder snapshot: send %q without a value (%v)", k, err)
+			return fmt.Errorf("replication: recorder snapshot: send %q without a value (%w)", k, err)
 		}
 		if err := b.Set(k, v, nil); err != nil {
 			return err

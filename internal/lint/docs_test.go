@@ -488,7 +488,7 @@ func writeFile(t *testing.T, root, name, content string) {
 }
 
 // floorRowRE matches a row of the design's floor table: | 3 | `txn`, ... |.
-var floorRowRE = regexp.MustCompile("^\\|\\s*(\\d+)\\s*\\|(.*)\\|\\s*$")
+var floorRowRE = regexp.MustCompile(`^\|\s*(\d+)\s*\|(.*)\|\s*$`)
 
 // designFloors reads the floor table of section 1 of the design: each
 // package, written in backquotes, with its floor.

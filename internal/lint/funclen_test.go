@@ -15,9 +15,9 @@ import (
 // of cases stands beside it as data.
 const funcLinesMax = 100
 
-// longFuncs returns, for one parsed file, every function longer than max
-// lines as "file:line name (n lines)".
-func longFuncs(fset *token.FileSet, f *ast.File, max int) []string {
+// longFuncs returns, for one parsed file, every function longer than
+// lines (linesMax) as "file:line name (n lines)".
+func longFuncs(fset *token.FileSet, f *ast.File, linesMax int) []string {
 	var out []string
 	for _, d := range f.Decls {
 		fd, ok := d.(*ast.FuncDecl)
@@ -25,7 +25,7 @@ func longFuncs(fset *token.FileSet, f *ast.File, max int) []string {
 			continue
 		}
 		start, end := fset.Position(fd.Pos()), fset.Position(fd.End())
-		if n := end.Line - start.Line + 1; n > max {
+		if n := end.Line - start.Line + 1; n > linesMax {
 			out = append(out, fmt.Sprintf("%s:%d %s (%d lines)", start.Filename, start.Line, fd.Name.Name, n))
 		}
 	}
