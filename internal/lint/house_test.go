@@ -114,7 +114,7 @@ var house = []room{
 	// 8: the in-process clusters (rigs for local, demo and tests).
 	{dir: "cluster", floor: 8, imports: []string{"certs", "multicast/channel", "multicast/check", "multicast/protocol", "partition", "replication", "server", "txn"},
 		tests:   []string{"api/apipb", "client", "gtpcc", "gtpcc/procs", "internal/testaddr", "internal/testcluster", "replication/transport/transportpb"},
-		testExt: grpcExt},
+		testExt: append(slices.Clone(grpcExt), "google.golang.org/protobuf/types/descriptorpb")},
 	// 9: the benchmark runs, which start clusters.
 	{dir: "gtpcc/bench", floor: 9, imports: []string{"client", "cluster", "gtpcc", "gtpcc/procs", "multicast", "multicast/protocol", "partition", "server"}},
 	// 10: the command line.
