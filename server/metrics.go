@@ -25,6 +25,7 @@ import (
 	"github.com/flexkv/flexkv/certs"
 	"github.com/flexkv/flexkv/executor"
 	"github.com/flexkv/flexkv/group"
+	"github.com/flexkv/flexkv/internal/buildinfo"
 	"github.com/flexkv/flexkv/kv"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/protocol"
@@ -277,6 +278,11 @@ type Metrics struct {
 	servers func() []*Server
 	descs   []*prometheus.Desc
 
+	// buildInfo is 1, labelled with build, the labels of the binary's
+	// build: version, revision, go_version.
+	buildInfo *prometheus.Desc
+	build     []string
+
 	deliveries, sends, sendBytes, delivery, requests, requestErrors, peerRefusals *prometheus.Desc
 
 	outbox, outboxBytes, backlog, holdbackBytes, busy, busyWith, rejected  *prometheus.Desc
@@ -311,6 +317,8 @@ func NewMetrics(servers func() []*Server) *Metrics {
 		m.descs = append(m.descs, desc)
 		return desc
 	}
+	m.buildInfo = d("build_info", "Always 1, labelled with the build the replica runs: its module version, VCS revision and Go version (a cluster whose replicas differ is being upgraded).", "version", "revision", "go_version")
+	m.build = buildLabels(buildinfo.Read())
 	m.deliveries = d("deliveries_total", "Application messages delivered by this replica, by scope: local (one destination group) or global.", "scope")
 	m.sends = d("sends_total", "Envelopes the group sent to other groups while this replica led it, by kind (msg, ack, notif, ts, relay, vote; flush: any envelope about a flush).", "kind")
 	m.sendBytes = d("send_bytes_total", "Payload bytes of the envelopes counted by flexkv_sends_total, by kind.", "kind")
@@ -422,6 +430,7 @@ type snapshot struct {
 // replica.
 func (m *Metrics) collect(ch chan<- prometheus.Metric, s *Server) {
 	e := emitter{ch: ch, labels: []string{s.group.Name, s.cfg.NodeID}}
+	e.gauge(m.buildInfo, 1, m.build...)
 	m.collectCounts(e, s)
 	sn := readSnapshot(s)
 	m.collectNode(e, s, &sn)
@@ -595,6 +604,17 @@ func (m *Metrics) collectStore(e emitter, ps kv.Metrics) {
 	e.counter(m.pbCacheMisses, uint64(ps.BlockCacheMisses))
 	e.counter(m.rowCacheHits, uint64(ps.RowCacheHits))
 	e.counter(m.rowCacheMisses, uint64(ps.RowCacheMisses))
+}
+
+// buildLabels are the labels of flexkv_build_info for the build bi: its
+// version, its full revision ("unknown" when the build recorded none) and
+// its Go version.
+func buildLabels(bi buildinfo.Info) []string {
+	rev := bi.Revision
+	if rev == "" {
+		rev = "unknown"
+	}
+	return []string{bi.Version, rev, bi.GoVersion}
 }
 
 func boolValue(b bool) float64 {

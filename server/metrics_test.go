@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/flexkv/flexkv/api/apipb"
+	"github.com/flexkv/flexkv/internal/buildinfo"
 	"github.com/flexkv/flexkv/internal/testcluster"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/rawnode"
@@ -60,6 +62,23 @@ func TestRequestMethod(t *testing.T) {
 		}
 		if got != tc.want {
 			t.Errorf("requestMethod(%q) = %q, want %q", tc.full, got, tc.want)
+		}
+	}
+}
+
+// A build's full revision labels flexkv_build_info; a build that recorded
+// none (-buildvcs=false, a test binary) says unknown.
+func TestBuildLabels(t *testing.T) {
+	for _, tc := range []struct {
+		bi   buildinfo.Info
+		want []string
+	}{
+		{buildinfo.Info{Version: "v0.4.0", Revision: "19c832a0123456789abcdef0123456789abcdef0", GoVersion: "go1.26.8"},
+			[]string{"v0.4.0", "19c832a0123456789abcdef0123456789abcdef0", "go1.26.8"}},
+		{buildinfo.Info{Version: "(devel)", GoVersion: "go1.26.8"}, []string{"(devel)", "unknown", "go1.26.8"}},
+	} {
+		if got := buildLabels(tc.bi); !slices.Equal(got, tc.want) {
+			t.Errorf("buildLabels(%+v) = %q, want %q", tc.bi, got, tc.want)
 		}
 	}
 }
@@ -176,6 +195,16 @@ func TestServerMetricsAddr(t *testing.T) {
 		if len(f.Series(name, r)) != 1 {
 			t.Errorf("no %s{group=g1,replica=r1} in %s", name, strings.Join(names(f), " "))
 		}
+	}
+	// flexkv_build_info: 1, with the labels of the running binary's build.
+	bi := buildinfo.Read()
+	rev := bi.Revision
+	if rev == "" {
+		rev = "unknown"
+	}
+	build := map[string]string{"group": "g1", "replica": "r1", "version": bi.Version, "revision": rev, "go_version": bi.GoVersion}
+	if s := f.Series("flexkv_build_info", build); len(s) != 1 || testcluster.Value(s[0]) != 1 {
+		t.Errorf("flexkv_build_info%v: %v, want one series at 1; the family: %v", build, s, f["flexkv_build_info"])
 	}
 	if len(f.Series("flexkv_flexcast_history_entries", nil)) != 0 {
 		t.Errorf("a skeen replica reports flexcast series")

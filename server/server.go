@@ -36,6 +36,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	grpcpeer "google.golang.org/grpc/peer"
+	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
 	"github.com/flexkv/flexkv/api/apipb"
@@ -364,6 +365,9 @@ func (s *Server) serve() error {
 	api := s.newGRPC(apiOpts)
 	apipb.RegisterKVServer(api, &service{s: s})
 	healthpb.RegisterHealthServer(api, s.health)
+	// Server reflection (v1 and v1alpha), so that grpcurl and other tools
+	// call the API without its .proto (DESIGN 7); never on the peer port.
+	reflection.Register(api)
 	if err := s.listen(s.Addr(), api); err != nil {
 		return err
 	}

@@ -6,13 +6,15 @@ import (
 
 	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/group"
+	"github.com/flexkv/flexkv/internal/buildinfo"
 	"github.com/flexkv/flexkv/partition"
 )
 
 // Status answers `flexkv status` (DESIGN 7): this replica's raft state and
 // indexes, its group's outbox, what its protocol core holds, its TLS
-// identity and its configuration's fingerprint. Every replica answers,
-// leader or not: it reads local state only.
+// identity, its configuration's fingerprint and the build it runs (a
+// cluster half upgraded shows two). Every replica answers, leader or not:
+// it reads local state only.
 func (v *service) Status(context.Context, *apipb.StatusRequest) (*apipb.StatusResponse, error) {
 	return v.s.Status(), nil
 }
@@ -20,11 +22,13 @@ func (v *service) Status(context.Context, *apipb.StatusRequest) (*apipb.StatusRe
 // Status returns the replica's status (the Status RPC).
 func (s *Server) Status() *apipb.StatusResponse {
 	rs := s.replica.RaftStatus()
+	bi := buildinfo.Read()
 	resp := &apipb.StatusResponse{
 		Group: s.group.Name, Replica: s.cfg.NodeID, Role: rs.Role.String(),
 		Term: rs.Term, LastIndex: rs.LastIndex, CommitIndex: rs.CommitIndex, AppliedIndex: rs.AppliedIndex,
 		Leader: rs.Leader, TlsIdentity: "insecure",
 		Fingerprint: s.identity.Fingerprint, ClusterId: s.identity.ClusterID,
+		Version: bi.Version, Revision: bi.ShortRevision(),
 	}
 	if n := s.cfg.Node; n != nil {
 		resp.TlsIdentity = n.ID.String()

@@ -2090,20 +2090,27 @@ func (*StatusRequest) Descriptor() ([]byte, []int) {
 
 // StatusResponse is one replica's state (DESIGN 7, 13).
 type StatusResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	Replica       string                 `protobuf:"bytes,2,opt,name=replica,proto3" json:"replica,omitempty"`
-	Role          string                 `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`                                      // leader, follower, candidate or shutdown
-	Term          uint64                 `protobuf:"varint,4,opt,name=term,proto3" json:"term,omitempty"`                                     // raft term
-	LastIndex     uint64                 `protobuf:"varint,5,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`          // last entry of the raft log
-	CommitIndex   uint64                 `protobuf:"varint,6,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`    // last entry known committed
-	AppliedIndex  uint64                 `protobuf:"varint,7,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"` // last entry applied to the state machine
-	Leader        string                 `protobuf:"bytes,8,opt,name=leader,proto3" json:"leader,omitempty"`                                  // gRPC address of the group's leader, if known
-	Outbox        uint64                 `protobuf:"varint,9,opt,name=outbox,proto3" json:"outbox,omitempty"`                                 // envelopes to other groups not acknowledged yet
-	Pending       uint64                 `protobuf:"varint,10,opt,name=pending,proto3" json:"pending,omitempty"`                              // messages the protocol core holds, not delivered
-	TlsIdentity   string                 `protobuf:"bytes,11,opt,name=tls_identity,json=tlsIdentity,proto3" json:"tls_identity,omitempty"`    // GROUP/REPLICA of the node certificate, or "insecure"
-	Fingerprint   string                 `protobuf:"bytes,12,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`                       // of the configuration the replica runs
-	ClusterId     string                 `protobuf:"bytes,13,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Group        string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Replica      string                 `protobuf:"bytes,2,opt,name=replica,proto3" json:"replica,omitempty"`
+	Role         string                 `protobuf:"bytes,3,opt,name=role,proto3" json:"role,omitempty"`                                      // leader, follower, candidate or shutdown
+	Term         uint64                 `protobuf:"varint,4,opt,name=term,proto3" json:"term,omitempty"`                                     // raft term
+	LastIndex    uint64                 `protobuf:"varint,5,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`          // last entry of the raft log
+	CommitIndex  uint64                 `protobuf:"varint,6,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`    // last entry known committed
+	AppliedIndex uint64                 `protobuf:"varint,7,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"` // last entry applied to the state machine
+	Leader       string                 `protobuf:"bytes,8,opt,name=leader,proto3" json:"leader,omitempty"`                                  // gRPC address of the group's leader, if known
+	Outbox       uint64                 `protobuf:"varint,9,opt,name=outbox,proto3" json:"outbox,omitempty"`                                 // envelopes to other groups not acknowledged yet
+	Pending      uint64                 `protobuf:"varint,10,opt,name=pending,proto3" json:"pending,omitempty"`                              // messages the protocol core holds, not delivered
+	TlsIdentity  string                 `protobuf:"bytes,11,opt,name=tls_identity,json=tlsIdentity,proto3" json:"tls_identity,omitempty"`    // GROUP/REPLICA of the node certificate, or "insecure"
+	Fingerprint  string                 `protobuf:"bytes,12,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`                       // of the configuration the replica runs
+	ClusterId    string                 `protobuf:"bytes,13,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// The build the replica runs, as `flexkv version` reports it: the module
+	// version ("(devel)", or "unknown" when the toolchain recorded none), and
+	// the first twelve characters of the VCS revision, or "unknown". Empty
+	// from a server older than these fields. Replicas that differ are
+	// running different builds: an upgrade under way.
+	Version       string `protobuf:"bytes,14,opt,name=version,proto3" json:"version,omitempty"`
+	Revision      string `protobuf:"bytes,15,opt,name=revision,proto3" json:"revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2225,6 +2232,20 @@ func (x *StatusResponse) GetFingerprint() string {
 func (x *StatusResponse) GetClusterId() string {
 	if x != nil {
 		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetRevision() string {
+	if x != nil {
+		return x.Revision
 	}
 	return ""
 }
@@ -2369,7 +2390,7 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"LatencyRow\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x15\n" +
 	"\x06rtt_ms\x18\x02 \x03(\x01R\x05rttMs\"\x0f\n" +
-	"\rStatusRequest\"\xfd\x02\n" +
+	"\rStatusRequest\"\xb3\x03\n" +
 	"\x0eStatusResponse\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\areplica\x18\x02 \x01(\tR\areplica\x12\x12\n" +
@@ -2386,7 +2407,9 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\ftls_identity\x18\v \x01(\tR\vtlsIdentity\x12 \n" +
 	"\vfingerprint\x18\f \x01(\tR\vfingerprint\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\r \x01(\tR\tclusterId*\x86\x01\n" +
+	"cluster_id\x18\r \x01(\tR\tclusterId\x12\x18\n" +
+	"\aversion\x18\x0e \x01(\tR\aversion\x12\x1a\n" +
+	"\brevision\x18\x0f \x01(\tR\brevision*\x86\x01\n" +
 	"\x03Cmp\x12\x13\n" +
 	"\x0fCMP_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tCMP_EQUAL\x10\x01\x12\x11\n" +

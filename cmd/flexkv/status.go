@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -31,7 +32,7 @@ func newStatusCmd() *cobra.Command {
 		Long: `Ask every replica of the cluster, concurrently, for its state (DESIGN 7) and
 print one line per replica, in the order of the configuration:
 
-  GROUP REPLICA ADDRESS ROLE TERM COMMIT APPLIED LAG OUTBOX PENDING TLS FINGERPRINT
+  GROUP REPLICA ADDRESS ROLE TERM COMMIT APPLIED LAG OUTBOX PENDING TLS FINGERPRINT VERSION
 
 ROLE is leader, follower or candidate, or down for a replica that did not
 answer within --timeout (its error goes to stderr). COMMIT and APPLIED are
@@ -41,14 +42,19 @@ answers). OUTBOX counts the envelopes to other groups not acknowledged yet,
 PENDING the messages the protocol core holds, undelivered. TLS is the GROUP/REPLICA
 of the replica's node certificate, or insecure; FINGERPRINT that of the
 cluster configuration the replica runs (DESIGN 13): replicas that disagree
-refuse each other's calls, and a warning names them.
+refuse each other's calls, and a warning names them. VERSION is the build
+the replica runs, as "flexkv version" prints it: the module version, then
+"@" and the revision's first twelve characters when the version does not
+already hold them ("-" from a server too old to say); replicas that differ
+show an upgrade under way.
 
 The replicas are those of --config (default: the embedded configs/local.yaml),
 or the addresses of --endpoints. With --json, one JSON object per replica,
 one per line (JSON Lines, like the delivery log), the same fields:
 {"group":"eu-west-1","replica":"r1","address":"127.0.0.1:7001","role":"leader",
  "term":2,"commit_index":40,"applied_index":40,"lag":0,"outbox":0,"pending":0,
- "tls_identity":"eu-west-1/r1","fingerprint":"...","cluster_id":"..."};
+ "tls_identity":"eu-west-1/r1","fingerprint":"...","cluster_id":"...",
+ "version":"v0.4.0","revision":"19c832a01234"};
 a replica that is down has "role":"down" and "error", and no figures.
 
 Exit codes: 0 every replica answered; 1 some are down; 2 bad usage.`,
@@ -87,6 +93,8 @@ type statusRow struct {
 	TLSIdentity  string  `json:"tls_identity,omitempty"`
 	Fingerprint  string  `json:"fingerprint,omitempty"`
 	ClusterID    string  `json:"cluster_id,omitempty"`
+	Version      string  `json:"version,omitempty"`
+	Revision     string  `json:"revision,omitempty"`
 	Error        string  `json:"error,omitempty"`
 
 	resp *apipb.StatusResponse
@@ -210,6 +218,7 @@ func fill(rows []*statusRow, stderr io.Writer) int {
 		r.Term, r.CommitIndex, r.AppliedIndex = ptr(p.GetTerm()), ptr(p.GetCommitIndex()), ptr(p.GetAppliedIndex())
 		r.Outbox, r.Pending = ptr(p.GetOutbox()), ptr(p.GetPending())
 		r.TLSIdentity, r.Fingerprint, r.ClusterID = p.GetTlsIdentity(), p.GetFingerprint(), p.GetClusterId()
+		r.Version, r.Revision = p.GetVersion(), p.GetRevision()
 		if l, ok := leaders[p.GetGroup()]; ok {
 			lag := uint64(0)
 			if l.GetCommitIndex() > p.GetAppliedIndex() {
@@ -236,7 +245,7 @@ func ptr(v uint64) *uint64 { return &v }
 // printStatus prints rows as a table.
 func printStatus(w io.Writer, rows []*statusRow) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tREPLICA\tADDRESS\tROLE\tTERM\tCOMMIT\tAPPLIED\tLAG\tOUTBOX\tPENDING\tTLS\tFINGERPRINT")
+	fmt.Fprintln(tw, "GROUP\tREPLICA\tADDRESS\tROLE\tTERM\tCOMMIT\tAPPLIED\tLAG\tOUTBOX\tPENDING\tTLS\tFINGERPRINT\tVERSION")
 	num := func(p *uint64) string {
 		if p == nil {
 			return "-"
@@ -250,8 +259,21 @@ func printStatus(w io.Writer, rows []*statusRow) error {
 		return s
 	}
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Group, r.Replica, r.Address, r.Role,
-			num(r.Term), num(r.CommitIndex), num(r.AppliedIndex), num(r.Lag), num(r.Outbox), num(r.Pending), str(r.TLSIdentity), str(r.Fingerprint))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Group, r.Replica, r.Address, r.Role,
+			num(r.Term), num(r.CommitIndex), num(r.AppliedIndex), num(r.Lag), num(r.Outbox), num(r.Pending), str(r.TLSIdentity), str(r.Fingerprint),
+			str(versionLabel(r.Version, r.Revision)))
 	}
 	return tw.Flush()
+}
+
+// versionLabel is the VERSION column of a replica that reports version and
+// revision: the version, with "@" and the revision when the revision is
+// known and the version does not hold it already (a pseudo-version such as
+// v0.0.0-20261206054158-4a41b9acf42c does); "" when the replica reported
+// none.
+func versionLabel(version, revision string) string {
+	if version == "" || revision == "" || revision == "unknown" || strings.Contains(version, revision) {
+		return version
+	}
+	return version + "@" + revision
 }

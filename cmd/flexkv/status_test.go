@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"log/slog"
 	"strings"
@@ -8,12 +9,14 @@ import (
 	"time"
 
 	"github.com/flexkv/flexkv/cluster"
+	"github.com/flexkv/flexkv/internal/buildinfo"
 	"github.com/flexkv/flexkv/partition"
 )
 
 // TestStatus runs `flexkv status` against a running cluster (3 groups x 3
-// replicas, secure): a table of every replica, then --json, then with a
-// replica stopped (down, exit 1), and bad usage (exit 2).
+// replicas, secure): a table of every replica, with the build it runs (this
+// test binary's, the servers run in it), then --json, then with a replica
+// stopped (down, exit 1), and bad usage (exit 2).
 func TestStatus(t *testing.T) {
 	cfg, path, l := startStatusCluster(t)
 	status := func(args ...string) (int, string, string) {
@@ -101,21 +104,23 @@ func startStatusCluster(t *testing.T) (*partition.ClusterConfig, string, *cluste
 }
 
 // checkStatusTable checks status's table out: a header and a row for every
-// replica of cfg, in order, leader or follower, with its TLS identity and
-// the configuration's fingerprint, which it returns.
+// replica of cfg, in order, leader or follower, with its TLS identity, the
+// configuration's fingerprint, which it returns, and the running build.
 func checkStatusTable(t *testing.T, cfg *partition.ClusterConfig, out string) string {
 	t.Helper()
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	if len(lines) != 10 || !strings.HasPrefix(lines[0], "GROUP") || !strings.Contains(lines[0], "FINGERPRINT") {
+	if len(lines) != 10 || !strings.HasPrefix(lines[0], "GROUP") || !strings.HasSuffix(strings.Join(strings.Fields(lines[0]), " "), "FINGERPRINT VERSION") {
 		t.Fatalf("status table:\n%s\nwant a header and 9 rows", out)
 	}
 	t.Logf("flexkv status:\n%s", out)
 	fingerprint := ""
+	bi := buildinfo.Read()
+	version := versionLabel(bi.Version, bi.ShortRevision())
 	for i, line := range lines[1:] {
 		f := strings.Fields(line)
 		g := cfg.Groups[i/3]
 		r := g.Replicas[i%3]
-		if len(f) != 12 || f[0] != g.Name || f[1] != r.ID || f[2] != r.GRPC || (f[3] != "leader" && f[3] != "follower") || f[10] != g.Name+"/"+r.ID {
+		if len(f) != 13 || f[0] != g.Name || f[1] != r.ID || f[2] != r.GRPC || (f[3] != "leader" && f[3] != "follower") || f[10] != g.Name+"/"+r.ID {
 			t.Fatalf("row %q, want %s %s %s leader|follower ... TLS %s/%s", line, g.Name, r.ID, r.GRPC, g.Name, r.ID)
 		}
 		if fingerprint == "" {
@@ -123,6 +128,9 @@ func checkStatusTable(t *testing.T, cfg *partition.ClusterConfig, out string) st
 		}
 		if f[11] != fingerprint || len(fingerprint) != 16 {
 			t.Fatalf("row %q: fingerprint %q, want %q like every replica", line, f[11], fingerprint)
+		}
+		if f[12] != version {
+			t.Fatalf("row %q: version %q, want %q (the build's %s, revision %s)", line, f[12], version, bi.Version, bi.ShortRevision())
 		}
 	}
 	if want := partition.Fingerprint(cfg.Canonical()); fingerprint != want {
@@ -132,7 +140,8 @@ func checkStatusTable(t *testing.T, cfg *partition.ClusterConfig, out string) st
 }
 
 // checkStatusJSON checks status --json's out: an object for every replica
-// of the 3 x 3 cluster with every figure, 3 leaders, and fingerprint.
+// of the 3 x 3 cluster with every figure, 3 leaders, fingerprint, and the
+// running build's version and short revision.
 func checkStatusJSON(t *testing.T, out, fingerprint string) {
 	t.Helper()
 	rows := decodeRows(t, out)
@@ -140,6 +149,7 @@ func checkStatusJSON(t *testing.T, out, fingerprint string) {
 		t.Fatalf("status --json: %d objects, want 9:\n%s", len(rows), out)
 	}
 	leaders := 0
+	bi := buildinfo.Read()
 	for _, r := range rows {
 		if r.Role == "leader" {
 			leaders++
@@ -148,9 +158,47 @@ func checkStatusJSON(t *testing.T, out, fingerprint string) {
 			r.TLSIdentity != r.Group+"/"+r.Replica || r.Fingerprint != fingerprint || r.ClusterID == "" || r.Error != "" {
 			t.Fatalf("status --json row %+v: want every figure, TLS %s/%s, fingerprint %s", r, r.Group, r.Replica, fingerprint)
 		}
+		if r.Version != bi.Version || r.Revision != bi.ShortRevision() {
+			t.Fatalf("status --json row %+v: version %q revision %q, want %q %q", r, r.Version, r.Revision, bi.Version, bi.ShortRevision())
+		}
 	}
 	if leaders != 3 {
 		t.Fatalf("status --json: %d leaders, want 3", leaders)
+	}
+}
+
+// TestStatusVersions prints the rows of a cluster half upgraded: each
+// replica's VERSION shows its build, the revision added where the version
+// does not hold it, "-" for a server too old to report one.
+func TestStatusVersions(t *testing.T) {
+	for _, tc := range []struct {
+		version, revision, want string
+	}{
+		{"v0.4.0", "19c832a01234", "v0.4.0@19c832a01234"},
+		{"v0.0.0-20261206054158-4a41b9acf42c+dirty", "4a41b9acf42c", "v0.0.0-20261206054158-4a41b9acf42c+dirty"},
+		{"(devel)", "unknown", "(devel)"},
+		{"(devel)", "19c832a01234", "(devel)@19c832a01234"},
+		{"", "", ""},
+	} {
+		if got := versionLabel(tc.version, tc.revision); got != tc.want {
+			t.Errorf("versionLabel(%q, %q) = %q, want %q", tc.version, tc.revision, got, tc.want)
+		}
+	}
+	one := uint64(1)
+	rows := []*statusRow{
+		{Group: "g", Replica: "r1", Address: "h:1", Role: "leader", Term: &one, Version: "v0.4.0", Revision: "19c832a01234"},
+		{Group: "g", Replica: "r2", Address: "h:2", Role: "follower", Term: &one, Version: "v0.5.0", Revision: "5e2f0a9b7c1d"},
+		{Group: "g", Replica: "r3", Address: "h:3", Role: "follower", Term: &one},
+	}
+	var out bytes.Buffer
+	if err := printStatus(&out, rows); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"v0.4.0@19c832a01234", "v0.5.0@5e2f0a9b7c1d", "-"} {
+		id := rows[i].Replica
+		if f := rowOf(out.String(), id); len(f) != 13 || f[12] != want {
+			t.Errorf("row of %s: %q, want VERSION %s:\n%s", id, f, want, out.String())
+		}
 	}
 }
 

@@ -108,7 +108,7 @@ var house = []room{
 	// 7: the whole-database simulator, the server, the gTPC-C driver.
 	{dir: "dbsim", floor: 7, imports: []string{"executor", "group", "kv", "multicast", "multicast/channel", "multicast/check", "multicast/protocol", "multicast/rawnode", "partition", "txn"},
 		ext: pebbleExt},
-	{dir: "server", floor: 7, imports: []string{"api", "api/apipb", "certs", "executor", "group", "internal/rpcflow", "kv", "multicast", "multicast/channel", "multicast/check", "multicast/protocol", "multicast/rawnode", "partition", "replication", "txn"},
+	{dir: "server", floor: 7, imports: []string{"api", "api/apipb", "certs", "executor", "group", "internal/buildinfo", "internal/rpcflow", "kv", "multicast", "multicast/channel", "multicast/check", "multicast/protocol", "multicast/rawnode", "partition", "replication", "txn"},
 		tests: []string{"internal/testaddr", "internal/testcluster"}, ext: append(slices.Clone(grpcExt), promExt...)},
 	{dir: "gtpcc", floor: 7, imports: []string{"client", "gtpcc/procs", "partition", "txn"},
 		tests: []string{"api", "api/apipb", "cluster", "internal/testaddr"},
@@ -116,7 +116,7 @@ var house = []room{
 	// 8: the in-process clusters (rigs for local, demo and tests).
 	{dir: "cluster", floor: 8, imports: []string{"certs", "multicast/channel", "multicast/check", "multicast/protocol", "partition", "replication", "server", "txn"},
 		tests:   []string{"api/apipb", "client", "gtpcc", "gtpcc/procs", "internal/testaddr", "internal/testcluster", "replication/transport/transportpb"},
-		testExt: grpcExt},
+		testExt: append(slices.Clone(grpcExt), "google.golang.org/protobuf/types/descriptorpb")},
 	// 9: the benchmark runs, which start clusters.
 	{dir: "gtpcc/bench", floor: 9, imports: []string{"client", "cluster", "gtpcc", "gtpcc/procs", "multicast", "multicast/protocol", "partition", "server"}},
 	// 10: the command line.
