@@ -39,7 +39,7 @@ func transportCredentials(cfg Config) (creds credentials.TransportCredentials, s
 	case cfg.TLS != nil:
 		return credentials.NewTLS(cfg.TLS), true, nil
 	case cfg.CertsDir != "":
-		tc, err := loadTLS(cfg.CertsDir, cmp.Or(cfg.User, UserDefault))
+		tc, err := LoadTLS(cfg.CertsDir, cmp.Or(cfg.User, UserDefault))
 		if err != nil {
 			return nil, false, err
 		}
@@ -48,14 +48,16 @@ func transportCredentials(cfg Config) (creds credentials.TransportCredentials, s
 	return insecure.NewCredentials(), false, nil
 }
 
-// loadTLS returns the TLS configuration of user from the certificates
+// LoadTLS returns the TLS configuration of user from the certificates
 // directory dir, as `flexkv local` and `flexkv cert` write it: ca.crt and
-// client.USER.crt/.key. A missing directory or file is named, with what
-// writes it; the rest (a key others may read, a certificate of another CA
-// or user) is certs.LoadClient's to refuse.
-func loadTLS(dir, user string) (*tls.Config, error) {
+// client.USER.crt/.key. New loads Config.CertsDir with it; programs that
+// dial FlexKV servers themselves (flexkv status does) may too. A missing
+// directory or file is named, with what writes it; the rest (a key others
+// may read, a certificate of another CA or user) is certs.LoadClient's to
+// refuse.
+func LoadTLS(dir, user string) (*tls.Config, error) {
 	if err := certs.CheckName("user", user); err != nil {
-		return nil, fmt.Errorf("client: Config.User: %w", err)
+		return nil, fmt.Errorf("client: %w", err)
 	}
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		if errors.Is(err, fs.ErrNotExist) {

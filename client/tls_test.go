@@ -33,7 +33,7 @@ func TestConfigTLSChoice(t *testing.T) {
 		{"TLS and certs", client.Config{TLS: &tls.Config{}, CertsDir: dir}, "Config.TLS and Config.CertsDir: choose one"},
 		{"user without certs", client.Config{User: "alice"}, `Config.User "alice" without Config.CertsDir`},
 		{"user without certs, TLS", client.Config{User: "alice", TLS: &tls.Config{}}, `Config.User "alice" without Config.CertsDir`},
-		{"bad user", client.Config{User: "a/b", CertsDir: dir}, "client: Config.User"},
+		{"bad user", client.Config{User: "a/b", CertsDir: dir}, `client: certs: user "a/b"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.cfg.Endpoints = []string{"127.0.0.1:1"}
