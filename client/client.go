@@ -338,9 +338,10 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 
 // fetchTopology asks each endpoint in turn for the topology and builds it.
 // When none answers and one showed that it disagrees with the client on TLS
-// (secure: the client speaks TLS; insecure: it was told not to), the error
-// is a TLSMismatchError: no other endpoint of the cluster could answer.
-func (c *Client) fetchTopology(ctx context.Context, endpoints []string, secure, insecure bool) (*Topology, *protocol.Protocol, error) {
+// (secure: the client speaks TLS; askedInsecure: Config.Insecure said it
+// must not), the error is a TLSMismatchError: no other endpoint of the
+// cluster could answer.
+func (c *Client) fetchTopology(ctx context.Context, endpoints []string, secure, askedInsecure bool) (*Topology, *protocol.Protocol, error) {
 	var errs []error
 	var mismatch *TLSMismatchError
 	for _, ep := range endpoints {
@@ -353,7 +354,7 @@ func (c *Client) fetchTopology(ctx context.Context, endpoints []string, secure, 
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", ep, err))
 			if mismatch == nil && TLSMismatch(err, secure) {
-				mismatch = &TLSMismatchError{ClusterTLS: !secure, Endpoint: ep, Err: err, insecure: insecure}
+				mismatch = &TLSMismatchError{ClusterTLS: !secure, Endpoint: ep, Err: err, insecure: askedInsecure}
 			}
 			if ctx.Err() != nil {
 				break
