@@ -9,6 +9,16 @@
 // calls made concurrently. A Result lists the destinations in the order
 // their answers arrived, with the latency of each (DESIGN 2, step 6).
 //
+// # Connecting
+//
+// A cluster runs TLS unless it was started with --insecure (DESIGN 13):
+// Config.CertsDir names the directory of the cluster CA's certificate and
+// the user's client certificate, as `flexkv local` and `flexkv cert` write
+// it (flexkv-data/local/certs for `flexkv local`), and Config.User the user
+// (root by default); Config.TLS takes a *tls.Config instead, and
+// Config.Insecure connects in plaintext. A client that disagrees with the
+// cluster on TLS gets, from New, a TLSMismatchError saying which to set.
+//
 // # Retries and transaction ids
 //
 // Every write carries a transaction id (client id, seq). A Client holds a
@@ -49,6 +59,8 @@
 //   - a message larger than gRPC's limit (an answer above the client's
 //     receive limit): ErrTooLarge, naming the sizes; not retried. A server's
 //     ResourceExhausted of its own (admission control) is retried.
+//   - a cluster and a client that disagree on TLS: New's error is a
+//     *TLSMismatchError; a missing certificate: New's error names the file.
 //   - ErrClosed after Close.
 package client
 
@@ -68,8 +80,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -144,11 +154,27 @@ type Config struct {
 	// Sessions is the number of requests in flight at most (0:
 	// SessionsDefault); a call waits, up to its context, for a free one.
 	Sessions int
-	// TLS is the client's TLS configuration (certs.ClientConfig: its
-	// client certificate and the cluster CA), for a cluster that runs
-	// secure (DESIGN 13). Nil: plaintext, for a cluster started with
-	// --insecure.
+	// CertsDir is a certificates directory as `flexkv local` and `flexkv
+	// cert` write it (DESIGN 13), for a cluster that runs TLS, as clusters
+	// do unless started with --insecure: New loads the cluster CA's
+	// ca.crt and User's client.USER.crt and client.USER.key from it, and
+	// names the file that is missing. `flexkv local` writes its own to
+	// flexkv-data/local/certs, under the directory it runs in.
+	CertsDir string
+	// User is the user whose client certificate CertsDir holds; empty:
+	// UserDefault, root, whose certificate `flexkv local` makes. It needs
+	// CertsDir.
+	User string
+	// TLS is the client's TLS configuration, instead of CertsDir, for a
+	// program that builds its own (certs.ClientConfig: a client
+	// certificate and the cluster CA).
 	TLS *tls.Config
+	// Insecure connects in plaintext, to a cluster started with
+	// --insecure; it excludes CertsDir and TLS. A Config that gives none of
+	// the three connects in plaintext too; set Insecure to say so. When the
+	// cluster and the client disagree on TLS, New's error is a
+	// TLSMismatchError that says which to set.
+	Insecure bool
 	// DialOptions are added to the options of every connection, after the
 	// transport credentials and the fixed flow-control windows
 	// (internal/rpcflow), so that they may replace them.
@@ -252,9 +278,9 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	creds := insecure.NewCredentials()
-	if cfg.TLS != nil {
-		creds = credentials.NewTLS(cfg.TLS)
+	creds, secure, err := transportCredentials(cfg)
+	if err != nil {
+		return nil, err
 	}
 	c := &Client{
 		log: log,
@@ -272,7 +298,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		backoffMin: 10 * time.Millisecond,
 		backoffMax: 500 * time.Millisecond,
 	}
-	view, proto, err := c.fetchTopology(ctx, cfg.Endpoints)
+	view, proto, err := c.fetchTopology(ctx, cfg.Endpoints, secure, cfg.Insecure)
 	if err != nil {
 		return nil, errors.Join(err, c.Close())
 	}
@@ -311,8 +337,13 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 }
 
 // fetchTopology asks each endpoint in turn for the topology and builds it.
-func (c *Client) fetchTopology(ctx context.Context, endpoints []string) (*Topology, *protocol.Protocol, error) {
+// When none answers and one showed that it disagrees with the client on TLS
+// (secure: the client speaks TLS; askedInsecure: Config.Insecure said it
+// must not), the error is a TLSMismatchError: no other endpoint of the
+// cluster could answer.
+func (c *Client) fetchTopology(ctx context.Context, endpoints []string, secure, askedInsecure bool) (*Topology, *protocol.Protocol, error) {
 	var errs []error
+	var mismatch *TLSMismatchError
 	for _, ep := range endpoints {
 		conn, err := c.conn(ep)
 		if err != nil {
@@ -322,6 +353,9 @@ func (c *Client) fetchTopology(ctx context.Context, endpoints []string) (*Topolo
 		resp, err := apipb.NewKVClient(conn).Topology(ctx, &apipb.TopologyRequest{})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", ep, err))
+			if mismatch == nil && TLSMismatch(err, secure) {
+				mismatch = &TLSMismatchError{ClusterTLS: !secure, Endpoint: ep, Err: err, insecure: askedInsecure}
+			}
 			if ctx.Err() != nil {
 				break
 			}
@@ -336,6 +370,9 @@ func (c *Client) fetchTopology(ctx context.Context, endpoints []string) (*Topolo
 			return nil, nil, fmt.Errorf("client: topology from %s: %w", ep, err)
 		}
 		return &Topology{Config: cfg, Groups: top, Partitions: pm, Latency: lat}, proto, nil
+	}
+	if mismatch != nil {
+		return nil, nil, mismatch
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, nil, fmt.Errorf("client: topology: %w (%w)", err, errors.Join(errs...))

@@ -16,11 +16,14 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/flexkv/flexkv/api/apipb"
+	"github.com/flexkv/flexkv/internal/testcluster"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/txn"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain checks that no goroutine outlives the tests; the examples' and
+// TLS tests' clusters leave raft's, as package cluster's tests do.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testcluster.RaftFutureLeaks()...) }
 
 // newTestClient connects to cl through its first replica, with short
 // backoffs; modify adjusts the configuration.

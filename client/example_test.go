@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log"
@@ -12,14 +13,25 @@ import (
 	"github.com/flexkv/flexkv/txn"
 )
 
-// A client for the cluster of configs/local.yaml (`flexkv local`): put,
-// get, and a transfer between two warehouses that lie in two groups.
+// Connect to a cluster that runs TLS, as clusters do by default, with the
+// certificates it was given: here a one-group cluster started for the
+// example, which stands in for `flexkv local` (its endpoints are
+// 127.0.0.1:7201, 127.0.0.1:7204 and 127.0.0.1:7207, its certificates
+// directory flexkv-data/local/certs). Then put, get, and a transaction
+// that moves 5 from one warehouse to another.
 func Example() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	local, stop, err := startCluster(false)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stop()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c, err := client.New(ctx, client.Config{
-		Endpoints: []string{"127.0.0.1:7201", "127.0.0.1:7204"},
-		Region:    "eu-west-1",
+		Endpoints: local.Endpoints(), // []string{"127.0.0.1:7201", "127.0.0.1:7204", "127.0.0.1:7207"}
+		CertsDir:  local.CertsDir(),  // "flexkv-data/local/certs"
+		User:      "root",
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -49,9 +61,51 @@ func Example() {
 	case err != nil:
 		log.Fatal(err)
 	default:
-		out, _ := res.MarshalJSON()
-		fmt.Println(string(out))
+		fmt.Println("succeeded:", res.Succeeded)
+		for _, r := range res.Results {
+			fmt.Printf("%s %s -> %d\n", r.Kind, r.Key, r.Int)
+		}
 	}
+	// Output:
+	// w/0001/acct = 100 (found: true)
+	// succeeded: true
+	// add w/0001/acct -> 95
+	// add w/0002/acct -> 5
+}
+
+// A cluster started with --insecure runs without TLS: say Insecure. A
+// client that disagrees with the cluster on TLS, either way, gets a
+// TLSMismatchError that says which Config field to set.
+func ExampleConfig_insecure() {
+	local, stop, err := startCluster(true)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stop()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err = client.New(ctx, client.Config{Endpoints: local.Endpoints(), TLS: &tls.Config{MinVersion: tls.VersionTLS13}})
+	if te := (*client.TLSMismatchError)(nil); errors.As(err, &te) {
+		fmt.Println("with TLS: the cluster runs TLS:", te.ClusterTLS)
+	}
+
+	c, err := client.New(ctx, client.Config{Endpoints: local.Endpoints(), Insecure: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Put(ctx, []byte("w/0002/name"), []byte("Lyon")); err != nil {
+		log.Fatal(err)
+	}
+	v, _, err := c.Get(ctx, []byte("w/0002/name"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("insecure: w/0002/name =", string(v))
+	// Output:
+	// with TLS: the cluster runs TLS: false
+	// insecure: w/0002/name = Lyon
 }
 
 // A transfer between groups a and c of a test cluster. The destinations

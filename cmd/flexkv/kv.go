@@ -552,20 +552,26 @@ func kvError(ctx context.Context, name string, conn kvConn, err error, connectin
 			name, endpoints, conn.timeout, err)}
 	case connecting, code == codes.Unavailable:
 		// New only fetches the topology: failing that, for any reason other
-		// than bad input, is failing to reach the cluster.
-		return &exitError{code: kvExitUnreachable, err: fmt.Errorf("%s: cannot reach the cluster at %s%s: %w", name, endpoints, tlsHint(err, conn.tls != nil), err)}
+		// than bad input, is failing to reach the cluster. A TLS mismatch
+		// is told in the flags' terms, not in the client's Config fields.
+		cause := error(err)
+		if te := (*client.TLSMismatchError)(nil); errors.As(err, &te) {
+			cause = oneLine{fmt.Errorf("%s: %w", te.Endpoint, te.Err)}
+		}
+		return &exitError{code: kvExitUnreachable, err: fmt.Errorf("%s: cannot reach the cluster at %s%s: %w", name, endpoints, tlsHint(err, conn.tls != nil), cause)}
 	}
 	return &exitError{code: kvExitFailed, err: fmt.Errorf("%s: %w", name, err)}
 }
 
 // tlsHint says why a connection failed when the error shows the two ends
-// disagree on TLS, or that the cluster refused the certificate.
+// disagree on TLS (the Go client tells, client.TLSMismatch), or that the
+// cluster refused the certificate.
 func tlsHint(err error, secure bool) string {
 	msg := err.Error()
 	switch {
-	case !secure && (strings.Contains(msg, "server preface") || strings.Contains(msg, "connection reset")):
+	case client.TLSMismatch(err, secure) && !secure:
 		return " (it runs TLS and this client does not: drop --insecure, and give --certs-dir if the certificates are not in " + localCertsDir + ")"
-	case secure && strings.Contains(msg, "first record does not look like a TLS handshake"):
+	case client.TLSMismatch(err, secure):
 		return " (it runs without TLS: give --insecure)"
 	case secure && (strings.Contains(msg, "certificate") || strings.Contains(msg, "tls:")):
 		return " (TLS failed: is --certs-dir the cluster's, and is its CA the one that signed the servers' certificates?)"

@@ -13,6 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/flexkv/flexkv/certs"
+	"github.com/flexkv/flexkv/client"
 	"github.com/flexkv/flexkv/cluster"
 	"github.com/flexkv/flexkv/configs"
 	"github.com/flexkv/flexkv/internal/testaddr"
@@ -429,4 +434,63 @@ func clientEndpointsOf(t *testing.T, path string) []string {
 		t.Fatal(err)
 	}
 	return cfg.Endpoints()
+}
+
+// TestKVInsecureCluster runs kv against a cluster started with --insecure:
+// a client with certificates is told that the cluster runs without TLS,
+// and --insecure works (the Go client detects both directions of the
+// mismatch; TestKVCluster checks the other).
+func TestKVInsecureCluster(t *testing.T) {
+	path, cfg := oneReplicaConfig(t)
+	l, err := cluster.Start(cluster.Config{Cluster: cfg, Dir: t.TempDir(), NoSync: true, Insecure: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	dir := t.TempDir()
+	ca, err := certs.CreateCA(dir, filepath.Join(t.TempDir(), "ca.key"), certs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ca.CreateClient(dir, cluster.RootUser, certs.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runKVCmd(t, nil, "put", "w/0001/a", "1", "--config", path, "--certs-dir", dir, "--timeout", "1m")
+	t.Logf("put with certificates: %s", stderr)
+	if want := "it runs without TLS: give --insecure"; code != kvExitUnreachable || !strings.Contains(stderr, want) || strings.Contains(stderr, "Config.") {
+		t.Errorf("put with certificates: exit %d, stderr %q; want %d naming %q, in the flags' terms", code, stderr, kvExitUnreachable, want)
+	}
+	if code, stdout, stderr := runKVCmd(t, nil, "put", "w/0001/a", "1", "--config", path, "--insecure", "--timeout", "1m"); code != 0 {
+		t.Errorf("put --insecure: exit %d, stdout %q, stderr %q; want 0", code, stdout, stderr)
+	}
+}
+
+// TestTLSHint checks the hint a command adds to a connection's error, in
+// the flags' terms, for each side that sees each mismatch.
+func TestTLSHint(t *testing.T) {
+	preface := status.Error(codes.Unavailable, `connection error: desc = "error reading server preface: EOF"`)
+	record := status.Error(codes.Unavailable, `connection error: desc = "transport: authentication handshake failed: tls: first record does not look like a TLS handshake"`)
+	unknownCA := status.Error(codes.Unavailable, `connection error: desc = "transport: authentication handshake failed: tls: failed to verify certificate: x509: certificate signed by unknown authority"`)
+	for _, tt := range []struct {
+		err    error
+		secure bool
+		want   string
+	}{
+		{preface, false, "it runs TLS and this client does not: drop --insecure"},
+		{&client.TLSMismatchError{ClusterTLS: true, Err: preface}, false, "it runs TLS and this client does not: drop --insecure"},
+		{record, true, "it runs without TLS: give --insecure"},
+		{&client.TLSMismatchError{Err: record}, true, "it runs without TLS: give --insecure"},
+		{unknownCA, true, "TLS failed: is --certs-dir the cluster's"},
+		{status.Error(codes.Unavailable, "connection refused"), true, ""},
+		{status.Error(codes.Unavailable, "connection refused"), false, ""},
+	} {
+		got := tlsHint(tt.err, tt.secure)
+		if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
+			t.Errorf("tlsHint(%v, secure %v) = %q, want %q", tt.err, tt.secure, got, tt.want)
+		}
+	}
 }

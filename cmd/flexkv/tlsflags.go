@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/flexkv/flexkv/certs"
+	"github.com/flexkv/flexkv/client"
 	"github.com/flexkv/flexkv/cluster"
 )
 
@@ -42,11 +43,9 @@ func clientTLS(v *viper.Viper) (*tls.Config, error) {
 		}
 		dir = localCertsDir
 	}
-	c, err := certs.LoadClient(dir, v.GetString("user"))
-	if err != nil {
-		return nil, err
-	}
-	return certs.ClientConfig(c), nil
+	// The Go client's loader: the same files as client.Config.CertsDir,
+	// and the same errors naming a missing one.
+	return client.LoadTLS(dir, v.GetString("user"))
 }
 
 // serverNode returns the node certificate a replica runs with: nil with

@@ -103,8 +103,10 @@ var house = []room{
 		tests: []string{"internal/testaddr", "internal/testcluster", "internal/wire", "multicast/check", "multicast/protocol"},
 		ext:   append(slices.Clone(raftExt), grpcExt...), testExt: pebbleExt},
 	{dir: "multicast/sim", floor: 6, imports: []string{"configs", "multicast", "multicast/channel", "multicast/check", "multicast/flexcast", "multicast/protocol", "multicast/rawnode", "multicast/internal/interaction", "partition"}},
-	{dir: "client", floor: 6, imports: []string{"api", "api/apipb", "internal/rpcflow", "multicast", "multicast/protocol", "partition", "txn"},
-		tests: []string{"internal/testaddr"}, ext: grpcExt},
+	// The client's tests and examples run it against in-process clusters
+	// (package cluster, above it); its code links no server (DESIGN 1).
+	{dir: "client", floor: 6, imports: []string{"api", "api/apipb", "certs", "internal/rpcflow", "multicast", "multicast/protocol", "partition", "txn"},
+		tests: []string{"cluster", "internal/testaddr", "internal/testcluster"}, ext: grpcExt},
 	// 7: the whole-database simulator, the server, the gTPC-C driver.
 	{dir: "dbsim", floor: 7, imports: []string{"executor", "group", "kv", "multicast", "multicast/channel", "multicast/check", "multicast/protocol", "multicast/rawnode", "partition", "txn"},
 		ext: pebbleExt},
@@ -313,6 +315,7 @@ func TestImportProblem(t *testing.T) {
 		{"cluster", modulePath + "/server", false, true},
 		{"cluster", modulePath + "/replication", false, true},
 		{"client", modulePath + "/cluster", false, false},
+		{"client", modulePath + "/cluster", true, true},
 		{"client", modulePath + "/kv", false, false},
 		{"client", "github.com/cockroachdb/pebble/v2", false, false},
 		{"server", modulePath + "/clusterx", false, false}, // a sibling of cluster, not cluster

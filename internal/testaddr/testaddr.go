@@ -40,6 +40,7 @@ var (
 	Command     = Range{14000, 20000}
 	Gtpcc       = Range{10000, 14000}
 	Transport   = Range{8000, 10000}
+	Client      = Range{32000, 32768}
 )
 
 // ephemeralRangeFile holds Linux's ephemeral port range: "lo\thi\n", both
@@ -73,8 +74,18 @@ var (
 // and was never handed out before in this process.
 func Free(t testing.TB, r Range) string {
 	t.Helper()
+	addr, err := FreeAddr(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+// FreeAddr is Free for code without a testing.TB (an Example): an error
+// where Free fails the test.
+func FreeAddr(r Range) (string, error) {
 	if eph, ok := ephemeral(); ok && r.overlaps(eph) {
-		t.Fatalf("testaddr: the test ports %d-%d overlap the kernel's ephemeral port range %d-%d (%s), "+
+		return "", fmt.Errorf("testaddr: the test ports %d-%d overlap the kernel's ephemeral port range %d-%d (%s), "+
 			"from which outgoing connections take their source ports, so that a restarted test server can find its port taken: "+
 			"run the tests on a machine whose ephemeral range starts above 32767, or set it so: "+
 			"sysctl -w net.ipv4.ip_local_port_range=\"32768 60999\"",
@@ -94,10 +105,9 @@ func Free(t testing.TB, r Range) string {
 		}
 		_ = l.Close()
 		used[port] = true
-		return addr
+		return addr, nil
 	}
-	t.Fatalf("testaddr: no free port in %d-%d", r.Lo, r.Hi-1)
-	return ""
+	return "", fmt.Errorf("testaddr: no free port in %d-%d", r.Lo, r.Hi-1)
 }
 
 // Refused returns "127.0.0.1:PORT" for a port below 1024 where nothing
