@@ -29,7 +29,6 @@ type edgeAttack struct {
 	method         string
 	conns, calls   int
 	declared, sent int
-	md             map[string]string
 	open           []*h2test.Conn
 }
 
@@ -47,7 +46,7 @@ func (a *edgeAttack) run(ctx context.Context) error {
 		a.open = append(a.open, c)
 		var ids []uint32
 		for range a.calls {
-			id, err := c.Open(a.method, a.md)
+			id, err := c.Open(a.method, nil)
 			if err != nil {
 				return fmt.Errorf("open a call: %w", err)
 			}
