@@ -346,7 +346,6 @@ func (s *Server) replicationConfig() replication.Config {
 // configuration, and bounds on what one connection may hold open.
 func (s *Server) serve() error {
 	opts := []grpc.ServerOption{
-		grpc.MaxConcurrentStreams(streamsMax),
 		// Calls run on long-lived workers, whose stacks have grown to what
 		// a call needs (Pebble's reads are deep), rather than each on a
 		// new goroutine that grows its stack by copying, call after call.
@@ -355,13 +354,25 @@ func (s *Server) serve() error {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: keepaliveTime, Timeout: keepaliveTimeout}),
 	}
-	opts = append(opts, rpcflow.ServerOptions()...)
-	apiOpts := append(slices.Clone(opts), grpc.ChainUnaryInterceptor(s.intercept))
-	peerOpts := slices.Clone(opts)
+	// Each port bounds its calls, their messages and windows, and the
+	// request bytes its connections hold in flight (edge.go).
+	apiCreds, peerCreds := insecure.NewCredentials(), insecure.NewCredentials()
 	if n := s.cfg.Node; n != nil {
-		apiOpts = append(apiOpts, grpc.Creds(credentials.NewTLS(certs.ServerConfig(n))))
-		peerOpts = append(peerOpts, grpc.Creds(credentials.NewTLS(certs.NodeConfig(n))))
+		apiCreds = credentials.NewTLS(certs.ServerConfig(n))
+		peerCreds = credentials.NewTLS(certs.NodeConfig(n))
 	}
+	apiEdge, peerEdge := edges(s.top.Len())
+	apiEdge.Logger, peerEdge.Logger, peerEdge.Tap = s.log, s.log, s.tapPeer
+	apiGuard, err := rpcflow.NewGuard(apiEdge)
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	peerGuard, err := rpcflow.NewGuard(peerEdge)
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	apiOpts := slices.Concat(opts, apiGuard.ServerOptions(apiCreds), []grpc.ServerOption{grpc.ChainUnaryInterceptor(s.intercept)})
+	peerOpts := slices.Concat(opts, peerGuard.ServerOptions(peerCreds))
 	api := s.newGRPC(apiOpts)
 	apipb.RegisterKVServer(api, &service{s: s})
 	healthpb.RegisterHealthServer(api, s.health)
@@ -382,8 +393,9 @@ func (s *Server) serve() error {
 	return s.listen(s.PeerAddr(), peer)
 }
 
-// Bounds of the gRPC servers: streams (calls in flight) per connection, and
-// the keepalive policy: a client may ping no more often than keepaliveMinTime
+// Bounds of the gRPC servers: streams (calls in flight) per connection of
+// the client API (the peer service's are in edge.go), and the keepalive
+// policy: a client may ping no more often than keepaliveMinTime
 // (more often closes its connection), and the server pings an idle
 // connection after keepaliveTime, closing it when no answer comes within
 // keepaliveTimeout. streamWorkers is how many goroutines run the calls of

@@ -520,7 +520,7 @@ func runLocalBench(cmd *cobra.Command, v *viper.Viper) error {
 	var restoreProcs func()
 	b.procsInUse, restoreProcs = hostProcs(b.cfg)
 	defer restoreProcs()
-	defer hostGC()()
+	defer hostGC(b.cfg, replicasOf(b.cfg))()
 	if b.dataDir == "" {
 		if b.dataDir, err = os.MkdirTemp("", "flexkv-demo-"); err != nil {
 			return err

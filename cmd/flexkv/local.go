@@ -56,7 +56,7 @@ func runLocal(cmd *cobra.Command, _ []string) error {
 	}
 	procsInUse, restoreProcs := hostProcs(cfg)
 	defer restoreProcs()
-	defer hostGC()()
+	defer hostGC(cfg, replicasOf(cfg))()
 	ctx, stop := signalContext(cmd.Context())
 	defer stop()
 	start := time.Now()

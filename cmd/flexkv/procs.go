@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 
 	"github.com/flexkv/flexkv/partition"
+	"github.com/flexkv/flexkv/server"
 )
 
 // hostProcs sets how many goroutines run at once (GOMAXPROCS) in a process
@@ -26,11 +27,7 @@ func hostProcs(cfg *partition.ClusterConfig) (procs int, restore func()) {
 	if os.Getenv("GOMAXPROCS") != "" {
 		return prev, func() {}
 	}
-	replicas := 0
-	for _, g := range cfg.Groups {
-		replicas += len(g.Replicas)
-	}
-	if want := min(2*defaultProcs, replicas); want > prev {
+	if want := min(2*defaultProcs, replicasOf(cfg)); want > prev {
 		runtime.GOMAXPROCS(want)
 		return want, func() { runtime.GOMAXPROCS(prev) }
 	}
@@ -51,17 +48,57 @@ var defaultProcs = runtime.GOMAXPROCS(0)
 // there and took about 9% of the process's CPU; at 400, about 4%.
 const gcPercentHost = 400
 
-// hostGC sets the garbage collector's target to gcPercentHost in a process
-// that hosts replicas (flexkv server, local, demo, gtpcc run --local). When
-// the GOGC or GOMEMLIMIT environment variable is set, the runtime's own
-// settings are left as they are (GOGC=100 is Go's default; a memory limit
-// is a choice of how the process may use memory that a larger target would
-// second-guess). restore puts back the target found, for a command that
-// ends while its process goes on (a test's).
-func hostGC() (restore func()) {
+// replicaMemoryBytes is the memory a replica is given beyond what its
+// edge may hold (server.EdgeBytesMax): Pebble's block cache (32 MiB) and
+// memtables, which are in the Go heap when the binary is built without
+// cgo as the release is; raft's log cache; the executor's results and
+// sessions; the goroutines of its calls; and the garbage between
+// collections. An idle replica of `flexkv local` takes some 40 MiB, and
+// the nine replicas and 96 clients of `flexkv gtpcc run --local` keep
+// about 90 MB live: the allowance is several times that, so that the limit
+// bounds a replica under attack or a runaway, not a busy one.
+const replicaMemoryBytes = 256 << 20
+
+// memoryLimit is the memory limit of a process that hosts replicas of
+// cfg: for each, replicaMemoryBytes and what its edge may hold.
+func memoryLimit(cfg *partition.ClusterConfig, replicas int) int64 {
+	return int64(replicas) * (replicaMemoryBytes + server.EdgeBytesMax(cfg))
+}
+
+// hostGC sets the garbage collector of a process that hosts replicas
+// (flexkv server, local, demo, gtpcc run --local) hosted replicas of cfg:
+// its target to gcPercentHost, and a memory limit (the runtime's soft
+// limit, debug.SetMemoryLimit) of memoryLimit. The target lets the heap
+// grow to five times what is live between collections; the limit makes
+// the collector run before the heap passes it, whatever the target says,
+// so that memory a burst took comes back instead of waiting for a heap
+// five times the burst. When the GOGC or GOMEMLIMIT environment variable
+// is set, the target is left as it is (GOGC=100 is Go's default; a memory
+// limit is a choice of how the process may use memory that a larger target
+// would second-guess); when GOMEMLIMIT is, the limit too. restore puts
+// back what it found, for a command that ends while its process goes on (a
+// test's).
+func hostGC(cfg *partition.ClusterConfig, hosted int) (restore func()) {
+	limit := int64(-1) // -1 reads the limit without changing it
+	if os.Getenv("GOMEMLIMIT") == "" {
+		limit = memoryLimit(cfg, hosted)
+	}
+	prevLimit := debug.SetMemoryLimit(limit)
 	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
-		return func() {}
+		return func() { debug.SetMemoryLimit(prevLimit) }
 	}
 	prev := debug.SetGCPercent(gcPercentHost)
-	return func() { debug.SetGCPercent(prev) }
+	return func() {
+		debug.SetGCPercent(prev)
+		debug.SetMemoryLimit(prevLimit)
+	}
+}
+
+// replicasOf returns how many replicas cfg has.
+func replicasOf(cfg *partition.ClusterConfig) int {
+	n := 0
+	for _, g := range cfg.Groups {
+		n += len(g.Replicas)
+	}
+	return n
 }

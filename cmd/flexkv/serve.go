@@ -114,7 +114,7 @@ func runServer(cmd *cobra.Command, _ []string) (err error) {
 		}
 		defer dlog.Close()
 	}
-	defer hostGC()()
+	defer hostGC(cfg, 1)()
 	ctx, stop := signalContext(cmd.Context())
 	defer stop()
 	srv, err := server.Open(server.Config{

@@ -52,7 +52,8 @@ var house = []room{
 	{dir: "overlay", floor: 0, tests: []string{"partition"}},
 	{dir: "api/apipb", floor: 0, ext: protoExt, testExt: []string{"go.etcd.io/etcd/api/v3/*"}},
 	{dir: "replication/transport/transportpb", floor: 0, ext: protoExt},
-	{dir: "internal/rpcflow", floor: 0, ext: grpcExt, testExt: []string{"golang.org/x/net/http2"}},
+	{dir: "internal/h2test", floor: 0, ext: []string{"golang.org/x/net/http2", "golang.org/x/net/http2/hpack"}},
+	{dir: "internal/rpcflow", floor: 0, ext: grpcExt, tests: []string{"internal/h2test"}, testExt: []string{"golang.org/x/net/http2"}},
 	{dir: "internal/loadgen", floor: 0, ext: []string{"github.com/HdrHistogram/hdrhistogram-go"}},
 	{dir: "internal/testaddr", floor: 0},
 	{dir: "internal/lint", floor: 0},
@@ -87,7 +88,7 @@ var house = []room{
 	{dir: "multicast/rawnode", floor: 4, imports: []string{"internal/wire", "multicast", "multicast/channel", "partition"},
 		tests: []string{"multicast/internal/simnet", "multicast/check", "multicast/flexcast", "multicast/protocol", "multicast/skeen"}},
 	{dir: "replication/transport", floor: 4, imports: []string{"internal/rpcflow", "multicast/channel", "partition", "replication/transport/transportpb"},
-		tests: []string{"internal/testaddr"}, ext: grpcExt},
+		tests: []string{"internal/testaddr"}, ext: protoExt},
 	{dir: "gtpcc/procs", floor: 4, imports: []string{"txn"}, tests: []string{"executor", "group", "kv", "multicast", "partition"}},
 	// 5: the group state machine, the API's conversions, the scripted
 	// environment of the cores.
@@ -110,14 +111,14 @@ var house = []room{
 	// 7: the whole-database simulator, the server, the gTPC-C driver.
 	{dir: "dbsim", floor: 7, imports: []string{"executor", "group", "kv", "multicast", "multicast/channel", "multicast/check", "multicast/protocol", "multicast/rawnode", "partition", "txn"},
 		ext: pebbleExt},
-	{dir: "server", floor: 7, imports: []string{"api", "api/apipb", "certs", "executor", "group", "internal/buildinfo", "internal/rpcflow", "kv", "multicast", "multicast/channel", "multicast/check", "multicast/protocol", "multicast/rawnode", "partition", "replication", "txn"},
+	{dir: "server", floor: 7, imports: []string{"api", "api/apipb", "certs", "executor", "group", "internal/buildinfo", "internal/rpcflow", "kv", "multicast", "multicast/channel", "multicast/check", "multicast/protocol", "multicast/rawnode", "partition", "replication", "replication/transport", "txn"},
 		tests: []string{"internal/testaddr", "internal/testcluster"}, ext: append(slices.Clone(grpcExt), promExt...)},
 	{dir: "gtpcc", floor: 7, imports: []string{"client", "gtpcc/procs", "partition", "txn"},
 		tests: []string{"api", "api/apipb", "cluster", "internal/testaddr"},
 		ext:   []string{"github.com/HdrHistogram/hdrhistogram-go", "gonum.org/v1/plot", "gonum.org/v1/plot/*"}, testExt: grpcExt},
 	// 8: the in-process clusters (rigs for local, demo and tests).
 	{dir: "cluster", floor: 8, imports: []string{"certs", "multicast/channel", "multicast/check", "multicast/protocol", "partition", "replication", "server", "txn"},
-		tests:   []string{"api/apipb", "client", "gtpcc", "gtpcc/procs", "internal/testaddr", "internal/testcluster", "replication/transport/transportpb"},
+		tests:   []string{"api/apipb", "client", "gtpcc", "gtpcc/procs", "internal/h2test", "internal/testaddr", "internal/testcluster", "replication/transport/transportpb"},
 		testExt: append(slices.Clone(grpcExt), "google.golang.org/protobuf/types/descriptorpb")},
 	// 9: the benchmark runs, which start clusters.
 	{dir: "gtpcc/bench", floor: 9, imports: []string{"client", "cluster", "gtpcc", "gtpcc/procs", "multicast", "multicast/protocol", "partition", "server"}},

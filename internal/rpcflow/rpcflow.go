@@ -1,6 +1,7 @@
 // Package rpcflow sets the HTTP/2 flow-control windows of FlexKV's gRPC
 // connections: clients to servers, the channels between groups, and the
-// operator's tools.
+// operator's tools; and bounds, at a server, the request bytes its
+// connections hold in flight whatever their callers send (Edge, Guard).
 //
 // By default gRPC sizes its windows from an estimate of the link's
 // bandwidth-delay product: whenever data arrives and no estimate is under
@@ -17,7 +18,9 @@
 // of 1 MiB of frames, a scan page of up to 3 MiB) are below it. ConnWindow
 // bounds the bytes in flight on a connection, across its calls: across a
 // 300 ms round trip it still lets a connection carry some 50 MiB/s, as
-// gRPC's estimator would at most (16 MiB).
+// gRPC's estimator would at most (16 MiB). A server's port may set its own
+// windows (Edge): the peer service, whose largest message is a batch of
+// about 1 MiB, takes smaller ones.
 package rpcflow
 
 import "google.golang.org/grpc"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/flexkv/flexkv/multicast/channel"
 	"github.com/flexkv/flexkv/partition"
@@ -227,4 +229,32 @@ func FuzzDecodeRequest(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestRequestBytesMax checks that the largest requests a sender within the
+// bounds makes encode within RequestBytesMax, the peer service's limit on
+// a received message: many frames, one large frame, the largest group
+// numbers.
+func TestRequestBytesMax(t *testing.T) {
+	cfg := ServerConfig{Self: 0, Groups: 2, FramesMax: 4096, BytesMax: 1 << 20}
+	limit := cfg.RequestBytesMax()
+	if limit < cfg.BytesMax || limit > cfg.BytesMax+cfg.BytesMax/32 {
+		t.Fatalf("RequestBytesMax = %d for %d bytes of frames: want a little more", limit, cfg.BytesMax)
+	}
+	many := make([][]byte, cfg.FramesMax)
+	for i := range many {
+		many[i] = make([]byte, cfg.BytesMax/cfg.FramesMax)
+	}
+	for _, tc := range []struct {
+		name   string
+		frames [][]byte
+	}{
+		{"FramesMax frames of BytesMax bytes", many},
+		{"one frame of BytesMax bytes", [][]byte{make([]byte, cfg.BytesMax)}},
+	} {
+		req := &transportpb.DeliverRequest{FromGroup: math.MaxUint32, ToGroup: math.MaxUint32, Frames: tc.frames}
+		if n := proto.Size(req); n > limit {
+			t.Errorf("%s: %d bytes encoded, more than RequestBytesMax %d", tc.name, n, limit)
+		}
+	}
 }

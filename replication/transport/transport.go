@@ -35,10 +35,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/flexkv/flexkv/multicast/channel"
 	"github.com/flexkv/flexkv/partition"
@@ -85,6 +87,16 @@ type ServerConfig struct {
 	// runs another configuration: codes.FailedPrecondition), with
 	// codes.PermissionDenied otherwise, and nothing is delivered.
 	Authorize func(ctx context.Context, from partition.GroupID) error
+}
+
+// RequestBytesMax returns the largest encoded request (a DeliverRequest)
+// that a sender within c's bounds makes: FramesMax frames of BytesMax bytes
+// together, each with its field tag and length, and the two group numbers.
+// It is what the peer service's gRPC server may receive in one message.
+func (c ServerConfig) RequestBytesMax() int {
+	frameField := 1 + protowire.SizeVarint(uint64(c.BytesMax))
+	groupField := 1 + protowire.SizeVarint(math.MaxUint32)
+	return c.BytesMax + c.FramesMax*frameField + 2*groupField
 }
 
 // Validate checks c.
