@@ -24,7 +24,11 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer stop()
+	defer func() {
+		if err := stop(); err != nil {
+			log.Print(err)
+		}
+	}()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -81,7 +85,11 @@ func ExampleConfig_insecure() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer stop()
+	defer func() {
+		if err := stop(); err != nil {
+			log.Print(err)
+		}
+	}()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

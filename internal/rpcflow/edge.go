@@ -319,7 +319,8 @@ func (c *guardConn) fromClient(typ, flags byte, stream uint32, length uint32) er
 		}
 		if g.bytes+n > g.e.BytesMax {
 			if big := g.largest(); big != c && big.bytes > c.bytes+n {
-				big.kill(fmt.Errorf("rpcflow: %s: connection from %s closed: the port holds %d request bytes in flight, at most %d, this connection the most (%d)", g.e.Name, big.Conn.RemoteAddr(), g.bytes+n, g.e.BytesMax, big.bytes))
+				// big is closed; the error is the one its own reads return.
+				_ = big.kill(fmt.Errorf("rpcflow: %s: connection from %s closed: the port holds %d request bytes in flight, at most %d, this connection the most (%d)", g.e.Name, big.Conn.RemoteAddr(), g.bytes+n, g.e.BytesMax, big.bytes))
 				c.victims = append(c.victims, big.Conn)
 			} else {
 				return c.kill(fmt.Errorf("rpcflow: %s: connection from %s closed: the port holds %d request bytes in flight, at most %d, this connection the most (%d)", g.e.Name, c.Conn.RemoteAddr(), g.bytes+n, g.e.BytesMax, c.bytes+n))
