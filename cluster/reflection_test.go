@@ -81,10 +81,12 @@ func TestReflection(t *testing.T) {
 		}
 	}
 
-	// The peer port: a replica's node certificate is let in (health
-	// answers), and reflection is not there.
+	// The peer port: the node certificate of another group's replica (a
+	// group that sends frames here) is let in (health answers), and
+	// reflection is not there. A node of the replica's own group would be
+	// refused before any method is looked up.
 	g := l.cfg.Cluster.Groups[0]
-	node, err := certs.LoadNode(CertsDir(dir), g.Replicas[0].ID)
+	node, err := certs.LoadNode(CertsDir(dir), l.cfg.Cluster.Groups[1].Replicas[0].ID)
 	if err != nil {
 		t.Fatal(err)
 	}
