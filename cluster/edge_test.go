@@ -109,6 +109,19 @@ func checkOwnGroupRefused(ctx context.Context, t *testing.T, addr string, tlsCfg
 	t.Logf("own group's node refused before its body: %s", end.Message)
 }
 
+// checkEdgeClosures checks that an operator sees what the edge did: both
+// ports of replica id count at least one connection closed in their metrics.
+func checkEdgeClosures(t *testing.T, l *Local, id string) {
+	t.Helper()
+	f := testcluster.ScrapeHandler(t, l.nodes[id].srv.Metrics().Handler())
+	for _, port := range []string{"client", "peer"} {
+		s := f.Series("flexkv_edge_connections_closed_total", map[string]string{"replica": id, "port": port})
+		if len(s) != 1 || testcluster.Value(s[0]) < 1 {
+			t.Errorf("flexkv_edge_connections_closed_total{replica=%s,port=%s} = %v after the attack, want at least 1", id, port, s)
+		}
+	}
+}
+
 // TestEdgeHoldsItsBound is hostile load at the edge (DESIGN 13) with valid
 // certificates: on a replica's client API, connections that each open
 // calls declaring 4 MiB - 1 bytes and send 3 MiB of each, never finishing;
@@ -205,6 +218,7 @@ func TestEdgeHoldsItsBound(t *testing.T) {
 	if api.closed() == 0 || peer.closed() == 0 {
 		t.Errorf("a port closed no connection (client API %d, peer %d): the attack never reached a bound", api.closed(), peer.closed())
 	}
+	checkEdgeClosures(t, l, target)
 	api.close()
 	peer.close()
 	var after uint64

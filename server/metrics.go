@@ -26,6 +26,7 @@ import (
 	"github.com/flexkv/flexkv/executor"
 	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/internal/buildinfo"
+	"github.com/flexkv/flexkv/internal/rpcflow"
 	"github.com/flexkv/flexkv/kv"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/protocol"
@@ -283,6 +284,8 @@ type Metrics struct {
 	buildInfo *prometheus.Desc
 	build     []string
 
+	edgeBytes, edgeConns, edgeClosed, edgeRefused *prometheus.Desc
+
 	deliveries, sends, sendBytes, delivery, requests, requestErrors, peerRefusals *prometheus.Desc
 
 	outbox, outboxBytes, backlog, holdbackBytes, busy, busyWith, rejected  *prometheus.Desc
@@ -317,6 +320,10 @@ func NewMetrics(servers func() []*Server) *Metrics {
 		m.descs = append(m.descs, desc)
 		return desc
 	}
+	m.edgeBytes = d("edge_request_bytes", "Request bytes of calls not yet fully received that a port's connections hold, by port (client or peer): what the edge bounds.", "port")
+	m.edgeConns = d("edge_connections", "Connections open on a port, by port.", "port")
+	m.edgeClosed = d("edge_connections_closed_total", "Connections a port closed for the request bytes they held in flight, by port.", "port")
+	m.edgeRefused = d("edge_calls_refused_total", "Calls a port refused at their start for their connection's request bytes in flight, by port.", "port")
 	m.buildInfo = d("build_info", "Always 1, labelled with the build the replica runs: its module version, VCS revision and Go version (a cluster whose replicas differ is being upgraded).", "version", "revision", "go_version")
 	m.build = buildLabels(buildinfo.Read())
 	m.deliveries = d("deliveries_total", "Application messages delivered by this replica, by scope: local (one destination group) or global.", "scope")
@@ -487,6 +494,21 @@ func (m *Metrics) collectCounts(e emitter, s *Server) {
 
 	e.counter(m.peerRefusals, uint64(s.peerRefusals.Load()), "certificate")
 	e.counter(m.peerRefusals, uint64(s.fingerprintRefusals.Load()), "fingerprint")
+	m.collectEdge(e, "client", s.apiGuard.Load())
+	m.collectEdge(e, "peer", s.peerGuard.Load())
+}
+
+// collectEdge reports what one port's guard holds and did; nothing before
+// the port serves.
+func (m *Metrics) collectEdge(e emitter, port string, g *rpcflow.Guard) {
+	if g == nil {
+		return
+	}
+	st := g.Stats()
+	e.gauge(m.edgeBytes, float64(st.Bytes), port)
+	e.gauge(m.edgeConns, float64(st.Conns), port)
+	e.counter(m.edgeClosed, uint64(st.Closed), port)
+	e.counter(m.edgeRefused, uint64(st.Refused), port)
 }
 
 // readSnapshot copies what collect reads of s's replicated state, with the

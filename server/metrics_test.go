@@ -206,6 +206,18 @@ func TestServerMetricsAddr(t *testing.T) {
 	if s := f.Series("flexkv_build_info", build); len(s) != 1 || testcluster.Value(s[0]) != 1 {
 		t.Errorf("flexkv_build_info%v: %v, want one series at 1; the family: %v", build, s, f["flexkv_build_info"])
 	}
+	// The client port's guard: its series are there, nothing refused or
+	// closed, and the scrape's own connection is not the API's.
+	for _, name := range []string{"flexkv_edge_request_bytes", "flexkv_edge_connections", "flexkv_edge_connections_closed_total", "flexkv_edge_calls_refused_total"} {
+		s := f.Series(name, map[string]string{"group": "g1", "replica": "r1", "port": "client"})
+		if len(s) != 1 {
+			t.Errorf("%s{port=client}: %v, want one series", name, s)
+			continue
+		}
+		if strings.HasSuffix(name, "_total") && testcluster.Value(s[0]) != 0 {
+			t.Errorf("%s{port=client} = %v on an idle replica, want 0", name, testcluster.Value(s[0]))
+		}
+	}
 	if len(f.Series("flexkv_flexcast_history_entries", nil)) != 0 {
 		t.Errorf("a skeen replica reports flexcast series")
 	}

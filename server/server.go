@@ -164,6 +164,9 @@ type Server struct {
 	// fingerprint (DESIGN 13).
 	peerRefusals        atomic.Int64
 	fingerprintRefusals atomic.Int64
+	// apiGuard and peerGuard bound each port's request bytes in flight
+	// (edge.go); set once serve built them, read by the metrics.
+	apiGuard, peerGuard atomic.Pointer[rpcflow.Guard]
 	identity            Identity
 	refusalsLogged      refusalLog
 	stop                chan struct{}
@@ -371,6 +374,8 @@ func (s *Server) serve() error {
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
+	s.apiGuard.Store(apiGuard)
+	s.peerGuard.Store(peerGuard)
 	apiOpts := slices.Concat(opts, apiGuard.ServerOptions(apiCreds), []grpc.ServerOption{grpc.ChainUnaryInterceptor(s.intercept)})
 	peerOpts := slices.Concat(opts, peerGuard.ServerOptions(peerCreds))
 	api := s.newGRPC(apiOpts)
