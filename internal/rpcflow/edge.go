@@ -225,9 +225,11 @@ type guardConn struct {
 	bytes   int64            // their sum
 	dead    error            // why the guard closed the connection
 	gone    bool             // closed, and out of the guard's count
-	// victims are other connections the guard closed for the port's
-	// bound while reading this one: Read closes them once out of g.mu
-	// (closing a TLS connection may wait for its writer).
+	// victims are other connections the guard chose to close for the
+	// port's bound while reading this one: Read closes them once out of
+	// g.mu (closing a TLS connection may wait for its writer). Only this
+	// connection's Read touches them (fromClient runs inside its scan), so
+	// they need no lock.
 	victims []net.Conn
 }
 
@@ -239,13 +241,11 @@ func (c *guardConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if n > 0 {
 		derr := c.in.scan(b[:n], c.fromClient)
-		c.g.mu.Lock()
-		victims := c.victims
-		c.victims = nil
-		c.g.mu.Unlock()
-		for _, v := range victims {
+		for _, v := range c.victims {
 			_ = v.Close() // its reader returns, and gRPC drops its calls
 		}
+		clear(c.victims)
+		c.victims = c.victims[:0]
 		if derr != nil {
 			_ = c.Close()
 			return 0, derr
