@@ -49,6 +49,7 @@ var house = []room{
 	{dir: "partition", floor: 0},
 	{dir: "certs", floor: 0},
 	{dir: "internal/invariants", floor: 0},
+	{dir: "internal/jepsen/history", floor: 0},
 	{dir: "overlay", floor: 0, tests: []string{"partition"}},
 	{dir: "api/apipb", floor: 0, ext: protoExt, testExt: []string{"go.etcd.io/etcd/api/v3/*"}},
 	{dir: "replication/transport/transportpb", floor: 0, ext: protoExt},
