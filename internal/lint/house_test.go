@@ -118,6 +118,8 @@ var house = []room{
 	{dir: "gtpcc", floor: 7, imports: []string{"client", "gtpcc/procs", "partition", "txn"},
 		tests: []string{"api", "api/apipb", "cluster", "internal/testaddr"},
 		ext:   []string{"github.com/HdrHistogram/hdrhistogram-go", "gonum.org/v1/plot", "gonum.org/v1/plot/*"}, testExt: grpcExt},
+	{dir: "internal/jepsen/workload", floor: 7, imports: []string{"client", "internal/jepsen/history", "txn"},
+		tests: []string{"cluster", "internal/jepsen/checker", "internal/testaddr", "partition"}},
 	// 8: the in-process clusters (rigs for local, demo and tests).
 	{dir: "cluster", floor: 8, imports: []string{"certs", "multicast/channel", "multicast/check", "multicast/protocol", "partition", "replication", "server", "txn"},
 		tests:   []string{"api/apipb", "client", "gtpcc", "gtpcc/procs", "internal/h2test", "internal/testaddr", "internal/testcluster", "replication/transport/transportpb"},

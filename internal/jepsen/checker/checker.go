@@ -85,8 +85,46 @@ type Result struct {
 	GraphTxns, Edges int
 }
 
-// Valid reports whether the history shows no anomaly.
+// Valid reports whether the history shows no anomaly at all: it is
+// strictly serializable, its registers linearizable.
 func (r *Result) Valid() bool { return len(r.Counts) == 0 }
+
+// Model is a consistency model a history is judged by.
+type Model string
+
+// The models: serializable (a cycle without real-time edges, or a read
+// that no serial order explains) and strict-serializable (also real time:
+// every anomaly). Registers are judged linearizable under both.
+const (
+	Serializable       Model = "serializable"
+	StrictSerializable Model = "strict-serializable"
+)
+
+// ParseModel returns the model named s.
+func ParseModel(s string) (Model, error) {
+	switch m := Model(s); m {
+	case Serializable, StrictSerializable:
+		return m, nil
+	}
+	return "", fmt.Errorf("checker: model %q: want serializable or strict-serializable", s)
+}
+
+// RealTime reports whether anomalies of kind break real-time order only:
+// they are anomalies of strict serializability, not of serializability.
+func RealTime(kind string) bool {
+	return kind == LostAppend || strings.HasSuffix(kind, RealtimeSuffix)
+}
+
+// Violations returns the number of anomalies that model forbids.
+func (r *Result) Violations(model Model) int {
+	n := 0
+	for k, c := range r.Counts { //flexkv:unordered a sum
+		if model == StrictSerializable || !RealTime(k) {
+			n += c
+		}
+	}
+	return n
+}
 
 // Summary is one line: the counts and every anomaly kind with its number.
 func (r *Result) Summary() string {

@@ -309,3 +309,32 @@ func TestSummary(t *testing.T) {
 		t.Errorf("summary %q, want %q", got, want)
 	}
 }
+
+// TestModels: a cycle through real time breaks strict serializability
+// only; a cycle of data dependencies breaks both.
+func TestModels(t *testing.T) {
+	stale := newBuilder(t)
+	stale.txn(1, history.OK, a("x", 1))
+	stale.txn(2, history.OK, r("x"))
+	stale.txn(3, history.OK, r("x", 1))
+	res := stale.check()
+	if got := res.Violations(Serializable); got != 0 {
+		t.Errorf("a stale read: %d violations of serializability, want 0: %s", got, res.Summary())
+	}
+	if got := res.Violations(StrictSerializable); got != 2 {
+		t.Errorf("a stale read: %d violations of strict serializability, want 2 (a cycle, a lost append): %s", got, res.Summary())
+	}
+	skew := newBuilder(t)
+	planted[5].build(skew) // G2
+	if res := skew.check(); res.Violations(Serializable) != 1 || res.Violations(StrictSerializable) != 1 {
+		t.Errorf("write skew: %s, want one violation of each model", res.Summary())
+	}
+	for _, s := range []string{"serializable", "strict-serializable"} {
+		if m, err := ParseModel(s); err != nil || string(m) != s {
+			t.Errorf("ParseModel(%q) = %q, %v", s, m, err)
+		}
+	}
+	if _, err := ParseModel("linearizable"); err == nil {
+		t.Error("ParseModel(linearizable): no error")
+	}
+}
