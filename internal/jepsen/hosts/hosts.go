@@ -77,7 +77,7 @@ type Config struct {
 
 // Replica is one replica's host.
 type Replica struct {
-	ID, Group string
+	ID, Group  string
 	GroupIndex int    // from 0
 	NS         string // its network namespace
 	IP         string
