@@ -1,0 +1,131 @@
+package jepsen
+
+import (
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flexkv/flexkv/internal/jepsen/checker"
+	"github.com/flexkv/flexkv/internal/jepsen/history"
+	"github.com/flexkv/flexkv/internal/jepsen/hosts"
+)
+
+// The flags of make jepsen; their defaults are the short run of
+// `go test ./...` (make test).
+var (
+	durationFlag  = flag.Duration("jepsen.duration", 12*time.Second, "how long each protocol's run lasts")
+	protocolsFlag = flag.String("jepsen.protocols", "flexcast,skeen,tree", "the protocols to run, comma-separated")
+	seedFlag      = flag.Uint64("jepsen.seed", 0, "the seed of the workload and the fault schedule (0: from the clock, printed)")
+	outFlag       = flag.String("jepsen.out", "", "where each protocol's history.jsonl and verdict.txt go, under <protocol>/ (default: a temporary directory)")
+	modelFlag     = flag.String("jepsen.model", string(checker.Serializable), "the model a run must satisfy: serializable or strict-serializable")
+	historyFlag   = flag.String("jepsen.history", "", "TestCheckHistory: the history file to check")
+)
+
+// TestJepsen runs each protocol on nine hosts under faults and checks the
+// history; it fails on any anomaly the model forbids.
+func TestJepsen(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts nine server processes per protocol")
+	}
+	if err := hosts.Available(); err != nil {
+		t.Skipf("no host harness here: %v", err)
+	}
+	model, err := checker.ParseModel(*modelFlag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := *seedFlag
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano()%1_000_000 + 1)
+	}
+	out := *outFlag
+	if out == "" {
+		out = t.TempDir()
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "flexkv")
+	if err := hosts.Build(context.Background(), root, bin); err != nil {
+		t.Fatal(err)
+	}
+	var summaries []string
+	for _, p := range strings.Split(*protocolsFlag, ",") {
+		t.Run(p, func(t *testing.T) {
+			rep, err := Run(context.Background(), Config{
+				Binary: bin, Out: filepath.Join(out, p), Protocol: p, Duration: *durationFlag, Seed: seed, Model: model,
+				Logf: t.Logf,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			summaries = append(summaries, rep.Summary())
+			t.Log(rep.Summary())
+			if rep.Violations() > 0 {
+				t.Errorf("%s\n%s", rep.Summary(), rep.Text())
+			}
+			if rep.Result.OK == 0 {
+				t.Errorf("no operation completed: %s", rep.Summary())
+			}
+		})
+	}
+	t.Logf("replay the schedule: make jepsen SEED=%d; results:\n%s", seed, strings.Join(summaries, "\n"))
+}
+
+// TestCheckHistory checks a history file again (-jepsen.history=FILE),
+// as make jepsen wrote it.
+func TestCheckHistory(t *testing.T) {
+	if *historyFlag == "" {
+		t.Skip("give -jepsen.history=FILE")
+	}
+	f, err := os.Open(*historyFlag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h, err := history.Read(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, err := checker.ParseModel(*modelFlag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := &Report{Protocol: filepath.Base(filepath.Dir(*historyFlag)), Model: model, History: *historyFlag,
+		Result: checker.Check(h, checker.Options{}), Unavailable: Unavailability(h)}
+	t.Log(rep.Text())
+	if rep.Violations() > 0 {
+		t.Errorf("%d anomalies under %s", rep.Violations(), model)
+	}
+}
+
+// TestUnavailability: the longest gap between ok transactions is counted
+// for the fault under way, and the quiet gaps as none.
+func TestUnavailability(t *testing.T) {
+	const s = int64(time.Second)
+	lines := []history.Op{
+		{TimeNs: 0, Process: 1, Type: history.Invoke, F: history.FTxn, Mops: []history.Mop{history.ReadList("k", nil)}},
+		{TimeNs: 1 * s, Process: 1, Type: history.OK, F: history.FTxn, Mops: []history.Mop{history.ReadList("k", []int64{})}},
+		{TimeNs: 2 * s, Process: history.NemesisProcess, Type: history.Info, F: Partition, Fault: &history.Fault{Phase: history.PhaseStart, Target: "g"}},
+		{TimeNs: 2 * s, Process: 1, Type: history.Invoke, F: history.FTxn, Mops: []history.Mop{history.ReadList("k", nil)}},
+		{TimeNs: 6 * s, Process: history.NemesisProcess, Type: history.Info, F: Partition, Fault: &history.Fault{Phase: history.PhaseEnd, Target: "g"}},
+		{TimeNs: 7 * s, Process: 1, Type: history.OK, F: history.FTxn, Mops: []history.Mop{history.ReadList("k", []int64{})}},
+		{TimeNs: 8 * s, Process: 1, Type: history.Invoke, F: history.FTxn, Mops: []history.Mop{history.ReadList("k", nil)}},
+		{TimeNs: 10 * s, Process: 1, Type: history.OK, F: history.FTxn, Mops: []history.Mop{history.ReadList("k", []int64{})}},
+	}
+	h := &history.History{}
+	for i, op := range lines {
+		op.Index = int64(i)
+		h.Ops = append(h.Ops, op)
+	}
+	got := Unavailability(h)
+	want := []Gap{{Kind: "none", Length: 3 * time.Second, At: 7 * time.Second}, {Kind: Partition, Length: 6 * time.Second, At: time.Second}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("gaps %v, want %v", got, want)
+	}
+}
