@@ -31,12 +31,21 @@ REPLAY_FLAGS = --protocol $(PROTOCOL) --seed $(SEED) \
 	$(if $(PARTITION),--partition $(PARTITION)) $(if $(FLUSH_EVERY),--flush-every $(FLUSH_EVERY)) \
 	$(if $(LOG),--delivery-log $(LOG)) $(ARGS)
 
+# make jepsen: each protocol's run on hosts (root and iproute2), its
+# history and verdict under OUT/<protocol>/; SEED (above) replays a run's
+# workload and fault schedule. MODEL is what a run must satisfy:
+# strict-serializable (DESIGN 12's claim) or serializable.
+DURATION ?= 5m
+PROTOCOLS ?= flexcast,skeen,tree
+OUT ?= jepsen-out
+MODEL ?= strict-serializable
+
 # make lint: pinned so that every machine reports the same findings.
 GOLANGCI_LINT_VERSION ?= v2.15.0
 GOLANGCI_LINT ?= $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 
 .DEFAULT_GOAL := help
-.PHONY: help test race sim replay fuzz lint bench proto docker ci
+.PHONY: help test race sim replay jepsen fuzz lint bench proto docker ci
 
 help: ## list the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z]+:.*## / { printf "  %-8s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -59,6 +68,11 @@ sim: ## many simulator seeds for every protocol (SEEDS=100000 ordering, DBSEEDS=
 replay: ## replay one simulator run: SEED=... PROTOCOL=... [GROUPS= MESSAGES= DST_MAX= DROP= DUP= PARTITION= FLUSH_EVERY= LOG= ARGS=]
 	@test -n "$(SEED)" || { echo "make replay: set SEED (and the other values of the failing run's replay line)" >&2; exit 2; }
 	$(GO) run ./cmd/flexkv sim $(strip $(REPLAY_FLAGS))
+
+jepsen: ## Jepsen-style runs on hosts under kernel faults, checked: [DURATION=5m PROTOCOLS=flexcast,skeen,tree SEED=N OUT=jepsen-out MODEL=strict-serializable]
+	$(GO) test ./internal/jepsen -run '^TestJepsen$$' -count=1 -v -timeout 3h \
+		-jepsen.duration=$(DURATION) -jepsen.protocols=$(PROTOCOLS) -jepsen.out=$(abspath $(OUT)) \
+		-jepsen.model=$(MODEL) $(if $(SEED),-jepsen.seed=$(SEED))
 
 fuzz: ## every Fuzz target of every package, FUZZTIME each (FUZZTIME=30s)
 	@set -e; found=0; \

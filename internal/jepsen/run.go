@@ -40,8 +40,10 @@ type Config struct {
 	Workers  int // 0: 10
 	Model    checker.Model
 	Kinds    []string // fault kinds (nil: Kinds)
-	// HoldMin, HoldMax bound a fault's duration (0: 2s, 5s).
-	HoldMin, HoldMax time.Duration
+	// HoldMin, HoldMax bound a fault's duration, GapMin, GapMax the quiet
+	// between two (0: 2s to 5s and 1s to 3s; a run shorter than a minute
+	// 1s to 2.5s and 0.5s to 1.5s, so that it sees every kind).
+	HoldMin, HoldMax, GapMin, GapMax time.Duration
 	Logf             func(string, ...any)
 }
 
@@ -67,7 +69,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.Kinds = Kinds
 	}
 	if cfg.HoldMin <= 0 {
-		cfg.HoldMin, cfg.HoldMax = 2*time.Second, 5*time.Second
+		cfg.HoldMin, cfg.HoldMax, cfg.GapMin, cfg.GapMax = 2*time.Second, 5*time.Second, time.Second, 3*time.Second
+		if cfg.Duration < time.Minute {
+			cfg.HoldMin, cfg.HoldMax, cfg.GapMin, cfg.GapMax = time.Second, 2500*time.Millisecond, 500*time.Millisecond, 1500*time.Millisecond
+		}
 	}
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
@@ -109,7 +114,7 @@ func drive(ctx context.Context, cfg Config, c *hosts.Cluster, path string) error
 	defer cancel()
 	nem := &nemesis{
 		c: c, bin: cfg.Binary, w: w, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e656d)), kinds: cfg.Kinds, logf: cfg.Logf,
-		holdMin: cfg.HoldMin, holdMax: cfg.HoldMax, gapMin: time.Second, gapMax: 3 * time.Second,
+		holdMin: cfg.HoldMin, holdMax: cfg.HoldMax, gapMin: cfg.GapMin, gapMax: cfg.GapMax,
 	}
 	nemErr := make(chan error, 1)
 	go func() { nemErr <- nem.run(runCtx) }()
