@@ -18,11 +18,12 @@ const (
 	KillLeader   = "kill-leader"   // SIGKILL a group's leader, restart it after the hold
 	KillFollower = "kill-follower" // SIGKILL a follower, restart it after the hold
 	Partition    = "partition"     // a region's link down, up after the hold
+	PartitionOut = "partition-out" // what a region sends dropped (one direction), forwarded after the hold
 	DiskFull     = "disk-full"     // a replica's disk filled, freed after the hold
 )
 
 // Kinds are every fault kind, in the order a schedule cycles through them.
-var Kinds = []string{KillLeader, Partition, KillFollower, DiskFull}
+var Kinds = []string{KillLeader, Partition, KillFollower, DiskFull, PartitionOut}
 
 // nemesis makes faults on a cluster of hosts on a seeded schedule and
 // records each as it starts and ends.
@@ -112,6 +113,18 @@ func (n *nemesis) fault(ctx context.Context, kind string) error {
 			return err
 		}
 		return n.record(kind, history.PhaseEnd, group, "region link up")
+	case PartitionOut:
+		if err := n.record(kind, history.PhaseStart, group, "what the region sends is dropped"); err != nil {
+			return err
+		}
+		if err := n.c.CutRegionOutbound(g, true); err != nil {
+			return err
+		}
+		sleep(ctx, hold)
+		if err := n.c.CutRegionOutbound(g, false); err != nil {
+			return err
+		}
+		return n.record(kind, history.PhaseEnd, group, "forwarded again")
 	case DiskFull:
 		return n.diskFull(ctx, group, hold)
 	}

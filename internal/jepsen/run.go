@@ -44,7 +44,7 @@ type Config struct {
 	// between two (0: 2s to 5s and 1s to 3s; a run shorter than a minute
 	// 1s to 2.5s and 0.5s to 1.5s, so that it sees every kind).
 	HoldMin, HoldMax, GapMin, GapMax time.Duration
-	Logf             func(string, ...any)
+	Logf                             func(string, ...any)
 }
 
 // Report is a run's outcome.

@@ -50,7 +50,7 @@ const (
 	LostAppend      = "lost-append"
 	Internal        = "internal"
 	NonLinearizable = "register-nonlinearizable"
-	RegisterUnknown = "register-unchecked"
+	RegisterUnknown = "register-unchecked" // not an anomaly: Result.Unchecked
 )
 
 // Options bound the checker's work.
@@ -82,6 +82,7 @@ type Result struct {
 	Anomalies        []Anomaly // at most CyclesMax or ExamplesMax of each kind
 	KeysChecked      int       // list keys with a version order
 	RegisterKeys     int
+	Unchecked        int // register keys porcupine did not decide in time
 	GraphTxns, Edges int
 }
 
@@ -131,6 +132,9 @@ func (r *Result) Summary() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "operations %d (ok %d, fail %d, info %d; txn %d, register %d), nemesis lines %d, ",
 		r.Ops, r.OK, r.Fail, r.Info, r.Txns, r.Registers, r.Nemesis)
+	if r.Unchecked > 0 {
+		fmt.Fprintf(&b, "register keys undecided %d, ", r.Unchecked)
+	}
 	if r.Valid() {
 		b.WriteString("anomalies 0: valid")
 		return b.String()

@@ -174,6 +174,22 @@ func (c *Cluster) CutRegion(g int, cut bool) error {
 	return nil
 }
 
+// CutRegionOutbound drops (cut) or forwards again every packet group g's
+// region sends out of it, at the router (an ip rule that blackholes what
+// arrives from the region's link): a partition in one direction. What is
+// sent to the region still arrives; its answers do not leave.
+func (c *Cluster) CutRegionOutbound(g int, cut bool) error {
+	if g < 0 || g >= c.cfg.Groups {
+		return fmt.Errorf("hosts: no group %d", g)
+	}
+	op := "del"
+	if cut {
+		op = "add"
+	}
+	c.logf("hosts: region %s outbound %s", regionNames[g], map[bool]string{true: "dropped", false: "forwarded"}[cut])
+	return c.ip("-n", c.router, "rule", op, "iif", "gw"+strconv.Itoa(g), "blackhole")
+}
+
 // fillName is the file that fills a replica's disk, beside its data.
 const fillName = "fill"
 

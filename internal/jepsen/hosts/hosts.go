@@ -2,7 +2,8 @@
 // 15): every replica is its own `flexkv server` process in its own network
 // namespace with its own address, real TCP and mutual TLS between them,
 // and its data on its own small tmpfs. Faults are the kernel's: SIGKILL and
-// restart, a region's link set down and up (a real partition), a replica's
+// restart, a region's link set down and up (a real partition), or only what
+// leaves the region dropped (a partition in one direction), a replica's
 // disk filled.
 //
 // The network: a router namespace holds one bridge per region (group); each
@@ -158,8 +159,7 @@ func run(name string, args ...string) (string, error) {
 	return strings.TrimSpace(string(out)), err
 }
 
-// sh runs the ip commands of lines, one per line, and stops at the first
-// that fails.
+// ip runs one ip command.
 func (c *Cluster) ip(args ...string) error {
 	out, err := run("ip", args...)
 	if err != nil {

@@ -89,6 +89,19 @@ func TestHostFaults(t *testing.T) {
 		t.Errorf("a put after the heal: %v", err)
 	}
 
+	if err := c.CutRegionOutbound(2, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := put(prefixes[2]+"b", 2*time.Second); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a put into a region whose packets out are dropped: %v, want a deadline", err)
+	}
+	if err := c.CutRegionOutbound(2, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := put(prefixes[2]+"c", 30*time.Second); err != nil {
+		t.Errorf("a put after the heal: %v", err)
+	}
+
 	r := c.Replicas[0]
 	if err := c.Kill(r.ID); err != nil {
 		t.Fatal(err)

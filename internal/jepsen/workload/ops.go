@@ -89,10 +89,10 @@ func (wk *worker) txn(ctx context.Context) (history.Type, error) {
 
 // register writes a fresh value to, or reads, one register.
 func (wk *worker) register(ctx context.Context) (history.Type, error) {
-	prefix := wk.cfg.Prefixes[wk.rng.IntN(len(wk.cfg.Prefixes))]
-	key := fmt.Sprintf("%sjepsen/r/%d", prefix, wk.rng.IntN(wk.cfg.RegistersPerPrefix))
-	if wk.rng.IntN(2) == 0 {
-		m := history.Mop{F: history.MopWrite, Key: key, Int: wk.sh.nextValue()}
+	write := wk.rng.IntN(2) == 0
+	key, v := wk.sh.register(wk.rng, write)
+	if write {
+		m := history.Mop{F: history.MopWrite, Key: key, Int: v}
 		if err := wk.record(history.Invoke, history.FRegister, []history.Mop{m}); err != nil {
 			return "", err
 		}
@@ -110,7 +110,7 @@ func (wk *worker) register(ctx context.Context) (history.Type, error) {
 		return "", err
 	}
 	octx, cancel := wk.opContext(ctx)
-	v, found, err := wk.cfg.Client.Get(octx, []byte(key))
+	got, found, err := wk.cfg.Client.Get(octx, []byte(key))
 	cancel()
 	if err != nil {
 		// A read has no effect: one that did not answer failed.
@@ -118,9 +118,9 @@ func (wk *worker) register(ctx context.Context) (history.Type, error) {
 	}
 	done := history.Mop{F: history.MopRead, Key: key, Null: !found}
 	if found {
-		n, err := strconv.ParseInt(string(v), 10, 64)
+		n, err := strconv.ParseInt(string(got), 10, 64)
 		if err != nil {
-			return "", fmt.Errorf("workload: register %q holds %q, not an integer", key, v)
+			return "", fmt.Errorf("workload: register %q holds %q, not an integer", key, got)
 		}
 		done.Int = n
 	}

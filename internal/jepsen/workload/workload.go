@@ -54,8 +54,11 @@ type Config struct {
 	// ListsPerPrefix is the number of list keys in use under each prefix
 	// at a time (0: 2); RegistersPerPrefix the registers (0: 1).
 	ListsPerPrefix, RegistersPerPrefix int
-	// AppendsPerKey bounds the appends to one list key (0: 32).
-	AppendsPerKey int
+	// AppendsPerKey bounds the appends to one list key (0: 32), and
+	// WritesPerRegister the writes to one register key (0: 64), after
+	// which the slot moves to a fresh key: a key's history stays short,
+	// and so its check.
+	AppendsPerKey, WritesPerRegister int
 	// MopsMax is the most micro-operations of a transaction (0: 4).
 	MopsMax int
 	// RegisterPercent is the share of operations on registers (0 to 100).
@@ -78,6 +81,7 @@ func (c *Config) defaults() error {
 	def(&c.ListsPerPrefix, 2)
 	def(&c.RegistersPerPrefix, 1)
 	def(&c.AppendsPerKey, 32)
+	def(&c.WritesPerRegister, 64)
 	def(&c.MopsMax, 4)
 	if c.OpTimeout <= 0 {
 		c.OpTimeout = 5 * time.Second
@@ -100,12 +104,32 @@ func (s *slot) key() string { return fmt.Sprintf("%sjepsen/l/%d.%d", s.prefix, s
 // shared is what the workers share: the slots, the next value, and the
 // last value seen of each list key.
 type shared struct {
-	mu     sync.Mutex
-	slots  []*slot
-	next   int64
-	seen   map[string]string
-	perKey int
+	mu        sync.Mutex
+	slots     []*slot
+	registers []*slot
+	next      int64
+	seen      map[string]string
+	perKey    int
+	perReg    int
 }
+
+// register returns a register key, and the value to write when write.
+func (s *shared) register(rng *rand.Rand, write bool) (string, int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sl := s.registers[rng.IntN(len(s.registers))]
+	if !write {
+		return sl.regKey(), 0
+	}
+	if sl.appends == s.perReg {
+		sl.gen, sl.appends = sl.gen+1, 0
+	}
+	sl.appends++
+	s.next++
+	return sl.regKey(), s.next
+}
+
+func (s *slot) regKey() string { return fmt.Sprintf("%sjepsen/r/%d.%d", s.prefix, s.n, s.gen) }
 
 // pick returns n distinct list keys and, for those to append to, the
 // value to append, taking an append from each key's budget.
@@ -129,13 +153,6 @@ func (s *shared) pick(rng *rand.Rand, n int, appendPercent int) []history.Mop {
 	return mops
 }
 
-func (s *shared) nextValue() int64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.next++
-	return s.next
-}
-
 func (s *shared) last(k string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -154,10 +171,13 @@ func Run(ctx context.Context, cfg Config, w *history.Writer) error {
 	if err := cfg.defaults(); err != nil {
 		return err
 	}
-	sh := &shared{seen: map[string]string{}, perKey: cfg.AppendsPerKey}
+	sh := &shared{seen: map[string]string{}, perKey: cfg.AppendsPerKey, perReg: cfg.WritesPerRegister}
 	for _, p := range cfg.Prefixes {
 		for n := range cfg.ListsPerPrefix {
 			sh.slots = append(sh.slots, &slot{prefix: p, n: n})
+		}
+		for n := range cfg.RegistersPerPrefix {
+			sh.registers = append(sh.registers, &slot{prefix: p, n: n})
 		}
 	}
 	var wg sync.WaitGroup
