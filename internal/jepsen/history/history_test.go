@@ -107,3 +107,39 @@ func TestReadLineTooLong(t *testing.T) {
 		t.Errorf("error %v, want line 9 too long", err)
 	}
 }
+
+// FuzzRead: Read never panics, and what it accepts it writes back as a
+// history it reads alike.
+func FuzzRead(f *testing.F) {
+	f.Add(design)
+	f.Add(`{"index":0,"time_ns":1,"process":0,"type":"invoke","f":"register","value":["r","k",null]}`)
+	f.Add(`{"index":0,"time_ns":1,"process":"nemesis","type":"info","f":"kill","value":{"phase":"end"}}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		h, err := Read(strings.NewReader(s))
+		if err != nil {
+			var le *LineError
+			if !errors.As(err, &le) || le.Line < 1 {
+				t.Fatalf("error %v names no line", err)
+			}
+			return
+		}
+		var buf bytes.Buffer
+		i := 0
+		w := NewWriter(&buf, func() int64 { t := h.Ops[i].TimeNs; i++; return t })
+		for _, op := range h.Ops {
+			if _, err := w.Record(op); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		again, err := Read(&buf)
+		if err != nil {
+			t.Fatalf("a history read back does not read: %v\n%s", err, buf.String())
+		}
+		if !cmp.Equal(h, again) {
+			t.Fatalf("read back differs: %s", cmp.Diff(h, again))
+		}
+	})
+}
