@@ -65,9 +65,10 @@ func TestJepsen(t *testing.T) {
 				t.Fatal(err)
 			}
 			summaries = append(summaries, rep.Summary())
-			t.Log(rep.Summary())
 			if rep.Violations() > 0 {
-				t.Errorf("%s\n%s", rep.Summary(), rep.Text())
+				t.Errorf("%s", rep.Text())
+			} else {
+				t.Log(rep.Text())
 			}
 			if rep.Result.OK == 0 {
 				t.Errorf("no operation completed: %s", rep.Summary())
