@@ -152,9 +152,13 @@ func (c *Cluster) makeRouter() error {
 	return c.forward()
 }
 
-// forward turns on forwarding inside the router namespace only.
+// forward turns on forwarding inside the router namespace only, and makes
+// it answer ARP only on the link that holds the address asked for: else a
+// region's bridge, which has no address of its own, would answer for its
+// gateway's, and the region's packets would enter the router through the
+// bridge, past the rules and links that cut the region.
 func (c *Cluster) forward() error {
-	out, err := run("ip", "netns", "exec", c.router, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
+	out, err := run("ip", "netns", "exec", c.router, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1", "net.ipv4.conf.all.arp_ignore=1")
 	if err != nil {
 		return fmt.Errorf("hosts: forwarding in %s: %v: %s", c.router, err, out)
 	}
