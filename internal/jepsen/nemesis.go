@@ -65,7 +65,36 @@ func (n *nemesis) run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			break
 		}
+		if err := n.revive(); err != nil {
+			return err
+		}
 		if err := n.fault(ctx, order[i%len(order)]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Crash is the kind of the nemesis lines of a replica found exited by
+// itself (a disk that was full when it wrote, seen only later) and
+// restarted.
+const Crash = "crash"
+
+// revive restarts every replica whose server exited by itself since the
+// last fault, and records it.
+func (n *nemesis) revive() error {
+	for _, r := range n.c.Replicas {
+		if !n.c.Reap(r.ID) {
+			continue
+		}
+		target := r.Group + "/" + r.ID
+		if err := n.record(Crash, history.PhaseStart, target, "found exited (see its log)"); err != nil {
+			return err
+		}
+		if err := n.c.Restart(r.ID); err != nil {
+			return err
+		}
+		if err := n.record(Crash, history.PhaseEnd, target, "restarted"); err != nil {
 			return err
 		}
 	}
