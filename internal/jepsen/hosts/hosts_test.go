@@ -141,3 +141,16 @@ func TestHostFaults(t *testing.T) {
 		t.Errorf("a put after the disk was freed: %v", err)
 	}
 }
+
+// TestAvailableNamesWhatIsMissing: without root or without the ip command
+// the harness says which, so that a test skips with the reason.
+func TestAvailableNamesWhatIsMissing(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	err := hosts.Available()
+	if err == nil {
+		t.Fatal("no error without an ip command in PATH")
+	}
+	if !strings.Contains(err.Error(), "needs root") && !strings.Contains(err.Error(), "needs iproute2") {
+		t.Errorf("error %q names neither root nor iproute2", err)
+	}
+}
