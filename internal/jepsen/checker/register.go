@@ -32,15 +32,15 @@ func (r regValue) String() string {
 
 // registerModel is one integer register that starts unwritten.
 var registerModel = porcupine.Model{
-	Init: func() interface{} { return regValue{null: true} },
-	Step: func(state, input, output interface{}) (bool, interface{}) {
+	Init: func() any { return regValue{null: true} },
+	Step: func(state, input, output any) (bool, any) {
 		in := input.(regInput)
 		if in.write {
 			return true, regValue{v: in.v}
 		}
 		return output.(regValue) == state.(regValue), state
 	},
-	DescribeOperation: func(input, output interface{}) string {
+	DescribeOperation: func(input, output any) string {
 		in := input.(regInput)
 		if in.write {
 			return fmt.Sprintf("w %d", in.v)

@@ -222,7 +222,10 @@ type LineError struct {
 	Err  error
 }
 
+// Error names the line and the problem.
 func (e *LineError) Error() string { return fmt.Sprintf("history: line %d: %v", e.Line, e.Err) }
+
+// Unwrap returns the problem.
 func (e *LineError) Unwrap() error { return e.Err }
 
 // Is matches ErrBadLine.

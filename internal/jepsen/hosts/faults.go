@@ -165,13 +165,7 @@ func (c *Cluster) CutRegion(g int, cut bool) error {
 		state = "down"
 	}
 	c.logf("hosts: region %s link %s", regionNames[g], state)
-	if err := c.ip("-n", c.router, "link", "set", "gw"+strconv.Itoa(g), state); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	c.cut[g] = cut
-	c.mu.Unlock()
-	return nil
+	return c.ip("-n", c.router, "link", "set", "gw"+strconv.Itoa(g), state)
 }
 
 // CutRegionOutbound drops (cut) or forwards again every packet group g's
@@ -222,9 +216,6 @@ func (c *Cluster) FillDisk(id string) error {
 			}
 		}
 	}
-	r.mu.Lock()
-	r.filled = true
-	r.mu.Unlock()
 	c.logf("hosts: %s's disk is full", id)
 	return nil
 }
@@ -238,9 +229,6 @@ func (c *Cluster) FreeDisk(id string) error {
 	if err := os.Remove(filepath.Join(r.Disk, fillName)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	r.mu.Lock()
-	r.filled = false
-	r.mu.Unlock()
 	c.logf("hosts: %s's disk has room again", id)
 	return nil
 }

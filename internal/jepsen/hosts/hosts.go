@@ -36,7 +36,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -89,7 +88,6 @@ type Replica struct {
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{}
-	filled bool
 }
 
 // GRPC returns the replica's client API address.
@@ -109,11 +107,9 @@ type Cluster struct {
 	ConfigPath    string
 	CertsDir      string
 
-	mu      sync.Mutex
-	undo    []func() error // what Close undoes, last made first
-	cut     map[int]bool   // groups whose region is cut
-	closed  bool
-	started time.Time
+	mu     sync.Mutex
+	undo   []func() error // what Close undoes, last made first
+	closed bool
 }
 
 func (c *Cluster) logf(format string, args ...any) {

@@ -41,7 +41,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{cfg: cfg, tag: namePrefix + strconv.Itoa(pid), net16: net16, cut: map[int]bool{}, started: time.Now()}
+	c := &Cluster{cfg: cfg, tag: namePrefix + strconv.Itoa(pid), net16: net16}
 	c.router = c.tag + "-rt"
 	n := 0
 	for g := range cfg.Groups {
