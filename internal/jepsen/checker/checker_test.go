@@ -230,7 +230,8 @@ func (tt plantedCase) run(t *testing.T) {
 func TestValidHistories(t *testing.T) {
 	t.Run("unknown outcomes", func(t *testing.T) {
 		b := newBuilder(t)
-		b.txn(1, history.Info, a("x", 1)) // took effect
+		b.txn(1, history.Info, a("x", 1)) // took effect, after 7 read
+		b.txn(7, history.OK, r("x"))
 		b.txn(2, history.Info, a("x", 2)) // did not
 		b.txn(3, history.OK, r("x", 1))
 		b.txn(4, history.Fail, a("x", 3))

@@ -131,7 +131,9 @@ func (c *listChecker) realtimeEdges(in []bool) {
 	for _, t := range c.txns {
 		if in[t.id] {
 			byOp[int(t.inv.Index)] = t
-			if t.done != nil {
+			// Only an ok completion ends a transaction in real time: one
+			// that ended info may take effect at any later time.
+			if t.outcome == history.OK {
 				byOp[int(t.done.Index)] = t
 			}
 		}
