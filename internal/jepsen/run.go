@@ -152,7 +152,11 @@ func judge(cfg Config, path string) (*Report, error) {
 // unavailability per fault kind, the verdict.
 func (r *Report) Summary() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s (seed %d): %s\n", r.Protocol, r.Seed, r.Result.Summary())
+	b.WriteString(r.Protocol)
+	if r.Seed != 0 {
+		fmt.Fprintf(&b, " (seed %d)", r.Seed)
+	}
+	fmt.Fprintf(&b, ": %s\n", r.Result.Summary())
 	b.WriteString("  longest without an ok transaction:")
 	for _, g := range r.Unavailable {
 		fmt.Fprintf(&b, " %s %.1fs;", g.Kind, g.Length.Seconds())
