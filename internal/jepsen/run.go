@@ -117,9 +117,14 @@ func drive(ctx context.Context, cfg Config, c *hosts.Cluster, path string) error
 		holdMin: cfg.HoldMin, holdMax: cfg.HoldMax, gapMin: cfg.GapMin, gapMax: cfg.GapMax,
 	}
 	nemErr := make(chan error, 1)
-	go func() { nemErr <- nem.run(runCtx) }()
+	healed := make(chan struct{})
+	go func() {
+		nemErr <- nem.run(runCtx)
+		close(healed)
+	}()
 	werr := workload.Run(runCtx, workload.Config{
 		Client: cl, Prefixes: c.Prefixes(), Workers: cfg.Workers, Seed: cfg.Seed, RegisterPercent: 20,
+		FinalReads: true, Healed: healed,
 	}, w)
 	err = errors.Join(werr, <-nemErr)
 	if ferr := w.Flush(); ferr != nil {

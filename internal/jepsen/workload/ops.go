@@ -41,7 +41,11 @@ func (wk *worker) listTxn(mops []history.Mop) (t *txn.Txn, then []int, newValue 
 
 // txn runs one list-append transaction and records it.
 func (wk *worker) txn(ctx context.Context) (history.Type, error) {
-	mops := wk.sh.pick(wk.rng, 1+wk.rng.IntN(wk.cfg.MopsMax), appendPercent)
+	return wk.run(ctx, wk.sh.pick(wk.rng, 1+wk.rng.IntN(wk.cfg.MopsMax), appendPercent))
+}
+
+// run runs the list-append transaction of mops and records it.
+func (wk *worker) run(ctx context.Context, mops []history.Mop) (history.Type, error) {
 	t, then, newValue := wk.listTxn(mops)
 	if err := wk.record(history.Invoke, history.FTxn, mops); err != nil {
 		return "", err

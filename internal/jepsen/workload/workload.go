@@ -66,7 +66,19 @@ type Config struct {
 	// OpTimeout bounds one operation (0: 5s); past it the operation is
 	// info.
 	OpTimeout time.Duration
+	// FinalReads, after the run, reads every list key ever appended to,
+	// MopsMax keys a transaction, each given FinalTimeout (0: 30s): the
+	// last word on each list's order, in which every acknowledged append
+	// must be (Elle's final reads). Run it once the faults are healed.
+	FinalReads   bool
+	FinalTimeout time.Duration
+	// Healed, when set, is closed once the faults are healed: the final
+	// reads wait for it.
+	Healed <-chan struct{}
 }
+
+// finalProcess is the process of the final reads.
+const finalProcess = 1 << 20
 
 func (c *Config) defaults() error {
 	if c.Client == nil || len(c.Prefixes) == 0 {
@@ -192,7 +204,48 @@ func Run(ctx context.Context, cfg Config, w *history.Writer) error {
 	for err := range errs {
 		all = append(all, err)
 	}
-	return errors.Join(all...)
+	err := errors.Join(all...)
+	if cfg.FinalReads && err == nil {
+		if cfg.Healed != nil {
+			<-cfg.Healed
+		}
+		err = finalReads(ctx, &cfg, sh, w)
+	}
+	return err
+}
+
+// finalReads reads every list key of every slot's generations so far.
+func finalReads(ctx context.Context, cfg *Config, sh *shared, w *history.Writer) error {
+	if cfg.FinalTimeout <= 0 {
+		cfg.FinalTimeout = 30 * time.Second
+	}
+	var keys []string
+	sh.mu.Lock()
+	for _, sl := range sh.slots {
+		for g := range sl.gen + 1 {
+			keys = append(keys, (&slot{prefix: sl.prefix, n: sl.n, gen: g}).key())
+		}
+	}
+	sh.mu.Unlock()
+	fin := *cfg
+	fin.OpTimeout = fin.FinalTimeout
+	wk := &worker{cfg: &fin, sh: sh, w: w, process: finalProcess}
+	for len(keys) > 0 {
+		n := min(len(keys), cfg.MopsMax)
+		mops := make([]history.Mop, n)
+		for i, k := range keys[:n] {
+			mops[i] = history.ReadList(k, nil)
+		}
+		keys = keys[n:]
+		typ, err := wk.run(context.WithoutCancel(ctx), mops)
+		if err != nil {
+			return err
+		}
+		if typ == history.Info {
+			wk.process++
+		}
+	}
+	return nil
 }
 
 // worker is one client: a process of the history at a time.

@@ -63,6 +63,7 @@ func TestWorkloadOnCluster(t *testing.T) {
 	defer cancel()
 	err = workload.Run(run, workload.Config{
 		Client: c, Prefixes: []string{"w/0001/", "w/0002/", "w/0003/"}, Workers: 6, Seed: 1, RegisterPercent: 20,
+		AppendsPerKey: 8, FinalReads: true,
 	}, w)
 	if err != nil {
 		t.Fatal(err)
@@ -89,9 +90,16 @@ func TestWorkloadOnCluster(t *testing.T) {
 	if open := len(h.Pairs) - res.OK - res.Fail; open != res.Info {
 		t.Errorf("counts do not add up: %+v", res)
 	}
+	final := 0
 	for _, p := range h.Pairs {
+		if h.Ops[p.Invoke].Process >= 1<<20 && h.Outcome(p) == history.OK {
+			final++
+		}
 		if p.Done < 0 {
 			t.Errorf("the invocation of line %d was never completed: the run's end must let operations finish", p.Invoke+1)
 		}
+	}
+	if final == 0 {
+		t.Error("no final read")
 	}
 }
