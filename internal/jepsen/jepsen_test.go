@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -118,6 +119,13 @@ func TestUnavailability(t *testing.T) {
 		{TimeNs: 7 * s, Process: 1, Type: history.OK, F: history.FTxn, Mops: []history.Mop{history.ReadList("k", []int64{})}},
 		{TimeNs: 8 * s, Process: 1, Type: history.Invoke, F: history.FTxn, Mops: []history.Mop{history.ReadList("k", nil)}},
 		{TimeNs: 10 * s, Process: 1, Type: history.OK, F: history.FTxn, Mops: []history.Mop{history.ReadList("k", []int64{})}},
+		// A gap over two faults is the first's.
+		{TimeNs: 11 * s, Process: history.NemesisProcess, Type: history.Info, F: KillLeader, Fault: &history.Fault{Phase: history.PhaseStart, Target: "r1"}},
+		{TimeNs: 11 * s, Process: 1, Type: history.Invoke, F: history.FTxn, Mops: []history.Mop{history.ReadList("k", nil)}},
+		{TimeNs: 12 * s, Process: history.NemesisProcess, Type: history.Info, F: KillLeader, Fault: &history.Fault{Phase: history.PhaseEnd, Target: "r1"}},
+		{TimeNs: 13 * s, Process: history.NemesisProcess, Type: history.Info, F: DiskFull, Fault: &history.Fault{Phase: history.PhaseStart, Target: "r2"}},
+		{TimeNs: 14 * s, Process: 1, Type: history.OK, F: history.FTxn, Mops: []history.Mop{history.ReadList("k", []int64{})}},
+		{TimeNs: 15 * s, Process: history.NemesisProcess, Type: history.Info, F: DiskFull, Fault: &history.Fault{Phase: history.PhaseEnd, Target: "r2"}},
 	}
 	h := &history.History{}
 	for i, op := range lines {
@@ -125,8 +133,13 @@ func TestUnavailability(t *testing.T) {
 		h.Ops = append(h.Ops, op)
 	}
 	got := Unavailability(h)
-	want := []Gap{{Kind: "none", Length: 3 * time.Second, At: 7 * time.Second}, {Kind: Partition, Length: 6 * time.Second, At: time.Second}}
-	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+	want := []Gap{
+		{Kind: DiskFull, Length: time.Second, At: 14 * time.Second},
+		{Kind: KillLeader, Length: 4 * time.Second, At: 10 * time.Second},
+		{Kind: "none", Length: 3 * time.Second, At: 7 * time.Second},
+		{Kind: Partition, Length: 6 * time.Second, At: time.Second},
+	}
+	if !slices.Equal(got, want) {
 		t.Errorf("gaps %v, want %v", got, want)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -195,8 +196,9 @@ type Gap struct {
 
 // Unavailability returns, per fault kind, the longest interval between two
 // ok completions of transactions (or the history's first line and the
-// first, the last and its end) during which a fault of that kind was under
-// way, and the longest that overlapped no fault ("none").
+// first, the last and its end) that overlapped a fault of that kind, the
+// first of them when it overlapped several, and the longest that overlapped
+// no fault ("none").
 func Unavailability(h *history.History) []Gap {
 	type window struct{ from, to int64 }
 	windows := map[string][]window{}
@@ -227,19 +229,18 @@ func Unavailability(h *history.History) []Gap {
 	longest := map[string]Gap{}
 	for i := 1; i < len(oks); i++ {
 		from, to := oks[i-1], oks[i]
-		hit := false
-		for kind, ws := range windows { //flexkv:unordered a maximum per kind
+		// The gap is the first overlapping fault's: the one that began
+		// the outage (a later one may have prolonged it).
+		kind, first := "none", int64(math.MaxInt64)
+		for k, ws := range windows { //flexkv:unordered the earliest start wins, ties by kind
 			for _, w := range ws {
-				if w.from < to && from < w.to {
-					hit = true
-					if g := longest[kind]; time.Duration(to-from) > g.Length {
-						longest[kind] = Gap{Kind: kind, Length: time.Duration(to - from), At: time.Duration(from)}
-					}
+				if w.from < to && from < w.to && (w.from < first || (w.from == first && k < kind)) {
+					kind, first = k, w.from
 				}
 			}
 		}
-		if g := longest["none"]; !hit && time.Duration(to-from) > g.Length {
-			longest["none"] = Gap{Kind: "none", Length: time.Duration(to - from), At: time.Duration(from)}
+		if g := longest[kind]; time.Duration(to-from) > g.Length {
+			longest[kind] = Gap{Kind: kind, Length: time.Duration(to - from), At: time.Duration(from)}
 		}
 	}
 	var out []Gap
