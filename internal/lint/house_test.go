@@ -122,8 +122,12 @@ var house = []room{
 		testExt: append(slices.Clone(grpcExt), "google.golang.org/protobuf/types/descriptorpb")},
 	// 9: the benchmark runs, which start clusters.
 	{dir: "gtpcc/bench", floor: 9, imports: []string{"client", "cluster", "gtpcc", "gtpcc/procs", "multicast", "multicast/protocol", "partition", "server"}},
+	// 9: backups of a whole cluster (DESIGN 14): a client of the API that
+	// also seeds a replica's data directory.
+	{dir: "backup", floor: 9, imports: []string{"api", "api/apipb", "executor", "internal/rpcflow", "multicast/protocol", "partition", "server"},
+		tests: []string{"client", "cluster", "internal/testaddr", "internal/testcluster", "txn"}, ext: grpcExt},
 	// 10: the command line.
-	{dir: "cmd/flexkv", floor: 10, imports: []string{"api/apipb", "certs", "client", "cluster", "configs", "gtpcc", "gtpcc/bench", "gtpcc/procs", "internal/buildinfo", "internal/loadgen", "internal/rpcflow", "multicast", "multicast/check", "multicast/flexcast", "multicast/protocol", "multicast/sim", "overlay", "partition", "replication", "server", "txn"},
+	{dir: "cmd/flexkv", floor: 10, imports: []string{"api/apipb", "backup", "certs", "client", "cluster", "configs", "gtpcc", "gtpcc/bench", "gtpcc/procs", "internal/buildinfo", "internal/loadgen", "internal/rpcflow", "multicast", "multicast/check", "multicast/flexcast", "multicast/protocol", "multicast/sim", "overlay", "partition", "replication", "server", "txn"},
 		tests: []string{"internal/testaddr"},
 		ext:   append([]string{"github.com/spf13/cobra", "github.com/spf13/pflag", "github.com/spf13/viper"}, grpcExt...)},
 }
