@@ -314,7 +314,7 @@ func (c *creator) markerIndex(ctx context.Context, g *partition.GroupConfig, res
 
 // drop drops the marker's checkpoint at every replica; a replica that does
 // not answer keeps its checkpoint, which a warning names.
-func (c *creator) drop(ctx context.Context, cfg *partition.ClusterConfig, marker string) {
+func (c *creator) drop(ctx context.Context, cfg *partition.ClusterConfig, marker string) (kept int) {
 	for _, g := range cfg.Groups {
 		for _, r := range g.Replicas {
 			err := c.call(ctx, r.GRPC, func(ctx context.Context, kc apipb.KVClient) error {
@@ -323,9 +323,11 @@ func (c *creator) drop(ctx context.Context, cfg *partition.ClusterConfig, marker
 			})
 			if err != nil {
 				c.progress("warning: replica %s/%s kept its checkpoint %s: %v (drop it with: flexkv backup drop %s)", g.Name, r.ID, marker, err, marker)
+				kept++
 			}
 		}
 	}
+	return kept
 }
 
 // sumWriter writes a file and hashes what it writes.
@@ -370,4 +372,31 @@ func (w *sumWriter) finish() (File, error) {
 	f := w.file
 	f.SHA256 = hex.EncodeToString(w.h.Sum(nil))
 	return f, err
+}
+
+// Drop drops checkpoint marker at every replica of the cluster, as Create
+// does after its copy: for the checkpoints of a Create that stopped midway,
+// or that a replica down at the time kept. It returns an error naming the
+// replicas that did not drop it.
+func Drop(ctx context.Context, o Options, marker string) error {
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = 30 * time.Second
+	}
+	c := &creator{o: o, creds: insecure.NewCredentials(), conns: map[string]*grpc.ClientConn{}}
+	if o.TLS != nil {
+		c.creds = credentials.NewTLS(o.TLS)
+	}
+	defer c.close()
+	tp, err := c.topology(ctx)
+	if err != nil {
+		return err
+	}
+	cfg, _, err := api.ConfigFromProto(tp)
+	if err != nil {
+		return fmt.Errorf("backup: topology: %w", err)
+	}
+	if kept := c.drop(ctx, cfg, marker); kept > 0 {
+		return fmt.Errorf("backup: %d replicas kept checkpoint %s", kept, marker)
+	}
+	return nil
 }
