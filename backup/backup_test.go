@@ -20,6 +20,7 @@ import (
 
 	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/backup"
+	"github.com/flexkv/flexkv/certs"
 	"github.com/flexkv/flexkv/client"
 	"github.com/flexkv/flexkv/cluster"
 	"github.com/flexkv/flexkv/internal/testaddr"
@@ -169,7 +170,8 @@ func TestBackupOfBankUnderLoad(t *testing.T) {
 
 func runBackupBank(t *testing.T, proto string) {
 	cfg := testcluster.Layout(t, proto, testaddr.Backup)
-	l := startCluster(t, cfg, t.TempDir())
+	data := t.TempDir()
+	l := startCluster(t, cfg, data)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c, err := client.New(ctx, client.Config{Endpoints: l.Endpoints(), TLS: l.ClientTLS()})
@@ -223,6 +225,40 @@ func runBackupBank(t *testing.T, proto string) {
 	}
 	restoreAndCheck(ctx, t, proto, dir, m, total)
 	checkBadInput(t, proto, dir, l.Endpoints())
+	checkOnlyRoot(ctx, t, l, data, m.Marker)
+}
+
+// checkOnlyRoot checks that a user other than root, with a certificate of
+// the cluster's CA, may neither take a backup nor drop one.
+func checkOnlyRoot(ctx context.Context, t *testing.T, l *cluster.Local, data, marker string) {
+	t.Helper()
+	ca, err := certs.LoadCA(cluster.CertsDir(data), filepath.Join(data, "ca.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := t.TempDir()
+	if _, err := ca.CreateClient(mine, "alice", certs.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	caCert, err := os.ReadFile(filepath.Join(cluster.CertsDir(data), certs.CAFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(mine, certs.CAFile), caCert, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	alice, err := client.LoadTLS(mine, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := backup.Options{Endpoints: l.Endpoints(), TLS: alice, Dir: filepath.Join(t.TempDir(), "b")}
+	want := `user "alice" may not back up the cluster: only "root" may`
+	if _, err := backup.Create(ctx, o); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "PermissionDenied") {
+		t.Errorf("backup create as alice: %v, want PermissionDenied: %s", err, want)
+	}
+	if err := backup.Drop(ctx, o, marker); err == nil {
+		t.Error("backup drop as alice: no error")
+	}
 }
 
 // checkMarkerIndexes checks that the index of every group's copy in the

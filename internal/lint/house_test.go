@@ -125,7 +125,7 @@ var house = []room{
 	// 9: backups of a whole cluster (DESIGN 14): a client of the API that
 	// also seeds a replica's data directory.
 	{dir: "backup", floor: 9, imports: []string{"api", "api/apipb", "executor", "internal/rpcflow", "multicast/protocol", "partition", "server"},
-		tests: []string{"client", "cluster", "internal/testaddr", "internal/testcluster", "replication", "txn"}, ext: grpcExt},
+		tests: []string{"certs", "client", "cluster", "internal/testaddr", "internal/testcluster", "replication", "txn"}, ext: grpcExt},
 	// 10: the command line.
 	{dir: "cmd/flexkv", floor: 10, imports: []string{"api/apipb", "backup", "certs", "client", "cluster", "configs", "gtpcc", "gtpcc/bench", "gtpcc/procs", "internal/buildinfo", "internal/loadgen", "internal/rpcflow", "multicast", "multicast/check", "multicast/flexcast", "multicast/protocol", "multicast/sim", "overlay", "partition", "replication", "server", "txn"},
 		tests: []string{"internal/testaddr"},
