@@ -362,3 +362,37 @@ func copyFileSync(from, to string) error {
 	}
 	return errors.Join(err, out.Close())
 }
+
+// ScanCheckpoint calls f with every user key and value of checkpoint name,
+// in key order (f must not keep them), and returns the checkpoint's
+// description and the applied index stored in it.
+func (s *Store) ScanCheckpoint(name string, f func(KV) error) (CheckpointInfo, uint64, error) {
+	info, _, err := s.CheckpointFiles(name)
+	if err != nil {
+		return CheckpointInfo{}, 0, err
+	}
+	po := pebbleOptions(s.opts, true)
+	po.ReadOnly = true
+	db, err := pebble.Open(s.CheckpointDir(name), po)
+	if err != nil {
+		return CheckpointInfo{}, 0, fmt.Errorf("kv: checkpoint %s: %w", name, err)
+	}
+	defer db.Close()
+	applied, _, _, err := readMeta(db)
+	if err != nil {
+		return CheckpointInfo{}, 0, fmt.Errorf("kv: checkpoint %s: %w", name, err)
+	}
+	it, err := db.NewIter(&pebble.IterOptions{LowerBound: []byte{prefixData}, UpperBound: dataEnd})
+	if err != nil {
+		return CheckpointInfo{}, 0, fmt.Errorf("kv: checkpoint %s: %w", name, err)
+	}
+	for it.First(); it.Valid(); it.Next() {
+		if err = f(KV{Key: it.Key()[1:], Value: it.Value()}); err != nil {
+			break
+		}
+	}
+	if err = errors.Join(err, it.Close()); err != nil {
+		return CheckpointInfo{}, 0, fmt.Errorf("kv: checkpoint %s: %w", name, err)
+	}
+	return info, applied, nil
+}
