@@ -12,10 +12,10 @@ import (
 
 // RestoreOptions configure Restore.
 type RestoreOptions struct {
-	From    string                  // the backup's directory
+	From    string                   // the backup's directory
 	Config  *partition.ClusterConfig // the new cluster's configuration
-	Node    string                  // the replica to seed
-	DataDir string                  // its data directory: must not exist, or be empty
+	Node    string                   // the replica to seed
+	DataDir string                   // its data directory: must not exist, or be empty
 }
 
 // Restore seeds the data directory of replica o.Node of a new cluster

@@ -253,10 +253,10 @@ type sim struct {
 	// backupSeq numbers the backup markers, markers lists those accepted.
 	backupSeq uint64
 	markers   []multicast.MsgID
-	clients      []*client
-	loaded       bool
-	faults       bool
-	res          Result
+	clients   []*client
+	loaded    bool
+	faults    bool
+	res       Result
 	// accepted lists every request accepted by its entry group, in order.
 	accepted []*request
 	acked    map[multicast.MsgID]bool
