@@ -103,6 +103,7 @@ func (c *creator) copyFrom(ctx context.Context, cd candidate, dir, marker string
 		g.Bytes += f.GetSize()
 	}
 	next, done := 0, int64(0)
+	start := time.Now()
 	var w *sumWriter
 	for {
 		chunk, err := stream.Recv()
@@ -127,6 +128,9 @@ func (c *creator) copyFrom(ctx context.Context, cd candidate, dir, marker string
 			c.progress("group %s: %d of %d bytes", filepath.Base(dir), done+int64(len(chunk.GetData())), g.Bytes)
 		}
 		done += int64(len(chunk.GetData()))
+		if err := c.pace(ctx, start, done); err != nil {
+			return nil, err
+		}
 	}
 	if _, err := c.nextFile(g, w, &next, dir, ""); err != nil {
 		return nil, err
@@ -159,4 +163,25 @@ func (c *creator) nextFile(g *Group, w *sumWriter, next *int, dir, path string) 
 	}
 	*next++
 	return newSumWriter(filepath.Join(dir, filepath.FromSlash(path)), want)
+}
+
+// pace waits until done bytes copied since start keep within
+// Options.BytesPerSecond.
+func (c *creator) pace(ctx context.Context, start time.Time, done int64) error {
+	if c.o.BytesPerSecond <= 0 {
+		return nil
+	}
+	due := time.Duration(float64(done) / c.o.BytesPerSecond * float64(time.Second))
+	wait := due - time.Since(start)
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

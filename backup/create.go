@@ -43,6 +43,11 @@ type Options struct {
 	// CallTimeout bounds each call to a replica but the file copies (0:
 	// 30s).
 	CallTimeout time.Duration
+	// BytesPerSecond bounds the rate of the copy (0: no bound), so that a
+	// backup of a loaded cluster takes longer rather than more of the
+	// replicas' disks, network and CPU at once. The stream's flow control
+	// slows the replica's reads to the same rate.
+	BytesPerSecond float64
 }
 
 // creator is one Create: its options and connections.

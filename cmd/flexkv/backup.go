@@ -56,6 +56,7 @@ replicas. DIR must not exist or be empty. Progress goes to stderr; the summary
 	f.String("endpoints", "", "gRPC addresses host:port,... of the cluster, instead of --config's")
 	f.Duration("timeout", 10*time.Minute, "how long the whole backup may take")
 	f.Bool("json", false, "print the manifest as JSON")
+	f.Float64("rate", 0, "copy at most this many MB/s (10^6 bytes), to spare a loaded cluster (0: no limit)")
 	addClientTLSFlags(f)
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(fmt.Errorf("backup create: %w", err)) })
 	cmd.RunE = runBackupCreate
@@ -99,7 +100,10 @@ func runBackupCreate(c *cobra.Command, _ []string) error {
 	if err != nil {
 		return usageError(fmt.Errorf("backup create: %w", err))
 	}
-	o.Dir, o.Progress = dir, c.ErrOrStderr()
+	if r := v.GetFloat64("rate"); r < 0 || r != r {
+		return usageError(fmt.Errorf("backup create: --rate %v: want MB/s >= 0", r))
+	}
+	o.Dir, o.Progress, o.BytesPerSecond = dir, c.ErrOrStderr(), v.GetFloat64("rate")*1e6
 	ctx, cancel := signalContext(c.Context())
 	defer cancel()
 	ctx, stop := context.WithTimeout(ctx, v.GetDuration("timeout"))

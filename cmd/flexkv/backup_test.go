@@ -27,6 +27,7 @@ func TestBackupBadInvocations(t *testing.T) {
 		{"create without --to", append([]string{"backup", "create"}, tls...), 2, "--to DIR is required"},
 		{"create into a non-empty directory", append([]string{"backup", "create", "--to", full}, tls...), 2, "exists and is not empty"},
 		{"create with --config and --endpoints", append([]string{"backup", "create", "--to", filepath.Join(full, "new"), "--config", cfg, "--endpoints", "127.0.0.1:1"}, tls...), 2, "--config and --endpoints: choose one"},
+		{"create with a negative rate", append([]string{"backup", "create", "--to", filepath.Join(full, "new"), "--rate", "-1"}, tls...), 2, "--rate -1: want MB/s >= 0"},
 		{"verify without a directory", []string{"backup", "verify"}, 2, "want one directory"},
 		{"verify a directory without a manifest", []string{"backup", "verify", full}, 1, "manifest.json"},
 		{"restore without flags", []string{"backup", "restore"}, 2, "--from, --config, --node, --data-dir required"},
