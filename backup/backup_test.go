@@ -59,16 +59,26 @@ func startCluster(t *testing.T, cfg *partition.ClusterConfig, dir string) *clust
 			t.Errorf("close: %v", err)
 		}
 	})
-	deadline := time.Now().Add(20 * time.Second)
 	for _, g := range cfg.Groups {
-		for l.Leader(g.Name) == "" {
-			if time.Now().After(deadline) {
-				t.Fatalf("group %s has no leader", g.Name)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		leaderOf(t, l, g.Name)
 	}
 	return l
+}
+
+// leaderOf waits for group g's leader (an election may be under way) and
+// returns its node id.
+func leaderOf(t *testing.T, l *cluster.Local, g string) string {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if id := l.Leader(g); id != "" {
+			return id
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("group %s has no leader", g)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func accounts() []string {
@@ -193,7 +203,7 @@ func runBackupBank(t *testing.T, proto string) {
 
 	// The leader of the second group dies as the backup starts, and comes
 	// back a moment later.
-	victim := l.Leader(cfg.Groups[1].Name)
+	victim := leaderOf(t, l, cfg.Groups[1].Name)
 	if err := l.Stop(victim); err != nil {
 		t.Fatal(err)
 	}
@@ -275,9 +285,9 @@ func checkMarkerIndexes(ctx context.Context, t *testing.T, l *cluster.Local, cfg
 		if !ok {
 			t.Fatalf("the manifest has no copy of group %s", g.Name)
 		}
-		addr := ""
+		addr, leader := "", leaderOf(t, l, g.Name)
 		for _, r := range g.Replicas {
-			if r.ID == l.Leader(g.Name) {
+			if r.ID == leader {
 				addr = r.GRPC
 			}
 		}
