@@ -29,6 +29,9 @@ func (s *sim) check() error {
 	if err := s.checkBank(); err != nil {
 		return err
 	}
+	if err := s.checkBackups(); err != nil {
+		return err
+	}
 	return s.checkLists()
 }
 

@@ -94,6 +94,10 @@ type Config struct {
 	// replica (0: its default); a small one drops session records, whose
 	// results then join the count-bounded table.
 	ResultSessionsMax int
+	// Backups is the odds that a step, once the accounts are loaded,
+	// offers a backup marker (DESIGN 14) to every group; checkBackups
+	// compares every checkpoint with a replay of the history up to it.
+	Backups float64
 }
 
 func (c *Config) fill() error {
@@ -143,6 +147,9 @@ type Result struct {
 	Installs   int // snapshots installed on lagging followers
 	Leaders    int // leader changes
 	Anonymous  int // anonymous requests accepted (Config.Anonymous)
+	// Backups counts the backup markers accepted (Config.Backups),
+	// Checkpoints the replicas' checkpoints of them checked.
+	Backups, Checkpoints int
 	// Acked counts the results the checks found acknowledged (a later
 	// request of their session delivered at the group), Unacked those
 	// found kept, each at every replica of a destination.
@@ -243,10 +250,13 @@ type sim struct {
 	// The long cut of Config.LongCut: the step it ends at (0: not begun).
 	longCutUntil int
 	pressureSeq  uint64
-	clients      []*client
-	loaded       bool
-	faults       bool
-	res          Result
+	// backupSeq numbers the backup markers, markers lists those accepted.
+	backupSeq uint64
+	markers   []multicast.MsgID
+	clients   []*client
+	loaded    bool
+	faults    bool
+	res       Result
 	// accepted lists every request accepted by its entry group, in order.
 	accepted []*request
 	acked    map[multicast.MsgID]bool
@@ -455,6 +465,9 @@ func (s *sim) step() error {
 	}
 	if s.faults && s.loaded && s.rng.Float64() < s.cfg.Anonymous {
 		return s.anonymous()
+	}
+	if s.cfg.Backups > 0 && s.faults && s.loaded && s.rng.Float64() < s.cfg.Backups {
+		return s.backup()
 	}
 	switch n := s.rng.IntN(100); {
 	case n < 40 && len(s.net) > 0:

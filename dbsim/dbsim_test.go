@@ -27,6 +27,10 @@ func configOf(p multicast.Protocol, seed uint64) Config {
 	c.Faults = []float64{0.005, 0.015, 0.04}[seed/5%3]
 	c.CutGroup = seed%4 == 1
 	c.OpenLists = seed%2 == 1
+	if seed%4 == 3 {
+		// Backup markers under load and faults.
+		c.Backups = 0.004
+	}
 	if seed%3 == 2 {
 		// Sessions that expire while their clients wait out faults.
 		c.SessionTicks = []int{8, 30, 120}[seed/6%3]
@@ -80,15 +84,17 @@ func TestSeeds(t *testing.T) {
 				total.Expired += res.Expired
 				total.Sessions += res.Sessions
 				total.Anonymous += res.Anonymous
+				total.Backups += res.Backups
+				total.Checkpoints += res.Checkpoints
 				total.Acked += res.Acked
 				total.Unacked += res.Unacked
 				total.Entries += res.Entries
 				total.Steps += res.Steps
 			}
-			t.Logf("%d seeds: %d committed, %d aborted, %d crashes, %d snapshot installs, %d leader changes, %d duplicates refused, %d busy, %d sessions, %d refused as expired, %d anonymous, %d results acknowledged and %d kept (per replica), %d entries, %d steps",
-				seeds, total.Committed, total.Aborted, total.Crashes, total.Installs, total.Leaders, total.Duplicates, total.Busy, total.Sessions, total.Expired, total.Anonymous, total.Acked, total.Unacked, total.Entries, total.Steps)
+			t.Logf("%d seeds: %d committed, %d aborted, %d crashes, %d snapshot installs, %d leader changes, %d duplicates refused, %d busy, %d sessions, %d refused as expired, %d anonymous, %d backup markers (%d checkpoints checked), %d results acknowledged and %d kept (per replica), %d entries, %d steps",
+				seeds, total.Committed, total.Aborted, total.Crashes, total.Installs, total.Leaders, total.Duplicates, total.Busy, total.Sessions, total.Expired, total.Anonymous, total.Backups, total.Checkpoints, total.Acked, total.Unacked, total.Entries, total.Steps)
 			if total.Crashes == 0 || total.Leaders == 0 || total.Committed == 0 || total.Aborted == 0 || total.Sessions == 0 || total.Expired == 0 ||
-				total.Anonymous == 0 || total.Acked == 0 || total.Unacked == 0 {
+				total.Anonymous == 0 || total.Acked == 0 || total.Unacked == 0 || (seeds >= 4 && total.Checkpoints == 0) {
 				t.Errorf("the seeds exercised too little: %+v", total)
 			}
 		})

@@ -74,7 +74,7 @@ func (f *footprint) empty() bool {
 // footprintOf returns the footprint of job j at this group.
 func footprintOf(j *job) footprint {
 	switch {
-	case j.call != nil:
+	case j.call != nil || j.marker:
 		return footprint{all: true}
 	case j.piece == nil:
 		return footprint{}

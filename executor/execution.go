@@ -36,6 +36,14 @@ type execution struct {
 	touched []*session
 	// record is room for a session record, reused by storeSessions.
 	record []byte
+	// index is the entry's; sentBase the number of sends of the entry's
+	// earlier parts (backup.go), after the marker whose checkpoint the
+	// earlier part left for this one (zero in a first part), and marker
+	// the backup marker this part ran, after which it stopped.
+	index    uint64
+	sentBase uint32
+	after    multicast.MsgID
+	marker   *job
 }
 
 // job is a delivery prepared to run at this group.
@@ -54,6 +62,8 @@ type job struct {
 	// other destination, if the piece can abort) and the other
 	// destinations whose pieces can abort, whose votes it waits for.
 	callVoteTo, callVoters partition.GroupSet
+	// marker: the delivery is a backup marker (backup.go), a barrier.
+	marker bool
 }
 
 // queued is a delivery in the executor's queue.
@@ -131,6 +141,7 @@ func (j *job) voteStep() bool {
 // apply runs the entry: deliveries, inbound votes, then a pass over the
 // queue, and writes the state the entry leaves.
 func (x *execution) apply(index, sessionTicks uint64, deliveries []multicast.Message, inbound []rawnode.AppInbound) error {
+	x.index = index
 	if err := x.expireSessions(sessionTicks); err != nil {
 		return err
 	}
@@ -227,9 +238,24 @@ func (x *execution) pass() error {
 	ahead := e.conflicts
 	ahead.reset()
 	kept := e.queue[:0]
-	for _, q := range e.queue {
+	for i, q := range e.queue {
 		x.trialJob, x.trialView = nil, nil
 		early := ahead.jobs > 0
+		if q.job.marker {
+			// A barrier (backup.go): it runs with nothing ahead of it, and
+			// the pass stops at it, run or not, so that nothing behind it
+			// runs before the part of the entry that ran it is committed.
+			if !early {
+				if err := x.run(q.job, nil, ""); err != nil {
+					return err
+				}
+				x.ran = append(x.ran, q)
+				x.marker = q.job
+				i++
+			}
+			kept = append(kept, e.queue[i:]...)
+			break
+		}
 		// With nothing ahead, neither rule needs q's footprint.
 		if q.job.trial() && q.voted && !q.hasFP {
 			// A call that took its trial before this executor opened (a
@@ -348,6 +374,14 @@ func (e *Executor) prepare(d delivery) *job {
 	p, err := txn.DecodePayload(d.msg.Payload)
 	if err != nil {
 		j.reason = err.Error()
+		return j
+	}
+	if p.Backup {
+		if all := partition.AllGroups(cfg.Topology.Len()); j.dst != all {
+			j.reason = fmt.Sprintf("txn: backup marker %s addressed to groups %s, not to every group (%s)", j.id, j.dst, all)
+			return j
+		}
+		j.marker = true
 		return j
 	}
 	if p.Call != nil {
@@ -595,6 +629,8 @@ func (x *execution) run(j *job, votes []txn.Vote, reason string) error {
 		res = abortResult(reason)
 	case j.piece != nil:
 		res, err = x.runPiece(j.piece, votes)
+	case j.marker:
+		res = markerResult(x.index)
 	default:
 		res, err = x.runCall(j, votes)
 	}
@@ -713,9 +749,12 @@ func (x *execution) finish(index uint64) error {
 		if invariants.Enabled {
 			checkSentRecord(s, rec)
 		}
-		if err := x.b.PutAux(sentKey(index, uint32(i)), rec); err != nil {
+		if err := x.b.PutAux(sentKey(index, x.sentBase+uint32(i)), rec); err != nil {
 			return err
 		}
+	}
+	if err := x.putMarkerRecord(index); err != nil {
+		return err
 	}
 	if invariants.Enabled {
 		invariants.Hold(x.check())

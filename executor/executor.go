@@ -195,6 +195,8 @@ type Executor struct {
 
 	statsMu sync.Mutex
 	stats   Stats
+	// checkpointErr is the last checkpoint's error (backup.go).
+	checkpointErr error
 }
 
 // Config configures an Executor.
@@ -396,6 +398,9 @@ func (e *Executor) load() error {
 	e.queue, e.votes, e.stale = queue, votes, false
 	e.stored, e.arrivals, e.voteBytes = stored, arrivals, size
 	e.setMeta(m)
+	if err := e.resumeMarker(); err != nil {
+		return fmt.Errorf("txn: executor state: %w", err)
+	}
 	return nil
 }
 
@@ -502,7 +507,19 @@ func (e *Executor) execute(index uint64, clock group.Clock, deliveries []multica
 		return nil, nil, err
 	}
 	e.setMeta(x.meta)
-	return x.sends, x.done, nil
+	if x.marker == nil {
+		return x.sends, x.done, nil
+	}
+	parts, err := e.afterMarkers(index, x)
+	if err != nil {
+		e.stale = true
+		return nil, nil, err
+	}
+	sends, done := x.sends, x.done
+	for _, p := range parts {
+		sends, done = append(sends, p.sends...), append(done, p.done...)
+	}
+	return sends, done, nil
 }
 
 // Sent returns what Execute returned for entry index (nil if nothing, or

@@ -582,7 +582,15 @@ func (s *Store) Metrics() (Metrics, error) {
 // Options.NoSync. An invalid call returns an error wrapping ErrInvalid and
 // leaves b as it was; once Commit gets past validation, successful or not,
 // b accepts no more operations (close it).
-func (s *Store) Commit(b *Batch, index uint64) error {
+func (s *Store) Commit(b *Batch, index uint64) error { return s.commit(b, index, false) }
+
+// CommitMore is Commit of a further batch of the entry at index, the
+// applied index: an entry whose effects the executor commits in parts (a
+// backup marker's barrier, which checkpoints the store between the parts).
+// Every part is atomic; the applied index stays index.
+func (s *Store) CommitMore(b *Batch, index uint64) error { return s.commit(b, index, true) }
+
+func (s *Store) commit(b *Batch, index uint64, more bool) error {
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
 	s.mu.RLock()
@@ -598,7 +606,9 @@ func (s *Store) Commit(b *Batch, index uint64) error {
 		return fmt.Errorf("kv: commit: %w: batch already committed or closed", ErrInvalid)
 	case b.h != h:
 		return fmt.Errorf("kv: commit: %w: batch opened before a snapshot was restored", ErrInvalid)
-	case index <= s.applied.Load():
+	case more && index != s.applied.Load():
+		return fmt.Errorf("kv: commit more: %w: index %d is not the applied index %d", ErrInvalid, index, s.applied.Load())
+	case !more && index <= s.applied.Load():
 		return fmt.Errorf("kv: commit: %w: index %d not after the applied index %d", ErrInvalid, index, s.applied.Load())
 	}
 	if invariants.Enabled {
@@ -634,7 +644,7 @@ func (s *Store) Commit(b *Batch, index uint64) error {
 	s.resFirst, s.resNext = first, next
 	s.applied.Store(index)
 	if invariants.Enabled {
-		if index <= prev {
+		if index < prev || (index == prev && !more) {
 			invariants.Violated("kv: applied index %d after %d", index, prev)
 		}
 		invariants.Hold(s.checkCommitted(h))

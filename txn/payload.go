@@ -11,12 +11,17 @@ import (
 //
 //	payload = 0x01 txn            a transaction (AppendTxn)
 //	        | 0x02 name:bytes args:bytes   a stored-procedure call
+//	        | 0x03                         a backup marker (DESIGN 14)
 //
 // The kind numbers are part of every destination's raft log: append new
 // kinds, never renumber.
 const (
 	payloadTxn  byte = 1
 	payloadCall byte = 2
+	// payloadBackup is a backup marker: a control message addressed to
+	// every group, whose delivery is a consistent cut (DESIGN 14). It has
+	// no body: its message id names the backup.
+	payloadBackup byte = 3
 )
 
 // Bounds of a payload.
@@ -75,11 +80,20 @@ func checkProcName(name string) error {
 	return nil
 }
 
-// Payload is a decoded request payload: exactly one of Txn and Call is set.
+// Payload is a decoded request payload: exactly one of Txn and Call is
+// set, or neither and Backup is true.
 type Payload struct {
 	Txn  *Txn
 	Call *Call
+	// Backup: the payload is a backup marker (AppendBackupPayload).
+	Backup bool
 }
+
+// AppendBackupPayload appends the payload of a backup marker to b: a
+// control message that every group executes as a barrier, taking a
+// checkpoint of its store holding exactly the deliveries before it
+// (DESIGN 14). A marker is addressed to every group of the topology.
+func AppendBackupPayload(b []byte) []byte { return append(b, payloadBackup) }
 
 // AppendTxnPayload appends the payload of transaction t (which must pass
 // Validate) to b.
@@ -134,6 +148,11 @@ func DecodePayload(b []byte) (Payload, error) {
 			return Payload{}, err
 		}
 		return Payload{Call: c}, nil
+	case payloadBackup:
+		if len(b) != 1 {
+			return Payload{}, fmt.Errorf("txn: decode backup marker: %w: %d bytes after the kind, want none", wire.ErrCorrupt, len(b)-1)
+		}
+		return Payload{Backup: true}, nil
 	}
 	return Payload{}, fmt.Errorf("txn: decode payload: %w: kind %d", wire.ErrCorrupt, b[0])
 }

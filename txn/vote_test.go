@@ -245,6 +245,9 @@ func TestPayloadRoundTrip(t *testing.T) {
 	if err != nil || p.Call != nil || !equalTxn(p.Txn, tx) {
 		t.Errorf("txn payload: %+v, %v", p, err)
 	}
+	if p, err := DecodePayload(AppendBackupPayload(nil)); err != nil || !p.Backup || p.Txn != nil || p.Call != nil {
+		t.Errorf("backup marker: %+v, %v", p, err)
+	}
 	for _, c := range []Call{{Name: "new-order", Args: []byte{0, 1, 2}}, {Name: "payment.v2_x"}} {
 		b := AppendCallPayload(nil, c)
 		p, err := DecodePayload(b)
@@ -262,7 +265,8 @@ func TestPayloadRoundTrip(t *testing.T) {
 		class error
 	}{
 		{"empty", nil, wire.ErrCorrupt},
-		{"unknown kind", []byte{3}, wire.ErrCorrupt},
+		{"unknown kind", []byte{4}, wire.ErrCorrupt},
+		{"backup marker with a body", []byte{payloadBackup, 0}, wire.ErrCorrupt},
 		{"corrupt txn", []byte{payloadTxn, 9}, wire.ErrCorrupt},
 		{"call trailing", append(AppendCallPayload(nil, Call{Name: "p"}), 0), wire.ErrCorrupt},
 		{"call truncated", AppendCallPayload(nil, Call{Name: "p", Args: []byte("abc")})[:5], wire.ErrCorrupt},

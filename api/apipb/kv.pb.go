@@ -2250,6 +2250,413 @@ func (x *StatusResponse) GetRevision() string {
 	return ""
 }
 
+type BackupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupRequest) Reset() {
+	*x = BackupRequest{}
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupRequest) ProtoMessage() {}
+
+func (x *BackupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
+func (*BackupRequest) Descriptor() ([]byte, []int) {
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{30}
+}
+
+type BackupResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The marker's id, (client_id, seq), spelt "c<client_id>.<seq>" in
+	// marker: the name of the checkpoints it made.
+	ClientId uint64 `protobuf:"varint,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	Seq      uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Marker   string `protobuf:"bytes,3,opt,name=marker,proto3" json:"marker,omitempty"`
+	// Every group of the cluster, by number: the marker's destinations.
+	DestinationGroups []uint32 `protobuf:"varint,4,rep,packed,name=destination_groups,json=destinationGroups,proto3" json:"destination_groups,omitempty"`
+	// The answering group's result of the marker: one get result,
+	// "applied_index", the group's applied index at the marker, in decimal.
+	Piece *PieceResult `protobuf:"bytes,5,opt,name=piece,proto3" json:"piece,omitempty"`
+	// The cluster id of the answering replica (StatusResponse.cluster_id).
+	ClusterId     string `protobuf:"bytes,6,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupResponse) Reset() {
+	*x = BackupResponse{}
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupResponse) ProtoMessage() {}
+
+func (x *BackupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
+func (*BackupResponse) Descriptor() ([]byte, []int) {
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *BackupResponse) GetClientId() uint64 {
+	if x != nil {
+		return x.ClientId
+	}
+	return 0
+}
+
+func (x *BackupResponse) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *BackupResponse) GetMarker() string {
+	if x != nil {
+		return x.Marker
+	}
+	return ""
+}
+
+func (x *BackupResponse) GetDestinationGroups() []uint32 {
+	if x != nil {
+		return x.DestinationGroups
+	}
+	return nil
+}
+
+func (x *BackupResponse) GetPiece() *PieceResult {
+	if x != nil {
+		return x.Piece
+	}
+	return nil
+}
+
+func (x *BackupResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+type BackupFilesRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Marker string                 `protobuf:"bytes,1,opt,name=marker,proto3" json:"marker,omitempty"` // BackupResponse.marker
+	// Answer the first message only: whether the replica holds the
+	// checkpoint, and its files.
+	ListOnly      bool `protobuf:"varint,2,opt,name=list_only,json=listOnly,proto3" json:"list_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupFilesRequest) Reset() {
+	*x = BackupFilesRequest{}
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupFilesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupFilesRequest) ProtoMessage() {}
+
+func (x *BackupFilesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupFilesRequest.ProtoReflect.Descriptor instead.
+func (*BackupFilesRequest) Descriptor() ([]byte, []int) {
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *BackupFilesRequest) GetMarker() string {
+	if x != nil {
+		return x.Marker
+	}
+	return ""
+}
+
+func (x *BackupFilesRequest) GetListOnly() bool {
+	if x != nil {
+		return x.ListOnly
+	}
+	return false
+}
+
+type BackupFile struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"` // relative to the checkpoint, '/' between names
+	Size          int64                  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupFile) Reset() {
+	*x = BackupFile{}
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupFile) ProtoMessage() {}
+
+func (x *BackupFile) ProtoReflect() protoreflect.Message {
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupFile.ProtoReflect.Descriptor instead.
+func (*BackupFile) Descriptor() ([]byte, []int) {
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *BackupFile) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *BackupFile) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+// BackupFilesChunk is one message of BackupFiles: the first carries files,
+// applied_index, group and replica; the others a chunk of data of the file
+// at path, at offset, in order.
+type BackupFilesChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Files         []*BackupFile          `protobuf:"bytes,1,rep,name=files,proto3" json:"files,omitempty"`
+	AppliedIndex  uint64                 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	Group         string                 `protobuf:"bytes,3,opt,name=group,proto3" json:"group,omitempty"`
+	Replica       string                 `protobuf:"bytes,4,opt,name=replica,proto3" json:"replica,omitempty"`
+	Path          string                 `protobuf:"bytes,5,opt,name=path,proto3" json:"path,omitempty"`
+	Offset        int64                  `protobuf:"varint,6,opt,name=offset,proto3" json:"offset,omitempty"`
+	Data          []byte                 `protobuf:"bytes,7,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupFilesChunk) Reset() {
+	*x = BackupFilesChunk{}
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupFilesChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupFilesChunk) ProtoMessage() {}
+
+func (x *BackupFilesChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupFilesChunk.ProtoReflect.Descriptor instead.
+func (*BackupFilesChunk) Descriptor() ([]byte, []int) {
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *BackupFilesChunk) GetFiles() []*BackupFile {
+	if x != nil {
+		return x.Files
+	}
+	return nil
+}
+
+func (x *BackupFilesChunk) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *BackupFilesChunk) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *BackupFilesChunk) GetReplica() string {
+	if x != nil {
+		return x.Replica
+	}
+	return ""
+}
+
+func (x *BackupFilesChunk) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *BackupFilesChunk) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *BackupFilesChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type DropBackupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Marker        string                 `protobuf:"bytes,1,opt,name=marker,proto3" json:"marker,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DropBackupRequest) Reset() {
+	*x = DropBackupRequest{}
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DropBackupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DropBackupRequest) ProtoMessage() {}
+
+func (x *DropBackupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DropBackupRequest.ProtoReflect.Descriptor instead.
+func (*DropBackupRequest) Descriptor() ([]byte, []int) {
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *DropBackupRequest) GetMarker() string {
+	if x != nil {
+		return x.Marker
+	}
+	return ""
+}
+
+type DropBackupResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DropBackupResponse) Reset() {
+	*x = DropBackupResponse{}
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DropBackupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DropBackupResponse) ProtoMessage() {}
+
+func (x *DropBackupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DropBackupResponse.ProtoReflect.Descriptor instead.
+func (*DropBackupResponse) Descriptor() ([]byte, []int) {
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{36}
+}
+
 var File_flexkv_kv_v1_kv_proto protoreflect.FileDescriptor
 
 const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
@@ -2409,7 +2816,34 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\n" +
 	"cluster_id\x18\r \x01(\tR\tclusterId\x12\x18\n" +
 	"\aversion\x18\x0e \x01(\tR\aversion\x12\x1a\n" +
-	"\brevision\x18\x0f \x01(\tR\brevision*\x86\x01\n" +
+	"\brevision\x18\x0f \x01(\tR\brevision\"\x0f\n" +
+	"\rBackupRequest\"\xd6\x01\n" +
+	"\x0eBackupResponse\x12\x1b\n" +
+	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x16\n" +
+	"\x06marker\x18\x03 \x01(\tR\x06marker\x12-\n" +
+	"\x12destination_groups\x18\x04 \x03(\rR\x11destinationGroups\x12/\n" +
+	"\x05piece\x18\x05 \x01(\v2\x19.flexkv.kv.v1.PieceResultR\x05piece\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x06 \x01(\tR\tclusterId\"I\n" +
+	"\x12BackupFilesRequest\x12\x16\n" +
+	"\x06marker\x18\x01 \x01(\tR\x06marker\x12\x1b\n" +
+	"\tlist_only\x18\x02 \x01(\bR\blistOnly\"4\n" +
+	"\n" +
+	"BackupFile\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\"\xd7\x01\n" +
+	"\x10BackupFilesChunk\x12.\n" +
+	"\x05files\x18\x01 \x03(\v2\x18.flexkv.kv.v1.BackupFileR\x05files\x12#\n" +
+	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x14\n" +
+	"\x05group\x18\x03 \x01(\tR\x05group\x12\x18\n" +
+	"\areplica\x18\x04 \x01(\tR\areplica\x12\x12\n" +
+	"\x04path\x18\x05 \x01(\tR\x04path\x12\x16\n" +
+	"\x06offset\x18\x06 \x01(\x03R\x06offset\x12\x12\n" +
+	"\x04data\x18\a \x01(\fR\x04data\"+\n" +
+	"\x11DropBackupRequest\x12\x16\n" +
+	"\x06marker\x18\x01 \x01(\tR\x06marker\"\x14\n" +
+	"\x12DropBackupResponse*\x86\x01\n" +
 	"\x03Cmp\x12\x13\n" +
 	"\x0fCMP_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tCMP_EQUAL\x10\x01\x12\x11\n" +
@@ -2424,7 +2858,7 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\vOP_KIND_PUT\x10\x02\x12\x12\n" +
 	"\x0eOP_KIND_DELETE\x10\x03\x12\x0f\n" +
 	"\vOP_KIND_ADD\x10\x04\x12\x10\n" +
-	"\fOP_KIND_SCAN\x10\x052\xe2\x04\n" +
+	"\fOP_KIND_SCAN\x10\x052\xcb\x06\n" +
 	"\x02KV\x12:\n" +
 	"\x03Txn\x12\x18.flexkv.kv.v1.TxnRequest\x1a\x19.flexkv.kv.v1.TxnResponse\x12@\n" +
 	"\x05Await\x12\x1a.flexkv.kv.v1.AwaitRequest\x1a\x1b.flexkv.kv.v1.AwaitResponse\x12:\n" +
@@ -2434,7 +2868,11 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\x04Scan\x12\x19.flexkv.kv.v1.ScanRequest\x1a\x1a.flexkv.kv.v1.ScanResponse\x12R\n" +
 	"\vOpenSession\x12 .flexkv.kv.v1.OpenSessionRequest\x1a!.flexkv.kv.v1.OpenSessionResponse\x12I\n" +
 	"\bTopology\x12\x1d.flexkv.kv.v1.TopologyRequest\x1a\x1e.flexkv.kv.v1.TopologyResponse\x12C\n" +
-	"\x06Status\x12\x1b.flexkv.kv.v1.StatusRequest\x1a\x1c.flexkv.kv.v1.StatusResponseB$Z\"github.com/flexkv/flexkv/api/apipbb\x06proto3"
+	"\x06Status\x12\x1b.flexkv.kv.v1.StatusRequest\x1a\x1c.flexkv.kv.v1.StatusResponse\x12C\n" +
+	"\x06Backup\x12\x1b.flexkv.kv.v1.BackupRequest\x1a\x1c.flexkv.kv.v1.BackupResponse\x12Q\n" +
+	"\vBackupFiles\x12 .flexkv.kv.v1.BackupFilesRequest\x1a\x1e.flexkv.kv.v1.BackupFilesChunk0\x01\x12O\n" +
+	"\n" +
+	"DropBackup\x12\x1f.flexkv.kv.v1.DropBackupRequest\x1a .flexkv.kv.v1.DropBackupResponseB$Z\"github.com/flexkv/flexkv/api/apipbb\x06proto3"
 
 var (
 	file_flexkv_kv_v1_kv_proto_rawDescOnce sync.Once
@@ -2449,7 +2887,7 @@ func file_flexkv_kv_v1_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_flexkv_kv_v1_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_flexkv_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_flexkv_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_flexkv_kv_v1_kv_proto_goTypes = []any{
 	(Cmp)(0),                    // 0: flexkv.kv.v1.Cmp
 	(OpKind)(0),                 // 1: flexkv.kv.v1.OpKind
@@ -2483,6 +2921,13 @@ var file_flexkv_kv_v1_kv_proto_goTypes = []any{
 	(*LatencyRow)(nil),          // 29: flexkv.kv.v1.LatencyRow
 	(*StatusRequest)(nil),       // 30: flexkv.kv.v1.StatusRequest
 	(*StatusResponse)(nil),      // 31: flexkv.kv.v1.StatusResponse
+	(*BackupRequest)(nil),       // 32: flexkv.kv.v1.BackupRequest
+	(*BackupResponse)(nil),      // 33: flexkv.kv.v1.BackupResponse
+	(*BackupFilesRequest)(nil),  // 34: flexkv.kv.v1.BackupFilesRequest
+	(*BackupFile)(nil),          // 35: flexkv.kv.v1.BackupFile
+	(*BackupFilesChunk)(nil),    // 36: flexkv.kv.v1.BackupFilesChunk
+	(*DropBackupRequest)(nil),   // 37: flexkv.kv.v1.DropBackupRequest
+	(*DropBackupResponse)(nil),  // 38: flexkv.kv.v1.DropBackupResponse
 }
 var file_flexkv_kv_v1_kv_proto_depIdxs = []int32{
 	0,  // 0: flexkv.kv.v1.Compare.cmp:type_name -> flexkv.kv.v1.Cmp
@@ -2503,29 +2948,37 @@ var file_flexkv_kv_v1_kv_proto_depIdxs = []int32{
 	28, // 15: flexkv.kv.v1.TopologyResponse.partitions:type_name -> flexkv.kv.v1.Partition
 	29, // 16: flexkv.kv.v1.TopologyResponse.latency:type_name -> flexkv.kv.v1.LatencyRow
 	27, // 17: flexkv.kv.v1.Group.replicas:type_name -> flexkv.kv.v1.Replica
-	6,  // 18: flexkv.kv.v1.KV.Txn:input_type -> flexkv.kv.v1.TxnRequest
-	11, // 19: flexkv.kv.v1.KV.Await:input_type -> flexkv.kv.v1.AwaitRequest
-	13, // 20: flexkv.kv.v1.KV.Get:input_type -> flexkv.kv.v1.GetRequest
-	15, // 21: flexkv.kv.v1.KV.Put:input_type -> flexkv.kv.v1.PutRequest
-	17, // 22: flexkv.kv.v1.KV.Delete:input_type -> flexkv.kv.v1.DeleteRequest
-	19, // 23: flexkv.kv.v1.KV.Scan:input_type -> flexkv.kv.v1.ScanRequest
-	21, // 24: flexkv.kv.v1.KV.OpenSession:input_type -> flexkv.kv.v1.OpenSessionRequest
-	23, // 25: flexkv.kv.v1.KV.Topology:input_type -> flexkv.kv.v1.TopologyRequest
-	30, // 26: flexkv.kv.v1.KV.Status:input_type -> flexkv.kv.v1.StatusRequest
-	10, // 27: flexkv.kv.v1.KV.Txn:output_type -> flexkv.kv.v1.TxnResponse
-	12, // 28: flexkv.kv.v1.KV.Await:output_type -> flexkv.kv.v1.AwaitResponse
-	14, // 29: flexkv.kv.v1.KV.Get:output_type -> flexkv.kv.v1.GetResponse
-	16, // 30: flexkv.kv.v1.KV.Put:output_type -> flexkv.kv.v1.PutResponse
-	18, // 31: flexkv.kv.v1.KV.Delete:output_type -> flexkv.kv.v1.DeleteResponse
-	20, // 32: flexkv.kv.v1.KV.Scan:output_type -> flexkv.kv.v1.ScanResponse
-	22, // 33: flexkv.kv.v1.KV.OpenSession:output_type -> flexkv.kv.v1.OpenSessionResponse
-	24, // 34: flexkv.kv.v1.KV.Topology:output_type -> flexkv.kv.v1.TopologyResponse
-	31, // 35: flexkv.kv.v1.KV.Status:output_type -> flexkv.kv.v1.StatusResponse
-	27, // [27:36] is the sub-list for method output_type
-	18, // [18:27] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	9,  // 18: flexkv.kv.v1.BackupResponse.piece:type_name -> flexkv.kv.v1.PieceResult
+	35, // 19: flexkv.kv.v1.BackupFilesChunk.files:type_name -> flexkv.kv.v1.BackupFile
+	6,  // 20: flexkv.kv.v1.KV.Txn:input_type -> flexkv.kv.v1.TxnRequest
+	11, // 21: flexkv.kv.v1.KV.Await:input_type -> flexkv.kv.v1.AwaitRequest
+	13, // 22: flexkv.kv.v1.KV.Get:input_type -> flexkv.kv.v1.GetRequest
+	15, // 23: flexkv.kv.v1.KV.Put:input_type -> flexkv.kv.v1.PutRequest
+	17, // 24: flexkv.kv.v1.KV.Delete:input_type -> flexkv.kv.v1.DeleteRequest
+	19, // 25: flexkv.kv.v1.KV.Scan:input_type -> flexkv.kv.v1.ScanRequest
+	21, // 26: flexkv.kv.v1.KV.OpenSession:input_type -> flexkv.kv.v1.OpenSessionRequest
+	23, // 27: flexkv.kv.v1.KV.Topology:input_type -> flexkv.kv.v1.TopologyRequest
+	30, // 28: flexkv.kv.v1.KV.Status:input_type -> flexkv.kv.v1.StatusRequest
+	32, // 29: flexkv.kv.v1.KV.Backup:input_type -> flexkv.kv.v1.BackupRequest
+	34, // 30: flexkv.kv.v1.KV.BackupFiles:input_type -> flexkv.kv.v1.BackupFilesRequest
+	37, // 31: flexkv.kv.v1.KV.DropBackup:input_type -> flexkv.kv.v1.DropBackupRequest
+	10, // 32: flexkv.kv.v1.KV.Txn:output_type -> flexkv.kv.v1.TxnResponse
+	12, // 33: flexkv.kv.v1.KV.Await:output_type -> flexkv.kv.v1.AwaitResponse
+	14, // 34: flexkv.kv.v1.KV.Get:output_type -> flexkv.kv.v1.GetResponse
+	16, // 35: flexkv.kv.v1.KV.Put:output_type -> flexkv.kv.v1.PutResponse
+	18, // 36: flexkv.kv.v1.KV.Delete:output_type -> flexkv.kv.v1.DeleteResponse
+	20, // 37: flexkv.kv.v1.KV.Scan:output_type -> flexkv.kv.v1.ScanResponse
+	22, // 38: flexkv.kv.v1.KV.OpenSession:output_type -> flexkv.kv.v1.OpenSessionResponse
+	24, // 39: flexkv.kv.v1.KV.Topology:output_type -> flexkv.kv.v1.TopologyResponse
+	31, // 40: flexkv.kv.v1.KV.Status:output_type -> flexkv.kv.v1.StatusResponse
+	33, // 41: flexkv.kv.v1.KV.Backup:output_type -> flexkv.kv.v1.BackupResponse
+	36, // 42: flexkv.kv.v1.KV.BackupFiles:output_type -> flexkv.kv.v1.BackupFilesChunk
+	38, // 43: flexkv.kv.v1.KV.DropBackup:output_type -> flexkv.kv.v1.DropBackupResponse
+	32, // [32:44] is the sub-list for method output_type
+	20, // [20:32] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_flexkv_kv_v1_kv_proto_init() }
@@ -2547,7 +3000,7 @@ func file_flexkv_kv_v1_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flexkv_kv_v1_kv_proto_rawDesc), len(file_flexkv_kv_v1_kv_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   30,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

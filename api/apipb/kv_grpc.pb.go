@@ -32,6 +32,9 @@ const (
 	KV_OpenSession_FullMethodName = "/flexkv.kv.v1.KV/OpenSession"
 	KV_Topology_FullMethodName    = "/flexkv.kv.v1.KV/Topology"
 	KV_Status_FullMethodName      = "/flexkv.kv.v1.KV/Status"
+	KV_Backup_FullMethodName      = "/flexkv.kv.v1.KV/Backup"
+	KV_BackupFiles_FullMethodName = "/flexkv.kv.v1.KV/BackupFiles"
+	KV_DropBackup_FullMethodName  = "/flexkv.kv.v1.KV/DropBackup"
 )
 
 // KVClient is the client API for KV service.
@@ -140,6 +143,26 @@ type KVClient interface {
 	// Status reports this replica's state, for `flexkv status` (DESIGN 7):
 	// any replica answers, leader or not.
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
+	// Backup starts a consistent backup of the whole cluster (DESIGN 14): the
+	// replica proposes a backup marker, a control message multicast to every
+	// group, whose delivery is a consistent cut; at it every replica of every
+	// group takes a checkpoint of its store holding exactly the deliveries
+	// before it. Send it to the leader of the entry group of all the groups
+	// (FlexCast: the lowest-ranked group; Skeen: any; tree: the root). It
+	// answers once the answering group ran the marker, with the marker's id;
+	// Await that id at every other group for theirs. Only the user root may
+	// call it, BackupFiles and DropBackup (PERMISSION_DENIED otherwise): a
+	// backup holds every key.
+	Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (*BackupResponse, error)
+	// BackupFiles streams the answering replica's checkpoint of a marker:
+	// first a message with the file list (paths and sizes) and the group's
+	// applied index at the marker, then each file in order, in chunks of at
+	// most 1 MiB. NOT_FOUND when the replica has no checkpoint of the marker
+	// (it caught up past the marker by a snapshot, or the checkpoint was
+	// dropped): ask another replica of the group.
+	BackupFiles(ctx context.Context, in *BackupFilesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupFilesChunk], error)
+	// DropBackup removes the answering replica's checkpoint of a marker.
+	DropBackup(ctx context.Context, in *DropBackupRequest, opts ...grpc.CallOption) (*DropBackupResponse, error)
 }
 
 type kVClient struct {
@@ -234,6 +257,45 @@ func (c *kVClient) Status(ctx context.Context, in *StatusRequest, opts ...grpc.C
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(StatusResponse)
 	err := c.cc.Invoke(ctx, KV_Status_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *kVClient) Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (*BackupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BackupResponse)
+	err := c.cc.Invoke(ctx, KV_Backup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *kVClient) BackupFiles(ctx context.Context, in *BackupFilesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupFilesChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &KV_ServiceDesc.Streams[0], KV_BackupFiles_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[BackupFilesRequest, BackupFilesChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type KV_BackupFilesClient = grpc.ServerStreamingClient[BackupFilesChunk]
+
+func (c *kVClient) DropBackup(ctx context.Context, in *DropBackupRequest, opts ...grpc.CallOption) (*DropBackupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DropBackupResponse)
+	err := c.cc.Invoke(ctx, KV_DropBackup_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -346,6 +408,26 @@ type KVServer interface {
 	// Status reports this replica's state, for `flexkv status` (DESIGN 7):
 	// any replica answers, leader or not.
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
+	// Backup starts a consistent backup of the whole cluster (DESIGN 14): the
+	// replica proposes a backup marker, a control message multicast to every
+	// group, whose delivery is a consistent cut; at it every replica of every
+	// group takes a checkpoint of its store holding exactly the deliveries
+	// before it. Send it to the leader of the entry group of all the groups
+	// (FlexCast: the lowest-ranked group; Skeen: any; tree: the root). It
+	// answers once the answering group ran the marker, with the marker's id;
+	// Await that id at every other group for theirs. Only the user root may
+	// call it, BackupFiles and DropBackup (PERMISSION_DENIED otherwise): a
+	// backup holds every key.
+	Backup(context.Context, *BackupRequest) (*BackupResponse, error)
+	// BackupFiles streams the answering replica's checkpoint of a marker:
+	// first a message with the file list (paths and sizes) and the group's
+	// applied index at the marker, then each file in order, in chunks of at
+	// most 1 MiB. NOT_FOUND when the replica has no checkpoint of the marker
+	// (it caught up past the marker by a snapshot, or the checkpoint was
+	// dropped): ask another replica of the group.
+	BackupFiles(*BackupFilesRequest, grpc.ServerStreamingServer[BackupFilesChunk]) error
+	// DropBackup removes the answering replica's checkpoint of a marker.
+	DropBackup(context.Context, *DropBackupRequest) (*DropBackupResponse, error)
 	mustEmbedUnimplementedKVServer()
 }
 
@@ -382,6 +464,15 @@ func (UnimplementedKVServer) Topology(context.Context, *TopologyRequest) (*Topol
 }
 func (UnimplementedKVServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Status not implemented")
+}
+func (UnimplementedKVServer) Backup(context.Context, *BackupRequest) (*BackupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Backup not implemented")
+}
+func (UnimplementedKVServer) BackupFiles(*BackupFilesRequest, grpc.ServerStreamingServer[BackupFilesChunk]) error {
+	return status.Error(codes.Unimplemented, "method BackupFiles not implemented")
+}
+func (UnimplementedKVServer) DropBackup(context.Context, *DropBackupRequest) (*DropBackupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DropBackup not implemented")
 }
 func (UnimplementedKVServer) mustEmbedUnimplementedKVServer() {}
 func (UnimplementedKVServer) testEmbeddedByValue()            {}
@@ -566,6 +657,53 @@ func _KV_Status_Handler(srv interface{}, ctx context.Context, dec func(interface
 	return interceptor(ctx, in, info, handler)
 }
 
+func _KV_Backup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BackupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KVServer).Backup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KV_Backup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KVServer).Backup(ctx, req.(*BackupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _KV_BackupFiles_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(BackupFilesRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(KVServer).BackupFiles(m, &grpc.GenericServerStream[BackupFilesRequest, BackupFilesChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type KV_BackupFilesServer = grpc.ServerStreamingServer[BackupFilesChunk]
+
+func _KV_DropBackup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DropBackupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KVServer).DropBackup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KV_DropBackup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KVServer).DropBackup(ctx, req.(*DropBackupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // KV_ServiceDesc is the grpc.ServiceDesc for KV service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -609,7 +747,21 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Status",
 			Handler:    _KV_Status_Handler,
 		},
+		{
+			MethodName: "Backup",
+			Handler:    _KV_Backup_Handler,
+		},
+		{
+			MethodName: "DropBackup",
+			Handler:    _KV_DropBackup_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "BackupFiles",
+			Handler:       _KV_BackupFiles_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "flexkv/kv/v1/kv.proto",
 }

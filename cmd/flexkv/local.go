@@ -2,14 +2,17 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/flexkv/flexkv/backup"
 	"github.com/flexkv/flexkv/cluster"
 	"github.com/flexkv/flexkv/gtpcc/bench"
 	"github.com/flexkv/flexkv/gtpcc/procs"
+	"github.com/flexkv/flexkv/partition"
 )
 
 // newLocalCmd returns `flexkv local`, which runs a whole cluster in this
@@ -29,6 +32,7 @@ func newLocalCmd() *cobra.Command {
 	cmd.Flags().String("log-level", "warn", "debug, info, warn or error")
 	cmd.Flags().String("metrics", "", "serve every replica's Prometheus metrics at http://ADDR/metrics (host:port, e.g. 127.0.0.1:9100; default off)")
 	cmd.Flags().Bool("insecure", false, "run every link without TLS")
+	cmd.Flags().String("restore-from", "", "start a new cluster from the backup in DIR (flexkv backup create), seeding every replica's empty data directory")
 	addLatencyFlags(cmd)
 	cmd.RunE = runLocal
 	return cmd
@@ -60,6 +64,11 @@ func runLocal(cmd *cobra.Command, _ []string) error {
 	ctx, stop := signalContext(cmd.Context())
 	defer stop()
 	start := time.Now()
+	if from := v.GetString("restore-from"); from != "" {
+		if err := restoreLocal(cmd, from, cfg, v.GetString("data-dir")); err != nil {
+			return err
+		}
+	}
 	l, err := cluster.Start(cluster.Config{
 		Cluster: cfg, Latency: lat, LatencyMode: mode, LatencyJitter: jitter, Dir: v.GetString("data-dir"),
 		DeliveryLogDir: v.GetString("delivery-log"), Logger: log, MetricsAddr: v.GetString("metrics"),
@@ -104,6 +113,25 @@ func runLocal(cmd *cobra.Command, _ []string) error {
 	return l.Close()
 }
 
+// restoreLocal seeds the data directory of every replica of cfg under
+// dataDir from the backup in from (backup.Restore): the local cluster then
+// starts as a new cluster holding the backup's data.
+func restoreLocal(cmd *cobra.Command, from string, cfg *partition.ClusterConfig, dataDir string) error {
+	if _, err := backup.Verify(from); err != nil {
+		return fmt.Errorf("local: --restore-from: %w", err)
+	}
+	var id string
+	var m *backup.Manifest
+	for _, node := range cfg.ReplicaIDs() {
+		var err error
+		if m, id, err = backup.Restore(backup.RestoreOptions{From: from, Config: cfg, Node: node, DataDir: filepath.Join(dataDir, node)}); err != nil {
+			return fmt.Errorf("local: --restore-from: %w", err)
+		}
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "restored backup %s of cluster %s into %s: new cluster %s\n", m.Marker, m.ClusterID, dataDir, id)
+	return nil
+}
+
 // localHelp is the long help of flexkv local.
 const localHelp = `Run every replica of a cluster configuration in this process (by default the
 embedded configs/local.yaml: 3 regions x 3 replicas on 127.0.0.1), each with its
@@ -119,6 +147,10 @@ stops it.
                        groups for a while (raft inside it and its clients go on)
 Every fault is logged. --seed fixes the random draws; which replica a draw
 hits depends on who leads at that moment.
+
+--restore-from DIR starts a new cluster from a backup (flexkv backup create):
+every replica's data directory, which must be empty, is seeded from its
+group's copy, with a new cluster id and fresh protocol state (DESIGN 14).
 
 --metrics ADDR serves the Prometheus metrics of every replica at
 http://ADDR/metrics, labelled by group and replica.

@@ -128,8 +128,12 @@ var house = []room{
 	{dir: "internal/jepsen", floor: 8, imports: []string{"client", "internal/jepsen/checker", "internal/jepsen/history", "internal/jepsen/hosts", "internal/jepsen/workload"}},
 	// 9: the benchmark runs, which start clusters.
 	{dir: "gtpcc/bench", floor: 9, imports: []string{"client", "cluster", "gtpcc", "gtpcc/procs", "multicast", "multicast/protocol", "partition", "server"}},
+	// 9: backups of a whole cluster (DESIGN 14): a client of the API that
+	// also seeds a replica's data directory.
+	{dir: "backup", floor: 9, imports: []string{"api", "api/apipb", "executor", "internal/rpcflow", "multicast/protocol", "partition", "server"},
+		tests: []string{"certs", "client", "cluster", "internal/testaddr", "internal/testcluster", "replication", "txn"}, ext: grpcExt},
 	// 10: the command line.
-	{dir: "cmd/flexkv", floor: 10, imports: []string{"api/apipb", "certs", "client", "cluster", "configs", "gtpcc", "gtpcc/bench", "gtpcc/procs", "internal/buildinfo", "internal/loadgen", "internal/rpcflow", "multicast", "multicast/check", "multicast/flexcast", "multicast/protocol", "multicast/sim", "overlay", "partition", "replication", "server", "txn"},
+	{dir: "cmd/flexkv", floor: 10, imports: []string{"api/apipb", "backup", "certs", "client", "cluster", "configs", "gtpcc", "gtpcc/bench", "gtpcc/procs", "internal/buildinfo", "internal/loadgen", "internal/rpcflow", "multicast", "multicast/check", "multicast/flexcast", "multicast/protocol", "multicast/sim", "overlay", "partition", "replication", "server", "txn"},
 		tests: []string{"internal/testaddr"},
 		ext:   append([]string{"github.com/spf13/cobra", "github.com/spf13/pflag", "github.com/spf13/viper"}, grpcExt...)},
 }
