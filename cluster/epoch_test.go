@@ -137,3 +137,55 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
+
+// TestReconfigureRefusals: a change is refused, naming the problem, with
+// nothing changed: at a group that does not take changes, with an unknown,
+// missing or duplicate group, a tree that is not a tree, an overlay that
+// differs (not built yet), or for an epoch that ended.
+func TestReconfigureRefusals(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster run")
+	}
+	cfg := testcluster.Layout(t, "flexcast", testaddr.Cluster)
+	l := startLocalConfig(t, Config{Cluster: cfg, Dir: t.TempDir()})
+	reconfigure := func(group string, req *apipb.ReconfigureRequest) error {
+		return callLeader(t, l, group, func(kv apipb.KVClient) error {
+			_, err := kv.Reconfigure(ctxTimeout(t, 10*time.Second), req)
+			return err
+		})
+	}
+	edges := func(pairs ...string) []*apipb.TreeEdge {
+		var out []*apipb.TreeEdge
+		for i := 0; i < len(pairs); i += 2 {
+			out = append(out, &apipb.TreeEdge{Child: pairs[i], Parent: pairs[i+1]})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name, group string
+		req         *apipb.ReconfigureRequest
+		code        codes.Code
+		text        string
+	}{
+		{"another group", "eu-west-3", &apipb.ReconfigureRequest{}, codes.FailedPrecondition, "enter at group eu-west-1"},
+		{"unknown", "eu-west-1", &apipb.ReconfigureRequest{Overlay: []string{"eu-west-1", "eu-west-3", "mars"}}, codes.InvalidArgument, `unknown group "mars"`},
+		{"missing", "eu-west-1", &apipb.ReconfigureRequest{Overlay: []string{"eu-west-1", "eu-west-3"}}, codes.InvalidArgument, "missing [eu-central-1]"},
+		{"duplicate", "eu-west-1", &apipb.ReconfigureRequest{Overlay: []string{"eu-west-1", "eu-west-3", "eu-west-3"}}, codes.InvalidArgument, "listed twice"},
+		{"cycle", "eu-west-1", &apipb.ReconfigureRequest{Tree: edges("eu-west-3", "eu-central-1", "eu-central-1", "eu-west-3")}, codes.InvalidArgument, "tree"},
+		{"other ranks", "eu-west-1", &apipb.ReconfigureRequest{Overlay: []string{"eu-west-3", "eu-west-1", "eu-central-1"}}, codes.FailedPrecondition, "alters the overlay"},
+		{"ahead", "eu-west-1", &apipb.ReconfigureRequest{Epoch: 5}, codes.ResourceExhausted, "not started"},
+	} {
+		err := reconfigure(tc.group, tc.req)
+		if status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.text) {
+			t.Errorf("%s: %v, want %s naming %q", tc.name, err, tc.code, tc.text)
+		}
+	}
+	waitEpoch(t, l, 1)
+	if err := reconfigure("eu-west-1", &apipb.ReconfigureRequest{Epoch: 1}); err != nil {
+		t.Fatalf("change of epoch 1: %v", err)
+	}
+	if err := reconfigure("eu-west-1", &apipb.ReconfigureRequest{Epoch: 1}); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), apipb.EpochChangedText) {
+		t.Errorf("a second change of epoch 1: %v, want FailedPrecondition %q", err, apipb.EpochChangedText)
+	}
+	waitEpoch(t, l, 2)
+}
