@@ -40,6 +40,10 @@ type request struct {
 	epoch   uint64 // the client's (DESIGN 14); 0: the group's
 }
 
+// epochRetries bounds the proposals again of a request that names no epoch
+// and meets changes of the epoch (run).
+const epochRetries = 8
+
 func invalid(err error) error { return status.Error(codes.InvalidArgument, err.Error()) }
 
 // Every transaction and call that txn validates fits in a message: this
@@ -187,6 +191,12 @@ func (s *Server) run(ctx context.Context, r request) (*apipb.TxnResponse, error)
 		defer s.counts.proposals.add(r.id)()
 	}
 	err := s.replica.Multicast(ctx, m, r.epoch)
+	// A request that names no epoch takes the group's as this replica last
+	// applied it: a change applied meanwhile refuses it, and it ran nowhere,
+	// so it goes again, with the same id, at the new epoch (DESIGN 14).
+	for tries := 0; r.epoch == 0 && errors.Is(err, rawnode.ErrEpochChanged) && tries < epochRetries; tries++ {
+		err = s.replica.Multicast(ctx, m, 0)
+	}
 	fresh := err == nil
 	switch {
 	case fresh, errors.Is(err, group.ErrDuplicate):
