@@ -165,6 +165,9 @@ func (r Result) Summary() string {
 	fmt.Fprintf(&b, ", acks/multicast %.2f (max %d), notifs/multicast %.2f (max %d)", acks, acksMax, notifs, notifsMax)
 	fmt.Fprintf(&b, ", frames %d (dropped %d, duplicated %d, reordered %d, cut %d), busy %d, simulated %.3f s, %d events",
 		r.Net.Frames, r.Net.Dropped, r.Net.Duplicated, r.Net.Reordered, r.Net.Cut, r.Busy, r.SimTimeMs/1000, r.Events)
+	if r.Changes > 0 {
+		fmt.Fprintf(&b, ", %d changes of the epoch (%d requests refused, %d messages aborted and resubmitted)", r.Changes, r.EpochRefusals, r.Aborted)
+	}
 	return b.String()
 }
 
