@@ -173,11 +173,16 @@ func (m *Manifest) files() int {
 	return n
 }
 
-// epochOf is the epoch of the configuration a Topology reply describes.
-// The reply names no epoch yet: every cluster runs its bootstrap
-// configuration, BootstrapEpoch (DESIGN 14, Epochs). This is the one place
-// that reads it.
-func epochOf(*apipb.TopologyResponse) uint64 { return BootstrapEpoch }
+// epochOf is the epoch of the configuration a Topology reply describes
+// (DESIGN 14, Epochs): a server older than epochs names none, and runs its
+// bootstrap configuration, BootstrapEpoch. This is the one place that
+// reads it.
+func epochOf(tp *apipb.TopologyResponse) uint64 {
+	if e := tp.GetEpoch(); e != 0 {
+		return e
+	}
+	return BootstrapEpoch
+}
 
 func newManifest(cfg *partition.ClusterConfig, tp *apipb.TopologyResponse, resp *apipb.BackupResponse) *Manifest {
 	m := &Manifest{

@@ -75,6 +75,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -209,6 +210,10 @@ type Topology struct {
 	// Region is Config.Region of the client; Home its home group.
 	Region string
 	Home   partition.GroupID
+	// Epoch is the epoch of the configuration (DESIGN 14) when it was
+	// fetched; 0 from a server older than epochs. Client.Epoch follows
+	// the changes since.
+	Epoch uint64
 }
 
 // Client is a FlexKV client. It is safe for concurrent use. Close it to
@@ -217,6 +222,10 @@ type Client struct {
 	log      *slog.Logger
 	dialOpts []grpc.DialOption
 	view     *Topology
+	// epoch is the epoch requests are routed with (epoch.go).
+	epoch atomic.Uint64
+	// resubmits counts the requests resubmitted for a changed epoch.
+	resubmits atomic.Uint64
 	// proto is the cluster's protocol, and origin where this client sends
 	// from: together they choose each request's entry group (DESIGN 2).
 	proto    *protocol.Protocol
@@ -305,6 +314,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	view.Region = cfg.Region
 	view.Home = homeGroup(view.Groups, cfg.Region)
 	c.view, c.proto = view, proto
+	c.epoch.Store(view.Epoch)
 	// The entry group is measured from the client's region; its home group
 	// stands for it only when the region has one (Config.Region).
 	c.origin = protocol.Origin{Group: partition.NoGroup, Region: cfg.Region}
@@ -369,7 +379,7 @@ func (c *Client) fetchTopology(ctx context.Context, endpoints []string, secure, 
 		if err != nil {
 			return nil, nil, fmt.Errorf("client: topology from %s: %w", ep, err)
 		}
-		return &Topology{Config: cfg, Groups: top, Partitions: pm, Latency: lat}, proto, nil
+		return &Topology{Config: cfg, Groups: top, Partitions: pm, Latency: lat, Epoch: resp.GetEpoch()}, proto, nil
 	}
 	if mismatch != nil {
 		return nil, nil, mismatch

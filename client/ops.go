@@ -59,7 +59,7 @@ func (c *Client) single(ctx context.Context, what string, dst partition.GroupSet
 			return rpc(ctx, kv, 0, 0, opts...)
 		})
 	}
-	for renewed := 0; ; renewed++ {
+	for renewed, changed := 0, 0; ; renewed++ {
 		client, err := c.sessionAt(ctx, s, g)
 		if err != nil {
 			return err
@@ -71,8 +71,16 @@ func (c *Client) single(ctx context.Context, what string, dst partition.GroupSet
 			var md metadata.MD
 			err := rpc(ctx, kv, client, seq, append(opts, grpc.Trailer(&md))...)
 			o.attempt(err, md)
+			c.epochFromTrailer(md)
 			return err
 		})
+		if epochChanged(err) && changed < epochResubmits && ctx.Err() == nil {
+			// It ran nowhere (epoch.go): again under the next id.
+			changed++
+			renewed--
+			c.resubmits.Add(1)
+			continue
+		}
 		err = expired(err, what+" "+multicast.MsgID{Client: client, Seq: seq}.String(), &o)
 		if !errors.Is(err, errRenew) {
 			return err

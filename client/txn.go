@@ -164,8 +164,19 @@ func (c *Client) run(ctx context.Context, start time.Time, req *apipb.TxnRequest
 	}
 	defer c.release(s)
 	entry := c.proto.Entry(c.view.Groups, c.view.Latency, c.origin, dst)
-	for renewed := 0; ; renewed++ {
+	for renewed, changed := 0, 0; ; renewed++ {
+		req.Epoch = c.epoch.Load()
 		res, err := c.runOnce(ctx, start, s, entry, req, dst)
+		if epochChanged(err) && changed < epochResubmits && ctx.Err() == nil {
+			// It ran nowhere: resubmit it, routed with the new epoch, as
+			// a new request (epoch.go).
+			changed++
+			renewed--
+			c.resubmits.Add(1)
+			c.log.Debug("client: epoch changed, resubmit", "group", c.view.Groups.Name(entry), "epoch", req.Epoch, "error", err)
+			c.learnEpoch(ctx, entry)
+			continue
+		}
 		if !errors.Is(err, errRenew) {
 			return res, err
 		}
@@ -242,6 +253,7 @@ func (c *Client) runOnce(ctx context.Context, start time.Time, s *session, entry
 		r, err := kv.Txn(ctx, req, append(opts, grpc.Trailer(&md))...)
 		resp = r
 		o.attempt(err, md)
+		c.epochFromTrailer(md)
 		return err
 	})
 	if destinationsDiffer(err) {

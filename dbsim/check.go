@@ -20,6 +20,7 @@ func (s *sim) check() error {
 		return nil // not quiescent: the state proves nothing more
 	}
 	s.checkOrder()
+	s.checkEpochs()
 	if err := s.checkReplicas(); err != nil {
 		return err
 	}

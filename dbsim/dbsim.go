@@ -98,6 +98,10 @@ type Config struct {
 	// offers a backup marker (DESIGN 14) to every group; checkBackups
 	// compares every checkpoint with a replay of the history up to it.
 	Backups float64
+	// Changes is the odds that a step, once the accounts are loaded and
+	// while the faults last, asks the group that takes the changes to end
+	// its epoch (DESIGN 14; a change that keeps the overlay).
+	Changes float64
 }
 
 func (c *Config) fill() error {
@@ -150,6 +154,11 @@ type Result struct {
 	// Backups counts the backup markers accepted (Config.Backups),
 	// Checkpoints the replicas' checkpoints of them checked.
 	Backups, Checkpoints int
+	// Changes counts the changes of the epoch taken (Config.Changes);
+	// EpochRefusals the requests refused for an epoch that had ended,
+	// then sent again with the new one; EpochAborts the transactions their
+	// destinations aborted, delivered after their epoch ended.
+	Changes, EpochRefusals, EpochAborts int
 	// Acked counts the results the checks found acknowledged (a later
 	// request of their session delivered at the group), Unacked those
 	// found kept, each at every replica of a destination.
@@ -222,7 +231,8 @@ type client struct {
 	reqs     []*request
 	next     int // index of the request in flight, or of the next one
 	sent     bool
-	waited   int // steps since sent
+	waited   int    // steps since sent
+	epoch    uint64 // the epoch it routes with: 1, then what refusals told
 }
 
 type groupState struct {
@@ -323,14 +333,14 @@ func (s *sim) close() {
 const loaderID = 1000
 
 func (s *sim) makeWorkload() {
-	loader := &client{id: loaderID}
+	loader := &client{id: loaderID, epoch: 1}
 	for g := range s.cfg.Groups {
 		t := loadTxn(g)
 		loader.reqs = append(loader.reqs, &request{kind: kindLoad, msg: s.txnMsg(loaderID, uint64(g+1), t, 0)})
 	}
 	s.clients = append(s.clients, loader)
 	for c := range s.cfg.Clients {
-		cl := &client{id: uint64(c + 1), home: partition.GroupID(c % s.cfg.Groups)}
+		cl := &client{id: uint64(c + 1), home: partition.GroupID(c % s.cfg.Groups), epoch: 1}
 		for i := range s.cfg.Txns {
 			seq := uint64(i + 1)
 			var rq *request
@@ -469,6 +479,11 @@ func (s *sim) step() error {
 	if s.cfg.Backups > 0 && s.faults && s.loaded && s.rng.Float64() < s.cfg.Backups {
 		return s.backup()
 	}
+	// Drawn only with changes, so that the runs without stay what they
+	// were.
+	if s.cfg.Changes > 0 && s.faults && s.loaded && s.rng.Float64() < s.cfg.Changes {
+		return s.change()
+	}
 	switch n := s.rng.IntN(100); {
 	case n < 40 && len(s.net) > 0:
 		return s.deliverPacket()
@@ -554,11 +569,18 @@ func (s *sim) clientStep(c *client) error {
 			return err
 		}
 	}
-	result, err := s.propose(entry, group.EncodeRequest(rq.msg))
+	result, err := s.propose(entry, group.EncodeRequestsAt(c.epoch, []multicast.Message{rq.msg}))
 	if err != nil {
 		return err
 	}
+	result = only(result)
+	var ee *rawnode.EpochError
 	switch {
+	case errors.As(result, &ee) && errors.Is(result, rawnode.ErrEpochChanged):
+		// Never ordered: again, with the epoch the group names.
+		s.res.EpochRefusals++
+		c.epoch = ee.Epoch
+		return nil
 	case result == nil:
 		if c.sent {
 			s.res.violate("exactly once: request %s accepted twice by group %d", rq.msg.ID, entry)
@@ -641,6 +663,7 @@ func (s *sim) answered(c *client, rq *request) bool {
 	if _, err := txn.MergeResults(rq.msg.ID.String(), pieces); err != nil && !errors.Is(err, txn.ErrAborted) {
 		s.res.violate("atomicity: %s: the destinations disagree: %v", rq.msg.ID, err)
 	}
+	s.epochAborted(pieces)
 	switch {
 	case pieces[0].Aborted || !pieces[0].Succeeded:
 		s.res.Aborted++
@@ -927,10 +950,11 @@ func (s *sim) pressure() error {
 	m, entry := s.nothing()
 	cut := s.res.Cut
 	cut.Offered++
-	result, err := s.propose(entry, group.EncodeRequest(m))
+	result, err := s.propose(entry, s.requestNow(entry, m))
 	if err != nil {
 		return err
 	}
+	result = only(result)
 	switch {
 	case result == nil:
 		cut.Accepted++
@@ -973,7 +997,8 @@ func (s *sim) anonymous() error {
 	t := &txn.Txn{Then: []txn.Op{{Kind: txn.OpPut, Key: []byte(noiseKey(g)), Value: []byte(strconv.FormatUint(s.pressureSeq, 10))}}}
 	m := s.txnMsg(pressureID, s.pressureSeq, t, partition.GroupID(g))
 	entry := s.entry(partition.GroupID(g), m.Dst)
-	result, err := s.propose(entry, group.EncodeRequest(m))
+	result, err := s.propose(entry, s.requestNow(entry, m))
+	result = only(result)
 	switch {
 	case err != nil:
 		return err

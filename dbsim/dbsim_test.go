@@ -43,6 +43,10 @@ func configOf(p multicast.Protocol, seed uint64) Config {
 		// go to the count-bounded table.
 		c.ResultSessionsMax = 2
 	}
+	if seed%4 == 3 {
+		// Changes of the epoch under the load and the faults.
+		c.Changes = []float64{0.002, 0.01}[seed/4%2]
+	}
 	return c
 }
 
@@ -82,6 +86,9 @@ func TestSeeds(t *testing.T) {
 				total.Duplicates += res.Duplicates
 				total.Busy += res.Busy
 				total.Expired += res.Expired
+				total.Changes += res.Changes
+				total.EpochRefusals += res.EpochRefusals
+				total.EpochAborts += res.EpochAborts
 				total.Sessions += res.Sessions
 				total.Anonymous += res.Anonymous
 				total.Backups += res.Backups
@@ -91,10 +98,11 @@ func TestSeeds(t *testing.T) {
 				total.Entries += res.Entries
 				total.Steps += res.Steps
 			}
-			t.Logf("%d seeds: %d committed, %d aborted, %d crashes, %d snapshot installs, %d leader changes, %d duplicates refused, %d busy, %d sessions, %d refused as expired, %d anonymous, %d backup markers (%d checkpoints checked), %d results acknowledged and %d kept (per replica), %d entries, %d steps",
-				seeds, total.Committed, total.Aborted, total.Crashes, total.Installs, total.Leaders, total.Duplicates, total.Busy, total.Sessions, total.Expired, total.Anonymous, total.Backups, total.Checkpoints, total.Acked, total.Unacked, total.Entries, total.Steps)
+			t.Logf("%d seeds: %d committed, %d aborted, %d crashes, %d snapshot installs, %d leader changes, %d duplicates refused, %d busy, %d sessions, %d refused as expired, %d anonymous, %d backup markers (%d checkpoints checked), %d results acknowledged and %d kept (per replica), %d changes of the epoch (%d requests refused, %d transactions aborted for it), %d entries, %d steps",
+				seeds, total.Committed, total.Aborted, total.Crashes, total.Installs, total.Leaders, total.Duplicates, total.Busy, total.Sessions, total.Expired, total.Anonymous, total.Backups, total.Checkpoints, total.Acked, total.Unacked,
+				total.Changes, total.EpochRefusals, total.EpochAborts, total.Entries, total.Steps)
 			if total.Crashes == 0 || total.Leaders == 0 || total.Committed == 0 || total.Aborted == 0 || total.Sessions == 0 || total.Expired == 0 ||
-				total.Anonymous == 0 || total.Acked == 0 || total.Unacked == 0 || (seeds >= 4 && total.Checkpoints == 0) {
+				total.Anonymous == 0 || total.Acked == 0 || total.Unacked == 0 || (seeds >= 4 && (total.Checkpoints == 0 || total.Changes == 0)) {
 				t.Errorf("the seeds exercised too little: %+v", total)
 			}
 		})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/internal/invariants"
 	"github.com/flexkv/flexkv/kv"
 	"github.com/flexkv/flexkv/multicast"
@@ -365,6 +366,12 @@ func (e *Executor) prepare(d delivery) *job {
 	j := &job{id: d.msg.ID, self: cfg.Self, dst: d.msg.Dst, digest: d.digest}
 	if !j.dst.Has(cfg.Self) {
 		j.reason = fmt.Sprintf("txn: group %d is not a destination of %s (%s)", cfg.Self, j.id, j.dst)
+		return j
+	}
+	if epoch, ok := group.EpochAborted(d.msg.Payload); ok {
+		// DESIGN 14, the stop-sign: delivered after its epoch ended, at
+		// every destination alike; its client resubmits it.
+		j.reason = txn.EpochChangedResult(epoch).Reason
 		return j
 	}
 	if d.size > txn.PayloadMax {

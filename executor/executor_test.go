@@ -946,3 +946,31 @@ func TestExecutorBoundsStoredVotes(t *testing.T) {
 		t.Errorf("group 1: %s, want succeeded", describeResult(r))
 	}
 }
+
+// TestExecutorEpochAborted: a delivery the stop-sign aborted (DESIGN 14)
+// runs nowhere: every destination reports the same abort, "epoch changed"
+// naming the epoch, at once, without votes, and writes nothing; the merged
+// result matches txn.ErrEpochChanged.
+func TestExecutorEpochAborted(t *testing.T) {
+	c := newCluster(t, nil)
+	c.seed(0, map[string]string{"w/0001/acct": "10"})
+	m := multicast.Message{ID: multicast.MsgID{Client: 7, Seq: 1}, Dst: partition.SetOf(0, 2), Payload: group.AbortedPayload(3)}
+	if sends := c.deliver(0, m); len(sends) != 0 {
+		t.Errorf("an aborted delivery sent %d votes", len(sends))
+	}
+	c.deliver(2, m)
+	var pieces []txn.PieceResult
+	for _, g := range []partition.GroupID{0, 2} {
+		r := c.result(g, m)
+		if !r.Aborted || r.Reason != txn.EpochChangedResult(3).Reason {
+			t.Errorf("group %d: %s, want aborted: %s", g, describeResult(r), txn.EpochChangedResult(3).Reason)
+		}
+		pieces = append(pieces, r)
+	}
+	if _, err := txn.MergeResults(m.ID.String(), pieces); !errors.Is(err, txn.ErrEpochChanged) || !errors.Is(err, txn.ErrAborted) {
+		t.Errorf("merged: %v, want ErrEpochChanged and ErrAborted", err)
+	}
+	if got := c.data(0); got != "w/0001/acct=10" {
+		t.Errorf("data %s after an aborted delivery", got)
+	}
+}

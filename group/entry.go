@@ -22,6 +22,13 @@ const (
 	// own request entry would be: the leader proposes in one entry the
 	// requests that arrive while it writes the previous one.
 	entryRequests byte = 5
+	// entryRequestsAt carries client requests and the epoch their client
+	// routed them with (DESIGN 14; epoch.go); entryRequest and
+	// entryRequests are of epoch 1.
+	entryRequestsAt byte = 6
+	// entryChange ends an epoch and names the next one's configuration
+	// (epoch.go).
+	entryChange byte = 7
 )
 
 // Bounds of a log entry.

@@ -44,6 +44,12 @@ func FuzzApply(f *testing.F) {
 		}
 	}
 	f.Add(string(protocol.FlexCast), []byte{})
+	// Epochs: a change (refused at group 1, which does not take them) and
+	// requests of the epoch and of a later one.
+	top := testTopology(f)
+	f.Add(string(protocol.Skeen), EncodeChange(1, BootstrapEpoch(top)))
+	f.Add(string(protocol.Tree), EncodeRequestsAt(1, []multicast.Message{reqMsg(anon(3), 1, 1)}))
+	f.Add(string(protocol.FlexCast), EncodeRequestsAt(2, []multicast.Message{reqMsg(anon(3), 1, 1, 2)}))
 	f.Add(string(protocol.Skeen), []byte{entryInbound, 0, 1, 3, 1, 2, 3})
 	f.Fuzz(func(t *testing.T, name string, entry []byte) {
 		pr, err := protocol.Lookup(multicast.Protocol(name))

@@ -112,7 +112,7 @@ func (m *Machine) Apply(index uint64, data []byte) (out rawnode.Output, result e
 	if replay {
 		sends, err = m.exec.Sent(index)
 	} else {
-		sends, err = m.exec.Execute(index, m.clock(), out.Deliveries, out.App)
+		sends, err = m.exec.Execute(index, m.clock(), forExecutor(out, m.state.Epoch()), out.App)
 	}
 	if err != nil {
 		return rawnode.Output{}, result, fmt.Errorf("%w: group %d, entry %d: %w", ErrExecutor, m.cfg.Self, index, err)

@@ -80,6 +80,9 @@ type State struct {
 	sessions sessionTable
 	now      uint64
 	applied  uint64 // index of the last entry applied
+	// epochs: the configuration of every epoch, oldest first, the last
+	// the node's (epoch.go).
+	epochs []EpochConfig
 	// idleTicks counts the ticks applied since the last other entry. It
 	// steers only whether the leader proposes ticks (Quiet), not what an
 	// entry does, so it is left out of snapshots.
@@ -99,7 +102,7 @@ func NewState(cfg Config) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &State{cfg: cfg, core: core, node: n, sessions: newSessionTable(0)}, nil
+	return &State{cfg: cfg, core: core, node: n, sessions: newSessionTable(0), epochs: []EpochConfig{BootstrapEpoch(cfg.Topology)}}, nil
 }
 
 // Config returns the state's configuration, defaults filled in.
@@ -132,7 +135,9 @@ func (s *State) Apply(index uint64, data []byte) (rawnode.Output, error) {
 		s.idleTicks = 0
 	}
 	err := s.apply(index, data)
-	return s.node.Ready(), err
+	out := s.node.Ready()
+	s.changed(out)
+	return out, err
 }
 
 // Quiet reports whether the group may stop ticking: at least after ticks
@@ -153,7 +158,11 @@ func (s *State) apply(index uint64, data []byte) error {
 		if err := d.Finish(); err != nil {
 			return fmt.Errorf("%w: group: request entry %d: %w", multicast.ErrInvalid, index, err)
 		}
-		return s.request(m)
+		return s.request(m, 1)
+	case entryRequestsAt:
+		return s.applyRequestsAt(index, d)
+	case entryChange:
+		return s.applyChange(index, d)
 	case entryRequests:
 		n := d.Count(1)
 		if n > RequestsMax {
@@ -170,7 +179,7 @@ func (s *State) apply(index uint64, data []byte) error {
 		}
 		errs := make(RequestErrors, len(ms))
 		for i, m := range ms {
-			errs[i] = s.request(m)
+			errs[i] = s.request(m, 1)
 		}
 		return errs
 	case entryInbound:
@@ -228,7 +237,7 @@ func (s *State) apply(index uint64, data []byte) error {
 // the same sequence number until it is accepted (a refused request, e.g.
 // ErrBusy, is not recorded; a client that moved on to a later number would
 // have its earlier one reported as a duplicate).
-func (s *State) request(m multicast.Message) error {
+func (s *State) request(m multicast.Message, epoch uint64) error {
 	if len(m.Payload) > MessagePayloadMax {
 		return fmt.Errorf("%w: group: request %s carries %d bytes, more than MessagePayloadMax (%d)", multicast.ErrInvalid, m.ID, len(m.Payload), MessagePayloadMax)
 	}
@@ -236,7 +245,7 @@ func (s *State) request(m multicast.Message) error {
 	if err != nil {
 		return err
 	}
-	if err := s.node.Request(m); err != nil {
+	if err := s.node.RequestAt(m, epoch); err != nil {
 		return err
 	}
 	if ss != nil {
@@ -265,10 +274,13 @@ type snapshotter interface {
 
 // The versions of the state's snapshot: 1 had a count-bounded client
 // table, which is read as sessions last used at log time 0; 2 has the log
-// time and the sessions, least recently used first.
+// time and the sessions, least recently used first; 3 adds the
+// configuration of every epoch (epoch.go). 1 and 2 restore at epoch 1, the
+// bootstrap configuration.
 const (
 	stateSnapshotV1      = 1
-	stateSnapshotVersion = 2
+	stateSnapshotV2      = 2
+	stateSnapshotVersion = 3
 )
 
 // AppendSnapshot appends the deterministic encoding of the state. The
@@ -291,7 +303,7 @@ func (s *State) AppendSnapshot(b []byte) []byte {
 		b = wire.AppendUvarint(b, ss.seq)
 		b = wire.AppendUvarint(b, ss.used)
 	}
-	return b
+	return s.appendEpochs(b)
 }
 
 // RestoreState rebuilds a state from AppendSnapshot's output (either
@@ -302,14 +314,14 @@ func RestoreState(cfg Config, b []byte) (*State, error) {
 	}
 	d := wire.NewDecoder(b)
 	v := d.Byte()
-	if d.Err() == nil && v != stateSnapshotVersion && v != stateSnapshotV1 {
-		return nil, fmt.Errorf("group: snapshot version %d, want %d or %d", v, stateSnapshotV1, stateSnapshotVersion)
+	if d.Err() == nil && (v < stateSnapshotV1 || v > stateSnapshotVersion) {
+		return nil, fmt.Errorf("group: snapshot version %d, want %d to %d", v, stateSnapshotV1, stateSnapshotVersion)
 	}
 	applied := d.Uvarint()
 	coreSnap := d.Bytes()
 	nodeSnap := d.Bytes()
 	var now uint64
-	if v == stateSnapshotVersion {
+	if v >= stateSnapshotV2 {
 		now = d.Uvarint()
 	}
 	n := d.Count(3)
@@ -337,6 +349,10 @@ func RestoreState(cfg Config, b []byte) (*State, error) {
 		last = ss.used
 		sessions.push(ss)
 	}
+	epochs := []EpochConfig{BootstrapEpoch(cfg.Topology)}
+	if v >= stateSnapshotVersion {
+		epochs = decodeEpochs(d, cfg.Topology.Len())
+	}
 	if err := d.Finish(); err != nil {
 		return nil, fmt.Errorf("group: snapshot: %w", err)
 	}
@@ -348,5 +364,8 @@ func RestoreState(cfg Config, b []byte) (*State, error) {
 	if err != nil {
 		return nil, fmt.Errorf("group: snapshot: %w", err)
 	}
-	return &State{cfg: cfg, core: core, node: nd, sessions: sessions, now: now, applied: applied}, nil
+	if last := epochs[len(epochs)-1].Epoch; last != nd.Epoch() {
+		return nil, fmt.Errorf("group: snapshot: %w: the configurations end at epoch %d, the node is at epoch %d", wire.ErrCorrupt, last, nd.Epoch())
+	}
+	return &State{cfg: cfg, core: core, node: nd, sessions: sessions, now: now, applied: applied, epochs: epochs}, nil
 }

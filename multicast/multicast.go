@@ -35,6 +35,13 @@ type GroupSet = partition.GroupSet
 // handed to the application.
 const FlushClient = math.MaxUint64
 
+// ControlClient is the client id reserved for control messages (DESIGN 14):
+// a change of the cluster multicast to every group, whose delivery ends an
+// epoch. The control message that ends epoch e has sequence number e, so
+// that there is one per epoch. The node (package multicast/rawnode) takes
+// them apart from the application's messages; clients may not use the id.
+const ControlClient = math.MaxUint64 - 1
+
 // MsgID identifies a message: the client that sent it and the client's
 // sequence number. It is comparable and cheap to hash.
 type MsgID struct {
@@ -45,10 +52,21 @@ type MsgID struct {
 // IsFlush reports whether id names a protocol-internal flush message.
 func (id MsgID) IsFlush() bool { return id.Client == FlushClient }
 
-// String formats id as the delivery log writes it: "c3.17", or "flush.5".
+// IsControl reports whether id names a control message (ControlClient).
+func (id MsgID) IsControl() bool { return id.Client == ControlClient }
+
+// Reserved reports whether id uses a client id no client may use: a flush
+// or a control message.
+func (id MsgID) Reserved() bool { return id.IsFlush() || id.IsControl() }
+
+// String formats id as the delivery log writes it: "c3.17", "flush.5", or
+// "epoch.2" (the control message that ends epoch 2).
 func (id MsgID) String() string {
 	if id.IsFlush() {
 		return "flush." + strconv.FormatUint(id.Seq, 10)
+	}
+	if id.IsControl() {
+		return "epoch." + strconv.FormatUint(id.Seq, 10)
 	}
 	return "c" + strconv.FormatUint(id.Client, 10) + "." + strconv.FormatUint(id.Seq, 10)
 }
@@ -62,6 +80,13 @@ func ParseMsgID(s string) (MsgID, error) {
 		}
 		return MsgID{Client: FlushClient, Seq: seq}, nil
 	}
+	if rest, ok := strings.CutPrefix(s, "epoch."); ok {
+		seq, err := strconv.ParseUint(rest, 10, 64)
+		if err != nil || seq == 0 {
+			return MsgID{}, fmt.Errorf("multicast: bad message id %q", s)
+		}
+		return MsgID{Client: ControlClient, Seq: seq}, nil
+	}
 	rest, ok := strings.CutPrefix(s, "c")
 	if !ok {
 		return MsgID{}, fmt.Errorf("multicast: bad message id %q (want c<client>.<seq>)", s)
@@ -72,7 +97,7 @@ func ParseMsgID(s string) (MsgID, error) {
 	}
 	client, err1 := strconv.ParseUint(c, 10, 64)
 	seq, err2 := strconv.ParseUint(q, 10, 64)
-	if err1 != nil || err2 != nil || client == FlushClient {
+	if err1 != nil || err2 != nil || client == FlushClient || client == ControlClient {
 		return MsgID{}, fmt.Errorf("multicast: bad message id %q", s)
 	}
 	return MsgID{Client: client, Seq: seq}, nil

@@ -219,7 +219,7 @@ func (c *testCluster) multicast(ctx context.Context, client uint64, dst partitio
 	m := multicast.Message{ID: multicast.MsgID{Client: sid, Seq: c.nextSeq}, Dst: dst, Payload: []byte("x")}
 	c.mu.Unlock()
 	err = c.atEntry(ctx, int(entry), m.ID.String(), func(r *Replica) error {
-		err := r.Multicast(ctx, m)
+		err := r.Multicast(ctx, m, 0)
 		if errors.Is(err, group.ErrDuplicate) {
 			return nil
 		}

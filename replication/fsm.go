@@ -32,6 +32,8 @@ type fsm struct {
 	// appliedIdx mirrors state.Applied(); applying is the index of the
 	// entry being applied, 0 between batches (see applied).
 	appliedIdx, applying atomic.Uint64
+	// epoch mirrors state.Epoch() (DESIGN 14), for requests that name none.
+	epoch atomic.Uint64
 	// execRestores counts the executor states installed from raft
 	// snapshots (a replica that fell behind its group's log, or was wiped).
 	execRestores atomic.Int64
@@ -56,7 +58,9 @@ func newFSM(cfg group.Config, exec group.Executor, output func(rawnode.Output)) 
 	if err != nil {
 		return nil, err
 	}
-	return &fsm{cfg: cfg, exec: exec, output: output, m: m}, nil
+	f := &fsm{cfg: cfg, exec: exec, output: output, m: m}
+	f.epoch.Store(m.State().Epoch())
+	return f, nil
 }
 
 // appliedAtLeast reports whether the state has applied index; if not, it
@@ -117,6 +121,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	}
 	f.applying.Store(0)
 	f.appliedIdx.Store(f.m.State().Applied())
+	f.epoch.Store(f.m.State().Epoch())
 	f.signalAdvanced()
 	return res
 }
@@ -208,6 +213,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		f.execRestores.Add(1)
 	}
 	f.appliedIdx.Store(st.Applied())
+	f.epoch.Store(st.Epoch())
 	f.signalAdvanced()
 	return nil
 }

@@ -43,18 +43,18 @@ func TestConcurrentRequestsShareEntries(t *testing.T) {
 			for i := range each {
 				seq := uint64(i + 1)
 				m := multicast.Message{ID: multicast.MsgID{Client: sids[w], Seq: seq}, Dst: dst, Payload: []byte("x")}
-				if err := lead.Multicast(ctx, m); err != nil {
+				if err := lead.Multicast(ctx, m, 0); err != nil {
 					errs <- fmt.Errorf("caller %d, request %d: %w", w, i, err)
 					return
 				}
 				// The same request again is a duplicate, and a session
 				// never opened is refused, whatever shares its entry.
-				if err := lead.Multicast(ctx, m); !errors.Is(err, group.ErrDuplicate) {
+				if err := lead.Multicast(ctx, m, 0); !errors.Is(err, group.ErrDuplicate) {
 					errs <- fmt.Errorf("caller %d, request %d again: %w, want %w", w, i, err, group.ErrDuplicate)
 					return
 				}
 				bad := multicast.Message{ID: multicast.MsgID{Client: group.SessionID(0, 1<<20+uint64(w)), Seq: seq}, Dst: dst, Payload: []byte("x")}
-				if err := lead.Multicast(ctx, bad); !errors.Is(err, group.ErrSessionExpired) {
+				if err := lead.Multicast(ctx, bad, 0); !errors.Is(err, group.ErrSessionExpired) {
 					errs <- fmt.Errorf("caller %d, request %d without a session: %w, want %w", w, i, err, group.ErrSessionExpired)
 					return
 				}

@@ -741,9 +741,19 @@ func (r *Replica) RaftStatus() RaftStatus {
 // (it will be delivered at every destination), a *NotLeaderError on a
 // follower, or why the group refused it (multicast.ErrBusy,
 // multicast.ErrNotEntry, group.ErrDuplicate, ...).
-func (r *Replica) Multicast(ctx context.Context, m multicast.Message) error {
+//
+// epoch is the epoch the client routed m with (DESIGN 14); 0 means this
+// replica's current epoch (Epoch). The group refuses a request of an epoch
+// it ended (rawnode.ErrEpochChanged).
+func (r *Replica) Multicast(ctx context.Context, m multicast.Message, epoch uint64) error {
 	if err := multicast.ValidateRequest(r.cfg.State.Topology, m); err != nil {
 		return err
+	}
+	if m.ID.Reserved() {
+		return fmt.Errorf("%w: replication: client id %d is reserved", multicast.ErrInvalid, m.ID.Client)
+	}
+	if epoch == 0 {
+		epoch = r.Epoch()
 	}
 	if r.raft.State() != raft.Leader {
 		return &NotLeaderError{Leader: r.leaderHint()}
@@ -751,7 +761,7 @@ func (r *Replica) Multicast(ctx context.Context, m multicast.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	p := &proposal{m: m, done: make(chan proposalResult, 1)}
+	p := &proposal{m: m, epoch: epoch, done: make(chan proposalResult, 1)}
 	select {
 	case r.proposals <- p:
 	case <-r.stop:
@@ -778,8 +788,9 @@ func (r *Replica) Multicast(ctx context.Context, m multicast.Message) error {
 
 // proposal is a client request waiting for proposeLoop to propose it.
 type proposal struct {
-	m    multicast.Message
-	done chan proposalResult // buffered: the answer never waits
+	m     multicast.Message
+	epoch uint64              // the epoch the client routed m with
+	done  chan proposalResult // buffered: the answer never waits
 }
 
 // proposalResult is the outcome of a proposal: raft's error, if the entry
@@ -816,7 +827,8 @@ func (r *Replica) proposeLoop() {
 		for len(batch) < group.RequestsMax {
 			select {
 			case p := <-r.proposals:
-				if n := encodedMax(p.m); size+n > group.RequestsBytesMax {
+				// One entry holds requests of one epoch.
+				if n := encodedMax(p.m); size+n > group.RequestsBytesMax || p.epoch != batch[0].epoch {
 					next = p
 					break gather
 				} else {
@@ -827,16 +839,11 @@ func (r *Replica) proposeLoop() {
 				break gather
 			}
 		}
-		var data []byte
-		if len(batch) == 1 {
-			data = group.EncodeRequest(batch[0].m)
-		} else {
-			ms := make([]multicast.Message, len(batch))
-			for i, p := range batch {
-				ms[i] = p.m
-			}
-			data = group.EncodeRequests(ms)
+		ms := make([]multicast.Message, len(batch))
+		for i, p := range batch {
+			ms[i] = p.m
 		}
+		data := group.EncodeRequestsAt(batch[0].epoch, ms)
 		// Apply returns once raft's leader took the entry; the answer
 		// comes from another goroutine, so that the next entry gathers
 		// meanwhile.
@@ -860,11 +867,6 @@ func answer(f raft.ApplyFuture, batch []*proposal) {
 		return
 	}
 	resp := f.Response()
-	if len(batch) == 1 {
-		err, _ := resp.(error)
-		batch[0].done <- proposalResult{result: err}
-		return
-	}
 	errs, ok := resp.(group.RequestErrors)
 	if !ok || len(errs) != len(batch) {
 		// The entry was skipped whole (malformed: it cannot be, as
@@ -881,6 +883,23 @@ func answer(f raft.ApplyFuture, batch []*proposal) {
 	for i, p := range batch {
 		p.done <- proposalResult{result: errs[i]}
 	}
+}
+
+// Epoch returns the epoch of the replica's group as of the entries it
+// applied (DESIGN 14).
+func (r *Replica) Epoch() uint64 { return r.fsm.epoch.Load() }
+
+// Reconfigure proposes the change that ends epoch e and starts e+1 with
+// next (group.EncodeChange), and waits until it is applied: nil once the
+// group took it (every group starts e+1 at its delivery). It returns a
+// *NotLeaderError on a follower, or why the group refused it
+// (rawnode.ErrEpochChanged, rawnode.ErrChangePending, group.ErrChangeRefused,
+// multicast.ErrNotEntry, multicast.ErrBusy).
+func (r *Replica) Reconfigure(ctx context.Context, e uint64, next group.EpochConfig) error {
+	if r.raft.State() != raft.Leader {
+		return &NotLeaderError{Leader: r.leaderHint()}
+	}
+	return r.propose(ctx, group.EncodeChange(e, next))
 }
 
 // TickInterval is how often the leader proposes a tick while the group is

@@ -22,11 +22,25 @@ func (s *Server) logOutput(out rawnode.Output, leader bool) {
 	for _, m := range out.Requests {
 		_ = w.Multicast(m.ID.String(), s.names(m.Dst))
 	}
-	for _, m := range out.Deliveries {
+	// The control messages that end epochs (DESIGN 14) are logged in
+	// their place among the deliveries: the checker sees the cut.
+	changes := out.Changes
+	all := s.names(s.top.All())
+	change := func() {
+		_ = w.Deliver(s.group.Name, s.cfg.NodeID, rawnode.ControlID(changes[0].Epoch).String(), all)
+		changes = changes[1:]
+	}
+	for k, m := range out.Deliveries {
+		for len(changes) > 0 && changes[0].At == k {
+			change()
+		}
 		if m.ID.IsFlush() {
 			continue
 		}
 		_ = w.Deliver(s.group.Name, s.cfg.NodeID, m.ID.String(), s.names(m.Dst))
+	}
+	for len(changes) > 0 {
+		change()
 	}
 	if !leader {
 		return

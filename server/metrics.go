@@ -289,7 +289,7 @@ type Metrics struct {
 	deliveries, sends, sendBytes, delivery, requests, requestErrors, peerRefusals *prometheus.Desc
 
 	outbox, outboxBytes, backlog, holdbackBytes, busy, busyWith, rejected  *prometheus.Desc
-	sessions, logTime                                                      *prometheus.Desc
+	sessions, logTime, epoch                                               *prometheus.Desc
 	chHoldbackByteDrops, chOutboxOverflows                                 *prometheus.Desc
 	chSent, chResent, chReceived, chDuplicates, chHeldBack, chHoldbackDrop *prometheus.Desc
 	chNacksSent, chNacksServed, chAcksSent                                 *prometheus.Desc
@@ -343,6 +343,7 @@ func NewMetrics(servers func() []*Server) *Metrics {
 	m.busyWith = d("busy_with", "1 for the group that makes this group refuse new requests (the lowest-ranked one), 0 for the others.", "to")
 	m.sessions = d("sessions", "Client sessions the group keeps open (at most its SessionsMax).")
 	m.logTime = d("log_time_ticks", "The group's log time: the ticks its log has applied, by which sessions expire.")
+	m.epoch = d("epoch", "The group's epoch (DESIGN 14): 1 at bootstrap, one more per change of the cluster it delivered.")
 	m.rejected = d("envelopes_rejected_total", "Envelopes from other groups that the protocol core rejected as malformed.")
 	m.chHoldbackByteDrops = d("channel_holdback_byte_drops_total", "Out-of-order frames dropped for the hold-back byte bound.")
 	m.chOutboxOverflows = d("channel_outbox_overflows_total", "Envelopes queued while an outbox was beyond its byte bound (admission control should prevent it).")
@@ -427,6 +428,7 @@ type snapshot struct {
 	busyWith partition.GroupID
 	sessions int
 	logTime  uint64
+	epoch    uint64
 	// By group id; this group's own entries are unused.
 	outbox, outboxBytes, holdbackBytes []int
 	backlog                            []uint64
@@ -519,7 +521,7 @@ func readSnapshot(s *Server) snapshot {
 		nd := st.Node()
 		sn.node = nd.Stats()
 		sn.busyWith, sn.busy = nd.BusyWith()
-		sn.sessions, sn.logTime = st.Sessions(), st.LogTime()
+		sn.sessions, sn.logTime, sn.epoch = st.Sessions(), st.LogTime(), st.Epoch()
 		n := s.top.Len()
 		sn.outbox, sn.outboxBytes, sn.holdbackBytes, sn.backlog = make([]int, n), make([]int, n), make([]int, n), make([]uint64, n)
 		for g := range n {
@@ -549,6 +551,7 @@ func (m *Metrics) collectNode(e emitter, s *Server, sn *snapshot) {
 	e.gauge(m.busy, boolValue(sn.busy))
 	e.gauge(m.sessions, float64(sn.sessions))
 	e.gauge(m.logTime, float64(sn.logTime))
+	e.gauge(m.epoch, float64(sn.epoch))
 	e.counter(m.rejected, sn.node.EnvelopesRejected)
 	cs := sn.node.Channel
 	e.counter(m.chSent, cs.DataSent)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/kv"
 	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/rawnode"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/replication"
 	"github.com/flexkv/flexkv/txn"
@@ -35,7 +37,12 @@ type request struct {
 	id      multicast.MsgID
 	dst     partition.GroupSet
 	payload []byte
+	epoch   uint64 // the client's (DESIGN 14); 0: the group's
 }
+
+// epochRetries bounds the proposals again of a request that names no epoch
+// and meets changes of the epoch (run).
+const epochRetries = 8
 
 func invalid(err error) error { return status.Error(codes.InvalidArgument, err.Error()) }
 
@@ -183,7 +190,13 @@ func (s *Server) run(ctx context.Context, r request) (*apipb.TxnResponse, error)
 		defer forget()
 		defer s.counts.proposals.add(r.id)()
 	}
-	err := s.replica.Multicast(ctx, m)
+	err := s.replica.Multicast(ctx, m, r.epoch)
+	// A request that names no epoch takes the group's as this replica last
+	// applied it: a change applied meanwhile refuses it, and it ran nowhere,
+	// so it goes again, with the same id, at the new epoch (DESIGN 14).
+	for tries := 0; r.epoch == 0 && errors.Is(err, rawnode.ErrEpochChanged) && tries < epochRetries; tries++ {
+		err = s.replica.Multicast(ctx, m, 0)
+	}
 	fresh := err == nil
 	switch {
 	case fresh, errors.Is(err, group.ErrDuplicate):
@@ -293,7 +306,14 @@ func (s *Server) status(ctx context.Context, err error) error {
 			return status.Error(codes.DeadlineExceeded, cause.Error())
 		}
 	}
+	var ee *rawnode.EpochError
 	switch {
+	case errors.As(err, &ee) && !errors.Is(err, rawnode.ErrEpochAhead):
+		// DESIGN 14, the stop-sign: nothing ran.
+		_ = grpc.SetTrailer(ctx, metadata.Pairs(apipb.EpochTrailer, strconv.FormatUint(ee.Epoch, 10)))
+		return status.Error(codes.FailedPrecondition, fmt.Sprintf("server: group %s: %v", s.group.Name, err))
+	case errors.Is(err, group.ErrChangeRefused):
+		return status.Error(codes.FailedPrecondition, fmt.Sprintf("server: group %s: %v", s.group.Name, err))
 	case errors.As(err, &nl):
 		md := metadata.Pairs(apipb.LeaderTrailer, nl.Leader)
 		if !nl.MayHaveRun {
@@ -350,6 +370,7 @@ func (v *service) Txn(ctx context.Context, req *apipb.TxnRequest) (*apipb.TxnRes
 	if err := s.checkDestinations(id, req.GetDestinationGroups(), r.dst); err != nil {
 		return nil, err
 	}
+	r.epoch = req.GetEpoch()
 	return s.run(ctx, r)
 }
 
@@ -591,7 +612,11 @@ func (v *service) OpenSession(ctx context.Context, _ *apipb.OpenSessionRequest) 
 
 // Topology implements apipb.KVServer.
 func (v *service) Topology(context.Context, *apipb.TopologyRequest) (*apipb.TopologyResponse, error) {
-	return api.ConfigToProto(v.s.cfg.Cluster, v.s.cfg.Latency), nil
+	resp := api.ConfigToProto(v.s.cfg.Cluster, v.s.cfg.Latency)
+	// Changes keep the overlay so far (group.EpochConfig): the configured
+	// one is every epoch's.
+	resp.Epoch = v.s.replica.Epoch()
+	return resp, nil
 }
 
 // busyMessage names, for a request the group refused for a full outbox or

@@ -29,6 +29,7 @@ func (s *Server) Status() *apipb.StatusResponse {
 		Leader: rs.Leader, TlsIdentity: "insecure",
 		Fingerprint: s.identity.Fingerprint, ClusterId: s.identity.ClusterID,
 		Version: bi.Version, Revision: bi.ShortRevision(),
+		Epoch: s.replica.Epoch(),
 	}
 	if n := s.cfg.Node; n != nil {
 		resp.TlsIdentity = n.ID.String()

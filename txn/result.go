@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/flexkv/flexkv/internal/wire"
 )
@@ -14,6 +15,22 @@ import (
 // its results out because they were too large to keep (PieceResult.Truncated):
 // the transaction ran, but its reads are lost.
 var ErrTruncated = errors.New("txn: results too large to keep")
+
+// ReasonEpochChanged starts the reason of the abort of a transaction that
+// its destinations delivered after the epoch it was routed with had ended
+// (DESIGN 14, the stop-sign): it ran nowhere, and its client resubmits it
+// as a new transaction, routed with the new epoch.
+const ReasonEpochChanged = "epoch changed"
+
+// ErrEpochChanged is matched (with ErrAborted) by the error of a
+// transaction aborted for ReasonEpochChanged.
+var ErrEpochChanged = errors.New("txn: epoch changed")
+
+// EpochChangedResult returns the result of a transaction aborted because its
+// epoch ended before its delivery at a group at epoch.
+func EpochChangedResult(epoch uint64) PieceResult {
+	return PieceResult{Aborted: true, Reason: fmt.Sprintf("%s: the destinations are at epoch %d", ReasonEpochChanged, epoch)}
+}
 
 // PieceResult is what one destination group reports for its piece of a
 // transaction: the executor stores it as the group's result, under the
@@ -238,7 +255,11 @@ func MergeResults(id string, pieces []PieceResult) (Result, error) {
 	}
 	for i := range pieces {
 		if pieces[i].Aborted {
-			return Result{}, &classError{class: ErrAborted, err: errors.New(pieces[i].Reason)}
+			err := &classError{class: ErrAborted, err: errors.New(pieces[i].Reason)}
+			if strings.HasPrefix(pieces[i].Reason, ReasonEpochChanged) {
+				return Result{}, &classError{class: ErrEpochChanged, err: err}
+			}
+			return Result{}, err
 		}
 	}
 	res := Result{ID: id, Succeeded: pieces[0].Succeeded}

@@ -21,6 +21,10 @@
 //     Or, for Await and a retried write, its result was acknowledged (the
 //     message contains ResultAcknowledgedText): its session sent a later
 //     request to the group, which deleted the result.
+//     Or the entry group has ended the epoch the request was routed with
+//     (TxnRequest.epoch; DESIGN 14): the message contains EpochChangedText
+//     and the trailer EpochTrailer holds the new epoch; the request did
+//     not run: fetch the topology and resubmit it as a new request.
 //   - codes.DeadlineExceeded, codes.Canceled: the caller's context ended.
 //
 // An aborted transaction is a normal answer: PieceResult.Aborted gives the
@@ -48,6 +52,16 @@ const LeaderTrailer = "flexkv-leader"
 // request whose session the group does not know (expired, or never opened
 // there): the request did not run.
 const SessionExpiredText = "session expired"
+
+// EpochChangedText is in the message of the FailedPrecondition status of a
+// Txn routed with an epoch its entry group has ended (DESIGN 14), and in
+// the abort reason of a transaction its destinations delivered after its
+// epoch ended (txn.ReasonEpochChanged). It did not run.
+const EpochChangedText = "epoch changed"
+
+// EpochTrailer is the trailer metadata key of an "epoch changed" status:
+// the entry group's epoch, in decimal.
+const EpochTrailer = "flexkv-epoch"
 
 // DestinationsDifferText is in the message of the FailedPrecondition status
 // of a Txn whose destination_groups are not the destinations the server

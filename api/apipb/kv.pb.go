@@ -494,8 +494,16 @@ type TxnRequest struct {
 	// configuration is not the server's, and its Awaits would go to the
 	// wrong groups. Nothing ran.
 	DestinationGroups []uint32 `protobuf:"varint,6,rep,packed,name=destination_groups,json=destinationGroups,proto3" json:"destination_groups,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The epoch of the topology the client routed the request with (DESIGN
+	// 14); 0: the entry group's current epoch. An entry group that has ended
+	// that epoch refuses the request with FAILED_PRECONDITION "epoch changed"
+	// (apipb.EpochChangedText), naming the new epoch: nothing ran; the client
+	// fetches the topology and resubmits it as a new request. A request of an
+	// epoch the entry group has not started yet is refused with
+	// RESOURCE_EXHAUSTED: retry it as it is.
+	Epoch         uint64 `protobuf:"varint,7,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TxnRequest) Reset() {
@@ -579,6 +587,13 @@ func (x *TxnRequest) GetDestinationGroups() []uint32 {
 		return x.DestinationGroups
 	}
 	return nil
+}
+
+func (x *TxnRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
 }
 
 type isTxnRequest_Body interface {
@@ -1655,8 +1670,12 @@ type TopologyResponse struct {
 	// The regions of the latency matrix, and one row per region in this
 	// order; both empty without a matrix. Every group's region is among
 	// them.
-	Regions       []string      `protobuf:"bytes,6,rep,name=regions,proto3" json:"regions,omitempty"`
-	Latency       []*LatencyRow `protobuf:"bytes,7,rep,name=latency,proto3" json:"latency,omitempty"`
+	Regions []string      `protobuf:"bytes,6,rep,name=regions,proto3" json:"regions,omitempty"`
+	Latency []*LatencyRow `protobuf:"bytes,7,rep,name=latency,proto3" json:"latency,omitempty"`
+	// The epoch of the answering replica's group (DESIGN 14): 1 at
+	// bootstrap, one more per change its group delivered. 0 from a server
+	// older than epochs.
+	Epoch         uint64 `protobuf:"varint,8,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1740,6 +1759,120 @@ func (x *TopologyResponse) GetLatency() []*LatencyRow {
 	return nil
 }
 
+func (x *TopologyResponse) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+// ReconfigureRequest asks to end epoch `epoch` and start the next with the
+// overlay and tree given (empty: the current ones).
+type ReconfigureRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Epoch         uint64                 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Overlay       []string               `protobuf:"bytes,2,rep,name=overlay,proto3" json:"overlay,omitempty"`
+	Tree          []*TreeEdge            `protobuf:"bytes,3,rep,name=tree,proto3" json:"tree,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReconfigureRequest) Reset() {
+	*x = ReconfigureRequest{}
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconfigureRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconfigureRequest) ProtoMessage() {}
+
+func (x *ReconfigureRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconfigureRequest.ProtoReflect.Descriptor instead.
+func (*ReconfigureRequest) Descriptor() ([]byte, []int) {
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ReconfigureRequest) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *ReconfigureRequest) GetOverlay() []string {
+	if x != nil {
+		return x.Overlay
+	}
+	return nil
+}
+
+func (x *ReconfigureRequest) GetTree() []*TreeEdge {
+	if x != nil {
+		return x.Tree
+	}
+	return nil
+}
+
+type ReconfigureResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The epoch the change starts.
+	Epoch         uint64 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReconfigureResponse) Reset() {
+	*x = ReconfigureResponse{}
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReconfigureResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReconfigureResponse) ProtoMessage() {}
+
+func (x *ReconfigureResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReconfigureResponse.ProtoReflect.Descriptor instead.
+func (*ReconfigureResponse) Descriptor() ([]byte, []int) {
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ReconfigureResponse) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 type TreeEdge struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Child         string                 `protobuf:"bytes,1,opt,name=child,proto3" json:"child,omitempty"`
@@ -1750,7 +1883,7 @@ type TreeEdge struct {
 
 func (x *TreeEdge) Reset() {
 	*x = TreeEdge{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[23]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1762,7 +1895,7 @@ func (x *TreeEdge) String() string {
 func (*TreeEdge) ProtoMessage() {}
 
 func (x *TreeEdge) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[23]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1775,7 +1908,7 @@ func (x *TreeEdge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeEdge.ProtoReflect.Descriptor instead.
 func (*TreeEdge) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{23}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TreeEdge) GetChild() string {
@@ -1803,7 +1936,7 @@ type Group struct {
 
 func (x *Group) Reset() {
 	*x = Group{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[24]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1815,7 +1948,7 @@ func (x *Group) String() string {
 func (*Group) ProtoMessage() {}
 
 func (x *Group) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[24]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1828,7 +1961,7 @@ func (x *Group) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Group.ProtoReflect.Descriptor instead.
 func (*Group) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{24}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Group) GetName() string {
@@ -1864,7 +1997,7 @@ type Replica struct {
 
 func (x *Replica) Reset() {
 	*x = Replica{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[25]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1876,7 +2009,7 @@ func (x *Replica) String() string {
 func (*Replica) ProtoMessage() {}
 
 func (x *Replica) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[25]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1889,7 +2022,7 @@ func (x *Replica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replica.ProtoReflect.Descriptor instead.
 func (*Replica) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{25}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Replica) GetId() string {
@@ -1935,7 +2068,7 @@ type Partition struct {
 
 func (x *Partition) Reset() {
 	*x = Partition{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[26]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1947,7 +2080,7 @@ func (x *Partition) String() string {
 func (*Partition) ProtoMessage() {}
 
 func (x *Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[26]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1960,7 +2093,7 @@ func (x *Partition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Partition.ProtoReflect.Descriptor instead.
 func (*Partition) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{26}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Partition) GetName() string {
@@ -2010,7 +2143,7 @@ type LatencyRow struct {
 
 func (x *LatencyRow) Reset() {
 	*x = LatencyRow{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[27]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2022,7 +2155,7 @@ func (x *LatencyRow) String() string {
 func (*LatencyRow) ProtoMessage() {}
 
 func (x *LatencyRow) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[27]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2035,7 +2168,7 @@ func (x *LatencyRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LatencyRow.ProtoReflect.Descriptor instead.
 func (*LatencyRow) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{27}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *LatencyRow) GetRegion() string {
@@ -2060,7 +2193,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[28]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2072,7 +2205,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[28]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2085,7 +2218,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{28}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{30}
 }
 
 // StatusResponse is one replica's state (DESIGN 7, 13).
@@ -2109,15 +2242,18 @@ type StatusResponse struct {
 	// the first twelve characters of the VCS revision, or "unknown". Empty
 	// from a server older than these fields. Replicas that differ are
 	// running different builds: an upgrade under way.
-	Version       string `protobuf:"bytes,14,opt,name=version,proto3" json:"version,omitempty"`
-	Revision      string `protobuf:"bytes,15,opt,name=revision,proto3" json:"revision,omitempty"`
+	Version  string `protobuf:"bytes,14,opt,name=version,proto3" json:"version,omitempty"`
+	Revision string `protobuf:"bytes,15,opt,name=revision,proto3" json:"revision,omitempty"`
+	// The epoch of the replica's group (DESIGN 14); 0 from a server older
+	// than epochs.
+	Epoch         uint64 `protobuf:"varint,16,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[29]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2129,7 +2265,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[29]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2142,7 +2278,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{29}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *StatusResponse) GetGroup() string {
@@ -2250,6 +2386,13 @@ func (x *StatusResponse) GetRevision() string {
 	return ""
 }
 
+func (x *StatusResponse) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
 type BackupRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2258,7 +2401,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[30]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2270,7 +2413,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[30]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2283,7 +2426,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{30}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{32}
 }
 
 type BackupResponse struct {
@@ -2306,7 +2449,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[31]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2318,7 +2461,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[31]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2331,7 +2474,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{31}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *BackupResponse) GetClientId() uint64 {
@@ -2388,7 +2531,7 @@ type BackupFilesRequest struct {
 
 func (x *BackupFilesRequest) Reset() {
 	*x = BackupFilesRequest{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[32]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2400,7 +2543,7 @@ func (x *BackupFilesRequest) String() string {
 func (*BackupFilesRequest) ProtoMessage() {}
 
 func (x *BackupFilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[32]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2413,7 +2556,7 @@ func (x *BackupFilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupFilesRequest.ProtoReflect.Descriptor instead.
 func (*BackupFilesRequest) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{32}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *BackupFilesRequest) GetMarker() string {
@@ -2440,7 +2583,7 @@ type BackupFile struct {
 
 func (x *BackupFile) Reset() {
 	*x = BackupFile{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[33]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2452,7 +2595,7 @@ func (x *BackupFile) String() string {
 func (*BackupFile) ProtoMessage() {}
 
 func (x *BackupFile) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[33]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2465,7 +2608,7 @@ func (x *BackupFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupFile.ProtoReflect.Descriptor instead.
 func (*BackupFile) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{33}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *BackupFile) GetPath() string {
@@ -2500,7 +2643,7 @@ type BackupFilesChunk struct {
 
 func (x *BackupFilesChunk) Reset() {
 	*x = BackupFilesChunk{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[34]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2512,7 +2655,7 @@ func (x *BackupFilesChunk) String() string {
 func (*BackupFilesChunk) ProtoMessage() {}
 
 func (x *BackupFilesChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[34]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2525,7 +2668,7 @@ func (x *BackupFilesChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupFilesChunk.ProtoReflect.Descriptor instead.
 func (*BackupFilesChunk) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{34}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *BackupFilesChunk) GetFiles() []*BackupFile {
@@ -2586,7 +2729,7 @@ type DropBackupRequest struct {
 
 func (x *DropBackupRequest) Reset() {
 	*x = DropBackupRequest{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[35]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2598,7 +2741,7 @@ func (x *DropBackupRequest) String() string {
 func (*DropBackupRequest) ProtoMessage() {}
 
 func (x *DropBackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[35]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2611,7 +2754,7 @@ func (x *DropBackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropBackupRequest.ProtoReflect.Descriptor instead.
 func (*DropBackupRequest) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{35}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DropBackupRequest) GetMarker() string {
@@ -2629,7 +2772,7 @@ type DropBackupResponse struct {
 
 func (x *DropBackupResponse) Reset() {
 	*x = DropBackupResponse{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[36]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2641,7 +2784,7 @@ func (x *DropBackupResponse) String() string {
 func (*DropBackupResponse) ProtoMessage() {}
 
 func (x *DropBackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[36]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2654,7 +2797,7 @@ func (x *DropBackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropBackupResponse.ProtoReflect.Descriptor instead.
 func (*DropBackupResponse) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{36}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{38}
 }
 
 var File_flexkv_kv_v1_kv_proto protoreflect.FileDescriptor
@@ -2683,7 +2826,7 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\x04Call\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04args\x18\x02 \x01(\fR\x04args\x12\x12\n" +
-	"\x04keys\x18\x03 \x03(\fR\x04keys\"\xe2\x01\n" +
+	"\x04keys\x18\x03 \x03(\fR\x04keys\"\xf8\x01\n" +
 	"\n" +
 	"TxnRequest\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12\x10\n" +
@@ -2692,7 +2835,8 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\x04call\x18\x04 \x01(\v2\x12.flexkv.kv.v1.CallH\x00R\x04call\x12\x1d\n" +
 	"\n" +
 	"home_group\x18\x05 \x01(\tR\thomeGroup\x12-\n" +
-	"\x12destination_groups\x18\x06 \x03(\rR\x11destinationGroupsB\x06\n" +
+	"\x12destination_groups\x18\x06 \x03(\rR\x11destinationGroups\x12\x14\n" +
+	"\x05epoch\x18\a \x01(\x04R\x05epochB\x06\n" +
 	"\x04body\"2\n" +
 	"\bKeyValue\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
@@ -2762,7 +2906,7 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\n" +
 	"idle_ticks\x18\x02 \x01(\x04R\tidleTicks\x12\x17\n" +
 	"\atick_ms\x18\x03 \x01(\x01R\x06tickMs\"\x11\n" +
-	"\x0fTopologyRequest\"\xa8\x02\n" +
+	"\x0fTopologyRequest\"\xbe\x02\n" +
 	"\x10TopologyResponse\x12\x1a\n" +
 	"\bprotocol\x18\x01 \x01(\tR\bprotocol\x12\x18\n" +
 	"\aoverlay\x18\x02 \x03(\tR\aoverlay\x12*\n" +
@@ -2772,7 +2916,14 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"partitions\x18\x05 \x03(\v2\x17.flexkv.kv.v1.PartitionR\n" +
 	"partitions\x12\x18\n" +
 	"\aregions\x18\x06 \x03(\tR\aregions\x122\n" +
-	"\alatency\x18\a \x03(\v2\x18.flexkv.kv.v1.LatencyRowR\alatency\"8\n" +
+	"\alatency\x18\a \x03(\v2\x18.flexkv.kv.v1.LatencyRowR\alatency\x12\x14\n" +
+	"\x05epoch\x18\b \x01(\x04R\x05epoch\"p\n" +
+	"\x12ReconfigureRequest\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x18\n" +
+	"\aoverlay\x18\x02 \x03(\tR\aoverlay\x12*\n" +
+	"\x04tree\x18\x03 \x03(\v2\x16.flexkv.kv.v1.TreeEdgeR\x04tree\"+\n" +
+	"\x13ReconfigureResponse\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\"8\n" +
 	"\bTreeEdge\x12\x14\n" +
 	"\x05child\x18\x01 \x01(\tR\x05child\x12\x16\n" +
 	"\x06parent\x18\x02 \x01(\tR\x06parent\"f\n" +
@@ -2797,7 +2948,7 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"LatencyRow\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x15\n" +
 	"\x06rtt_ms\x18\x02 \x03(\x01R\x05rttMs\"\x0f\n" +
-	"\rStatusRequest\"\xb3\x03\n" +
+	"\rStatusRequest\"\xc9\x03\n" +
 	"\x0eStatusResponse\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\areplica\x18\x02 \x01(\tR\areplica\x12\x12\n" +
@@ -2816,7 +2967,8 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\n" +
 	"cluster_id\x18\r \x01(\tR\tclusterId\x12\x18\n" +
 	"\aversion\x18\x0e \x01(\tR\aversion\x12\x1a\n" +
-	"\brevision\x18\x0f \x01(\tR\brevision\"\x0f\n" +
+	"\brevision\x18\x0f \x01(\tR\brevision\x12\x14\n" +
+	"\x05epoch\x18\x10 \x01(\x04R\x05epoch\"\x0f\n" +
 	"\rBackupRequest\"\xd6\x01\n" +
 	"\x0eBackupResponse\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12\x10\n" +
@@ -2858,7 +3010,7 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\vOP_KIND_PUT\x10\x02\x12\x12\n" +
 	"\x0eOP_KIND_DELETE\x10\x03\x12\x0f\n" +
 	"\vOP_KIND_ADD\x10\x04\x12\x10\n" +
-	"\fOP_KIND_SCAN\x10\x052\xcb\x06\n" +
+	"\fOP_KIND_SCAN\x10\x052\x9f\a\n" +
 	"\x02KV\x12:\n" +
 	"\x03Txn\x12\x18.flexkv.kv.v1.TxnRequest\x1a\x19.flexkv.kv.v1.TxnResponse\x12@\n" +
 	"\x05Await\x12\x1a.flexkv.kv.v1.AwaitRequest\x1a\x1b.flexkv.kv.v1.AwaitResponse\x12:\n" +
@@ -2867,7 +3019,8 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\x06Delete\x12\x1b.flexkv.kv.v1.DeleteRequest\x1a\x1c.flexkv.kv.v1.DeleteResponse\x12=\n" +
 	"\x04Scan\x12\x19.flexkv.kv.v1.ScanRequest\x1a\x1a.flexkv.kv.v1.ScanResponse\x12R\n" +
 	"\vOpenSession\x12 .flexkv.kv.v1.OpenSessionRequest\x1a!.flexkv.kv.v1.OpenSessionResponse\x12I\n" +
-	"\bTopology\x12\x1d.flexkv.kv.v1.TopologyRequest\x1a\x1e.flexkv.kv.v1.TopologyResponse\x12C\n" +
+	"\bTopology\x12\x1d.flexkv.kv.v1.TopologyRequest\x1a\x1e.flexkv.kv.v1.TopologyResponse\x12R\n" +
+	"\vReconfigure\x12 .flexkv.kv.v1.ReconfigureRequest\x1a!.flexkv.kv.v1.ReconfigureResponse\x12C\n" +
 	"\x06Status\x12\x1b.flexkv.kv.v1.StatusRequest\x1a\x1c.flexkv.kv.v1.StatusResponse\x12C\n" +
 	"\x06Backup\x12\x1b.flexkv.kv.v1.BackupRequest\x1a\x1c.flexkv.kv.v1.BackupResponse\x12Q\n" +
 	"\vBackupFiles\x12 .flexkv.kv.v1.BackupFilesRequest\x1a\x1e.flexkv.kv.v1.BackupFilesChunk0\x01\x12O\n" +
@@ -2887,7 +3040,7 @@ func file_flexkv_kv_v1_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_flexkv_kv_v1_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_flexkv_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_flexkv_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_flexkv_kv_v1_kv_proto_goTypes = []any{
 	(Cmp)(0),                    // 0: flexkv.kv.v1.Cmp
 	(OpKind)(0),                 // 1: flexkv.kv.v1.OpKind
@@ -2914,20 +3067,22 @@ var file_flexkv_kv_v1_kv_proto_goTypes = []any{
 	(*OpenSessionResponse)(nil), // 22: flexkv.kv.v1.OpenSessionResponse
 	(*TopologyRequest)(nil),     // 23: flexkv.kv.v1.TopologyRequest
 	(*TopologyResponse)(nil),    // 24: flexkv.kv.v1.TopologyResponse
-	(*TreeEdge)(nil),            // 25: flexkv.kv.v1.TreeEdge
-	(*Group)(nil),               // 26: flexkv.kv.v1.Group
-	(*Replica)(nil),             // 27: flexkv.kv.v1.Replica
-	(*Partition)(nil),           // 28: flexkv.kv.v1.Partition
-	(*LatencyRow)(nil),          // 29: flexkv.kv.v1.LatencyRow
-	(*StatusRequest)(nil),       // 30: flexkv.kv.v1.StatusRequest
-	(*StatusResponse)(nil),      // 31: flexkv.kv.v1.StatusResponse
-	(*BackupRequest)(nil),       // 32: flexkv.kv.v1.BackupRequest
-	(*BackupResponse)(nil),      // 33: flexkv.kv.v1.BackupResponse
-	(*BackupFilesRequest)(nil),  // 34: flexkv.kv.v1.BackupFilesRequest
-	(*BackupFile)(nil),          // 35: flexkv.kv.v1.BackupFile
-	(*BackupFilesChunk)(nil),    // 36: flexkv.kv.v1.BackupFilesChunk
-	(*DropBackupRequest)(nil),   // 37: flexkv.kv.v1.DropBackupRequest
-	(*DropBackupResponse)(nil),  // 38: flexkv.kv.v1.DropBackupResponse
+	(*ReconfigureRequest)(nil),  // 25: flexkv.kv.v1.ReconfigureRequest
+	(*ReconfigureResponse)(nil), // 26: flexkv.kv.v1.ReconfigureResponse
+	(*TreeEdge)(nil),            // 27: flexkv.kv.v1.TreeEdge
+	(*Group)(nil),               // 28: flexkv.kv.v1.Group
+	(*Replica)(nil),             // 29: flexkv.kv.v1.Replica
+	(*Partition)(nil),           // 30: flexkv.kv.v1.Partition
+	(*LatencyRow)(nil),          // 31: flexkv.kv.v1.LatencyRow
+	(*StatusRequest)(nil),       // 32: flexkv.kv.v1.StatusRequest
+	(*StatusResponse)(nil),      // 33: flexkv.kv.v1.StatusResponse
+	(*BackupRequest)(nil),       // 34: flexkv.kv.v1.BackupRequest
+	(*BackupResponse)(nil),      // 35: flexkv.kv.v1.BackupResponse
+	(*BackupFilesRequest)(nil),  // 36: flexkv.kv.v1.BackupFilesRequest
+	(*BackupFile)(nil),          // 37: flexkv.kv.v1.BackupFile
+	(*BackupFilesChunk)(nil),    // 38: flexkv.kv.v1.BackupFilesChunk
+	(*DropBackupRequest)(nil),   // 39: flexkv.kv.v1.DropBackupRequest
+	(*DropBackupResponse)(nil),  // 40: flexkv.kv.v1.DropBackupResponse
 }
 var file_flexkv_kv_v1_kv_proto_depIdxs = []int32{
 	0,  // 0: flexkv.kv.v1.Compare.cmp:type_name -> flexkv.kv.v1.Cmp
@@ -2943,42 +3098,45 @@ var file_flexkv_kv_v1_kv_proto_depIdxs = []int32{
 	9,  // 10: flexkv.kv.v1.TxnResponse.piece:type_name -> flexkv.kv.v1.PieceResult
 	9,  // 11: flexkv.kv.v1.AwaitResponse.piece:type_name -> flexkv.kv.v1.PieceResult
 	7,  // 12: flexkv.kv.v1.ScanResponse.kvs:type_name -> flexkv.kv.v1.KeyValue
-	25, // 13: flexkv.kv.v1.TopologyResponse.tree:type_name -> flexkv.kv.v1.TreeEdge
-	26, // 14: flexkv.kv.v1.TopologyResponse.groups:type_name -> flexkv.kv.v1.Group
-	28, // 15: flexkv.kv.v1.TopologyResponse.partitions:type_name -> flexkv.kv.v1.Partition
-	29, // 16: flexkv.kv.v1.TopologyResponse.latency:type_name -> flexkv.kv.v1.LatencyRow
-	27, // 17: flexkv.kv.v1.Group.replicas:type_name -> flexkv.kv.v1.Replica
-	9,  // 18: flexkv.kv.v1.BackupResponse.piece:type_name -> flexkv.kv.v1.PieceResult
-	35, // 19: flexkv.kv.v1.BackupFilesChunk.files:type_name -> flexkv.kv.v1.BackupFile
-	6,  // 20: flexkv.kv.v1.KV.Txn:input_type -> flexkv.kv.v1.TxnRequest
-	11, // 21: flexkv.kv.v1.KV.Await:input_type -> flexkv.kv.v1.AwaitRequest
-	13, // 22: flexkv.kv.v1.KV.Get:input_type -> flexkv.kv.v1.GetRequest
-	15, // 23: flexkv.kv.v1.KV.Put:input_type -> flexkv.kv.v1.PutRequest
-	17, // 24: flexkv.kv.v1.KV.Delete:input_type -> flexkv.kv.v1.DeleteRequest
-	19, // 25: flexkv.kv.v1.KV.Scan:input_type -> flexkv.kv.v1.ScanRequest
-	21, // 26: flexkv.kv.v1.KV.OpenSession:input_type -> flexkv.kv.v1.OpenSessionRequest
-	23, // 27: flexkv.kv.v1.KV.Topology:input_type -> flexkv.kv.v1.TopologyRequest
-	30, // 28: flexkv.kv.v1.KV.Status:input_type -> flexkv.kv.v1.StatusRequest
-	32, // 29: flexkv.kv.v1.KV.Backup:input_type -> flexkv.kv.v1.BackupRequest
-	34, // 30: flexkv.kv.v1.KV.BackupFiles:input_type -> flexkv.kv.v1.BackupFilesRequest
-	37, // 31: flexkv.kv.v1.KV.DropBackup:input_type -> flexkv.kv.v1.DropBackupRequest
-	10, // 32: flexkv.kv.v1.KV.Txn:output_type -> flexkv.kv.v1.TxnResponse
-	12, // 33: flexkv.kv.v1.KV.Await:output_type -> flexkv.kv.v1.AwaitResponse
-	14, // 34: flexkv.kv.v1.KV.Get:output_type -> flexkv.kv.v1.GetResponse
-	16, // 35: flexkv.kv.v1.KV.Put:output_type -> flexkv.kv.v1.PutResponse
-	18, // 36: flexkv.kv.v1.KV.Delete:output_type -> flexkv.kv.v1.DeleteResponse
-	20, // 37: flexkv.kv.v1.KV.Scan:output_type -> flexkv.kv.v1.ScanResponse
-	22, // 38: flexkv.kv.v1.KV.OpenSession:output_type -> flexkv.kv.v1.OpenSessionResponse
-	24, // 39: flexkv.kv.v1.KV.Topology:output_type -> flexkv.kv.v1.TopologyResponse
-	31, // 40: flexkv.kv.v1.KV.Status:output_type -> flexkv.kv.v1.StatusResponse
-	33, // 41: flexkv.kv.v1.KV.Backup:output_type -> flexkv.kv.v1.BackupResponse
-	36, // 42: flexkv.kv.v1.KV.BackupFiles:output_type -> flexkv.kv.v1.BackupFilesChunk
-	38, // 43: flexkv.kv.v1.KV.DropBackup:output_type -> flexkv.kv.v1.DropBackupResponse
-	32, // [32:44] is the sub-list for method output_type
-	20, // [20:32] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	27, // 13: flexkv.kv.v1.TopologyResponse.tree:type_name -> flexkv.kv.v1.TreeEdge
+	28, // 14: flexkv.kv.v1.TopologyResponse.groups:type_name -> flexkv.kv.v1.Group
+	30, // 15: flexkv.kv.v1.TopologyResponse.partitions:type_name -> flexkv.kv.v1.Partition
+	31, // 16: flexkv.kv.v1.TopologyResponse.latency:type_name -> flexkv.kv.v1.LatencyRow
+	27, // 17: flexkv.kv.v1.ReconfigureRequest.tree:type_name -> flexkv.kv.v1.TreeEdge
+	29, // 18: flexkv.kv.v1.Group.replicas:type_name -> flexkv.kv.v1.Replica
+	9,  // 19: flexkv.kv.v1.BackupResponse.piece:type_name -> flexkv.kv.v1.PieceResult
+	37, // 20: flexkv.kv.v1.BackupFilesChunk.files:type_name -> flexkv.kv.v1.BackupFile
+	6,  // 21: flexkv.kv.v1.KV.Txn:input_type -> flexkv.kv.v1.TxnRequest
+	11, // 22: flexkv.kv.v1.KV.Await:input_type -> flexkv.kv.v1.AwaitRequest
+	13, // 23: flexkv.kv.v1.KV.Get:input_type -> flexkv.kv.v1.GetRequest
+	15, // 24: flexkv.kv.v1.KV.Put:input_type -> flexkv.kv.v1.PutRequest
+	17, // 25: flexkv.kv.v1.KV.Delete:input_type -> flexkv.kv.v1.DeleteRequest
+	19, // 26: flexkv.kv.v1.KV.Scan:input_type -> flexkv.kv.v1.ScanRequest
+	21, // 27: flexkv.kv.v1.KV.OpenSession:input_type -> flexkv.kv.v1.OpenSessionRequest
+	23, // 28: flexkv.kv.v1.KV.Topology:input_type -> flexkv.kv.v1.TopologyRequest
+	25, // 29: flexkv.kv.v1.KV.Reconfigure:input_type -> flexkv.kv.v1.ReconfigureRequest
+	32, // 30: flexkv.kv.v1.KV.Status:input_type -> flexkv.kv.v1.StatusRequest
+	34, // 31: flexkv.kv.v1.KV.Backup:input_type -> flexkv.kv.v1.BackupRequest
+	36, // 32: flexkv.kv.v1.KV.BackupFiles:input_type -> flexkv.kv.v1.BackupFilesRequest
+	39, // 33: flexkv.kv.v1.KV.DropBackup:input_type -> flexkv.kv.v1.DropBackupRequest
+	10, // 34: flexkv.kv.v1.KV.Txn:output_type -> flexkv.kv.v1.TxnResponse
+	12, // 35: flexkv.kv.v1.KV.Await:output_type -> flexkv.kv.v1.AwaitResponse
+	14, // 36: flexkv.kv.v1.KV.Get:output_type -> flexkv.kv.v1.GetResponse
+	16, // 37: flexkv.kv.v1.KV.Put:output_type -> flexkv.kv.v1.PutResponse
+	18, // 38: flexkv.kv.v1.KV.Delete:output_type -> flexkv.kv.v1.DeleteResponse
+	20, // 39: flexkv.kv.v1.KV.Scan:output_type -> flexkv.kv.v1.ScanResponse
+	22, // 40: flexkv.kv.v1.KV.OpenSession:output_type -> flexkv.kv.v1.OpenSessionResponse
+	24, // 41: flexkv.kv.v1.KV.Topology:output_type -> flexkv.kv.v1.TopologyResponse
+	26, // 42: flexkv.kv.v1.KV.Reconfigure:output_type -> flexkv.kv.v1.ReconfigureResponse
+	33, // 43: flexkv.kv.v1.KV.Status:output_type -> flexkv.kv.v1.StatusResponse
+	35, // 44: flexkv.kv.v1.KV.Backup:output_type -> flexkv.kv.v1.BackupResponse
+	38, // 45: flexkv.kv.v1.KV.BackupFiles:output_type -> flexkv.kv.v1.BackupFilesChunk
+	40, // 46: flexkv.kv.v1.KV.DropBackup:output_type -> flexkv.kv.v1.DropBackupResponse
+	34, // [34:47] is the sub-list for method output_type
+	21, // [21:34] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_flexkv_kv_v1_kv_proto_init() }
@@ -3000,7 +3158,7 @@ func file_flexkv_kv_v1_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flexkv_kv_v1_kv_proto_rawDesc), len(file_flexkv_kv_v1_kv_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   37,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

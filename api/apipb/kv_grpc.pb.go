@@ -31,6 +31,7 @@ const (
 	KV_Scan_FullMethodName        = "/flexkv.kv.v1.KV/Scan"
 	KV_OpenSession_FullMethodName = "/flexkv.kv.v1.KV/OpenSession"
 	KV_Topology_FullMethodName    = "/flexkv.kv.v1.KV/Topology"
+	KV_Reconfigure_FullMethodName = "/flexkv.kv.v1.KV/Reconfigure"
 	KV_Status_FullMethodName      = "/flexkv.kv.v1.KV/Status"
 	KV_Backup_FullMethodName      = "/flexkv.kv.v1.KV/Backup"
 	KV_BackupFiles_FullMethodName = "/flexkv.kv.v1.KV/BackupFiles"
@@ -138,8 +139,17 @@ type KVClient interface {
 	// OpenSession opens a client session at the group it is sent to (to its
 	// leader) and returns its id, unique in the cluster and never reused.
 	OpenSession(ctx context.Context, in *OpenSessionRequest, opts ...grpc.CallOption) (*OpenSessionResponse, error)
-	// Topology returns the cluster configuration the server loaded.
+	// Topology returns the cluster configuration the server loaded, with the
+	// overlay and tree of the replica's current epoch.
 	Topology(ctx context.Context, in *TopologyRequest, opts ...grpc.CallOption) (*TopologyResponse, error)
+	// Reconfigure ends an epoch and starts the next with a configuration
+	// (DESIGN 14): a control message multicast to every group through the
+	// protocol in use. It must reach a replica of the group that takes the
+	// changes (FAILED_PRECONDITION naming it otherwise) and returns once that
+	// group took the change; every group starts the new epoch at its
+	// delivery. A change of an epoch that ended, or while another change is
+	// under way, is refused with FAILED_PRECONDITION naming the epoch.
+	Reconfigure(ctx context.Context, in *ReconfigureRequest, opts ...grpc.CallOption) (*ReconfigureResponse, error)
 	// Status reports this replica's state, for `flexkv status` (DESIGN 7):
 	// any replica answers, leader or not.
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
@@ -247,6 +257,16 @@ func (c *kVClient) Topology(ctx context.Context, in *TopologyRequest, opts ...gr
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(TopologyResponse)
 	err := c.cc.Invoke(ctx, KV_Topology_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *kVClient) Reconfigure(ctx context.Context, in *ReconfigureRequest, opts ...grpc.CallOption) (*ReconfigureResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReconfigureResponse)
+	err := c.cc.Invoke(ctx, KV_Reconfigure_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -403,8 +423,17 @@ type KVServer interface {
 	// OpenSession opens a client session at the group it is sent to (to its
 	// leader) and returns its id, unique in the cluster and never reused.
 	OpenSession(context.Context, *OpenSessionRequest) (*OpenSessionResponse, error)
-	// Topology returns the cluster configuration the server loaded.
+	// Topology returns the cluster configuration the server loaded, with the
+	// overlay and tree of the replica's current epoch.
 	Topology(context.Context, *TopologyRequest) (*TopologyResponse, error)
+	// Reconfigure ends an epoch and starts the next with a configuration
+	// (DESIGN 14): a control message multicast to every group through the
+	// protocol in use. It must reach a replica of the group that takes the
+	// changes (FAILED_PRECONDITION naming it otherwise) and returns once that
+	// group took the change; every group starts the new epoch at its
+	// delivery. A change of an epoch that ended, or while another change is
+	// under way, is refused with FAILED_PRECONDITION naming the epoch.
+	Reconfigure(context.Context, *ReconfigureRequest) (*ReconfigureResponse, error)
 	// Status reports this replica's state, for `flexkv status` (DESIGN 7):
 	// any replica answers, leader or not.
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
@@ -461,6 +490,9 @@ func (UnimplementedKVServer) OpenSession(context.Context, *OpenSessionRequest) (
 }
 func (UnimplementedKVServer) Topology(context.Context, *TopologyRequest) (*TopologyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Topology not implemented")
+}
+func (UnimplementedKVServer) Reconfigure(context.Context, *ReconfigureRequest) (*ReconfigureResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Reconfigure not implemented")
 }
 func (UnimplementedKVServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Status not implemented")
@@ -639,6 +671,24 @@ func _KV_Topology_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _KV_Reconfigure_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReconfigureRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KVServer).Reconfigure(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KV_Reconfigure_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KVServer).Reconfigure(ctx, req.(*ReconfigureRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _KV_Status_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(StatusRequest)
 	if err := dec(in); err != nil {
@@ -742,6 +792,10 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Topology",
 			Handler:    _KV_Topology_Handler,
+		},
+		{
+			MethodName: "Reconfigure",
+			Handler:    _KV_Reconfigure_Handler,
 		},
 		{
 			MethodName: "Status",

@@ -25,12 +25,12 @@ import (
 // newOverlayCmd returns `flexkv overlay`, the parent of suggest (DESIGN 7).
 func newOverlayCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "overlay suggest",
-		Short: "Find the FlexCast overlay and the tree that minimise expected latency",
+		Use:   "overlay suggest|apply",
+		Short: "Find the FlexCast overlay and the tree that minimise expected latency, or apply one",
 	}
-	needSubcommand(cmd, "suggest")
+	needSubcommand(cmd, "suggest or apply")
 	setUsageErrors(cmd)
-	cmd.AddCommand(newOverlaySuggestCmd())
+	cmd.AddCommand(newOverlaySuggestCmd(), newOverlayApplyCmd())
 	return cmd
 }
 

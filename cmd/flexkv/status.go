@@ -32,10 +32,13 @@ func newStatusCmd() *cobra.Command {
 		Long: `Ask every replica of the cluster, concurrently, for its state (DESIGN 7) and
 print one line per replica, in the order of the configuration:
 
-  GROUP REPLICA ADDRESS ROLE TERM COMMIT APPLIED LAG OUTBOX PENDING TLS FINGERPRINT VERSION
+  GROUP REPLICA ADDRESS ROLE EPOCH TERM COMMIT APPLIED LAG OUTBOX PENDING TLS FINGERPRINT VERSION
 
 ROLE is leader, follower or candidate, or down for a replica that did not
-answer within --timeout (its error goes to stderr). COMMIT and APPLIED are
+answer within --timeout (its error goes to stderr). EPOCH is the epoch of
+the replica's group (DESIGN 14): 1 at bootstrap, one more per change of the
+cluster it delivered ("-" from a server too old to say); groups differ for
+the moment a change takes to reach them all. COMMIT and APPLIED are
 raft's commit index and the last entry applied; LAG is the group leader's
 commit index minus this replica's applied index ("-" while no leader
 answers). OUTBOX counts the envelopes to other groups not acknowledged yet,
@@ -52,7 +55,7 @@ The replicas are those of --config (default: the embedded configs/local.yaml),
 or the addresses of --endpoints. With --json, one JSON object per replica,
 one per line (JSON Lines, like the delivery log), the same fields:
 {"group":"eu-west-1","replica":"r1","address":"127.0.0.1:7001","role":"leader",
- "term":2,"commit_index":40,"applied_index":40,"lag":0,"outbox":0,"pending":0,
+ "epoch":1,"term":2,"commit_index":40,"applied_index":40,"lag":0,"outbox":0,"pending":0,
  "tls_identity":"eu-west-1/r1","fingerprint":"...","cluster_id":"...",
  "version":"v0.4.0","revision":"19c832a01234"};
 a replica that is down has "role":"down" and "error", and no figures.
@@ -84,6 +87,7 @@ type statusRow struct {
 	Replica      string  `json:"replica"`
 	Address      string  `json:"address"`
 	Role         string  `json:"role"`
+	Epoch        *uint64 `json:"epoch,omitempty"`
 	Term         *uint64 `json:"term,omitempty"`
 	CommitIndex  *uint64 `json:"commit_index,omitempty"`
 	AppliedIndex *uint64 `json:"applied_index,omitempty"`
@@ -215,6 +219,9 @@ func fill(rows []*statusRow, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "status: %s answers as %s/%s, not %s/%s of the configuration\n", r.Address, p.GetGroup(), p.GetReplica(), r.Group, r.Replica)
 		}
 		r.Group, r.Replica, r.Role = p.GetGroup(), p.GetReplica(), p.GetRole()
+		if e := p.GetEpoch(); e > 0 {
+			r.Epoch = ptr(e)
+		}
 		r.Term, r.CommitIndex, r.AppliedIndex = ptr(p.GetTerm()), ptr(p.GetCommitIndex()), ptr(p.GetAppliedIndex())
 		r.Outbox, r.Pending = ptr(p.GetOutbox()), ptr(p.GetPending())
 		r.TLSIdentity, r.Fingerprint, r.ClusterID = p.GetTlsIdentity(), p.GetFingerprint(), p.GetClusterId()
@@ -245,7 +252,7 @@ func ptr(v uint64) *uint64 { return &v }
 // printStatus prints rows as a table.
 func printStatus(w io.Writer, rows []*statusRow) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tREPLICA\tADDRESS\tROLE\tTERM\tCOMMIT\tAPPLIED\tLAG\tOUTBOX\tPENDING\tTLS\tFINGERPRINT\tVERSION")
+	fmt.Fprintln(tw, "GROUP\tREPLICA\tADDRESS\tROLE\tEPOCH\tTERM\tCOMMIT\tAPPLIED\tLAG\tOUTBOX\tPENDING\tTLS\tFINGERPRINT\tVERSION")
 	num := func(p *uint64) string {
 		if p == nil {
 			return "-"
@@ -259,8 +266,8 @@ func printStatus(w io.Writer, rows []*statusRow) error {
 		return s
 	}
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Group, r.Replica, r.Address, r.Role,
-			num(r.Term), num(r.CommitIndex), num(r.AppliedIndex), num(r.Lag), num(r.Outbox), num(r.Pending), str(r.TLSIdentity), str(r.Fingerprint),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Group, r.Replica, r.Address, r.Role,
+			num(r.Epoch), num(r.Term), num(r.CommitIndex), num(r.AppliedIndex), num(r.Lag), num(r.Outbox), num(r.Pending), str(r.TLSIdentity), str(r.Fingerprint),
 			str(versionLabel(r.Version, r.Revision)))
 	}
 	return tw.Flush()

@@ -120,17 +120,17 @@ func checkStatusTable(t *testing.T, cfg *partition.ClusterConfig, out string) st
 		f := strings.Fields(line)
 		g := cfg.Groups[i/3]
 		r := g.Replicas[i%3]
-		if len(f) != 13 || f[0] != g.Name || f[1] != r.ID || f[2] != r.GRPC || (f[3] != "leader" && f[3] != "follower") || f[10] != g.Name+"/"+r.ID {
-			t.Fatalf("row %q, want %s %s %s leader|follower ... TLS %s/%s", line, g.Name, r.ID, r.GRPC, g.Name, r.ID)
+		if len(f) != 14 || f[0] != g.Name || f[1] != r.ID || f[2] != r.GRPC || (f[3] != "leader" && f[3] != "follower") || f[4] != "1" || f[11] != g.Name+"/"+r.ID {
+			t.Fatalf("row %q, want %s %s %s leader|follower, epoch 1 ... TLS %s/%s", line, g.Name, r.ID, r.GRPC, g.Name, r.ID)
 		}
 		if fingerprint == "" {
-			fingerprint = f[11]
+			fingerprint = f[12]
 		}
-		if f[11] != fingerprint || len(fingerprint) != 16 {
-			t.Fatalf("row %q: fingerprint %q, want %q like every replica", line, f[11], fingerprint)
+		if f[12] != fingerprint || len(fingerprint) != 16 {
+			t.Fatalf("row %q: fingerprint %q, want %q like every replica", line, f[12], fingerprint)
 		}
-		if f[12] != version {
-			t.Fatalf("row %q: version %q, want %q (the build's %s, revision %s)", line, f[12], version, bi.Version, bi.ShortRevision())
+		if f[13] != version {
+			t.Fatalf("row %q: version %q, want %q (the build's %s, revision %s)", line, f[13], version, bi.Version, bi.ShortRevision())
 		}
 	}
 	if want := partition.Fingerprint(cfg.Canonical()); fingerprint != want {
@@ -154,7 +154,7 @@ func checkStatusJSON(t *testing.T, out, fingerprint string) {
 		if r.Role == "leader" {
 			leaders++
 		}
-		if r.Term == nil || *r.Term == 0 || r.CommitIndex == nil || r.AppliedIndex == nil || r.Lag == nil || r.Outbox == nil || r.Pending == nil ||
+		if r.Epoch == nil || *r.Epoch != 1 || r.Term == nil || *r.Term == 0 || r.CommitIndex == nil || r.AppliedIndex == nil || r.Lag == nil || r.Outbox == nil || r.Pending == nil ||
 			r.TLSIdentity != r.Group+"/"+r.Replica || r.Fingerprint != fingerprint || r.ClusterID == "" || r.Error != "" {
 			t.Fatalf("status --json row %+v: want every figure, TLS %s/%s, fingerprint %s", r, r.Group, r.Replica, fingerprint)
 		}
@@ -196,7 +196,7 @@ func TestStatusVersions(t *testing.T) {
 	}
 	for i, want := range []string{"v0.4.0@19c832a01234", "v0.5.0@5e2f0a9b7c1d", "-"} {
 		id := rows[i].Replica
-		if f := rowOf(out.String(), id); len(f) != 13 || f[12] != want {
+		if f := rowOf(out.String(), id); len(f) != 14 || f[13] != want {
 			t.Errorf("row of %s: %q, want VERSION %s:\n%s", id, f, want, out.String())
 		}
 	}

@@ -170,6 +170,18 @@ func (p *Protocol) Entry(top *partition.Topology, lat *partition.Latency, from O
 	return p.entry(top, lat, from, dst)
 }
 
+// ChangeEntry returns the one group that takes every change of the cluster
+// (DESIGN 14: a control message to every group): the entry of a message to
+// every group, from no client (FlexCast's lca and Skeen's choice without a
+// matrix, the lowest rank; the tree's root). Two changes of one epoch meet
+// there, which orders the second after the first or refuses it: under Skeen,
+// where any destination could take a message, another group taking a
+// change of the same epoch would order two different control messages of
+// one id.
+func (p *Protocol) ChangeEntry(top *partition.Topology) partition.GroupID {
+	return p.entry(top, nil, Origin{Group: partition.NoGroup}, top.All())
+}
+
 // Entries returns the groups whose core takes a request for dst: the one
 // entry group under FlexCast and the tree protocol, any destination under
 // Skeen (the nearest one is the client's choice, which the server cannot

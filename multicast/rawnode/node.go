@@ -41,6 +41,10 @@ type Node struct {
 	ch       *channel.Channel
 	out      Output
 	rejected uint64
+	// epoch is the group's epoch, changing whether this group took a change
+	// of it that it has not delivered yet (epoch.go).
+	epoch    uint64
+	changing bool
 }
 
 // Output is what Ready drains. The caller owns the slices.
@@ -51,6 +55,12 @@ type Output struct {
 	Rejected   []Rejection         // envelopes the core rejected, for logs
 	App        []AppInbound        // application payloads received, in channel order
 	Requests   []multicast.Message // client requests the core accepted, for logs
+	// Changes are the control messages delivered (epoch.go), each with its
+	// place among Deliveries; Aborted, the ids of Deliveries of an epoch
+	// that had ended here when they were delivered: every destination
+	// aborts them alike.
+	Changes []Change
+	Aborted []multicast.MsgID
 }
 
 // The tags of envelopes on the channel.
@@ -103,19 +113,26 @@ func newNode(core multicast.Core, ch *channel.Channel) (*Node, error) {
 	if out := core.Ready(); !out.Empty() {
 		return nil, fmt.Errorf("node: core has %d sends and %d deliveries not drained", len(out.Sends), len(out.Deliveries))
 	}
-	return &Node{core: core, ch: ch}, nil
+	return &Node{core: core, ch: ch, epoch: 1}, nil
 }
 
-// Request steps a client request into the core. It returns an error wrapping
+// Request steps a client request, routed with the group's epoch, into the
+// core (RequestAt names the epoch). It returns an error wrapping
 // multicast.ErrBusy, and does not step the core, while the channel is Busy;
 // it returns the core's error, wrapped, if the core rejects the request.
-func (n *Node) Request(m multicast.Message) error {
+func (n *Node) Request(m multicast.Message) error { return n.RequestAt(m, n.epoch) }
+
+// request steps m, of epoch, into the core, its payload behind the epoch's
+// header.
+func (n *Node) request(m multicast.Message, epoch uint64) error {
 	if to, busy := n.ch.BusyWith(); busy {
 		cfg := n.ch.Config()
 		return fmt.Errorf("node: request %s: %w: group %d is unreachable or slow: it has not acknowledged %d envelopes (max %d), %d bytes sent since the oldest of them (max %d)",
 			m.ID, multicast.ErrBusy, to, n.ch.OutboxLen(to), cfg.OutboxMax, n.ch.Backlog(to), cfg.BacklogBytesMax)
 	}
-	err := n.core.Step(multicast.Request(m))
+	wrapped := m
+	wrapped.Payload = appendEpochHeader(epoch, m.Payload)
+	err := n.core.Step(multicast.Request(wrapped))
 	n.drainCore()
 	if err != nil {
 		return fmt.Errorf("node: request %s: %w", m.ID, err)
@@ -188,7 +205,9 @@ func (n *Node) drainCore() {
 		n.ch.Send(s.To, tagged(tagCore, s.Payload))
 	}
 	n.out.Sends = append(n.out.Sends, out.Sends...)
-	n.out.Deliveries = append(n.out.Deliveries, out.Deliveries...)
+	for _, m := range out.Deliveries {
+		n.deliver(m)
+	}
 }
 
 // tagged returns payload behind tag, in a new slice (the channel keeps it).
@@ -273,20 +292,39 @@ func (n *Node) Stats() Stats {
 // encode. Call it with the output drained, as
 // (*channel.Channel).AppendSnapshot requires.
 func (n *Node) AppendSnapshot(b []byte) []byte {
-	if len(n.out.Frames) != 0 || len(n.out.Deliveries) != 0 || len(n.out.Sends) != 0 || len(n.out.Rejected) != 0 || len(n.out.App) != 0 || len(n.out.Requests) != 0 {
+	if len(n.out.Frames) != 0 || len(n.out.Deliveries) != 0 || len(n.out.Sends) != 0 || len(n.out.Rejected) != 0 || len(n.out.App) != 0 || len(n.out.Requests) != 0 || len(n.out.Changes) != 0 {
 		panic("node: snapshot with undrained output")
 	}
+	b = append(b, 0, nodeSnapshotVersion)
 	b = wire.AppendBytes(b, n.ch.AppendSnapshot(nil))
-	return wire.AppendUvarint(b, n.rejected)
+	b = wire.AppendUvarint(b, n.rejected)
+	return n.appendEpochs(b)
 }
+
+// nodeSnapshotVersion is the version of the node's snapshot, written after
+// a zero byte: version 1 had no version, and starts with the length of the
+// channel's snapshot, never zero; it has no epoch state, and restores at
+// epoch 1. Version 2 ends with the epoch state.
+const nodeSnapshotVersion = 2
 
 // Restore returns a node over core, whose state the caller restored, with
 // the channel and counters that AppendSnapshot encoded in b. Errors wrap
 // wire.ErrCorrupt when b is corrupt or does not fit cfg.
 func Restore(core multicast.Core, cfg channel.Config, b []byte) (*Node, error) {
 	d := wire.NewDecoder(b)
+	versioned := len(b) > 0 && b[0] == 0
+	if versioned {
+		d.Byte()
+		if v := d.Byte(); d.Err() == nil && v != nodeSnapshotVersion {
+			d.Fail("node snapshot version %d, want %d", v, nodeSnapshotVersion)
+		}
+	}
 	snap := d.Bytes()
 	rejected := d.Uvarint()
+	ep := Node{epoch: 1}
+	if versioned {
+		ep.decodeEpochs(d)
+	}
 	if err := d.Finish(); err != nil {
 		return nil, fmt.Errorf("node: restore: %w", err)
 	}
@@ -299,5 +337,6 @@ func Restore(core multicast.Core, cfg channel.Config, b []byte) (*Node, error) {
 		return nil, err
 	}
 	n.rejected = rejected
+	n.epoch, n.changing = ep.epoch, ep.changing
 	return n, nil
 }

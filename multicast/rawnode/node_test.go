@@ -27,6 +27,16 @@ type echoCore struct {
 	inputs  []multicast.Input // every input accepted, in order
 	out     multicast.Output
 	busyEnv bool // refuse envelopes as busy (a broken core)
+	// hold: requests are sent at once but delivered here only by release,
+	// as Skeen's entry group waits.
+	hold bool
+	held []multicast.Message
+}
+
+// release delivers the held requests.
+func (c *echoCore) release() {
+	c.out.Deliveries = append(c.out.Deliveries, c.held...)
+	c.held = nil
 }
 
 func (c *echoCore) Step(in multicast.Input) error {
@@ -36,10 +46,14 @@ func (c *echoCore) Step(in multicast.Input) error {
 		if !m.Dst.Has(c.self) {
 			return fmt.Errorf("echo: %w: %s not addressed to %d", multicast.ErrInvalid, m.ID, c.self)
 		}
-		c.out.Deliveries = append(c.out.Deliveries, m)
+		if c.hold {
+			c.held = append(c.held, m)
+		} else {
+			c.out.Deliveries = append(c.out.Deliveries, m)
+		}
 		for _, d := range m.Dst.Remove(c.self).Slice() {
 			payload := multicast.AppendMessage(nil, m)
-			if string(m.Payload) == "corrupt" {
+			if string(body(m)) == "corrupt" {
 				payload = []byte{0xff}
 			}
 			c.out.Sends = append(c.out.Sends, multicast.Send{To: d, Kind: multicast.KindMsg, About: m.ID, Payload: payload})
@@ -54,7 +68,7 @@ func (c *echoCore) Step(in multicast.Input) error {
 			return fmt.Errorf("echo: envelope from %d: %w", in.From, err)
 		}
 		c.out.Deliveries = append(c.out.Deliveries, m)
-		if string(m.Payload) == "echo" {
+		if string(body(m)) == "echo" {
 			r := multicast.Message{ID: multicast.MsgID{Client: m.ID.Client, Seq: m.ID.Seq + 1000}, Dst: partition.SetOf(in.From), Payload: []byte("reply")}
 			c.out.Sends = append(c.out.Sends, multicast.Send{To: in.From, Kind: multicast.KindAck, About: m.ID, Payload: multicast.AppendMessage(nil, r)})
 		}
@@ -64,6 +78,19 @@ func (c *echoCore) Step(in multicast.Input) error {
 	}
 	c.inputs = append(c.inputs, in)
 	return nil
+}
+
+// atEpoch returns m as the core sees it: its payload behind the header of
+// epoch e.
+func atEpoch(e uint64, m multicast.Message) multicast.Message {
+	m.Payload = appendEpochHeader(e, m.Payload)
+	return m
+}
+
+// body returns m's payload without the node's epoch header.
+func body(m multicast.Message) []byte {
+	_, b := splitEpochHeader(m.ID, m.Payload)
+	return b
 }
 
 func (c *echoCore) Ready() multicast.Output {
@@ -139,7 +166,7 @@ func TestSendsReachChannel(t *testing.T) {
 	if len(out.Requests) != 1 || out.Requests[0].ID != m.ID {
 		t.Errorf("accepted requests %v, want [%s]", out.Requests, m.ID)
 	}
-	enc := multicast.AppendMessage(nil, m)
+	enc := multicast.AppendMessage(nil, atEpoch(1, m))
 	wantSends := []multicast.Send{
 		{To: 1, Kind: multicast.KindMsg, About: m.ID, Payload: enc},
 		{To: 2, Kind: multicast.KindMsg, About: m.ID, Payload: enc},
@@ -190,7 +217,7 @@ func TestInboundReachesCoreInOrder(t *testing.T) {
 		}
 	}
 	for i, in := range envelopes {
-		if want := multicast.AppendMessage(nil, ms[i]); in.From != 0 || !bytes.Equal(in.Payload, want) {
+		if want := multicast.AppendMessage(nil, atEpoch(1, ms[i])); in.From != 0 || !bytes.Equal(in.Payload, want) {
 			t.Errorf("envelope %d stepped into the core: from %d payload %x, want from 0 payload %x", i, in.From, in.Payload, want)
 		}
 	}

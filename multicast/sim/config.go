@@ -53,6 +53,7 @@ const (
 	GapMsMax       = 10_000.0
 	LivenessMsMax  = 3_600_000.0
 	EventsMaxLimit = 1 << 31
+	ChangesMax     = 100
 )
 
 // Defaults of zero Config fields.
@@ -117,6 +118,11 @@ type Config struct {
 	// messages rarely reaches). A flush every few deliveries keeps one in
 	// flight most of the time, the case of the rules about flushes.
 	FlushEvery int
+
+	// Changes: control messages that end an epoch (DESIGN 14), keeping the
+	// overlay, submitted at uniform random times over the submissions by
+	// an operator at the protocol's change entry (0..ChangesMax).
+	Changes int
 
 	// LivenessMs: simulated time after the faults end within which every
 	// message must be delivered everywhere (default 120 s).
@@ -225,6 +231,9 @@ func (c Config) normalized() (Config, error) {
 	if c.FlushEvery < 0 || (c.FlushEvery > 0 && c.Protocol != protocol.FlexCast) {
 		return bad("flush-every %d: want 0, or a positive count with protocol flexcast", c.FlushEvery)
 	}
+	if c.Changes < 0 || c.Changes > ChangesMax {
+		return bad("changes %d out of range [0, %d]", c.Changes, ChangesMax)
+	}
 	if c.OutboxMax < 0 || c.HoldbackMax < 0 {
 		return bad("outbox-max %d and holdback-max %d may not be negative", c.OutboxMax, c.HoldbackMax)
 	}
@@ -271,7 +280,7 @@ func (c Config) Command() string {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"outbox-max", c.OutboxMax}, {"holdback-max", c.HoldbackMax}, {"events-max", c.EventsMax}, {"flush-every", c.FlushEvery}} {
+	}{{"outbox-max", c.OutboxMax}, {"holdback-max", c.HoldbackMax}, {"events-max", c.EventsMax}, {"flush-every", c.FlushEvery}, {"changes", c.Changes}} {
 		if f.v != 0 {
 			add(f.name, strconv.Itoa(f.v))
 		}

@@ -11,6 +11,7 @@ const (
 	evPartition                      // a partition epoch starts
 	evHeal                           // one cut heals
 	evHealAll                        // the faults end
+	evChange                         // the operator submits a change of the epoch
 )
 
 // event is something that happens at a simulated time. Events at the same

@@ -109,6 +109,14 @@ type Result struct {
 	Multicasts int // messages accepted by their entry group
 	Deliveries int // deliveries at destinations, each (message, group) once
 	Busy       int // requests refused with ErrBusy and retried
+	// Changes counts the changes of the epoch the operator submitted;
+	// EpochRefusals, the requests refused for an ended epoch (and
+	// resubmitted); Aborted, the messages aborted at their destinations
+	// for an epoch that ended before their delivery (and resubmitted as
+	// new messages).
+	Changes       int
+	EpochRefusals int
+	Aborted       int
 	// PerMulticast holds one entry per accepted message, in acceptance order.
 	PerMulticast []MulticastStats
 	Net          NetStats
@@ -157,6 +165,9 @@ func (r Result) Summary() string {
 	fmt.Fprintf(&b, ", acks/multicast %.2f (max %d), notifs/multicast %.2f (max %d)", acks, acksMax, notifs, notifsMax)
 	fmt.Fprintf(&b, ", frames %d (dropped %d, duplicated %d, reordered %d, cut %d), busy %d, simulated %.3f s, %d events",
 		r.Net.Frames, r.Net.Dropped, r.Net.Duplicated, r.Net.Reordered, r.Net.Cut, r.Busy, r.SimTimeMs/1000, r.Events)
+	if r.Changes > 0 {
+		fmt.Fprintf(&b, ", %d changes of the epoch (%d requests refused, %d messages aborted and resubmitted)", r.Changes, r.EpochRefusals, r.Aborted)
+	}
 	return b.String()
 }
 
@@ -164,9 +175,18 @@ func (r Result) Summary() string {
 type simulation struct {
 	cfg   Config
 	rng   *rand.Rand
+	proto *protocol.Protocol
 	w     *world
 	names []string
 	nodes []*rawnode.Node
+
+	// Epochs (epochs.go): what each client knows, its resubmissions so
+	// far, each job's verdict at its destinations, and the deliveries of
+	// control messages.
+	clientEpoch  []uint64
+	resubmits    []uint64
+	verdict      []int8
+	ctlDelivered int
 
 	jobs      []job
 	jobOf     map[multicast.MsgID]int
@@ -235,6 +255,7 @@ func newSimulation(cfg Config) (*simulation, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.proto = proto
 	if s.w, err = buildWorld(cfg, s.rng); err != nil {
 		return nil, err
 	}
@@ -251,6 +272,12 @@ func newSimulation(cfg Config) (*simulation, error) {
 	for i := range s.perJob {
 		s.perJob[i] = -1
 	}
+	s.verdict = make([]int8, len(s.jobs))
+	s.clientEpoch = make([]uint64, n*clientsPerGroup)
+	for i := range s.clientEpoch {
+		s.clientEpoch[i] = 1
+	}
+	s.resubmits = make([]uint64, n*clientsPerGroup)
 
 	// Resends must not start before an acknowledgement could come back:
 	// wait longer than the largest round trip, jitter included.
@@ -329,6 +356,9 @@ func (s *simulation) run() error {
 			return err
 		}
 	}
+	if err := s.scheduleChanges(lastSubmitUs); err != nil {
+		return err
+	}
 	s.faults = true
 	s.faultEndUs = lastSubmitUs + msToUs(faultTailMs)
 	s.deadlineUs = s.faultEndUs + msToUs(s.cfg.LivenessMs)
@@ -365,6 +395,8 @@ func (s *simulation) run() error {
 			err = s.schedule(event{atUs: s.nowUs + msToUs(tickMs), kind: evTick})
 		case evPartition:
 			err = s.epoch()
+		case evChange:
+			err = s.change()
 		case evHeal:
 			s.heal(e.a, e.b)
 		case evHealAll:
@@ -385,8 +417,14 @@ func (s *simulation) run() error {
 // submit hands job i to its entry group; a busy group makes the client
 // retry later.
 func (s *simulation) submit(i int) error {
-	j := s.jobs[i]
-	err := s.nodes[j.entry].Request(j.msg)
+	j := &s.jobs[i]
+	if j.epoch == 0 {
+		j.epoch = s.clientEpoch[j.client]
+	}
+	err := s.nodes[j.entry].RequestAt(j.msg, j.epoch)
+	if ee := (*rawnode.EpochError)(nil); errors.As(err, &ee) && errors.Is(err, rawnode.ErrEpochChanged) {
+		return s.refused(i, ee)
+	}
 	if errors.Is(err, multicast.ErrBusy) {
 		s.res.Busy++
 		return s.schedule(event{atUs: s.nowUs + msToUs(retryMs), kind: evSubmit, job: i})
@@ -456,8 +494,23 @@ func (s *simulation) drain(g partition.GroupID) error {
 			return err
 		}
 	}
-	for _, m := range out.Deliveries {
-		if err := s.logDeliver(g, m); err != nil {
+	aborted := make(map[multicast.MsgID]bool, len(out.Aborted))
+	for _, id := range out.Aborted {
+		aborted[id] = true
+	}
+	changes := out.Changes
+	for k, m := range out.Deliveries {
+		for ; len(changes) > 0 && changes[0].At == k; changes = changes[1:] {
+			if err := s.changed(g, changes[0]); err != nil {
+				return err
+			}
+		}
+		if err := s.logDeliver(g, m, aborted[m.ID]); err != nil {
+			return err
+		}
+	}
+	for _, c := range changes {
+		if err := s.changed(g, c); err != nil {
 			return err
 		}
 	}
@@ -503,11 +556,14 @@ func (s *simulation) logSend(g partition.GroupID, snd multicast.Send) error {
 	})
 }
 
-func (s *simulation) logDeliver(g partition.GroupID, m multicast.Message) error {
+func (s *simulation) logDeliver(g partition.GroupID, m multicast.Message, aborted bool) error {
 	if i, ok := s.jobOf[m.ID]; ok && s.accepted[i] && m.Dst == s.jobs[i].msg.Dst && m.Dst.Has(g) && !s.delivered[i].Has(g) {
 		s.delivered[i] = s.delivered[i].Add(g)
 		s.res.Deliveries++
 		s.res.Groups[g].Deliveries++
+		if err := s.judge(g, i, aborted); err != nil {
+			return err
+		}
 	}
 	// Anything else is logged as it is, for the checker to report.
 	return s.record(check.Record{
@@ -635,6 +691,9 @@ func (s *simulation) setCut(a, b partition.GroupID, delta int) {
 // every destination and every node's channel has nothing unacknowledged.
 func (s *simulation) complete() bool {
 	if s.nAccepted < len(s.jobs) || s.res.Deliveries < s.copies {
+		return false
+	}
+	if s.res.Changes < s.cfg.Changes || s.ctlDelivered < s.res.Changes*len(s.nodes) {
 		return false
 	}
 	for g, nd := range s.nodes {

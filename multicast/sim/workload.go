@@ -18,6 +18,12 @@ type job struct {
 	home  partition.GroupID
 	entry partition.GroupID
 	atUs  int64 // when the client sends it
+	// client is the index of the client that sends it (a resubmission's,
+	// that of the client of the job it replaces); epoch, the epoch the
+	// client routed it with: its client's when it was first submitted,
+	// then what a refusal told.
+	client int
+	epoch  uint64
 }
 
 // makeWorkload draws the messages of a normalized cfg: submission times
@@ -60,10 +66,11 @@ func makeWorkload(cfg Config, w *world, proto *protocol.Protocol, rng *rand.Rand
 		// Client ids start at 1, so that c0 never appears in a log.
 		id := multicast.MsgID{Client: uint64(client) + 1, Seq: seq[client]}
 		jobs[i] = job{
-			msg:   multicast.Message{ID: id, Dst: dst, Payload: payload},
-			home:  home,
-			entry: proto.Entry(w.top, w.lat, protocol.HomeOrigin(home), dst),
-			atUs:  times[i],
+			msg:    multicast.Message{ID: id, Dst: dst, Payload: payload},
+			home:   home,
+			entry:  proto.Entry(w.top, w.lat, protocol.HomeOrigin(home), dst),
+			atUs:   times[i],
+			client: client,
 		}
 	}
 	return jobs

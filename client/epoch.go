@@ -1,0 +1,97 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/flexkv/flexkv/api/apipb"
+	"github.com/flexkv/flexkv/partition"
+	"github.com/flexkv/flexkv/txn"
+)
+
+// Epochs (DESIGN 14). Every request carries the epoch of the topology the
+// client routed it with (Epoch). An entry group that ended that epoch
+// refuses it, and destinations that delivered it after the end abort it
+// alike: in both cases it ran nowhere. The client then learns the new epoch
+// (the entry group's Topology) and resubmits the request as a new one (its
+// session's next id), up to epochResubmits times: the caller sees no error.
+// Changes keep the overlay so far, so the routing itself does not change.
+
+// epochResubmits bounds the resubmissions of one call for changed epochs:
+// each needs a change of the cluster while it runs.
+const epochResubmits = 16
+
+// Epoch returns the epoch the client routes with: the Topology's at New,
+// then the latest it learned.
+func (c *Client) Epoch() uint64 { return c.epoch.Load() }
+
+// EpochResubmits returns how many requests the client resubmitted because
+// an epoch changed under them.
+func (c *Client) EpochResubmits() uint64 { return c.resubmits.Load() }
+
+// epochChanged reports whether err says that a request did not run for its
+// epoch: refused by its entry group (apipb.EpochChangedText), or aborted at
+// its destinations (txn.ErrEpochChanged; a single-key write's Aborted
+// status).
+func epochChanged(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, txn.ErrEpochChanged) {
+		return true
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		// A status wrapped in the client's own errors.
+		var se interface{ GRPCStatus() *status.Status }
+		if !errors.As(err, &se) {
+			return false
+		}
+		st = se.GRPCStatus()
+	}
+	switch st.Code() {
+	case codes.FailedPrecondition, codes.Aborted:
+		return strings.Contains(st.Message(), apipb.EpochChangedText)
+	}
+	return false
+}
+
+// learnEpoch asks group g for its epoch and keeps it when it is newer.
+func (c *Client) learnEpoch(ctx context.Context, g partition.GroupID) {
+	err := c.invoke(ctx, g, false, "topology", func(ctx context.Context, kv apipb.KVClient, opts ...grpc.CallOption) error {
+		resp, err := kv.Topology(ctx, &apipb.TopologyRequest{}, opts...)
+		if err == nil {
+			c.advanceEpoch(resp.GetEpoch())
+		}
+		return err
+	})
+	if err != nil {
+		c.log.Debug("client: could not learn the epoch", "group", c.view.Groups.Name(g), "error", err)
+	}
+}
+
+// advanceEpoch keeps e when it is newer than the client's epoch.
+func (c *Client) advanceEpoch(e uint64) {
+	for {
+		cur := c.epoch.Load()
+		if e <= cur || c.epoch.CompareAndSwap(cur, e) {
+			return
+		}
+	}
+}
+
+// epochFromTrailer keeps the epoch an "epoch changed" refusal names.
+func (c *Client) epochFromTrailer(md metadata.MD) {
+	for _, v := range md.Get(apipb.EpochTrailer) {
+		if e, err := strconv.ParseUint(v, 10, 64); err == nil {
+			c.advanceEpoch(e)
+		}
+	}
+}

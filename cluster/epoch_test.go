@@ -1,0 +1,191 @@
+package cluster
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/flexkv/flexkv/api/apipb"
+	"github.com/flexkv/flexkv/client"
+	"github.com/flexkv/flexkv/internal/testaddr"
+	"github.com/flexkv/flexkv/internal/testcluster"
+	"github.com/flexkv/flexkv/multicast/protocol"
+)
+
+// epochChanges is how many changes of the epoch TestEpochChangesUnderLoad
+// makes while the transfers run.
+const epochChanges = 10
+
+// TestEpochChangesUnderLoad changes the epoch of a running cluster (TLS on)
+// ten times while concurrent transfers run, under each protocol (DESIGN
+// 14): every transfer succeeds (the client resubmits what an epoch change
+// refused or aborted, and the caller sees no error), the balances match the
+// acknowledged transfers, every replica reaches the last epoch, and the
+// delivery logs pass the checker.
+func TestEpochChangesUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster run")
+	}
+	for _, proto := range []string{"flexcast", "skeen", "tree"} {
+		t.Run(proto, func(t *testing.T) { runEpochChanges(t, proto) })
+	}
+}
+
+func runEpochChanges(t *testing.T, proto string) {
+	logDir := t.TempDir()
+	cfg := testcluster.Layout(t, proto, testaddr.Cluster)
+	l := startLocalConfig(t, Config{Cluster: cfg, Dir: t.TempDir(), DeliveryLogDir: logDir})
+	if l.ClientTLS() == nil {
+		t.Fatal("the cluster runs without TLS")
+	}
+	p, top, _, err := protocol.Build(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := top.Name(p.ChangeEntry(top))
+	ctx := ctxTimeout(t, 3*time.Minute)
+	c, err := client.New(ctx, client.Config{Endpoints: l.Endpoints(), TLS: l.ClientTLS()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	accounts := openAccounts(ctx, t, c)
+
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	changed := make(chan uint64, 1)
+	go func() {
+		defer stopRun()
+		changed <- changeEpochs(runCtx, t, l, entry)
+	}()
+	b := transfer(ctx, runCtx, c, accounts)
+	last := <-changed
+	if len(b.failures) > 0 {
+		t.Fatalf("%d transfers failed, first: %v", len(b.failures), b.failures[0])
+	}
+	if last != 1+epochChanges {
+		t.Fatalf("the changes reached epoch %d, want %d", last, 1+epochChanges)
+	}
+	if c.EpochResubmits() == 0 {
+		t.Errorf("the client resubmitted nothing: no request met a change of the epoch")
+	}
+	waitEpoch(t, l, last)
+	checkBalances(ctx, t, c, l, accounts, b)
+	rep := checkLogs(t, l, logDir, false)
+	t.Logf("%s: %d changes, %d transfers acknowledged (%d moved money) with no error, %d resubmitted for a changed epoch; log: %s",
+		proto, epochChanges, b.acked, b.moved, c.EpochResubmits(), rep.Summary())
+}
+
+// changeEpochs asks group entry's leader for epochChanges changes that keep
+// the overlay, each after some transfers, and returns the epoch the last
+// one starts. A change refused while the previous is under way, or for an
+// epoch that just ended, is asked again.
+func changeEpochs(ctx context.Context, t *testing.T, l *Local, entry string) uint64 {
+	var last uint64
+	for made := 0; made < epochChanges; {
+		if err := sleepCtx(ctx, 150*time.Millisecond); err != nil {
+			t.Errorf("changes: %v after %d", err, made)
+			return last
+		}
+		err := callLeader(t, l, entry, func(kv apipb.KVClient) error {
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			resp, err := kv.Reconfigure(cctx, &apipb.ReconfigureRequest{})
+			last = max(last, resp.GetEpoch())
+			return err
+		})
+		switch {
+		case err == nil:
+			made++
+		case status.Code(err) == codes.FailedPrecondition && (strings.Contains(err.Error(), "under way") || strings.Contains(err.Error(), apipb.EpochChangedText)):
+		default:
+			t.Errorf("change %d: %v", made+1, err)
+			return last
+		}
+	}
+	return last
+}
+
+// waitEpoch waits until every replica reports epoch e.
+func waitEpoch(t *testing.T, l *Local, e uint64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for _, addr := range l.Endpoints() {
+		kv := dial(t, l, addr)
+		for {
+			resp, err := kv.Status(ctxTimeout(t, 5*time.Second), &apipb.StatusRequest{})
+			if err == nil && resp.GetEpoch() == e {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("replica at %s: epoch %d (%v), want %d", addr, resp.GetEpoch(), err, e)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// TestReconfigureRefusals: a change is refused, naming the problem, with
+// nothing changed: at a group that does not take changes, with an unknown,
+// missing or duplicate group, a tree that is not a tree, an overlay that
+// differs (not built yet), or for an epoch that ended.
+func TestReconfigureRefusals(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster run")
+	}
+	cfg := testcluster.Layout(t, "flexcast", testaddr.Cluster)
+	l := startLocalConfig(t, Config{Cluster: cfg, Dir: t.TempDir()})
+	reconfigure := func(group string, req *apipb.ReconfigureRequest) error {
+		return callLeader(t, l, group, func(kv apipb.KVClient) error {
+			_, err := kv.Reconfigure(ctxTimeout(t, 10*time.Second), req)
+			return err
+		})
+	}
+	edges := func(pairs ...string) []*apipb.TreeEdge {
+		var out []*apipb.TreeEdge
+		for i := 0; i < len(pairs); i += 2 {
+			out = append(out, &apipb.TreeEdge{Child: pairs[i], Parent: pairs[i+1]})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name, group string
+		req         *apipb.ReconfigureRequest
+		code        codes.Code
+		text        string
+	}{
+		{"another group", "eu-west-3", &apipb.ReconfigureRequest{}, codes.FailedPrecondition, "enter at group eu-west-1"},
+		{"unknown", "eu-west-1", &apipb.ReconfigureRequest{Overlay: []string{"eu-west-1", "eu-west-3", "mars"}}, codes.InvalidArgument, `unknown group "mars"`},
+		{"missing", "eu-west-1", &apipb.ReconfigureRequest{Overlay: []string{"eu-west-1", "eu-west-3"}}, codes.InvalidArgument, "missing [eu-central-1]"},
+		{"duplicate", "eu-west-1", &apipb.ReconfigureRequest{Overlay: []string{"eu-west-1", "eu-west-3", "eu-west-3"}}, codes.InvalidArgument, "listed twice"},
+		{"cycle", "eu-west-1", &apipb.ReconfigureRequest{Tree: edges("eu-west-3", "eu-central-1", "eu-central-1", "eu-west-3")}, codes.InvalidArgument, "tree"},
+		{"other ranks", "eu-west-1", &apipb.ReconfigureRequest{Overlay: []string{"eu-west-3", "eu-west-1", "eu-central-1"}}, codes.FailedPrecondition, "alters the overlay"},
+		{"ahead", "eu-west-1", &apipb.ReconfigureRequest{Epoch: 5}, codes.ResourceExhausted, "not started"},
+	} {
+		err := reconfigure(tc.group, tc.req)
+		if status.Code(err) != tc.code || !strings.Contains(err.Error(), tc.text) {
+			t.Errorf("%s: %v, want %s naming %q", tc.name, err, tc.code, tc.text)
+		}
+	}
+	waitEpoch(t, l, 1)
+	if err := reconfigure("eu-west-1", &apipb.ReconfigureRequest{Epoch: 1}); err != nil {
+		t.Fatalf("change of epoch 1: %v", err)
+	}
+	if err := reconfigure("eu-west-1", &apipb.ReconfigureRequest{Epoch: 1}); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), apipb.EpochChangedText) {
+		t.Errorf("a second change of epoch 1: %v, want FailedPrecondition %q", err, apipb.EpochChangedText)
+	}
+	waitEpoch(t, l, 2)
+}

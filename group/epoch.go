@@ -1,0 +1,310 @@
+package group
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/flexkv/flexkv/internal/wire"
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/multicast/protocol"
+	"github.com/flexkv/flexkv/multicast/rawnode"
+	"github.com/flexkv/flexkv/partition"
+)
+
+// Epochs in the replicated state (DESIGN 14). The node (rawnode, epoch.go)
+// orders the changes and applies the stop-sign; the state keeps the
+// configuration of every epoch, from the bootstrap configuration (epoch 1),
+// in its snapshots, and checks a change before the node multicasts it.
+//
+// A change is a log entry of the group that takes every change
+// (protocol.ChangeEntry): EncodeChange(e, next) ends epoch e and starts
+// e+1 with next. Every group learns it at its delivery of the control
+// message, and adds next to its table then.
+//
+// Built: changes that keep the overlay (the ranks and the tree), so that
+// every core is kept across the change. Not built yet: changes of the
+// ranks or of the tree, which need the cores of FlexCast and the tree
+// protocol rebuilt at the cut; EncodeChange's entry refuses them.
+
+// EpochConfig is the configuration of one epoch: the overlay (the groups,
+// lowest rank first) and the tree (each group's parent, partition.NoGroup
+// for the root; nil without a tree).
+type EpochConfig struct {
+	Epoch   uint64
+	Overlay []partition.GroupID
+	Parent  []partition.GroupID
+}
+
+// EpochsKept bounds the configurations a state keeps: the latest ones.
+const EpochsKept = 256
+
+// BootstrapEpoch returns epoch 1 of topology top: the configuration it was
+// built from.
+func BootstrapEpoch(top *partition.Topology) EpochConfig {
+	c := EpochConfig{Epoch: 1, Overlay: make([]partition.GroupID, top.Len())}
+	for g := range top.Len() {
+		c.Overlay[g] = partition.GroupID(g)
+	}
+	if top.HasTree() {
+		c.Parent = make([]partition.GroupID, top.Len())
+		for g := range top.Len() {
+			c.Parent[g] = top.Parent(partition.GroupID(g))
+		}
+	}
+	return c
+}
+
+// SameOverlay reports whether c and o have the same ranks and tree.
+func (c EpochConfig) SameOverlay(o EpochConfig) bool {
+	return slices.Equal(c.Overlay, o.Overlay) && slices.Equal(c.Parent, o.Parent)
+}
+
+// appendEpochConfig appends c's overlay and tree (its epoch is the
+// caller's).
+func appendEpochConfig(b []byte, c EpochConfig) []byte {
+	b = wire.AppendUvarint(b, uint64(len(c.Overlay)))
+	for _, g := range c.Overlay {
+		b = wire.AppendUvarint(b, uint64(g))
+	}
+	b = wire.AppendUvarint(b, uint64(len(c.Parent)))
+	for _, g := range c.Parent {
+		b = wire.AppendUvarint(b, uint64(g+1)) // NoGroup (-1) as 0
+	}
+	return b
+}
+
+// decodeEpochConfig reads what appendEpochConfig wrote, for n groups, and
+// checks it: the overlay lists every group once; the tree, if any, gives
+// every group a parent or none. Whether it is a tree is checked when a
+// change is taken (checkChange).
+func decodeEpochConfig(d *wire.Decoder, n int) EpochConfig {
+	var c EpochConfig
+	if k := d.Count(1); k != n && d.Err() == nil {
+		d.Fail("overlay of %d groups, want %d", k, n)
+	}
+	var seen partition.GroupSet
+	for range n {
+		g := d.Group(n)
+		if d.Err() != nil {
+			return c
+		}
+		if seen.Has(g) {
+			d.Fail("group %d twice in the overlay", g)
+			return c
+		}
+		seen = seen.Add(g)
+		c.Overlay = append(c.Overlay, g)
+	}
+	k := d.Count(1)
+	if k != 0 && k != n && d.Err() == nil {
+		d.Fail("tree of %d groups, want 0 or %d", k, n)
+	}
+	for range k {
+		p := d.Uvarint()
+		if d.Err() == nil && p > uint64(n) {
+			d.Fail("parent %d of %d groups", p-1, n)
+		}
+		c.Parent = append(c.Parent, partition.GroupID(p)-1)
+	}
+	return c
+}
+
+// EncodeChange returns the log entry that ends epoch e and starts e+1 with
+// next (next.Epoch is ignored). Only the group that takes every change
+// (protocol.ChangeEntry) accepts it.
+func EncodeChange(e uint64, next EpochConfig) []byte {
+	b := wire.AppendUvarint([]byte{entryChange}, e)
+	return appendEpochConfig(b, next)
+}
+
+// EncodeRequestsAt returns the log entry of client requests routed with
+// epoch, applied in order, each as the entry of EncodeRequests would be; its
+// outcome is a RequestErrors. The entries of EncodeRequest and
+// EncodeRequests, written before epochs existed, are of epoch 1.
+func EncodeRequestsAt(epoch uint64, ms []multicast.Message) []byte {
+	b := wire.AppendUvarint([]byte{entryRequestsAt}, epoch)
+	b = wire.AppendUvarint(b, uint64(len(ms)))
+	for _, m := range ms {
+		b = multicast.AppendMessage(b, m)
+	}
+	return b
+}
+
+// ErrChangeRefused wraps the reasons a change is refused for what it asks.
+var ErrChangeRefused = errors.New("group: change refused")
+
+// Epoch returns the group's epoch.
+func (s *State) Epoch() uint64 { return s.node.Epoch() }
+
+// Epochs returns the configurations the state keeps, oldest first: every
+// epoch's, up to EpochsKept. The caller must not modify them.
+func (s *State) Epochs() []EpochConfig { return s.epochs }
+
+// EpochConfig returns the configuration of the group's epoch.
+func (s *State) EpochConfig() EpochConfig { return s.epochs[len(s.epochs)-1] }
+
+// applyRequestsAt applies an entry of EncodeRequestsAt.
+func (s *State) applyRequestsAt(index uint64, d *wire.Decoder) error {
+	epoch := d.Uvarint()
+	n := d.Count(1)
+	if n > RequestsMax {
+		d.Fail("%d requests, at most %d", n, RequestsMax)
+	}
+	ms := make([]multicast.Message, 0, n)
+	for range n {
+		if m := multicast.DecodeMessage(d, s.cfg.Topology.Len()); d.Err() == nil {
+			ms = append(ms, m)
+		}
+	}
+	if err := d.Finish(); err != nil {
+		return fmt.Errorf("%w: group: requests entry %d: %w", multicast.ErrInvalid, index, err)
+	}
+	errs := make(RequestErrors, len(ms))
+	for i, m := range ms {
+		errs[i] = s.request(m, epoch)
+	}
+	return errs
+}
+
+// applyChange applies an entry of EncodeChange: checked (checkChange),
+// then multicast by the node, which refuses it for its epoch.
+func (s *State) applyChange(index uint64, d *wire.Decoder) error {
+	e := d.Uvarint()
+	next := decodeEpochConfig(d, s.cfg.Topology.Len())
+	if err := d.Finish(); err != nil {
+		return fmt.Errorf("%w: group: change entry %d: %w", multicast.ErrInvalid, index, err)
+	}
+	if err := s.checkChange(next); err != nil {
+		return err
+	}
+	next.Epoch = e + 1
+	return s.node.Change(e, s.cfg.Topology.All(), appendEpochConfig(nil, next))
+}
+
+// checkChange checks a change at the group that takes it.
+func (s *State) checkChange(next EpochConfig) error {
+	p, err := protocol.Lookup(s.cfg.Protocol)
+	if err != nil {
+		return err
+	}
+	if entry := p.ChangeEntry(s.cfg.Topology); entry != s.cfg.Self {
+		return fmt.Errorf("%w: %w: changes enter at group %s, not %s", ErrChangeRefused, multicast.ErrNotEntry,
+			s.cfg.Topology.Name(entry), s.cfg.Topology.Name(s.cfg.Self))
+	}
+	if cur := s.EpochConfig(); !next.SameOverlay(cur) {
+		return fmt.Errorf("%w: the change alters the overlay (ranks or tree), which this version keeps across epochs", ErrChangeRefused)
+	}
+	return nil
+}
+
+// changed records the changes an output delivered: every group adds the
+// next epoch's configuration to its table.
+func (s *State) changed(out rawnode.Output) {
+	for _, c := range out.Changes {
+		d := wire.NewDecoder(c.Config)
+		next := decodeEpochConfig(d, s.cfg.Topology.Len())
+		if err := d.Finish(); err != nil {
+			// The group that took the change encoded and checked it.
+			panic(fmt.Sprintf("group: change of epoch %d delivered with a malformed configuration: %v", c.Epoch, err))
+		}
+		next.Epoch = c.Epoch + 1
+		if last := s.epochs[len(s.epochs)-1].Epoch; last != c.Epoch {
+			panic(fmt.Sprintf("group: change of epoch %d delivered at epoch %d", c.Epoch, last))
+		}
+		s.epochs = append(s.epochs, next)
+		if len(s.epochs) > EpochsKept {
+			s.epochs = slices.Delete(s.epochs, 0, len(s.epochs)-EpochsKept)
+		}
+	}
+}
+
+// appendEpochs appends the table of configurations to a snapshot.
+func (s *State) appendEpochs(b []byte) []byte {
+	b = wire.AppendUvarint(b, uint64(len(s.epochs)))
+	for _, c := range s.epochs {
+		b = wire.AppendUvarint(b, c.Epoch)
+		b = appendEpochConfig(b, c)
+	}
+	return b
+}
+
+// decodeEpochs reads what appendEpochs wrote: consecutive epochs.
+func decodeEpochs(d *wire.Decoder, n int) []EpochConfig {
+	k := d.Count(3)
+	if k == 0 && d.Err() == nil {
+		d.Fail("no epoch")
+	}
+	if k > EpochsKept {
+		d.Fail("%d epochs, at most %d", k, EpochsKept)
+	}
+	var out []EpochConfig
+	for i := range k {
+		e := d.Uvarint()
+		c := decodeEpochConfig(d, n)
+		if d.Err() != nil {
+			return nil
+		}
+		if e == 0 || (i > 0 && e != out[i-1].Epoch+1) {
+			d.Fail("epoch %d after %d", e, out[max(i-1, 0)].Epoch)
+			return nil
+		}
+		c.Epoch = e
+		out = append(out, c)
+	}
+	return out
+}
+
+// abortedMagic starts the payload the machine hands the executor in place
+// of a delivery that the stop-sign aborted: no transaction payload starts
+// with it (they start with their kind, a small number).
+const abortedMagic byte = 0xfd
+
+// AbortedPayload returns the payload of a delivery aborted because its
+// epoch ended before it was delivered, at epoch (Machine.Apply).
+func AbortedPayload(epoch uint64) []byte {
+	return wire.AppendUvarint([]byte{abortedMagic, 0}, epoch)
+}
+
+// EpochAborted reports whether payload is an AbortedPayload, and the epoch
+// it names. An executor answers such a delivery with an abort that says the
+// epoch changed, at every destination alike.
+func EpochAborted(payload []byte) (epoch uint64, ok bool) {
+	if len(payload) < 3 || payload[0] != abortedMagic || payload[1] != 0 {
+		return 0, false
+	}
+	d := wire.NewDecoder(payload[2:])
+	e := d.Uvarint()
+	if d.Finish() != nil {
+		return 0, false
+	}
+	return e, true
+}
+
+// forExecutor returns the deliveries of out as the executor runs them:
+// those the stop-sign aborted carry an AbortedPayload naming the epoch the
+// group was in when it delivered them; the others are out's.
+func forExecutor(out rawnode.Output, epochAfter uint64) []multicast.Message {
+	if len(out.Aborted) == 0 {
+		return out.Deliveries
+	}
+	ds := slices.Clone(out.Deliveries)
+	aborted := out.Aborted
+	for k := range ds {
+		if len(aborted) == 0 {
+			break
+		}
+		if ds[k].ID != aborted[0] {
+			continue
+		}
+		aborted = aborted[1:]
+		e := epochAfter
+		for _, c := range out.Changes {
+			if c.At > k {
+				e--
+			}
+		}
+		ds[k].Payload = AbortedPayload(e)
+	}
+	return ds
+}

@@ -1,0 +1,92 @@
+package server
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/flexkv/flexkv/api/apipb"
+	"github.com/flexkv/flexkv/group"
+	"github.com/flexkv/flexkv/partition"
+)
+
+// Reconfigure implements apipb.KVServer (DESIGN 14): it proposes, at the
+// group that takes the changes, the change that ends the epoch named (0:
+// the group's current one) with the overlay and tree named (empty: the
+// current ones), and returns the epoch it starts once the group took it.
+func (v *service) Reconfigure(ctx context.Context, req *apipb.ReconfigureRequest) (*apipb.ReconfigureResponse, error) {
+	s := v.s
+	if entry := s.proto.ChangeEntry(s.top); entry != s.self {
+		return nil, status.Errorf(codes.FailedPrecondition, "server: changes of the cluster enter at group %s under %s, not at %s: send it there",
+			s.top.Name(entry), s.cfg.Cluster.Protocol, s.group.Name)
+	}
+	var cur group.EpochConfig
+	s.replica.State(func(st *group.State) { cur = st.EpochConfig() })
+	next, err := s.nextEpochConfig(cur, req)
+	if err != nil {
+		return nil, invalid(err)
+	}
+	e := cmp.Or(req.GetEpoch(), cur.Epoch)
+	ctx, cancel := context.WithTimeout(ctx, cmp.Or(s.cfg.WaitMax, WaitMaxDefault))
+	defer cancel()
+	if err := s.replica.Reconfigure(ctx, e, next); err != nil {
+		return nil, s.status(ctx, err)
+	}
+	return &apipb.ReconfigureResponse{Epoch: e + 1}, nil
+}
+
+// nextEpochConfig returns the configuration req asks for, from cur: the
+// overlay and tree named, by group names, each group once; or cur's.
+func (s *Server) nextEpochConfig(cur group.EpochConfig, req *apipb.ReconfigureRequest) (group.EpochConfig, error) {
+	next := group.EpochConfig{Overlay: slices.Clone(cur.Overlay), Parent: slices.Clone(cur.Parent)}
+	if names := req.GetOverlay(); len(names) > 0 {
+		next.Overlay = next.Overlay[:0]
+		var seen partition.GroupSet
+		for _, name := range names {
+			g, ok := s.top.Lookup(name)
+			switch {
+			case !ok:
+				return group.EpochConfig{}, fmt.Errorf("server: overlay: unknown group %q", name)
+			case seen.Has(g):
+				return group.EpochConfig{}, fmt.Errorf("server: overlay: group %q listed twice", name)
+			}
+			seen = seen.Add(g)
+			next.Overlay = append(next.Overlay, g)
+		}
+		if missing := s.top.All() &^ seen; !missing.Empty() {
+			return group.EpochConfig{}, fmt.Errorf("server: overlay: missing %v: list every group once", s.names(missing))
+		}
+	}
+	if edges := req.GetTree(); len(edges) > 0 {
+		parent := make(map[string]string, len(edges))
+		for _, e := range edges {
+			if _, dup := parent[e.GetChild()]; dup {
+				return group.EpochConfig{}, fmt.Errorf("server: tree: group %q has two parents", e.GetChild())
+			}
+			parent[e.GetChild()] = e.GetParent()
+		}
+		// partition checks that it is a tree over the groups.
+		top, err := partition.NewTopology(partition.Spec{Groups: topGroups(s.top), Parent: parent})
+		if err != nil {
+			return group.EpochConfig{}, fmt.Errorf("server: tree: %w", err)
+		}
+		next.Parent = make([]partition.GroupID, top.Len())
+		for g := range top.Len() {
+			next.Parent[g] = top.Parent(partition.GroupID(g))
+		}
+	}
+	return next, nil
+}
+
+// topGroups returns the groups of top, by rank.
+func topGroups(top *partition.Topology) []partition.Group {
+	out := make([]partition.Group, top.Len())
+	for g := range top.Len() {
+		out[g] = top.Group(partition.GroupID(g))
+	}
+	return out
+}
