@@ -169,6 +169,10 @@ type Server struct {
 	apiGuard, peerGuard atomic.Pointer[rpcflow.Guard]
 	identity            Identity
 	refusalsLogged      refusalLog
+	// fwd forwards the requests this replica cannot serve (forward.go);
+	// forwarded counts them.
+	fwd       *forwarder
+	forwarded atomic.Int64
 	stop                chan struct{}
 	closeOnce           sync.Once
 	closeErr            error
@@ -269,6 +273,7 @@ func newServer(cfg Config) (*Server, error) {
 		stop:    make(chan struct{}),
 	}
 	s.counts.payloadTo = make([]atomic.Uint64, top.Len())
+	s.fwd = newForwarder(s)
 	return s, nil
 }
 
@@ -361,7 +366,7 @@ func (s *Server) serve() error {
 	// request bytes its connections hold in flight (edge.go).
 	apiCreds, peerCreds := insecure.NewCredentials(), insecure.NewCredentials()
 	if n := s.cfg.Node; n != nil {
-		apiCreds = credentials.NewTLS(certs.ServerConfig(n))
+		apiCreds = credentials.NewTLS(certs.APIServerConfig(n))
 		peerCreds = credentials.NewTLS(certs.NodeConfig(n))
 	}
 	apiEdge, peerEdge := edges(s.top.Len())
@@ -561,6 +566,10 @@ func (s *Server) PeerAddr() string {
 // claiming a group their certificate does not name.
 func (s *Server) PeerRefusals() int64 { return s.peerRefusals.Load() }
 
+// Forwarded returns how many requests this replica forwarded to another
+// replica (DESIGN 7: any server answers any request).
+func (s *Server) Forwarded() int64 { return s.forwarded.Load() }
+
 // FingerprintRefusals returns how many calls to the peer service were
 // refused because the caller's configuration fingerprint differs from this
 // replica's (DESIGN 13).
@@ -612,7 +621,7 @@ func (s *Server) Close() error {
 		// a call about to be answered is; then the replica's waits still
 		// open end.
 		s.stopServing()
-		errs = append(errs, s.replica.Close())
+		errs = append(errs, s.fwd.close(), s.replica.Close())
 		close(s.stop)
 		s.closeErr = errors.Join(append(errs, s.store.Close())...)
 	})
