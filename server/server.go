@@ -110,6 +110,10 @@ type Config struct {
 	// while it leads.
 	DeliveryLog *check.Writer
 	Logger      *slog.Logger
+	// HTTPAddr, when set, is the host:port of the replica's HTTP/JSON
+	// gateway of the client API (DESIGN 7; http.go), in place of its
+	// configuration's http address; with neither, it serves none.
+	HTTPAddr string
 	// MetricsAddr, when set, is the host:port where the server serves its
 	// Prometheus metrics, at /metrics (DESIGN 11), until Close.
 	MetricsAddr string
@@ -173,9 +177,10 @@ type Server struct {
 	// forwarded counts them.
 	fwd       *forwarder
 	forwarded atomic.Int64
-	stop                chan struct{}
-	closeOnce           sync.Once
-	closeErr            error
+	http      *gateway // nil without an HTTP address
+	stop      chan struct{}
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // Open starts the replica cfg.NodeID: it opens (or creates) its data in
@@ -215,6 +220,13 @@ func Open(cfg Config) (*Server, error) {
 			s.stopServing()
 			return nil, errors.Join(err, s.replica.Close(), s.store.Close())
 		}
+	}
+	if err := s.serveHTTP(); err != nil {
+		if s.metrics != nil {
+			err = errors.Join(err, s.metrics.Close())
+		}
+		s.stopServing()
+		return nil, errors.Join(err, s.replica.Close(), s.store.Close())
 	}
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	s.health.SetServingStatus(apipb.KV_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
@@ -617,6 +629,11 @@ func (s *Server) Close() error {
 			errs = append(errs, s.metrics.Close())
 		}
 		s.health.Shutdown()
+		if s.http != nil {
+			// Before the gRPC servers: its requests in flight are calls
+			// of this replica's client API.
+			errs = append(errs, s.http.close())
+		}
 		// The calls in flight drain first, while raft still runs, so that
 		// a call about to be answered is; then the replica's waits still
 		// open end.

@@ -1880,6 +1880,7 @@ type Replica struct {
 	Raft          string                 `protobuf:"bytes,2,opt,name=raft,proto3" json:"raft,omitempty"` // host:port of the raft transport
 	Grpc          string                 `protobuf:"bytes,3,opt,name=grpc,proto3" json:"grpc,omitempty"` // host:port of this service
 	Peer          string                 `protobuf:"bytes,4,opt,name=peer,proto3" json:"peer,omitempty"` // host:port of the service between groups, when the configuration names one
+	Http          string                 `protobuf:"bytes,5,opt,name=http,proto3" json:"http,omitempty"` // host:port of the HTTP/JSON gateway, when the configuration names one
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1938,6 +1939,13 @@ func (x *Replica) GetGrpc() string {
 func (x *Replica) GetPeer() string {
 	if x != nil {
 		return x.Peer
+	}
+	return ""
+}
+
+func (x *Replica) GetHttp() string {
+	if x != nil {
+		return x.Http
 	}
 	return ""
 }
@@ -2396,12 +2404,13 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\x05Group\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06region\x18\x02 \x01(\tR\x06region\x121\n" +
-	"\breplicas\x18\x03 \x03(\v2\x15.flexkv.kv.v1.ReplicaR\breplicas\"U\n" +
+	"\breplicas\x18\x03 \x03(\v2\x15.flexkv.kv.v1.ReplicaR\breplicas\"i\n" +
 	"\aReplica\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04raft\x18\x02 \x01(\tR\x04raft\x12\x12\n" +
 	"\x04grpc\x18\x03 \x01(\tR\x04grpc\x12\x12\n" +
-	"\x04peer\x18\x04 \x01(\tR\x04peer\"}\n" +
+	"\x04peer\x18\x04 \x01(\tR\x04peer\x12\x12\n" +
+	"\x04http\x18\x05 \x01(\tR\x04http\"}\n" +
 	"\tPartition\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\fR\x05start\x12\x10\n" +
