@@ -383,8 +383,9 @@ func codeName(c codes.Code) string {
 func writeJSONError(w http.ResponseWriter, httpStatus int, st *status.Status) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(httpStatus)
-	body, _ := json.Marshal(gatewayError{Code: int(st.Code()), Status: codeName(st.Code()), Message: st.Message()})
-	_, _ = w.Write(append(body, '\n'))
+	enc := json.NewEncoder(w) // one line, with no HTML escapes
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(gatewayError{Code: int(st.Code()), Status: codeName(st.Code()), Message: st.Message()})
 }
 
 // writeGatewayError is the gateway's runtime.ErrorHandlerFunc: the error
