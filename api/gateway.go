@@ -65,8 +65,8 @@ const (
 // GatewayConfig configures Gateway.
 type GatewayConfig struct {
 	// Conn is the connection to the client API the gateway calls: a
-	// replica's own gRPC address, reached with its node certificate.
-	Conn *grpc.ClientConn
+	// replica's own, over the network or in process.
+	Conn grpc.ClientConnInterface
 	// User returns the user an HTTP request is made for (the CN of its
 	// client certificate), sent with each call in apipb.UserHeader; an
 	// error refuses the request, Unauthenticated (401), before any call.
@@ -93,7 +93,7 @@ func Gateway(cfg GatewayConfig) (http.Handler, error) {
 		}),
 		runtime.WithMiddlewares(textParams),
 	)
-	if err := apipb.RegisterKVHandler(context.Background(), mux, cfg.Conn); err != nil {
+	if err := apipb.RegisterKVHandlerClient(context.Background(), mux, apipb.NewKVClient(cfg.Conn)); err != nil {
 		return nil, fmt.Errorf("api: gateway: %w", err)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -386,6 +386,12 @@ func writeJSONError(w http.ResponseWriter, httpStatus int, st *status.Status) {
 	enc := json.NewEncoder(w) // one line, with no HTML escapes
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(gatewayError{Code: int(st.Code()), Status: codeName(st.Code()), Message: st.Message()})
+}
+
+// WriteGatewayError writes err as the gateway writes its errors: JSON with
+// the gRPC code, under the code's HTTP status.
+func WriteGatewayError(w http.ResponseWriter, err error) {
+	writeGatewayError(context.Background(), nil, nil, w, nil, err)
 }
 
 // writeGatewayError is the gateway's runtime.ErrorHandlerFunc: the error

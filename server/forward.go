@@ -59,6 +59,11 @@ func callerOf(ctx context.Context) caller {
 // identify returns ctx with the caller of its client API call, or
 // PermissionDenied when the call may not say whom it is made for.
 func (s *Server) identify(ctx context.Context) (context.Context, error) {
+	if _, ok := ctx.Value(callerKey{}).(caller); ok {
+		// A call of this replica's HTTP gateway, in process (inproc.go):
+		// its caller is the HTTP request's client certificate's user.
+		return ctx, nil
+	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	users, via := md.Get(apipb.UserHeader), md.Get(apipb.ForwardedByHeader)
 	c := caller{user: "-", direct: slices.Contains(md.Get(apipb.DirectHeader), "1")}

@@ -11,21 +11,18 @@ import (
 	"time"
 
 	"golang.org/x/net/netutil"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/flexkv/flexkv/api"
 	"github.com/flexkv/flexkv/certs"
-	"github.com/flexkv/flexkv/internal/rpcflow"
 )
 
 // The HTTP/JSON gateway (DESIGN 7): grpc-gateway's handlers (package api)
 // on the replica's HTTP address, each request a call of this replica's
-// own client API, made with its node certificate for the user of the
-// request's client certificate (apipb.UserHeader): the request is then
-// served, or forwarded to the right group's leader, as any other
-// (forward.go). The listener runs the client API's TLS, but takes a
+// own client API, in process (inproc.go), for the user of the request's
+// client certificate: the request is then served, or forwarded to the
+// right group's leader, as any other (forward.go). The listener runs the client API's TLS, but takes a
 // connection without a client certificate, so that such a request is
 // answered with a JSON error (401) rather than a failed handshake that
 // curl reports obscurely.
@@ -37,6 +34,7 @@ const (
 	httpHeaderBytesMax    = 64 << 10
 	httpReadHeaderTimeout = 10 * time.Second
 	httpIdleTimeout       = 2 * time.Minute
+	httpRequestBytes      = 4 << 10
 )
 
 // HTTPAddr returns the address of the replica's HTTP gateway: Config.HTTPAddr,
@@ -52,7 +50,6 @@ func (s *Server) HTTPAddr() string {
 // gateway is a running HTTP gateway.
 type gateway struct {
 	srv  *http.Server
-	conn *grpc.ClientConn
 	done chan struct{} // closed when Serve returned
 }
 
@@ -62,10 +59,8 @@ func (s *Server) serveHTTP() error {
 	if addr == "" {
 		return nil
 	}
-	creds := insecure.NewCredentials()
 	var tlsCfg *tls.Config
 	if n := s.cfg.Node; n != nil {
-		creds = credentials.NewTLS(certs.NodeConfig(n))
 		tlsCfg = certs.ServerConfig(n)
 		tlsCfg.ClientAuth = tls.VerifyClientCertIfGiven
 		tlsCfg.VerifyConnection = func(cs tls.ConnectionState) error {
@@ -77,21 +72,18 @@ func (s *Server) serveHTTP() error {
 		}
 		tlsCfg.NextProtos = []string{"h2", "http/1.1"}
 	}
-	conn, err := grpc.NewClient(s.Addr(), append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, rpcflow.DialOptions()...)...)
-	if err != nil {
-		return fmt.Errorf("server: http gateway: %w", err)
-	}
-	gc := api.GatewayConfig{Conn: conn}
+	gc := api.GatewayConfig{Conn: inproc{s: s, svc: &service{s: s}}}
 	if tlsCfg != nil {
 		gc.User = httpUser
 	}
 	h, err := api.Gateway(gc)
 	if err != nil {
-		return errors.Join(err, conn.Close())
+		return err
 	}
+	h = budgeted(h, &budget{max: apiBytesMax})
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
-		return errors.Join(fmt.Errorf("server: http gateway: %w", err), conn.Close())
+		return fmt.Errorf("server: http gateway: %w", err)
 	}
 	lis = netutil.LimitListener(lis, httpConnsMax)
 	srv := &http.Server{
@@ -99,7 +91,7 @@ func (s *Server) serveHTTP() error {
 		ReadHeaderTimeout: httpReadHeaderTimeout, IdleTimeout: httpIdleTimeout,
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug), // failed handshakes, each
 	}
-	g := &gateway{srv: srv, conn: conn, done: make(chan struct{})}
+	g := &gateway{srv: srv, done: make(chan struct{})}
 	go func() {
 		defer close(g.done)
 		if tlsCfg != nil {
@@ -134,5 +126,26 @@ func (g *gateway) close() error {
 		err = g.srv.Close()
 	}
 	<-g.done
-	return errors.Join(err, g.conn.Close())
+	return err
+}
+
+// budgeted runs h for a request only while the gateway's budget of
+// request bytes in flight has room for its body (its Content-Length, or
+// the bound of a body when it sends none); else it answers 429
+// (ResourceExhausted) at once. A request also takes httpRequestBytes for
+// its header and the call it makes.
+func budgeted(h http.Handler, b *budget) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := r.ContentLength
+		if n < 0 || n > api.GatewayBodyBytesMax {
+			n = api.GatewayBodyBytesMax // a larger one is refused as it is read
+		}
+		n += httpRequestBytes
+		if err := b.take(n); err != nil {
+			api.WriteGatewayError(w, status.Error(codes.ResourceExhausted, err.Error()))
+			return
+		}
+		defer b.give(n)
+		h.ServeHTTP(w, r)
+	})
 }

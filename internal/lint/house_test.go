@@ -115,7 +115,7 @@ var house = []room{
 	{dir: "dbsim", floor: 7, imports: []string{"executor", "group", "kv", "multicast", "multicast/channel", "multicast/check", "multicast/protocol", "multicast/rawnode", "partition", "txn"},
 		ext: pebbleExt},
 	{dir: "server", floor: 7, imports: []string{"api", "api/apipb", "certs", "executor", "group", "internal/buildinfo", "internal/rpcflow", "kv", "multicast", "multicast/channel", "multicast/check", "multicast/protocol", "multicast/rawnode", "partition", "replication", "replication/transport", "txn"},
-		tests: []string{"internal/testaddr", "internal/testcluster"}, ext: slices.Concat(grpcExt, promExt, []string{"golang.org/x/net/netutil"})},
+		tests: []string{"internal/testaddr", "internal/testcluster"}, ext: slices.Concat(grpcExt, promExt, []string{"golang.org/x/net/netutil", "google.golang.org/protobuf/proto"})},
 	{dir: "gtpcc", floor: 7, imports: []string{"client", "gtpcc/procs", "partition", "txn"},
 		tests: []string{"api", "api/apipb", "cluster", "internal/testaddr"},
 		ext:   []string{"github.com/HdrHistogram/hdrhistogram-go", "gonum.org/v1/plot", "gonum.org/v1/plot/*"}, testExt: grpcExt},
