@@ -294,7 +294,7 @@ func ConfigToProto(cfg *partition.ClusterConfig, lat *partition.Latency) *apipb.
 	for _, g := range cfg.Groups {
 		pg := &apipb.Group{Name: g.Name, Region: g.Region}
 		for _, r := range g.Replicas {
-			pg.Replicas = append(pg.Replicas, &apipb.Replica{Id: r.ID, Raft: r.Raft, Grpc: r.GRPC, Peer: r.Peer})
+			pg.Replicas = append(pg.Replicas, &apipb.Replica{Id: r.ID, Raft: r.Raft, Grpc: r.GRPC, Peer: r.Peer, Http: r.HTTP})
 		}
 		p.Groups = append(p.Groups, pg)
 	}
@@ -338,7 +338,7 @@ func ConfigFromProto(p *apipb.TopologyResponse) (*partition.ClusterConfig, *part
 	for _, g := range p.Groups {
 		gc := partition.GroupConfig{Name: g.GetName(), Region: g.GetRegion()}
 		for _, r := range g.GetReplicas() {
-			gc.Replicas = append(gc.Replicas, partition.ReplicaConfig{ID: r.GetId(), Raft: r.GetRaft(), GRPC: r.GetGrpc(), Peer: r.GetPeer()})
+			gc.Replicas = append(gc.Replicas, partition.ReplicaConfig{ID: r.GetId(), Raft: r.GetRaft(), GRPC: r.GetGrpc(), Peer: r.GetPeer(), HTTP: r.GetHttp()})
 		}
 		cfg.Groups = append(cfg.Groups, gc)
 	}

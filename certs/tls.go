@@ -12,6 +12,7 @@ import (
 // The three links of DESIGN 13 and their configurations:
 //
 //	client API       ServerConfig (replica) <- ClientConfig (client): user = CN
+//	                 APIServerConfig (replica) <- also NodeConfig (replica): a node calling for a user
 //	group to group   NodeConfig   (replica) <-> NodeConfig  (replica): NodeID from the URI SAN
 //	raft in a group  GroupConfig  (replica) <-> GroupConfig (replica): NodeID of the same group
 //
@@ -41,6 +42,27 @@ func ServerConfig(n *Node) *tls.Config {
 			return err
 		},
 	}
+}
+
+// APIServerConfig is ServerConfig that also admits the cluster's nodes,
+// which call the client API for a user: a replica that forwards a request
+// to another group's leader, a replica's HTTP gateway (DESIGN 7). A node
+// certificate does not pass for a user: the server reads its peer with
+// PeerUser, and only when that fails with PeerNode, and takes the user a
+// node names only from a node (DESIGN 13).
+func APIServerConfig(n *Node) *tls.Config {
+	cfg := ServerConfig(n)
+	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+		_, err := PeerUser(cs)
+		if err == nil {
+			return nil
+		}
+		if _, nerr := PeerNode(cs); nerr == nil {
+			return nil
+		}
+		return err
+	}
+	return cfg
 }
 
 // ClientConfig is a client's configuration for the client API: it presents

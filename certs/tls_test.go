@@ -133,6 +133,35 @@ func TestClientAPI(t *testing.T) {
 	}
 }
 
+// TestAPIServerConfig: the client API of a replica admits a user and a
+// node of the cluster, each read as what it is, and nothing of another CA.
+func TestAPIServerConfig(t *testing.T) {
+	c := newCluster(t)
+	n1, n2, root := c.node(t, "n1"), c.node(t, "n2"), c.client(t, "root")
+	srv, cli := handshake(t, APIServerConfig(n1), ClientConfig(root), "localhost")
+	if srv.err != nil || cli.err != nil {
+		t.Fatalf("user handshake: server %v, client %v", srv.err, cli.err)
+	}
+	if user, err := PeerUser(srv.state); err != nil || user != "root" {
+		t.Fatalf("PeerUser = %q, %v; want root", user, err)
+	}
+	srv, cli = handshake(t, APIServerConfig(n1), NodeConfig(n2), "localhost")
+	if srv.err != nil || cli.err != nil {
+		t.Fatalf("node handshake: server %v, client %v", srv.err, cli.err)
+	}
+	if _, err := PeerUser(srv.state); err == nil {
+		t.Fatal("PeerUser of a node's connection succeeded: a node passed for a user")
+	}
+	if id, err := PeerNode(srv.state); err != nil || id != (NodeID{"g1", "n2"}) {
+		t.Fatalf("PeerNode = %v, %v; want g1/n2", id, err)
+	}
+	other := newCluster(t)
+	stranger := other.node(t, "n1")
+	stranger.CAs = n1.CAs
+	srv, cli = handshake(t, APIServerConfig(n1), NodeConfig(stranger), "localhost")
+	checkRefused(t, srv, cli, "certificate signed by unknown authority", "")
+}
+
 // nodeAsClient presents a node certificate with the client API's client
 // configuration.
 func nodeAsClient(n *Node) *tls.Config {

@@ -176,6 +176,15 @@ type Config struct {
 	// cluster and the client disagree on TLS, New's error is a
 	// TLSMismatchError that says which to set.
 	Insecure bool
+	// OneEndpoint sends every request to Endpoints[0], whatever group it
+	// is for: that server forwards what it cannot serve to the right
+	// group's leader (DESIGN 7: any server answers any request), at the
+	// cost of one more hop for such a request. For a client that reaches
+	// one address only (a load balancer, a tunnel). Without it the client
+	// routes itself, to each group's leader, and tells the servers so
+	// (apipb.DirectHeader): they answer a misrouted request with the
+	// leader or group to send it to, instead of forwarding it.
+	OneEndpoint bool
 	// DialOptions are added to the options of every connection, after the
 	// transport credentials and the fixed flow-control windows
 	// (internal/rpcflow), so that they may replace them.
@@ -299,7 +308,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 				Backoff:           backoff.Config{BaseDelay: reconnectFirst, Multiplier: 2, Jitter: 0.2, MaxDelay: reconnectLongest},
 				MinConnectTimeout: connectAttempt,
 			}),
-		}, rpcflow.DialOptions(), cfg.DialOptions),
+		}, rpcflow.DialOptions(), directOption(cfg.OneEndpoint), cfg.DialOptions),
 		sessions:   make(chan struct{}, n),
 		done:       make(chan struct{}),
 		conns:      make(map[string]*grpc.ClientConn),
@@ -328,6 +337,11 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 			c.replicas[id] = append(c.replicas[id], r.GRPC)
 		}
 	}
+	if cfg.OneEndpoint {
+		for g := range c.replicas {
+			c.replicas[g] = []string{cfg.Endpoints[0]}
+		}
+	}
 	c.leaders = make([]string, view.Groups.Len())
 	if cfg.WANDelay != nil {
 		c.wan = make([]time.Duration, view.Groups.Len())
@@ -344,6 +358,18 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		c.sessions <- struct{}{}
 	}
 	return c, nil
+}
+
+// directOption returns the dial option that marks every call of a client
+// that routes itself (apipb.DirectHeader), or none for a client that sends
+// everything to one endpoint.
+func directOption(oneEndpoint bool) []grpc.DialOption {
+	if oneEndpoint {
+		return nil
+	}
+	return []grpc.DialOption{grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		return invoker(metadata.AppendToOutgoingContext(ctx, apipb.DirectHeader, "1"), method, req, reply, cc, opts...)
+	})}
 }
 
 // fetchTopology asks each endpoint in turn for the topology and builds it.
@@ -473,7 +499,7 @@ func (c *Client) sessionAt(ctx context.Context, s *session, g partition.GroupID)
 	}
 	var id uint64
 	err := c.invoke(ctx, g, true, "open session", func(ctx context.Context, kv apipb.KVClient, opts ...grpc.CallOption) error {
-		r, err := kv.OpenSession(ctx, &apipb.OpenSessionRequest{}, opts...)
+		r, err := kv.OpenSession(ctx, &apipb.OpenSessionRequest{Group: c.view.Groups.Name(g)}, opts...)
 		id = r.GetClientId()
 		return err
 	})

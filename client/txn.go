@@ -285,7 +285,7 @@ func (c *Client) runOnce(ctx context.Context, start time.Time, s *session, entry
 func (c *Client) await(ctx context.Context, g partition.GroupID, id multicast.MsgID) (*apipb.PieceResult, error) {
 	var piece *apipb.PieceResult
 	err := c.invoke(ctx, g, false, "await "+id.String(), func(ctx context.Context, kv apipb.KVClient, opts ...grpc.CallOption) error {
-		r, err := kv.Await(ctx, &apipb.AwaitRequest{ClientId: id.Client, Seq: id.Seq}, opts...)
+		r, err := kv.Await(ctx, &apipb.AwaitRequest{ClientId: id.Client, Seq: id.Seq, Group: c.view.Groups.Name(g)}, opts...)
 		piece = r.GetPiece()
 		return err
 	})

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/flexkv/flexkv/api/apipb"
@@ -105,13 +106,21 @@ func followerOf(t testing.TB, l *Local, group string) string {
 // credentials.
 func dial(t testing.TB, l *Local, addr string) apipb.KVClient {
 	t.Helper()
-	cc, err := grpc.NewClient(addr, clientCreds(l))
+	cc, err := grpc.NewClient(addr, clientCreds(l), directCalls)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cc.Close() })
 	return apipb.NewKVClient(cc)
 }
+
+// directCalls marks every call as a client's that routes itself
+// (apipb.DirectHeader), as the Go client does: a replica answers a request
+// it cannot serve with a refusal or a leader hint rather than forwarding
+// it, which is what most tests of raw calls look at.
+var directCalls = grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	return invoker(metadata.AppendToOutgoingContext(ctx, apipb.DirectHeader, "1"), method, req, reply, cc, opts...)
+})
 
 // leaderRetryMax is how long callLeader keeps retrying a call that its
 // group's leader answered with Unavailable.
@@ -169,7 +178,7 @@ func callLeaderOnce(t testing.TB, l *Local, group string, f func(apipb.KVClient)
 	if !ok {
 		t.Fatalf("leader %s of group %s is not in the configuration", id, group)
 	}
-	cc, err := grpc.NewClient(rc.GRPC, clientCreds(l))
+	cc, err := grpc.NewClient(rc.GRPC, clientCreds(l), directCalls)
 	if err != nil {
 		t.Fatal(err)
 	}

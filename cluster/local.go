@@ -513,7 +513,7 @@ func NodeSpecs(cfg *partition.ClusterConfig) ([]certs.NodeSpec, error) {
 	var out []certs.NodeSpec
 	for _, g := range cfg.Groups {
 		for _, r := range g.Replicas {
-			hosts, err := certs.HostsOf(r.Raft, r.GRPC, r.PeerAddr())
+			hosts, err := certs.HostsOf(r.Hosts()...)
 			if err != nil {
 				return nil, fmt.Errorf("node %s: %w", r.ID, err)
 			}

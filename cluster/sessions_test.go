@@ -92,7 +92,7 @@ func checkFollowerRefuses(ctx context.Context, t *testing.T, l *Local, g partiti
 		if r.ID == l.Leader(g.Name) {
 			continue
 		}
-		cc, err := grpc.NewClient(r.GRPC, clientCreds(l))
+		cc, err := grpc.NewClient(r.GRPC, clientCreds(l), directCalls)
 		if err != nil {
 			t.Fatal(err)
 		}

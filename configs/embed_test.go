@@ -95,7 +95,8 @@ func TestLocalYAML(t *testing.T) {
 			t.Errorf("parent of %s = %d, want %d", top.Name(id), got, want)
 		}
 	}
-	// Three replicas each, replica rN on raft 7100+N and gRPC 7200+N.
+	// Three replicas each, replica rN on raft 7100+N, gRPC 7200+N and
+	// HTTP 7400+N.
 	n := 0
 	for _, g := range c.Groups {
 		if len(g.Replicas) != 3 {
@@ -107,6 +108,7 @@ func TestLocalYAML(t *testing.T) {
 				ID:   fmt.Sprintf("r%d", n),
 				Raft: fmt.Sprintf("127.0.0.1:%d", 7100+n),
 				GRPC: fmt.Sprintf("127.0.0.1:%d", 7200+n),
+				HTTP: fmt.Sprintf("127.0.0.1:%d", 7400+n),
 			}
 			if r != want {
 				t.Errorf("group %s replica %+v, want %+v", g.Name, r, want)

@@ -62,6 +62,21 @@ type ReplicaConfig struct {
 	// clients never reach (DESIGN 13); empty: the gRPC port + 100 on the
 	// gRPC host (PeerAddr).
 	Peer string `yaml:"peer,omitempty" mapstructure:"peer"`
+	// HTTP is the address of the replica's HTTP/JSON gateway of the
+	// client API (DESIGN 7); empty: none, unless `flexkv server --http`
+	// names one. It is not part of the cluster's identity (the
+	// configuration fingerprint, DESIGN 13): no other replica dials it.
+	HTTP string `yaml:"http,omitempty" mapstructure:"http"`
+}
+
+// Hosts returns the addresses r listens on, for its certificate's hosts:
+// raft, gRPC, peer and, when it has one, HTTP.
+func (r ReplicaConfig) Hosts() []string {
+	addrs := []string{r.Raft, r.GRPC, r.PeerAddr()}
+	if r.HTTP != "" {
+		addrs = append(addrs, r.HTTP)
+	}
+	return addrs
 }
 
 // PeerPortOffset is what a replica's peer port adds to its gRPC port when
@@ -239,7 +254,11 @@ func (c *ClusterConfig) checkGroups() (map[string]int, error) {
 			if r.Peer == "" {
 				peerField += " (the grpc port + 100)"
 			}
-			for _, a := range []struct{ field, addr string }{{rfield + ".raft", r.Raft}, {rfield + ".grpc", r.GRPC}, {peerField, r.PeerAddr()}} {
+			listens := []struct{ field, addr string }{{rfield + ".raft", r.Raft}, {rfield + ".grpc", r.GRPC}, {peerField, r.PeerAddr()}}
+			if r.HTTP != "" {
+				listens = append(listens, struct{ field, addr string }{rfield + ".http", r.HTTP})
+			}
+			for _, a := range listens {
 				if err := checkAddr(a.field, a.addr); err != nil {
 					return nil, err
 				}

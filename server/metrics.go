@@ -229,7 +229,14 @@ func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 		return nil, status.Errorf(codes.Unavailable, "server: replica %s is starting", s.cfg.NodeID)
 	}
 	start := time.Now()
-	resp, err := handler(ctx, req)
+	// Whom the call is for: its client certificate's user, or the user a
+	// node of the cluster calls for (forward.go).
+	var resp any
+	ictx, err := s.identify(ctx)
+	if err == nil {
+		ctx = ictx
+		resp, err = handler(ctx, req)
+	}
 	s.counts.requests[i].observe(time.Since(start))
 	code := status.Code(err)
 	if code != codes.OK && int(code) < requestCodes {
@@ -246,6 +253,9 @@ func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 // userOf names the user of a client API call: the CN of its client
 // certificate (DESIGN 13), or "-" on a connection without TLS.
 func userOf(ctx context.Context) string {
+	if c, ok := ctx.Value(callerKey{}).(caller); ok {
+		return c.user
+	}
 	p, ok := grpcpeer.FromContext(ctx)
 	if !ok {
 		return "-"

@@ -110,6 +110,10 @@ type Config struct {
 	// while it leads.
 	DeliveryLog *check.Writer
 	Logger      *slog.Logger
+	// HTTPAddr, when set, is the host:port of the replica's HTTP/JSON
+	// gateway of the client API (DESIGN 7; http.go), in place of its
+	// configuration's http address; with neither, it serves none.
+	HTTPAddr string
 	// MetricsAddr, when set, is the host:port where the server serves its
 	// Prometheus metrics, at /metrics (DESIGN 11), until Close.
 	MetricsAddr string
@@ -169,9 +173,14 @@ type Server struct {
 	apiGuard, peerGuard atomic.Pointer[rpcflow.Guard]
 	identity            Identity
 	refusalsLogged      refusalLog
-	stop                chan struct{}
-	closeOnce           sync.Once
-	closeErr            error
+	// fwd forwards the requests this replica cannot serve (forward.go);
+	// forwarded counts them.
+	fwd       *forwarder
+	forwarded atomic.Int64
+	http      *gateway // nil without an HTTP address
+	stop      chan struct{}
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // Open starts the replica cfg.NodeID: it opens (or creates) its data in
@@ -211,6 +220,13 @@ func Open(cfg Config) (*Server, error) {
 			s.stopServing()
 			return nil, errors.Join(err, s.replica.Close(), s.store.Close())
 		}
+	}
+	if err := s.serveHTTP(); err != nil {
+		if s.metrics != nil {
+			err = errors.Join(err, s.metrics.Close())
+		}
+		s.stopServing()
+		return nil, errors.Join(err, s.replica.Close(), s.store.Close())
 	}
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	s.health.SetServingStatus(apipb.KV_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
@@ -269,6 +285,7 @@ func newServer(cfg Config) (*Server, error) {
 		stop:    make(chan struct{}),
 	}
 	s.counts.payloadTo = make([]atomic.Uint64, top.Len())
+	s.fwd = newForwarder(s)
 	return s, nil
 }
 
@@ -361,7 +378,7 @@ func (s *Server) serve() error {
 	// request bytes its connections hold in flight (edge.go).
 	apiCreds, peerCreds := insecure.NewCredentials(), insecure.NewCredentials()
 	if n := s.cfg.Node; n != nil {
-		apiCreds = credentials.NewTLS(certs.ServerConfig(n))
+		apiCreds = credentials.NewTLS(certs.APIServerConfig(n))
 		peerCreds = credentials.NewTLS(certs.NodeConfig(n))
 	}
 	apiEdge, peerEdge := edges(s.top.Len())
@@ -561,6 +578,10 @@ func (s *Server) PeerAddr() string {
 // claiming a group their certificate does not name.
 func (s *Server) PeerRefusals() int64 { return s.peerRefusals.Load() }
 
+// Forwarded returns how many requests this replica forwarded to another
+// replica (DESIGN 7: any server answers any request).
+func (s *Server) Forwarded() int64 { return s.forwarded.Load() }
+
 // FingerprintRefusals returns how many calls to the peer service were
 // refused because the caller's configuration fingerprint differs from this
 // replica's (DESIGN 13).
@@ -608,11 +629,16 @@ func (s *Server) Close() error {
 			errs = append(errs, s.metrics.Close())
 		}
 		s.health.Shutdown()
+		if s.http != nil {
+			// Before the gRPC servers: its requests in flight are calls
+			// of this replica's client API.
+			errs = append(errs, s.http.close())
+		}
 		// The calls in flight drain first, while raft still runs, so that
 		// a call about to be answered is; then the replica's waits still
 		// open end.
 		s.stopServing()
-		errs = append(errs, s.replica.Close())
+		errs = append(errs, s.fwd.close(), s.replica.Close())
 		close(s.stop)
 		s.closeErr = errors.Join(append(errs, s.store.Close())...)
 	})

@@ -371,7 +371,60 @@ func (v *service) Txn(ctx context.Context, req *apipb.TxnRequest) (*apipb.TxnRes
 		return nil, err
 	}
 	r.epoch = req.GetEpoch()
+	target := s.self
+	if at := s.proto.Entries(s.top, r.dst); !at.Has(s.self) {
+		target = at.Min()
+	}
+	if fwd, err := s.mustForward(ctx, target, true); fwd || err != nil {
+		if err != nil {
+			return nil, err
+		}
+		return forwardTo(ctx, s, target, false, req, apipb.KVClient.Txn)
+	}
 	return s.run(ctx, r)
+}
+
+// forwardTo forwards req to the leader of group g with call, one of
+// apipb.KVClient's methods (forward.go).
+func forwardTo[Req, Resp any](ctx context.Context, s *Server, g partition.GroupID, read bool, req Req,
+	call func(apipb.KVClient, context.Context, Req, ...grpc.CallOption) (Resp, error)) (Resp, error) {
+	var resp Resp
+	err := s.forward(ctx, g, read, func(ctx context.Context, kv apipb.KVClient, opts ...grpc.CallOption) error {
+		var err error
+		resp, err = call(kv, ctx, req, opts...)
+		return err
+	})
+	return resp, err
+}
+
+// routeKey returns the group that serves a request for key (this one for
+// a replicated key, and for a key in no partition, which it refuses), and
+// whether this replica forwards the request there (mustForward).
+func (s *Server) routeKey(ctx context.Context, key []byte, leader bool) (partition.GroupID, bool, error) {
+	target := s.self
+	if owner, replicated, err := s.pm.Owner(key); err == nil && !replicated {
+		target = owner
+	}
+	fwd, err := s.mustForward(ctx, target, leader)
+	return target, fwd, err
+}
+
+// routeGroup returns the group a request names (this one when it names
+// none), and whether this replica forwards the request there; a direct
+// caller that names another group is refused.
+func (s *Server) routeGroup(ctx context.Context, what, name string, leader bool) (partition.GroupID, bool, error) {
+	target := s.self
+	if name != "" {
+		var ok bool
+		if target, ok = s.top.Lookup(name); !ok {
+			return 0, false, invalid(fmt.Errorf("server: %s: group %q is not a group (groups: %v)", what, name, s.top.Names()))
+		}
+	}
+	fwd, err := s.mustForward(ctx, target, leader)
+	if err == nil && !fwd && target != s.self {
+		err = status.Errorf(codes.FailedPrecondition, "server: %s for group %s sent to replica %s/%s of group %s: send it there", what, name, s.group.Name, s.cfg.NodeID, s.group.Name)
+	}
+	return target, fwd, err
 }
 
 // Await implements apipb.KVServer.
@@ -380,6 +433,13 @@ func (v *service) Await(ctx context.Context, req *apipb.AwaitRequest) (*apipb.Aw
 	id, err := awaitID(req)
 	if err != nil {
 		return nil, err
+	}
+	target, fwd, err := s.routeGroup(ctx, "await", req.GetGroup(), false)
+	switch {
+	case err != nil:
+		return nil, err
+	case fwd:
+		return forwardTo(ctx, s, target, true, req, apipb.KVClient.Await)
 	}
 	ctx, cancel := s.bounded(ctx, id)
 	defer cancel()
@@ -395,6 +455,9 @@ func (v *service) Await(ctx context.Context, req *apipb.AwaitRequest) (*apipb.Aw
 		case err == nil && found:
 			return &apipb.AwaitResponse{Piece: api.PieceResultToProto(id, s.group.Name, &res)}, nil
 		case err == nil:
+			if fwd, ferr := s.mustForward(ctx, s.self, true); fwd && ferr == nil {
+				return forwardTo(ctx, s, s.self, true, req, apipb.KVClient.Await)
+			}
 			if leader := s.replica.Leader(); leader != "" {
 				return nil, s.status(ctx, &replication.NotLeaderError{Leader: leader})
 			}
@@ -522,6 +585,12 @@ func (v *service) Get(ctx context.Context, req *apipb.GetRequest) (*apipb.GetRes
 	if _, err := s.requestID(req.GetClientId(), req.GetSeq()); err != nil {
 		return nil, err
 	}
+	if g, fwd, err := s.routeKey(ctx, req.GetKey(), !req.GetStale()); fwd || err != nil {
+		if err != nil {
+			return nil, err
+		}
+		return forwardTo(ctx, s, g, true, req, apipb.KVClient.Get)
+	}
 	if err := s.checkLocal(req.GetKey()); err != nil {
 		return nil, err
 	}
@@ -539,6 +608,12 @@ func (v *service) Get(ctx context.Context, req *apipb.GetRequest) (*apipb.GetRes
 
 // Put implements apipb.KVServer.
 func (v *service) Put(ctx context.Context, req *apipb.PutRequest) (*apipb.PutResponse, error) {
+	if g, fwd, err := v.s.routeKey(ctx, req.GetKey(), true); fwd || err != nil {
+		if err != nil {
+			return nil, err
+		}
+		return forwardTo(ctx, v.s, g, false, req, apipb.KVClient.Put)
+	}
 	value := req.GetValue()
 	if value == nil {
 		value = []byte{}
@@ -551,6 +626,12 @@ func (v *service) Put(ctx context.Context, req *apipb.PutRequest) (*apipb.PutRes
 
 // Delete implements apipb.KVServer.
 func (v *service) Delete(ctx context.Context, req *apipb.DeleteRequest) (*apipb.DeleteResponse, error) {
+	if g, fwd, err := v.s.routeKey(ctx, req.GetKey(), true); fwd || err != nil {
+		if err != nil {
+			return nil, err
+		}
+		return forwardTo(ctx, v.s, g, false, req, apipb.KVClient.Delete)
+	}
 	if _, err := v.s.single(ctx, req.GetClientId(), req.GetSeq(), txn.Op{Kind: txn.OpDelete, Key: req.GetKey()}); err != nil {
 		return nil, err
 	}
@@ -570,6 +651,12 @@ func (v *service) Scan(ctx context.Context, req *apipb.ScanRequest) (*apipb.Scan
 	t := &txn.Txn{Then: []txn.Op{{Kind: txn.OpScan, Key: req.GetStart(), End: req.GetEnd(), Limit: limit}}}
 	if err := t.Validate(s.pm); err != nil {
 		return nil, invalid(err)
+	}
+	if g, fwd, err := s.routeKey(ctx, req.GetStart(), !req.GetStale()); fwd || err != nil {
+		if err != nil {
+			return nil, err
+		}
+		return forwardTo(ctx, s, g, true, req, apipb.KVClient.Scan)
 	}
 	if err := s.checkLocal(req.GetStart()); err != nil {
 		return nil, err
@@ -597,8 +684,17 @@ func (v *service) Scan(ctx context.Context, req *apipb.ScanRequest) (*apipb.Scan
 
 // OpenSession implements apipb.KVServer: it opens a session through this
 // group's log (group.EncodeSession).
-func (v *service) OpenSession(ctx context.Context, _ *apipb.OpenSessionRequest) (*apipb.OpenSessionResponse, error) {
+func (v *service) OpenSession(ctx context.Context, req *apipb.OpenSessionRequest) (*apipb.OpenSessionResponse, error) {
 	s := v.s
+	target, fwd, err := s.routeGroup(ctx, "open session", req.GetGroup(), true)
+	switch {
+	case err != nil:
+		return nil, err
+	case fwd:
+		// Not a read: a session opened twice is one more idle session,
+		// but the caller would not know the first.
+		return forwardTo(ctx, s, target, false, req, apipb.KVClient.OpenSession)
+	}
 	ctx, cancel := context.WithTimeout(ctx, cmp.Or(s.cfg.WaitMax, WaitMaxDefault))
 	defer cancel()
 	id, err := s.replica.OpenSession(ctx)

@@ -81,3 +81,30 @@ const ResultAcknowledgedText = "result acknowledged"
 // it that the attempt did not run (other refusals say so by their code:
 // InvalidArgument, FailedPrecondition, ResourceExhausted).
 const NotRunTrailer = "flexkv-not-run"
+
+// DirectHeader is the metadata key by which a client says that it routes
+// its requests itself, as the Go client does unless told to send everything
+// to one endpoint: with DirectHeader "1", a replica that cannot serve a
+// request answers the refusals and leader hints above instead of
+// forwarding it to the right group's leader (DESIGN 7).
+const DirectHeader = "flexkv-direct"
+
+// LoopCutText is in the message of the FailedPrecondition status of a
+// request that another replica forwarded to one that cannot serve it
+// either: the two route by different configurations, and a forwarded
+// request is never forwarded again. The message names both
+// configurations' fingerprints; the request did not run.
+const LoopCutText = "forwarding loop cut"
+
+// UserHeader and ForwardedByHeader are the metadata keys of a call that a
+// replica makes for a user: a request it forwards to another group's
+// leader, or one its HTTP gateway serves. UserHeader names the user (the CN
+// of the caller's client certificate), ForwardedByHeader the forwarding
+// replica and its configuration's fingerprint, "GROUP/REPLICA FINGERPRINT".
+// A replica takes them from a node of the cluster only, authenticated by its
+// node certificate, and refuses a user's call that carries them
+// (PermissionDenied), so that no user passes for another (DESIGN 13).
+const (
+	UserHeader        = "flexkv-user"
+	ForwardedByHeader = "flexkv-forwarded-by"
+)

@@ -950,9 +950,13 @@ func (x *TxnResponse) GetExecuted() bool {
 type AwaitRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Deprecated: Marked as deprecated in flexkv/kv/v1/kv.proto.
-	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	ClientId      uint64 `protobuf:"varint,2,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
-	Seq           uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	Id       string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	ClientId uint64 `protobuf:"varint,2,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	Seq      uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	// The destination group whose piece is awaited, by name. Empty: the
+	// answering replica's group. Another group's: the replica forwards the
+	// Await to that group's leader.
+	Group         string `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1007,6 +1011,13 @@ func (x *AwaitRequest) GetSeq() uint64 {
 		return x.Seq
 	}
 	return 0
+}
+
+func (x *AwaitRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
 }
 
 type AwaitResponse struct {
@@ -1520,7 +1531,11 @@ func (x *ScanResponse) GetNextStart() []byte {
 }
 
 type OpenSessionRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The group to open the session at, by name. Empty: the answering
+	// replica's group. Another group's: the replica forwards the request to
+	// that group's leader.
+	Group         string `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1553,6 +1568,13 @@ func (x *OpenSessionRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use OpenSessionRequest.ProtoReflect.Descriptor instead.
 func (*OpenSessionRequest) Descriptor() ([]byte, []int) {
 	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *OpenSessionRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
 }
 
 type OpenSessionResponse struct {
@@ -1991,6 +2013,7 @@ type Replica struct {
 	Raft          string                 `protobuf:"bytes,2,opt,name=raft,proto3" json:"raft,omitempty"` // host:port of the raft transport
 	Grpc          string                 `protobuf:"bytes,3,opt,name=grpc,proto3" json:"grpc,omitempty"` // host:port of this service
 	Peer          string                 `protobuf:"bytes,4,opt,name=peer,proto3" json:"peer,omitempty"` // host:port of the service between groups, when the configuration names one
+	Http          string                 `protobuf:"bytes,5,opt,name=http,proto3" json:"http,omitempty"` // host:port of the HTTP/JSON gateway, when the configuration names one
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2049,6 +2072,13 @@ func (x *Replica) GetGrpc() string {
 func (x *Replica) GetPeer() string {
 	if x != nil {
 		return x.Peer
+	}
+	return ""
+}
+
+func (x *Replica) GetHttp() string {
+	if x != nil {
+		return x.Http
 	}
 	return ""
 }
@@ -2861,11 +2891,12 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\vTxnResponse\x12/\n" +
 	"\x05piece\x18\x01 \x01(\v2\x19.flexkv.kv.v1.PieceResultR\x05piece\x12\"\n" +
 	"\fdestinations\x18\x02 \x03(\tR\fdestinations\x12\x1a\n" +
-	"\bexecuted\x18\x03 \x01(\bR\bexecuted\"Q\n" +
+	"\bexecuted\x18\x03 \x01(\bR\bexecuted\"g\n" +
 	"\fAwaitRequest\x12\x12\n" +
 	"\x02id\x18\x01 \x01(\tB\x02\x18\x01R\x02id\x12\x1b\n" +
 	"\tclient_id\x18\x02 \x01(\x04R\bclientId\x12\x10\n" +
-	"\x03seq\x18\x03 \x01(\x04R\x03seq\"@\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12\x14\n" +
+	"\x05group\x18\x04 \x01(\tR\x05group\"@\n" +
 	"\rAwaitResponse\x12/\n" +
 	"\x05piece\x18\x01 \x01(\v2\x19.flexkv.kv.v1.PieceResultR\x05piece\"c\n" +
 	"\n" +
@@ -2899,8 +2930,9 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\fScanResponse\x12(\n" +
 	"\x03kvs\x18\x01 \x03(\v2\x16.flexkv.kv.v1.KeyValueR\x03kvs\x12\x1d\n" +
 	"\n" +
-	"next_start\x18\x02 \x01(\fR\tnextStart\"\x14\n" +
-	"\x12OpenSessionRequest\"j\n" +
+	"next_start\x18\x02 \x01(\fR\tnextStart\"*\n" +
+	"\x12OpenSessionRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\"j\n" +
 	"\x13OpenSessionResponse\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12\x1d\n" +
 	"\n" +
@@ -2930,12 +2962,13 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\x05Group\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06region\x18\x02 \x01(\tR\x06region\x121\n" +
-	"\breplicas\x18\x03 \x03(\v2\x15.flexkv.kv.v1.ReplicaR\breplicas\"U\n" +
+	"\breplicas\x18\x03 \x03(\v2\x15.flexkv.kv.v1.ReplicaR\breplicas\"i\n" +
 	"\aReplica\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04raft\x18\x02 \x01(\tR\x04raft\x12\x12\n" +
 	"\x04grpc\x18\x03 \x01(\tR\x04grpc\x12\x12\n" +
-	"\x04peer\x18\x04 \x01(\tR\x04peer\"}\n" +
+	"\x04peer\x18\x04 \x01(\tR\x04peer\x12\x12\n" +
+	"\x04http\x18\x05 \x01(\tR\x04http\"}\n" +
 	"\tPartition\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\fR\x05start\x12\x10\n" +

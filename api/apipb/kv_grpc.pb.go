@@ -108,6 +108,19 @@ const (
 // and its result is kept within the server's bound on anonymous results
 // (the latest ResultsMax, 65,536 unless configured).
 // client_ids with the top bit set (2^63 and above) are reserved.
+//
+// Any server answers any request (DESIGN 7). A request sent to a replica
+// that cannot serve it (its keys belong to another group, it needs another
+// entry group, its Await or OpenSession names another group, or the replica
+// does not lead its group) is forwarded by that replica to the right
+// group's leader: one hop, with the caller's deadline and user. A forwarded
+// request is never forwarded again: a replica that cannot serve one
+// (the two replicas route by different configurations) answers
+// FAILED_PRECONDITION "forwarding loop cut" (apipb.LoopCutText), naming both
+// configuration fingerprints; nothing ran. A client that routes itself,
+// as the Go client does, sends the metadata "flexkv-direct: 1"
+// (apipb.DirectHeader) and gets, instead of a forward, the refusals and
+// leader hints described below.
 type KVClient interface {
 	// Txn submits a transaction to the group it is sent to, which must be the
 	// entry group of the cluster's protocol for the transaction's destinations
@@ -392,6 +405,19 @@ func (c *kVClient) DropBackup(ctx context.Context, in *DropBackupRequest, opts .
 // and its result is kept within the server's bound on anonymous results
 // (the latest ResultsMax, 65,536 unless configured).
 // client_ids with the top bit set (2^63 and above) are reserved.
+//
+// Any server answers any request (DESIGN 7). A request sent to a replica
+// that cannot serve it (its keys belong to another group, it needs another
+// entry group, its Await or OpenSession names another group, or the replica
+// does not lead its group) is forwarded by that replica to the right
+// group's leader: one hop, with the caller's deadline and user. A forwarded
+// request is never forwarded again: a replica that cannot serve one
+// (the two replicas route by different configurations) answers
+// FAILED_PRECONDITION "forwarding loop cut" (apipb.LoopCutText), naming both
+// configuration fingerprints; nothing ran. A client that routes itself,
+// as the Go client does, sends the metadata "flexkv-direct: 1"
+// (apipb.DirectHeader) and gets, instead of a forward, the refusals and
+// leader hints described below.
 type KVServer interface {
 	// Txn submits a transaction to the group it is sent to, which must be the
 	// entry group of the cluster's protocol for the transaction's destinations

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -87,7 +88,12 @@ lie in one partition.
 
 The cluster is reached as by flexkv kv: --endpoints, else the addresses of
 --config (default: the embedded configs/local.yaml), with the TLS flags;
---timeout bounds connecting and then each request. After ` + strconv.Itoa(benchErrorsMax) + ` failed
+--timeout bounds connecting and then each request. --one-endpoint sends every
+request to the first endpoint, which forwards those it does not serve to the
+right group's leader (one more hop: DESIGN 7). --gateway HOST:PORT makes put
+and get through a replica's HTTP/JSON gateway (PUT and GET /v1/kv/KEY, with
+the same client certificate) instead of the Go client, which still reads the
+topology: run both against one cluster to compare them. After ` + strconv.Itoa(benchErrorsMax) + ` failed
 requests the run stops early.
 
 Exit codes: 0 every request succeeded; 1 some failed (counted in the
@@ -104,6 +110,8 @@ cluster is unreachable (connecting failed, or every request failed so).`,
 	pf.String("prefix", "", "the keys' prefix (default: the start key of the first partition one group owns)")
 	pf.Bool("wrap", true, "txn: adds that wrap, which need no vote (false: checked adds, which vote)")
 	pf.Bool("answers", false, `txn: add "answers_ms", the 1st and 2nd destination's answer, to the --json object`)
+	pf.String("gateway", "", "put, get: send each request through the HTTP gateway at host:port (PUT and GET /v1/kv/KEY) instead of the Go client")
+	pf.Bool("one-endpoint", false, "send every request to the first endpoint, which forwards what it does not serve to the right group's leader")
 	pf.Bool("json", false, `print one JSON object: {"op":...,"clients":...,"total":...,"errors":...,"requests_per_s":...,"latency_ms":{...}}`)
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError(fmt.Errorf("%s: %w", benchName(c), err))
@@ -144,6 +152,12 @@ type benchOptions struct {
 	wrap      bool // txn: adds that wrap
 	answers   bool // txn: answers_ms in the JSON
 	asJSON    bool
+	// gateway is the host:port of an HTTP gateway that put and get go
+	// through (--gateway), oneEndpoint sends every request to the first
+	// endpoint, which forwards (--one-endpoint).
+	gateway     string
+	oneEndpoint bool
+	httpTLS     *tls.Config // the client's TLS, for gateway
 }
 
 // benchFlags reads and checks the bench flags of c. They are read from the
@@ -170,7 +184,13 @@ func benchFlags(c *cobra.Command) (benchOptions, error) {
 	o.asJSON, _ = f.GetBool("json")
 	o.wrap, _ = f.GetBool("wrap")
 	o.answers, _ = f.GetBool("answers")
+	o.gateway, _ = f.GetString("gateway")
+	o.oneEndpoint, _ = f.GetBool("one-endpoint")
 	switch {
+	case o.gateway != "" && o.op == "txn":
+		return o, fmt.Errorf("--gateway runs put and get (a transaction's other answers are awaited: use the Go client)")
+	case o.gateway != "" && o.oneEndpoint:
+		return o, fmt.Errorf("--gateway and --one-endpoint: choose one")
 	case o.clients < 1 || o.clients > loadgen.ClientsMax:
 		return o, fmt.Errorf("--clients %d, want 1..%d", o.clients, loadgen.ClientsMax)
 	case o.total < 1 || o.total > loadgen.TotalMax:
@@ -311,11 +331,12 @@ func runBench(c *cobra.Command, _ []string) error {
 	connectCtx, cancel := context.WithTimeout(ctx, conn.timeout)
 	defer cancel()
 	cl, err := client.New(connectCtx, client.Config{
-		Endpoints: conn.endpoints,
-		TLS:       conn.tls,
-		Region:    conn.region,
-		Sessions:  o.clients, // one request in flight per bench client
-		Logger:    slog.New(slog.DiscardHandler),
+		Endpoints:   conn.endpoints,
+		TLS:         conn.tls,
+		Region:      conn.region,
+		Sessions:    o.clients, // one request in flight per bench client
+		Logger:      slog.New(slog.DiscardHandler),
+		OneEndpoint: o.oneEndpoint,
 	})
 	if err != nil {
 		return kvError(connectCtx, name, conn, err, true)
@@ -331,6 +352,7 @@ func runBench(c *cobra.Command, _ []string) error {
 	if o.op == "txn" {
 		answers = []*loadgen.Recorder{loadgen.NewRecorder(), loadgen.NewRecorder()}
 	}
+	o.httpTLS = conn.tls
 	op := benchOp(o, plan, cl, &found, answers)
 	res, err := loadgen.Run(ctx, loadgen.Config{Clients: o.clients, Total: o.total, ErrorsMax: benchErrorsMax},
 		func(ctx context.Context, _, i int) error {
@@ -386,6 +408,9 @@ func latencyOf(s loadgen.Summary) benchLatency {
 // that finds its key adds one to found; a transaction that succeeds records
 // its k-th answer in answers[k].
 func benchOp(o benchOptions, plan benchPlan, cl *client.Client, found *atomic.Int64, answers []*loadgen.Recorder) func(context.Context, int) error {
+	if o.gateway != "" {
+		return gatewayOp(o, plan, o.httpTLS, found)
+	}
 	switch o.op {
 	case "put":
 		value := benchValue(o.valSize)

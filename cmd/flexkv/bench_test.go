@@ -57,6 +57,8 @@ func TestBenchBadInvocations(t *testing.T) {
 		{name: "keys too long", args: []string{"put", "--prefix", strings.Repeat("w", 4090)}, want: "make keys of 4106 bytes, more than partition.KeyMax (4096)"},
 		{name: "prefix in no partition", args: []string{"put", "--prefix", "zzz"}, want: `bench put: keys "zzz0000000000000000".."zzz9999999999999999": partition: key "zzz0000000000000000": no partition holds the key`},
 		{name: "keys below every partition", args: []string{"get", "--prefix", "w/000", "--key-size", "2"}, want: `key "w/00000": no partition holds the key`},
+		{name: "txn through the gateway", args: []string{"txn", "--gateway", "127.0.0.1:1"}, want: "bench txn: --gateway runs put and get"},
+		{name: "gateway and one endpoint", args: []string{"put", "--gateway", "127.0.0.1:1", "--one-endpoint"}, want: "bench put: --gateway and --one-endpoint: choose one"},
 		{name: "txn in a replicated partition", args: []string{"txn", "--prefix", "item/"}, want: "bench txn: the keys lie in the replicated partition item"},
 		{name: "txn in a cluster of one group", args: []string{"txn", "--config", solo}, want: "bench txn: no partition of another group than all's (group 0): a transfer needs partitions of two groups"},
 		{name: "zero timeout", args: []string{"put", "--timeout", "0s"}, want: "bench put: --timeout 0s: want more than 0"},

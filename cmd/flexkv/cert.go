@@ -211,7 +211,7 @@ certificate, since nodes dial each other.`,
 				return usageError(fmt.Errorf("%s: replica %q is not in the configuration %s (replicas: %s)",
 					certName(c), id, configPath, strings.Join(cfg.ReplicaIDs(), ", ")))
 			}
-			hosts, err := certs.HostsOf(replica.Raft, replica.GRPC, replica.PeerAddr())
+			hosts, err := certs.HostsOf(replica.Hosts()...)
 			if err != nil {
 				return usageError(fmt.Errorf("%s: replica %s: %w", certName(c), id, err))
 			}

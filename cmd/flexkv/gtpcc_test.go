@@ -59,7 +59,7 @@ func localLayout(t *testing.T, replicas int, latency bool) (string, *partition.C
 	for i := range cfg.Groups {
 		rs := cfg.Groups[i].Replicas[:replicas]
 		for j := range rs {
-			rs[j].Raft, rs[j].GRPC, rs[j].Peer = freeAddr(t), freeAddr(t), freeAddr(t)
+			rs[j].Raft, rs[j].GRPC, rs[j].Peer, rs[j].HTTP = freeAddr(t), freeAddr(t), freeAddr(t), ""
 		}
 		cfg.Groups[i].Replicas = rs
 	}

@@ -93,6 +93,9 @@ func runLocal(cmd *cobra.Command, _ []string) error {
 	}
 	fmt.Fprintf(out, "emulated WAN: %s\n", latencySummary(lat, mode, jitter))
 	fmt.Fprintf(out, "endpoints: %s\n", strings.Join(l.Endpoints(), ","))
+	if gw := httpGateways(cfg, l.CertsDir() != ""); len(gw) > 0 {
+		fmt.Fprintf(out, "http gateway: %s\n", strings.Join(gw, " "))
+	}
 	if dir := l.CertsDir(); dir != "" {
 		fmt.Fprintf(out, "TLS: mutual, certificates in %s (client user %s)\n", dir, cluster.RootUser)
 	} else {
@@ -132,6 +135,23 @@ func restoreLocal(cmd *cobra.Command, from string, cfg *partition.ClusterConfig,
 	return nil
 }
 
+// httpGateways returns the URL of every replica's HTTP gateway.
+func httpGateways(cfg *partition.ClusterConfig, secure bool) []string {
+	scheme := "http://"
+	if secure {
+		scheme = "https://"
+	}
+	var out []string
+	for _, g := range cfg.Groups {
+		for _, r := range g.Replicas {
+			if r.HTTP != "" {
+				out = append(out, scheme+r.HTTP)
+			}
+		}
+	}
+	return out
+}
+
 // localHelp is the long help of flexkv local.
 const localHelp = `Run every replica of a cluster configuration in this process (by default the
 embedded configs/local.yaml: 3 regions x 3 replicas on 127.0.0.1), each with its
@@ -154,6 +174,12 @@ group's copy, with a new cluster id and fresh protocol state (DESIGN 14).
 
 --metrics ADDR serves the Prometheus metrics of every replica at
 http://ADDR/metrics, labelled by group and replica.
+
+Each replica with an http address in the configuration (configs/local.yaml:
+7400+N for rN) serves the HTTP/JSON gateway of the client API there
+(DESIGN 7), with the cluster's TLS: curl --cacert DATA/certs/ca.crt --cert
+DATA/certs/client.root.crt --key DATA/certs/client.root.key
+https://127.0.0.1:7401/v1/kv/w/0001/x
 
 Every link runs mutual TLS 1.3 (DESIGN 13) from a throwaway CA made on first
 start: DATA/ca.key, and in DATA/certs the CA certificate, a node certificate

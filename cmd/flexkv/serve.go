@@ -51,6 +51,7 @@ func newServerCmd() *cobra.Command {
 	cmd.Flags().String("log-level", "info", "debug, info, warn or error")
 	cmd.Flags().String("delivery-log", "", "append this replica's delivery log (JSON lines, DESIGN 10.1) to FILE")
 	cmd.Flags().String("metrics", "", "serve Prometheus metrics at http://ADDR/metrics (host:port, e.g. :9100; default off)")
+	cmd.Flags().String("http", "", "serve the HTTP/JSON gateway of the client API at ADDR (host:port; default: the replica's http address in the configuration, if any)")
 	cmd.Flags().String("settings", "", "a YAML file of settings (node, data-dir, config, ...); flags and FLEXKV_* win over it")
 	cmd.Flags().String("certs-dir", "", "directory of ca.crt and node.NODE.crt/.key: every link runs mutual TLS (required unless --insecure)")
 	cmd.Flags().Bool("insecure", false, "run every link without TLS (a warning is logged)")
@@ -120,14 +121,14 @@ func runServer(cmd *cobra.Command, _ []string) (err error) {
 	srv, err := server.Open(server.Config{
 		Cluster: cfg, Latency: lat, LatencyMode: mode, LatencyJitter: jitter,
 		NodeID: node, Dir: dir, DeliveryLog: dlog, Logger: log,
-		MetricsAddr: v.GetString("metrics"), Procedures: procs.Registry(), Node: nodeCert,
+		MetricsAddr: v.GetString("metrics"), HTTPAddr: v.GetString("http"), Procedures: procs.Registry(), Node: nodeCert,
 		InitialClusterState: state,
 	})
 	if err != nil {
 		return err
 	}
 	log.Info("serving", "node", node, "group", srv.Group(), "grpc", srv.Addr(), "peer", srv.PeerAddr(), "tls", nodeCert != nil, "data", dir,
-		"cluster_id", srv.Identity().ClusterID, "fingerprint", srv.Identity().Fingerprint, "initial_cluster_state", state, "metrics", v.GetString("metrics"),
+		"cluster_id", srv.Identity().ClusterID, "fingerprint", srv.Identity().Fingerprint, "initial_cluster_state", state, "metrics", v.GetString("metrics"), "http", srv.HTTPAddr(),
 		"latency", latencySummary(lat, mode, jitter))
 	<-ctx.Done()
 	log.Info("stopping", "node", node)
@@ -159,6 +160,15 @@ unless --insecure is given. Relative paths
 in the file are taken from the working directory, like those of flags. With --metrics
 ADDR it serves Prometheus metrics at http://ADDR/metrics. SIGTERM or SIGINT
 stops it gracefully.
+
+Any replica answers any request (DESIGN 7): one it cannot serve (another
+group's keys, another entry group, a follower's write) it forwards, once, to
+the right group's leader, for the same user. The HTTP/JSON gateway of the
+client API (POST /v1/txn, GET|PUT|DELETE /v1/kv/{key}, GET /v1/scan, ...)
+listens on the replica's http address in the configuration, or on --http
+ADDR; with neither, there is none. It runs the client API's TLS: a request
+presents a user's client certificate (curl --cacert ca.crt --cert
+client.USER.crt --key client.USER.key).
 
 Cluster identity (DESIGN 13): at its first start the replica records in its
 data directory the cluster id and the fingerprint of the configuration; it

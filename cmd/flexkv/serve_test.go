@@ -43,7 +43,7 @@ func oneReplicaConfig(t *testing.T) (string, *partition.ClusterConfig) {
 	}
 	for i := range cfg.Groups {
 		r := cfg.Groups[i].Replicas[0]
-		r.Raft, r.GRPC, r.Peer = freeAddr(t), freeAddr(t), freeAddr(t)
+		r.Raft, r.GRPC, r.Peer, r.HTTP = freeAddr(t), freeAddr(t), freeAddr(t), ""
 		cfg.Groups[i].Replicas = []partition.ReplicaConfig{r}
 	}
 	return configFile(t, cfg), cfg

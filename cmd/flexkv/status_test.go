@@ -77,7 +77,7 @@ func startStatusCluster(t *testing.T) (*partition.ClusterConfig, string, *cluste
 	for i := range cfg.Groups {
 		for j := range cfg.Groups[i].Replicas {
 			r := &cfg.Groups[i].Replicas[j]
-			r.Raft, r.GRPC, r.Peer = freeAddr(t), freeAddr(t), freeAddr(t)
+			r.Raft, r.GRPC, r.Peer, r.HTTP = freeAddr(t), freeAddr(t), freeAddr(t), ""
 		}
 	}
 	path := configFile(t, cfg)

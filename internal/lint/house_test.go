@@ -39,6 +39,9 @@ var (
 	pebbleExt = []string{"github.com/cockroachdb/pebble/v2", "github.com/cockroachdb/pebble/v2/*"}
 	raftExt   = []string{"github.com/hashicorp/raft", "github.com/hashicorp/go-hclog"}
 	promExt   = []string{"github.com/prometheus/*"}
+	// gatewayExt is grpc-gateway v2's runtime, which the generated HTTP
+	// gateway (apipb) and its registration (api) use (DESIGN 7).
+	gatewayExt = []string{"github.com/grpc-ecosystem/grpc-gateway/v2/runtime", "github.com/grpc-ecosystem/grpc-gateway/v2/utilities"}
 )
 
 // house is DESIGN 1's layout, bottom up. Floor 0 imports no package of the
@@ -51,7 +54,7 @@ var house = []room{
 	{dir: "internal/invariants", floor: 0},
 	{dir: "internal/jepsen/history", floor: 0},
 	{dir: "overlay", floor: 0, tests: []string{"partition"}},
-	{dir: "api/apipb", floor: 0, ext: protoExt, testExt: []string{"go.etcd.io/etcd/api/v3/*"}},
+	{dir: "api/apipb", floor: 0, ext: slices.Concat(protoExt, gatewayExt), testExt: []string{"go.etcd.io/etcd/api/v3/*"}},
 	{dir: "replication/transport/transportpb", floor: 0, ext: protoExt},
 	{dir: "internal/h2test", floor: 0, ext: []string{"golang.org/x/net/http2", "golang.org/x/net/http2/hpack"}},
 	{dir: "internal/rpcflow", floor: 0, ext: grpcExt, tests: []string{"internal/h2test"}, testExt: []string{"golang.org/x/net/http2"}},
@@ -96,7 +99,7 @@ var house = []room{
 	// 5: the group state machine, the API's conversions, the scripted
 	// environment of the cores.
 	{dir: "group", floor: 5, imports: []string{"internal/invariants", "internal/wire", "multicast", "multicast/channel", "multicast/protocol", "multicast/rawnode", "partition"}},
-	{dir: "api", floor: 5, imports: []string{"api/apipb", "multicast", "multicast/protocol", "partition", "txn"}, tests: []string{"configs"}, ext: protoExt},
+	{dir: "api", floor: 5, imports: []string{"api/apipb", "multicast", "multicast/protocol", "partition", "txn"}, tests: []string{"configs"}, ext: slices.Concat(protoExt, gatewayExt)},
 	{dir: "multicast/internal/interaction", floor: 5, imports: []string{"multicast", "multicast/channel", "multicast/check", "multicast/rawnode", "partition"},
 		tests: []string{"multicast/protocol"}, ext: []string{"github.com/cockroachdb/datadriven"}},
 	// 6: the executor, the replication shell, the ordering simulator, the
@@ -115,7 +118,7 @@ var house = []room{
 	{dir: "dbsim", floor: 7, imports: []string{"executor", "group", "kv", "multicast", "multicast/channel", "multicast/check", "multicast/protocol", "multicast/rawnode", "partition", "txn"},
 		ext: pebbleExt},
 	{dir: "server", floor: 7, imports: []string{"api", "api/apipb", "certs", "executor", "group", "internal/buildinfo", "internal/rpcflow", "kv", "multicast", "multicast/channel", "multicast/check", "multicast/protocol", "multicast/rawnode", "partition", "replication", "replication/transport", "txn"},
-		tests: []string{"internal/testaddr", "internal/testcluster"}, ext: append(slices.Clone(grpcExt), promExt...)},
+		tests: []string{"internal/testaddr", "internal/testcluster"}, ext: slices.Concat(grpcExt, promExt, []string{"golang.org/x/net/netutil", "google.golang.org/protobuf/proto"})},
 	{dir: "gtpcc", floor: 7, imports: []string{"client", "gtpcc/procs", "partition", "txn"},
 		tests: []string{"api", "api/apipb", "cluster", "internal/testaddr"},
 		ext:   []string{"github.com/HdrHistogram/hdrhistogram-go", "gonum.org/v1/plot", "gonum.org/v1/plot/*"}, testExt: grpcExt},
@@ -123,7 +126,7 @@ var house = []room{
 		tests: []string{"cluster", "internal/jepsen/checker", "internal/testaddr", "partition"}},
 	// 8: the in-process clusters (rigs for local, demo and tests).
 	{dir: "cluster", floor: 8, imports: []string{"certs", "multicast/channel", "multicast/check", "multicast/protocol", "partition", "replication", "server", "txn"},
-		tests:   []string{"api/apipb", "client", "gtpcc", "gtpcc/procs", "internal/h2test", "internal/testaddr", "internal/testcluster", "replication/transport/transportpb"},
+		tests:   []string{"api", "api/apipb", "client", "gtpcc", "gtpcc/procs", "internal/h2test", "internal/testaddr", "internal/testcluster", "replication/transport/transportpb"},
 		testExt: append(slices.Clone(grpcExt), "google.golang.org/protobuf/types/descriptorpb")},
 	{dir: "internal/jepsen", floor: 8, imports: []string{"client", "internal/jepsen/checker", "internal/jepsen/history", "internal/jepsen/hosts", "internal/jepsen/workload"}},
 	// 9: the benchmark runs, which start clusters.

@@ -23,6 +23,12 @@ func TestConnectionsUseFixedWindows(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, name := range names {
+			if generatedFile(name) {
+				// The gateway's RegisterKVHandlerFromEndpoint, which the
+				// module does not call: it registers on its own
+				// connection (server/http.go).
+				continue
+			}
 			src := string(readFile(t, filepath.Join(root, filepath.FromSlash(dir), name)))
 			// A server's options come from rpcflow.ServerOptions, or from
 			// a Guard's (rpcflow.NewGuard), which sets the windows of its
