@@ -102,8 +102,8 @@ var house = []room{
 	{dir: "executor", floor: 6, imports: []string{"group", "internal/invariants", "internal/wire", "kv", "multicast", "multicast/rawnode", "partition", "txn"},
 		tests: []string{"api/apipb"}},
 	{dir: "replication", floor: 6, imports: []string{"group", "multicast", "multicast/channel", "multicast/rawnode", "partition", "replication/raftstore", "replication/transport"},
-		tests: []string{"internal/testaddr", "internal/testcluster", "internal/wire", "multicast/check", "multicast/protocol"},
-		ext:   append(slices.Clone(raftExt), grpcExt...), testExt: pebbleExt},
+		tests: []string{"internal/crashfs", "internal/testaddr", "internal/testcluster", "internal/wire", "multicast/check", "multicast/protocol"},
+		ext:   append(append(slices.Clone(raftExt), grpcExt...), "github.com/cockroachdb/pebble/v2/vfs"), testExt: pebbleExt},
 	{dir: "multicast/sim", floor: 6, imports: []string{"configs", "multicast", "multicast/channel", "multicast/check", "multicast/flexcast", "multicast/protocol", "multicast/rawnode", "multicast/internal/interaction", "partition"}},
 	// The client's tests and examples run it against in-process clusters
 	// (package cluster, above it); its code links no server (DESIGN 1).

@@ -41,8 +41,64 @@ type plNode struct {
 	store *Store
 	snaps *SnapshotStore
 	trans *raft.InmemTransport
+	mute  *muteConsumer
 	fsm   *idFSM
 	raft  *raft.Raft
+}
+
+// muteConsumer stands between an in-memory transport and raft: once muted,
+// the answers raft gives to the requests it received are dropped, as the
+// network of a machine that lost power carries none. (Disconnecting an
+// in-memory transport stops new requests, not the answers to those in
+// flight.)
+type muteConsumer struct {
+	*raft.InmemTransport
+	ch    chan raft.RPC
+	muted atomic.Bool
+	stop  chan struct{}
+	done  sync.WaitGroup
+}
+
+func newMuteConsumer(t *raft.InmemTransport) *muteConsumer {
+	m := &muteConsumer{InmemTransport: t, ch: make(chan raft.RPC), stop: make(chan struct{})}
+	m.done.Go(m.forward)
+	return m
+}
+
+func (m *muteConsumer) Consumer() <-chan raft.RPC { return m.ch }
+
+func (m *muteConsumer) forward() {
+	for {
+		var rpc raft.RPC
+		select {
+		case rpc = <-m.InmemTransport.Consumer():
+		case <-m.stop:
+			return
+		}
+		orig := rpc.RespChan
+		resp := make(chan raft.RPCResponse, 1)
+		rpc.RespChan = resp
+		select {
+		case m.ch <- rpc:
+		case <-m.stop:
+			return
+		}
+		m.done.Go(func() {
+			select {
+			case r := <-resp:
+				if !m.muted.Load() {
+					orig <- r
+				}
+			case <-m.stop:
+			}
+		})
+	}
+}
+
+// close stops forwarding, once raft has shut down.
+func (m *muteConsumer) close() {
+	close(m.stop)
+	m.done.Wait()
 }
 
 func plRaftConfig(t *testing.T, id raft.ServerID) *raft.Config {
@@ -66,8 +122,9 @@ func (n *plNode) start(t *testing.T) {
 	n.store, n.snaps = s, snaps
 	checkContiguous(t, n.id, s, snaps)
 	_, n.trans = raft.NewInmemTransport(n.addr)
+	n.mute = newMuteConsumer(n.trans)
 	n.fsm = newIDFSM()
-	r, err := raft.NewRaft(plRaftConfig(t, n.id), n.fsm, s, s, snaps, n.trans)
+	r, err := raft.NewRaft(plRaftConfig(t, n.id), n.fsm, s, s, snaps, n.mute)
 	if err != nil {
 		t.Fatalf("node %s: NewRaft: %v", n.id, err)
 	}
@@ -83,6 +140,7 @@ func (n *plNode) stop(t *testing.T) {
 	if err := n.raft.Shutdown().Error(); err != nil {
 		t.Errorf("node %s: Shutdown: %v", n.id, err)
 	}
+	n.mute.close()
 	if err := n.store.Close(); err != nil {
 		t.Errorf("node %s: Close: %v", n.id, err)
 	}
@@ -100,6 +158,9 @@ type plCluster struct {
 
 func (c *plCluster) connect() {
 	for _, a := range c.nodes {
+		a.mute.muted.Store(false)
+	}
+	for _, a := range c.nodes {
 		for _, b := range c.nodes {
 			if a != b {
 				a.trans.Connect(b.addr, b.trans)
@@ -108,8 +169,10 @@ func (c *plCluster) connect() {
 	}
 }
 
-// isolate cuts n off from the others, both ways.
+// isolate cuts n off from the others, both ways, answers to requests in
+// flight included.
 func (c *plCluster) isolate(n *plNode) {
+	n.mute.muted.Store(true)
 	for _, o := range c.nodes {
 		if o != n {
 			o.trans.Disconnect(n.addr)
