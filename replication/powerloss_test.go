@@ -70,21 +70,26 @@ func TestPowerLossGroups(t *testing.T) {
 	defer stopClients()
 
 	rng := rand.New(rand.NewPCG(*plSeed, 0x5eed))
-	var kinds [4]int // leader, follower, install, half-written snapshot
+	var kinds [5]int // leader, follower, install, half-written snapshot, whole group
 	for range *plPoints {
 		g := rng.IntN(len(c.reps))
+		if rng.IntN(8) == 0 {
+			c.groupPowerLoss(g, rng)
+			kinds[4]++
+			continue
+		}
 		c.powerLoss(g, rng, &kinds)
 	}
 	stopClients()
 	c.settle(60 * time.Second)
-	t.Logf("crash points: %d (leader %d, follower %d, follower behind while a snapshot is installed %d, of which %d with the snapshot half written); acknowledged multicasts %d, lost 0",
-		kinds[0]+kinds[1]+kinds[2], kinds[0], kinds[1], kinds[2], kinds[3], len(c.accepted))
+	t.Logf("crash points: %d (leader %d, follower %d, follower behind while a snapshot is installed %d, of which %d with the snapshot half written; whole group at once %d); acknowledged multicasts %d, lost 0",
+		kinds[0]+kinds[1]+kinds[2]+kinds[4], kinds[0], kinds[1], kinds[2], kinds[3], kinds[4], len(c.accepted))
 }
 
 // powerLoss crashes a replica of group g at a point rng chooses, restarts
 // it on its disk's crash image and waits until it delivered what was
 // acknowledged before the crash.
-func (c *testCluster) powerLoss(g int, rng *rand.Rand, kinds *[4]int) {
+func (c *testCluster) powerLoss(g int, rng *rand.Rand, kinds *[5]int) {
 	c.t.Helper()
 	l := c.leader(g)
 	i := l
@@ -129,6 +134,39 @@ func (c *testCluster) powerLoss(g int, rng *rand.Rand, kinds *[4]int) {
 	tr.cfg.FS = tr.disk
 	c.start(g, i)
 	c.waitDelivered(g, i, want, 30*time.Second)
+}
+
+// groupPowerLoss crashes every replica of group g at once, as a power
+// loss of its whole site: at a sync of its leader chosen by rng, every
+// disk of the group keeps only what it had synced. The group restarts and
+// delivers every multicast acknowledged before the crash.
+func (c *testCluster) groupPowerLoss(g int, rng *rand.Rand) {
+	c.t.Helper()
+	l := c.reps[g][c.leader(g)]
+	if err := l.disk.Arm(1 + rng.Uint64N(12)); err != nil {
+		c.t.Fatal(err)
+	}
+	want := c.acknowledged(g)
+	select {
+	case <-l.disk.Crashed():
+	case <-time.After(2 * time.Second):
+	}
+	for _, tr := range c.reps[g] {
+		tr.disk.CrashNow()
+		tr.cut.SetCut(true)
+	}
+	for i, tr := range c.reps[g] {
+		image := tr.disk.Image()
+		c.stop(g, i)
+		tr.disk = crashfs.New(image)
+		tr.cfg.FS = tr.disk
+	}
+	for i := range c.reps[g] {
+		c.start(g, i)
+	}
+	for i := range c.reps[g] {
+		c.waitDelivered(g, i, want, 30*time.Second)
+	}
 }
 
 // acknowledged returns the acknowledged multicasts addressed to group g.
