@@ -17,8 +17,8 @@
 # OUT/flexkv OUT/heap.pprof). The data directory is removed on exit.
 #
 # Settings (environment): DURATION (1h), SAMPLE (1m), WARMUP (10m), OUT
-# (soak-out), CLIENTS per warehouse (2), PORT_PREFIX (3: the cluster listens
-# on 127.0.0.1:31NN and 32NN instead of local.yaml's 71NN and 72NN, so that a
+# (soak-out), CLIENTS per warehouse (2), PORT_PREFIX (5: the cluster listens
+# on 127.0.0.1:51NN and 52NN instead of local.yaml's 71NN and 72NN, so that a
 # soak runs beside a `flexkv local`), SLOPE_SLACK (0.5), RAFT_SLACK (1.5).
 set -euo pipefail
 
@@ -29,7 +29,7 @@ SAMPLE=${SAMPLE:-1m}
 WARMUP=${WARMUP:-10m}
 OUT=${OUT:-soak-out}
 CLIENTS=${CLIENTS:-2}
-PORT_PREFIX=${PORT_PREFIX:-3}
+PORT_PREFIX=${PORT_PREFIX:-5}
 SLOPE_SLACK=${SLOPE_SLACK:-0.5}
 RAFT_SLACK=${RAFT_SLACK:-1.5}
 
@@ -68,7 +68,7 @@ trap 'exit 130' INT TERM
 echo "soak: building"
 CGO_ENABLED=0 go build -trimpath -o "$OUT/flexkv" ./cmd/flexkv
 bin=$OUT/flexkv
-sed -E "s/\"127\.0\.0\.1:7([12][0-9][0-9])\"/\"127.0.0.1:${PORT_PREFIX}\1\"/" configs/local.yaml >"$data/cluster.yaml"
+sed -E "s/\"127\.0\.0\.1:7([12][0-9][0-9])\"/\"127.0.0.1:${PORT_PREFIX}\1\"/g" configs/local.yaml >"$data/cluster.yaml"
 grep -q "127.0.0.1:${PORT_PREFIX}101" "$data/cluster.yaml" || die "could not move configs/local.yaml's ports"
 
 "$bin" local --config "$data/cluster.yaml" --data-dir "$data/nodes" --mem-profile "$OUT/heap.pprof" \
@@ -123,6 +123,7 @@ kill -TERM "$cluster_pid"
 wait "$cluster_pid" || true
 cluster_pid=""
 
+verdict=0
 awk -F, -v warm="$warm" -v limit="$limit_mb" -v slack="$SLOPE_SLACK" -v rslack="$RAFT_SLACK" '
 function slope(sx, sy, sxx, sxy, n) { return n < 2 || n * sxx == sx * sx ? 0 : (n * sxy - sx * sy) / (n * sxx - sx * sx) }
 NR == 1 || $1 < warm { next }
@@ -143,7 +144,7 @@ END {
 	if (lend > rslack * lmax + 1) { printf "soak: FAIL: the raft log grew from %.1f to %.1f MB\n", lmax, lend; ok = 0 }
 	print (ok ? "soak: verdict: PASS" : "soak: verdict: FAIL")
 	exit ok ? 0 : 1
-}' "$OUT/samples.csv" | tee "$OUT/verdict.txt"
-verdict=${PIPESTATUS[0]}
+}' "$OUT/samples.csv" >"$OUT/verdict.txt" || verdict=$?
+cat "$OUT/verdict.txt"
 ((run_ok == 0)) || { echo "soak: gtpcc run (with its check) failed: see $OUT/run.log" >&2; exit 1; }
 exit "$verdict"

@@ -67,7 +67,20 @@ func NewSnapshotStore(fs vfs.FS, dir string, retain int) (*SnapshotStore, error)
 	if err := mkdirAllSynced(fs, dir); err != nil {
 		return nil, fmt.Errorf("raftstore: snapshot store: %w", err)
 	}
-	return &SnapshotStore{fs: fs, dir: dir, retain: retain, active: map[string]bool{}}, nil
+	s := &SnapshotStore{fs: fs, dir: dir, retain: retain, active: map[string]bool{}}
+	// Ids stay unique across restarts: raft may write a snapshot of the
+	// same term and index again (a leader installing it once more).
+	names, err := fs.List(dir)
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: snapshot store: %w", err)
+	}
+	for _, n := range names {
+		var term, index, seq uint64
+		if _, err := fmt.Sscanf(strings.TrimSuffix(n, snapTmpSuffix), "%d-%d-%d", &term, &index, &seq); err == nil {
+			s.next = max(s.next, seq)
+		}
+	}
+	return s, nil
 }
 
 // Create starts a snapshot; raft writes it to the sink and closes it.
