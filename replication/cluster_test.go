@@ -202,7 +202,13 @@ func (c *testCluster) stopAll() {
 // leader returns the index of group g's leader, waiting for one.
 func (c *testCluster) leader(g int) int {
 	c.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	return c.leaderWithin(g, 10*time.Second)
+}
+
+// leaderWithin returns the index of group g's leader, waiting up to d.
+func (c *testCluster) leaderWithin(g int, d time.Duration) int {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
 		for i, tr := range c.reps[g] {
 			if r := tr.live.Load(); r != nil && r.IsLeader() {
@@ -211,7 +217,7 @@ func (c *testCluster) leader(g int) int {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	c.t.Fatalf("group %d has no leader after 10s", g)
+	c.t.Fatalf("group %d has no leader after %v", g, d)
 	return -1
 }
 

@@ -86,12 +86,17 @@ func TestPowerLossGroups(t *testing.T) {
 		kinds[0]+kinds[1]+kinds[2]+kinds[4], kinds[0], kinds[1], kinds[2], kinds[3], kinds[4], len(c.accepted))
 }
 
+// plLeaderWait is how long a group may take to elect a leader after a
+// crash: a whole group restarts at once, and the race detector on two
+// shared cores slows elections down.
+const plLeaderWait = 60 * time.Second
+
 // powerLoss crashes a replica of group g at a point rng chooses, restarts
 // it on its disk's crash image and waits until it delivered what was
 // acknowledged before the crash.
 func (c *testCluster) powerLoss(g int, rng *rand.Rand, kinds *[5]int) {
 	c.t.Helper()
-	l := c.leader(g)
+	l := c.leaderWithin(g, plLeaderWait)
 	i := l
 	kind := rng.IntN(5)
 	if kind > 0 {
@@ -142,7 +147,7 @@ func (c *testCluster) powerLoss(g int, rng *rand.Rand, kinds *[5]int) {
 // delivers every multicast acknowledged before the crash.
 func (c *testCluster) groupPowerLoss(g int, rng *rand.Rand) {
 	c.t.Helper()
-	l := c.reps[g][c.leader(g)]
+	l := c.reps[g][c.leaderWithin(g, plLeaderWait)]
 	if err := l.disk.Arm(1 + rng.Uint64N(12)); err != nil {
 		c.t.Fatal(err)
 	}
@@ -222,7 +227,7 @@ func (c *testCluster) fallBehind(g, i int) {
 	last := tr.r.RaftStatus().LastIndex
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		l := c.reps[g][c.leader(g)]
+		l := c.reps[g][c.leaderWithin(g, plLeaderWait)]
 		st := l.r.RaftStatus()
 		if st.AppliedIndex > last+3*c.snapEvery {
 			if err := l.r.Snapshot(); err == nil {

@@ -95,8 +95,11 @@ for _ in $(seq 60); do
 	[[ -n $(docker ps -q --filter "label=com.docker.compose.project=$project" --filter "label=com.docker.compose.service=gtpcc") ]] && break
 	sleep 1
 done
-fault() { # fault WHAT CONTAINER: kill -9 or start, while the run goes on
-	kill -0 "$run_pid" 2>/dev/null || { say "the run ended before: $1"; exit 1; }
+fault() { # fault WHAT DOCKER-ARGS...: a kill -9 while the run goes on, or a start
+	if [[ $1 == kill* ]] && ! kill -0 "$run_pid" 2>/dev/null; then
+		say "the run ended before: $1 (RUN_DURATION=$RUN_DURATION is too short here)"
+		exit 1
+	fi
 	say "$1"
 	docker "${@:2}" >/dev/null
 }

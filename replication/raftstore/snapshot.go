@@ -109,7 +109,10 @@ func (s *SnapshotStore) Create(version raft.SnapshotVersion, index, term uint64,
 	sink := &snapSink{store: s, id: id, tmp: tmp, file: f, crc: crc,
 		meta: snapMeta{SnapshotMeta: raft.SnapshotMeta{Version: version, ID: id, Index: index, Term: term,
 			Configuration: configuration, ConfigurationIndex: configurationIndex}}}
-	sink.w = bufio.NewWriter(io.MultiWriter(f, crc))
+	// The checksum sees the bytes before the file does: a vfs.File may
+	// scribble over what it was given once written (Pebble's in-memory
+	// file system does, in race builds, to catch callers that keep it).
+	sink.w = bufio.NewWriter(io.MultiWriter(crc, f))
 	return sink, nil
 }
 
@@ -238,7 +241,7 @@ func (c *checkedReader) Read(p []byte) (int, error) {
 	c.left -= int64(n)
 	if errors.Is(err, io.EOF) {
 		if c.left != 0 || c.crc.Sum32() != c.want {
-			return n, fmt.Errorf("raftstore: snapshot %s: state of the wrong size or checksum: %w", c.id, ErrCorrupt)
+			return n, fmt.Errorf("raftstore: snapshot %s: state of the wrong size or checksum (%d left, crc %x want %x): %w", c.id, c.left, c.crc.Sum32(), c.want, ErrCorrupt)
 		}
 	}
 	return n, err
