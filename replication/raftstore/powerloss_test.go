@@ -240,11 +240,13 @@ func (c *plCluster) crash(n *plNode) (midSnapshot bool) {
 	c.isolate(n)
 	image := n.fs.Image()
 	midSnapshot = strings.HasPrefix(n.fs.CrashedAt(), "/snapshots")
-	c.mu.Lock()
-	n.stop(c.t)
-	n.fs = crashfs.New(image)
-	n.start(c.t)
-	c.mu.Unlock()
+	func() {
+		c.mu.Lock()
+		defer c.mu.Unlock() // a failed start must not leave the writers locked out
+		n.stop(c.t)
+		n.fs = crashfs.New(image)
+		n.start(c.t)
+	}()
 	c.connect()
 	return midSnapshot
 }
