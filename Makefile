@@ -45,10 +45,10 @@ GOLANGCI_LINT_VERSION ?= v2.15.0
 GOLANGCI_LINT ?= $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 
 .DEFAULT_GOAL := help
-.PHONY: help test race sim replay jepsen fuzz lint bench proto docker ci
+.PHONY: help test race sim replay jepsen fuzz lint bench proto docker compose-test soak ci
 
 help: ## list the targets
-	@awk 'BEGIN { FS = ":.*## " } /^[a-z]+:.*## / { printf "  %-8s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+	@awk 'BEGIN { FS = ":.*## " } /^[a-z-]+:.*## / { printf "  %-13s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 test: ## vet, every test (the ordering simulator runs 2000 seeds per protocol, the whole-database one 200), FlexCast's core, the channel layer, the group state machine, kv and the executor again with their invariant checks, the shell packages and the gTPC-C driver again under -race
 	$(GO) vet ./...
@@ -100,6 +100,15 @@ proto: ## regenerate the protobuf code (needs protoc: apt-get install protobuf-c
 docker: ## build the server image flexkv:dev (FROM scratch, static binary); docker compose up -d runs 3x3
 	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto -o build/flexkv ./cmd/flexkv
 	docker build -t flexkv:dev .
+
+compose-test: ## docker-compose's 3x3 cluster: build, up, gTPC-C load and run with two replicas killed and restarted, check, down (skips without Docker)
+	bash scripts/compose-test.sh
+
+# make soak: DURATION (default 1h) of the whole mix, the samples into OUT
+# (default soak-out); defaults of its own, since other targets read the
+# same names.
+soak: ## the local 3x3 cluster under the whole mix for DURATION (1h): RSS and disk each minute into OUT/samples.csv (OUT=soak-out), and a verdict
+	DURATION=$(or $(DURATION),1h) OUT=$(or $(OUT),soak-out) bash scripts/soak.sh
 
 ci: ## what CI runs: .ci/run
 	bash .ci/run

@@ -13,7 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/flexkv/flexkv/group"
+	"github.com/flexkv/flexkv/internal/crashfs"
 	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/channel"
@@ -57,6 +60,10 @@ type testReplica struct {
 	cut  *CutSwitch // with cuttable raft links
 	// cuttable: start gives it a CutSwitch
 	cuttable bool
+	// disk, with clusterOpts.crashable: the replica's raft log, stable
+	// store, snapshots and recorder, on a disk that can lose power
+	// (cfg.FS is disk).
+	disk *crashfs.FS
 }
 
 // freeAddr returns a loopback address for a replica (testaddr.Replication).
@@ -73,6 +80,7 @@ type clusterOpts struct {
 	filter    func(partition.GroupID, []channel.Frame) []channel.Frame // on the frames between groups
 	cuttable  bool                                                     // raft stream layers a test can cut
 	durable   bool                                                     // fsync the raft logs
+	crashable bool                                                     // every replica on a crashable disk (crashfs; durable, cuttable)
 }
 
 func newTestClusterWith(t testing.TB, proto multicast.Protocol, groups, replicas int, o clusterOpts) *testCluster {
@@ -119,10 +127,14 @@ func newTestClusterWith(t testing.TB, proto multicast.Protocol, groups, replicas
 				Bootstrap:         true,
 				SnapshotThreshold: snapEvery,
 				TrailingLogs:      snapEvery,
-				NoSync:            !o.durable,
+				NoSync:            !o.durable && !o.crashable,
 				FrameFilter:       o.filter,
 			}}
-			tr.cuttable = o.cuttable
+			tr.cuttable = o.cuttable || o.crashable
+			if o.crashable {
+				tr.disk = crashfs.New(vfs.NewCrashableMem())
+				tr.cfg.FS = tr.disk
+			}
 			c.reps[g] = append(c.reps[g], tr)
 			c.start(g, i)
 		}
@@ -134,7 +146,7 @@ func newTestClusterWith(t testing.TB, proto multicast.Protocol, groups, replicas
 func (c *testCluster) start(g, i int) {
 	c.t.Helper()
 	tr := c.reps[g][i]
-	rec, err := OpenRecorder(filepath.Join(tr.cfg.Dir, "recorder"))
+	rec, err := openRecorderOn(tr.cfg.FS, filepath.Join(tr.cfg.Dir, "recorder"))
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -165,6 +177,9 @@ func (c *testCluster) stop(g, i int) {
 	if tr.r == nil {
 		return
 	}
+	if tr.disk != nil {
+		tr.disk.Release() // a crashed disk holds the syncs raft waits for
+	}
 	tr.live.Store(nil)
 	tr.peer.stop()
 	if err := tr.r.Close(); err != nil {
@@ -187,7 +202,13 @@ func (c *testCluster) stopAll() {
 // leader returns the index of group g's leader, waiting for one.
 func (c *testCluster) leader(g int) int {
 	c.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	return c.leaderWithin(g, 10*time.Second)
+}
+
+// leaderWithin returns the index of group g's leader, waiting up to d.
+func (c *testCluster) leaderWithin(g int, d time.Duration) int {
+	c.t.Helper()
+	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
 		for i, tr := range c.reps[g] {
 			if r := tr.live.Load(); r != nil && r.IsLeader() {
@@ -196,7 +217,7 @@ func (c *testCluster) leader(g int) int {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	c.t.Fatalf("group %d has no leader after 10s", g)
+	c.t.Fatalf("group %d has no leader after %v", g, d)
 	return -1
 }
 

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/internal/wire"
@@ -67,8 +68,12 @@ func sentKey(index uint64, i int) []byte {
 }
 
 // OpenRecorder opens (or creates) a recorder in dir.
-func OpenRecorder(dir string) (*Recorder, error) {
-	db, err := pebble.Open(dir, &pebble.Options{Logger: quietPebble{}})
+func OpenRecorder(dir string) (*Recorder, error) { return openRecorderOn(nil, dir) }
+
+// openRecorderOn opens (or creates) a recorder in dir of fs (nil: the
+// operating system's).
+func openRecorderOn(fs vfs.FS, dir string) (*Recorder, error) {
+	db, err := pebble.Open(dir, &pebble.Options{Logger: quietPebble{}, FS: fs})
 	if err != nil {
 		return nil, fmt.Errorf("replication: recorder: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
@@ -66,6 +67,11 @@ type Config struct {
 	TrailingLogs      uint64        // entries kept after a snapshot (default 10240)
 	NoSync            bool          // raft log without fsync: tests only
 	Logger            *slog.Logger  // default: discard
+	// FS, when set, holds the raft log, the stable store and the raft
+	// snapshots (raftstore.SnapshotStore) instead of the operating
+	// system's file system: the power loss tests give a disk that crashes
+	// (DESIGN 12). Nil in a server.
+	FS vfs.FS
 
 	// WANDelays emulates a wide-area network between the groups (DESIGN
 	// 8): the one-way delay of every frame this group's leader sends to a
@@ -208,17 +214,19 @@ func Open(cfg Config) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
-		return nil, fmt.Errorf("replication: %w", err)
+	if cfg.FS == nil {
+		if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+			return nil, fmt.Errorf("replication: %w", err)
+		}
 	}
-	r.store, err = raftstore.Open(raftstore.Options{Dir: filepath.Join(cfg.Dir, "raft"), NoSync: cfg.NoSync})
+	r.store, err = raftstore.Open(raftstore.Options{Dir: filepath.Join(cfg.Dir, "raft"), NoSync: cfg.NoSync, FS: cfg.FS})
 	if err != nil {
 		return nil, err
 	}
 	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Error, Output: io.Discard})
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(cfg.Dir, "snapshots"), 2, hlog)
+	snaps, err := openSnapshots(cfg, hlog)
 	if err != nil {
-		return fail(fmt.Errorf("replication: %w", err))
+		return fail(err)
 	}
 	if r.trans, err = openRaftTransport(self.RaftAddr, cfg, hlog); err != nil {
 		return fail(err)
@@ -256,6 +264,24 @@ func Open(cfg Config) (*Replica, error) {
 	go r.proposeLoop()
 	return r, nil
 }
+
+// openSnapshots opens the store of the replica's raft snapshots: raft's
+// own in a directory of the operating system's, or one on cfg.FS.
+func openSnapshots(cfg Config, hlog hclog.Logger) (raft.SnapshotStore, error) {
+	dir := filepath.Join(cfg.Dir, "snapshots")
+	if cfg.FS != nil {
+		return raftstore.NewSnapshotStore(cfg.FS, dir, snapshotsRetained)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, snapshotsRetained, hlog)
+	if err != nil {
+		return nil, fmt.Errorf("replication: %w", err)
+	}
+	return snaps, nil
+}
+
+// snapshotsRetained is how many raft snapshots a replica keeps: the latest,
+// and the one before should the latest prove unreadable.
+const snapshotsRetained = 2
 
 // openRaftTransport opens raft's transport on addr: plain TCP, or a stream
 // layer when raft's traffic runs over TLS or through a cut switch.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -34,14 +35,30 @@ func newLocalCmd() *cobra.Command {
 	cmd.Flags().Bool("insecure", false, "run every link without TLS")
 	cmd.Flags().String("restore-from", "", "start a new cluster from the backup in DIR (flexkv backup create), seeding every replica's empty data directory")
 	addLatencyFlags(cmd)
+	addProfileFlags(cmd, "the whole cluster, until it stops")
 	cmd.RunE = runLocal
 	return cmd
 }
 
 // runLocal runs flexkv local: it starts every replica of the configuration in
 // this process, prints where they serve and runs until SIGINT or SIGTERM.
-func runLocal(cmd *cobra.Command, _ []string) error {
+func runLocal(cmd *cobra.Command, _ []string) (err error) {
 	v := settings(cmd)
+	stopProfiles, err := startProfiles(v)
+	if err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	// The profiles are written while the cluster still runs (its heap in
+	// use, for a look at where memory went), or on an early return.
+	profiled := false
+	writeProfiles := func() error {
+		if profiled {
+			return nil
+		}
+		profiled = true
+		return stopProfiles()
+	}
+	defer func() { err = errors.Join(err, writeProfiles()) }()
 	faults, err := cluster.ParseChaos(v.GetString("chaos"))
 	if err != nil {
 		return &exitError{code: 2, err: err}
@@ -82,8 +99,8 @@ func runLocal(cmd *cobra.Command, _ []string) error {
 		return err
 	}
 	out := cmd.OutOrStdout()
-	fmt.Fprintf(out, "FlexKV local cluster (%s, %d groups, %d replicas, GOMAXPROCS %d) ready in %s; data in %s\n",
-		cfg.Protocol, len(cfg.Groups), len(l.Nodes()), procsInUse, time.Since(start).Round(time.Millisecond), v.GetString("data-dir"))
+	fmt.Fprintf(out, "FlexKV local cluster (%s, %d groups, %d replicas, GOMAXPROCS %d, %s) ready in %s; data in %s\n",
+		cfg.Protocol, len(cfg.Groups), len(l.Nodes()), procsInUse, memoryLimitText(), time.Since(start).Round(time.Millisecond), v.GetString("data-dir"))
 	for _, g := range cfg.Groups {
 		var addrs []string
 		for _, r := range g.Replicas {
@@ -113,7 +130,8 @@ func runLocal(cmd *cobra.Command, _ []string) error {
 		<-ctx.Done()
 	}
 	fmt.Fprintln(out, "stopping")
-	return l.Close()
+	perr := writeProfiles()
+	return errors.Join(l.Close(), perr)
 }
 
 // restoreLocal seeds the data directory of every replica of cfg under

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -101,4 +103,15 @@ func replicasOf(cfg *partition.ClusterConfig) int {
 		n += len(g.Replicas)
 	}
 	return n
+}
+
+// memoryLimitText states the process's memory limit (the runtime's soft
+// limit, hostGC) for a person and for the soak, which checks the resident
+// memory against it: "memory limit N MiB", or "no memory limit".
+func memoryLimitText() string {
+	limit := debug.SetMemoryLimit(-1)
+	if limit == math.MaxInt64 {
+		return "no memory limit"
+	}
+	return fmt.Sprintf("memory limit %d MiB", limit>>20)
 }

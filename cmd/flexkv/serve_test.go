@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -104,14 +106,25 @@ func TestLocalCommand(t *testing.T) {
 			t.Errorf("output does not list endpoint %s:\n%s", g.Replicas[0].GRPC, out)
 		}
 	}
+	heap, cpu := filepath.Join(t.TempDir(), "heap.pprof"), filepath.Join(t.TempDir(), "cpu.pprof")
 	code, out, errOut = runUntil(t, "endpoints:", func() {
 		code, stdout, stderr := runKVCmd(t, nil, "get", "--config", path, "--certs-dir", cluster.CertsDir(data), "--timeout", "30s", "w/0003/x")
 		if code != 0 || stdout != "42\n" {
 			t.Errorf("kv get after restart: exit %d, %q, %s", code, stdout, stderr)
 		}
-	}, "local", "--config", path, "--data-dir", data)
+	}, "local", "--config", path, "--data-dir", data, "--mem-profile", heap, "--cpu-profile", cpu)
 	if code != 0 {
 		t.Fatalf("local again: exit %d\n%s\n%s", code, out, errOut)
+	}
+	// The soak reads the memory limit from the first line, and the heap
+	// profile written while the cluster still ran.
+	if first, _, _ := strings.Cut(out, "\n"); !regexp.MustCompile(`memory limit [0-9]+ MiB`).MatchString(first) {
+		t.Errorf("first line does not state the memory limit: %q", first)
+	}
+	for _, f := range []string{heap, cpu} {
+		if st, err := os.Stat(f); err != nil || st.Size() == 0 {
+			t.Errorf("profile %s: %v", f, err)
+		}
 	}
 }
 

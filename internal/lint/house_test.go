@@ -60,6 +60,7 @@ var house = []room{
 	{dir: "internal/rpcflow", floor: 0, ext: grpcExt, tests: []string{"internal/h2test"}, testExt: []string{"golang.org/x/net/http2"}},
 	{dir: "internal/loadgen", floor: 0, ext: []string{"github.com/HdrHistogram/hdrhistogram-go"}},
 	{dir: "internal/testaddr", floor: 0},
+	{dir: "internal/crashfs", floor: 0, ext: []string{"github.com/cockroachdb/pebble/v2/vfs"}},
 	{dir: "internal/lint", floor: 0},
 	{dir: "internal/buildinfo", floor: 0},
 	// 1: the deterministic wire encoding, the store, the shipped
@@ -87,7 +88,7 @@ var house = []room{
 		tests: []string{"multicast/tree"}},
 	{dir: "multicast/internal/snaptest", floor: 3, imports: []string{"internal/wire", "multicast", "partition"}, ext: []string{"github.com/google/go-cmp/*"}},
 	{dir: "txn", floor: 3, imports: []string{"internal/wire", "multicast", "partition"}},
-	{dir: "replication/raftstore", floor: 3, imports: []string{"internal/wire"}, ext: append(slices.Clone(pebbleExt), raftExt...)},
+	{dir: "replication/raftstore", floor: 3, imports: []string{"internal/wire"}, tests: []string{"internal/crashfs"}, ext: append(slices.Clone(pebbleExt), raftExt...)},
 	// 4: the registry of protocols, the node (core over channel), the
 	// transport, the stored procedures.
 	{dir: "multicast/protocol", floor: 4, imports: []string{"multicast", "multicast/flexcast", "multicast/skeen", "multicast/tree", "partition"}},
@@ -107,8 +108,8 @@ var house = []room{
 	{dir: "executor", floor: 6, imports: []string{"group", "internal/invariants", "internal/wire", "kv", "multicast", "multicast/rawnode", "partition", "txn"},
 		tests: []string{"api/apipb"}},
 	{dir: "replication", floor: 6, imports: []string{"group", "multicast", "multicast/channel", "multicast/rawnode", "partition", "replication/raftstore", "replication/transport"},
-		tests: []string{"internal/testaddr", "internal/testcluster", "internal/wire", "multicast/check", "multicast/protocol"},
-		ext:   append(slices.Clone(raftExt), grpcExt...), testExt: pebbleExt},
+		tests: []string{"internal/crashfs", "internal/testaddr", "internal/testcluster", "internal/wire", "multicast/check", "multicast/protocol"},
+		ext:   append(append(slices.Clone(raftExt), grpcExt...), "github.com/cockroachdb/pebble/v2/vfs"), testExt: pebbleExt},
 	{dir: "multicast/sim", floor: 6, imports: []string{"configs", "multicast", "multicast/channel", "multicast/check", "multicast/flexcast", "multicast/protocol", "multicast/rawnode", "multicast/internal/interaction", "partition"}},
 	// The client's tests and examples run it against in-process clusters
 	// (package cluster, above it); its code links no server (DESIGN 1).

@@ -78,6 +78,10 @@ type Options struct {
 	// CacheBytes is the size of Pebble's block cache; zero leaves Pebble's
 	// default.
 	CacheBytes int64
+	// FS is the file system of the database; nil means the operating
+	// system's, watched by Pebble's disk health checks. Tests give
+	// vfs.NewCrashableMem to crash the store: what was not synced is lost.
+	FS vfs.FS
 	// Logger receives Pebble's messages: its routine notes (write-ahead
 	// log replay on open) at debug level, its errors at error level. Nil
 	// means slog.Default().
@@ -122,10 +126,16 @@ func Open(opts Options) (*Store, error) {
 	// The disk-health-checking file system is made here rather than left
 	// to Pebble, which would start its goroutine and not stop it when Open
 	// fails; the store stops it on every path.
-	fs, fsCloser := vfs.WithDiskHealthChecks(vfs.Default, diskSlowThreshold, nil, func(info vfs.DiskSlowInfo) {
-		logger.Warn("raftstore: slow disk operation", "component", "pebble",
-			"path", info.Path, "op", info.OpType.String(), "duration", info.Duration)
-	})
+	fs, fsCloser := opts.FS, io.Closer(nopCloser{})
+	if fs == nil {
+		fs, fsCloser = vfs.WithDiskHealthChecks(vfs.Default, diskSlowThreshold, nil, func(info vfs.DiskSlowInfo) {
+			logger.Warn("raftstore: slow disk operation", "component", "pebble",
+				"path", info.Path, "op", info.OpType.String(), "duration", info.Duration)
+		})
+	}
+	if err := mkdirAllSynced(fs, opts.Dir); err != nil {
+		return nil, errors.Join(fmt.Errorf("raftstore: open %s: %w", opts.Dir, err), fsCloser.Close())
+	}
 	popts := &pebble.Options{FS: fs, CacheSize: opts.CacheBytes, Logger: pebbleLogger{logger}}
 	db, err := pebble.Open(opts.Dir, popts)
 	if err != nil {
@@ -410,6 +420,10 @@ func (s *Store) GetUint64(key []byte) (uint64, error) {
 	}
 	return binary.BigEndian.Uint64(v), nil
 }
+
+type nopCloser struct{}
+
+func (nopCloser) Close() error { return nil }
 
 // pebbleLogger passes Pebble's messages to a slog.Logger.
 type pebbleLogger struct{ l *slog.Logger }
