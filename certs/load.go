@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"time"
 )
 
 // fileSizeMax bounds what is read as a certificate or a key: a PEM
@@ -147,6 +148,29 @@ type Node struct {
 	ID   NodeID
 	Cert tls.Certificate
 	CAs  *x509.CertPool
+	// ca is the cluster CA's certificate, when loaded from a directory.
+	ca *x509.Certificate
+}
+
+// Expiry is when one certificate a node or client presents or trusts stops
+// being valid.
+type Expiry struct {
+	File     string // its file's name in the certificates directory
+	NotAfter time.Time
+}
+
+// Expiries returns when the node's certificate and the CA it trusts expire
+// (the CA only when the node was loaded from a directory), the node's
+// first: what the metric flexkv_cert_expiry_seconds reports (DESIGN 11).
+func (n *Node) Expiries() []Expiry {
+	var out []Expiry
+	if n.Cert.Leaf != nil {
+		out = append(out, Expiry{File: NodeCertFile(n.ID.Replica), NotAfter: n.Cert.Leaf.NotAfter})
+	}
+	if n.ca != nil {
+		out = append(out, Expiry{File: CAFile, NotAfter: n.ca.NotAfter})
+	}
+	return out
 }
 
 // LoadNode loads replica's node.REPLICA.crt and .key and ca.crt from dir.
@@ -155,10 +179,12 @@ func LoadNode(dir, replica string) (*Node, error) {
 	if err := CheckName("replica", replica); err != nil {
 		return nil, err
 	}
-	pool, err := LoadCAPool(dir)
+	ca, err := LoadCACert(dir)
 	if err != nil {
 		return nil, err
 	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
 	pair, cert, err := loadPair(dir, NodeCertFile(replica), NodeKeyFile(replica))
 	if err != nil {
 		return nil, err
@@ -173,7 +199,7 @@ func LoadNode(dir, replica string) (*Node, error) {
 	if err := verify(cert, pool, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth); err != nil {
 		return nil, fmt.Errorf("certs: %s: %w", filepath.Join(dir, NodeCertFile(replica)), err)
 	}
-	return &Node{ID: id, Cert: pair, CAs: pool}, nil
+	return &Node{ID: id, Cert: pair, CAs: pool, ca: ca}, nil
 }
 
 // Client is what a client needs for TLS: its certificate and key, its user

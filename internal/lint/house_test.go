@@ -120,7 +120,10 @@ var house = []room{
 	{dir: "cluster", floor: 8, imports: []string{"certs", "multicast/channel", "multicast/check", "multicast/protocol", "partition", "replication", "server", "txn"},
 		tests:   []string{"api/apipb", "client", "gtpcc", "gtpcc/procs", "internal/h2test", "internal/testaddr", "internal/testcluster", "replication/transport/transportpb"},
 		testExt: append(slices.Clone(grpcExt), "google.golang.org/protobuf/types/descriptorpb")},
-	// 9: the benchmark runs, which start clusters.
+	// 9: the benchmark runs, which start clusters; the checks of the files
+	// an operator deploys (code: none; tests: against a running cluster).
+	{dir: "deploy", floor: 9, tests: []string{"cluster", "internal/testaddr", "internal/testcluster"},
+		testExt: []string{"github.com/VictoriaMetrics/metricsql", "github.com/prometheus/client_model/go"}},
 	{dir: "gtpcc/bench", floor: 9, imports: []string{"client", "cluster", "gtpcc", "gtpcc/procs", "multicast", "multicast/protocol", "partition", "server"}},
 	// 10: the command line.
 	{dir: "cmd/flexkv", floor: 10, imports: []string{"api/apipb", "certs", "client", "cluster", "configs", "gtpcc", "gtpcc/bench", "gtpcc/procs", "internal/buildinfo", "internal/loadgen", "internal/rpcflow", "multicast", "multicast/check", "multicast/flexcast", "multicast/protocol", "multicast/sim", "overlay", "partition", "replication", "server", "txn"},

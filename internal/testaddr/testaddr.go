@@ -41,6 +41,7 @@ var (
 	Gtpcc       = Range{10000, 14000}
 	Transport   = Range{8000, 10000}
 	Client      = Range{32000, 32768}
+	Deploy      = Range{6000, 7000}
 )
 
 // ephemeralRangeFile holds Linux's ephemeral port range: "lo\thi\n", both
