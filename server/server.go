@@ -110,6 +110,12 @@ type Config struct {
 	// while it leads.
 	DeliveryLog *check.Writer
 	Logger      *slog.Logger
+	// ListenHost, when set, is the host every port of the replica listens
+	// on (raft, client API, peer service), each at its configured port: an
+	// address such as 0.0.0.0, where the configured hosts resolve only
+	// once the replica runs (a Kubernetes pod's DNS name). Clients, peers
+	// and the group still dial the configured addresses.
+	ListenHost string
 	// MetricsAddr, when set, is the host:port where the server serves its
 	// Prometheus metrics, at /metrics (DESIGN 11), until Close.
 	MetricsAddr string
@@ -259,6 +265,9 @@ func newServer(cfg Config) (*Server, error) {
 	if err := checkBounds(cfg); err != nil {
 		return nil, err
 	}
+	if _, _, err := net.SplitHostPort(cfg.ListenHost); err == nil || strings.ContainsAny(cfg.ListenHost, "[]/ ") {
+		return nil, fmt.Errorf("server: listen host %q: want a host or an IP address alone (0.0.0.0, ::), each port is the configured one", cfg.ListenHost)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
@@ -330,6 +339,7 @@ func (s *Server) replicationConfig() replication.Config {
 	rc.Logger = cfg.Logger
 	rc.FrameFilter = cfg.FrameFilter
 	rc.RaftCut = cfg.RaftCut
+	rc.RaftListen = s.listenAddr(s.memberRaftAddr())
 	// Every call to another group carries this replica's configuration
 	// fingerprint, which the receiver compares with its own (DESIGN 13).
 	creds := insecure.NewCredentials()
@@ -502,8 +512,32 @@ func (s *Server) newGRPC(opts []grpc.ServerOption) *grpc.Server {
 	return g
 }
 
-// listen serves g, from newGRPC, on addr until Close.
+// listenAddr is where the replica listens for its configured address addr
+// when cfg.ListenHost is set: addr's port on that host; "" without
+// ListenHost (the replica listens on addr).
+func (s *Server) listenAddr(addr string) string {
+	if s.cfg.ListenHost == "" {
+		return ""
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr // validated with the configuration: not reached
+	}
+	return net.JoinHostPort(s.cfg.ListenHost, port)
+}
+
+// memberRaftAddr is the replica's raft address in the configuration.
+func (s *Server) memberRaftAddr() string {
+	_, r, _ := s.cfg.Cluster.Replica(s.cfg.NodeID)
+	return r.Raft
+}
+
+// listen serves g, from newGRPC, on addr (or its port on cfg.ListenHost)
+// until Close.
 func (s *Server) listen(addr string, g *grpc.Server) error {
+	if a := s.listenAddr(addr); a != "" {
+		addr = a
+	}
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("server: %w", err)

@@ -54,6 +54,7 @@ func newServerCmd() *cobra.Command {
 	cmd.Flags().String("settings", "", "a YAML file of settings (node, data-dir, config, ...); flags and FLEXKV_* win over it")
 	cmd.Flags().String("certs-dir", "", "directory of ca.crt and node.NODE.crt/.key: every link runs mutual TLS (required unless --insecure)")
 	cmd.Flags().Bool("insecure", false, "run every link without TLS (a warning is logged)")
+	cmd.Flags().String("listen-host", "", "listen on this host (0.0.0.0, ::) at each configured port, for configured hosts that resolve only once the replica runs (a Kubernetes pod's name); others still dial the configured addresses")
 	cmd.Flags().String("initial-cluster-state", string(server.ClusterNew), "new: bootstrap the group on an empty data directory; existing: join the running group, voting in no election until the log holds something")
 	addLatencyFlags(cmd)
 	addProfileFlags(cmd, "this replica, until it stops")
@@ -121,7 +122,7 @@ func runServer(cmd *cobra.Command, _ []string) (err error) {
 		Cluster: cfg, Latency: lat, LatencyMode: mode, LatencyJitter: jitter,
 		NodeID: node, Dir: dir, DeliveryLog: dlog, Logger: log,
 		MetricsAddr: v.GetString("metrics"), Procedures: procs.Registry(), Node: nodeCert,
-		InitialClusterState: state,
+		InitialClusterState: state, ListenHost: v.GetString("listen-host"),
 	})
 	if err != nil {
 		return err
@@ -139,7 +140,7 @@ const serverHelp = `Run one replica: the node ID of the cluster configuration FI
 in --data-dir. Every flag may also come from the environment (FLEXKV_CONFIG,
 FLEXKV_NODE, FLEXKV_DATA_DIR, FLEXKV_LOG_LEVEL, FLEXKV_DELIVERY_LOG,
 FLEXKV_METRICS, FLEXKV_LATENCY_MODE, FLEXKV_LATENCY_JITTER, FLEXKV_CERTS_DIR,
-FLEXKV_INSECURE, FLEXKV_INITIAL_CLUSTER_STATE) or from a
+FLEXKV_INSECURE, FLEXKV_INITIAL_CLUSTER_STATE, FLEXKV_LISTEN_HOST) or from a
 settings file, --settings FILE (FLEXKV_SETTINGS): a YAML map of the same
 names, e.g.
 
