@@ -124,6 +124,8 @@ var house = []room{
 	// an operator deploys (code: none; tests: against a running cluster).
 	{dir: "deploy", floor: 9, tests: []string{"cluster", "internal/testaddr", "internal/testcluster"},
 		testExt: []string{"github.com/VictoriaMetrics/metricsql", "github.com/prometheus/client_model/go"}},
+	{dir: "deploy/kubernetes", floor: 9, tests: []string{"certs", "partition"},
+		testExt: []string{"k8s.io/api/*", "k8s.io/apimachinery/*", "sigs.k8s.io/json", "sigs.k8s.io/yaml"}},
 	{dir: "gtpcc/bench", floor: 9, imports: []string{"client", "cluster", "gtpcc", "gtpcc/procs", "multicast", "multicast/protocol", "partition", "server"}},
 	// 10: the command line.
 	{dir: "cmd/flexkv", floor: 10, imports: []string{"api/apipb", "certs", "client", "cluster", "configs", "gtpcc", "gtpcc/bench", "gtpcc/procs", "internal/buildinfo", "internal/loadgen", "internal/rpcflow", "multicast", "multicast/check", "multicast/flexcast", "multicast/protocol", "multicast/sim", "overlay", "partition", "replication", "server", "txn"},
