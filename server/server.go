@@ -155,6 +155,7 @@ type Server struct {
 	exec    *executor.Executor
 	health  *health.Server
 	waiters *waiters
+	logs    *logRing // the recent log lines (Debug)
 	counts  counters
 	metrics *MetricsServer // nil unless cfg.MetricsAddr
 	// grpcs are the gRPC servers of the replica, serving until Close;
@@ -271,8 +272,12 @@ func newServer(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
+	// The recent lines, for Debug, whatever the logger keeps.
+	logs := &logRing{}
+	cfg.Logger = withRing(cfg.Logger, logs)
 	s := &Server{
-		cfg: cfg, proto: proto, top: top, pm: pm, self: self, group: gc,
+		logs: logs,
+		cfg:  cfg, proto: proto, top: top, pm: pm, self: self, group: gc,
 		log:     cfg.Logger.With("group", gc.Name, "replica", cfg.NodeID),
 		waiters: newWaiters(),
 		stop:    make(chan struct{}),

@@ -2088,6 +2088,128 @@ func (*StatusRequest) Descriptor() ([]byte, []int) {
 	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{28}
 }
 
+type DebugRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DebugRequest) Reset() {
+	*x = DebugRequest{}
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DebugRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DebugRequest) ProtoMessage() {}
+
+func (x *DebugRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DebugRequest.ProtoReflect.Descriptor instead.
+func (*DebugRequest) Descriptor() ([]byte, []int) {
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{29}
+}
+
+// DebugResponse is one replica's part of a debug bundle (DESIGN 11). Each
+// field is bounded: the whole fits a client's default receive limit.
+type DebugResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Status *StatusResponse        `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	// Its metrics in Prometheus' text format, as its /metrics serves them.
+	Metrics string `protobuf:"bytes,2,opt,name=metrics,proto3" json:"metrics,omitempty"`
+	// Its most recent log lines (slog text, oldest first), at info and above
+	// whatever its --log-level, at most 1 MiB; logs_dropped counts the older
+	// lines no longer kept.
+	Logs        string `protobuf:"bytes,3,opt,name=logs,proto3" json:"logs,omitempty"`
+	LogsDropped uint64 `protobuf:"varint,4,opt,name=logs_dropped,json=logsDropped,proto3" json:"logs_dropped,omitempty"`
+	// Its settings as JSON: node, data and certificates directories, listen
+	// host, bounds, the emulated WAN, the certificates it loaded (files,
+	// identities, expiry) and the canonical cluster configuration. Never a
+	// key, nor any file's contents but the configuration's.
+	Settings      string `protobuf:"bytes,5,opt,name=settings,proto3" json:"settings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DebugResponse) Reset() {
+	*x = DebugResponse{}
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DebugResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DebugResponse) ProtoMessage() {}
+
+func (x *DebugResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DebugResponse.ProtoReflect.Descriptor instead.
+func (*DebugResponse) Descriptor() ([]byte, []int) {
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *DebugResponse) GetStatus() *StatusResponse {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+func (x *DebugResponse) GetMetrics() string {
+	if x != nil {
+		return x.Metrics
+	}
+	return ""
+}
+
+func (x *DebugResponse) GetLogs() string {
+	if x != nil {
+		return x.Logs
+	}
+	return ""
+}
+
+func (x *DebugResponse) GetLogsDropped() uint64 {
+	if x != nil {
+		return x.LogsDropped
+	}
+	return 0
+}
+
+func (x *DebugResponse) GetSettings() string {
+	if x != nil {
+		return x.Settings
+	}
+	return ""
+}
+
 // StatusResponse is one replica's state (DESIGN 7, 13).
 type StatusResponse struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
@@ -2117,7 +2239,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[29]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2129,7 +2251,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[29]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2142,7 +2264,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{29}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *StatusResponse) GetGroup() string {
@@ -2390,7 +2512,14 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"LatencyRow\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x15\n" +
 	"\x06rtt_ms\x18\x02 \x03(\x01R\x05rttMs\"\x0f\n" +
-	"\rStatusRequest\"\xb3\x03\n" +
+	"\rStatusRequest\"\x0e\n" +
+	"\fDebugRequest\"\xb2\x01\n" +
+	"\rDebugResponse\x124\n" +
+	"\x06status\x18\x01 \x01(\v2\x1c.flexkv.kv.v1.StatusResponseR\x06status\x12\x18\n" +
+	"\ametrics\x18\x02 \x01(\tR\ametrics\x12\x12\n" +
+	"\x04logs\x18\x03 \x01(\tR\x04logs\x12!\n" +
+	"\flogs_dropped\x18\x04 \x01(\x04R\vlogsDropped\x12\x1a\n" +
+	"\bsettings\x18\x05 \x01(\tR\bsettings\"\xb3\x03\n" +
 	"\x0eStatusResponse\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\areplica\x18\x02 \x01(\tR\areplica\x12\x12\n" +
@@ -2424,7 +2553,7 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\vOP_KIND_PUT\x10\x02\x12\x12\n" +
 	"\x0eOP_KIND_DELETE\x10\x03\x12\x0f\n" +
 	"\vOP_KIND_ADD\x10\x04\x12\x10\n" +
-	"\fOP_KIND_SCAN\x10\x052\xe2\x04\n" +
+	"\fOP_KIND_SCAN\x10\x052\xa4\x05\n" +
 	"\x02KV\x12:\n" +
 	"\x03Txn\x12\x18.flexkv.kv.v1.TxnRequest\x1a\x19.flexkv.kv.v1.TxnResponse\x12@\n" +
 	"\x05Await\x12\x1a.flexkv.kv.v1.AwaitRequest\x1a\x1b.flexkv.kv.v1.AwaitResponse\x12:\n" +
@@ -2434,7 +2563,8 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\x04Scan\x12\x19.flexkv.kv.v1.ScanRequest\x1a\x1a.flexkv.kv.v1.ScanResponse\x12R\n" +
 	"\vOpenSession\x12 .flexkv.kv.v1.OpenSessionRequest\x1a!.flexkv.kv.v1.OpenSessionResponse\x12I\n" +
 	"\bTopology\x12\x1d.flexkv.kv.v1.TopologyRequest\x1a\x1e.flexkv.kv.v1.TopologyResponse\x12C\n" +
-	"\x06Status\x12\x1b.flexkv.kv.v1.StatusRequest\x1a\x1c.flexkv.kv.v1.StatusResponseB$Z\"github.com/flexkv/flexkv/api/apipbb\x06proto3"
+	"\x06Status\x12\x1b.flexkv.kv.v1.StatusRequest\x1a\x1c.flexkv.kv.v1.StatusResponse\x12@\n" +
+	"\x05Debug\x12\x1a.flexkv.kv.v1.DebugRequest\x1a\x1b.flexkv.kv.v1.DebugResponseB$Z\"github.com/flexkv/flexkv/api/apipbb\x06proto3"
 
 var (
 	file_flexkv_kv_v1_kv_proto_rawDescOnce sync.Once
@@ -2449,7 +2579,7 @@ func file_flexkv_kv_v1_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_flexkv_kv_v1_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_flexkv_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_flexkv_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_flexkv_kv_v1_kv_proto_goTypes = []any{
 	(Cmp)(0),                    // 0: flexkv.kv.v1.Cmp
 	(OpKind)(0),                 // 1: flexkv.kv.v1.OpKind
@@ -2482,7 +2612,9 @@ var file_flexkv_kv_v1_kv_proto_goTypes = []any{
 	(*Partition)(nil),           // 28: flexkv.kv.v1.Partition
 	(*LatencyRow)(nil),          // 29: flexkv.kv.v1.LatencyRow
 	(*StatusRequest)(nil),       // 30: flexkv.kv.v1.StatusRequest
-	(*StatusResponse)(nil),      // 31: flexkv.kv.v1.StatusResponse
+	(*DebugRequest)(nil),        // 31: flexkv.kv.v1.DebugRequest
+	(*DebugResponse)(nil),       // 32: flexkv.kv.v1.DebugResponse
+	(*StatusResponse)(nil),      // 33: flexkv.kv.v1.StatusResponse
 }
 var file_flexkv_kv_v1_kv_proto_depIdxs = []int32{
 	0,  // 0: flexkv.kv.v1.Compare.cmp:type_name -> flexkv.kv.v1.Cmp
@@ -2503,29 +2635,32 @@ var file_flexkv_kv_v1_kv_proto_depIdxs = []int32{
 	28, // 15: flexkv.kv.v1.TopologyResponse.partitions:type_name -> flexkv.kv.v1.Partition
 	29, // 16: flexkv.kv.v1.TopologyResponse.latency:type_name -> flexkv.kv.v1.LatencyRow
 	27, // 17: flexkv.kv.v1.Group.replicas:type_name -> flexkv.kv.v1.Replica
-	6,  // 18: flexkv.kv.v1.KV.Txn:input_type -> flexkv.kv.v1.TxnRequest
-	11, // 19: flexkv.kv.v1.KV.Await:input_type -> flexkv.kv.v1.AwaitRequest
-	13, // 20: flexkv.kv.v1.KV.Get:input_type -> flexkv.kv.v1.GetRequest
-	15, // 21: flexkv.kv.v1.KV.Put:input_type -> flexkv.kv.v1.PutRequest
-	17, // 22: flexkv.kv.v1.KV.Delete:input_type -> flexkv.kv.v1.DeleteRequest
-	19, // 23: flexkv.kv.v1.KV.Scan:input_type -> flexkv.kv.v1.ScanRequest
-	21, // 24: flexkv.kv.v1.KV.OpenSession:input_type -> flexkv.kv.v1.OpenSessionRequest
-	23, // 25: flexkv.kv.v1.KV.Topology:input_type -> flexkv.kv.v1.TopologyRequest
-	30, // 26: flexkv.kv.v1.KV.Status:input_type -> flexkv.kv.v1.StatusRequest
-	10, // 27: flexkv.kv.v1.KV.Txn:output_type -> flexkv.kv.v1.TxnResponse
-	12, // 28: flexkv.kv.v1.KV.Await:output_type -> flexkv.kv.v1.AwaitResponse
-	14, // 29: flexkv.kv.v1.KV.Get:output_type -> flexkv.kv.v1.GetResponse
-	16, // 30: flexkv.kv.v1.KV.Put:output_type -> flexkv.kv.v1.PutResponse
-	18, // 31: flexkv.kv.v1.KV.Delete:output_type -> flexkv.kv.v1.DeleteResponse
-	20, // 32: flexkv.kv.v1.KV.Scan:output_type -> flexkv.kv.v1.ScanResponse
-	22, // 33: flexkv.kv.v1.KV.OpenSession:output_type -> flexkv.kv.v1.OpenSessionResponse
-	24, // 34: flexkv.kv.v1.KV.Topology:output_type -> flexkv.kv.v1.TopologyResponse
-	31, // 35: flexkv.kv.v1.KV.Status:output_type -> flexkv.kv.v1.StatusResponse
-	27, // [27:36] is the sub-list for method output_type
-	18, // [18:27] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	33, // 18: flexkv.kv.v1.DebugResponse.status:type_name -> flexkv.kv.v1.StatusResponse
+	6,  // 19: flexkv.kv.v1.KV.Txn:input_type -> flexkv.kv.v1.TxnRequest
+	11, // 20: flexkv.kv.v1.KV.Await:input_type -> flexkv.kv.v1.AwaitRequest
+	13, // 21: flexkv.kv.v1.KV.Get:input_type -> flexkv.kv.v1.GetRequest
+	15, // 22: flexkv.kv.v1.KV.Put:input_type -> flexkv.kv.v1.PutRequest
+	17, // 23: flexkv.kv.v1.KV.Delete:input_type -> flexkv.kv.v1.DeleteRequest
+	19, // 24: flexkv.kv.v1.KV.Scan:input_type -> flexkv.kv.v1.ScanRequest
+	21, // 25: flexkv.kv.v1.KV.OpenSession:input_type -> flexkv.kv.v1.OpenSessionRequest
+	23, // 26: flexkv.kv.v1.KV.Topology:input_type -> flexkv.kv.v1.TopologyRequest
+	30, // 27: flexkv.kv.v1.KV.Status:input_type -> flexkv.kv.v1.StatusRequest
+	31, // 28: flexkv.kv.v1.KV.Debug:input_type -> flexkv.kv.v1.DebugRequest
+	10, // 29: flexkv.kv.v1.KV.Txn:output_type -> flexkv.kv.v1.TxnResponse
+	12, // 30: flexkv.kv.v1.KV.Await:output_type -> flexkv.kv.v1.AwaitResponse
+	14, // 31: flexkv.kv.v1.KV.Get:output_type -> flexkv.kv.v1.GetResponse
+	16, // 32: flexkv.kv.v1.KV.Put:output_type -> flexkv.kv.v1.PutResponse
+	18, // 33: flexkv.kv.v1.KV.Delete:output_type -> flexkv.kv.v1.DeleteResponse
+	20, // 34: flexkv.kv.v1.KV.Scan:output_type -> flexkv.kv.v1.ScanResponse
+	22, // 35: flexkv.kv.v1.KV.OpenSession:output_type -> flexkv.kv.v1.OpenSessionResponse
+	24, // 36: flexkv.kv.v1.KV.Topology:output_type -> flexkv.kv.v1.TopologyResponse
+	33, // 37: flexkv.kv.v1.KV.Status:output_type -> flexkv.kv.v1.StatusResponse
+	32, // 38: flexkv.kv.v1.KV.Debug:output_type -> flexkv.kv.v1.DebugResponse
+	29, // [29:39] is the sub-list for method output_type
+	19, // [19:29] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_flexkv_kv_v1_kv_proto_init() }
@@ -2547,7 +2682,7 @@ func file_flexkv_kv_v1_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flexkv_kv_v1_kv_proto_rawDesc), len(file_flexkv_kv_v1_kv_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   30,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -32,6 +32,7 @@ const (
 	KV_OpenSession_FullMethodName = "/flexkv.kv.v1.KV/OpenSession"
 	KV_Topology_FullMethodName    = "/flexkv.kv.v1.KV/Topology"
 	KV_Status_FullMethodName      = "/flexkv.kv.v1.KV/Status"
+	KV_Debug_FullMethodName       = "/flexkv.kv.v1.KV/Debug"
 )
 
 // KVClient is the client API for KV service.
@@ -140,6 +141,11 @@ type KVClient interface {
 	// Status reports this replica's state, for `flexkv status` (DESIGN 7):
 	// any replica answers, leader or not.
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
+	// Debug returns what support asks for first about this replica, for
+	// `flexkv debug bundle` (DESIGN 11): its status, its metrics, its recent
+	// log lines and its settings, secrets and keys left out. Any replica
+	// answers, leader or not.
+	Debug(ctx context.Context, in *DebugRequest, opts ...grpc.CallOption) (*DebugResponse, error)
 }
 
 type kVClient struct {
@@ -234,6 +240,16 @@ func (c *kVClient) Status(ctx context.Context, in *StatusRequest, opts ...grpc.C
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(StatusResponse)
 	err := c.cc.Invoke(ctx, KV_Status_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *kVClient) Debug(ctx context.Context, in *DebugRequest, opts ...grpc.CallOption) (*DebugResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DebugResponse)
+	err := c.cc.Invoke(ctx, KV_Debug_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -346,6 +362,11 @@ type KVServer interface {
 	// Status reports this replica's state, for `flexkv status` (DESIGN 7):
 	// any replica answers, leader or not.
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
+	// Debug returns what support asks for first about this replica, for
+	// `flexkv debug bundle` (DESIGN 11): its status, its metrics, its recent
+	// log lines and its settings, secrets and keys left out. Any replica
+	// answers, leader or not.
+	Debug(context.Context, *DebugRequest) (*DebugResponse, error)
 	mustEmbedUnimplementedKVServer()
 }
 
@@ -382,6 +403,9 @@ func (UnimplementedKVServer) Topology(context.Context, *TopologyRequest) (*Topol
 }
 func (UnimplementedKVServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Status not implemented")
+}
+func (UnimplementedKVServer) Debug(context.Context, *DebugRequest) (*DebugResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Debug not implemented")
 }
 func (UnimplementedKVServer) mustEmbedUnimplementedKVServer() {}
 func (UnimplementedKVServer) testEmbeddedByValue()            {}
@@ -566,6 +590,24 @@ func _KV_Status_Handler(srv interface{}, ctx context.Context, dec func(interface
 	return interceptor(ctx, in, info, handler)
 }
 
+func _KV_Debug_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DebugRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KVServer).Debug(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KV_Debug_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KVServer).Debug(ctx, req.(*DebugRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // KV_ServiceDesc is the grpc.ServiceDesc for KV service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -608,6 +650,10 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Status",
 			Handler:    _KV_Status_Handler,
+		},
+		{
+			MethodName: "Debug",
+			Handler:    _KV_Debug_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -130,7 +130,7 @@ var house = []room{
 	// 10: the command line.
 	{dir: "cmd/flexkv", floor: 10, imports: []string{"api/apipb", "certs", "client", "cluster", "configs", "gtpcc", "gtpcc/bench", "gtpcc/procs", "internal/buildinfo", "internal/loadgen", "internal/rpcflow", "multicast", "multicast/check", "multicast/flexcast", "multicast/protocol", "multicast/sim", "overlay", "partition", "replication", "server", "txn"},
 		tests: []string{"internal/testaddr"},
-		ext:   append([]string{"github.com/spf13/cobra", "github.com/spf13/pflag", "github.com/spf13/viper"}, grpcExt...)},
+		ext:   append([]string{"github.com/spf13/cobra", "github.com/spf13/pflag", "github.com/spf13/viper", "google.golang.org/protobuf/encoding/protojson"}, grpcExt...)},
 }
 
 // roomOf returns the room of package directory dir.
