@@ -31,15 +31,36 @@ var ErrNotVerified = errors.New("certs: peer certificate not verified against th
 // the node certificate and requires a client certificate that chains to the
 // cluster CA; PeerUser reads the user from the connection.
 func ServerConfig(n *Node) *tls.Config {
+	check := func(cs tls.ConnectionState) error {
+		_, err := PeerUser(cs)
+		return err
+	}
+	m := n.current()
 	return &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{n.Cert},
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    n.CAs,
-		VerifyConnection: func(cs tls.ConnectionState) error {
-			_, err := PeerUser(cs)
-			return err
-		},
+		MinVersion:         tls.VersionTLS13,
+		Certificates:       []tls.Certificate{m.cert},
+		ClientAuth:         tls.RequireAndVerifyClientCert,
+		ClientCAs:          m.pool,
+		VerifyConnection:   check,
+		GetConfigForClient: listening(n, check),
+	}
+}
+
+// listening returns the GetConfigForClient of n's configurations: each
+// connection a replica accepts is made with the certificate and the CA
+// read last (reload.go). The protocol (ALPN) is the client's first: gRPC
+// offers h2, raft's stream layer none.
+func listening(n *Node, check func(tls.ConnectionState) error) func(*tls.ClientHelloInfo) (*tls.Config, error) {
+	return func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		m := n.current()
+		return &tls.Config{
+			MinVersion:       tls.VersionTLS13,
+			Certificates:     []tls.Certificate{m.cert},
+			ClientAuth:       tls.RequireAndVerifyClientCert,
+			ClientCAs:        m.pool,
+			VerifyConnection: check,
+			NextProtos:       hello.SupportedProtos,
+		}, nil
 	}
 }
 
@@ -47,10 +68,14 @@ func ServerConfig(n *Node) *tls.Config {
 // client.USER.crt and accepts a server whose node certificate chains to the
 // cluster CA and names the host dialled.
 func ClientConfig(c *Client) *tls.Config {
+	m := c.current()
 	return &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{c.Cert},
-		RootCAs:      c.CAs,
+		MinVersion: tls.VersionTLS13,
+		RootCAs:    m.pool,
+		// The certificate read last, at each handshake (reload.go).
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return &c.current().cert, nil
+		},
 		VerifyConnection: func(cs tls.ConnectionState) error {
 			_, err := PeerNode(cs)
 			return err
@@ -81,14 +106,25 @@ func GroupConfig(n *Node) *tls.Config {
 	})
 }
 
+// nodeConfig is a configuration to listen and to dial with n's
+// certificate. Listening, each connection takes the certificate and CA read
+// last; dialling, the certificate read last, verified against the CA of
+// when the configuration was made (Go's TLS client reads RootCAs from the
+// configuration, which gRPC copies per connection): a CA re-issued with the
+// same key, the usual renewal, verifies alike.
 func nodeConfig(n *Node, check func(tls.ConnectionState) error) *tls.Config {
+	m := n.current()
 	return &tls.Config{
-		MinVersion:       tls.VersionTLS13,
-		Certificates:     []tls.Certificate{n.Cert},
-		ClientAuth:       tls.RequireAndVerifyClientCert,
-		ClientCAs:        n.CAs,
-		RootCAs:          n.CAs,
-		VerifyConnection: check,
+		MinVersion:         tls.VersionTLS13,
+		Certificates:       []tls.Certificate{m.cert},
+		ClientAuth:         tls.RequireAndVerifyClientCert,
+		ClientCAs:          m.pool,
+		RootCAs:            m.pool,
+		VerifyConnection:   check,
+		GetConfigForClient: listening(n, check),
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return &n.current().cert, nil
+		},
 	}
 }
 

@@ -631,6 +631,24 @@ func (s *Server) Describe() string {
 		s.exec.AppliedIndex(), xs.Queued, xs.VotesStored, rs.Leader)
 }
 
+// ReloadCerts re-reads the replica's certificate, key and CA files now
+// (`flexkv server` on SIGHUP; DESIGN 13): the handshakes that follow use
+// them. On an error, logged and returned, it keeps what it had. The files
+// are also re-read when they change, checked at handshakes.
+func (s *Server) ReloadCerts() error {
+	if s.cfg.Node == nil {
+		return nil
+	}
+	if err := s.cfg.Node.Reload(); err != nil {
+		s.log.Warn("certificates not reloaded: keeping those loaded before", "err", err)
+		return fmt.Errorf("server: %w", err)
+	}
+	for _, x := range s.cfg.Node.Expiries() {
+		s.log.Info("certificate loaded", "file", x.File, "not_after", x.NotAfter.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
 // Snapshot makes the replica take a raft snapshot now
 // (replication.Replica.Snapshot): for operators and tests.
 func (s *Server) Snapshot() error { return s.replica.Snapshot() }

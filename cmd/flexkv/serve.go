@@ -130,9 +130,19 @@ func runServer(cmd *cobra.Command, _ []string) (err error) {
 	log.Info("serving", "node", node, "group", srv.Group(), "grpc", srv.Addr(), "peer", srv.PeerAddr(), "tls", nodeCert != nil, "data", dir,
 		"cluster_id", srv.Identity().ClusterID, "fingerprint", srv.Identity().Fingerprint, "initial_cluster_state", state, "metrics", v.GetString("metrics"),
 		"latency", latencySummary(lat, mode, jitter))
-	<-ctx.Done()
-	log.Info("stopping", "node", node)
-	return srv.Close()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-hup:
+			// Certificates rotate without a restart (DESIGN 13).
+			_ = srv.ReloadCerts() // logged; the old ones stay
+		case <-ctx.Done():
+			log.Info("stopping", "node", node)
+			return srv.Close()
+		}
+	}
 }
 
 // serverHelp is the long help of flexkv server.
@@ -159,7 +169,9 @@ node.NODE.crt/.key (flexkv cert). Without it the server refuses to start,
 unless --insecure is given. Relative paths
 in the file are taken from the working directory, like those of flags. With --metrics
 ADDR it serves Prometheus metrics at http://ADDR/metrics. SIGTERM or SIGINT
-stops it gracefully.
+stops it gracefully. SIGHUP makes it re-read its certificate, key and
+ca.crt (it also does when they change, checked at new connections): new
+connections use them, open ones keep theirs.
 
 Cluster identity (DESIGN 13): at its first start the replica records in its
 data directory the cluster id and the fingerprint of the configuration; it
