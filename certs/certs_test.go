@@ -444,3 +444,16 @@ func TestEnsureCluster(t *testing.T) {
 		t.Error("an existing CA without its key was accepted")
 	}
 }
+
+// A node loaded from a directory reports when its certificate and the CA
+// expire (the metric flexkv_cert_expiry_seconds).
+func TestNodeExpiries(t *testing.T) {
+	c := newCluster(t)
+	got := c.node(t, "n1").Expiries()
+	if len(got) != 2 || got[0].File != "node.n1.crt" || got[1].File != "ca.crt" {
+		t.Fatalf("Expiries() = %+v, want node.n1.crt then ca.crt", got)
+	}
+	if !got[0].NotAfter.Equal(c.node(t, "n1").Cert.Leaf.NotAfter) || !got[1].NotAfter.Equal(c.ca.Cert.NotAfter) {
+		t.Errorf("Expiries() = %+v, want the certificates' NotAfter", got)
+	}
+}

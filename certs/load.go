@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"time"
 )
 
 // fileSizeMax bounds what is read as a certificate or a key: a PEM
@@ -142,73 +143,84 @@ func loadPair(dir, certName, keyName string) (tls.Certificate, *x509.Certificate
 }
 
 // Node is what a replica needs for TLS: its certificate and key, the
-// identity they name, and the cluster CA.
+// identity they name, and the cluster CA. A Node from LoadNode follows its
+// files (reload.go): its TLS configurations and Expiries use what was read
+// last, while Cert and CAs stay what was loaded first.
 type Node struct {
 	ID   NodeID
 	Cert tls.Certificate
 	CAs  *x509.CertPool
+	// ca is the cluster CA's certificate, when loaded from a directory.
+	ca  *x509.Certificate
+	src *source // nil: built by hand, fixed
+}
+
+// Expiry is when one certificate a node or client presents or trusts stops
+// being valid.
+type Expiry struct {
+	File     string // its file's name in the certificates directory
+	NotAfter time.Time
+}
+
+// Expiries returns when the node's certificate and the CA it trusts expire
+// (the CA only when the node was loaded from a directory), the node's
+// first, as loaded last: what the metric flexkv_cert_expiry_seconds reports
+// (DESIGN 11).
+func (n *Node) Expiries() []Expiry {
+	m := n.current()
+	var out []Expiry
+	if m.cert.Leaf != nil {
+		out = append(out, Expiry{File: NodeCertFile(n.ID.Replica), NotAfter: m.cert.Leaf.NotAfter})
+	}
+	if m.ca != nil {
+		out = append(out, Expiry{File: CAFile, NotAfter: m.ca.NotAfter})
+	}
+	return out
 }
 
 // LoadNode loads replica's node.REPLICA.crt and .key and ca.crt from dir.
-// The certificate must name replica, and chain to ca.crt now.
+// The certificate must name replica, and chain to ca.crt now. The Node
+// re-reads them when they change, keeping its identity (reload.go).
 func LoadNode(dir, replica string) (*Node, error) {
 	if err := CheckName("replica", replica); err != nil {
 		return nil, err
 	}
-	pool, err := LoadCAPool(dir)
+	m, id, err := loadNodeMaterial(dir, replica, nil)
 	if err != nil {
 		return nil, err
 	}
-	pair, cert, err := loadPair(dir, NodeCertFile(replica), NodeKeyFile(replica))
-	if err != nil {
-		return nil, err
-	}
-	id, err := NodeIdentity(cert)
-	if err != nil {
-		return nil, fmt.Errorf("%w (in %s)", err, filepath.Join(dir, NodeCertFile(replica)))
-	}
-	if id.Replica != replica {
-		return nil, fmt.Errorf("certs: %s names %s, not replica %s", filepath.Join(dir, NodeCertFile(replica)), id.URI(), replica)
-	}
-	if err := verify(cert, pool, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth); err != nil {
-		return nil, fmt.Errorf("certs: %s: %w", filepath.Join(dir, NodeCertFile(replica)), err)
-	}
-	return &Node{ID: id, Cert: pair, CAs: pool}, nil
+	src := newSource(dir, []string{CAFile, NodeCertFile(replica), NodeKeyFile(replica)}, m, func() (*material, error) {
+		m, _, err := loadNodeMaterial(dir, replica, &id)
+		return m, err
+	})
+	return &Node{ID: id, Cert: m.cert, CAs: m.pool, ca: m.ca, src: src}, nil
 }
 
 // Client is what a client needs for TLS: its certificate and key, its user
-// name, and the cluster CA.
+// name, and the cluster CA. A Client from LoadClient follows its files as
+// a Node does.
 type Client struct {
 	User string
 	Cert tls.Certificate
 	CAs  *x509.CertPool
+	src  *source // nil: built by hand, fixed
 }
 
 // LoadClient loads user's client.USER.crt and .key and ca.crt from dir. The
-// certificate must name user and chain to ca.crt now.
+// certificate must name user and chain to ca.crt now. The Client re-reads
+// them when they change (reload.go).
 func LoadClient(dir, user string) (*Client, error) {
 	if err := CheckName("user", user); err != nil {
 		return nil, err
 	}
-	pool, err := LoadCAPool(dir)
+	m, err := loadClientMaterial(dir, user)
 	if err != nil {
 		return nil, err
 	}
-	pair, cert, err := loadPair(dir, ClientCertFile(user), ClientKeyFile(user))
-	if err != nil {
-		return nil, err
-	}
-	got, err := UserOf(cert)
-	if err != nil {
-		return nil, fmt.Errorf("%w (in %s)", err, filepath.Join(dir, ClientCertFile(user)))
-	}
-	if got != user {
-		return nil, fmt.Errorf("certs: %s names user %q, not %q", filepath.Join(dir, ClientCertFile(user)), got, user)
-	}
-	if err := verify(cert, pool, x509.ExtKeyUsageClientAuth); err != nil {
-		return nil, fmt.Errorf("certs: %s: %w", filepath.Join(dir, ClientCertFile(user)), err)
-	}
-	return &Client{User: user, Cert: pair, CAs: pool}, nil
+	src := newSource(dir, []string{CAFile, ClientCertFile(user), ClientKeyFile(user)}, m, func() (*material, error) {
+		return loadClientMaterial(dir, user)
+	})
+	return &Client{User: user, Cert: m.cert, CAs: m.pool, src: src}, nil
 }
 
 // verify checks that cert chains to pool now, for every one of usages.

@@ -32,16 +32,10 @@ var ErrNotVerified = errors.New("certs: peer certificate not verified against th
 // the node certificate and requires a client certificate that chains to the
 // cluster CA; PeerUser reads the user from the connection.
 func ServerConfig(n *Node) *tls.Config {
-	return &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{n.Cert},
-		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    n.CAs,
-		VerifyConnection: func(cs tls.ConnectionState) error {
-			_, err := PeerUser(cs)
-			return err
-		},
-	}
+	return listenConfig(n, tls.RequireAndVerifyClientCert, func(cs tls.ConnectionState) error {
+		_, err := PeerUser(cs)
+		return err
+	}, nil)
 }
 
 // APIServerConfig is ServerConfig that also admits the cluster's nodes,
@@ -51,8 +45,7 @@ func ServerConfig(n *Node) *tls.Config {
 // PeerUser, and only when that fails with PeerNode, and takes the user a
 // node names only from a node (DESIGN 13).
 func APIServerConfig(n *Node) *tls.Config {
-	cfg := ServerConfig(n)
-	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+	return listenConfig(n, tls.RequireAndVerifyClientCert, func(cs tls.ConnectionState) error {
 		_, err := PeerUser(cs)
 		if err == nil {
 			return nil
@@ -61,18 +54,76 @@ func APIServerConfig(n *Node) *tls.Config {
 			return nil
 		}
 		return err
+	}, nil)
+}
+
+// HTTPServerConfig is a replica's configuration for its HTTP gateway
+// (DESIGN 7): ServerConfig, but a connection without a client certificate
+// is let through, for the gateway to answer 401 in JSON rather than a
+// handshake failure a browser or curl shows badly; one with a certificate
+// must present a user's. It speaks HTTP/2 and HTTP/1.1.
+func HTTPServerConfig(n *Node) *tls.Config {
+	return listenConfig(n, tls.VerifyClientCertIfGiven, func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) == 0 {
+			return nil
+		}
+		_, err := PeerUser(cs)
+		return err
+	}, []string{"h2", "http/1.1"})
+}
+
+// listenConfig is a configuration to listen with n's certificate: auth and
+// check decide whom it admits, protos the protocols (ALPN) it offers (nil:
+// the client's first). Every connection is made by GetConfigForClient with
+// the certificate and CA read last (reload.go), so the fields of the
+// configuration itself only describe it.
+func listenConfig(n *Node, auth tls.ClientAuthType, check func(tls.ConnectionState) error, protos []string) *tls.Config {
+	m := n.current()
+	return &tls.Config{
+		MinVersion:         tls.VersionTLS13,
+		Certificates:       []tls.Certificate{m.cert},
+		ClientAuth:         auth,
+		ClientCAs:          m.pool,
+		VerifyConnection:   check,
+		NextProtos:         protos,
+		GetConfigForClient: listening(n, auth, check, protos),
 	}
-	return cfg
+}
+
+// listening returns the GetConfigForClient of n's configurations: each
+// connection a replica accepts is made with the certificate and the CA
+// read last (reload.go). Without protos, the protocol (ALPN) is the
+// client's first: gRPC offers h2, raft's stream layer none.
+func listening(n *Node, auth tls.ClientAuthType, check func(tls.ConnectionState) error, protos []string) func(*tls.ClientHelloInfo) (*tls.Config, error) {
+	return func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		m := n.current()
+		next := protos
+		if next == nil {
+			next = hello.SupportedProtos
+		}
+		return &tls.Config{
+			MinVersion:       tls.VersionTLS13,
+			Certificates:     []tls.Certificate{m.cert},
+			ClientAuth:       auth,
+			ClientCAs:        m.pool,
+			VerifyConnection: check,
+			NextProtos:       next,
+		}, nil
+	}
 }
 
 // ClientConfig is a client's configuration for the client API: it presents
 // client.USER.crt and accepts a server whose node certificate chains to the
 // cluster CA and names the host dialled.
 func ClientConfig(c *Client) *tls.Config {
+	m := c.current()
 	return &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{c.Cert},
-		RootCAs:      c.CAs,
+		MinVersion: tls.VersionTLS13,
+		RootCAs:    m.pool,
+		// The certificate read last, at each handshake (reload.go).
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return &c.current().cert, nil
+		},
 		VerifyConnection: func(cs tls.ConnectionState) error {
 			_, err := PeerNode(cs)
 			return err
@@ -103,14 +154,25 @@ func GroupConfig(n *Node) *tls.Config {
 	})
 }
 
+// nodeConfig is a configuration to listen and to dial with n's
+// certificate. Listening, each connection takes the certificate and CA read
+// last; dialling, the certificate read last, verified against the CA of
+// when the configuration was made (Go's TLS client reads RootCAs from the
+// configuration, which gRPC copies per connection): a CA re-issued with the
+// same key, the usual renewal, verifies alike.
 func nodeConfig(n *Node, check func(tls.ConnectionState) error) *tls.Config {
+	m := n.current()
 	return &tls.Config{
-		MinVersion:       tls.VersionTLS13,
-		Certificates:     []tls.Certificate{n.Cert},
-		ClientAuth:       tls.RequireAndVerifyClientCert,
-		ClientCAs:        n.CAs,
-		RootCAs:          n.CAs,
-		VerifyConnection: check,
+		MinVersion:         tls.VersionTLS13,
+		Certificates:       []tls.Certificate{m.cert},
+		ClientAuth:         tls.RequireAndVerifyClientCert,
+		ClientCAs:          m.pool,
+		RootCAs:            m.pool,
+		VerifyConnection:   check,
+		GetConfigForClient: listening(n, tls.RequireAndVerifyClientCert, check, nil),
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return &n.current().cert, nil
+		},
 	}
 }
 

@@ -107,11 +107,12 @@ func TestClientAPI(t *testing.T) {
 
 	other := newCluster(t)
 	// The other CA's certificates, by peers that trust this cluster's CA:
-	// the check under test is the one of the end that refuses them.
-	stranger := other.client(t, "root")
-	stranger.CAs = root.CAs
-	otherNode := other.node(t, "n1")
-	otherNode.CAs = n1.CAs
+	// the check under test is the one of the end that refuses them. Built
+	// by hand, so that they keep the CA they are given (a loaded one follows
+	// its files).
+	oc, on := other.client(t, "root"), other.node(t, "n1")
+	stranger := &Client{User: oc.User, Cert: oc.Cert, CAs: root.CAs}
+	otherNode := &Node{ID: on.ID, Cert: on.Cert, CAs: n1.CAs}
 	tests := []struct {
 		name       string
 		srv, cli   *tls.Config
@@ -220,8 +221,10 @@ func TestNodeLinks(t *testing.T) {
 	}
 
 	other := newCluster(t)
-	otherNode := other.node(t, "n2")
-	otherNode.CAs = n1.CAs
+	// Another CA's node that trusts this cluster's CA: built by hand, so
+	// that it keeps the CA it is given (a loaded node follows its files).
+	on := other.node(t, "n2")
+	otherNode := &Node{ID: on.ID, Cert: on.Cert, CAs: n1.CAs}
 	expired := expiredNode(t, c)
 	tests := []struct {
 		name                 string

@@ -523,6 +523,16 @@ func NodeSpecs(cfg *partition.ClusterConfig) ([]certs.NodeSpec, error) {
 	return out, nil
 }
 
+// ReloadCerts makes every running replica re-read its certificate files,
+// as `flexkv server` does on SIGHUP.
+func (l *Local) ReloadCerts() error {
+	var errs []error
+	for _, s := range l.running() {
+		errs = append(errs, s.ReloadCerts())
+	}
+	return errors.Join(errs...)
+}
+
 // ClientTLS returns the TLS configuration of the root user for the
 // cluster's client API (client.Config.TLS), or nil when it runs Insecure.
 func (l *Local) ClientTLS() *tls.Config {

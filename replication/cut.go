@@ -79,6 +79,24 @@ type streamLayer struct {
 	net.Listener
 	sw  *CutSwitch  // nil: never cut
 	tls *tls.Config // nil: plaintext
+	// advertise is the member's RaftAddr, which raft tells the group as
+	// this replica's address: it may differ from where it listens.
+	advertise net.Addr
+}
+
+// advertisedAddr is a host:port as a net.Addr, unresolved.
+type advertisedAddr string
+
+func (a advertisedAddr) Network() string { return "tcp" }
+func (a advertisedAddr) String() string  { return string(a) }
+
+// Addr implements raft.StreamLayer: the address the group knows this
+// replica by.
+func (l *streamLayer) Addr() net.Addr {
+	if l.advertise != nil {
+		return l.advertise
+	}
+	return l.Listener.Addr()
 }
 
 var _ raft.StreamLayer = (*streamLayer)(nil)

@@ -101,6 +101,11 @@ type Config struct {
 	// the server name): it must authenticate both ends and accept only the
 	// group's own replicas (DESIGN 13).
 	RaftTLS *tls.Config
+	// RaftListen, when set, is the host:port raft listens on, in place of
+	// this member's RaftAddr (0.0.0.0:7100, say, where the address's host
+	// resolves only once the replica runs, as a Kubernetes pod's name);
+	// the group still dials and knows the member by its RaftAddr.
+	RaftListen string
 	// Observe sees what every applied entry produced (deliveries, the
 	// core's and the executor's sends), with whether this replica led when
 	// it applied it: for delivery logs and metrics. It runs with the state
@@ -286,10 +291,17 @@ const snapshotsRetained = 2
 // openRaftTransport opens raft's transport on addr: plain TCP, or a stream
 // layer when raft's traffic runs over TLS or through a cut switch.
 func openRaftTransport(addr string, cfg Config, hlog hclog.Logger) (*raft.NetworkTransport, error) {
-	if cfg.RaftCut != nil || cfg.RaftTLS != nil {
-		layer, err := listenStream(addr, cfg.RaftCut, cfg.RaftTLS)
+	if cfg.RaftCut != nil || cfg.RaftTLS != nil || cfg.RaftListen != "" {
+		bind := addr
+		if cfg.RaftListen != "" {
+			bind = cfg.RaftListen
+		}
+		layer, err := listenStream(bind, cfg.RaftCut, cfg.RaftTLS)
 		if err != nil {
 			return nil, fmt.Errorf("replication: raft transport: %w", err)
+		}
+		if cfg.RaftListen != "" {
+			layer.advertise = advertisedAddr(addr)
 		}
 		return raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: layer, MaxPool: 3, Timeout: 2 * time.Second, Logger: hlog}), nil
 	}

@@ -61,16 +61,7 @@ func (s *Server) serveHTTP() error {
 	}
 	var tlsCfg *tls.Config
 	if n := s.cfg.Node; n != nil {
-		tlsCfg = certs.ServerConfig(n)
-		tlsCfg.ClientAuth = tls.VerifyClientCertIfGiven
-		tlsCfg.VerifyConnection = func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) == 0 {
-				return nil // answered 401 by the handler
-			}
-			_, err := certs.PeerUser(cs)
-			return err
-		}
-		tlsCfg.NextProtos = []string{"h2", "http/1.1"}
+		tlsCfg = certs.HTTPServerConfig(n)
 	}
 	gc := api.GatewayConfig{Conn: inproc{s: s, svc: &service{s: s}}}
 	if tlsCfg != nil {

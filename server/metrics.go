@@ -296,6 +296,10 @@ type Metrics struct {
 
 	edgeBytes, edgeConns, edgeClosed, edgeRefused *prometheus.Desc
 
+	// certExpiry is the seconds until each certificate the replica
+	// presents or trusts expires, labelled by its file.
+	certExpiry *prometheus.Desc
+
 	deliveries, sends, sendBytes, delivery, requests, requestErrors, peerRefusals *prometheus.Desc
 
 	outbox, outboxBytes, backlog, holdbackBytes, busy, busyWith, rejected  *prometheus.Desc
@@ -336,6 +340,7 @@ func NewMetrics(servers func() []*Server) *Metrics {
 	m.edgeRefused = d("edge_calls_refused_total", "Calls a port refused at their start for their connection's request bytes in flight, by port.", "port")
 	m.buildInfo = d("build_info", "Always 1, labelled with the build the replica runs: its module version, VCS revision and Go version (a cluster whose replicas differ is being upgraded).", "version", "revision", "go_version")
 	m.build = buildLabels(buildinfo.Read())
+	m.certExpiry = d("cert_expiry_seconds", "Seconds until a certificate the replica presents (its node certificate) or trusts (the cluster CA) expires, by file; negative once expired. Absent without TLS.", "cert")
 	m.deliveries = d("deliveries_total", "Application messages delivered by this replica, by scope: local (one destination group) or global.", "scope")
 	m.sends = d("sends_total", "Envelopes the group sent to other groups while this replica led it, by kind (msg, ack, notif, ts, relay, vote; flush: any envelope about a flush).", "kind")
 	m.sendBytes = d("send_bytes_total", "Payload bytes of the envelopes counted by flexkv_sends_total, by kind.", "kind")
@@ -450,6 +455,7 @@ type snapshot struct {
 func (m *Metrics) collect(ch chan<- prometheus.Metric, s *Server) {
 	e := emitter{ch: ch, labels: []string{s.group.Name, s.cfg.NodeID}}
 	e.gauge(m.buildInfo, 1, m.build...)
+	m.collectCerts(e, s)
 	m.collectCounts(e, s)
 	sn := readSnapshot(s)
 	m.collectNode(e, s, &sn)
@@ -508,6 +514,17 @@ func (m *Metrics) collectCounts(e emitter, s *Server) {
 	e.counter(m.peerRefusals, uint64(s.fingerprintRefusals.Load()), "fingerprint")
 	m.collectEdge(e, "client", s.apiGuard.Load())
 	m.collectEdge(e, "peer", s.peerGuard.Load())
+}
+
+// collectCerts reports how long the certificates that s loaded have left.
+func (m *Metrics) collectCerts(e emitter, s *Server) {
+	if s.cfg.Node == nil {
+		return
+	}
+	now := time.Now()
+	for _, x := range s.cfg.Node.Expiries() {
+		e.gauge(m.certExpiry, x.NotAfter.Sub(now).Seconds(), x.File)
+	}
 }
 
 // collectEdge reports what one port's guard holds and did; nothing before

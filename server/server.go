@@ -114,6 +114,12 @@ type Config struct {
 	// gateway of the client API (DESIGN 7; http.go), in place of its
 	// configuration's http address; with neither, it serves none.
 	HTTPAddr string
+	// ListenHost, when set, is the host every port of the replica listens
+	// on (raft, client API, peer service), each at its configured port: an
+	// address such as 0.0.0.0, where the configured hosts resolve only
+	// once the replica runs (a Kubernetes pod's DNS name). Clients, peers
+	// and the group still dial the configured addresses.
+	ListenHost string
 	// MetricsAddr, when set, is the host:port where the server serves its
 	// Prometheus metrics, at /metrics (DESIGN 11), until Close.
 	MetricsAddr string
@@ -153,6 +159,7 @@ type Server struct {
 	exec    *executor.Executor
 	health  *health.Server
 	waiters *waiters
+	logs    *logRing // the recent log lines (Debug)
 	counts  counters
 	metrics *MetricsServer // nil unless cfg.MetricsAddr
 	// grpcs are the gRPC servers of the replica, serving until Close;
@@ -275,11 +282,18 @@ func newServer(cfg Config) (*Server, error) {
 	if err := checkBounds(cfg); err != nil {
 		return nil, err
 	}
+	if _, _, err := net.SplitHostPort(cfg.ListenHost); err == nil || strings.ContainsAny(cfg.ListenHost, "[]/ ") {
+		return nil, fmt.Errorf("server: listen host %q: want a host or an IP address alone (0.0.0.0, ::), each port is the configured one", cfg.ListenHost)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
+	// The recent lines, for Debug, whatever the logger keeps.
+	logs := &logRing{}
+	cfg.Logger = withRing(cfg.Logger, logs)
 	s := &Server{
-		cfg: cfg, proto: proto, top: top, pm: pm, self: self, group: gc,
+		logs: logs,
+		cfg:  cfg, proto: proto, top: top, pm: pm, self: self, group: gc,
 		log:     cfg.Logger.With("group", gc.Name, "replica", cfg.NodeID),
 		waiters: newWaiters(),
 		stop:    make(chan struct{}),
@@ -347,6 +361,7 @@ func (s *Server) replicationConfig() replication.Config {
 	rc.Logger = cfg.Logger
 	rc.FrameFilter = cfg.FrameFilter
 	rc.RaftCut = cfg.RaftCut
+	rc.RaftListen = s.listenAddr(s.memberRaftAddr())
 	// Every call to another group carries this replica's configuration
 	// fingerprint, which the receiver compares with its own (DESIGN 13).
 	creds := insecure.NewCredentials()
@@ -519,8 +534,32 @@ func (s *Server) newGRPC(opts []grpc.ServerOption) *grpc.Server {
 	return g
 }
 
-// listen serves g, from newGRPC, on addr until Close.
+// listenAddr is where the replica listens for its configured address addr
+// when cfg.ListenHost is set: addr's port on that host; "" without
+// ListenHost (the replica listens on addr).
+func (s *Server) listenAddr(addr string) string {
+	if s.cfg.ListenHost == "" {
+		return ""
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr // validated with the configuration: not reached
+	}
+	return net.JoinHostPort(s.cfg.ListenHost, port)
+}
+
+// memberRaftAddr is the replica's raft address in the configuration.
+func (s *Server) memberRaftAddr() string {
+	_, r, _ := s.cfg.Cluster.Replica(s.cfg.NodeID)
+	return r.Raft
+}
+
+// listen serves g, from newGRPC, on addr (or its port on cfg.ListenHost)
+// until Close.
 func (s *Server) listen(addr string, g *grpc.Server) error {
+	if a := s.listenAddr(addr); a != "" {
+		addr = a
+	}
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
@@ -611,6 +650,24 @@ func (s *Server) Describe() string {
 	return fmt.Sprintf("%s/%s %s term %d log %d commit %d raft-applied %d state-applied %d applying %d executed-index %d queued %d votes %d leader %q",
 		s.group.Name, s.cfg.NodeID, rs.Role, rs.Term, rs.LastIndex, rs.CommitIndex, rs.AppliedIndex, rs.StateApplied, rs.Applying,
 		s.exec.AppliedIndex(), xs.Queued, xs.VotesStored, rs.Leader)
+}
+
+// ReloadCerts re-reads the replica's certificate, key and CA files now
+// (`flexkv server` on SIGHUP; DESIGN 13): the handshakes that follow use
+// them. On an error, logged and returned, it keeps what it had. The files
+// are also re-read when they change, checked at handshakes.
+func (s *Server) ReloadCerts() error {
+	if s.cfg.Node == nil {
+		return nil
+	}
+	if err := s.cfg.Node.Reload(); err != nil {
+		s.log.Warn("certificates not reloaded: keeping those loaded before", "err", err)
+		return fmt.Errorf("server: %w", err)
+	}
+	for _, x := range s.cfg.Node.Expiries() {
+		s.log.Info("certificate loaded", "file", x.File, "not_after", x.NotAfter.UTC().Format(time.RFC3339))
+	}
+	return nil
 }
 
 // Snapshot makes the replica take a raft snapshot now

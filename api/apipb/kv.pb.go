@@ -2251,6 +2251,128 @@ func (*StatusRequest) Descriptor() ([]byte, []int) {
 	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{30}
 }
 
+type DebugRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DebugRequest) Reset() {
+	*x = DebugRequest{}
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DebugRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DebugRequest) ProtoMessage() {}
+
+func (x *DebugRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DebugRequest.ProtoReflect.Descriptor instead.
+func (*DebugRequest) Descriptor() ([]byte, []int) {
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{31}
+}
+
+// DebugResponse is one replica's part of a debug bundle (DESIGN 11). Each
+// field is bounded: the whole fits a client's default receive limit.
+type DebugResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Status *StatusResponse        `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	// Its metrics in Prometheus' text format, as its /metrics serves them.
+	Metrics string `protobuf:"bytes,2,opt,name=metrics,proto3" json:"metrics,omitempty"`
+	// Its most recent log lines (slog text, oldest first), at info and above
+	// whatever its --log-level, at most 1 MiB; logs_dropped counts the older
+	// lines no longer kept.
+	Logs        string `protobuf:"bytes,3,opt,name=logs,proto3" json:"logs,omitempty"`
+	LogsDropped uint64 `protobuf:"varint,4,opt,name=logs_dropped,json=logsDropped,proto3" json:"logs_dropped,omitempty"`
+	// Its settings as JSON: node, data and certificates directories, listen
+	// host, bounds, the emulated WAN, the certificates it loaded (files,
+	// identities, expiry) and the canonical cluster configuration. Never a
+	// key, nor any file's contents but the configuration's.
+	Settings      string `protobuf:"bytes,5,opt,name=settings,proto3" json:"settings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DebugResponse) Reset() {
+	*x = DebugResponse{}
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DebugResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DebugResponse) ProtoMessage() {}
+
+func (x *DebugResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DebugResponse.ProtoReflect.Descriptor instead.
+func (*DebugResponse) Descriptor() ([]byte, []int) {
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *DebugResponse) GetStatus() *StatusResponse {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+func (x *DebugResponse) GetMetrics() string {
+	if x != nil {
+		return x.Metrics
+	}
+	return ""
+}
+
+func (x *DebugResponse) GetLogs() string {
+	if x != nil {
+		return x.Logs
+	}
+	return ""
+}
+
+func (x *DebugResponse) GetLogsDropped() uint64 {
+	if x != nil {
+		return x.LogsDropped
+	}
+	return 0
+}
+
+func (x *DebugResponse) GetSettings() string {
+	if x != nil {
+		return x.Settings
+	}
+	return ""
+}
+
 // StatusResponse is one replica's state (DESIGN 7, 13).
 type StatusResponse struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
@@ -2283,7 +2405,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[31]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2295,7 +2417,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[31]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2308,7 +2430,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{31}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *StatusResponse) GetGroup() string {
@@ -2431,7 +2553,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[32]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2443,7 +2565,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[32]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2456,7 +2578,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{32}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{34}
 }
 
 type BackupResponse struct {
@@ -2479,7 +2601,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[33]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2491,7 +2613,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[33]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2504,7 +2626,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{33}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *BackupResponse) GetClientId() uint64 {
@@ -2561,7 +2683,7 @@ type BackupFilesRequest struct {
 
 func (x *BackupFilesRequest) Reset() {
 	*x = BackupFilesRequest{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[34]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2573,7 +2695,7 @@ func (x *BackupFilesRequest) String() string {
 func (*BackupFilesRequest) ProtoMessage() {}
 
 func (x *BackupFilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[34]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2586,7 +2708,7 @@ func (x *BackupFilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupFilesRequest.ProtoReflect.Descriptor instead.
 func (*BackupFilesRequest) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{34}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *BackupFilesRequest) GetMarker() string {
@@ -2613,7 +2735,7 @@ type BackupFile struct {
 
 func (x *BackupFile) Reset() {
 	*x = BackupFile{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[35]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2625,7 +2747,7 @@ func (x *BackupFile) String() string {
 func (*BackupFile) ProtoMessage() {}
 
 func (x *BackupFile) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[35]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2638,7 +2760,7 @@ func (x *BackupFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupFile.ProtoReflect.Descriptor instead.
 func (*BackupFile) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{35}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *BackupFile) GetPath() string {
@@ -2673,7 +2795,7 @@ type BackupFilesChunk struct {
 
 func (x *BackupFilesChunk) Reset() {
 	*x = BackupFilesChunk{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[36]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2685,7 +2807,7 @@ func (x *BackupFilesChunk) String() string {
 func (*BackupFilesChunk) ProtoMessage() {}
 
 func (x *BackupFilesChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[36]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2698,7 +2820,7 @@ func (x *BackupFilesChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupFilesChunk.ProtoReflect.Descriptor instead.
 func (*BackupFilesChunk) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{36}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *BackupFilesChunk) GetFiles() []*BackupFile {
@@ -2759,7 +2881,7 @@ type DropBackupRequest struct {
 
 func (x *DropBackupRequest) Reset() {
 	*x = DropBackupRequest{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[37]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2771,7 +2893,7 @@ func (x *DropBackupRequest) String() string {
 func (*DropBackupRequest) ProtoMessage() {}
 
 func (x *DropBackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[37]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2784,7 +2906,7 @@ func (x *DropBackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropBackupRequest.ProtoReflect.Descriptor instead.
 func (*DropBackupRequest) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{37}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DropBackupRequest) GetMarker() string {
@@ -2802,7 +2924,7 @@ type DropBackupResponse struct {
 
 func (x *DropBackupResponse) Reset() {
 	*x = DropBackupResponse{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[38]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2814,7 +2936,7 @@ func (x *DropBackupResponse) String() string {
 func (*DropBackupResponse) ProtoMessage() {}
 
 func (x *DropBackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[38]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2827,7 +2949,7 @@ func (x *DropBackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropBackupResponse.ProtoReflect.Descriptor instead.
 func (*DropBackupResponse) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{38}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{40}
 }
 
 var File_flexkv_kv_v1_kv_proto protoreflect.FileDescriptor
@@ -2981,7 +3103,14 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"LatencyRow\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x15\n" +
 	"\x06rtt_ms\x18\x02 \x03(\x01R\x05rttMs\"\x0f\n" +
-	"\rStatusRequest\"\xc9\x03\n" +
+	"\rStatusRequest\"\x0e\n" +
+	"\fDebugRequest\"\xb2\x01\n" +
+	"\rDebugResponse\x124\n" +
+	"\x06status\x18\x01 \x01(\v2\x1c.flexkv.kv.v1.StatusResponseR\x06status\x12\x18\n" +
+	"\ametrics\x18\x02 \x01(\tR\ametrics\x12\x12\n" +
+	"\x04logs\x18\x03 \x01(\tR\x04logs\x12!\n" +
+	"\flogs_dropped\x18\x04 \x01(\x04R\vlogsDropped\x12\x1a\n" +
+	"\bsettings\x18\x05 \x01(\tR\bsettings\"\xc9\x03\n" +
 	"\x0eStatusResponse\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\areplica\x18\x02 \x01(\tR\areplica\x12\x12\n" +
@@ -3043,7 +3172,7 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\vOP_KIND_PUT\x10\x02\x12\x12\n" +
 	"\x0eOP_KIND_DELETE\x10\x03\x12\x0f\n" +
 	"\vOP_KIND_ADD\x10\x04\x12\x10\n" +
-	"\fOP_KIND_SCAN\x10\x052\x9f\a\n" +
+	"\fOP_KIND_SCAN\x10\x052\xe1\a\n" +
 	"\x02KV\x12:\n" +
 	"\x03Txn\x12\x18.flexkv.kv.v1.TxnRequest\x1a\x19.flexkv.kv.v1.TxnResponse\x12@\n" +
 	"\x05Await\x12\x1a.flexkv.kv.v1.AwaitRequest\x1a\x1b.flexkv.kv.v1.AwaitResponse\x12:\n" +
@@ -3058,7 +3187,8 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\x06Backup\x12\x1b.flexkv.kv.v1.BackupRequest\x1a\x1c.flexkv.kv.v1.BackupResponse\x12Q\n" +
 	"\vBackupFiles\x12 .flexkv.kv.v1.BackupFilesRequest\x1a\x1e.flexkv.kv.v1.BackupFilesChunk0\x01\x12O\n" +
 	"\n" +
-	"DropBackup\x12\x1f.flexkv.kv.v1.DropBackupRequest\x1a .flexkv.kv.v1.DropBackupResponseB$Z\"github.com/flexkv/flexkv/api/apipbb\x06proto3"
+	"DropBackup\x12\x1f.flexkv.kv.v1.DropBackupRequest\x1a .flexkv.kv.v1.DropBackupResponse\x12@\n" +
+	"\x05Debug\x12\x1a.flexkv.kv.v1.DebugRequest\x1a\x1b.flexkv.kv.v1.DebugResponseB$Z\"github.com/flexkv/flexkv/api/apipbb\x06proto3"
 
 var (
 	file_flexkv_kv_v1_kv_proto_rawDescOnce sync.Once
@@ -3073,7 +3203,7 @@ func file_flexkv_kv_v1_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_flexkv_kv_v1_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_flexkv_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_flexkv_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_flexkv_kv_v1_kv_proto_goTypes = []any{
 	(Cmp)(0),                    // 0: flexkv.kv.v1.Cmp
 	(OpKind)(0),                 // 1: flexkv.kv.v1.OpKind
@@ -3108,14 +3238,16 @@ var file_flexkv_kv_v1_kv_proto_goTypes = []any{
 	(*Partition)(nil),           // 30: flexkv.kv.v1.Partition
 	(*LatencyRow)(nil),          // 31: flexkv.kv.v1.LatencyRow
 	(*StatusRequest)(nil),       // 32: flexkv.kv.v1.StatusRequest
-	(*StatusResponse)(nil),      // 33: flexkv.kv.v1.StatusResponse
-	(*BackupRequest)(nil),       // 34: flexkv.kv.v1.BackupRequest
-	(*BackupResponse)(nil),      // 35: flexkv.kv.v1.BackupResponse
-	(*BackupFilesRequest)(nil),  // 36: flexkv.kv.v1.BackupFilesRequest
-	(*BackupFile)(nil),          // 37: flexkv.kv.v1.BackupFile
-	(*BackupFilesChunk)(nil),    // 38: flexkv.kv.v1.BackupFilesChunk
-	(*DropBackupRequest)(nil),   // 39: flexkv.kv.v1.DropBackupRequest
-	(*DropBackupResponse)(nil),  // 40: flexkv.kv.v1.DropBackupResponse
+	(*DebugRequest)(nil),        // 33: flexkv.kv.v1.DebugRequest
+	(*DebugResponse)(nil),       // 34: flexkv.kv.v1.DebugResponse
+	(*StatusResponse)(nil),      // 35: flexkv.kv.v1.StatusResponse
+	(*BackupRequest)(nil),       // 36: flexkv.kv.v1.BackupRequest
+	(*BackupResponse)(nil),      // 37: flexkv.kv.v1.BackupResponse
+	(*BackupFilesRequest)(nil),  // 38: flexkv.kv.v1.BackupFilesRequest
+	(*BackupFile)(nil),          // 39: flexkv.kv.v1.BackupFile
+	(*BackupFilesChunk)(nil),    // 40: flexkv.kv.v1.BackupFilesChunk
+	(*DropBackupRequest)(nil),   // 41: flexkv.kv.v1.DropBackupRequest
+	(*DropBackupResponse)(nil),  // 42: flexkv.kv.v1.DropBackupResponse
 }
 var file_flexkv_kv_v1_kv_proto_depIdxs = []int32{
 	0,  // 0: flexkv.kv.v1.Compare.cmp:type_name -> flexkv.kv.v1.Cmp
@@ -3137,39 +3269,42 @@ var file_flexkv_kv_v1_kv_proto_depIdxs = []int32{
 	31, // 16: flexkv.kv.v1.TopologyResponse.latency:type_name -> flexkv.kv.v1.LatencyRow
 	27, // 17: flexkv.kv.v1.ReconfigureRequest.tree:type_name -> flexkv.kv.v1.TreeEdge
 	29, // 18: flexkv.kv.v1.Group.replicas:type_name -> flexkv.kv.v1.Replica
-	9,  // 19: flexkv.kv.v1.BackupResponse.piece:type_name -> flexkv.kv.v1.PieceResult
-	37, // 20: flexkv.kv.v1.BackupFilesChunk.files:type_name -> flexkv.kv.v1.BackupFile
-	6,  // 21: flexkv.kv.v1.KV.Txn:input_type -> flexkv.kv.v1.TxnRequest
-	11, // 22: flexkv.kv.v1.KV.Await:input_type -> flexkv.kv.v1.AwaitRequest
-	13, // 23: flexkv.kv.v1.KV.Get:input_type -> flexkv.kv.v1.GetRequest
-	15, // 24: flexkv.kv.v1.KV.Put:input_type -> flexkv.kv.v1.PutRequest
-	17, // 25: flexkv.kv.v1.KV.Delete:input_type -> flexkv.kv.v1.DeleteRequest
-	19, // 26: flexkv.kv.v1.KV.Scan:input_type -> flexkv.kv.v1.ScanRequest
-	21, // 27: flexkv.kv.v1.KV.OpenSession:input_type -> flexkv.kv.v1.OpenSessionRequest
-	23, // 28: flexkv.kv.v1.KV.Topology:input_type -> flexkv.kv.v1.TopologyRequest
-	25, // 29: flexkv.kv.v1.KV.Reconfigure:input_type -> flexkv.kv.v1.ReconfigureRequest
-	32, // 30: flexkv.kv.v1.KV.Status:input_type -> flexkv.kv.v1.StatusRequest
-	34, // 31: flexkv.kv.v1.KV.Backup:input_type -> flexkv.kv.v1.BackupRequest
-	36, // 32: flexkv.kv.v1.KV.BackupFiles:input_type -> flexkv.kv.v1.BackupFilesRequest
-	39, // 33: flexkv.kv.v1.KV.DropBackup:input_type -> flexkv.kv.v1.DropBackupRequest
-	10, // 34: flexkv.kv.v1.KV.Txn:output_type -> flexkv.kv.v1.TxnResponse
-	12, // 35: flexkv.kv.v1.KV.Await:output_type -> flexkv.kv.v1.AwaitResponse
-	14, // 36: flexkv.kv.v1.KV.Get:output_type -> flexkv.kv.v1.GetResponse
-	16, // 37: flexkv.kv.v1.KV.Put:output_type -> flexkv.kv.v1.PutResponse
-	18, // 38: flexkv.kv.v1.KV.Delete:output_type -> flexkv.kv.v1.DeleteResponse
-	20, // 39: flexkv.kv.v1.KV.Scan:output_type -> flexkv.kv.v1.ScanResponse
-	22, // 40: flexkv.kv.v1.KV.OpenSession:output_type -> flexkv.kv.v1.OpenSessionResponse
-	24, // 41: flexkv.kv.v1.KV.Topology:output_type -> flexkv.kv.v1.TopologyResponse
-	26, // 42: flexkv.kv.v1.KV.Reconfigure:output_type -> flexkv.kv.v1.ReconfigureResponse
-	33, // 43: flexkv.kv.v1.KV.Status:output_type -> flexkv.kv.v1.StatusResponse
-	35, // 44: flexkv.kv.v1.KV.Backup:output_type -> flexkv.kv.v1.BackupResponse
-	38, // 45: flexkv.kv.v1.KV.BackupFiles:output_type -> flexkv.kv.v1.BackupFilesChunk
-	40, // 46: flexkv.kv.v1.KV.DropBackup:output_type -> flexkv.kv.v1.DropBackupResponse
-	34, // [34:47] is the sub-list for method output_type
-	21, // [21:34] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	35, // 19: flexkv.kv.v1.DebugResponse.status:type_name -> flexkv.kv.v1.StatusResponse
+	9,  // 20: flexkv.kv.v1.BackupResponse.piece:type_name -> flexkv.kv.v1.PieceResult
+	39, // 21: flexkv.kv.v1.BackupFilesChunk.files:type_name -> flexkv.kv.v1.BackupFile
+	6,  // 22: flexkv.kv.v1.KV.Txn:input_type -> flexkv.kv.v1.TxnRequest
+	11, // 23: flexkv.kv.v1.KV.Await:input_type -> flexkv.kv.v1.AwaitRequest
+	13, // 24: flexkv.kv.v1.KV.Get:input_type -> flexkv.kv.v1.GetRequest
+	15, // 25: flexkv.kv.v1.KV.Put:input_type -> flexkv.kv.v1.PutRequest
+	17, // 26: flexkv.kv.v1.KV.Delete:input_type -> flexkv.kv.v1.DeleteRequest
+	19, // 27: flexkv.kv.v1.KV.Scan:input_type -> flexkv.kv.v1.ScanRequest
+	21, // 28: flexkv.kv.v1.KV.OpenSession:input_type -> flexkv.kv.v1.OpenSessionRequest
+	23, // 29: flexkv.kv.v1.KV.Topology:input_type -> flexkv.kv.v1.TopologyRequest
+	25, // 30: flexkv.kv.v1.KV.Reconfigure:input_type -> flexkv.kv.v1.ReconfigureRequest
+	32, // 31: flexkv.kv.v1.KV.Status:input_type -> flexkv.kv.v1.StatusRequest
+	36, // 32: flexkv.kv.v1.KV.Backup:input_type -> flexkv.kv.v1.BackupRequest
+	38, // 33: flexkv.kv.v1.KV.BackupFiles:input_type -> flexkv.kv.v1.BackupFilesRequest
+	41, // 34: flexkv.kv.v1.KV.DropBackup:input_type -> flexkv.kv.v1.DropBackupRequest
+	33, // 35: flexkv.kv.v1.KV.Debug:input_type -> flexkv.kv.v1.DebugRequest
+	10, // 36: flexkv.kv.v1.KV.Txn:output_type -> flexkv.kv.v1.TxnResponse
+	12, // 37: flexkv.kv.v1.KV.Await:output_type -> flexkv.kv.v1.AwaitResponse
+	14, // 38: flexkv.kv.v1.KV.Get:output_type -> flexkv.kv.v1.GetResponse
+	16, // 39: flexkv.kv.v1.KV.Put:output_type -> flexkv.kv.v1.PutResponse
+	18, // 40: flexkv.kv.v1.KV.Delete:output_type -> flexkv.kv.v1.DeleteResponse
+	20, // 41: flexkv.kv.v1.KV.Scan:output_type -> flexkv.kv.v1.ScanResponse
+	22, // 42: flexkv.kv.v1.KV.OpenSession:output_type -> flexkv.kv.v1.OpenSessionResponse
+	24, // 43: flexkv.kv.v1.KV.Topology:output_type -> flexkv.kv.v1.TopologyResponse
+	26, // 44: flexkv.kv.v1.KV.Reconfigure:output_type -> flexkv.kv.v1.ReconfigureResponse
+	35, // 45: flexkv.kv.v1.KV.Status:output_type -> flexkv.kv.v1.StatusResponse
+	37, // 46: flexkv.kv.v1.KV.Backup:output_type -> flexkv.kv.v1.BackupResponse
+	40, // 47: flexkv.kv.v1.KV.BackupFiles:output_type -> flexkv.kv.v1.BackupFilesChunk
+	42, // 48: flexkv.kv.v1.KV.DropBackup:output_type -> flexkv.kv.v1.DropBackupResponse
+	34, // 49: flexkv.kv.v1.KV.Debug:output_type -> flexkv.kv.v1.DebugResponse
+	36, // [36:50] is the sub-list for method output_type
+	22, // [22:36] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_flexkv_kv_v1_kv_proto_init() }
@@ -3191,7 +3326,7 @@ func file_flexkv_kv_v1_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flexkv_kv_v1_kv_proto_rawDesc), len(file_flexkv_kv_v1_kv_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   39,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

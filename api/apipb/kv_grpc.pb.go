@@ -36,6 +36,7 @@ const (
 	KV_Backup_FullMethodName      = "/flexkv.kv.v1.KV/Backup"
 	KV_BackupFiles_FullMethodName = "/flexkv.kv.v1.KV/BackupFiles"
 	KV_DropBackup_FullMethodName  = "/flexkv.kv.v1.KV/DropBackup"
+	KV_Debug_FullMethodName       = "/flexkv.kv.v1.KV/Debug"
 )
 
 // KVClient is the client API for KV service.
@@ -186,6 +187,11 @@ type KVClient interface {
 	BackupFiles(ctx context.Context, in *BackupFilesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[BackupFilesChunk], error)
 	// DropBackup removes the answering replica's checkpoint of a marker.
 	DropBackup(ctx context.Context, in *DropBackupRequest, opts ...grpc.CallOption) (*DropBackupResponse, error)
+	// Debug returns what support asks for first about this replica, for
+	// `flexkv debug bundle` (DESIGN 11): its status, its metrics, its recent
+	// log lines and its settings, secrets and keys left out. Any replica
+	// answers, leader or not.
+	Debug(ctx context.Context, in *DebugRequest, opts ...grpc.CallOption) (*DebugResponse, error)
 }
 
 type kVClient struct {
@@ -329,6 +335,16 @@ func (c *kVClient) DropBackup(ctx context.Context, in *DropBackupRequest, opts .
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(DropBackupResponse)
 	err := c.cc.Invoke(ctx, KV_DropBackup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *kVClient) Debug(ctx context.Context, in *DebugRequest, opts ...grpc.CallOption) (*DebugResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DebugResponse)
+	err := c.cc.Invoke(ctx, KV_Debug_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -483,6 +499,11 @@ type KVServer interface {
 	BackupFiles(*BackupFilesRequest, grpc.ServerStreamingServer[BackupFilesChunk]) error
 	// DropBackup removes the answering replica's checkpoint of a marker.
 	DropBackup(context.Context, *DropBackupRequest) (*DropBackupResponse, error)
+	// Debug returns what support asks for first about this replica, for
+	// `flexkv debug bundle` (DESIGN 11): its status, its metrics, its recent
+	// log lines and its settings, secrets and keys left out. Any replica
+	// answers, leader or not.
+	Debug(context.Context, *DebugRequest) (*DebugResponse, error)
 	mustEmbedUnimplementedKVServer()
 }
 
@@ -531,6 +552,9 @@ func (UnimplementedKVServer) BackupFiles(*BackupFilesRequest, grpc.ServerStreami
 }
 func (UnimplementedKVServer) DropBackup(context.Context, *DropBackupRequest) (*DropBackupResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DropBackup not implemented")
+}
+func (UnimplementedKVServer) Debug(context.Context, *DebugRequest) (*DebugResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Debug not implemented")
 }
 func (UnimplementedKVServer) mustEmbedUnimplementedKVServer() {}
 func (UnimplementedKVServer) testEmbeddedByValue()            {}
@@ -780,6 +804,24 @@ func _KV_DropBackup_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _KV_Debug_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DebugRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KVServer).Debug(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KV_Debug_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KVServer).Debug(ctx, req.(*DebugRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // KV_ServiceDesc is the grpc.ServiceDesc for KV service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -834,6 +876,10 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DropBackup",
 			Handler:    _KV_DropBackup_Handler,
+		},
+		{
+			MethodName: "Debug",
+			Handler:    _KV_Debug_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -4,7 +4,9 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -338,8 +340,11 @@ type certListEntry struct {
 	Subject  string   `json:"subject,omitempty"`
 	Hosts    []string `json:"hosts,omitempty"`
 	NotAfter string   `json:"not_after,omitempty"`
-	Chains   bool     `json:"chains"`
-	Problem  string   `json:"problem,omitempty"`
+	// DaysLeft is the whole days until NotAfter, negative once expired:
+	// what to renew first (an alert fires at 30, deploy/prometheus).
+	DaysLeft *int   `json:"days_left,omitempty"`
+	Chains   bool   `json:"chains"`
+	Problem  string `json:"problem,omitempty"`
 }
 
 func newCertListCmd() *cobra.Command {
@@ -349,11 +354,12 @@ func newCertListCmd() *cobra.Command {
 		Short: "List the certificates of DIR: kind, subject, hosts, expiry, chain to ca.crt",
 		Long: `List every certificate (*.crt) of DIR, one line each: its file, kind (ca, node
 or client), subject (the CA's name, a node's GROUP/REPLICA, a client's user),
-hosts (a node's DNS and IP names), expiry (not after, UTC), whether it chains
+hosts (a node's DNS and IP names), expiry (not after, UTC, and the whole days
+left, negative once expired), whether it chains
 to DIR/ca.crt now, and the first problem found (expired, another CA, a file
 name that does not match what the certificate names), or - for none.
 With --json: {"certs":[{"file":...,"kind":...,"subject":...,"hosts":[...],
-"not_after":...,"chains":true,"problem":...}]}. Problems are reported, not
+"not_after":...,"days_left":...,"chains":true,"problem":...}]}. Problems are reported, not
 errors: the exit code is 0 when DIR can be read.`,
 		Args: certArgs("no arguments", false),
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -374,6 +380,8 @@ errors: the exit code is 0 when DIR can be read.`,
 				}
 				if !e.NotAfter.IsZero() {
 					out[i].NotAfter = e.NotAfter.UTC().Format(time.RFC3339)
+					days := int(math.Floor(time.Until(e.NotAfter).Hours() / 24))
+					out[i].DaysLeft = &days
 				}
 			}
 			if asJSON {
@@ -390,14 +398,18 @@ errors: the exit code is 0 when DIR can be read.`,
 
 func printCertList(w io.Writer, entries []certListEntry) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "FILE\tKIND\tSUBJECT\tHOSTS\tNOT-AFTER\tCHAINS\tPROBLEM")
+	fmt.Fprintln(tw, "FILE\tKIND\tSUBJECT\tHOSTS\tNOT-AFTER\tDAYS-LEFT\tCHAINS\tPROBLEM")
 	for _, e := range entries {
 		chains := "no"
 		if e.Chains {
 			chains = "yes"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.File, dash(e.Kind), dash(e.Subject),
-			dash(strings.Join(e.Hosts, ",")), dash(e.NotAfter), chains, dash(e.Problem))
+		days := "-"
+		if e.DaysLeft != nil {
+			days = strconv.Itoa(*e.DaysLeft)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.File, dash(e.Kind), dash(e.Subject),
+			dash(strings.Join(e.Hosts, ",")), dash(e.NotAfter), days, chains, dash(e.Problem))
 	}
 	return tw.Flush()
 }

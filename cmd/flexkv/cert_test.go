@@ -5,6 +5,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -52,7 +53,7 @@ func TestCert(t *testing.T) {
 	out = mustRun(t, "cert", "list")
 	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
 	want := [][]string{
-		{"FILE", "KIND", "SUBJECT", "HOSTS", "NOT-AFTER", "CHAINS", "PROBLEM"},
+		{"FILE", "KIND", "SUBJECT", "HOSTS", "NOT-AFTER", "DAYS-LEFT", "CHAINS", "PROBLEM"},
 		{"ca.crt", "ca", "FlexKV", "CA", "-"},
 		{"client.root.crt", "client", "root", "-"},
 		{"node.r4.crt", "node", "eu-west-3/r4", "db4.example,127.0.0.1,10.0.0.4"},
@@ -69,6 +70,9 @@ func TestCert(t *testing.T) {
 		if i > 0 && strings.Join(f[len(f)-2:], " ") != "yes -" {
 			t.Errorf("list line %d %q: want chains yes and no problem", i, lines[i])
 		}
+		if days, err := strconv.Atoi(f[len(f)-3]); i > 0 && (err != nil || days < 5*365-2) {
+			t.Errorf("list line %d %q: days left %q, want about 5 years' (10 for the CA)", i, lines[i], f[len(f)-3])
+		}
 	}
 
 	var got struct {
@@ -81,7 +85,8 @@ func TestCert(t *testing.T) {
 		t.Fatalf("list --json: %d certs, want 4: %+v", len(got.Certs), got.Certs)
 	}
 	if c := got.Certs[2]; c.File != "node.r4.crt" || c.Kind != "node" || c.Subject != "eu-west-3/r4" ||
-		strings.Join(c.Hosts, ",") != "db4.example,127.0.0.1,10.0.0.4" || !c.Chains || c.Problem != "" || c.NotAfter == "" {
+		strings.Join(c.Hosts, ",") != "db4.example,127.0.0.1,10.0.0.4" || !c.Chains || c.Problem != "" || c.NotAfter == "" ||
+		c.DaysLeft == nil || *c.DaysLeft < 5*365-2 || *c.DaysLeft > 5*366 {
 		t.Fatalf("list --json: node.r4.crt is %+v", c)
 	}
 

@@ -55,6 +55,7 @@ func newServerCmd() *cobra.Command {
 	cmd.Flags().String("settings", "", "a YAML file of settings (node, data-dir, config, ...); flags and FLEXKV_* win over it")
 	cmd.Flags().String("certs-dir", "", "directory of ca.crt and node.NODE.crt/.key: every link runs mutual TLS (required unless --insecure)")
 	cmd.Flags().Bool("insecure", false, "run every link without TLS (a warning is logged)")
+	cmd.Flags().String("listen-host", "", "listen on this host (0.0.0.0, ::) at each configured port, for configured hosts that resolve only once the replica runs (a Kubernetes pod's name); others still dial the configured addresses")
 	cmd.Flags().String("initial-cluster-state", string(server.ClusterNew), "new: bootstrap the group on an empty data directory; existing: join the running group, voting in no election until the log holds something")
 	addLatencyFlags(cmd)
 	addProfileFlags(cmd, "this replica, until it stops")
@@ -122,7 +123,7 @@ func runServer(cmd *cobra.Command, _ []string) (err error) {
 		Cluster: cfg, Latency: lat, LatencyMode: mode, LatencyJitter: jitter,
 		NodeID: node, Dir: dir, DeliveryLog: dlog, Logger: log,
 		MetricsAddr: v.GetString("metrics"), HTTPAddr: v.GetString("http"), Procedures: procs.Registry(), Node: nodeCert,
-		InitialClusterState: state,
+		InitialClusterState: state, ListenHost: v.GetString("listen-host"),
 	})
 	if err != nil {
 		return err
@@ -130,9 +131,19 @@ func runServer(cmd *cobra.Command, _ []string) (err error) {
 	log.Info("serving", "node", node, "group", srv.Group(), "grpc", srv.Addr(), "peer", srv.PeerAddr(), "tls", nodeCert != nil, "data", dir,
 		"cluster_id", srv.Identity().ClusterID, "fingerprint", srv.Identity().Fingerprint, "initial_cluster_state", state, "metrics", v.GetString("metrics"), "http", srv.HTTPAddr(),
 		"latency", latencySummary(lat, mode, jitter))
-	<-ctx.Done()
-	log.Info("stopping", "node", node)
-	return srv.Close()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-hup:
+			// Certificates rotate without a restart (DESIGN 13).
+			_ = srv.ReloadCerts() // logged; the old ones stay
+		case <-ctx.Done():
+			log.Info("stopping", "node", node)
+			return srv.Close()
+		}
+	}
 }
 
 // serverHelp is the long help of flexkv server.
@@ -140,7 +151,7 @@ const serverHelp = `Run one replica: the node ID of the cluster configuration FI
 in --data-dir. Every flag may also come from the environment (FLEXKV_CONFIG,
 FLEXKV_NODE, FLEXKV_DATA_DIR, FLEXKV_LOG_LEVEL, FLEXKV_DELIVERY_LOG,
 FLEXKV_METRICS, FLEXKV_LATENCY_MODE, FLEXKV_LATENCY_JITTER, FLEXKV_CERTS_DIR,
-FLEXKV_INSECURE, FLEXKV_INITIAL_CLUSTER_STATE) or from a
+FLEXKV_INSECURE, FLEXKV_INITIAL_CLUSTER_STATE, FLEXKV_LISTEN_HOST) or from a
 settings file, --settings FILE (FLEXKV_SETTINGS): a YAML map of the same
 names, e.g.
 
@@ -159,7 +170,9 @@ node.NODE.crt/.key (flexkv cert). Without it the server refuses to start,
 unless --insecure is given. Relative paths
 in the file are taken from the working directory, like those of flags. With --metrics
 ADDR it serves Prometheus metrics at http://ADDR/metrics. SIGTERM or SIGINT
-stops it gracefully.
+stops it gracefully. SIGHUP makes it re-read its certificate, key and
+ca.crt (it also does when they change, checked at new connections): new
+connections use them, open ones keep theirs.
 
 Any replica answers any request (DESIGN 7): one it cannot serve (another
 group's keys, another entry group, a follower's write) it forwards, once, to

@@ -130,7 +130,12 @@ var house = []room{
 		tests:   []string{"api", "api/apipb", "client", "gtpcc", "gtpcc/procs", "internal/h2test", "internal/testaddr", "internal/testcluster", "replication/transport/transportpb"},
 		testExt: append(slices.Clone(grpcExt), "google.golang.org/protobuf/types/descriptorpb")},
 	{dir: "internal/jepsen", floor: 8, imports: []string{"client", "internal/jepsen/checker", "internal/jepsen/history", "internal/jepsen/hosts", "internal/jepsen/workload"}},
-	// 9: the benchmark runs, which start clusters.
+	// 9: the benchmark runs, which start clusters; the checks of the files
+	// an operator deploys (code: none; tests: against a running cluster).
+	{dir: "deploy", floor: 9, tests: []string{"cluster", "internal/testaddr", "internal/testcluster"},
+		testExt: []string{"github.com/VictoriaMetrics/metricsql", "github.com/prometheus/client_model/go"}},
+	{dir: "deploy/kubernetes", floor: 9, tests: []string{"certs", "partition"},
+		testExt: []string{"k8s.io/api/*", "k8s.io/apimachinery/*", "sigs.k8s.io/json", "sigs.k8s.io/yaml"}},
 	{dir: "gtpcc/bench", floor: 9, imports: []string{"client", "cluster", "gtpcc", "gtpcc/procs", "multicast", "multicast/protocol", "partition", "server"}},
 	// 9: backups of a whole cluster (DESIGN 14): a client of the API that
 	// also seeds a replica's data directory.
@@ -139,7 +144,7 @@ var house = []room{
 	// 10: the command line.
 	{dir: "cmd/flexkv", floor: 10, imports: []string{"api/apipb", "backup", "certs", "client", "cluster", "configs", "gtpcc", "gtpcc/bench", "gtpcc/procs", "internal/buildinfo", "internal/loadgen", "internal/rpcflow", "multicast", "multicast/check", "multicast/flexcast", "multicast/protocol", "multicast/sim", "overlay", "partition", "replication", "server", "txn"},
 		tests: []string{"internal/testaddr"},
-		ext:   append([]string{"github.com/spf13/cobra", "github.com/spf13/pflag", "github.com/spf13/viper"}, grpcExt...)},
+		ext:   append([]string{"github.com/spf13/cobra", "github.com/spf13/pflag", "github.com/spf13/viper", "google.golang.org/protobuf/encoding/protojson"}, grpcExt...)},
 }
 
 // roomOf returns the room of package directory dir.

@@ -41,7 +41,8 @@ var (
 	Gtpcc       = Range{10000, 14000}
 	Transport   = Range{8000, 10000}
 	Client      = Range{32000, 32768}
-	Backup      = Range{5000, 7000}
+	Backup      = Range{4000, 6000}
+	Deploy      = Range{6000, 7000}
 )
 
 // ephemeralRangeFile holds Linux's ephemeral port range: "lo\thi\n", both
