@@ -81,7 +81,7 @@ func (s *simulation) refused(i int, ee *rawnode.EpochError) error {
 	return s.schedule(event{atUs: s.nowUs, kind: evSubmit, job: i})
 }
 
-// delivered records a change delivered at g and checks that g holds no
+// changed records a change delivered at g and checks that g holds no
 // pending work of the epoch it ends.
 func (s *simulation) changed(g partition.GroupID, c rawnode.Change) error {
 	s.ctlDelivered++
