@@ -2,14 +2,18 @@ package cluster
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
 	"github.com/flexkv/flexkv/api/apipb"
+	"github.com/flexkv/flexkv/certs"
 	"github.com/flexkv/flexkv/client"
 	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/internal/testcluster"
@@ -147,7 +151,8 @@ func TestReconfigureRefusals(t *testing.T) {
 		t.Skip("cluster run")
 	}
 	cfg := testcluster.Layout(t, "flexcast", testaddr.Cluster)
-	l := startLocalConfig(t, Config{Cluster: cfg, Dir: t.TempDir()})
+	dir := t.TempDir()
+	l := startLocalConfig(t, Config{Cluster: cfg, Dir: dir})
 	reconfigure := func(group string, req *apipb.ReconfigureRequest) error {
 		return callLeader(t, l, group, func(kv apipb.KVClient) error {
 			_, err := kv.Reconfigure(ctxTimeout(t, 10*time.Second), req)
@@ -180,6 +185,12 @@ func TestReconfigureRefusals(t *testing.T) {
 			t.Errorf("%s: %v, want %s naming %q", tc.name, err, tc.code, tc.text)
 		}
 	}
+	// Only the administrator changes the cluster: another user of the
+	// cluster's CA is refused, and nothing changes.
+	err := reconfigureAs(t, l, dir, "alice", "eu-west-1", &apipb.ReconfigureRequest{Epoch: 1})
+	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), `user "alice" may not change the cluster`) {
+		t.Errorf("a change by alice: %v, want PermissionDenied naming her", err)
+	}
 	waitEpoch(t, l, 1)
 	if err := reconfigure("eu-west-1", &apipb.ReconfigureRequest{Epoch: 1}); err != nil {
 		t.Fatalf("change of epoch 1: %v", err)
@@ -188,4 +199,46 @@ func TestReconfigureRefusals(t *testing.T) {
 		t.Errorf("a second change of epoch 1: %v, want FailedPrecondition %q", err, apipb.EpochChangedText)
 	}
 	waitEpoch(t, l, 2)
+}
+
+// reconfigureAs sends req to group's leader as user, with a client
+// certificate the cluster's CA (under dir, l's data directory) issues for
+// it, until a leader answers.
+func reconfigureAs(t *testing.T, l *Local, dir, user, group string, req *apipb.ReconfigureRequest) error {
+	t.Helper()
+	ca, err := certs.LoadCA(CertsDir(dir), filepath.Join(dir, "ca.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := filepath.Join(t.TempDir(), "certs")
+	if _, err := ca.CreateClient(mine, user, certs.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, filepath.Join(CertsDir(dir), certs.CAFile), filepath.Join(mine, certs.CAFile))
+	cl, err := certs.LoadClient(mine, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds := grpc.WithTransportCredentials(credentials.NewTLS(certs.ClientConfig(cl)))
+	deadline := time.Now().Add(leaderRetryMax)
+	for {
+		err = func() error {
+			id := l.Leader(group)
+			_, rc, ok := l.cfg.Cluster.Replica(id)
+			if !ok {
+				return status.Errorf(codes.Unavailable, "group %s has no leader", group)
+			}
+			cc, err := grpc.NewClient(rc.GRPC, creds, directCalls)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cc.Close()
+			_, err = apipb.NewKVClient(cc).Reconfigure(ctxTimeout(t, 10*time.Second), req)
+			return err
+		}()
+		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

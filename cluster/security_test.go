@@ -86,6 +86,11 @@ func TestRefusals(t *testing.T) {
 			if strings.HasPrefix(err.Error(), "want ") {
 				t.Fatal(err)
 			}
+			if strings.Contains(err.Error(), "not the leader") {
+				// Past the handshake: refused for where it went, not for
+				// who it is.
+				t.Fatalf("refused only as a follower's: %v", err)
+			}
 			t.Logf("refused: %v", err)
 		})
 	}
@@ -155,8 +160,10 @@ func makeRefusalCreds(t *testing.T, dir string, cfg *partition.ClusterConfig) re
 		}
 		return n
 	}
+	// A client configuration follows its certificate files
+	// (GetClientCertificate): these two present what they are given.
 	noCert := loadClient(CertsDir(dir), RootUser)
-	noCert.Certificates = nil
+	noCert.Certificates, noCert.GetClientCertificate = nil, nil
 	expired := func() *tls.Config {
 		// LoadClient refuses an expired certificate; a client that sends
 		// one anyway is refused by the server.
@@ -165,7 +172,7 @@ func makeRefusalCreds(t *testing.T, dir string, cfg *partition.ClusterConfig) re
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.Certificates = []tls.Certificate{old}
+		c.Certificates, c.GetClientCertificate = []tls.Certificate{old}, nil
 		return c
 	}()
 	tls12 := loadClient(CertsDir(dir), RootUser)

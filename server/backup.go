@@ -19,29 +19,39 @@ import (
 	"github.com/flexkv/flexkv/txn"
 )
 
-// BackupUser is the one user who may take, copy and drop backups (DESIGN
-// 13, 14): a backup holds every key of the cluster, so it is the
-// administrator's, the user that `flexkv local` and `demo` create.
-const BackupUser = "root"
+// AdminUser is the one user who may change the cluster and take, copy and
+// drop its backups (DESIGN 13, 14): a change of the epoch stops every
+// entry group's work of the epoch, and a backup holds every key, so both
+// are the administrator's, the user that `flexkv local` and `demo` create.
+const AdminUser = "root"
+
+// BackupUser is the one user who may take, copy and drop backups.
+const BackupUser = AdminUser
 
 // backupChunkBytes is the size of a BackupFiles data message: the one
 // buffer a stream holds, well below a client's receive limit (4 MiB).
 const backupChunkBytes = 1 << 20
 
-// authorizeBackup refuses a backup call from anyone but BackupUser, on a
-// replica that runs TLS; without TLS (--insecure) there is no user.
-func (s *Server) authorizeBackup(ctx context.Context, method string) error {
+// authorizeAdmin refuses a call from anyone but AdminUser, on a replica
+// that runs TLS; without TLS (--insecure) there is no user. what says what
+// the call would do, for the refusal.
+func (s *Server) authorizeAdmin(ctx context.Context, method, what string) error {
 	if !s.ready.Load() {
 		return status.Errorf(codes.Unavailable, "server: replica %s is starting", s.cfg.NodeID)
 	}
 	if s.cfg.Node == nil {
 		return nil
 	}
-	if user := userOf(ctx); user != BackupUser {
+	if user := userOf(ctx); user != AdminUser {
 		s.log.Info("request refused", "method", method, "user", user, "code", codes.PermissionDenied.String())
-		return status.Errorf(codes.PermissionDenied, "server: %s: user %q may not back up the cluster: only %q may", method, user, BackupUser)
+		return status.Errorf(codes.PermissionDenied, "server: %s: user %q may not %s: only %q may", method, user, what, AdminUser)
 	}
 	return nil
+}
+
+// authorizeBackup refuses a backup call from anyone but BackupUser.
+func (s *Server) authorizeBackup(ctx context.Context, method string) error {
+	return s.authorizeAdmin(ctx, method, "back up the cluster")
 }
 
 // Backup implements apipb.KVServer: it proposes a backup marker to every

@@ -20,6 +20,9 @@ import (
 // current ones), and returns the epoch it starts once the group took it.
 func (v *service) Reconfigure(ctx context.Context, req *apipb.ReconfigureRequest) (*apipb.ReconfigureResponse, error) {
 	s := v.s
+	if err := s.authorizeAdmin(ctx, "Reconfigure", "change the cluster"); err != nil {
+		return nil, err
+	}
 	if entry := s.proto.ChangeEntry(s.top); entry != s.self {
 		return nil, status.Errorf(codes.FailedPrecondition, "server: changes of the cluster enter at group %s under %s, not at %s: send it there",
 			s.top.Name(entry), s.cfg.Cluster.Protocol, s.group.Name)
