@@ -24,7 +24,8 @@ func (s *sim) backup() error {
 	s.backupSeq++
 	m := multicast.Message{ID: multicast.MsgID{Client: backupID, Seq: s.backupSeq}, Dst: partition.AllGroups(len(s.groups)), Payload: txn.AppendBackupPayload(nil)}
 	entry := s.entry(0, m.Dst)
-	result, err := s.propose(entry, group.EncodeRequest(m))
+	result, err := s.propose(entry, s.requestNow(entry, m))
+	result = only(result)
 	switch {
 	case err != nil:
 		return err

@@ -27,7 +27,8 @@ func newHealthCmd() *cobra.Command {
 		Short: "Ask a replica's gRPC health service whether it serves (a probe)",
 		Long: `Ask replica ID's standard gRPC health service whether it serves, with the
 replica's own node certificate (DESIGN 13): on its peer port, which takes node
-certificates (its client port takes client certificates only). Prints SERVING
+certificates (its client port, which admits the nodes that forward requests
+there, answers too). Prints SERVING
 and exits 0, or prints the status or error on stderr and exits 1 (3 when the
 replica does not answer within --timeout). With --insecure it asks the client
 port without TLS.
