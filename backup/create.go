@@ -234,8 +234,9 @@ func retryable(err error) bool {
 	switch status.Code(err) {
 	case codes.PermissionDenied, codes.InvalidArgument, codes.Unauthenticated, codes.Unimplemented:
 		return false
+	default:
+		return true
 	}
-	return true
 }
 
 // retryPause is the pause between two rounds over a group's replicas.

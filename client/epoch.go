@@ -59,8 +59,9 @@ func epochChanged(err error) bool {
 	switch st.Code() {
 	case codes.FailedPrecondition, codes.Aborted:
 		return strings.Contains(st.Message(), apipb.EpochChangedText)
+	default:
+		return false
 	}
-	return false
 }
 
 // learnEpoch asks group g for its epoch and keeps it when it is newer.

@@ -47,7 +47,7 @@ func (s *sim) requestNow(entry partition.GroupID, m multicast.Message) []byte {
 
 // only returns the outcome of the one request of an entry of requests.
 func only(result error) error {
-	if errs, ok := result.(group.RequestErrors); ok && len(errs) == 1 {
+	if errs := group.RequestErrors(nil); errors.As(result, &errs) && len(errs) == 1 {
 		return errs[0]
 	}
 	return result

@@ -32,7 +32,7 @@ func TestEpochChange(t *testing.T) {
 	if !errors.Is(err, rawnode.ErrEpochChanged) || !errors.As(err, &ee) || ee.Epoch != 2 {
 		t.Errorf("a request of epoch 1 after the change: %v, want epoch changed naming epoch 2", err)
 	}
-	if errs, _ := r.apply(EncodeRequestsAt(2, []multicast.Message{reqMsg(anon(1), 2, 0, 1)})).(RequestErrors); len(errs) != 1 || errs[0] != nil {
+	if errs := RequestErrors(nil); !errors.As(r.apply(EncodeRequestsAt(2, []multicast.Message{reqMsg(anon(1), 2, 0, 1)})), &errs) || len(errs) != 1 || errs[0] != nil {
 		t.Errorf("a request of epoch 2: %v, want it accepted", errs)
 	}
 	if err := r.apply(EncodeChange(1, BootstrapEpoch(r.cfg.Topology))); !errors.Is(err, rawnode.ErrEpochChanged) {

@@ -105,11 +105,11 @@ func (c *testCluster) powerLoss(g int, rng *rand.Rand, kinds *[5]int) {
 	tr := c.reps[g][i]
 	snapDir := filepath.Join(tr.cfg.Dir, "snapshots")
 	var err error
-	switch {
-	case kind == 0:
+	switch kind {
+	case 0:
 		kinds[0]++
 		err = tr.disk.Arm(1 + rng.Uint64N(12))
-	case kind == 4:
+	case 4:
 		kinds[2]++
 		c.fallBehind(g, i)
 		// One of the syncs of the snapshot the leader installs: the state,

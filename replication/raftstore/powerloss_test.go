@@ -386,11 +386,11 @@ func (c *plCluster) crashPoint(rng *rand.Rand, kinds *[4]int) {
 		}
 	}
 	var err error
-	switch {
-	case kind == 0:
+	switch kind {
+	case 0:
 		kinds[0]++
 		err = victim.fs.Arm(1 + rng.Uint64N(12))
-	case kind == 4:
+	case 4:
 		// Crash at one of the syncs of the snapshot the leader installs:
 		// the state, its meta, their directory, the rename.
 		kinds[2]++

@@ -196,7 +196,7 @@ func (s *SnapshotStore) readMeta(id string) (snapMeta, error) {
 	var m snapMeta
 	dec := json.NewDecoder(io.LimitReader(f, 1<<26))
 	if err := dec.Decode(&m); err != nil {
-		return snapMeta{}, fmt.Errorf("raftstore: snapshot %s: meta: %v: %w", id, err, ErrCorrupt)
+		return snapMeta{}, fmt.Errorf("raftstore: snapshot %s: meta: %w: %w", id, err, ErrCorrupt)
 	}
 	if m.ID != id {
 		return snapMeta{}, fmt.Errorf("raftstore: snapshot %s: meta names %q: %w", id, m.ID, ErrCorrupt)

@@ -134,7 +134,7 @@ func (c *Cluster) WaitServing(ctx context.Context, limit time.Duration) error {
 				return fmt.Errorf("hosts: %s exited: %s", r.ID, tail(r.Log))
 			}
 			if time.Now().After(deadline) || ctx.Err() != nil {
-				return fmt.Errorf("hosts: %s does not accept connections at %s after %v: %v", r.ID, r.GRPC(), limit, err)
+				return fmt.Errorf("hosts: %s does not accept connections at %s after %v: %w", r.ID, r.GRPC(), limit, err)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}

@@ -130,10 +130,10 @@ func Available() error {
 	}
 	ns := fmt.Sprintf("%s%d-probe", namePrefix, os.Getpid())
 	if out, err := run("ip", "netns", "add", ns); err != nil {
-		return fmt.Errorf("hosts: cannot make a network namespace (`ip netns add`): %v: %s", err, out)
+		return fmt.Errorf("hosts: cannot make a network namespace (`ip netns add`): %w: %s", err, out)
 	}
 	if out, err := run("ip", "netns", "del", ns); err != nil {
-		return fmt.Errorf("hosts: cannot remove network namespace %s: %v: %s", ns, err, out)
+		return fmt.Errorf("hosts: cannot remove network namespace %s: %w: %s", ns, err, out)
 	}
 	dir, err := os.MkdirTemp("", "fkvj-probe")
 	if err != nil {
@@ -159,7 +159,7 @@ func run(name string, args ...string) (string, error) {
 func (c *Cluster) ip(args ...string) error {
 	out, err := run("ip", args...)
 	if err != nil {
-		return fmt.Errorf("hosts: ip %s: %v: %s", strings.Join(args, " "), err, out)
+		return fmt.Errorf("hosts: ip %s: %w: %s", strings.Join(args, " "), err, out)
 	}
 	return nil
 }
@@ -173,7 +173,7 @@ func Build(ctx context.Context, moduleDir, out string) error {
 	cmd := exec.CommandContext(ctx, gobin, "build", "-o", out, "./cmd/flexkv")
 	cmd.Dir = moduleDir
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("hosts: go build ./cmd/flexkv: %v: %s", err, bytes.TrimSpace(b))
+		return fmt.Errorf("hosts: go build ./cmd/flexkv: %w: %s", err, bytes.TrimSpace(b))
 	}
 	return nil
 }

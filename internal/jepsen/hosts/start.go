@@ -160,7 +160,7 @@ func (c *Cluster) makeRouter() error {
 func (c *Cluster) forward() error {
 	out, err := run("ip", "netns", "exec", c.router, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1", "net.ipv4.conf.all.arp_ignore=1")
 	if err != nil {
-		return fmt.Errorf("hosts: forwarding in %s: %v: %s", c.router, err, out)
+		return fmt.Errorf("hosts: forwarding in %s: %w: %s", c.router, err, out)
 	}
 	return nil
 }
@@ -220,7 +220,7 @@ func (c *Cluster) ips(steps [][]string) error {
 func (c *Cluster) ipGone(args ...string) error {
 	out, err := run("ip", args...)
 	if err != nil && !containsAny(out, "Cannot find device", "No such file", "does not exist") {
-		return fmt.Errorf("hosts: ip %v: %v: %s", args, err, out)
+		return fmt.Errorf("hosts: ip %v: %w: %s", args, err, out)
 	}
 	return nil
 }

@@ -300,15 +300,7 @@ func outcome(err error) history.Type {
 	return history.Info
 }
 
-// encodeList and decodeList convert a list and its stored value.
-func encodeList(list []int64) string {
-	parts := make([]string, len(list))
-	for i, v := range list {
-		parts[i] = strconv.FormatInt(v, 10)
-	}
-	return strings.Join(parts, ",")
-}
-
+// decodeList reads a list from its stored value.
 func decodeList(v []byte) ([]int64, error) {
 	list := []int64{}
 	if len(v) == 0 {
