@@ -181,8 +181,8 @@ func TestForwardingLoopCut(t *testing.T) {
 	// gave the key to g2 would: g2's replica does not send it on.
 	_, err = asNode.Put(with(apipb.UserHeader, "root", apipb.ForwardedByHeader, "g1/r2 0123456789abcdef"), put)
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), apipb.LoopCutText) ||
-		!strings.Contains(err.Error(), "0123456789abcdef") {
-		t.Fatalf("forwarded put sent on: %v, want FailedPrecondition %q naming the sender's fingerprint", err, apipb.LoopCutText)
+		!strings.Contains(err.Error(), "0123456789abcdef") || !strings.Contains(err.Error(), "at epoch 1 here") {
+		t.Fatalf("forwarded put sent on: %v, want FailedPrecondition %q naming the sender's fingerprint and the epoch", err, apipb.LoopCutText)
 	}
 	if g, err := dial(t, l, l.cfg.Cluster.Groups[0].Replicas[0].GRPC).Get(ctx, &apipb.GetRequest{Key: put.Key, Stale: true}); err == nil && g.GetFound() {
 		t.Fatalf("the refused put was written")

@@ -150,8 +150,8 @@ func (s *Server) mustForward(ctx context.Context, target partition.GroupID, lead
 		return false, nil
 	case c.via != "" && target != s.self:
 		return false, status.Errorf(codes.FailedPrecondition,
-			"server: %s: replica %s forwarded a request for group %s to replica %s/%s, whose configuration sends it to group %s: the two run different configurations (fingerprint %s there, %s here); a forwarded request is not forwarded again, and this one did not run",
-			apipb.LoopCutText, c.via, s.group.Name, s.group.Name, s.cfg.NodeID, s.top.Name(target), c.viaFingerprint, s.identity.Fingerprint)
+			"server: %s: replica %s forwarded a request for group %s to replica %s/%s, whose configuration sends it to group %s: the two run different configurations (fingerprint %s there, %s here, at epoch %d here); a forwarded request is not forwarded again, and this one did not run",
+			apipb.LoopCutText, c.via, s.group.Name, s.group.Name, s.cfg.NodeID, s.top.Name(target), c.viaFingerprint, s.identity.Fingerprint, s.replica.Epoch())
 	case c.via != "":
 		// This group's: the sender follows this replica's leader hint.
 		return false, nil
