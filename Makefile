@@ -70,7 +70,7 @@ replay: ## replay one simulator run: SEED=... PROTOCOL=... [GROUPS= MESSAGES= DS
 	$(GO) run ./cmd/flexkv sim $(strip $(REPLAY_FLAGS))
 
 jepsen: ## Jepsen-style runs on hosts under kernel faults, checked: [DURATION=5m PROTOCOLS=flexcast,skeen,tree SEED=N OUT=jepsen-out MODEL=strict-serializable]
-	$(GO) test ./internal/jepsen -run '^TestJepsen$$' -count=1 -v -timeout 3h \
+	$(GO) test ./jepsen -run '^TestJepsen$$' -count=1 -v -timeout 3h \
 		-jepsen.duration=$(DURATION) -jepsen.protocols=$(PROTOCOLS) -jepsen.out=$(abspath $(OUT)) \
 		-jepsen.model=$(MODEL) $(if $(SEED),-jepsen.seed=$(SEED))
 

@@ -52,7 +52,7 @@ var house = []room{
 	{dir: "partition", floor: 0},
 	{dir: "certs", floor: 0},
 	{dir: "internal/invariants", floor: 0},
-	{dir: "internal/jepsen/history", floor: 0},
+	{dir: "jepsen/history", floor: 0},
 	{dir: "overlay", floor: 0, tests: []string{"partition"}},
 	{dir: "api/apipb", floor: 0, ext: slices.Concat(protoExt, gatewayExt), testExt: []string{"go.etcd.io/etcd/api/v3/*"}},
 	{dir: "replication/transport/transportpb", floor: 0, ext: protoExt},
@@ -68,8 +68,8 @@ var house = []room{
 	{dir: "internal/wire", floor: 1, imports: []string{"partition"}},
 	{dir: "kv", floor: 1, imports: []string{"internal/invariants", "partition"}, ext: pebbleExt},
 	{dir: "configs", floor: 1, imports: []string{"partition"}, tests: []string{"multicast", "multicast/protocol"}},
-	{dir: "internal/jepsen/checker", floor: 1, imports: []string{"internal/jepsen/history"}, ext: []string{"github.com/anishathalye/porcupine"}},
-	{dir: "internal/jepsen/hosts", floor: 1, imports: []string{"certs", "partition"}, tests: []string{"client"}, ext: []string{"go.yaml.in/yaml/v3"}},
+	{dir: "jepsen/checker", floor: 1, imports: []string{"jepsen/history"}, ext: []string{"github.com/anishathalye/porcupine"}},
+	{dir: "jepsen/hosts", floor: 1, imports: []string{"certs", "partition"}, tests: []string{"client"}, ext: []string{"go.yaml.in/yaml/v3"}},
 	{dir: "internal/testcluster", floor: 1, imports: []string{"internal/testaddr", "partition"}, ext: append([]string{"go.uber.org/goleak"}, promExt...)},
 	// 2: the ordering contract.
 	{dir: "multicast", floor: 2, imports: []string{"internal/wire", "partition"}},
@@ -123,13 +123,13 @@ var house = []room{
 	{dir: "gtpcc", floor: 7, imports: []string{"client", "gtpcc/procs", "partition", "txn"},
 		tests: []string{"api", "api/apipb", "cluster", "internal/testaddr"},
 		ext:   []string{"github.com/HdrHistogram/hdrhistogram-go", "gonum.org/v1/plot", "gonum.org/v1/plot/*"}, testExt: grpcExt},
-	{dir: "internal/jepsen/workload", floor: 7, imports: []string{"client", "internal/jepsen/history", "txn"},
-		tests: []string{"cluster", "internal/jepsen/checker", "internal/testaddr", "partition"}},
+	{dir: "jepsen/workload", floor: 7, imports: []string{"client", "jepsen/history", "txn"},
+		tests: []string{"cluster", "jepsen/checker", "internal/testaddr", "partition"}},
 	// 8: the in-process clusters (rigs for local, demo and tests).
 	{dir: "cluster", floor: 8, imports: []string{"certs", "multicast/channel", "multicast/check", "multicast/protocol", "partition", "replication", "server", "txn"},
 		tests:   []string{"api", "api/apipb", "client", "gtpcc", "gtpcc/procs", "internal/h2test", "internal/testaddr", "internal/testcluster", "replication/transport/transportpb"},
 		testExt: append(slices.Clone(grpcExt), "google.golang.org/protobuf/types/descriptorpb")},
-	{dir: "internal/jepsen", floor: 8, imports: []string{"client", "internal/jepsen/checker", "internal/jepsen/history", "internal/jepsen/hosts", "internal/jepsen/workload"}},
+	{dir: "jepsen", floor: 8, imports: []string{"client", "jepsen/checker", "jepsen/history", "jepsen/hosts", "jepsen/workload"}},
 	// 9: the benchmark runs, which start clusters; the checks of the files
 	// an operator deploys (code: none; tests: against a running cluster).
 	{dir: "deploy", floor: 9, tests: []string{"cluster", "internal/testaddr", "internal/testcluster"},

@@ -8,7 +8,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/flexkv/flexkv/internal/jepsen/history"
+	"github.com/flexkv/flexkv/jepsen/history"
 )
 
 // regInput is a register operation: a write of v, or a read.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/flexkv/flexkv/client"
-	"github.com/flexkv/flexkv/internal/jepsen/hosts"
+	"github.com/flexkv/flexkv/jepsen/hosts"
 )
 
 // startCluster builds the binary and starts a cluster of hosts, or skips

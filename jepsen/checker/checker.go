@@ -31,7 +31,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flexkv/flexkv/internal/jepsen/history"
+	"github.com/flexkv/flexkv/jepsen/history"
 )
 
 // The kinds of anomaly.

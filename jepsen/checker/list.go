@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/flexkv/flexkv/internal/jepsen/history"
+	"github.com/flexkv/flexkv/jepsen/history"
 )
 
 // tx is one list-append transaction of the history.

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flexkv/flexkv/internal/jepsen/checker"
-	"github.com/flexkv/flexkv/internal/jepsen/history"
-	"github.com/flexkv/flexkv/internal/jepsen/hosts"
+	"github.com/flexkv/flexkv/jepsen/checker"
+	"github.com/flexkv/flexkv/jepsen/history"
+	"github.com/flexkv/flexkv/jepsen/hosts"
 )
 
 // The flags of make jepsen; their defaults are the short run of

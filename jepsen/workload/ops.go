@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/flexkv/flexkv/internal/jepsen/history"
+	"github.com/flexkv/flexkv/jepsen/history"
 	"github.com/flexkv/flexkv/txn"
 )
 

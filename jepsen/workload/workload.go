@@ -35,7 +35,7 @@ import (
 	"time"
 
 	"github.com/flexkv/flexkv/client"
-	"github.com/flexkv/flexkv/internal/jepsen/history"
+	"github.com/flexkv/flexkv/jepsen/history"
 	"github.com/flexkv/flexkv/txn"
 )
 

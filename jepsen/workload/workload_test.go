@@ -10,10 +10,10 @@ import (
 
 	"github.com/flexkv/flexkv/client"
 	"github.com/flexkv/flexkv/cluster"
-	"github.com/flexkv/flexkv/internal/jepsen/checker"
-	"github.com/flexkv/flexkv/internal/jepsen/history"
-	"github.com/flexkv/flexkv/internal/jepsen/workload"
 	"github.com/flexkv/flexkv/internal/testaddr"
+	"github.com/flexkv/flexkv/jepsen/checker"
+	"github.com/flexkv/flexkv/jepsen/history"
+	"github.com/flexkv/flexkv/jepsen/workload"
 	"github.com/flexkv/flexkv/partition"
 )
 

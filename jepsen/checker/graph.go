@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/flexkv/flexkv/internal/jepsen/history"
+	"github.com/flexkv/flexkv/jepsen/history"
 )
 
 // The kinds of dependency, as bits.

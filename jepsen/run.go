@@ -6,10 +6,10 @@
 // on a seeded schedule, and the checker (package checker) on the history
 // written to OUT/<protocol>/history.jsonl (DESIGN 10.4).
 //
-// `make jepsen` runs TestJepsen with its flags; `go test ./internal/jepsen`
+// `make jepsen` runs TestJepsen with its flags; `go test ./jepsen`
 // runs a short version of it, and skips, naming the missing piece, on a
 // machine without root or iproute2. TestCheckHistory checks a history file
-// again: go test ./internal/jepsen -run TestCheckHistory -jepsen.history=FILE.
+// again: go test ./jepsen -run TestCheckHistory -jepsen.history=FILE.
 package jepsen
 
 import (
@@ -25,10 +25,10 @@ import (
 	"time"
 
 	"github.com/flexkv/flexkv/client"
-	"github.com/flexkv/flexkv/internal/jepsen/checker"
-	"github.com/flexkv/flexkv/internal/jepsen/history"
-	"github.com/flexkv/flexkv/internal/jepsen/hosts"
-	"github.com/flexkv/flexkv/internal/jepsen/workload"
+	"github.com/flexkv/flexkv/jepsen/checker"
+	"github.com/flexkv/flexkv/jepsen/history"
+	"github.com/flexkv/flexkv/jepsen/hosts"
+	"github.com/flexkv/flexkv/jepsen/workload"
 )
 
 // Config configures one run.

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flexkv/flexkv/internal/jepsen/history"
+	"github.com/flexkv/flexkv/jepsen/history"
 )
 
 // builder writes a history line by line through history.Writer, then reads

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flexkv/flexkv/internal/jepsen/history"
-	"github.com/flexkv/flexkv/internal/jepsen/hosts"
+	"github.com/flexkv/flexkv/jepsen/history"
+	"github.com/flexkv/flexkv/jepsen/hosts"
 )
 
 // The fault kinds, as the nemesis lines of a history name them.
