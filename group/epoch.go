@@ -146,7 +146,12 @@ func (s *State) EpochConfig() EpochConfig { return s.epochs[len(s.epochs)-1] }
 
 // applyRequestsAt applies an entry of EncodeRequestsAt.
 func (s *State) applyRequestsAt(index uint64, d *wire.Decoder) error {
-	epoch := d.Uvarint()
+	return s.applyRequests(index, d.Uvarint(), d)
+}
+
+// applyRequests applies the requests of an entry, from their count on,
+// each routed at epoch (an entry of EncodeRequests: 1).
+func (s *State) applyRequests(index, epoch uint64, d *wire.Decoder) error {
 	n := d.Count(1)
 	if n > RequestsMax {
 		d.Fail("%d requests, at most %d", n, RequestsMax)

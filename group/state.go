@@ -164,24 +164,8 @@ func (s *State) apply(index uint64, data []byte) error {
 	case entryChange:
 		return s.applyChange(index, d)
 	case entryRequests:
-		n := d.Count(1)
-		if n > RequestsMax {
-			d.Fail("%d requests, at most %d", n, RequestsMax)
-		}
-		ms := make([]multicast.Message, 0, n)
-		for range n {
-			if m := multicast.DecodeMessage(d, s.cfg.Topology.Len()); d.Err() == nil {
-				ms = append(ms, m)
-			}
-		}
-		if err := d.Finish(); err != nil {
-			return fmt.Errorf("%w: group: requests entry %d: %w", multicast.ErrInvalid, index, err)
-		}
-		errs := make(RequestErrors, len(ms))
-		for i, m := range ms {
-			errs[i] = s.request(m, 1)
-		}
-		return errs
+		// Written before epochs: every request routed at epoch 1.
+		return s.applyRequests(index, 1, d)
 	case entryInbound:
 		from := d.Group(s.cfg.Topology.Len())
 		n := d.Count(1)
