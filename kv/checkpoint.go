@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/flexkv/flexkv/internal/syncfs"
+
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -109,7 +111,7 @@ func (s *Store) Checkpoint(name string) (info CheckpointInfo, dropped bool, err 
 	if was, err := readCheckpointInfo(fs, dir); err == nil && was == info {
 		return info, false, nil
 	}
-	if err := mkdirAllSynced(fs, parent); err != nil {
+	if err := syncfs.MkdirAll(fs, parent); err != nil {
 		return CheckpointInfo{}, false, fmt.Errorf("kv: checkpoint %s: %w", name, err)
 	}
 	tmp := dir + ".tmp"
@@ -127,7 +129,7 @@ func (s *Store) Checkpoint(name string) (info CheckpointInfo, dropped bool, err 
 	if err := fs.Rename(tmp, dir); err != nil {
 		return CheckpointInfo{}, false, fmt.Errorf("kv: checkpoint %s: %w", name, err)
 	}
-	if err := syncDir(fs, parent); err != nil {
+	if err := syncfs.SyncDir(fs, parent); err != nil {
 		return CheckpointInfo{}, false, fmt.Errorf("kv: checkpoint %s: %w", name, err)
 	}
 	return info, false, nil
@@ -146,7 +148,7 @@ func writeCheckpointInfo(fs vfs.FS, dir string, info CheckpointInfo) error {
 	if err == nil {
 		err = f.Sync()
 	}
-	return errors.Join(err, f.Close(), syncDir(fs, dir))
+	return errors.Join(err, f.Close(), syncfs.SyncDir(fs, dir))
 }
 
 func readCheckpointInfo(fs vfs.FS, dir string) (CheckpointInfo, error) {
@@ -241,14 +243,14 @@ func (s *Store) DropCheckpoint(name string) error {
 	defer s.commitMu.Unlock()
 	fs := s.opts.FS
 	parent := fs.PathJoin(s.dir, checkpointsDir)
-	if err := mkdirAllSynced(fs, parent); err != nil {
+	if err := syncfs.MkdirAll(fs, parent); err != nil {
 		return fmt.Errorf("kv: drop checkpoint %s: %w", name, err)
 	}
 	f, err := fs.Create(fs.PathJoin(parent, name+droppedSuffix), vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return fmt.Errorf("kv: drop checkpoint %s: %w", name, err)
 	}
-	if err := errors.Join(f.Sync(), f.Close(), fs.RemoveAll(fs.PathJoin(parent, name)), fs.RemoveAll(fs.PathJoin(parent, name+".tmp")), syncDir(fs, parent)); err != nil {
+	if err := errors.Join(f.Sync(), f.Close(), fs.RemoveAll(fs.PathJoin(parent, name)), fs.RemoveAll(fs.PathJoin(parent, name+".tmp")), syncfs.SyncDir(fs, parent)); err != nil {
 		return fmt.Errorf("kv: drop checkpoint %s: %w", name, err)
 	}
 	return nil

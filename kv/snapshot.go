@@ -10,6 +10,8 @@ import (
 	"io"
 	"sync/atomic"
 
+	"github.com/flexkv/flexkv/internal/syncfs"
+
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -344,7 +346,7 @@ func createGen(fs vfs.FS, parent, dir string, po *pebble.Options, rowCacheSlots 
 	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	if err := syncDir(fs, parent); err != nil {
+	if err := syncfs.SyncDir(fs, parent); err != nil {
 		return nil, errors.Join(err, fs.RemoveAll(dir))
 	}
 	h, err := openHandle(dir, po, rowCacheSlots)

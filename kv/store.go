@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/flexkv/flexkv/internal/syncfs"
+
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -215,7 +217,7 @@ func Open(opts Options) (*Store, error) {
 		opts.FS = vfs.Default
 	}
 	fs := opts.FS
-	if err := mkdirAllSynced(fs, opts.Dir); err != nil {
+	if err := syncfs.MkdirAll(fs, opts.Dir); err != nil {
 		return nil, fmt.Errorf("kv: open: %w", err)
 	}
 	gen, fresh, err := readMarker(fs, opts.Dir)
@@ -313,7 +315,7 @@ func writeMarker(fs vfs.FS, dir string, gen uint64, hook func(restoreStep) error
 	if err := fs.Rename(tmp, fs.PathJoin(dir, markerName)); err != nil {
 		return false, errors.Join(err, fs.Remove(tmp))
 	}
-	err = syncDir(fs, dir)
+	err = syncfs.SyncDir(fs, dir)
 	if err == nil && hook != nil {
 		err = hook(stepSwitched)
 	}
@@ -340,44 +342,7 @@ func removeLeftovers(fs vfs.FS, dir string, gen uint64) error {
 		}
 	}
 	if removed {
-		return syncDir(fs, dir)
-	}
-	return nil
-}
-
-func syncDir(fs vfs.FS, dir string) error {
-	f, err := fs.OpenDir(dir)
-	if err != nil {
-		return err
-	}
-	return errors.Join(f.Sync(), f.Close())
-}
-
-// mkdirAllSynced creates dir and the parents it lacks, and syncs the parent
-// of each directory it created, so that a crash cannot lose the store's
-// directory entry itself.
-func mkdirAllSynced(fs vfs.FS, dir string) error {
-	var created []string
-	for d := dir; ; {
-		if _, err := fs.Stat(d); err == nil {
-			break
-		}
-		created = append(created, d)
-		parent := fs.PathDir(d)
-		if parent == d {
-			break
-		}
-		d = parent
-	}
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	for _, d := range created {
-		if parent := fs.PathDir(d); parent != d {
-			if err := syncDir(fs, parent); err != nil {
-				return err
-			}
-		}
+		return syncfs.SyncDir(fs, dir)
 	}
 	return nil
 }

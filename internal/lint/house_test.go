@@ -61,12 +61,13 @@ var house = []room{
 	{dir: "internal/loadgen", floor: 0, ext: []string{"github.com/HdrHistogram/hdrhistogram-go"}},
 	{dir: "internal/testaddr", floor: 0},
 	{dir: "internal/crashfs", floor: 0, ext: []string{"github.com/cockroachdb/pebble/v2/vfs"}},
+	{dir: "internal/syncfs", floor: 0, ext: []string{"github.com/cockroachdb/pebble/v2/vfs"}},
 	{dir: "internal/lint", floor: 0},
 	{dir: "internal/buildinfo", floor: 0},
 	// 1: the deterministic wire encoding, the store, the shipped
 	// configurations.
 	{dir: "internal/wire", floor: 1, imports: []string{"partition"}},
-	{dir: "kv", floor: 1, imports: []string{"internal/invariants", "partition"}, ext: pebbleExt},
+	{dir: "kv", floor: 1, imports: []string{"internal/invariants", "internal/syncfs", "partition"}, ext: pebbleExt},
 	{dir: "configs", floor: 1, imports: []string{"partition"}, tests: []string{"multicast", "multicast/protocol"}},
 	{dir: "jepsen/checker", floor: 1, imports: []string{"jepsen/history"}, ext: []string{"github.com/anishathalye/porcupine"}},
 	{dir: "jepsen/hosts", floor: 1, imports: []string{"certs", "partition"}, tests: []string{"client"}, ext: []string{"go.yaml.in/yaml/v3"}},
@@ -88,7 +89,7 @@ var house = []room{
 		tests: []string{"multicast/tree"}},
 	{dir: "multicast/internal/snaptest", floor: 3, imports: []string{"internal/wire", "multicast", "partition"}, ext: []string{"github.com/google/go-cmp/*"}},
 	{dir: "txn", floor: 3, imports: []string{"internal/wire", "multicast", "partition"}},
-	{dir: "replication/raftstore", floor: 3, imports: []string{"internal/wire"}, tests: []string{"internal/crashfs"}, ext: append(slices.Clone(pebbleExt), raftExt...)},
+	{dir: "replication/raftstore", floor: 3, imports: []string{"internal/syncfs", "internal/wire"}, tests: []string{"internal/crashfs"}, ext: append(slices.Clone(pebbleExt), raftExt...)},
 	// 4: the registry of protocols, the node (core over channel), the
 	// transport, the stored procedures.
 	{dir: "multicast/protocol", floor: 4, imports: []string{"multicast", "multicast/flexcast", "multicast/skeen", "multicast/tree", "partition"}},

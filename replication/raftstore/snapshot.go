@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/flexkv/flexkv/internal/syncfs"
+
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/raft"
 )
@@ -64,7 +66,7 @@ func NewSnapshotStore(fs vfs.FS, dir string, retain int) (*SnapshotStore, error)
 	if retain < 1 {
 		return nil, fmt.Errorf("raftstore: snapshot store: retain %d, want at least 1", retain)
 	}
-	if err := mkdirAllSynced(fs, dir); err != nil {
+	if err := syncfs.MkdirAll(fs, dir); err != nil {
 		return nil, fmt.Errorf("raftstore: snapshot store: %w", err)
 	}
 	s := &SnapshotStore{fs: fs, dir: dir, retain: retain, active: map[string]bool{}}
@@ -322,13 +324,13 @@ func (k *snapSink) finish() error {
 	if err = errors.Join(err, mf.Close()); err != nil {
 		return err
 	}
-	if err := syncDir(fs, k.tmp); err != nil {
+	if err := syncfs.SyncDir(fs, k.tmp); err != nil {
 		return err
 	}
 	if err := fs.Rename(k.tmp, fs.PathJoin(k.store.dir, k.id)); err != nil {
 		return err
 	}
-	return syncDir(fs, k.store.dir)
+	return syncfs.SyncDir(fs, k.store.dir)
 }
 
 // Cancel drops the snapshot.
@@ -358,43 +360,5 @@ func (s *SnapshotStore) reap() error {
 			return fmt.Errorf("raftstore: snapshot store: reap %s: %w", m.ID, err)
 		}
 	}
-	return syncDir(s.fs, s.dir)
-}
-
-func syncDir(fs vfs.FS, dir string) error {
-	d, err := fs.OpenDir(dir)
-	if err != nil {
-		return err
-	}
-	return errors.Join(d.Sync(), d.Close())
-}
-
-// mkdirAllSynced creates dir and the parents it lacks, and syncs the parent
-// of each directory it created: a directory made and not synced into its
-// parent is lost with a power loss, with everything in it, however well
-// its files were synced.
-func mkdirAllSynced(fs vfs.FS, dir string) error {
-	var created []string
-	for d := dir; ; {
-		if _, err := fs.Stat(d); err == nil {
-			break
-		}
-		created = append(created, d)
-		parent := fs.PathDir(d)
-		if parent == d {
-			break
-		}
-		d = parent
-	}
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	for _, d := range created {
-		if parent := fs.PathDir(d); parent != d {
-			if err := syncDir(fs, parent); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return syncfs.SyncDir(s.fs, s.dir)
 }

@@ -31,6 +31,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flexkv/flexkv/internal/syncfs"
+
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/raft"
@@ -133,7 +135,7 @@ func Open(opts Options) (*Store, error) {
 				"path", info.Path, "op", info.OpType.String(), "duration", info.Duration)
 		})
 	}
-	if err := mkdirAllSynced(fs, opts.Dir); err != nil {
+	if err := syncfs.MkdirAll(fs, opts.Dir); err != nil {
 		return nil, errors.Join(fmt.Errorf("raftstore: open %s: %w", opts.Dir, err), fsCloser.Close())
 	}
 	popts := &pebble.Options{FS: fs, CacheSize: opts.CacheBytes, Logger: pebbleLogger{logger}}
