@@ -47,7 +47,7 @@ func TestJepsen(t *testing.T) {
 	if out == "" {
 		out = t.TempDir()
 	}
-	root, err := filepath.Abs("../..")
+	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func startCluster(t *testing.T, protocol string) *hosts.Cluster {
 	}
 	ctx := context.Background()
 	dir := t.TempDir()
-	root, err := filepath.Abs("../../..")
+	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
