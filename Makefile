@@ -22,13 +22,13 @@ DST_MAX ?=
 DROP ?=
 DUP ?=
 PARTITION ?=
-FLUSH_EVERY ?=
+GC_TICKS ?=
 LOG ?=
 ARGS ?=
 REPLAY_FLAGS = --protocol $(PROTOCOL) --seed $(SEED) \
 	$(if $(GROUPS),--groups $(GROUPS)) $(if $(MESSAGES),--messages $(MESSAGES)) \
 	$(if $(DST_MAX),--dst-max $(DST_MAX)) $(if $(DROP),--drop $(DROP)) $(if $(DUP),--dup $(DUP)) \
-	$(if $(PARTITION),--partition $(PARTITION)) $(if $(FLUSH_EVERY),--flush-every $(FLUSH_EVERY)) \
+	$(if $(PARTITION),--partition $(PARTITION)) $(if $(GC_TICKS),--gc-ticks $(GC_TICKS)) \
 	$(if $(LOG),--delivery-log $(LOG)) $(ARGS)
 
 # make jepsen: each protocol's run on hosts (root and iproute2), its
@@ -65,7 +65,7 @@ sim: ## many simulator seeds for every protocol (SEEDS=100000 ordering, DBSEEDS=
 	$(GO) test ./multicast/sim -run '^TestSimSeeds$$' -count=1 -timeout $(SIMTIMEOUT) -sim.seeds=$(SEEDS)
 	$(GO) test ./dbsim -run '^TestSeeds$$' -count=1 -timeout $(SIMTIMEOUT) -dbsim.seeds=$(DBSEEDS)
 
-replay: ## replay one simulator run: SEED=... PROTOCOL=... [GROUPS= MESSAGES= DST_MAX= DROP= DUP= PARTITION= FLUSH_EVERY= LOG= ARGS=]
+replay: ## replay one simulator run: SEED=... PROTOCOL=... [GROUPS= MESSAGES= DST_MAX= DROP= DUP= PARTITION= GC_TICKS= LOG= ARGS=]
 	@test -n "$(SEED)" || { echo "make replay: set SEED (and the other values of the failing run's replay line)" >&2; exit 2; }
 	$(GO) run ./cmd/flexkv sim $(strip $(REPLAY_FLAGS))
 

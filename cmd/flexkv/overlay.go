@@ -15,10 +15,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flexkv/flexkv/gtpcc"
-	"github.com/flexkv/flexkv/multicast/flexcast"
 	"github.com/flexkv/flexkv/overlay"
 	"github.com/flexkv/flexkv/partition"
-	"github.com/flexkv/flexkv/replication"
 	"github.com/flexkv/flexkv/server"
 )
 
@@ -56,13 +54,12 @@ Model (contention-free): a hop costs the one-way latency, half the matrix's
 round trip; every step of a group costs a commit (--commit-ms). FlexCast: the
 client sends to the lca (the lowest-ranked destination), which delivers; every
 other destination delivers after the MSG and the ACK of each destination
-ranked below it, and not before the last flush the lca delivered before the
-message: the rank-0 group multicasts a flush every --flush-ms (the servers'
-period), acknowledged along the ranks, each group to the next, so the flush
-reaches a destination by the path through every group ranked between it and
-the lca. That path is what the groups in between cost: an order that ranks
-distant groups next to each other holds messages back after every flush. The
-model averages over the flush's phase. --notifications also counts each group
+ranked below it. FlexCast's garbage collection holds no message back; with
+--flush-ms the model also counts a flush of that period, a barrier of the kind
+the servers no longer have: the rank-0 group multicasts it, it is
+acknowledged along the ranks, and a destination delivers no message before
+the last flush its lca delivered before it (averaged over the flush's phase).
+--notifications also counts each group
 ranked between two destinations as notified (an upper bound: the servers send
 few notifications). On aws-12 (300 s runs, 0.99 locality, global-only) the
 model with the step the run measured at its clients for the commit (gtpcc
@@ -220,7 +217,7 @@ func newOverlaySuggestCmd() *cobra.Command {
 	f.Float64Var(&sp.HomeSlack, "home-slack", defaultSuggest.HomeSlack, "with --keep-last, how much each client's mean last answer may exceed its own under the configured overlay (and tree), as a fraction; negative: bound only the mean over all clients")
 	f.BoolVar(&sp.Notifications, "notifications", defaultSuggest.Notifications, "count the groups ranked between a message's destinations (FlexCast's notifications)")
 	f.Float64Var(&sp.CommitMs, "commit-ms", defaultSuggest.CommitMs, "cost of one step of a group (a raft commit), in ms")
-	f.Float64Var(&sp.FlushMs, "flush-ms", defaultSuggest.FlushMs, "period of FlexCast's flush, in ms (the servers': a flush every 20 ticks of 20 ms); 0: no flush counted")
+	f.Float64Var(&sp.FlushMs, "flush-ms", defaultSuggest.FlushMs, "period of a garbage-collection flush to model, in ms, a barrier that every message of the rank-0 group waits behind; 0 (the servers': their garbage collection holds no message back): none")
 	f.Uint64Var(&sp.Seed, "seed", 1, "seed of the search: the same seed gives the same suggestion")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object: the suggestion, its predictions and the comparisons")
 	return cmd
@@ -280,12 +277,9 @@ type suggestParams struct {
 
 // defaultSuggest is overlay suggest's defaults, which --overlay auto and
 // --tree auto use with the run's --seed.
-var defaultSuggest = suggestParams{Objective: overlay.First, KeepLast: true, CommitMs: 2, FlushMs: serverFlushMs, HomeSlack: overlay.HomeSlackDefault}
-
-// serverFlushMs is the period of a server's FlexCast flush when its rank-0
-// group delivers anything: flexcast.FlushTicksDefault ticks of the
-// replicas' tick interval.
-const serverFlushMs = float64(flexcast.FlushTicksDefault) * float64(replication.TickIntervalDefault) / float64(time.Millisecond)
+// FlushMs is 0: the servers' FlexCast holds no message back for its garbage
+// collection (multicast/flexcast, gc.go).
+var defaultSuggest = suggestParams{Objective: overlay.First, KeepLast: true, CommitMs: 2, HomeSlack: overlay.HomeSlackDefault}
 
 // model returns the latency model of p for the round trips rtt.
 func (p suggestParams) model(rtt [][]float64) *overlay.Model {

@@ -71,8 +71,8 @@ func TestOverlaySuggestJSON(t *testing.T) {
 	if sug.LastMs > o1.LastMs {
 		t.Errorf("suggestion's last answer %v ms, worse than O1's %v", sug.LastMs, o1.LastMs)
 	}
-	if res.FlushMs != 400 || res.Notifications || res.CommitMs != 2 {
-		t.Errorf("flush_ms %v, notifications %v, commit_ms %v; want the servers' 400 ms flush, no notifications, 2 ms", res.FlushMs, res.Notifications, res.CommitMs)
+	if res.FlushMs != 0 || res.Notifications || res.CommitMs != 2 {
+		t.Errorf("flush_ms %v, notifications %v, commit_ms %v; want no flush (the servers have none), no notifications, 2 ms", res.FlushMs, res.Notifications, res.CommitMs)
 	}
 	if res.HomeSlack != 1 || len(sug.HomeLastMs) != 12 || len(o1.HomeLastMs) != 12 {
 		t.Fatalf("home_slack %v, want 1 (the default); home_last_ms of %d and %d clients, want 12", res.HomeSlack, len(sug.HomeLastMs), len(o1.HomeLastMs))

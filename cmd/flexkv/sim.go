@@ -107,7 +107,7 @@ run exactly. Exits 0 when ok, 1 on a violated property, 2 on a bad flag.`,
 	f.StringVar(&cfg.Tree, "tree", "", "tree of the aws-12 regions: T1, T2 or T3 (default T1)")
 	f.IntVar(&cfg.OutboxMax, "outbox-max", 0, fmt.Sprintf("unacknowledged envelopes per link before a group refuses requests (0: %d)", sim.OutboxMaxDefault))
 	f.IntVar(&cfg.Changes, "changes", 0, fmt.Sprintf("changes of the epoch (same overlay) during the submissions (at most %d)", sim.ChangesMax))
-	f.IntVar(&cfg.FlushEvery, "flush-every", 0, fmt.Sprintf("FlexCast: a flush after this many deliveries at rank 0 (0: %d)", flexcast.FlushEveryDefault))
+	f.IntVar(&cfg.GCTicks, "gc-ticks", 0, fmt.Sprintf("FlexCast: a garbage-collection round every this many ticks of 10 ms (0: %d)", flexcast.GCTicksDefault))
 	f.IntVar(&cfg.HoldbackMax, "holdback-max", 0, fmt.Sprintf("out-of-order frames kept per link (0: %d)", sim.HoldbackMaxDefault))
 	f.Float64Var(&cfg.LivenessMs, "liveness-ms", 0, fmt.Sprintf("simulated ms after the faults end to finish in (0: %g)", sim.LivenessMsDefault))
 	f.IntVar(&cfg.EventsMax, "events-max", 0, fmt.Sprintf("events one run may process (0: %d)", sim.EventsMaxDefault))

@@ -87,7 +87,7 @@ func TestSimBadFlags(t *testing.T) {
 		{[]string{"--protocol", "tree", "--drop", "0.7"}, "drop 0.7 out of range"},
 		{[]string{"--protocol", "tree", "--dup", "abc"}, `invalid argument "abc" for "--dup"`},
 		{[]string{"--protocol", "tree", "--dst-max", "9"}, "dst-max 9 out of range"},
-		{[]string{"--protocol", "tree", "--flush-every", "2"}, "flush-every 2: want 0, or a positive count with protocol flexcast"},
+		{[]string{"--protocol", "tree", "--gc-ticks", "2"}, "gc-ticks 2: want 0, or a positive count with protocol flexcast"},
 		{[]string{"--protocol", "tree", "--groups", "5", "--tree", "T2"}, "need the aws-12 matrix"},
 		{[]string{"--protocol", "tree", "--overlay", "O7"}, `unknown overlay "O7"`},
 		{[]string{"--protocol", "tree", "--latency-mode", "slow"}, `unknown latency mode "slow"`},

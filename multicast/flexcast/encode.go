@@ -18,6 +18,8 @@ const (
 	envMsg   envKind = 1 // MSG{m, history, notifs}: the lca to another destination
 	envAck   envKind = 2 // ACK{m.id, m.dst, history, notifs, notifier?, notifID?}
 	envNotif envKind = 3 // NOTIF{m.id, m.dst, history, notifID}
+	envHist  envKind = 4 // HIST{history}: chains shipped up for garbage collection
+	envCut   envKind = 5 // CUT{positions}: a stable cut (gc.go), from any group to any
 )
 
 // entry is one element of a chain: a message id and its destinations.
@@ -27,16 +29,12 @@ type entry struct {
 }
 
 // segment is a piece of one owner's chain: consecutive entries of the
-// owner's delivery order (global messages only).
-//
-// restart marks a segment that its sender starts again at the flush it last
-// truncated at (its diffs to every descendant start there after a cut): a
-// receiver that does not hold that flush in the owner's chain yet holds the
-// envelope back until it does (see Core.checkEnvelope).
+// owner's delivery order (global messages only), the first at position
+// start.
 type segment struct {
 	owner   partition.GroupID
+	start   uint64
 	entries []entry
-	restart bool
 }
 
 // notifRef names one notification: the group notified and the notifier's id
@@ -63,27 +61,30 @@ type envelope struct {
 // envFormat is the format of the envelopes this build writes and reads: the
 // high four bits of an envelope's first byte, the kind the low four.
 //
-// Format 3: after the first byte, an MSG's payload (a varint length, then the
+// Format 4: after the first byte, an MSG's payload (a varint length, then the
 // bytes), then everything else in one stream of bits (bits.go) to the end of
 // the envelope: message ids through the link's memory (linkIDs), history
 // entries with their destinations besides their chain's owner, which every
-// entry of the chain is addressed to. Format 3 adds one bit per history
-// segment to format 2 (restart); formats 1 (first byte 1-3, varints, ids and
-// sets in full) and 2 are no longer read.
-const envFormat = 3
+// entry of the chain is addressed to. A CUT is the first byte and a varint
+// per group. Format 4 names the position of each history segment in its
+// owner's order, and adds HIST and CUT; formats 1 (first byte 1-3, varints,
+// ids and sets in full), 2 and 3 (flushes) are no longer read.
+const envFormat = 4
 
 // appendEnvelope appends e, sent on the link that k remembers, in a cluster
 // of n groups. The bits after the payload:
 //
-//	id          the message's (linkIDs.writeID)
-//	dst         n bits
+//	id          the message's (linkIDs.writeID); not in a HIST
+//	dst         n bits; not in a HIST
 //	segments    bits.Len(n) bits: their number; then each: the owner, as
 //	            the step from the previous one's plus one (from -1) less one
-//	            in an exponential-Golomb code of order 0; 1 bit, set if the
-//	            segment starts at the last entry of the owner's chain that
-//	            the link carried (linkIDs.last), which is then left out; 1
-//	            bit, restart; the number of entries written less one (order
-//	            2); those entries (appendEntryBits)
+//	            in an exponential-Golomb code of order 0; where it starts,
+//	            as its position less that of the last entry of the owner's
+//	            chain that the link carried (linkIDs.last, at linkIDs.end
+//	            less one; -1 if none) in an exponential-Golomb code of order
+//	            0: 0 when it starts at that entry, which is then left out;
+//	            the number of entries written less one (order 2); those
+//	            entries (appendEntryBits)
 //	msg, ack:   notifications: bits.Len(n) bits, their number; each: the
 //	            group in bits.Len(n) bits and the id (order 0)
 //	ack:        1 bit, notified; if set, the notifier in bits.Len(n) bits
@@ -96,28 +97,30 @@ func appendEnvelope(b []byte, e *envelope, n int, k *linkIDs) []byte {
 	}
 	w := bitWriter{b: b}
 	gw := uint(bits.Len(uint(n)))
-	k.writeID(&w, e.msg.ID)
-	w.write(uint64(e.msg.Dst), uint(n))
+	if e.kind != envHist {
+		k.writeID(&w, e.msg.ID)
+		w.write(uint64(e.msg.Dst), uint(n))
+	}
 	w.write(uint64(len(e.history)), gw)
 	prev := -1
 	for _, s := range e.history {
 		w.golomb(uint64(int(s.owner)-prev-1), 0)
 		prev = int(s.owner)
 		es := s.entries
-		if last := k.last[s.owner]; len(es) > 1 && es[0] == last {
-			w.write(1, 1)
-			es = es[1:]
-		} else {
-			w.write(0, 1)
+		// The sender's diffs start at the last entry shipped on the link or
+		// later (Core.diff): the step is never negative.
+		if s.start+1 < k.end[s.owner] {
+			panic(fmt.Sprintf("flexcast: history of group %d at %d, before the link's end %d", s.owner, s.start, k.end[s.owner]))
 		}
-		if s.restart {
-			w.write(1, 1)
-		} else {
-			w.write(0, 1)
+		step := s.start + 1 - k.end[s.owner]
+		w.golomb(step, 0)
+		if step == 0 {
+			es = es[1:]
 		}
 		w.golomb(uint64(len(es)-1), 2)
 		appendEntryBits(&w, es, s.owner, n, k)
 		k.last[s.owner] = es[len(es)-1]
+		k.end[s.owner] = s.start + uint64(len(s.entries))
 	}
 	switch e.kind {
 	case envMsg, envAck:
@@ -146,8 +149,9 @@ func appendEnvelope(b []byte, e *envelope, n int, k *linkIDs) []byte {
 // envelope could hold: an entry's id takes its client's slot (bits.Len(used)
 // bits, at least 1 once the link knows a client; before that, none, and the
 // client's 64 bits follow) and a sequence delta of at least 3 bits, its
-// destinations at least 1 bit. Consecutive flushes on a link that knows one
-// client take exactly 5 bits each.
+// destinations at least 1 bit. Consecutive messages of one client to the
+// same destinations, on a link that knows that client only, take exactly 5
+// bits each.
 const entryBitsMin = 5
 
 // decodeEnvelope parses an envelope of a cluster of n groups, sent on the
@@ -185,13 +189,18 @@ func decodeBits(e *envelope, b []byte, n int, k *linkIDs, hist []segment, notifs
 		return err
 	}
 	r := bitReader{b: rest}
-	e.msg.ID = k.readID(&r)
-	e.msg.Dst = partition.GroupSet(r.read(uint(n)))
-	if !r.bad && e.msg.Dst.Empty() {
-		return fmt.Errorf("message %s has no destination", e.msg.ID)
+	if e.kind != envHist {
+		e.msg.ID = k.readID(&r)
+		e.msg.Dst = partition.GroupSet(r.read(uint(n)))
+		if !r.bad && e.msg.Dst.Empty() {
+			return fmt.Errorf("message %s has no destination", e.msg.ID)
+		}
 	}
 	if e.history, err = decodeHistory(&r, n, k, hist); err != nil {
 		return err
+	}
+	if e.kind == envHist && len(e.history) == 0 && !r.bad {
+		return errors.New("HIST without history")
 	}
 	if err := decodeTail(e, &r, n, notifs); err != nil {
 		return err
@@ -215,7 +224,7 @@ func decodeHeader(e *envelope, b []byte) ([]byte, error) {
 		}
 		return nil, fmt.Errorf("flexcast envelope of format %d, this build reads format %d only (every group must run the same format)", f, envFormat)
 	}
-	if e.kind < envMsg || e.kind > envNotif {
+	if e.kind < envMsg || e.kind > envHist {
 		return nil, fmt.Errorf("unknown flexcast envelope kind %d", e.kind)
 	}
 	rest := b[1:]
@@ -251,8 +260,7 @@ func decodeHistory(r *bitReader, n int, k *linkIDs, hist []segment) ([]segment, 
 		}
 		s := &hist[i]
 		step := r.golomb(0)
-		cont := r.read(1) == 1
-		restart := r.read(1) == 1
+		at := r.golomb(0)
 		cnt := r.golomb(2) + 1
 		owner := uint64(prev+1) + step
 		switch {
@@ -264,14 +272,18 @@ func decodeHistory(r *bitReader, n int, k *linkIDs, hist []segment) ([]segment, 
 			return nil, fmt.Errorf("history segment of %d entries in %d bits", cnt, r.left())
 		}
 		s.owner = partition.GroupID(owner)
-		s.restart = restart
 		prev = int(owner)
 		skip := uint64(0)
+		cont := at == 0
 		if cont {
-			if k.last[s.owner].dst.Empty() {
+			if k.end[s.owner] == 0 {
 				return nil, fmt.Errorf("history of group %d continues, and the link carried none", s.owner)
 			}
 			skip = 1
+		}
+		s.start = k.end[s.owner] + at - 1
+		if s.start >= 1<<62 {
+			return nil, fmt.Errorf("history of group %d at position %d", s.owner, s.start)
 		}
 		if cnt+skip <= uint64(cap(s.entries)) {
 			s.entries = s.entries[:cnt+skip]
@@ -285,6 +297,7 @@ func decodeHistory(r *bitReader, n int, k *linkIDs, hist []segment) ([]segment, 
 			return nil, err
 		}
 		k.last[s.owner] = s.entries[len(s.entries)-1]
+		k.end[s.owner] = s.start + uint64(len(s.entries))
 	}
 	if segs == 0 {
 		return nil, nil
@@ -336,4 +349,29 @@ func decodeTail(e *envelope, r *bitReader, n int, notifs []notifRef) error {
 		e.notifIDOut = r.golomb(0)
 	}
 	return nil
+}
+
+// appendCut appends a CUT envelope: the first byte, then a varint per group.
+func appendCut(b []byte, cut []uint64) []byte {
+	b = append(b, envFormat<<4|byte(envCut))
+	for _, p := range cut {
+		b = wire.AppendUvarint(b, p)
+	}
+	return b
+}
+
+// decodeCut parses a CUT envelope of a cluster of n groups.
+func decodeCut(b []byte, n int) ([]uint64, error) {
+	if f := b[0] >> 4; f != envFormat {
+		return nil, fmt.Errorf("flexcast envelope of format %d, this build reads format %d only (every group must run the same format)", f, envFormat)
+	}
+	d := wire.NewDecoder(b[1:])
+	cut := make([]uint64, n)
+	for o := range cut {
+		cut[o] = d.Uvarint()
+	}
+	if err := d.Finish(); err != nil {
+		return nil, fmt.Errorf("%w: CUT: %w", wire.ErrCorrupt, err)
+	}
+	return cut, nil
 }

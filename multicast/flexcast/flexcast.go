@@ -24,21 +24,23 @@
 // delivered every message it knew was addressed to it when notified
 // (answering earlier produces ordering cycles). See notifyNext.
 //
-// Histories are trimmed by a flush: the rank-0 group multicasts a flush to
-// every group every FlushEvery deliveries (or after FlushTicks ticks with
-// deliveries). A flush is acknowledged along the ranks, each group to the
-// next one only, not to every group above: n-2 acks instead of
-// (n-1)(n-2)/2, and each entry of a chain travels once per rank above its
-// owner instead of once per pair of ranks. See truncate for why a group may
-// cut its histories as soon as it has delivered a flush.
+// Histories are trimmed from stable entries (gc.go): an entry is stable
+// once every destination delivered it and every entry before it in each
+// destination's order is stable. The stable entries of every chain form a
+// prefix, the set of all of them a cut of the delivery orders; any group may
+// drop any stable entry at any time, because no path of the precedence
+// graph between two unstable entries passes through a stable one. Groups
+// learn the cut from each other, off the delivery queues: each group ships
+// its chains up the ranks on a period, computes what it can prove stable,
+// and sends the cut it found down the ranks. Nothing any message waits for
+// is a garbage-collection message, so a group that cannot be reached holds
+// up only the messages that need it.
 package flexcast
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"math/bits"
-	"slices"
 
 	"github.com/flexkv/flexkv/internal/invariants"
 	"github.com/flexkv/flexkv/multicast"
@@ -48,8 +50,9 @@ import (
 // Defaults for zero Config fields.
 const (
 	PendingMaxDefault = 1 << 14
-	FlushEveryDefault = 1024
-	FlushTicksDefault = 20
+	// GCTicksDefault: a garbage-collection round every 10 ticks (200 ms at
+	// the replicas' 20 ms tick).
+	GCTicksDefault = 10
 )
 
 // Config configures a Core.
@@ -62,16 +65,9 @@ type Config struct {
 	// refusing them would break reliability; their number is bounded by the
 	// admission control of the groups that originate them.
 	PendingMax int
-	// FlushEvery: the rank-0 group multicasts a flush after this many
-	// deliveries. Negative: never (tests of unbounded histories only).
-	FlushEvery int
-	// FlushTicks: the rank-0 group also multicasts a flush after this many
-	// ticks if it delivered anything since the last flush. Negative: never.
-	FlushTicks int
-	// FlushIdleTicks: the rank-0 group multicasts a flush after this many
-	// ticks whatever it delivered, so that histories stay bounded when no
-	// traffic involves rank 0. 0: ten times FlushTicks. Negative: never.
-	FlushIdleTicks int
+	// GCTicks: a garbage-collection round (see gc.go) every this many
+	// ticks. Negative: never (tests of unbounded histories only).
+	GCTicks int
 	// Strategies switches parts of the protocol off. Only tests do this, to
 	// show that the simulator and the checker catch the resulting violations.
 	Strategies Strategies
@@ -89,7 +85,7 @@ type Strategies struct {
 // Stats are counters and gauges of a Core.
 type Stats struct {
 	Deliveries     uint64 // application messages delivered
-	Flushes        uint64 // flushes delivered (and histories truncated)
+	Truncations    uint64 // times the stable cut moved and the chains were cut
 	MsgsSent       uint64
 	AcksSent       uint64
 	NotifsSent     uint64
@@ -103,32 +99,35 @@ type Stats struct {
 	Open           int // messages known to be addressed here, not delivered
 	NotifQueue     int // notifications waiting for open dependencies
 	PendingMaxSeen int
-	// Deferred: envelopes held back now until a chain reaches the flush
-	// their sender restarted it at; DeferredMax, the most seen.
-	Deferred    int
-	DeferredMax int
-	// StaleEntries counts history entries received after this group cut
-	// its chains past them (an envelope sent before its sender's cut,
-	// arriving after this group's), dropped on arrival.
+	// StaleEntries counts history entries received after this group had
+	// dropped them as stable (an envelope sent before its sender learned
+	// the cut), dropped on arrival.
 	StaleEntries uint64
-	// DeferredInvalid counts deferred envelopes found invalid when their
-	// wait was over (dropped; only a faulty sender's).
-	DeferredInvalid uint64
-}
-
-// chainRef names an entry of one owner's chain.
-type chainRef struct {
-	owner partition.GroupID
-	id    multicast.MsgID
+	// GCSent counts the garbage-collection envelopes sent: chains shipped
+	// up the ranks, and cuts.
+	GCSent uint64
 }
 
 type chain struct {
+	// base is the position, in the owner's delivery order (global messages
+	// only, from 0), of entries[0]: the stable cut of the owner's order
+	// known here (Core.stable), below which every entry is dropped.
+	base    uint64
 	entries []entry
 	nodes   []int32 // nodes[i]: the dag node of entries[i]
 	index   map[multicast.MsgID]int32
 }
 
 func (c *chain) has(id multicast.MsgID) bool { _, ok := c.index[id]; return ok }
+
+// end is the position after the chain's last entry.
+func (c *chain) end() uint64 { return c.base + uint64(len(c.entries)) }
+
+// pos returns the position of id in the owner's order, if held.
+func (c *chain) pos(id multicast.MsgID) (uint64, bool) {
+	i, ok := c.index[id]
+	return c.base + uint64(i), ok
+}
 
 // notifKey names one notification: who notified whom, with the notifier's id.
 type notifKey struct {
@@ -164,20 +163,18 @@ type Core struct {
 	n    int
 	all  partition.GroupSet
 
-	// chains[o] for o <= self: the known prefix of o's delivery order
-	// (global messages only); chains[self] is this group's own.
+	// chains[o] for o <= self: the known part of o's delivery order (global
+	// messages only) from the stable cut on; chains[self] is this group's
+	// own.
 	chains []chain
-	// sent[d][o] for d > self: last index of chains[o] shipped to d, -1 if
-	// none since the start or the last cut.
-	sent [][]int32
+	// sent[d][o] for d > self: the end position of chains[o] shipped to d
+	// (0: none yet).
+	sent [][]uint64
 	// dag: the precedence graph, with the open dependencies: entries of
 	// ancestors' chains addressed to self, not delivered.
 	dag *dag
-	// knows[h]: chain entries addressed to h, flushes excluded.
+	// knows[h]: chain entries addressed to h.
 	knows []int32
-	// knownEver: every group a (non-flush) chain entry was ever addressed
-	// to, truncated entries included. See notify.
-	knownEver partition.GroupSet
 	// queue[a] for a < self: arrived or expected messages whose lca is a, in
 	// a's delivery order (FIFO channel from a).
 	queue   [][]multicast.MsgID
@@ -188,19 +185,17 @@ type Core struct {
 	blocking map[multicast.MsgID]*pendingNotif
 
 	notifSeq uint64
-	flushSeq uint64
-	// cut: the flush this group last truncated at (zero before the first).
-	cut multicast.MsgID
-	// deferred[a], for an ancestor a: envelopes from a held back, in
-	// arrival order, because the first one restarts a chain at a flush not
-	// held here yet (waits[a] names it: the owner and the flush); the
-	// later ones wait behind it to keep the channel's order. See
-	// checkEnvelope.
-	deferred [][][]byte
-	waits    []chainRef
 
-	sinceFlush      int
-	ticksSinceFlush int
+	// stable[o], for every group o: the stable cut known here, a position
+	// in o's delivery order below which every entry is stable (gc.go). For
+	// o <= self it is chains[o].base.
+	stable []uint64
+	// cutTo[d], d != self: the cut last sent to d (nil: none).
+	cutTo [][]uint64
+	// gcTicks counts the ticks since the last garbage-collection round;
+	// gcSeq numbers the garbage-collection envelopes this group sent.
+	gcTicks int
+	gcSeq   uint64
 
 	out   multicast.Output
 	stats Stats
@@ -236,14 +231,8 @@ func New(cfg Config) (*Core, error) {
 	if cfg.PendingMax < 0 {
 		return nil, fmt.Errorf("flexcast: PendingMax %d < 0", cfg.PendingMax)
 	}
-	if cfg.FlushEvery == 0 {
-		cfg.FlushEvery = FlushEveryDefault
-	}
-	if cfg.FlushTicks == 0 {
-		cfg.FlushTicks = FlushTicksDefault
-	}
-	if cfg.FlushIdleTicks == 0 {
-		cfg.FlushIdleTicks = 10 * cfg.FlushTicks
+	if cfg.GCTicks == 0 {
+		cfg.GCTicks = GCTicksDefault
 	}
 	n := cfg.Topology.Len()
 	c := &Core{
@@ -252,15 +241,14 @@ func New(cfg Config) (*Core, error) {
 		n:       n,
 		all:     cfg.Topology.All(),
 		chains:  make([]chain, cfg.Self+1),
-		sent:    make([][]int32, n),
+		sent:    make([][]uint64, n),
 		dag:     newDAG(),
 		knows:   make([]int32, n),
 		queue:   make([][]multicast.MsgID, cfg.Self),
 		pending: make(map[multicast.MsgID]*pend),
 		links:   make([]linkIDs, n),
-
-		deferred: make([][][]byte, cfg.Self),
-		waits:    make([]chainRef, cfg.Self),
+		stable:  make([]uint64, n),
+		cutTo:   make([][]uint64, n),
 
 		blocking: make(map[multicast.MsgID]*pendingNotif),
 
@@ -270,10 +258,7 @@ func New(cfg Config) (*Core, error) {
 		c.chains[o].index = make(map[multicast.MsgID]int32)
 	}
 	for d := int(cfg.Self) + 1; d < n; d++ {
-		c.sent[d] = make([]int32, cfg.Self+1)
-		for o := range c.sent[d] {
-			c.sent[d][o] = -1
-		}
+		c.sent[d] = make([]uint64, cfg.Self+1)
 	}
 	return c, nil
 }
@@ -296,12 +281,6 @@ func (c *Core) Stats() Stats {
 	s.Pending = len(c.pending)
 	for _, p := range c.pending { //flexkv:unordered a sum
 		s.PendingBytes += len(p.msg.Payload)
-	}
-	for _, q := range c.deferred {
-		s.Deferred += len(q)
-		for _, b := range q {
-			s.PendingBytes += len(b)
-		}
 	}
 	s.Open = c.dag.openLen()
 	s.NotifQueue = len(c.notifQ)
@@ -329,14 +308,10 @@ func (c *Core) Step(in multicast.Input) error {
 			return err
 		}
 	case multicast.InputTick:
-		// Rank 0 counts only its own deliveries; the idle trigger bounds
-		// the other groups' histories when no traffic involves rank 0. It is
-		// slower so that an idle cluster is quiet most of the time.
-		c.ticksSinceFlush++
-		busy := c.cfg.FlushTicks > 0 && c.ticksSinceFlush >= c.cfg.FlushTicks && c.sinceFlush > 0
-		idle := c.cfg.FlushIdleTicks > 0 && c.ticksSinceFlush >= c.cfg.FlushIdleTicks
-		if c.self == 0 && (busy || idle) {
-			c.flush()
+		c.gcTicks++
+		if c.cfg.GCTicks > 0 && c.gcTicks >= c.cfg.GCTicks {
+			c.gcTicks = 0
+			c.gcRound()
 		}
 	default:
 		return fmt.Errorf("%w: flexcast: input kind %d", multicast.ErrInvalid, in.Kind)
@@ -345,19 +320,16 @@ func (c *Core) Step(in multicast.Input) error {
 	return nil
 }
 
-// TimerRunning implements multicast.Timed: the rank-0 group's flush
-// triggers count ticks (FlushTicks, FlushIdleTicks), so it needs them all
-// the time, idle or not (the idle trigger bounds the other groups'
-// histories, which rank 0 cannot see grow). Other groups act on messages
-// only.
+// TimerRunning implements multicast.Timed: a group ticks while it holds
+// history, which the garbage-collection rounds of its ticks ship up and
+// trim (an entry is dropped once it is stable, which the groups learn from
+// each other's rounds). A group whose chains are empty has nothing to ship
+// and no cut to prove.
 func (c *Core) TimerRunning() bool {
-	return c.self == 0 && (c.cfg.FlushTicks > 0 || c.cfg.FlushIdleTicks > 0)
+	return c.cfg.GCTicks > 0 && c.n > 1 && c.historyLen() > 0
 }
 
 func (c *Core) afterStep() {
-	if c.self == 0 && c.cfg.FlushEvery > 0 && c.sinceFlush >= c.cfg.FlushEvery {
-		c.flush()
-	}
 	if h := c.historyLen(); h > c.stats.HistoryLenMax {
 		c.stats.HistoryLenMax = h
 	}
@@ -366,37 +338,30 @@ func (c *Core) afterStep() {
 	}
 }
 
-// onEnvelope takes an envelope from an ancestor: it is held back behind
-// the sender's deferred envelopes, or deferred itself, or acted on; then
-// the deferred envelopes whose wait is over are taken in order.
+// onEnvelope takes an envelope from another group: a cut from any group,
+// anything else from an ancestor.
 func (c *Core) onEnvelope(from partition.GroupID, payload []byte) error {
-	if !c.cfg.Topology.Valid(from) || from >= c.self {
-		return fmt.Errorf("%w: flexcast: group %d from %d: envelopes travel from lower to higher ranks only", multicast.ErrInvalid, c.self, from)
+	if !c.cfg.Topology.Valid(from) || from == c.self {
+		return fmt.Errorf("%w: flexcast: group %d from %d: no such sender", multicast.ErrInvalid, c.self, from)
 	}
 	if len(payload) == 0 {
 		return fmt.Errorf("%w: flexcast: group %d from %d: empty envelope", multicast.ErrInvalid, c.self, from)
 	}
-	if len(c.deferred[from]) > 0 {
-		c.deferred[from] = append(c.deferred[from], bytes.Clone(payload))
-		c.noteDeferred()
+	if envKind(payload[0]&0xf) == envCut {
+		cut, err := decodeCut(payload, c.n)
+		if err != nil {
+			return fmt.Errorf("%w: flexcast: group %d from %d: %w", multicast.ErrInvalid, c.self, from, err)
+		}
+		c.learnCut(cut)
 		return nil
 	}
-	e, wait, err := c.checkEnvelope(from, payload)
+	if from > c.self {
+		return fmt.Errorf("%w: flexcast: group %d from %d: envelopes other than cuts travel from lower to higher ranks only", multicast.ErrInvalid, c.self, from)
+	}
+	e, err := c.checkEnvelope(from, payload)
 	if err != nil {
 		return err
 	}
-	if wait != nil {
-		c.deferred[from] = append(c.deferred[from], bytes.Clone(payload))
-		c.waits[from] = *wait
-		c.noteDeferred()
-		return nil
-	}
-	c.act(from, e)
-	c.retryDeferred()
-	return nil
-}
-
-func (c *Core) act(from partition.GroupID, e *envelope) {
 	switch e.kind {
 	case envMsg:
 		c.onMsg(from, e)
@@ -404,56 +369,11 @@ func (c *Core) act(from partition.GroupID, e *envelope) {
 		c.onAck(from, e)
 	case envNotif:
 		c.onNotif(from, e)
+	case envHist:
+		c.merge(e.history)
+		c.tryDeliver()
 	}
-}
-
-func (c *Core) noteDeferred() {
-	n := 0
-	for _, q := range c.deferred {
-		n += len(q)
-	}
-	c.stats.DeferredMax = max(c.stats.DeferredMax, n)
-}
-
-// retryDeferred takes, in order, the deferred envelopes of each ancestor
-// whose chain now holds the flush they wait for, until none is left whose
-// wait is over. An envelope found invalid now (its sender is faulty: a
-// correct one's envelopes are valid once their wait is over) is dropped and
-// counted in Stats.DeferredInvalid.
-func (c *Core) retryDeferred() {
-	for progress := true; progress; {
-		progress = false
-		for a := range c.deferred {
-			for len(c.deferred[a]) > 0 && c.waitOver(c.waits[a]) {
-				e, wait, err := c.checkEnvelope(partition.GroupID(a), c.deferred[a][0])
-				if wait != nil {
-					// It restarts another chain too: wait for that one.
-					c.waits[a] = *wait
-					continue
-				}
-				c.deferred[a][0] = nil
-				c.deferred[a] = c.deferred[a][1:]
-				if len(c.deferred[a]) == 0 {
-					c.deferred[a] = nil
-				}
-				progress = true
-				if err != nil {
-					c.stats.DeferredInvalid++
-					continue
-				}
-				c.act(partition.GroupID(a), e)
-			}
-		}
-	}
-}
-
-func (c *Core) hasCut() bool { return c.cut != (multicast.MsgID{}) }
-
-// waitOver reports whether a restart at flush w.id may be taken: the chain
-// holds the flush, or this group cut at it or past it (only a faulty
-// sender's envelopes wait that long; they are stale then).
-func (c *Core) waitOver(w chainRef) bool {
-	return c.chains[w.owner].has(w.id) || w.id.Seq <= c.cut.Seq
+	return nil
 }
 
 func (c *Core) checkRequest(m multicast.Message) error {
@@ -473,44 +393,28 @@ func (c *Core) checkRequest(m multicast.Message) error {
 	return nil
 }
 
-// checkEnvelope decodes an envelope and checks that it makes sense here,
-// before anything is changed. A non-nil wait says that the envelope must
-// wait until the chain it names holds the flush it names: the envelope, and
-// every later one from the same sender, is to be held back until then.
-//
-// Every history segment must join the owner's chain held here (start at an
-// entry held), with three exceptions, which flushes make (see truncate):
-//   - the first segment of an owner's chain before any flush (the chain held
-//     is empty): it starts the chain;
-//   - a restart (the sender cut its chains at a flush f and starts its diffs
-//     there) when this group does not hold f in that chain yet: f comes
-//     from this group's predecessor, whose ack for f carries every chain up
-//     to f, and the envelope waits for it;
-//   - a stale segment: sent before its sender's cut, it arrives after this
-//     group's, which dropped its first entries. Those are dropped here too:
-//     the segment holds this group's cut flush, from which the rest joins,
-//     or nothing after it.
-func (c *Core) checkEnvelope(from partition.GroupID, payload []byte) (*envelope, *chainRef, error) {
+// checkEnvelope decodes an envelope from an ancestor and checks that it
+// makes sense here, before anything is changed.
+func (c *Core) checkEnvelope(from partition.GroupID, payload []byte) (*envelope, error) {
 	e := &c.scratch
 	c.linkScratch = c.links[from]
 	if err := decodeInto(e, payload, c.n, &c.linkScratch); err != nil {
-		return nil, nil, fmt.Errorf("%w: flexcast: group %d from %d: %w", multicast.ErrInvalid, c.self, from, err)
+		return nil, fmt.Errorf("%w: flexcast: group %d from %d: %w", multicast.ErrInvalid, c.self, from, err)
 	}
-	kept, wait, stale, err := c.checkHistory(from, e.history)
+	kept, stale, err := c.checkHistory(from, e.history)
 	if err != nil {
-		return nil, nil, err
-	}
-	if wait != nil {
-		return e, wait, nil
+		return nil, err
 	}
 	e.history = kept
-	if err := c.checkAbout(from, e); err != nil {
-		return nil, nil, err
+	if e.kind != envHist {
+		if err := c.checkAbout(from, e); err != nil {
+			return nil, err
+		}
 	}
 	// Accepted: the link's memory moves on as the sender's did.
 	c.links[from] = c.linkScratch
 	c.stats.StaleEntries += stale
-	return e, nil, nil
+	return e, nil
 }
 
 // badEnvelope is checkEnvelope's error for an envelope from that makes no
@@ -519,58 +423,99 @@ func (c *Core) badEnvelope(from partition.GroupID, format string, args ...any) e
 	return fmt.Errorf("%w: flexcast: group %d from %d: %s", multicast.ErrInvalid, c.self, from, fmt.Sprintf(format, args...))
 }
 
-// checkHistory checks the history segments of an envelope from (see
-// checkEnvelope): it returns them with stale entries dropped (reusing h's
-// array) and their number, or the restart to wait for.
-func (c *Core) checkHistory(from partition.GroupID, h []segment) (kept []segment, wait *chainRef, stale uint64, err error) {
+// checkHistory checks the history segments of an envelope from: each is a
+// piece of its owner's order at the positions it names, and joins the
+// chain held here. It returns them with the entries this group dropped as
+// stable already left out, and the number of those. It reorders h in
+// place, a segment dropped whole swapped behind those kept, so that the
+// decoder's buffers, which h's segments are, stay distinct.
+//
+// A segment of a correct sender starts at the last entry it shipped here
+// (the one-entry overlap of diff), or at its own stable cut, which it sent
+// here before (see sendCutTo): the chain held here reaches the segment's
+// start, or the stable cut held here is past it. A gap is an error: the
+// entries in it would be lost.
+func (c *Core) checkHistory(from partition.GroupID, h []segment) (kept []segment, stale uint64, err error) {
 	kept = h[:0]
 	prevOwner := -1
-	for _, s := range h {
+	for i := range h {
+		s := h[i]
 		if s.owner > from {
-			return nil, nil, 0, c.badEnvelope(from, "history of group %d, which is not an ancestor of the sender", s.owner)
+			return nil, 0, c.badEnvelope(from, "history of group %d, which is not an ancestor of the sender", s.owner)
 		}
 		if int(s.owner) <= prevOwner {
-			return nil, nil, 0, c.badEnvelope(from, "history segments out of order")
+			return nil, 0, c.badEnvelope(from, "history segments out of order")
 		}
 		prevOwner = int(s.owner)
 		if len(s.entries) == 0 {
-			return nil, nil, 0, c.badEnvelope(from, "empty history segment of group %d", s.owner)
+			return nil, 0, c.badEnvelope(from, "empty history segment of group %d", s.owner)
 		}
 		ch := &c.chains[s.owner]
-		first := s.entries[0].id
-		switch {
-		case ch.has(first):
-		case s.restart && (!first.IsFlush() || first.Seq == 0):
-			return nil, nil, 0, c.badEnvelope(from, "history of group %d restarts at %s, not at a flush", s.owner, first)
-		case s.restart && !c.waitOver(chainRef{owner: s.owner, id: first}):
-			if wait == nil {
-				wait = &chainRef{owner: s.owner, id: first}
-			}
-		case !s.restart && len(ch.entries) == 0 && !c.hasCut():
-		case c.hasCut():
-			// Stale: keep what follows the cut, if the segment reaches it.
-			i := slices.IndexFunc(s.entries, func(x entry) bool { return x.id == c.cut })
-			if i < 0 {
-				i = len(s.entries)
-			}
+		if s.start < ch.base {
+			k := min(ch.base-s.start, uint64(len(s.entries)))
 			if invariants.Enabled && c.forgottenAll && c.cfg.Strategies == (Strategies{}) {
-				for _, x := range s.entries[:i] {
-					if !c.forgotten[x.id] {
-						invariants.Violated("flexcast: group %d: stale history of group %d from %d holds %s, never truncated here", c.self, s.owner, from, x.id)
+				// Stable entries addressed here were delivered here, and
+				// dropped from this group's own chain (the cut is closed);
+				// others this group may never have held.
+				for _, x := range s.entries[:k] {
+					if x.dst.Has(c.self) && !c.forgotten[x.id] {
+						invariants.Violated("flexcast: group %d: stale history of group %d from %d holds %s, addressed here and never dropped here", c.self, s.owner, from, x.id)
 					}
 				}
 			}
-			stale += uint64(i)
-			if i == len(s.entries) {
+			stale += k
+			s.entries = s.entries[k:]
+			s.start += k
+			if len(s.entries) == 0 {
 				continue
 			}
-			s.entries = s.entries[i:]
-		default:
-			return nil, nil, 0, c.badEnvelope(from, "history of group %d starting at %s does not join the chain held here", s.owner, first)
 		}
-		kept = append(kept, s)
+		end := ch.end()
+		if s.start > end {
+			return nil, 0, c.badEnvelope(from, "history of group %d starts at position %d, past the end of the chain held here, %d", s.owner, s.start, end)
+		}
+		held := min(end-s.start, uint64(len(s.entries)))
+		for k, x := range s.entries[:held] {
+			if y := ch.entries[s.start-ch.base+uint64(k)].id; y != x.id {
+				return nil, 0, c.badEnvelope(from, "history of group %d holds %s at position %d, where %s is held here", s.owner, x.id, s.start+uint64(k), y)
+			}
+		}
+		if id, ok := c.repeated(ch, s.entries[held:]); ok {
+			return nil, 0, c.badEnvelope(from, "history of group %d holds %s twice", s.owner, id)
+		}
+		j := len(kept)
+		h[i] = h[j]
+		h[j] = s
+		kept = h[:j+1]
 	}
-	return kept, wait, stale, nil
+	return kept, stale, nil
+}
+
+// repeated finds an id of es held in ch, or twice in es: an order holds a
+// message once.
+func (c *Core) repeated(ch *chain, es []entry) (multicast.MsgID, bool) {
+	var seen map[multicast.MsgID]bool
+	if len(es) > 16 {
+		seen = make(map[multicast.MsgID]bool, len(es))
+	}
+	for k, x := range es {
+		if ch.has(x.id) {
+			return x.id, true
+		}
+		if seen != nil {
+			if seen[x.id] {
+				return x.id, true
+			}
+			seen[x.id] = true
+			continue
+		}
+		for _, y := range es[:k] {
+			if y.id == x.id {
+				return x.id, true
+			}
+		}
+	}
+	return multicast.MsgID{}, false
 }
 
 // checkAbout checks what an envelope from says about its message: who may
@@ -597,8 +542,8 @@ func (c *Core) checkAbout(from partition.GroupID, e *envelope) error {
 			if next := m.Dst.Above(from).Min(); next != c.self {
 				return c.badEnvelope(from, "notification ACK %s to %s at %d, not at %d, the lowest destination above the sender", m.ID, m.Dst, c.self, next)
 			}
-		} else if !c.acksAwaited(m.ID, m.Dst).Has(from) {
-			return c.badEnvelope(from, "ACK %s from %d, not a destination above the lca that acknowledges it here (a flush: the group before)", m.ID, from)
+		} else if !c.acksAwaited(m.Dst).Has(from) {
+			return c.badEnvelope(from, "ACK %s from %d, not a destination above the lca that acknowledges it here", m.ID, from)
 		}
 	case envNotif:
 		if m.Dst.Has(c.self) || c.self >= m.Dst.Max() {
@@ -632,9 +577,6 @@ func (c *Core) lcaDeliver(m multicast.Message) {
 	for _, d := range m.Dst.Above(c.self).Slice() {
 		c.send(d, &envelope{kind: envMsg, msg: m, history: c.diff(d), notifs: refs})
 		c.stats.MsgsSent++
-	}
-	if m.ID.IsFlush() {
-		c.truncate(m.ID)
 	}
 }
 
@@ -682,8 +624,7 @@ func (c *Core) onAck(from partition.GroupID, e *envelope) {
 // round of deliveries, one answer per round, while notifications kept
 // coming: at 12 groups (seed 5, 30,000 messages) one group held 23,000
 // queued notifications, the destinations waiting for their acks held their
-// messages, the flush behind them was not delivered and the histories above
-// grew without bound. What the wait is for: the ack carries self's history
+// messages, and the histories above grew without bound. What the wait is for: the ack carries self's history
 // to m's destinations above self, and every message addressed to self that
 // precedes m in what self knows must be placed in self's chain in that
 // history, with everything self delivered before it, or a destination may
@@ -695,28 +636,6 @@ func (c *Core) onAck(from partition.GroupID, e *envelope) {
 // ignores such dependencies the same way; an answer given later only
 // carries more of self's history, every entry of it true. The simulator's
 // seeds (make sim) attack the rule.
-//
-// An open flush is the exception: self answers without waiting for it. A
-// flush reaches self twice: its MSG comes from rank 0 directly, and self
-// delivers it only after its predecessor's ack, once the flush has walked
-// the ranks below (acksAwaited); in between it is open at self, a few
-// hundred ms per flush period on a wide overlay, and a notification
-// arriving then waited for the walk (measured on aws-12 under O1: a 402 ms
-// 2nd answer for a 94 ms round trip, 164 ms without the wait). What the
-// wait protects is already guaranteed for a flush f, which every group
-// delivers. A cycle through self's order "x before f" needs two groups
-// that order f and some message z differently; but for groups g < g' that
-// both deliver both, if g orders z before f, g's chain up to f reaches g'
-// before g' delivers f (g' delivers f only after its predecessor's ack,
-// whose history holds, by induction down to g's own ack of f, every chain
-// below up to f), and if g orders f before z, g's MSG or ack for z carries
-// that order to g' before g' delivers z (strategy b): either way g' orders
-// them as g did, without notifications. So every destination d of m
-// orders f and m alike, and learns whatever self delivers before f before
-// it delivers f. testdata/notif_flush.txt is the case; the simulator's
-// seeds attack it with the rest (a review's harness: 20,000 seeds with a
-// flush every 1-3 deliveries at rank 0, the exemption taken 5.3 million
-// times, no cycle, where removing the wait altogether fails by seed 11).
 //
 // A later notification's open dependencies at arrival include every one an
 // earlier queued notification still waits for, so answering in queue order
@@ -731,9 +650,6 @@ func (c *Core) onNotif(from partition.GroupID, e *envelope) {
 		return
 	}
 	for _, id := range c.dag.openIDs(nil) {
-		if id.IsFlush() {
-			continue // see above: the flush's walk carries what the wait would
-		}
 		if c.blocking[id] == nil {
 			pn.blockers = append(pn.blockers, id)
 		}
@@ -840,11 +756,10 @@ func (c *Core) pend(id multicast.MsgID) *pend {
 //     ack's for a destination, which waits for the acks of the groups
 //     notified below it), so it knows every entry any earlier group on the
 //     path knew when it acted, and every group those would have notified
-//     between them and next is known here; with flushes, the chains of a
-//     group on the path and of the one before are cut at the same flushes
-//     or later ones, and an entry a truncation dropped stands for no
-//     notification of a current message (see the use of knownEver
-//     below).
+//     between them and next is known here, but for entries dropped as
+//     stable, which call for no notification: if x, addressed to h, is
+//     stable, so is every message h ordered before x, and each of those
+//     addressed to a destination d of m was delivered by d, before m.
 //   - A notified group h is notified later than under the rule it
 //     replaces, with more history: it waits for every open dependency any
 //     notifier there would have made it wait for, and its ack carries a
@@ -878,9 +793,11 @@ func (c *Core) pend(id multicast.MsgID) *pend {
 // So while B is cut, C owes B the wait for: the messages addressed to B
 // too (B's ack, strategy b); the messages m above; and what follows either
 // kind in what C knows (strategy a: later messages of the same lca, and
-// messages they precede in the histories). Nothing else needs B. The flush,
-// a message to every group that every later message of rank 0 follows,
-// makes C wait for B beyond that (see TestOutageIsolation).
+// messages they precede in the histories). Nothing else needs B: garbage
+// collection sends nothing that anyone waits for (see gc.go and
+// TestOutageIsolation). Once B delivered x, and every destination every
+// message B ordered before x, x is stable; dropped, it no longer makes
+// anyone notify B (knows counts held entries only).
 func (c *Core) notifyNext(id multicast.MsgID, dst partition.GroupSet) []notifRef {
 	if c.cfg.Strategies.NoNotifs {
 		return nil
@@ -889,17 +806,15 @@ func (c *Core) notifyNext(id multicast.MsgID, dst partition.GroupSet) []notifRef
 	if next.Empty() {
 		return nil
 	}
-	// A message no longer in any chain was delivered by its lca before the
-	// flush this group last truncated at. Its destinations may deliver it
-	// before that flush, so the flush does not stand in for the entries the
-	// truncation dropped. For such a message use knownEver: a superset of
-	// what this group would know had it never truncated (it also holds groups
-	// first learned of later, which only adds notifications, each to a group
-	// that some earlier message was addressed to). This happens when a
-	// notification about an old message waited here across a flush.
-	current := c.dag.has(id)
+	// A message in no chain here was dropped as stable: every destination
+	// delivered it, and none waits for a notification about it. (Self acts
+	// on a message after merging a history that holds it: the one that
+	// brought its MSG, or the notification it answers.)
+	if !c.dag.has(id) {
+		return nil
+	}
 	for h := c.self + 1; h < next.Min(); h++ {
-		if c.knows[h] == 0 && (current || !c.knownEver.Has(h)) {
+		if c.knows[h] == 0 {
 			continue
 		}
 		c.notifSeq++
@@ -937,7 +852,7 @@ func (c *Core) deliverable(id multicast.MsgID, p *pend) bool {
 	}
 	dst := p.msg.Dst
 	if !c.cfg.Strategies.NoAcks {
-		if need := c.acksAwaited(id, dst); p.acks&need != need {
+		if need := c.acksAwaited(dst); p.acks&need != need {
 			return false
 		}
 	}
@@ -965,24 +880,15 @@ func (c *Core) deliverable(id multicast.MsgID, p *pend) bool {
 }
 
 // acksAwaited returns the groups whose acks self waits for before it
-// delivers id (strategy b): every destination between the lca and self,
-// and for a flush, which is acknowledged along the ranks (see truncate),
-// only the group before self. acksOwed is the other end: the groups self
-// acknowledges id to once it delivered it.
-func (c *Core) acksAwaited(id multicast.MsgID, dst partition.GroupSet) partition.GroupSet {
-	need := dst.Above(dst.Min()).Below(c.self)
-	if id.IsFlush() {
-		need = need.Above(c.self - 2)
-	}
-	return need
+// delivers a message to dst (strategy b): every destination between the
+// lca and self. acksOwed is the other end: the groups self acknowledges it
+// to once it delivered it.
+func (c *Core) acksAwaited(dst partition.GroupSet) partition.GroupSet {
+	return dst.Above(dst.Min()).Below(c.self)
 }
 
-func (c *Core) acksOwed(id multicast.MsgID, dst partition.GroupSet) partition.GroupSet {
-	to := dst.Above(c.self)
-	if id.IsFlush() {
-		to = to.Below(c.self + 2)
-	}
-	return to
+func (c *Core) acksOwed(dst partition.GroupSet) partition.GroupSet {
+	return dst.Above(c.self)
 }
 
 // remoteDeliver delivers a message whose lca is an ancestor, acknowledges it
@@ -995,24 +901,17 @@ func (c *Core) remoteDeliver(p *pend) {
 	c.emit(m)
 	if !c.cfg.Strategies.NoAcks {
 		refs := c.notifyNext(m.ID, m.Dst)
-		for _, d := range c.acksOwed(m.ID, m.Dst).Slice() {
+		for _, d := range c.acksOwed(m.Dst).Slice() {
 			c.send(d, &envelope{kind: envAck, msg: multicast.Message{ID: m.ID, Dst: m.Dst}, history: c.diff(d), notifs: refs})
 			c.stats.AcksSent++
 		}
 	}
 	c.release(m.ID)
-	if m.ID.IsFlush() {
-		c.truncate(m.ID)
-	}
 }
 
 func (c *Core) emit(m multicast.Message) {
-	if m.ID.IsFlush() {
-		return
-	}
 	c.out.Deliveries = append(c.out.Deliveries, m)
 	c.stats.Deliveries++
-	c.sinceFlush++
 }
 
 // appendChain appends e to owner's chain unless it is there already, with an
@@ -1039,81 +938,63 @@ func (c *Core) appendChain(owner partition.GroupID, e entry) {
 	}
 }
 
-// count adjusts knows for e. Flushes are excluded: a flush is addressed to
-// every group, so an entry for it would make every group in between look
-// like one that must be notified about every message.
+// count adjusts knows for e.
 func (c *Core) count(e entry, delta int32) {
-	if e.id.IsFlush() {
-		return
-	}
-	c.knownEver |= e.dst
 	for x := uint64(e.dst); x != 0; x &= x - 1 {
 		h := lowBit(x)
 		c.knows[h] += delta
 	}
 }
 
-// merge adds a received history: unseen entries are appended to their
-// owner's chain, and consecutive entries of each received segment are joined
-// by an edge (the one-entry overlap between consecutive diffs makes the
-// segments join).
-//
-// A segment from a sender starts at the last entry that sender shipped here
-// (or at the start of the owner's order), so it overlaps the chain held here,
-// which is a prefix of the same order: one lookup finds where it starts, the
-// rest is compared by position, and the edges between its entries are the
-// chain's own.
+// merge adds a received history, checked by checkHistory: each segment
+// names the position of its first entry in its owner's order, reaches the
+// chain held here and agrees with it where they overlap, so the entries past
+// the chain's end are appended in order, each with an edge from the one
+// before: consecutive entries are consecutive deliveries of the owner.
 func (c *Core) merge(h []segment) {
 	for _, s := range h {
 		ch := &c.chains[s.owner]
-		start := 0
-		if len(ch.entries) > 0 {
-			pos, ok := ch.index[s.entries[0].id]
-			if !ok {
-				invariants.Violated("flexcast: group %d: history of group %d starting at %s does not overlap the chain held here", c.self, s.owner, s.entries[0].id)
-			}
-			start = min(len(ch.entries)-int(pos), len(s.entries))
-			if invariants.Enabled {
-				for k := range start {
-					if ch.entries[int(pos)+k].id != s.entries[k].id {
-						invariants.Violated("flexcast: group %d: two histories of group %d disagree at %s", c.self, s.owner, s.entries[k].id)
-					}
-				}
-			}
-		}
-		for _, e := range s.entries[start:] {
+		held := min(ch.end()-s.start, uint64(len(s.entries)))
+		for _, e := range s.entries[held:] {
 			c.appendChain(s.owner, e)
 		}
 	}
 }
 
 // diff returns, for self and each ancestor, the chain from the last entry
-// shipped to d (inclusive) to its end, and marks it shipped.
+// shipped to d (inclusive, when still held) to its end, and marks it
+// shipped. A chain cut past what d was shipped restarts at its base, the
+// stable cut, which sendCutTo sent d before the envelope.
 func (c *Core) diff(d partition.GroupID) []segment {
 	var h []segment
 	for o := range c.chains {
 		ch := &c.chains[o]
-		last := int32(len(ch.entries)) - 1
-		from := c.sent[d][o]
-		// The first diff after a cut restarts every chain at the cut, even
-		// a chain that holds nothing after it: the receiver must hold every
-		// chain up to the cut before it acts on what self sends after it
-		// (see truncate).
-		restart := from < 0 && last >= 0 && c.hasCut() && ch.entries[0].id == c.cut
-		if last < 0 || (from == last && !restart) {
+		end := ch.end()
+		sent := c.sent[d][o]
+		if sent >= end || len(ch.entries) == 0 {
+			// Nothing new, or what is new is stable already: then d learns
+			// that from the cut, as it would before the envelope (send),
+			// also if there is none (a garbage-collection round).
+			if sent < end {
+				c.sendCutTo(d)
+			}
+			c.sent[d][o] = end
 			continue
 		}
-		if from < 0 {
-			from = 0
+		from := ch.base
+		if sent > 0 && sent-1 > from {
+			from = sent - 1
 		}
-		h = append(h, segment{owner: partition.GroupID(o), entries: ch.entries[from:], restart: restart})
-		c.sent[d][o] = last
+		h = append(h, segment{owner: partition.GroupID(o), start: from, entries: ch.entries[from-ch.base:]})
+		c.sent[d][o] = end
 	}
 	return h
 }
 
 func (c *Core) send(to partition.GroupID, e *envelope) {
+	c.sendCutTo(to)
 	var kind multicast.Kind
+	about := e.msg.ID
 	switch e.kind {
 	case envMsg:
 		kind = multicast.KindMsg
@@ -1121,139 +1002,14 @@ func (c *Core) send(to partition.GroupID, e *envelope) {
 		kind = multicast.KindAck
 	case envNotif:
 		kind = multicast.KindNotif
+	case envHist:
+		kind, about = multicast.KindAck, c.gcID()
+		c.stats.GCSent++
 	}
 	for _, s := range e.history {
 		c.stats.EntriesSent += uint64(len(s.entries))
 	}
-	c.out.Sends = append(c.out.Sends, multicast.Send{To: to, Kind: kind, About: e.msg.ID, Payload: appendEnvelope(nil, e, c.n, &c.links[to])})
-}
-
-// flush multicasts a flush from the rank-0 group to every group.
-func (c *Core) flush() {
-	if c.n < 2 {
-		return
-	}
-	c.flushSeq++
-	c.sinceFlush = 0
-	c.ticksSinceFlush = 0
-	c.lcaDeliver(multicast.Message{ID: multicast.MsgID{Client: multicast.FlushClient, Seq: c.flushSeq}, Dst: c.all})
-}
-
-// truncate cuts the history at flush f, which self has just delivered and
-// acknowledged to the next group.
-//
-// A flush is acknowledged along the ranks: group g delivers f once rank 0
-// sent it and g-1 acknowledged it (g-1 did so after delivering it, after
-// g-2's ack, and so on), and acknowledges it to g+1 only. g-1's ack carries
-// its diff, every chain up to f at least: by induction, g-1 held every chain
-// below it up to f when it delivered f. Under a triangle inequality of the
-// links' latencies this delivers f no later than acks from every group below
-// would (the longest path of those is the one through every rank), with n-2
-// acks instead of (n-1)(n-2)/2.
-//
-// Why cutting is safe as soon as self delivered f, without waiting for the
-// other groups (the paper's prototype waited for all of them):
-//   - f is addressed to every group, so by prefix order every message that
-//     precedes f and is addressed to self was delivered by self before f;
-//     nothing addressed here is lost from the chains, and open holds only
-//     messages after f.
-//   - every chain here holds f (the induction above), and an order x < p < y
-//     through a pre-f message p between two post-f messages cannot exist
-//     (p < f < x); an order from a pre-f message to a post-f one is implied
-//     by f, which precedes every post-f entry.
-//   - the first diff self sends a descendant after the cut restarts every
-//     chain at f, marked as a restart, a chain that holds nothing after f
-//     too. The next group holds every chain up to f before anything self
-//     sends from now on (self's ack for f came first on the FIFO channel); a
-//     group further up may not hold f in a chain yet, and holds the envelope
-//     back until it does (checkEnvelope, retryDeferred): its own
-//     predecessor's ack for f brings every chain up to f. So a receiver acts
-//     on what self sends after its cut only once it knows every chain up to
-//     f, all self knew of them when it cut, as when every group acked f to
-//     every group above. Restarting only the chains with entries after f is
-//     not enough: an answer to a notification that arrived after the cut
-//     carries self's order of messages before f, which the destination above
-//     then learns only from the acks for f (testdata/notif_after_cut.txt).
-//     The predecessor's ack does not depend on the envelope, since
-//     everything travels up the ranks, so nothing waits in a cycle.
-//   - an envelope sent before its sender's cut at f may arrive after self
-//     cut at f (self no longer waits for that sender's ack for f): its
-//     history entries before f are known and cut here, and checkEnvelope
-//     drops them. What else it carries is never what self needed to deliver
-//     f: a MSG or a destination's ack about a pre-f message m precedes f's
-//     delivery here, since self delivers m before f and waits for them; a
-//     notification, or an ack answering one, concerns a message self
-//     delivers after f or is not a destination of, and is handled as any
-//     late one.
-func (c *Core) truncate(f multicast.MsgID) {
-	c.stats.Flushes++
-	c.cut = f
-	cut := make([]bool, len(c.chains))
-	for o := range c.chains {
-		ch := &c.chains[o]
-		pos, ok := ch.index[f]
-		if !ok {
-			if invariants.Enabled && c.cfg.Strategies == (Strategies{}) {
-				invariants.Violated("flexcast: group %d truncates at %s, missing from chain %d", c.self, f, o)
-			}
-			continue
-		}
-		if invariants.Enabled {
-			if c.forgotten == nil {
-				c.forgotten = make(map[multicast.MsgID]bool)
-			}
-			for _, e := range ch.entries[:pos] {
-				c.forgotten[e.id] = true
-			}
-		}
-		cut[o] = true
-		kept := make([]entry, len(ch.entries)-int(pos))
-		copy(kept, ch.entries[pos:])
-		ch.entries = kept
-		ch.index = make(map[multicast.MsgID]int32, len(kept))
-		for i, e := range kept {
-			ch.index[e.id] = int32(i)
-		}
-	}
-	for d := int(c.self) + 1; d < c.n; d++ {
-		for o := range c.sent[d] {
-			if cut[o] {
-				c.sent[d][o] = -1 // restart (see diff)
-			}
-		}
-	}
-	openBefore := c.dag.openLen()
-	c.linkChains()
-	clear(c.knows)
-	for o := range c.chains {
-		ch := &c.chains[o]
-		for _, e := range ch.entries {
-			c.count(e, 1)
-			if partition.GroupID(o) != c.self && e.dst.Has(c.self) && !c.chains[c.self].has(e.id) {
-				c.dag.open(e.id)
-			}
-		}
-	}
-	if invariants.Enabled && c.dag.openLen() != openBefore && c.cfg.Strategies == (Strategies{}) {
-		invariants.Violated("flexcast: group %d had %d open dependencies before truncating at %s, %d after", c.self, openBefore, f, c.dag.openLen())
-	}
-}
-
-// linkChains rebuilds the dag from the chains: a node per entry and an edge
-// between consecutive entries of each chain, which is all appendChain adds.
-func (c *Core) linkChains() {
-	c.dag.reset()
-	for o := range c.chains {
-		ch := &c.chains[o]
-		ch.nodes = ch.nodes[:0]
-		for i, e := range ch.entries {
-			j := c.dag.node(e.id)
-			if i > 0 {
-				c.dag.edgeIdx(ch.nodes[i-1], j)
-			}
-			ch.nodes = append(ch.nodes, j)
-		}
-	}
+	c.out.Sends = append(c.out.Sends, multicast.Send{To: to, Kind: kind, About: about, Payload: appendEnvelope(nil, e, c.n, &c.links[to])})
 }
 
 func lowBit(x uint64) partition.GroupID { return partition.GroupID(bits.TrailingZeros64(x)) }

@@ -30,8 +30,12 @@ func lettersTopology(t testing.TB, n int) *partition.Topology {
 }
 
 // TestRandomInterleavings multicasts random messages among 3..12 groups over
-// FIFO links served in random order, with flushes, and checks every property
-// of DESIGN 3.1 on the result. The simulator adds faults and latencies on top.
+// FIFO links served in random order, with garbage collection every few
+// ticks (a tick at every group now and then between requests), and checks
+// every property of DESIGN 3.1 on the result, and that once the links are
+// drained and a few rounds have passed every history is empty: every entry
+// became stable and was dropped everywhere. The simulator adds faults and
+// latencies on top.
 func TestRandomInterleavings(t *testing.T) {
 	seeds := 300
 	if testing.Short() {
@@ -41,7 +45,7 @@ func TestRandomInterleavings(t *testing.T) {
 		rng := rand.New(rand.NewPCG(uint64(seed), 7))
 		n := 3 + rng.IntN(10)
 		top := lettersTopology(t, n)
-		net := newFifoNet(t, top, uint64(seed), Config{FlushEvery: 1 + rng.IntN(20)})
+		net := newFifoNet(t, top, uint64(seed), Config{GCTicks: 1 + rng.IntN(3)})
 		chk := check.New(check.Options{Complete: true, Genuine: true})
 		names := func(s partition.GroupSet) []string {
 			var out []string
@@ -68,6 +72,13 @@ func TestRandomInterleavings(t *testing.T) {
 			if err := net.step(Entry(dst), multicast.Request(m)); err != nil {
 				t.Fatal(err)
 			}
+			if rng.IntN(4) == 0 {
+				for g := range net.cores {
+					if err := net.step(partition.GroupID(g), multicast.Tick()); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
 			// Serve a few envelopes between requests so that they overlap.
 			for k := rng.IntN(8); k > 0; k-- {
 				if ok, err := net.serve(rng); !ok || err != nil {
@@ -87,6 +98,24 @@ func TestRandomInterleavings(t *testing.T) {
 		for g, c := range net.cores {
 			if s := c.Stats(); s.Pending != 0 || s.Open != 0 || s.NotifQueue != 0 {
 				t.Fatalf("seed %d: group %d left pending=%d open=%d notifq=%d", seed, g, s.Pending, s.Open, s.NotifQueue)
+			}
+		}
+		// Every entry is stable now: rounds ship the chains up, the top
+		// group proves them, its cut goes down. 4 rounds at most.
+		for range 4 * 3 {
+			for g := range net.cores {
+				if err := net.step(partition.GroupID(g), multicast.Tick()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := net.drain(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for g, c := range net.cores {
+			if s := c.Stats(); s.HistoryLen != 0 || c.TimerRunning() {
+
+				t.Fatalf("seed %d: group %d holds %d history entries (timer running %v) after every entry became stable", seed, g, s.HistoryLen, c.TimerRunning())
 			}
 		}
 	}
@@ -184,7 +213,13 @@ func TestEnvelopeErrors(t *testing.T) {
 		{"msg to non-destination", 2, 0, mk(envelope{kind: envMsg, msg: msg(partition.SetOf(0, 3))})},
 		{"ack from lca", 2, 0, mk(envelope{kind: envAck, msg: msg(partition.SetOf(0, 2))})},
 		{"ack from non-destination", 2, 1, mk(envelope{kind: envAck, msg: msg(partition.SetOf(0, 2))})},
-		{"flush ack skipping a rank", 3, 1, mk(envelope{kind: envAck, msg: multicast.Message{ID: multicast.MsgID{Client: multicast.FlushClient, Seq: 1}, Dst: top.All()}})},
+		{"history without a message", 2, 1, mk(envelope{kind: envHist})},
+		{"history from above", 1, 2, mk(envelope{kind: envHist, history: []segment{{owner: 0, entries: []entry{{id: id, dst: partition.SetOf(0, 2)}}}}})},
+		{"history past the chain's end", 2, 1, mk(envelope{kind: envHist, history: []segment{{owner: 0, start: 5, entries: []entry{{id: id, dst: partition.SetOf(0, 2)}}}}})},
+		{"history repeating an entry", 2, 1, mk(envelope{kind: envHist, history: []segment{{owner: 0, entries: []entry{{id: id, dst: partition.SetOf(0, 2)}, {id: id, dst: partition.SetOf(0, 1)}}}}})},
+		{"cut of another format", 2, 3, []byte{3<<4 | byte(envCut), 0, 0, 0, 0}},
+		{"cut too short", 2, 3, appendCut(nil, []uint64{1, 2, 3})},
+		{"cut too long", 2, 3, appendCut(nil, []uint64{1, 2, 3, 4, 5})},
 		{"notif to destination", 2, 0, mk(envelope{kind: envNotif, msg: msg(partition.SetOf(0, 2, 3))})},
 		{"notif above destinations", 3, 0, mk(envelope{kind: envNotif, msg: msg(partition.SetOf(0, 2))})},
 		{"history of a descendant", 2, 1, mk(envelope{kind: envMsg, msg: msg(partition.SetOf(1, 2)), history: []segment{{owner: 2, entries: []entry{{id: id, dst: partition.SetOf(1, 2)}}}}})},
@@ -216,6 +251,7 @@ func FuzzDecodeEnvelope(f *testing.F) {
 		history: []segment{{owner: 0, entries: []entry{{id: id, dst: partition.SetOf(0, 2)}, {id: multicast.MsgID{Client: 3, Seq: 9}, dst: partition.SetOf(0, 1, 5)}}}}, notifs: []notifRef{{group: 1, id: 4}}}))
 	f.Add(enc(envelope{kind: envAck, msg: multicast.Message{ID: id, Dst: partition.SetOf(0, 3)}, notified: true, notifier: 0, notifID: 2}))
 	f.Add(enc(envelope{kind: envNotif, msg: multicast.Message{ID: id, Dst: partition.SetOf(0, 3)}, notifIDOut: 9}))
+	f.Add(enc(envelope{kind: envHist, history: []segment{{owner: 1, start: 40, entries: []entry{{id: id, dst: partition.SetOf(1, 2)}}}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		e, err := decodeEnvelope(b, 8, &linkIDs{})
 		if err != nil {
@@ -279,7 +315,7 @@ func TestLinkIDs(t *testing.T) {
 				if err := d.Finish(); err != nil {
 					t.Fatal(err)
 				}
-				if back.client != end.k.client || back.seq != end.k.seq || back.used != end.k.used || back.next != end.k.next || back.others != end.k.others || back.last != end.k.last {
+				if back.client != end.k.client || back.seq != end.k.seq || back.used != end.k.used || back.next != end.k.next || back.others != end.k.others || back.last != end.k.last || back.end != end.k.end {
 					t.Fatalf("id %d: link memory changed through a snapshot", i)
 				}
 				if end.sender && !maps.Equal(back.slot, end.k.slot) {
@@ -384,8 +420,7 @@ func TestEnvelopeSegmentCountBound(t *testing.T) {
 	w.write(uint64(partition.SetOf(0, 3)), 4)
 	w.write(1, uint(bits.Len(4))) // one segment
 	w.golomb(0, 0)                // of group 0
-	w.write(0, 1)                 // not continuing the link's last entry
-	w.write(0, 1)                 // no restart
+	w.golomb(1, 0)                // at position 0 (the link carried none)
 	w.golomb(100-1, 2)            // 100 entries
 	for range 400 / 50 {
 		w.write(0, 50)
@@ -396,17 +431,17 @@ func TestEnvelopeSegmentCountBound(t *testing.T) {
 	}
 }
 
-// TestEnvelopeDenseFlushes: a history segment of consecutive flushes takes
-// 5 bits an entry on a link that knows one client (its slot in 1 bit, a
-// sequence delta of 1 in 3, the destinations of the entry before in 1);
-// such an envelope decodes (the decoder's bound on the entries a segment
-// may hold once took 6 bits an entry and refused it, which a simulator
-// run flushing after every delivery found).
-func TestEnvelopeDenseFlushes(t *testing.T) {
+// TestEnvelopeDenseEntries: a history segment of consecutive messages of
+// one client to the same destinations takes 5 bits an entry on a link
+// that knows that client only (its slot in 1 bit, a sequence delta of 1 in
+// 3, the destinations of the entry before in 1); such an envelope decodes
+// (the decoder's bound on the entries a segment may hold once took 6 bits
+// an entry and refused it, which a simulator run found).
+func TestEnvelopeDenseEntries(t *testing.T) {
 	top := lettersTopology(t, 4)
 	var es []entry
 	for seq := range uint64(200) {
-		es = append(es, entry{id: multicast.MsgID{Client: multicast.FlushClient, Seq: seq + 1}, dst: top.All()})
+		es = append(es, entry{id: multicast.MsgID{Client: 9, Seq: seq + 1}, dst: top.All()})
 	}
 	e := envelope{kind: envMsg, msg: multicast.Message{ID: es[len(es)-1].id, Dst: top.All()}, history: []segment{{owner: 0, entries: es}}}
 	var sent, recv linkIDs
@@ -428,55 +463,84 @@ func TestEnvelopeDenseFlushes(t *testing.T) {
 	}
 }
 
-// TestFaultyRestarts: what a faulty ancestor can send about restarts is
-// refused or held without harm, and every state Step leaves restores. A
-// restart at flush 0 (no flush has that number) is refused, not held back
-// (a wait for it would never end); an empty envelope is refused even
-// behind a held one; a restart at a flush not held here is held back with
-// what follows it, and the state restores.
-func TestFaultyRestarts(t *testing.T) {
+// TestSegmentPositions: segments travel with their positions, and what a
+// receiver does with each: a segment that continues the link's last entry
+// (the overlap, one bit), one that starts later after its sender cut its
+// chain, entries the receiver dropped as stable already (stale, dropped
+// and counted), one past the end of the chain held (refused: the entries
+// in between would be lost), one that disagrees with the chain held
+// (refused). Every state Step leaves restores.
+func TestSegmentPositions(t *testing.T) {
 	top := lettersTopology(t, 4)
-	cfg := Config{Self: 3, Topology: top, FlushEvery: -1, FlushTicks: -1}
-	x := multicast.MsgID{Client: 1, Seq: 1}
-	restartAt := func(seq uint64, k *linkIDs) []byte {
-		f := multicast.MsgID{Client: multicast.FlushClient, Seq: seq}
-		e := envelope{kind: envMsg, msg: multicast.Message{ID: x, Dst: partition.SetOf(0, 3)},
-			history: []segment{{owner: 0, restart: true, entries: []entry{{id: f, dst: top.All()}, {id: x, dst: partition.SetOf(0, 3)}}}}}
-		return appendEnvelope(nil, &e, 4, k)
+	cfg := Config{Self: 3, Topology: top, GCTicks: -1}
+	ids := make([]multicast.MsgID, 8)
+	es := make([]entry, len(ids))
+	for i := range ids {
+		ids[i] = multicast.MsgID{Client: 1, Seq: uint64(i + 1)}
+		es[i] = entry{id: ids[i], dst: partition.SetOf(0, 2)}
 	}
-
+	hist := func(k *linkIDs, start uint64, es []entry) []byte {
+		return appendEnvelope(nil, &envelope{kind: envHist, history: []segment{{owner: 0, start: start, entries: es}}}, 4, k)
+	}
 	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var k linkIDs
-	if err := c.Step(multicast.Envelope(0, restartAt(0, &k))); !errors.Is(err, multicast.ErrInvalid) || !strings.Contains(err.Error(), "not at a flush") {
-		t.Errorf("restart at flush 0: got %v, want ErrInvalid naming it", err)
+	step := func(what string, from partition.GroupID, b []byte) error {
+		t.Helper()
+		err := c.Step(multicast.Envelope(from, b))
+		c.Ready()
+		r, rerr := Restore(cfg, c.AppendSnapshot(nil))
+		if rerr != nil {
+			t.Fatalf("%s: Restore: %v", what, rerr)
+		}
+		if !bytes.Equal(r.AppendSnapshot(nil), c.AppendSnapshot(nil)) {
+			t.Fatalf("%s: the restored core encodes differently", what)
+		}
+		return err
 	}
-
-	c, err = New(cfg)
-	if err != nil {
+	if err := step("first", 0, hist(&k, 0, es[:3])); err != nil {
 		t.Fatal(err)
 	}
-	k = linkIDs{}
-	if err := c.Step(multicast.Envelope(0, restartAt(5, &k))); err != nil {
-		t.Fatalf("restart at flush 5: %v", err)
+	// The overlap (entry 2) travels as one bit, and the chain grows by the
+	// rest.
+	if err := step("overlap", 0, hist(&k, 2, es[2:5])); err != nil {
+		t.Fatal(err)
 	}
-	if err := c.Step(multicast.Envelope(0, nil)); !errors.Is(err, multicast.ErrInvalid) {
-		t.Errorf("empty envelope behind a held one: got %v, want ErrInvalid", err)
+	if got := c.chains[0].end(); got != 5 {
+		t.Fatalf("chain 0 ends at %d, want 5", got)
 	}
-	if err := c.Step(multicast.Envelope(0, []byte{0xff})); err != nil {
-		t.Errorf("an envelope behind a held one: %v, want it held too", err)
+	// A cut from above, at 6, past the chain's end: the chain is empty,
+	// based at 6. The sender, which has not learned it, ships from 4:
+	// entries 4 and 5 are stale, 6 and 7 new.
+	if err := step("cut", 2, appendCut(nil, []uint64{6, 0, 0, 0})); err != nil {
+		t.Fatal(err)
 	}
-	c.Ready()
-	if s := c.Stats(); s.Deferred != 2 || s.DeferredMax != 2 {
-		t.Errorf("held %d envelopes (at most %d), want 2", s.Deferred, s.DeferredMax)
+	if got := c.Stats().HistoryLen; got != 0 {
+		t.Fatalf("history after the cut: %d entries, want 0", got)
 	}
-	r, err := Restore(cfg, c.AppendSnapshot(nil))
-	if err != nil {
-		t.Fatalf("Restore of a state with held envelopes: %v", err)
+	if err := step("stale", 0, hist(&k, 4, es[4:8])); err != nil {
+		t.Fatal(err)
 	}
-	if !bytes.Equal(r.AppendSnapshot(nil), c.AppendSnapshot(nil)) {
-		t.Error("restored core encodes differently")
+	if s := c.Stats(); s.StaleEntries != 2 || s.HistoryLen != 2 || c.chains[0].base != 6 {
+		t.Fatalf("stale entries %d, history %d, chain based at %d; want 2, 2 and 6", s.StaleEntries, s.HistoryLen, c.chains[0].base)
+	}
+	before := c.AppendSnapshot(nil)
+	// A gap: position 9 while the chain held ends at 8.
+	gap := k
+	if err := step("gap", 0, hist(&gap, 9, []entry{{id: multicast.MsgID{Client: 1, Seq: 99}, dst: partition.SetOf(0, 3)}})); !errors.Is(err, multicast.ErrInvalid) || !strings.Contains(err.Error(), "past the end") {
+		t.Errorf("gap: got %v, want ErrInvalid naming it", err)
+	}
+	// Disagreeing, from another ancestor: position 6 holds ids[6] here.
+	if err := step("disagreeing", 1, hist(&linkIDs{}, 6, []entry{{id: ids[7], dst: partition.SetOf(0, 2)}})); !errors.Is(err, multicast.ErrInvalid) || !strings.Contains(err.Error(), "where") {
+		t.Errorf("disagreeing segment: got %v, want ErrInvalid naming it", err)
+	}
+	// A cut back is no news: the cut only grows.
+	if err := step("older cut", 2, appendCut(nil, []uint64{1, 0, 0, 0})); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(c.AppendSnapshot(nil), before) {
+		t.Error("refused envelopes changed the state")
 	}
 }

@@ -38,6 +38,9 @@ type linkIDs struct {
 	// starts at the last entry its sender shipped on the link (the
 	// one-entry overlap of diff), which then travels as one bit.
 	last [partition.GroupsMax]entry
+	// end[o]: the position after last[o] in o's order (0: the link
+	// carried no entry of o's chain).
+	end [partition.GroupsMax]uint64
 }
 
 // seenOthers records that an entry of owner's chain went to others too.
@@ -85,7 +88,7 @@ func delta(u uint64) uint64 { return uint64(int64(u>>1) ^ -int64(u&1)) }
 
 // appendLinkIDs appends k, of a cluster of n groups, for a snapshot: the
 // slots in use, their clients and sequences, next, and for each owner the
-// latest other destinations of its entries and its last entry.
+// latest other destinations of its entries, its last entry and the end.
 func appendLinkIDs(b []byte, k *linkIDs, n int) []byte {
 	b = wire.AppendUvarint(b, uint64(k.used))
 	for s := range k.used {
@@ -98,6 +101,7 @@ func appendLinkIDs(b []byte, k *linkIDs, n int) []byte {
 		b = wire.AppendUvarint(b, uint64(k.others[o][1]))
 		b = multicast.AppendMsgID(b, k.last[o].id)
 		b = wire.AppendUvarint(b, uint64(k.last[o].dst))
+		b = wire.AppendUvarint(b, k.end[o])
 	}
 	return b
 }
@@ -131,6 +135,10 @@ func restoreLinkIDs(d *wire.Decoder, k *linkIDs, n int, sender bool) {
 			k.others[o][i] = d.GroupSet(n)
 		}
 		k.last[o] = entry{id: multicast.DecodeMsgID(d), dst: d.GroupSet(n)}
+		k.end[o] = d.Uvarint()
+		if d.Err() == nil && (k.end[o] == 0) != k.last[o].dst.Empty() {
+			d.Fail("link carried chain %d to position %d, last entry %s", o, k.end[o], k.last[o].id)
+		}
 	}
 	if d.Err() != nil {
 		return

@@ -18,7 +18,7 @@ import (
 // environment's commands, new takes
 //
 //	off=history|acks|notifs|notifwait,...   switch strategies off
-//	flush=N                                 flush every N deliveries (default never)
+//	gc=N                                    a garbage-collection round every N ticks (default never)
 func TestScenarios(t *testing.T) {
 	interaction.Run(t, "testdata", scenarioProtocol())
 }
@@ -46,9 +46,9 @@ func scenarioProtocol() interaction.Protocol {
 }
 
 // scenarioConfig is the core's configuration under the new command's
-// options. Scripts have no ticks to spare: flushes come only by count.
+// options. Garbage collection runs only where a script asks for it.
 func scenarioConfig(self partition.GroupID, top *partition.Topology, args interaction.Args) (flexcast.Config, error) {
-	cfg := flexcast.Config{Self: self, Topology: top, FlushEvery: -1, FlushTicks: -1}
+	cfg := flexcast.Config{Self: self, Topology: top, GCTicks: -1}
 	for _, a := range args {
 		switch a.Key {
 		case "off":
@@ -66,12 +66,12 @@ func scenarioConfig(self partition.GroupID, top *partition.Topology, args intera
 					return cfg, fmt.Errorf("unknown strategy %q", v)
 				}
 			}
-		case "flush":
+		case "gc":
 			n, err := strconv.Atoi(a.Vals[0])
 			if err != nil {
-				return cfg, fmt.Errorf("flush: %w", err)
+				return cfg, fmt.Errorf("gc: %w", err)
 			}
-			cfg.FlushEvery = n
+			cfg.GCTicks = n
 		default:
 			return cfg, fmt.Errorf("unknown argument %q", a.Key)
 		}

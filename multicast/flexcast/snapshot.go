@@ -17,6 +17,8 @@ import (
 // (so that another core's snapshot is refused), and snapshotVersion.
 const (
 	snapshotMagic = 'F'
+	// Version 6: the stable cut (stable), chains from it on, positions for
+	// what was shipped (sent, links), the cuts sent (cutTo); no flushes.
 	// Version 5: the flush last cut at (cut) and the envelopes held back
 	// (deferred, waits), for flushes acknowledged along the ranks. Version
 	// 4: the memory of the ids each link carried (links), which
@@ -24,32 +26,32 @@ const (
 	// the blockers it took on arrival (no armed flag); no record of the
 	// notifications issued about each message (version 2's, which
 	// notifyNext does not need).
-	snapshotVersion = 5
+	snapshotVersion = 6
 )
 
 // Snapshot layout. Integers are unsigned varints, ids two of them, sets one
 // (package wire); flags are one byte, 0 or 1.
 //
 //	magic, version, groups n, self
+//	stable[o], o = 0..n-1:   the stable cut
 //	chains[o], o = 0..self:  count, then id and dst per entry, in chain order
-//	sent[d][o]+1:            d = self+1..n-1, o = 0..self
+//	                         (the first at position stable[o])
+//	sent[d][o]:              d = self+1..n-1, o = 0..self
 //	links[g], g != self:     slots used, then client and last sequence per
 //	                         slot, next, and for o = 0..n-1 the two latest
-//	                         other destinations (see linkIDs)
+//	                         other destinations, the last entry and the end
+//	                         (see linkIDs)
 //	open dependencies:       count, then ids in the dag's open order
-//	knownEver
 //	queue[a], a = 0..self-1: count, then ids in queue order
 //	pending:                 count, then by increasing id: id, arrived flag,
 //	                         dst and payload if arrived, acks, notifReq,
 //	                         notifGot (each a count, then notifier, group, id)
 //	notifQ:                  count, then in queue order: id, dst, notifier,
 //	                         notifID, blockers (count, ids)
-//	notifSeq, flushSeq, sinceFlush, ticksSinceFlush
-//	cut:                     the flush's sequence number, 0 if none
-//	deferred[a], a = 0..self-1: count; if any, the wait (owner, flush
-//	                         sequence number), then each envelope's bytes
-//	counters:                Stats.snapshotCounters, then HistoryLenMax,
-//	                         PendingMaxSeen and DeferredMax
+//	notifSeq, gcTicks, gcSeq
+//	cutTo[d], d != self:     0 if none was sent, else 1 and n positions
+//	counters:                Stats.snapshotCounters, then HistoryLenMax and
+//	                         PendingMaxSeen
 //
 // Derived state is rebuilt, not encoded: the chains' indexes; knows (counted
 // from the chains, as truncate does); and the dag. Its edges join the
@@ -76,12 +78,15 @@ func (c *Core) AppendSnapshot(b []byte) []byte {
 		panic(fmt.Sprintf("flexcast: snapshot with undrained output (%d sends, %d deliveries)", len(c.out.Sends), len(c.out.Deliveries)))
 	}
 	b = wire.AppendSnapshotHeader(b, wire.SnapshotHeader{Magic: snapshotMagic, Version: snapshotVersion, Groups: c.n, Self: c.self})
+	for _, p := range c.stable {
+		b = wire.AppendUvarint(b, p)
+	}
 	for o := range c.chains {
 		b = appendEntries(b, c.chains[o].entries)
 	}
 	for d := int(c.self) + 1; d < c.n; d++ {
 		for _, s := range c.sent[d] {
-			b = wire.AppendUvarint(b, uint64(s+1))
+			b = wire.AppendUvarint(b, s)
 		}
 	}
 	for g := range c.links {
@@ -90,7 +95,6 @@ func (c *Core) AppendSnapshot(b []byte) []byte {
 		}
 	}
 	b = appendIDs(b, c.dag.openIDs(nil))
-	b = wire.AppendUvarint(b, uint64(c.knownEver))
 	for _, q := range c.queue {
 		b = appendIDs(b, q)
 	}
@@ -119,27 +123,25 @@ func (c *Core) AppendSnapshot(b []byte) []byte {
 		b = appendIDs(b, pn.blockers)
 	}
 	b = wire.AppendUvarint(b, c.notifSeq)
-	b = wire.AppendUvarint(b, c.flushSeq)
-	b = wire.AppendUvarint(b, uint64(c.sinceFlush))
-	b = wire.AppendUvarint(b, uint64(c.ticksSinceFlush))
-	b = wire.AppendUvarint(b, c.cut.Seq)
-	for a, q := range c.deferred {
-		b = wire.AppendUvarint(b, uint64(len(q)))
-		if len(q) == 0 {
-			continue
-		}
-		b = wire.AppendUvarint(b, uint64(c.waits[a].owner))
-		b = wire.AppendUvarint(b, c.waits[a].id.Seq)
-		for _, env := range q {
-			b = wire.AppendBytes(b, env)
+	b = wire.AppendUvarint(b, uint64(c.gcTicks))
+	b = wire.AppendUvarint(b, c.gcSeq)
+	for g, cut := range c.cutTo {
+		switch {
+		case g == int(c.self):
+		case cut == nil:
+			b = append(b, 0)
+		default:
+			b = append(b, 1)
+			for _, p := range cut {
+				b = wire.AppendUvarint(b, p)
+			}
 		}
 	}
 	for _, v := range c.stats.snapshotCounters() {
 		b = wire.AppendUvarint(b, *v)
 	}
 	b = wire.AppendUvarint(b, uint64(c.stats.HistoryLenMax))
-	b = wire.AppendUvarint(b, uint64(c.stats.PendingMaxSeen))
-	return wire.AppendUvarint(b, uint64(c.stats.DeferredMax))
+	return wire.AppendUvarint(b, uint64(c.stats.PendingMaxSeen))
 }
 
 // Restore returns a core configured by cfg, as New would, in the state that
@@ -168,19 +170,44 @@ func Restore(cfg Config, b []byte) (*Core, error) {
 func (c *Core) restore(d *wire.Decoder) error {
 	c.forgottenAll = false
 	d.SnapshotHeader(wire.SnapshotHeader{Magic: snapshotMagic, Version: snapshotVersion, Groups: c.n, Self: c.self}, "flexcast")
+	for o := range c.stable {
+		c.stable[o] = d.Uvarint()
+		if d.Err() == nil && c.stable[o] >= 1<<62 {
+			d.Fail("stable cut of group %d at %d", o, c.stable[o])
+		}
+	}
 	c.restoreChains(d)
 	for dd := int(c.self) + 1; dd < c.n; dd++ {
 		for o := range c.sent[dd] {
 			v := d.Uvarint()
-			if d.Err() == nil && v > uint64(len(c.chains[o].entries)) {
-				d.Fail("shipped %d entries of chain %d to group %d, which holds %d", v, o, dd, len(c.chains[o].entries))
+			if d.Err() == nil && v > c.chains[o].end() {
+				d.Fail("shipped chain %d to position %d to group %d, past its end, %d", o, v, dd, c.chains[o].end())
 			}
-			c.sent[dd][o] = int32(v) - 1 // bounded by the chain's length above
+			c.sent[dd][o] = v
 		}
 	}
 	for g := range c.links {
 		if g != int(c.self) && d.Err() == nil {
 			restoreLinkIDs(d, &c.links[g], c.n, g > int(c.self))
+		}
+	}
+	// A link carries chains of its sender and its sender's ancestors only,
+	// and a descendant's link no further than what was shipped to it (diff
+	// marks a chain shipped to its end also when nothing of it was left to
+	// ship).
+	for g := range c.links {
+		for o, end := range c.links[g].end {
+			sender := partition.GroupID(g)
+			if g > int(c.self) {
+				sender = c.self
+			}
+			switch {
+			case d.Err() != nil || end == 0:
+			case partition.GroupID(o) > sender:
+				d.Fail("link with group %d carried chain %d", g, o)
+			case g > int(c.self) && end > c.sent[g][o]:
+				d.Fail("link to group %d carried chain %d to %d, past what was shipped, %d", g, o, end, c.sent[g][o])
+			}
 		}
 	}
 	open := restoreIDs(d)
@@ -189,16 +216,14 @@ func (c *Core) restore(d *wire.Decoder) error {
 	c.restorePending(d)
 	c.restoreNotifQ(d)
 	c.notifSeq = d.Uvarint()
-	c.flushSeq = d.Uvarint()
-	c.sinceFlush = decodeInt(d, "deliveries since the last flush")
-	c.ticksSinceFlush = decodeInt(d, "ticks since the last flush")
-	c.restoreDeferred(d)
+	c.gcTicks = decodeInt(d, "ticks since the last garbage-collection round")
+	c.gcSeq = d.Uvarint()
+	c.restoreCutTo(d)
 	for _, v := range c.stats.snapshotCounters() {
 		*v = d.Uvarint()
 	}
 	c.stats.HistoryLenMax = decodeInt(d, "largest history")
 	c.stats.PendingMaxSeen = decodeInt(d, "largest pending count")
-	c.stats.DeferredMax = decodeInt(d, "largest deferred count")
 	if err := d.Finish(); err != nil {
 		return err
 	}
@@ -209,55 +234,26 @@ func (c *Core) restore(d *wire.Decoder) error {
 	if p := len(c.pending) + len(c.notifQ); c.stats.PendingMaxSeen < p {
 		d.Fail("largest pending count %d below the current %d", c.stats.PendingMaxSeen, p)
 	}
-	if n := c.Stats().Deferred; c.stats.DeferredMax < n {
-		d.Fail("largest deferred count %d below the current %d", c.stats.DeferredMax, n)
-	}
-	if c.self == 0 {
-		// Rank 0 receives no envelopes: every flush in its chain is its own.
-		for _, e := range c.chains[0].entries {
-			if e.id.IsFlush() && e.id.Seq > c.flushSeq {
-				d.Fail("chain holds %s, beyond the last flush multicast, %d", e.id, c.flushSeq)
-				break
-			}
-		}
-	}
 	return d.Err()
 }
 
-// restoreDeferred decodes the flush cut at and the envelopes held back.
-// Their bytes are checked when retryDeferred takes them, as on arrival.
-func (c *Core) restoreDeferred(d *wire.Decoder) {
-	if seq := d.Uvarint(); seq > 0 {
-		c.cut = multicast.MsgID{Client: multicast.FlushClient, Seq: seq}
-	}
-	for a := range c.deferred {
-		cnt := d.Count(2)
-		if d.Err() != nil || cnt == 0 {
+// restoreCutTo decodes the cuts last sent to each group.
+func (c *Core) restoreCutTo(d *wire.Decoder) {
+	for g := range c.cutTo {
+		if g == int(c.self) || d.Err() != nil {
 			continue
 		}
-		owner := d.Group(c.n)
-		seq := d.Uvarint()
-		if d.Err() != nil {
-			return
-		}
-		w := chainRef{owner: owner, id: multicast.MsgID{Client: multicast.FlushClient, Seq: seq}}
-		switch {
-		case w.owner > partition.GroupID(a):
-			d.Fail("envelopes from group %d wait for chain %d, which it does not ship", a, w.owner)
-		case seq == 0:
-			d.Fail("envelopes from group %d wait for flush 0", a)
-		}
-		q := make([][]byte, cnt)
-		for i := range q {
-			q[i] = bytes.Clone(d.Bytes())
-			if d.Err() == nil && len(q[i]) == 0 {
-				d.Fail("empty envelope deferred from group %d", a)
+		switch d.Byte() {
+		case 0:
+		case 1:
+			cut := make([]uint64, c.n)
+			for o := range cut {
+				cut[o] = d.Uvarint()
 			}
+			c.cutTo[g] = cut
+		default:
+			d.Fail("cut sent to group %d: bad flag", g)
 		}
-		if d.Err() != nil {
-			return
-		}
-		c.deferred[a], c.waits[a] = q, w
 	}
 }
 
@@ -266,6 +262,7 @@ func (c *Core) restoreDeferred(d *wire.Decoder) {
 func (c *Core) restoreChains(d *wire.Decoder) {
 	for o := range c.chains {
 		ch := &c.chains[o]
+		ch.base = c.stable[o]
 		cnt := d.Count(3)
 		if cnt > math.MaxInt32 {
 			d.Fail("chain %d of %d entries", o, cnt)
@@ -309,6 +306,15 @@ func (c *Core) restoreDAG(d *wire.Decoder, open []multicast.MsgID) {
 		}
 		c.dag.open(id)
 	}
+	// And every such entry not delivered is open (appendChain opens each).
+	for o := range c.self {
+		for _, e := range c.chains[o].entries {
+			if e.dst.Has(c.self) && !c.chains[c.self].has(e.id) && c.dag.openPos[c.dag.index[e.id]] < 0 {
+				d.Fail("%s of group %d's chain, addressed to group %d and not delivered, is no open dependency", e.id, o, c.self)
+				return
+			}
+		}
+	}
 }
 
 func (c *Core) addressedByAncestor(id multicast.MsgID) bool {
@@ -320,11 +326,8 @@ func (c *Core) addressedByAncestor(id multicast.MsgID) bool {
 	return false
 }
 
-// restoreKnows counts the chains' entries into knows and decodes knownEver,
-// which holds every destination counted and possibly more (those of
-// truncated entries).
+// restoreKnows counts the chains' entries into knows.
 func (c *Core) restoreKnows(d *wire.Decoder) {
-	ever := d.GroupSet(c.n)
 	if d.Err() != nil {
 		return
 	}
@@ -333,11 +336,6 @@ func (c *Core) restoreKnows(d *wire.Decoder) {
 			c.count(e, 1)
 		}
 	}
-	if c.knownEver&^ever != 0 {
-		d.Fail("groups ever known %s miss %s, known from the chains", ever, c.knownEver&^ever)
-		return
-	}
-	c.knownEver = ever
 }
 
 // restorePending decodes the queues and the pending messages. Every message
@@ -457,7 +455,7 @@ func (c *Core) restoreNotifQ(d *wire.Decoder) {
 // HistoryLenMax and PendingMaxSeen follow them; the other gauges are
 // computed by Core.Stats.
 func (s *Stats) snapshotCounters() []*uint64 {
-	return []*uint64{&s.Deliveries, &s.Flushes, &s.MsgsSent, &s.AcksSent, &s.NotifsSent, &s.EntriesSent, &s.LateAcks, &s.StaleEntries, &s.DeferredInvalid}
+	return []*uint64{&s.Deliveries, &s.Truncations, &s.MsgsSent, &s.AcksSent, &s.NotifsSent, &s.EntriesSent, &s.LateAcks, &s.StaleEntries, &s.GCSent}
 }
 
 func appendEntries(b []byte, ents []entry) []byte {

@@ -27,14 +27,14 @@ const (
 	featNotifRequired                    // a message waits for notification acks
 	featOpen                             // an open dependency
 	featNotifQueued                      // a notification waits for open dependencies
-	featTruncated                        // the history was truncated at a flush
-	featKnownEver                        // knownEver holds groups no current entry names
-	featDeferred                         // envelopes held back until a chain reaches a flush
+	featTruncated                        // the history was truncated at a stable cut
+	featCutAbove                         // a cut of an order this group does not hold is known
+	featCutSent                          // a cut was sent to another group
 	featCount
 )
 
 var featNames = [featCount]string{"queued message", "early ack", "notification required", "open dependency",
-	"queued notification", "truncated history", "groups known only before a truncation", "deferred envelope"}
+	"queued notification", "truncated history", "cut of a group above", "cut sent"}
 
 // features lists the parts of c's state in use.
 func (c *Core) features() []snapFeature {
@@ -59,28 +59,23 @@ func (c *Core) features() []snapFeature {
 	if c.dag.openLen() > 0 {
 		fs = append(fs, featOpen)
 	}
-	for _, q := range c.deferred {
-		if len(q) > 0 {
-			fs = append(fs, featDeferred)
-			break
-		}
-	}
 	if len(c.notifQ) > 0 {
 		fs = append(fs, featNotifQueued)
 	}
-	if c.stats.Flushes > 0 {
+	if c.stats.Truncations > 0 {
 		fs = append(fs, featTruncated)
 	}
-	var now partition.GroupSet
-	for o := range c.chains {
-		for _, e := range c.chains[o].entries {
-			if !e.id.IsFlush() {
-				now |= e.dst
-			}
+	for o := int(c.self) + 1; o < c.n; o++ {
+		if c.stable[o] > 0 {
+			fs = append(fs, featCutAbove)
+			break
 		}
 	}
-	if c.knownEver != now {
-		fs = append(fs, featKnownEver)
+	for _, cut := range c.cutTo {
+		if cut != nil {
+			fs = append(fs, featCutSent)
+			break
+		}
 	}
 	return fs
 }
@@ -112,7 +107,7 @@ func runSnapshotWorkload(t *testing.T, seed uint64, restores bool, keep func(Con
 	r := &snapRun{
 		t:   t,
 		top: lettersTopology(t, n),
-		cfg: Config{FlushEvery: 1 + rng.IntN(12), FlushTicks: 1 + rng.IntN(4), FlushIdleTicks: 2 + rng.IntN(20)},
+		cfg: Config{GCTicks: 1 + rng.IntN(4)},
 		rng: rng, keep: keep,
 		deliveries: make([][]multicast.MsgID, n),
 	}
@@ -324,8 +319,8 @@ func TestRestoreRejectsBrokenInvariants(t *testing.T) {
 		{"chain holds an id twice", featCount, func(c *Core) {
 			c.chains[0].entries = append(c.chains[0].entries, c.chains[0].entries[0])
 		}, "chain 0 holds"},
-		{"diff pointer beyond its chain", featCount, func(c *Core) { c.sent[1][0] = 2 }, "shipped 3 entries"},
-		{"knownEver misses a group", featCount, func(c *Core) { c.knownEver = c.knownEver.Remove(2) }, "groups ever known"},
+		{"diff pointer beyond its chain", featCount, func(c *Core) { c.sent[1][0] = 3 }, "shipped chain 0 to position 3"},
+		{"link carried a chain to no position", featCount, func(c *Core) { c.links[1].end[0] = 0 }, "link carried chain 0 to position 0"},
 		{"open dependency in no chain", featOpen, func(c *Core) { c.dag.open(stranger) }, "open dependency"},
 		{"queued message not pending", featQueued, func(c *Core) {
 			for a := range c.queue {
@@ -371,21 +366,6 @@ func TestRestoreRejectsBrokenInvariants(t *testing.T) {
 		{"notification at a destination", featNotifQueued, func(c *Core) {
 			c.notifQ[0].dst = c.notifQ[0].dst.Add(c.self)
 		}, "at a destination"},
-		{"deferred waiting for a chain above its sender", featDeferred, func(c *Core) {
-			for a := range c.deferred {
-				if len(c.deferred[a]) > 0 {
-					c.waits[a].owner = partition.GroupID(a) + 1
-				}
-			}
-		}, "which it does not ship"},
-		{"empty deferred envelope", featDeferred, func(c *Core) {
-			for a := range c.deferred {
-				if len(c.deferred[a]) > 0 {
-					c.deferred[a][0] = nil
-				}
-			}
-		}, "empty envelope deferred"},
-		{"largest deferred count below the current", featDeferred, func(c *Core) { c.stats.DeferredMax = 0 }, "largest deferred count"},
 		{"largest history below the current", featQueued, func(c *Core) { c.stats.HistoryLenMax = 0 }, "largest history"},
 		{"largest pending count below the current", featQueued, func(c *Core) { c.stats.PendingMaxSeen = 0 }, "largest pending count"},
 	}
@@ -441,11 +421,10 @@ func TestRestoreRejectsOtherConfigs(t *testing.T) {
 			t.Errorf("%s: got %v, want ErrCorrupt", tc.name, err)
 		}
 	}
-	// A version 4 snapshot (before the deferred envelopes) is refused,
-	// naming both versions.
-	if _, err := Restore(Config{Self: 1, Topology: top}, append([]byte{snapshotMagic, 4}, snap[2:]...)); err == nil ||
-		!strings.Contains(err.Error(), "snapshot version 4, want 5") {
-		t.Errorf("version 4 snapshot: got %v, want a refusal naming versions 4 and 5", err)
+	// A version 5 snapshot (flushes) is refused, naming both versions.
+	if _, err := Restore(Config{Self: 1, Topology: top}, append([]byte{snapshotMagic, 5}, snap[2:]...)); err == nil ||
+		!strings.Contains(err.Error(), "snapshot version 5, want 6") {
+		t.Errorf("version 5 snapshot: got %v, want a refusal naming versions 5 and 6", err)
 	}
 	if _, err := Restore(Config{Self: 7, Topology: top}, snap); err == nil || errors.Is(err, wire.ErrCorrupt) {
 		t.Errorf("Restore with an invalid config: got %v, want New's error", err)
@@ -468,7 +447,7 @@ func TestSnapshotWithUndrainedOutputPanics(t *testing.T) {
 // of 5 along a random run.
 func FuzzRestore(f *testing.F) {
 	top := lettersTopology(f, 5)
-	cfg := Config{Self: 2, Topology: top, FlushEvery: 4}
+	cfg := Config{Self: 2, Topology: top, GCTicks: 1}
 	net := newFifoNet(f, top, 3, cfg)
 	rng := rand.New(rand.NewPCG(3, 3))
 	for i := range 60 {
@@ -485,6 +464,13 @@ func FuzzRestore(f *testing.F) {
 					f.Fatal(err)
 				}
 				break
+			}
+		}
+		if i%4 == 0 {
+			for g := range net.cores {
+				if err := net.step(partition.GroupID(g), multicast.Tick()); err != nil {
+					f.Fatal(err)
+				}
 			}
 		}
 		if i%6 == 0 {

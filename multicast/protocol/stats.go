@@ -62,28 +62,26 @@ const (
 	fcPendingBytes
 	fcOpen
 	fcNotifQueue
-	fcFlushes
+	fcTruncations
 	fcEntriesSent
 	fcLateAcks
-	fcDeferred
 	fcStaleEntries
-	fcDeferredInvalid
+	fcGCSent
 )
 
 var flexcastStats = []Stat{
-	fcHistory:         {"flexcast_history_entries", "FlexCast: entries in the chains of the group's history now.", Gauge, ""},
-	fcHistoryMax:      {"flexcast_history_entries_max", "FlexCast: the most history entries held at once.", Gauge, ""},
-	fcDAG:             {"flexcast_dag_nodes", "FlexCast: nodes of the dependency graph.", Gauge, ""},
-	fcPending:         {"flexcast_pending", "FlexCast: messages received or acked, not delivered.", Gauge, ""},
-	fcPendingBytes:    {"flexcast_pending_bytes", "FlexCast: payload bytes of the messages received and not delivered, and bytes of the envelopes held back.", Gauge, ""},
-	fcOpen:            {"flexcast_open", "FlexCast: messages known to be addressed to the group, not delivered.", Gauge, ""},
-	fcNotifQueue:      {"flexcast_notif_queue", "FlexCast: notifications waiting for open dependencies.", Gauge, ""},
-	fcFlushes:         {"flexcast_flushes_total", "FlexCast: flushes delivered (history truncations).", Counter, ""},
-	fcEntriesSent:     {"flexcast_history_entries_sent_total", "FlexCast: history entries shipped in envelopes.", Counter, ""},
-	fcLateAcks:        {"flexcast_late_acks_total", "FlexCast: acks about messages already delivered.", Counter, ""},
-	fcDeferred:        {"flexcast_deferred", "FlexCast: envelopes held back until a chain reaches the flush their sender restarted it at.", Gauge, ""},
-	fcStaleEntries:    {"flexcast_stale_entries_total", "FlexCast: history entries that arrived after the group cut its chains past them (dropped).", Counter, ""},
-	fcDeferredInvalid: {"flexcast_deferred_invalid_total", "FlexCast: envelopes held back and found invalid when their wait was over (dropped; a faulty sender's).", Counter, ""},
+	fcHistory:      {"flexcast_history_entries", "FlexCast: entries in the chains of the group's history now.", Gauge, ""},
+	fcHistoryMax:   {"flexcast_history_entries_max", "FlexCast: the most history entries held at once.", Gauge, ""},
+	fcDAG:          {"flexcast_dag_nodes", "FlexCast: nodes of the dependency graph.", Gauge, ""},
+	fcPending:      {"flexcast_pending", "FlexCast: messages received or acked, not delivered.", Gauge, ""},
+	fcPendingBytes: {"flexcast_pending_bytes", "FlexCast: payload bytes of the messages received and not delivered, and bytes of the envelopes held back.", Gauge, ""},
+	fcOpen:         {"flexcast_open", "FlexCast: messages known to be addressed to the group, not delivered.", Gauge, ""},
+	fcNotifQueue:   {"flexcast_notif_queue", "FlexCast: notifications waiting for open dependencies.", Gauge, ""},
+	fcTruncations:  {"flexcast_truncations_total", "FlexCast: times the stable cut moved and the history was cut.", Counter, ""},
+	fcEntriesSent:  {"flexcast_history_entries_sent_total", "FlexCast: history entries shipped in envelopes.", Counter, ""},
+	fcLateAcks:     {"flexcast_late_acks_total", "FlexCast: acks about messages already delivered.", Counter, ""},
+	fcStaleEntries: {"flexcast_stale_entries_total", "FlexCast: history entries that arrived after the group dropped them as stable (dropped).", Counter, ""},
+	fcGCSent:       {"flexcast_gc_sent_total", "FlexCast: garbage-collection envelopes sent (histories shipped up the ranks, stable cuts).", Counter, ""},
 }
 
 func readFlexCast(core multicast.Core, out []Reading) []Reading {
@@ -100,12 +98,11 @@ func readFlexCast(core multicast.Core, out []Reading) []Reading {
 		Reading{Stat: fcPendingBytes, Value: float64(s.PendingBytes)},
 		Reading{Stat: fcOpen, Value: float64(s.Open)},
 		Reading{Stat: fcNotifQueue, Value: float64(s.NotifQueue)},
-		Reading{Stat: fcFlushes, Value: float64(s.Flushes)},
+		Reading{Stat: fcTruncations, Value: float64(s.Truncations)},
 		Reading{Stat: fcEntriesSent, Value: float64(s.EntriesSent)},
 		Reading{Stat: fcLateAcks, Value: float64(s.LateAcks)},
-		Reading{Stat: fcDeferred, Value: float64(s.Deferred)},
 		Reading{Stat: fcStaleEntries, Value: float64(s.StaleEntries)},
-		Reading{Stat: fcDeferredInvalid, Value: float64(s.DeferredInvalid)},
+		Reading{Stat: fcGCSent, Value: float64(s.GCSent)},
 	)
 }
 

@@ -112,12 +112,11 @@ type Config struct {
 	OutboxMax   int
 	HoldbackMax int
 
-	// FlushEvery (FlexCast only): the rank-0 group multicasts a flush
-	// after this many deliveries, besides the flushes its ticks trigger (0:
-	// flexcast.FlushEveryDefault, which a run of at most MessagesMax
-	// messages rarely reaches). A flush every few deliveries keeps one in
-	// flight most of the time, the case of the rules about flushes.
-	FlushEvery int
+	// GCTicks (FlexCast only): a garbage-collection round every this many
+	// ticks of 10 ms (0: flexcast.GCTicksDefault). A round every tick or
+	// two keeps cuts and shipped histories in flight most of the time, the
+	// case of the rules about them.
+	GCTicks int
 
 	// Changes: control messages that end an epoch (DESIGN 14), keeping the
 	// overlay, submitted at uniform random times over the submissions by
@@ -228,8 +227,8 @@ func (c Config) normalized() (Config, error) {
 			return bad("%s %v out of range [%v, %v]", f.name, f.v, f.lo, f.h)
 		}
 	}
-	if c.FlushEvery < 0 || (c.FlushEvery > 0 && c.Protocol != protocol.FlexCast) {
-		return bad("flush-every %d: want 0, or a positive count with protocol flexcast", c.FlushEvery)
+	if c.GCTicks < 0 || (c.GCTicks > 0 && c.Protocol != protocol.FlexCast) {
+		return bad("gc-ticks %d: want 0, or a positive count with protocol flexcast", c.GCTicks)
 	}
 	if c.Changes < 0 || c.Changes > ChangesMax {
 		return bad("changes %d out of range [0, %d]", c.Changes, ChangesMax)
@@ -280,7 +279,7 @@ func (c Config) Command() string {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{"outbox-max", c.OutboxMax}, {"holdback-max", c.HoldbackMax}, {"events-max", c.EventsMax}, {"flush-every", c.FlushEvery}, {"changes", c.Changes}} {
+	}{{"outbox-max", c.OutboxMax}, {"holdback-max", c.HoldbackMax}, {"events-max", c.EventsMax}, {"gc-ticks", c.GCTicks}, {"changes", c.Changes}} {
 		if f.v != 0 {
 			add(f.name, strconv.Itoa(f.v))
 		}

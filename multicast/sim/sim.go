@@ -298,8 +298,8 @@ func newSimulation(cfg Config) (*simulation, error) {
 	}
 	for g := range n {
 		var core multicast.Core
-		if cfg.FlushEvery > 0 {
-			core, err = flexcast.New(flexcast.Config{Self: partition.GroupID(g), Topology: s.w.top, FlushEvery: cfg.FlushEvery})
+		if cfg.GCTicks > 0 {
+			core, err = flexcast.New(flexcast.Config{Self: partition.GroupID(g), Topology: s.w.top, GCTicks: cfg.GCTicks})
 		} else {
 			core, err = proto.New(partition.GroupID(g), s.w.top)
 		}

@@ -70,11 +70,11 @@ func seedConfig(p multicast.Protocol, seed int64) Config {
 		}
 	}
 	// Drawn last, so that the fields above stay what they were for every
-	// seed. One FlexCast run in four flushes every few deliveries, so that
-	// a flush is in flight through most of it (the ticks alone flush
-	// about every 200 ms of simulated time).
+	// seed. One FlexCast run in four collects garbage every tick or few,
+	// so that cuts and shipped histories are in flight through most of it
+	// (by default a round every 100 ms of simulated time).
 	if p == protocol.FlexCast && r.IntN(4) == 0 {
-		cfg.FlushEvery = []int{1, 2, 3, 8}[r.IntN(4)]
+		cfg.GCTicks = []int{1, 2, 3, 8}[r.IntN(4)]
 	}
 	// One run in two changes the epoch a few times (DESIGN 14).
 	if r.IntN(2) == 0 {
@@ -506,8 +506,8 @@ func TestConfigErrors(t *testing.T) {
 		{"liveness", func(c *Config) { c.LivenessMs = -1 }, "liveness-ms -1"},
 		{"events", func(c *Config) { c.EventsMax = -1 }, "events-max -1"},
 		{"outbox", func(c *Config) { c.OutboxMax = -1 }, "outbox-max -1"},
-		{"negative flush-every", func(c *Config) { c.Protocol, c.FlushEvery = protocol.FlexCast, -1 }, "flush-every -1"},
-		{"flush-every not flexcast", func(c *Config) { c.Protocol, c.FlushEvery = protocol.Skeen, 2 }, "flush-every 2: want 0, or a positive count with protocol flexcast"},
+		{"negative gc-ticks", func(c *Config) { c.Protocol, c.GCTicks = protocol.FlexCast, -1 }, "gc-ticks -1"},
+		{"gc-ticks not flexcast", func(c *Config) { c.Protocol, c.GCTicks = protocol.Skeen, 2 }, "gc-ticks 2: want 0, or a positive count with protocol flexcast"},
 		{"latency mode", func(c *Config) { c.LatencyMode = "fast" }, `unknown latency mode "fast"`},
 		{"matrix needs 12 groups", func(c *Config) { c.LatencyMode = LatencyHalf }, "needs 12 groups, not 4"},
 		{"overlay without the matrix", func(c *Config) { c.Overlay = "O1" }, "need the aws-12 matrix"},
@@ -537,11 +537,11 @@ func TestCommand(t *testing.T) {
 	cfg := Config{
 		Protocol: protocol.FlexCast, Groups: 12, Messages: 300, Seed: -4, DstMax: 2, LatencyMode: LatencyPaper,
 		Overlay: "O2", Tree: "T3", Locality: 0.5, Drop: 0.1, Dup: 0.02, Partition: 0.25, JitterMs: 7.5, OutboxMax: 9,
-		FlushEvery: 3,
+		GCTicks: 3,
 	}
 	want := "go run ./cmd/flexkv sim --protocol flexcast --groups 12 --messages 300 --seed -4 --dst-max 2" +
 		" --latency-mode paper --overlay O2 --tree T3 --locality 0.5 --drop 0.1 --dup 0.02 --partition 0.25" +
-		" --jitter-ms 7.5 --outbox-max 9 --flush-every 3"
+		" --jitter-ms 7.5 --outbox-max 9 --gc-ticks 3"
 	if got := cfg.Command(); got != want {
 		t.Fatalf("Command() =\n%s\nwant\n%s", got, want)
 	}
@@ -642,14 +642,14 @@ func genuine(p multicast.Protocol) bool {
 	return err == nil && pr.Genuine()
 }
 
-// TestFlexCastFlushPaths: the two paths that acknowledging flushes along the
-// ranks opens are taken on the simulator's runs, and the checker passes
-// them: envelopes held back until a chain reaches the flush their sender
-// restarted it at (Stats.DeferredMax), and stale history entries, which
-// arrive after the receiver cut past them (Stats.StaleEntries). Odd seeds
-// run on the aws-12 latencies alone, even ones with jitter and losses too.
-func TestFlexCastFlushPaths(t *testing.T) {
-	deferred, stale := 0, uint64(0)
+// TestFlexCastGCPaths: on the simulator's runs garbage collection cuts
+// every group's history, stale history entries (sent before their sender
+// learned a cut that reached the receiver first) arrive and are dropped,
+// and the checker passes it all; a run that ends idle leaves the histories
+// bounded. Odd seeds run on the aws-12 latencies alone, even ones with
+// jitter and losses too.
+func TestFlexCastGCPaths(t *testing.T) {
+	stale, gcSent := uint64(0), uint64(0)
 	for seed := int64(1); seed <= 8; seed++ {
 		cfg := Config{Protocol: protocol.FlexCast, Groups: 12, Messages: 3000, Seed: seed}
 		if seed%2 == 0 {
@@ -663,18 +663,21 @@ func TestFlexCastFlushPaths(t *testing.T) {
 		if _, err := Run(cfg); err != nil {
 			t.Fatalf("%v\nreplay: %s", err, cfg.Command())
 		}
-		for _, c := range cores {
+		for g, c := range cores {
 			s := c.Stats()
-			if s.Deferred != 0 || s.DeferredInvalid != 0 {
-				t.Errorf("seed %d: %d envelopes still held back at the end, %d found invalid", seed, s.Deferred, s.DeferredInvalid)
+			if g > 0 && s.Truncations == 0 {
+				t.Errorf("seed %d: group %d never cut its history", seed, g)
 			}
-			deferred = max(deferred, s.DeferredMax)
+			if s.HistoryLenMax > 3000 {
+				t.Errorf("seed %d: group %d held %d history entries at once", seed, g, s.HistoryLenMax)
+			}
 			stale += s.StaleEntries
+			gcSent += s.GCSent
 		}
 	}
-	t.Logf("at most %d envelopes held back at a group, %d stale entries", deferred, stale)
-	if deferred == 0 || stale == 0 {
-		t.Errorf("%d envelopes held back at most, %d stale entries: the runs do not take both paths", deferred, stale)
+	t.Logf("%d stale entries, %d garbage-collection envelopes", stale, gcSent)
+	if stale == 0 {
+		t.Errorf("no stale entry: the runs do not take that path")
 	}
 }
 
