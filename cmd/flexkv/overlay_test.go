@@ -37,7 +37,7 @@ func TestOverlaySuggestAWS12(t *testing.T) {
 		t.Fatalf("overlay of %d groups and tree of %d edges, want 12 and 11:\n%s", len(doc.Overlay), len(doc.Tree), out)
 	}
 	for _, want := range []string{"# flexcast  suggested", "# flexcast  O1", "# flexcast  O2", "# skeen", "# tree      T1", "# tree      T3",
-		"commit 2 ms, a flush every 400 ms, without notifications"} {
+		"commit 2 ms, no flush, without notifications"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -87,10 +87,12 @@ func TestOverlaySuggestJSON(t *testing.T) {
 // TestOverlaySuggestHomeSlack: --home-slack bounds each client's last
 // answer against the configured overlay's and shows in the text and the
 // JSON; a negative one bounds only the mean, and the suggestion then makes
-// some client wait longer than the 0.2 slack allows (1.41 times on
-// aws-12).
+// some client wait longer than the 0.2 slack allows (1.41 times on aws-12
+// with a 400 ms flush modelled: without one, the unbounded search's
+// suggestion slows no client down on aws-12, and the slack has nothing to
+// bound).
 func TestOverlaySuggestHomeSlack(t *testing.T) {
-	paper := []string{"suggest", "--config", "../../configs/aws-12.yaml", "--locality", "0.99", "--remote-item", "0.02"}
+	paper := []string{"suggest", "--config", "../../configs/aws-12.yaml", "--locality", "0.99", "--remote-item", "0.02", "--flush-ms", "400"}
 	code, out, errOut := runOverlay(t, append(paper, "--home-slack", "0.2")...)
 	if code != 0 {
 		t.Fatalf("exit code %d, want 0; stderr:\n%s", code, errOut)
@@ -98,11 +100,11 @@ func TestOverlaySuggestHomeSlack(t *testing.T) {
 	if !strings.Contains(out, "each client's within 20%") {
 		t.Errorf("the header does not state the slack:\n%s", out)
 	}
-	m := regexp.MustCompile(`(?m)^# flexcast  suggested .* x(\d+\.\d+)$`).FindStringSubmatch(out)
+	m := regexp.MustCompile(`(?m)^# flexcast  suggested .* (none slower|[a-z0-9-]+ x(\d+\.\d+))$`).FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("no slowest client on the suggestion's row:\n%s", out)
 	}
-	if x, _ := strconv.ParseFloat(m[1], 64); x > 1.2 {
+	if x, _ := strconv.ParseFloat(m[2], 64); m[2] != "" && x > 1.2 {
 		t.Errorf("slowest client x%v, above the slack's 1.2", x)
 	}
 	code, out, errOut = runOverlay(t, append(paper, "--home-slack", "-1", "--json")...)

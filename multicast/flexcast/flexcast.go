@@ -965,9 +965,15 @@ func (c *Core) merge(h []segment) {
 // shipped to d (inclusive, when still held) to its end, and marks it
 // shipped. A chain cut past what d was shipped restarts at its base, the
 // stable cut, which sendCutTo sent d before the envelope.
-func (c *Core) diff(d partition.GroupID) []segment {
+func (c *Core) diff(d partition.GroupID) []segment { return c.diffChains(d, 0) }
+
+// diffOwn is diff of self's own chain alone.
+func (c *Core) diffOwn(d partition.GroupID) []segment { return c.diffChains(d, int(c.self)) }
+
+// diffChains is diff of the chains first..self.
+func (c *Core) diffChains(d partition.GroupID, first int) []segment {
 	var h []segment
-	for o := range c.chains {
+	for o := first; o < len(c.chains); o++ {
 		ch := &c.chains[o]
 		end := ch.end()
 		sent := c.sent[d][o]

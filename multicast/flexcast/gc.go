@@ -52,9 +52,11 @@ import (
 //     cut changed (sendCutTo): the channel is FIFO, so that a history
 //     segment never starts past the end of the chain held where it arrives
 //     (a diff starts at the sender's cut at the latest);
-//   - ships to every group above it the part of its chains it has not
+//   - ships to every group above it the part of its own chain it has not
 //     shipped there yet, so that the groups above, the highest first, hold
-//     the orders they need to prove entries stable.
+//     the orders they need to prove entries stable. (Its ancestors' chains
+//     travel with its envelopes as before; each owner ships its own, so an
+//     entry travels once to each group above its owner in the rounds.)
 //
 // None of this is a message that any message waits for: a group that
 // cannot be reached stops only the collection of the entries that involve
@@ -84,7 +86,7 @@ func (c *Core) gcRound() {
 		}
 	}
 	for d := c.self + 1; int(d) < c.n; d++ {
-		if h := c.diff(d); len(h) > 0 {
+		if h := c.diffOwn(d); len(h) > 0 {
 			c.send(d, &envelope{kind: envHist, history: h})
 		}
 	}
