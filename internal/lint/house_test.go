@@ -126,6 +126,7 @@ var house = []room{
 		ext:   []string{"github.com/HdrHistogram/hdrhistogram-go", "gonum.org/v1/plot", "gonum.org/v1/plot/*"}, testExt: grpcExt},
 	{dir: "jepsen/workload", floor: 7, imports: []string{"client", "jepsen/history", "txn"},
 		tests: []string{"cluster", "jepsen/checker", "internal/testaddr", "partition"}},
+	{dir: "jepsen/outage", floor: 7, imports: []string{"client", "jepsen/hosts", "txn"}},
 	// 8: the in-process clusters (rigs for local, demo and tests).
 	{dir: "cluster", floor: 8, imports: []string{"certs", "multicast/channel", "multicast/check", "multicast/protocol", "partition", "replication", "server", "txn"},
 		tests:   []string{"api", "api/apipb", "client", "gtpcc", "gtpcc/procs", "internal/h2test", "internal/testaddr", "internal/testcluster", "replication/transport/transportpb"},
