@@ -11,11 +11,12 @@ import (
 )
 
 // Table writes one line per loop of every result: the rates before, during
-// and after the fault, the slowest second of the fault, the ratio during
+// and after the fault, the slowest second of the fault, how long after the
+// heal the first transfer completed ("-": none in the window), the ratio during
 // over before, the claim and whether it held, and the seconds themselves.
 func Table(w io.Writer, results []*Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "protocol\tfault\ttarget\tloop\tbefore/s\tduring/s\tmin/s\tafter/s\tduring/before\twant\tverdict\terrors\tper second (before | during | after)")
+	fmt.Fprintln(tw, "protocol\tfault\ttarget\tloop\tbefore/s\tduring/s\tmin/s\tafter/s\tresumed\tduring/before\twant\tverdict\terrors\tper second (before | during | after)")
 	for _, r := range results {
 		for _, l := range r.Loops {
 			verdict := "-"
@@ -29,8 +30,12 @@ func Table(w io.Writer, results []*Result) error {
 			if want == "" {
 				want = "-"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t%.0f\t%d\t%.0f\t%.2f\t%s\t%s\t%d\t%s | %s | %s\n",
-				r.Protocol, r.Scenario, r.Target, l.Loop, l.BeforeRate, l.DuringRate, l.DuringMin, l.AfterRate, l.Ratio(),
+			resumed := "-"
+			if l.ResumedMs >= 0 {
+				resumed = strconv.FormatFloat(float64(l.ResumedMs)/1000, 'f', 1, 64) + "s"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.0f\t%.0f\t%d\t%.0f\t%s\t%.2f\t%s\t%s\t%d\t%s | %s | %s\n",
+				r.Protocol, r.Scenario, r.Target, l.Loop, l.BeforeRate, l.DuringRate, l.DuringMin, l.AfterRate, resumed, l.Ratio(),
 				want, verdict, l.Errors, ints(l.Before), ints(l.During), ints(l.After))
 		}
 	}
