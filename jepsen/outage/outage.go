@@ -97,10 +97,19 @@ type Scenario struct {
 	Fault Fault
 	Group int // the group faulted, from 0
 	Loops []Loop
+	// Mix names the loops in the scenario's name, when they are a mix of
+	// Loops.
+	Mix string
 }
 
-// Name names the scenario: "cut eu-west-3".
-func (s Scenario) Name() string { return string(s.Fault) + " " + hosts.GroupName(s.Group) }
+// Name names the scenario: "cut eu-west-3", "cut eu-west-3 (both)".
+func (s Scenario) Name() string {
+	name := string(s.Fault) + " " + hosts.GroupName(s.Group)
+	if s.Mix != "" {
+		name += " (" + s.Mix + ")"
+	}
+	return name
+}
 
 // Mixes of loops for a fault of group g among n groups.
 const (
@@ -151,8 +160,8 @@ func Loops(mix string, n, g int, everySecond bool) ([]Loop, error) {
 }
 
 // Windows are the lengths of a run's parts: Warmup (loops running, not
-// counted), Before, Hold (the fault), After (healed). Each is counted in
-// whole seconds.
+// counted; longer until every loop completes transfers), Before, Hold (the
+// fault), After (healed). Each is counted in whole seconds.
 type Windows struct {
 	Warmup, Before, Hold, After time.Duration
 }
@@ -291,11 +300,6 @@ func Run(ctx context.Context, cfg Config, s Scenario) (*Result, error) {
 	}
 
 	start := time.Now()
-	w := cfg.Windows
-	beforeAt := start.Add(w.Warmup)
-	faultAt := beforeAt.Add(w.Before)
-	healAt := faultAt.Add(w.Hold)
-	endAt := healAt.Add(w.After)
 	counts := make([]*counter, len(s.Loops))
 	loopCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -312,6 +316,17 @@ func Run(ctx context.Context, cfg Config, s Scenario) (*Result, error) {
 		}
 	}
 
+	// The windows start once every loop flows: a fault before this one may
+	// leave channels that take seconds to connect again after its heal.
+	w := cfg.Windows
+	sleepUntil(ctx, start.Add(w.Warmup))
+	if !flowing(ctx, counts, flowWaitMax) {
+		cfg.Logf("outage: %s %s: not every loop completes transfers %v after the start; counting anyway", cfg.Protocol, s.Name(), time.Since(start).Round(time.Second))
+	}
+	beforeAt := time.Now()
+	faultAt := beforeAt.Add(w.Before)
+	healAt := faultAt.Add(w.Hold)
+	endAt := healAt.Add(w.After)
 	heal, err := runFault(ctx, cfg, s, res, beforeAt, faultAt, healAt)
 	if heal != nil {
 		err = errors.Join(err, heal())
@@ -331,6 +346,22 @@ func Run(ctx context.Context, cfg Config, s Scenario) (*Result, error) {
 		res.Loops = append(res.Loops, counts[i].result(l, beforeAt, faultAt, healAt, endAt))
 	}
 	return res, nil
+}
+
+// flowWaitMax bounds the wait for every loop to flow before the windows.
+const flowWaitMax = 60 * time.Second
+
+// flowing waits until every counter completed a transfer in the last
+// second, up to limit; it reports whether they did.
+func flowing(ctx context.Context, counts []*counter, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		if !slices.ContainsFunc(counts, func(c *counter) bool { return !c.since(time.Now().Add(-time.Second)) }) {
+			return true
+		}
+		sleepUntil(ctx, time.Now().Add(100*time.Millisecond))
+	}
+	return false
 }
 
 // runFault waits until faultAt, makes the fault and holds it until healAt;
@@ -420,6 +451,13 @@ func (c *counter) done(t time.Time) {
 	c.mu.Lock()
 	c.at = append(c.at, t.Sub(c.start))
 	c.mu.Unlock()
+}
+
+// since reports whether a transfer completed at t or later.
+func (c *counter) since(t time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.at) > 0 && c.at[len(c.at)-1] >= t.Sub(c.start)
 }
 
 func (c *counter) fail() {

@@ -203,7 +203,7 @@ func TestOutage(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				scenarios = append(scenarios, outage.Scenario{Fault: f, Group: g, Loops: loops})
+				scenarios = append(scenarios, outage.Scenario{Fault: f, Group: g, Loops: loops, Mix: strings.TrimSpace(mix)})
 			}
 		}
 	}
