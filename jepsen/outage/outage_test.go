@@ -152,7 +152,7 @@ func TestCutKeepsOtherGroups(t *testing.T) {
 		{protocol: "skeen", scenarios: []outage.Scenario{cutMiddle}},
 		{protocol: "tree", scenarios: []outage.Scenario{cutMiddle,
 			{Fault: outage.CutPeers, Group: euWest1, Loops: []outage.Loop{{A: euWest3, B: euCentral1, Want: outage.Stops}}}}},
-	}, outage.Windows{Warmup: 2 * time.Second, Before: 3 * time.Second, Hold: 8 * time.Second, After: 4 * time.Second})
+	}, outage.Windows{Warmup: time.Second, Before: 3 * time.Second, Hold: 8 * time.Second, After: 4 * time.Second})
 }
 
 // TestLeaderKillKeepsOtherGroups: SIGKILL of eu-west-3's leader leaves the
@@ -169,7 +169,7 @@ func TestLeaderKillKeepsOtherGroups(t *testing.T) {
 	for _, p := range []string{"flexcast", "skeen", "tree"} {
 		claims = append(claims, claim{protocol: p, scenarios: []outage.Scenario{kill}})
 	}
-	runClaims(t, claims, outage.Windows{Warmup: 2 * time.Second, Before: 3 * time.Second, Hold: 4 * time.Second, After: 2 * time.Second})
+	runClaims(t, claims, outage.Windows{Warmup: time.Second, Before: 3 * time.Second, Hold: 4 * time.Second, After: 2 * time.Second})
 }
 
 // TestOutage is make outage: each protocol on a cluster of its own, each
