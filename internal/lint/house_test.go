@@ -70,7 +70,7 @@ var house = []room{
 	{dir: "kv", floor: 1, imports: []string{"internal/invariants", "internal/syncfs", "partition"}, ext: pebbleExt},
 	{dir: "configs", floor: 1, imports: []string{"partition"}, tests: []string{"multicast", "multicast/protocol"}},
 	{dir: "jepsen/checker", floor: 1, imports: []string{"jepsen/history"}, ext: []string{"github.com/anishathalye/porcupine"}},
-	{dir: "jepsen/hosts", floor: 1, imports: []string{"certs", "partition"}, tests: []string{"client"}, ext: []string{"go.yaml.in/yaml/v3"}},
+	{dir: "jepsen/hosts", floor: 1, imports: []string{"certs", "partition"}, tests: []string{"client", "txn"}, ext: []string{"go.yaml.in/yaml/v3"}},
 	{dir: "internal/testcluster", floor: 1, imports: []string{"internal/testaddr", "partition"}, ext: append([]string{"go.uber.org/goleak"}, promExt...)},
 	// 2: the ordering contract.
 	{dir: "multicast", floor: 2, imports: []string{"internal/wire", "partition"}},
