@@ -78,7 +78,8 @@ jepsen: ## Jepsen-style runs on hosts under kernel faults, checked: [DURATION=5m
 # faulted in turn (FAULTS: cut, its peer traffic dropped both ways; and/or
 # kill-leader) for DURATION while loops of two-key transfers run (MIXES:
 # others, between the groups not faulted; both, those and between the faulted
-# group and each other; own, each other group's own; empty: others,both for
+# group and each other; with-GROUP, those and between the faulted group and
+# GROUP; own, each other group's own; empty: others,both for
 # a cut, own for a kill), counted BEFORE each fault and AFTER its heal. The
 # rates per second go to
 # OUT/outage.{txt,json,csv}. DURATION and OUT have defaults of their own

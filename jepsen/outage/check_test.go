@@ -19,6 +19,8 @@ func TestLoops(t *testing.T) {
 		{outage.MixOthers, 1, false, []string{"eu-west-1<->eu-central-1 keeps"}},
 		{outage.MixOthers, 0, false, []string{"eu-west-3<->eu-central-1 keeps"}},
 		{outage.MixBoth, 2, false, []string{"eu-west-1<->eu-west-3 keeps", "eu-west-1<->eu-central-1 -", "eu-west-3<->eu-central-1 -"}},
+		{"with-eu-central-1", 1, false, []string{"eu-west-1<->eu-central-1 keeps", "eu-west-3<->eu-central-1 -"}},
+		{"with-eu-central-1", 2, false, nil},
 		{outage.MixOwn, 1, true, []string{"eu-west-1<->eu-central-1 keeps-every-second", "eu-west-1 own keeps-every-second", "eu-central-1 own keeps-every-second"}},
 	}
 	for _, tt := range tests {
@@ -38,8 +40,10 @@ func TestLoops(t *testing.T) {
 			t.Errorf("Loops(%s, 3, %d): got %v, want %v", tt.mix, tt.g, got, tt.want)
 		}
 	}
-	if _, err := outage.Loops("most", 3, 0, false); err == nil {
-		t.Error("an unknown mix gave no error")
+	for _, mix := range []string{"most", "with-eu-north-1"} {
+		if _, err := outage.Loops(mix, 3, 0, false); err == nil {
+			t.Errorf("mix %q gave no error", mix)
+		}
 	}
 }
 

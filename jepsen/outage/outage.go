@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -121,11 +122,17 @@ const (
 	MixBoth = "both"
 	// MixOwn: MixOthers, and every other group's own transfers.
 	MixOwn = "own"
+	// MixWith followed by a group's name (with-eu-central-1): MixOthers,
+	// and transfers between g and that group beside them (issue 32's first
+	// row: eu-west-1<->eu-central-1 beside eu-west-3<->eu-central-1 while
+	// eu-west-3 is cut).
+	MixWith = "with-"
 )
 
 // Loops returns the loops of mix for a fault of group g among n groups:
 // those that do not name g want keep (Keeps, or KeepsEverySecond when
-// everySecond), those that name g want Any.
+// everySecond), those that name g want Any. A mix with g itself has no
+// loops.
 func Loops(mix string, n, g int, everySecond bool) ([]Loop, error) {
 	keep := Keeps
 	if everySecond {
@@ -138,6 +145,21 @@ func Loops(mix string, n, g int, everySecond bool) ([]Loop, error) {
 				loops = append(loops, Loop{A: a, B: b, Want: keep})
 			}
 		}
+	}
+	if name, ok := strings.CutPrefix(mix, MixWith); ok {
+		h := -1
+		for i := range n {
+			if hosts.GroupName(i) == name {
+				h = i
+			}
+		}
+		switch {
+		case h < 0:
+			return nil, fmt.Errorf("outage: mix %q: no group %q among the %d", mix, name, n)
+		case h == g:
+			return nil, nil // no traffic beside itself: the mix does not apply
+		}
+		return append(loops, Loop{A: min(g, h), B: max(g, h), Want: Any}), nil
 	}
 	switch mix {
 	case MixOthers:
@@ -154,7 +176,7 @@ func Loops(mix string, n, g int, everySecond bool) ([]Loop, error) {
 			}
 		}
 	default:
-		return nil, fmt.Errorf("outage: unknown mix %q (want %s, %s or %s)", mix, MixOthers, MixBoth, MixOwn)
+		return nil, fmt.Errorf("outage: unknown mix %q (want %s, %s, %s or %sGROUP)", mix, MixOthers, MixBoth, MixOwn, MixWith)
 	}
 	return loops, nil
 }
