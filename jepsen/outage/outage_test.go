@@ -152,7 +152,7 @@ func TestCutKeepsOtherGroups(t *testing.T) {
 		{protocol: "skeen", scenarios: []outage.Scenario{cutMiddle}},
 		{protocol: "tree", scenarios: []outage.Scenario{cutMiddle,
 			{Fault: outage.CutPeers, Group: euWest1, Loops: []outage.Loop{{A: euWest3, B: euCentral1, Want: outage.Stops}}}}},
-	}, outage.Windows{Warmup: time.Second, Before: 3 * time.Second, Hold: 8 * time.Second, After: 4 * time.Second})
+	}, outage.Windows{Warmup: time.Second, Before: 3 * time.Second, Hold: 8 * time.Second, After: 2 * time.Second})
 }
 
 // TestLeaderKillKeepsOtherGroups: SIGKILL of eu-west-3's leader leaves the
