@@ -45,7 +45,7 @@ GOLANGCI_LINT_VERSION ?= v2.15.0
 GOLANGCI_LINT ?= $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 
 .DEFAULT_GOAL := help
-.PHONY: help test race sim replay jepsen fuzz lint bench proto docker compose-test soak ci
+.PHONY: help test race sim replay jepsen outage fuzz lint bench proto docker compose-test soak ci
 
 help: ## list the targets
 	@awk 'BEGIN { FS = ":.*## " } /^[a-z-]+:.*## / { printf "  %-13s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
@@ -73,6 +73,31 @@ jepsen: ## Jepsen-style runs on hosts under kernel faults, checked: [DURATION=5m
 	$(GO) test ./jepsen -run '^TestJepsen$$' -count=1 -v -timeout 3h \
 		-jepsen.duration=$(DURATION) -jepsen.protocols=$(PROTOCOLS) -jepsen.out=$(abspath $(OUT)) \
 		-jepsen.model=$(MODEL) $(if $(SEED),-jepsen.seed=$(SEED))
+
+# make outage: each protocol on hosts (root and iproute2), each group of CUT
+# faulted in turn (FAULTS: cut, its peer traffic dropped both ways; and/or
+# kill-leader) for DURATION while loops of two-key transfers run (MIXES:
+# others, between the groups not faulted; both, those and between the faulted
+# group and each other; with-GROUP, those and between the faulted group and
+# GROUP; own, each other group's own; empty: others,both for
+# a cut, own for a kill), counted BEFORE each fault and AFTER its heal. The
+# rates per second go to
+# OUT/outage.{txt,json,csv}. DURATION and OUT have defaults of their own
+# here, since make jepsen reads the same names.
+CUT ?= eu-west-1,eu-west-3,eu-central-1
+FAULTS ?= cut
+MIXES ?=
+WORKERS ?= 4
+BEFORE ?= 8s
+AFTER ?= 8s
+OUTAGE_HOLD = $(if $(filter command line environment,$(origin DURATION)),$(DURATION),15s)
+OUTAGE_OUT = $(if $(filter command line environment,$(origin OUT)),$(OUT),outage-out)
+
+outage: ## blast radius of one group's outage on hosts, per protocol: [PROTOCOLS=flexcast,skeen,tree CUT=eu-west-1,eu-west-3,eu-central-1 DURATION=15s FAULTS=cut MIXES= WORKERS=4 BEFORE=8s AFTER=8s OUT=outage-out]
+	$(GO) test ./jepsen/outage -run '^TestOutage$$' -count=1 -v -timeout 3h \
+		-outage.protocols=$(PROTOCOLS) -outage.groups=$(CUT) -outage.hold=$(OUTAGE_HOLD) \
+		-outage.faults=$(FAULTS) -outage.mixes=$(MIXES) -outage.workers=$(WORKERS) \
+		-outage.before=$(BEFORE) -outage.after=$(AFTER) -outage.out=$(abspath $(OUTAGE_OUT))
 
 fuzz: ## every Fuzz target of every package, FUZZTIME each (FUZZTIME=30s)
 	@set -e; found=0; \

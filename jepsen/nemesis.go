@@ -2,11 +2,8 @@ package jepsen
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os/exec"
-	"strings"
 	"time"
 
 	"github.com/flexkv/flexkv/jepsen/history"
@@ -29,7 +26,6 @@ var Kinds = []string{KillLeader, Partition, KillFollower, DiskFull, PartitionOut
 // records each as it starts and ends.
 type nemesis struct {
 	c     *hosts.Cluster
-	bin   string
 	w     *history.Writer
 	rng   *rand.Rand
 	kinds []string
@@ -200,7 +196,7 @@ func (n *nemesis) pick(group string, leader bool) string {
 	if leader {
 		role = "leader"
 	}
-	for _, row := range n.status() {
+	for _, row := range n.c.Roles() {
 		if row.Group == group && row.Role == role {
 			want = append(want, row.Replica)
 		}
@@ -209,26 +205,4 @@ func (n *nemesis) pick(group string, leader bool) string {
 		want = ids
 	}
 	return want[n.rng.IntN(len(want))]
-}
-
-// statusRow is the part of a line of `flexkv status --json` the nemesis
-// reads.
-type statusRow struct {
-	Group   string `json:"group"`
-	Replica string `json:"replica"`
-	Role    string `json:"role"`
-}
-
-// status asks every replica its role, through the flexkv binary.
-func (n *nemesis) status() []statusRow {
-	cmd := exec.Command(n.bin, "status", "--json", "--config", n.c.ConfigPath, "--certs-dir", n.c.CertsDir, "--timeout", "2s")
-	out, _ := cmd.Output() // exit code 1 when a replica is down: the rows still come
-	var rows []statusRow
-	for _, line := range strings.Split(string(out), "\n") {
-		var r statusRow
-		if json.Unmarshal([]byte(line), &r) == nil && r.Replica != "" {
-			rows = append(rows, r)
-		}
-	}
-	return rows
 }

@@ -114,7 +114,7 @@ func drive(ctx context.Context, cfg Config, c *hosts.Cluster, path string) error
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
 	nem := &nemesis{
-		c: c, bin: cfg.Binary, w: w, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e656d)), kinds: cfg.Kinds, logf: cfg.Logf,
+		c: c, w: w, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e656d)), kinds: cfg.Kinds, logf: cfg.Logf,
 		holdMin: cfg.HoldMin, holdMax: cfg.HoldMax, gapMin: cfg.GapMin, gapMax: cfg.GapMax,
 	}
 	nemErr := make(chan error, 1)

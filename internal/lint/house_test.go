@@ -70,7 +70,7 @@ var house = []room{
 	{dir: "kv", floor: 1, imports: []string{"internal/invariants", "internal/syncfs", "partition"}, ext: pebbleExt},
 	{dir: "configs", floor: 1, imports: []string{"partition"}, tests: []string{"multicast", "multicast/protocol"}},
 	{dir: "jepsen/checker", floor: 1, imports: []string{"jepsen/history"}, ext: []string{"github.com/anishathalye/porcupine"}},
-	{dir: "jepsen/hosts", floor: 1, imports: []string{"certs", "partition"}, tests: []string{"client"}, ext: []string{"go.yaml.in/yaml/v3"}},
+	{dir: "jepsen/hosts", floor: 1, imports: []string{"certs", "partition"}, tests: []string{"client", "txn"}, ext: []string{"go.yaml.in/yaml/v3"}},
 	{dir: "internal/testcluster", floor: 1, imports: []string{"internal/testaddr", "partition"}, ext: append([]string{"go.uber.org/goleak"}, promExt...)},
 	// 2: the ordering contract.
 	{dir: "multicast", floor: 2, imports: []string{"internal/wire", "partition"}},
@@ -126,6 +126,7 @@ var house = []room{
 		ext:   []string{"github.com/HdrHistogram/hdrhistogram-go", "gonum.org/v1/plot", "gonum.org/v1/plot/*"}, testExt: grpcExt},
 	{dir: "jepsen/workload", floor: 7, imports: []string{"client", "jepsen/history", "txn"},
 		tests: []string{"cluster", "jepsen/checker", "internal/testaddr", "partition"}},
+	{dir: "jepsen/outage", floor: 7, imports: []string{"client", "jepsen/hosts", "txn"}},
 	// 8: the in-process clusters (rigs for local, demo and tests).
 	{dir: "cluster", floor: 8, imports: []string{"certs", "multicast/channel", "multicast/check", "multicast/protocol", "partition", "replication", "server", "txn"},
 		tests:   []string{"api", "api/apipb", "client", "gtpcc", "gtpcc/procs", "internal/h2test", "internal/testaddr", "internal/testcluster", "replication/transport/transportpb"},

@@ -184,6 +184,41 @@ func (c *Cluster) CutRegionOutbound(g int, cut bool) error {
 	return c.ip("-n", c.router, "rule", op, "iif", "gw"+strconv.Itoa(g), "blackhole")
 }
 
+// CutRegionPeers drops (cut) or forwards again every packet, in either
+// direction, between group g's region and the other regions' that goes to
+// or comes from a peer port: the channels between groups (DESIGN 4) stop,
+// while clients still reach the region and its raft, inside its bridge,
+// goes on. This is the outage of the inter-region links alone, as
+// `iptables -j DROP` on the group's peer ports makes it (blackhole rules
+// at the router, which drop without an answer).
+func (c *Cluster) CutRegionPeers(g int, cut bool) error {
+	if g < 0 || g >= c.cfg.Groups {
+		return fmt.Errorf("hosts: no group %d", g)
+	}
+	op := "del"
+	if cut {
+		op = "add"
+	}
+	c.logf("hosts: region %s peer traffic %s", regionNames[g], map[bool]string{true: "dropped", false: "forwarded"}[cut])
+	port := strconv.Itoa(portPeer)
+	region := c.addr(g+1, 0) + "/24"
+	var errs []error
+	for _, sel := range [][]string{{"iif", "gw" + strconv.Itoa(g)}, {"to", region}} {
+		for _, dir := range []string{"dport", "sport"} {
+			args := append([]string{"-n", c.router, "rule", op}, sel...)
+			args = append(args, "ipproto", "tcp", dir, port, "blackhole")
+			// Healing removes every rule even when one is missing.
+			if err := c.ip(args...); err != nil {
+				if cut {
+					return err
+				}
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // fillName is the file that fills a replica's disk, beside its data.
 const fillName = "fill"
 

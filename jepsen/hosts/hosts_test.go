@@ -10,6 +10,7 @@ import (
 
 	"github.com/flexkv/flexkv/client"
 	"github.com/flexkv/flexkv/jepsen/hosts"
+	"github.com/flexkv/flexkv/txn"
 )
 
 // startCluster builds the binary and starts a cluster of hosts, or skips
@@ -51,8 +52,9 @@ func startCluster(t *testing.T, protocol string) *hosts.Cluster {
 
 // TestHostFaults: a cluster of nine namespaces answers over TLS; a cut
 // region's keys stop answering and answer again once healed while the
-// other regions serve throughout; a killed leader's group serves again; a
-// full disk is full.
+// other regions serve throughout; a region cut from the other regions
+// alone serves its own keys but no transaction across; a killed leader's
+// group serves again; a full disk is full.
 func TestHostFaults(t *testing.T) {
 	c := startCluster(t, "flexcast")
 	ctx := context.Background()
@@ -102,6 +104,8 @@ func TestHostFaults(t *testing.T) {
 		t.Errorf("a put after the heal: %v", err)
 	}
 
+	checkPeersCut(ctx, t, c, cl, put, prefixes[0], prefixes[1])
+
 	r := c.Replicas[0]
 	if err := c.Kill(r.ID); err != nil {
 		t.Fatal(err)
@@ -140,6 +144,36 @@ func TestHostFaults(t *testing.T) {
 	if err := put(prefixes[1]+"e", 30*time.Second); err != nil && !strings.Contains(err.Error(), "no space") {
 		t.Errorf("a put after the disk was freed: %v", err)
 	}
+}
+
+// checkPeersCut cuts group 1's peer traffic: it still serves its clients
+// alone (a put of cutPrefix); a transaction that needs another group (of
+// otherPrefix) does not complete, and does after the heal.
+func checkPeersCut(ctx context.Context, t *testing.T, c *hosts.Cluster, cl *client.Client, put func(string, time.Duration) error, otherPrefix, cutPrefix string) {
+	t.Helper()
+	if err := c.CutRegionPeers(1, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := put(cutPrefix+"p", 10*time.Second); err != nil {
+		t.Errorf("a put into a region whose peer traffic is cut: %v, want it served (its clients and raft are untouched)", err)
+	}
+	across := &txn.Txn{Then: []txn.Op{
+		{Kind: txn.OpAdd, Key: []byte(otherPrefix + "n"), Int: 1, Wrap: true},
+		{Kind: txn.OpAdd, Key: []byte(cutPrefix + "n"), Int: 1, Wrap: true},
+	}}
+	tctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	if _, err := cl.Txn(tctx, across); err == nil {
+		t.Error("a transaction across a region whose peer traffic is cut completed")
+	}
+	cancel()
+	if err := c.CutRegionPeers(1, false); err != nil {
+		t.Fatal(err)
+	}
+	tctx, cancel = context.WithTimeout(ctx, 60*time.Second)
+	if _, err := cl.Txn(tctx, across); err != nil {
+		t.Errorf("a transaction across the region after the heal: %v", err)
+	}
+	cancel()
 }
 
 // TestAvailableNamesWhatIsMissing: without root or without the ip command
