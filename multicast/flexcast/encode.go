@@ -140,6 +140,8 @@ func appendEnvelope(b []byte, e *envelope, n int, k *linkIDs) []byte {
 		}
 	case envNotif:
 		w.golomb(e.notifIDOut, 0)
+	case envHist, envCut:
+		// A HIST ends with its history; a CUT is not written here.
 	}
 	return w.flush()
 }
@@ -347,6 +349,8 @@ func decodeTail(e *envelope, r *bitReader, n int, notifs []notifRef) error {
 		}
 	case envNotif:
 		e.notifIDOut = r.golomb(0)
+	case envHist, envCut:
+		// A HIST ends with its history; a CUT is not read here.
 	}
 	return nil
 }

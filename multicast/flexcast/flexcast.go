@@ -372,6 +372,8 @@ func (c *Core) onEnvelope(from partition.GroupID, payload []byte) error {
 	case envHist:
 		c.merge(e.history)
 		c.tryDeliver()
+	case envCut:
+		// Taken above.
 	}
 	return nil
 }
@@ -549,6 +551,8 @@ func (c *Core) checkAbout(from partition.GroupID, e *envelope) error {
 		if m.Dst.Has(c.self) || c.self >= m.Dst.Max() {
 			return c.badEnvelope(from, "NOTIF %s to %s at a destination or above every destination", m.ID, m.Dst)
 		}
+	case envHist, envCut:
+		// About no message (checkEnvelope does not ask).
 	}
 	// notifyNext notifies at most one group, below the lowest destination
 	// above the sender.
@@ -1008,7 +1012,7 @@ func (c *Core) send(to partition.GroupID, e *envelope) {
 		kind = multicast.KindAck
 	case envNotif:
 		kind = multicast.KindNotif
-	case envHist:
+	case envHist, envCut:
 		kind, about = multicast.KindAck, c.gcID()
 		c.stats.GCSent++
 	}
