@@ -56,15 +56,15 @@ type Want string
 const (
 	// Any asserts nothing: the loop is measured only.
 	Any Want = ""
-	// Keeps: the loop's rate over the hold is at least half its rate
+	// Keeps is met if the loop's rate over the hold is at least half its rate
 	// before (the claim of a genuine protocol for the traffic of groups
 	// the fault leaves reachable).
 	Keeps Want = "keeps"
-	// KeepsEverySecond: every second of the hold is at least half the
+	// KeepsEverySecond is met if every second of the hold is at least half the
 	// rate before, so that a stop of a second or two is not averaged away
 	// (a leader kill's election).
 	KeepsEverySecond Want = "keeps-every-second"
-	// Stops: the loop's rate over the hold, after its first second (what
+	// Stops is met if the loop's rate over the hold, after its first second (what
 	// was under way), is at most a tenth of its rate before (traffic that
 	// needs the cut group, or travels through it).
 	Stops Want = "stops"
@@ -266,11 +266,12 @@ func (l LoopResult) Check() string {
 			return fmt.Sprintf("%s: %.0f transfers/s during the fault after its first second, want at most a tenth of %.0f before (per second %v)",
 				l.Loop, r, l.BeforeRate, l.During)
 		}
+	case Any:
 	}
 	// Traffic the fault stopped waits, after the heal, for the channels to
-	// the faulted group to connect again (TCP's retransmission backoff on
-	// the connections the cut left open: seconds), so only traffic that
-	// kept on is held to the after window.
+	// the faulted group to connect again (a second or two: a link cut for
+	// 5 s is closed and reopened), so only traffic that kept on is held to
+	// the after window.
 	if l.Want != Stops && l.AfterRate == 0 {
 		return fmt.Sprintf("%s: no transfer completed after the heal (per second %v)", l.Loop, l.After)
 	}
