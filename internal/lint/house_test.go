@@ -96,7 +96,8 @@ var house = []room{
 	{dir: "multicast/rawnode", floor: 4, imports: []string{"internal/wire", "multicast", "multicast/channel", "partition"},
 		tests: []string{"multicast/internal/simnet", "multicast/check", "multicast/flexcast", "multicast/protocol", "multicast/skeen"}},
 	{dir: "replication/transport", floor: 4, imports: []string{"internal/rpcflow", "multicast/channel", "partition", "replication/transport/transportpb"},
-		tests: []string{"internal/testaddr"}, ext: protoExt},
+		// x/sys/unix: the links' TCP_USER_TIMEOUT.
+		tests: []string{"internal/testaddr"}, ext: append([]string{"golang.org/x/sys/unix"}, protoExt...)},
 	{dir: "gtpcc/procs", floor: 4, imports: []string{"txn"}, tests: []string{"executor", "group", "kv", "multicast", "partition"}},
 	// 5: the group state machine, the API's conversions, the scripted
 	// environment of the cores.
