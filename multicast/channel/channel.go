@@ -41,7 +41,11 @@
 //
 // The backlog behind peer p is the number of payload bytes Self has sent to
 // any peer, or taken on otherwise (Charge), since (and including) the oldest
-// envelope p has not acknowledged.
+// envelope p has not acknowledged, background envelopes (SendBackground)
+// left out: a protocol's own bookkeeping, which no work waits for, such as
+// FlexCast's garbage collection. Counting them would make a group that sent
+// one to an unreachable peer refuse every request once it has sent the
+// backlog bound to anyone, although none of its work waits for that peer.
 // It bounds more than the outbox to p: when p is unreachable, the other
 // groups hold what Self sent them that waits for p (a FlexCast message
 // waiting for p's ack at a group ranked above p, a Skeen message waiting
@@ -219,6 +223,7 @@ type link struct {
 	acked       uint64    // the peer's cumulative ack: it applied every seq <= acked
 	outbox      []pending // unacknowledged envelopes; outbox[i] has seq acked+1+i
 	outboxBytes int       // payload bytes in outbox
+	background  int       // envelopes of outbox sent in the background
 	idle        int       // ticks without ack progress or resend; 0 when outbox is empty
 	nackServed  bool      // a nack from the peer was served during this tick
 	// A repair in progress resent every seq up to repair (0: none) and goes
@@ -238,8 +243,9 @@ type link struct {
 // once Send took it, so that the backlog behind a peer is sentBytes minus
 // the start (end minus size) of its oldest pending envelope.
 type pending struct {
-	payload []byte
-	end     uint64
+	payload    []byte
+	end        uint64
+	background bool // sent by SendBackground
 }
 
 // held is an out-of-order data frame waiting for the gap before it.
@@ -275,10 +281,20 @@ func (c *Channel) peer(g partition.GroupID) *link {
 // to acknowledges it, and emits a data frame. The channel keeps payload: the
 // caller must not modify it afterwards. Send never refuses (see the package
 // comment on bounds); to must be another group of the cluster.
-func (c *Channel) Send(to partition.GroupID, payload []byte) {
+func (c *Channel) Send(to partition.GroupID, payload []byte) { c.send(to, payload, false) }
+
+// SendBackground is Send of an envelope that no work waits for: Busy and
+// the backlog leave it out (see the package comment on bounds). It is
+// carried like any other, reliably and in order.
+func (c *Channel) SendBackground(to partition.GroupID, payload []byte) { c.send(to, payload, true) }
+
+func (c *Channel) send(to partition.GroupID, payload []byte, background bool) {
 	l := c.peer(to)
 	c.sentBytes += uint64(len(payload))
-	l.outbox = append(l.outbox, pending{payload: payload, end: c.sentBytes})
+	l.outbox = append(l.outbox, pending{payload: payload, end: c.sentBytes, background: background})
+	if background {
+		l.background++
+	}
 	l.outboxBytes += len(payload)
 	if l.outboxBytes > c.cfg.OutboxBytesMax {
 		c.stats.OutboxOverflows++
@@ -349,6 +365,9 @@ func (c *Channel) ack(from partition.GroupID, ack uint64) {
 	}
 	for _, p := range l.outbox[:ack-l.acked] {
 		l.outboxBytes -= len(p.payload)
+		if p.background {
+			l.background--
+		}
 	}
 	n := copy(l.outbox, l.outbox[ack-l.acked:])
 	clear(l.outbox[n:]) // let the trimmed payloads be collected
@@ -538,7 +557,7 @@ func (c *Channel) BusyWith() (partition.GroupID, bool) {
 		if g == c.cfg.Self {
 			continue
 		}
-		if len(c.links[i].outbox) >= c.cfg.OutboxMax || c.Backlog(g) >= uint64(c.cfg.BacklogBytesMax) {
+		if l := &c.links[i]; len(l.outbox)-l.background >= c.cfg.OutboxMax || c.Backlog(g) >= uint64(c.cfg.BacklogBytesMax) {
 			return g, true
 		}
 	}
@@ -547,13 +566,17 @@ func (c *Channel) BusyWith() (partition.GroupID, bool) {
 
 // Backlog returns the backlog behind group to: the payload bytes sent to
 // any group, or charged, since (and including) the oldest envelope to that
-// has not acknowledged; 0 when to acknowledged everything.
+// has not acknowledged, background ones left out; 0 when to acknowledged
+// everything else.
 func (c *Channel) Backlog(to partition.GroupID) uint64 {
 	l := c.peer(to)
-	if len(l.outbox) == 0 {
+	if len(l.outbox) == l.background {
 		return 0
 	}
 	first := l.outbox[0]
+	for i := 1; first.background; i++ {
+		first = l.outbox[i]
+	}
 	return c.sentBytes - (first.end - uint64(len(first.payload)))
 }
 
@@ -633,13 +656,19 @@ func (c *Channel) check() error {
 		if l.repair == 0 && l.repairEnd != 0 {
 			return fmt.Errorf("channel: link to %d: repair end %d without a repair", g, l.repairEnd)
 		}
-		bytes, prevEnd := 0, uint64(0)
+		bytes, prevEnd, background := 0, uint64(0), 0
 		for _, p := range l.outbox {
 			bytes += len(p.payload)
+			if p.background {
+				background++
+			}
 			if p.end < prevEnd+uint64(len(p.payload)) || p.end > c.sentBytes {
 				return fmt.Errorf("channel: link to %d: envelope ends at byte %d, after %d, of %d sent", g, p.end, prevEnd, c.sentBytes)
 			}
 			prevEnd = p.end
+		}
+		if background != l.background {
+			return fmt.Errorf("channel: link to %d: %d background envelopes, counted %d", g, l.background, background)
 		}
 		if bytes != l.outboxBytes {
 			return fmt.Errorf("channel: link to %d: outbox bytes %d, counted %d", g, l.outboxBytes, bytes)

@@ -601,3 +601,49 @@ func TestBusyAtBacklog(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestBackgroundNotBacklog: envelopes sent in the background to a peer that
+// never acknowledges neither start its backlog nor fill its outbox as far as
+// Busy counts, however much goes to others after them; a foreground
+// envelope behind them starts the backlog at itself; they are resent and
+// acknowledged like any other, and the state restores.
+func TestBackgroundNotBacklog(t *testing.T) {
+	cfg := testConfig(0)
+	cfg.OutboxMax = 3
+	cfg.BacklogBytesMax, cfg.OutboxBytesMax = 10, 20
+	a := newChannel(t, cfg)
+	for range 5 {
+		a.SendBackground(1, []byte("gc"))
+	}
+	for range 20 {
+		a.Send(2, []byte("0123456789"))
+		receive(t, a, ctl(2, 0, a.links[2].sent(), 0))
+	}
+	if got := a.Backlog(1); got != 0 {
+		t.Fatalf("Backlog(1) = %d behind background envelopes only, want 0", got)
+	}
+	if g, busy := a.BusyWith(); busy {
+		t.Fatalf("Busy with %d: 5 background envelopes to 1 (OutboxMax 3) and 200 bytes to 2 after them", g)
+	}
+	a.Send(1, []byte("ab")) // foreground: 1's backlog starts here
+	a.Send(2, []byte("0123456"))
+	if got := a.Backlog(1); got != 9 {
+		t.Fatalf("Backlog(1) = %d, want 9 (from the foreground envelope on)", got)
+	}
+	a.Ready()
+	snap := a.AppendSnapshot(nil)
+	r, err := RestoreChannel(snap, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Backlog(1) != 9 || r.links[1].background != 5 {
+		t.Fatalf("restored: Backlog(1) %d, %d background, want 9 and 5", r.Backlog(1), r.links[1].background)
+	}
+	receive(t, a, ctl(1, 0, 6, 0))
+	if got := a.links[1].background; got != 0 || a.Backlog(1) != 0 {
+		t.Fatalf("after the ack: %d background envelopes, backlog %d, want 0 and 0", got, a.Backlog(1))
+	}
+	if err := a.check(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -8,9 +8,10 @@ import (
 	"github.com/flexkv/flexkv/internal/wire"
 )
 
-// snapshotVersion is the first byte of an encoded channel state. Version 2
-// added the byte clock of backlogs, the repair window and two counters.
-const snapshotVersion = 2
+// snapshotVersion is the first byte of an encoded channel state. Version 3
+// marks the envelopes sent in the background; version 2 added the byte
+// clock of backlogs, the repair window and two counters.
+const snapshotVersion = 3
 
 // Bits of the per-link flags byte of a snapshot.
 const (
@@ -62,6 +63,11 @@ func (c *Channel) appendSnapshot(b []byte) []byte {
 		for _, p := range l.outbox {
 			b = wire.AppendBytes(b, p.payload)
 			b = wire.AppendUvarint(b, p.end)
+			if p.background {
+				b = append(b, 1)
+			} else {
+				b = append(b, 0)
+			}
 		}
 		b = wire.AppendUvarint(b, uint64(l.idle))
 		b = wire.AppendUvarint(b, l.repair)
@@ -124,6 +130,14 @@ func RestoreChannel(b []byte, cfg Config) (*Channel, error) {
 			for j := range l.outbox {
 				l.outbox[j].payload = d.Bytes()
 				l.outbox[j].end = d.Uvarint()
+				switch d.Byte() {
+				case 0:
+				case 1:
+					l.outbox[j].background = true
+					l.background++
+				default:
+					d.Fail("link to %d: envelope %d: bad background flag", i, j)
+				}
 				l.outboxBytes += len(l.outbox[j].payload)
 			}
 		}
