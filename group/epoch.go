@@ -52,8 +52,8 @@ const (
 
 // CheckMembers checks the members of an epoch over n groups: every group
 // has 1 to MembersMax replicas, each with an id, a raft and a gRPC address;
-// ids are unique in the cluster, and so is every address (raft, gRPC,
-// peer, HTTP).
+// ids are unique in the cluster, and no two replicas share an address
+// (raft, gRPC, peer, HTTP).
 func CheckMembers(members [][]partition.ReplicaConfig, n int) error {
 	if len(members) != n {
 		return fmt.Errorf("members of %d groups, want %d", len(members), n)
@@ -76,7 +76,9 @@ func CheckMembers(members [][]partition.ReplicaConfig, n int) error {
 				if a == "" {
 					continue
 				}
-				if who, dup := addrs[a]; dup {
+				// One replica may serve two of its own services on one
+				// address; two replicas never share one.
+				if who, dup := addrs[a]; dup && who != r.ID {
 					return fmt.Errorf("address %s of member %q is %s's too", a, r.ID, who)
 				}
 				addrs[a] = r.ID

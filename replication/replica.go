@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -199,6 +200,9 @@ type Replica struct {
 	wg            sync.WaitGroup
 	// proposals queues the client requests for proposeLoop.
 	proposals chan *proposal
+	// members are the group's members of the latest epoch this replica
+	// applied (members.go): the leader hints name them.
+	members atomic.Pointer[[]Member]
 }
 
 // Open starts a replica: it reopens its raft state from cfg.Dir if there is
@@ -211,6 +215,8 @@ func Open(cfg Config) (*Replica, error) {
 	self, _ := cfg.member(cfg.ID)
 	r := &Replica{cfg: cfg, self: self, log: cfg.Logger.With("group", cfg.State.Topology.Name(cfg.State.Self), "replica", cfg.ID),
 		stop: make(chan struct{}), proposals: make(chan *proposal, proposalsQueued)}
+	members := slices.Clone(cfg.Members)
+	r.members.Store(&members)
 	var err error
 	fail := func(e error) (*Replica, error) {
 		return nil, errors.Join(e, r.shutdown())
@@ -263,10 +269,11 @@ func Open(cfg Config) (*Replica, error) {
 		return fail(fmt.Errorf("replication: %w", err))
 	}
 	r.started.Store(true)
-	r.wg.Add(3)
+	r.wg.Add(4)
 	go r.leaderLoop()
 	go r.tickLoop()
 	go r.proposeLoop()
+	go r.membersLoop()
 	return r, nil
 }
 
@@ -556,7 +563,7 @@ func (r *Replica) await(ctx context.Context, f raft.Future) error {
 // another group's transmitter follows.
 func (r *Replica) peerHint() string {
 	_, id := r.raft.LeaderWithID()
-	if m, ok := r.cfg.member(string(id)); ok {
+	if m, ok := r.member(string(id)); ok {
 		return m.PeerAddr
 	}
 	return ""
@@ -565,7 +572,7 @@ func (r *Replica) peerHint() string {
 // leaderHint returns the gRPC address of the leader, if known.
 func (r *Replica) leaderHint() string {
 	_, id := r.raft.LeaderWithID()
-	if m, ok := r.cfg.member(string(id)); ok {
+	if m, ok := r.member(string(id)); ok {
 		return m.GRPCAddr
 	}
 	return ""
@@ -671,7 +678,7 @@ func (r *Replica) lastCommandAtOrBelow(index uint64) (uint64, bool) {
 
 // leaderErr turns raft's leadership errors into a *NotLeaderError.
 func (r *Replica) leaderErr(err error) error {
-	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
 		return &NotLeaderError{Leader: r.leaderHint()}
 	}
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
@@ -816,7 +823,7 @@ func (r *Replica) Multicast(ctx context.Context, m multicast.Message, epoch uint
 		return ctx.Err()
 	}
 	if err := res.raftErr; err != nil {
-		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
 			return &NotLeaderError{Leader: r.leaderHint()}
 		}
 		return fmt.Errorf("replication: %w", err)
@@ -976,10 +983,12 @@ func (r *Replica) proposeAt(ctx context.Context, data []byte) (uint64, error) {
 	}
 	f := r.raft.Apply(data, timeout)
 	if err := r.await(ctx, f); err != nil {
-		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
-			// ErrNotLeader: raft refused the entry; ErrLeadershipLost: it
-			// was in the log, and a new leader may commit it.
-			return 0, &NotLeaderError{Leader: r.leaderHint(), MayHaveRun: !errors.Is(err, raft.ErrNotLeader)}
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+			// ErrNotLeader: raft refused the entry, as it does while it
+			// hands its leadership over (a leader removed from its
+			// group); ErrLeadershipLost: it was in the log, and a new
+			// leader may commit it.
+			return 0, &NotLeaderError{Leader: r.leaderHint(), MayHaveRun: errors.Is(err, raft.ErrLeadershipLost)}
 		}
 		return 0, fmt.Errorf("replication: %w", err)
 	}
