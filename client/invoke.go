@@ -51,7 +51,7 @@ type rpcFunc func(ctx context.Context, kv apipb.KVClient, opts ...grpc.CallOptio
 // ResourceExhausted always waits. An attempt that gets no answer within
 // AttemptTimeout, while ctx runs, counts as Unavailable without a hint.
 func (c *Client) invoke(ctx context.Context, g partition.GroupID, leader bool, what string, rpc rpcFunc) error {
-	replicas := c.replicas[g]
+	replicas := (*c.replicas.Load())[g]
 	name := c.view.Groups.Name(g)
 	addr := c.leaderOf(g)
 	misses := 0 // consecutive failed attempts

@@ -46,7 +46,7 @@ type EpochConfig struct {
 // Bounds of an epoch's members: replicas per group, and the bytes of an id
 // or an address.
 const (
-	MembersMax      = 16
+	MembersMax      = partition.EpochReplicasMax
 	MemberFieldsMax = 256
 )
 
