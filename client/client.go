@@ -237,8 +237,8 @@ type Client struct {
 	resubmits atomic.Uint64
 	// proto is the cluster's protocol, and origin where this client sends
 	// from: together they choose each request's entry group (DESIGN 2).
-	proto    *protocol.Protocol
-	origin   protocol.Origin
+	proto  *protocol.Protocol
+	origin protocol.Origin
 	// replicas are the gRPC addresses of each group's replicas, by
 	// GroupID, in the latest epoch the client learned (epoch.go).
 	replicas atomic.Pointer[[][]string]

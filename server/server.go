@@ -155,14 +155,14 @@ type Config struct {
 
 // Server is one running replica.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	proto   *protocol.Protocol // the cluster's: its entry groups, its core's stats
-	top     *partition.Topology
-	pm      *partition.PartitionMap
-	self    partition.GroupID
-	group   partition.GroupConfig
-	me      partition.ReplicaConfig // this replica's addresses
+	cfg   Config
+	log   *slog.Logger
+	proto *protocol.Protocol // the cluster's: its entry groups, its core's stats
+	top   *partition.Topology
+	pm    *partition.PartitionMap
+	self  partition.GroupID
+	group partition.GroupConfig
+	me    partition.ReplicaConfig // this replica's addresses
 	// current caches the configuration of the current epoch (config).
 	current atomic.Pointer[epochConfig]
 	replica *replication.Replica
