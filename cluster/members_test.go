@@ -126,4 +126,3 @@ func waitRaftMembers(t *testing.T, l *Local, group, want string) {
 	}
 	t.Fatalf("group %s's raft configuration %q, want %q", group, got, want)
 }
-
