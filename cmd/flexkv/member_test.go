@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/certs"
 	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/internal/testcluster"
@@ -234,5 +235,46 @@ func waitStatus(t *testing.T, path, dir string, n int) {
 			t.Fatalf("the cluster did not start within 60s: status exit %d:\n%s\nr1:\n%s", code, out, tailOf(dir, "r1"))
 		}
 		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// TestCheckRemove: removing a voter is refused when it is the group's last
+// or when the voters left that answer are not a quorum of the voters left;
+// a learner, or a voter whose removal keeps a quorum, may go.
+func TestCheckRemove(t *testing.T) {
+	voter := func(id string) *apipb.RaftMember { return &apipb.RaftMember{Id: id, Suffrage: "voter"} }
+	learner := func(id string) *apipb.RaftMember { return &apipb.RaftMember{Id: id, Suffrage: "learner"} }
+	state := func(up []string, raft ...*apipb.RaftMember) *groupState {
+		st := &groupState{name: "g", leader: up[0], status: map[string]*apipb.StatusResponse{}, raft: map[string]*apipb.RaftMember{}, raftList: raft}
+		for _, id := range up {
+			st.status[id] = &apipb.StatusResponse{}
+		}
+		for _, m := range raft {
+			st.raft[m.GetId()] = m
+		}
+		return st
+	}
+	for _, tc := range []struct {
+		name string
+		st   *groupState
+		id   string
+		want string // "" when allowed
+	}{
+		{"dead voter of four", state([]string{"r1", "r3", "r10"}, voter("r1"), voter("r2"), voter("r3"), voter("r10")), "r2", ""},
+		{"live voter, another dead", state([]string{"r1", "r3"}, voter("r1"), voter("r2"), voter("r3")), "r3", "loses its quorum"},
+		{"learner", state([]string{"r1"}, voter("r1"), learner("r10")), "r10", ""},
+		{"last voter", state([]string{"r1", "r10"}, voter("r1"), learner("r10")), "r1", "last voter"},
+		{"not in raft yet", state([]string{"r1"}, voter("r1")), "r10", ""},
+	} {
+		err := tc.st.checkRemove(tc.id)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v, want allowed", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want an error naming %q", tc.name, err, tc.want)
+		}
+	}
+	if err := (&groupState{name: "g"}).checkRemove("r1"); err == nil || !strings.Contains(err.Error(), "no leader") {
+		t.Errorf("without a leader: %v, want refused", err)
 	}
 }
