@@ -750,10 +750,15 @@ func runMemberRemove(c *cobra.Command, args []string) error {
 	}
 	// Done once the group's raft configuration lacks it.
 	g.Replicas = slices.DeleteFunc(slices.Clone(g.Replicas), func(r partition.ReplicaConfig) bool { return r.ID == id })
+	shown := time.Now()
 	for {
 		st := m.groupStateOf(ctx, g)
-		if _, in := st.raft[id]; st.leader != "" && st.raft != nil && len(st.raftList) > 0 && !in {
+		if _, in := st.raft[id]; st.leader != "" && len(st.raftList) > 0 && !in {
 			break
+		}
+		if time.Since(shown) >= time.Second {
+			shown = time.Now()
+			fmt.Fprintf(c.ErrOrStderr(), "member remove: epoch %d drops %s; waiting for group %s's leader to remove it from raft\n", resp.GetEpoch(), id, name)
 		}
 		select {
 		case <-ctx.Done():
