@@ -194,30 +194,33 @@ func TestReplaceReplicaUnderLoad(t *testing.T) {
 	t.Logf("gtpcc run during the replacement:\n%s", res.out)
 
 	// The group's members: r1, r3 and r10, voters; r2 gone.
-	code, out, stderr = runCmd(t, newRootCmd(), "member", "list", "--config", path, "--json")
+	checkMembers(t, path, "eu-west-1", 3, "r1:voter r3:voter r10:voter")
+}
+
+// checkMembers checks, with flexkv member list --json, that every member
+// is at epoch and that group's are want ("id:suffrage ...").
+func checkMembers(t *testing.T, path, group string, epoch uint64, want string) {
+	t.Helper()
+	code, out, stderr := runCmd(t, newRootCmd(), "member", "list", "--config", path, "--json")
 	if code != 0 {
 		t.Fatalf("member list: exit %d: %s%s", code, out, stderr)
 	}
-	var rows []memberRow
+	var got []string
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
 		var r memberRow
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			t.Fatalf("member list --json line %q: %v", sc.Text(), err)
 		}
-		rows = append(rows, r)
-	}
-	var west []string
-	for _, r := range rows {
-		if r.Epoch != 3 {
-			t.Errorf("member list: %s at epoch %d, want 3", r.Member, r.Epoch)
+		if r.Epoch != epoch {
+			t.Errorf("member list: %s at epoch %d, want %d", r.Member, r.Epoch, epoch)
 		}
-		if r.Group == "eu-west-1" {
-			west = append(west, fmt.Sprintf("%s:%s", r.Member, r.Suffrage))
+		if r.Group == group {
+			got = append(got, fmt.Sprintf("%s:%s", r.Member, r.Suffrage))
 		}
 	}
-	if got := strings.Join(west, " "); got != "r1:voter r3:voter r10:voter" {
-		t.Errorf("eu-west-1's members %q, want r1, r3 and r10, voters", got)
+	if g := strings.Join(got, " "); g != want {
+		t.Errorf("%s's members %q, want %q", group, g, want)
 	}
 }
 
