@@ -208,7 +208,7 @@ type memberRow struct {
 	GRPC     string  `json:"grpc"`
 	Raft     string  `json:"raft"`
 	Peer     string  `json:"peer"`
-	Role     string  `json:"role"`     // leader, follower, candidate, down, or leaving
+	Role     string  `json:"role"`     // leader, follower, learner, candidate, down, or leaving
 	Suffrage string  `json:"suffrage"` // voter, learner, or none (not in raft's configuration yet)
 	Applied  *uint64 `json:"applied_index,omitempty"`
 	Lag      *uint64 `json:"lag,omitempty"`
@@ -310,6 +310,9 @@ func (st *groupState) rows(epoch uint64) []memberRow {
 		row := memberRow{Group: st.name, Member: r.ID, GRPC: r.GRPC, Raft: r.Raft, Peer: r.PeerAddr(), Suffrage: st.suffrage(r.ID), Epoch: epoch}
 		if s, ok := st.status[r.ID]; ok {
 			row.Role = s.GetRole()
+			if row.Suffrage == "learner" && row.Role == "follower" {
+				row.Role = "learner" // it follows, and never votes
+			}
 			a := s.GetAppliedIndex()
 			row.Applied = &a
 			if lag, ok := st.lag(r.ID); ok {
@@ -340,9 +343,10 @@ func newMemberListCmd() *cobra.Command {
 
   GROUP MEMBER GRPC RAFT ROLE SUFFRAGE APPLIED LAG
 
-ROLE is the member's raft role, leader, follower or candidate, or down when
-it does not answer; leaving marks a server that the epoch removed and the
-group's raft configuration still holds (its leader removes it). SUFFRAGE is
+ROLE is the member's raft role, leader, follower (a voter), learner (a
+nonvoter that follows) or candidate, or down when it does not answer;
+leaving marks a server that the epoch removed and the group's raft
+configuration still holds (its leader removes it). SUFFRAGE is
 its place in the leader's raft configuration: voter, learner (a nonvoter:
 it receives the log, votes in no election and counts in no quorum), or none
 (not added to raft yet). LAG is the leader's commit index minus the
@@ -350,7 +354,7 @@ member's applied index, "-" while either does not answer.
 
 With --json, one JSON object per member, one per line:
 {"group":"eu-west-1","member":"r10","grpc":"127.0.0.1:7210","raft":"127.0.0.1:7110",
- "peer":"127.0.0.1:7310","role":"follower","suffrage":"learner","applied_index":812,
+ "peer":"127.0.0.1:7310","role":"learner","suffrage":"learner","applied_index":812,
  "lag":3,"epoch":2}; a member that is down has "role":"down" and "error".
 
 Exit codes: 0 every member answered; 1 some are down, or no replica answered; 2 bad usage.`,
