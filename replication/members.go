@@ -25,9 +25,9 @@ import (
 // A learner becomes a voter only when asked (Promote), once the operator
 // saw it caught up: raft's AddVoter, which raft's log keeps.
 
-// membersInterval is how often the leader compares the members of its
-// epoch with raft's configuration, and every replica picks up the
-// addresses of a new epoch.
+// membersInterval is how often, unless configured (Config.MembersInterval),
+// the leader compares the members of its epoch with raft's configuration,
+// and every replica picks up the addresses of a new epoch.
 const membersInterval = 50 * time.Millisecond
 
 // Errors of Promote.
@@ -64,7 +64,7 @@ func (r *Replica) Members() []Member { return slices.Clone(*r.members.Load()) }
 // leader, brings raft's configuration to its epoch's members.
 func (r *Replica) membersLoop() {
 	defer r.wg.Done()
-	t := time.NewTicker(membersInterval)
+	t := time.NewTicker(r.cfg.MembersInterval)
 	defer t.Stop()
 	var epoch uint64
 	// leadFrom is the last log index when this replica became leader (0:

@@ -134,3 +134,48 @@ func TestReplaceMember(t *testing.T) {
 	}
 	c.settle(30 * time.Second)
 }
+
+// TestNewLeaderFinishesChange: a leader that does not change raft after a
+// change of members (held back here by a long MembersInterval, as a leader
+// that crashes between the delivery and raft's change would be) leaves the
+// change half done; the leader elected after it finishes it.
+func TestNewLeaderFinishesChange(t *testing.T) {
+	c := newTestCluster(t, protocol.FlexCast, 2, 3, 0)
+	for i := range c.reps[1] {
+		c.stop(1, i)
+		c.reps[1][i].cfg.MembersInterval = time.Hour
+		c.start(1, i)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := c.load(ctx, 1, 4, 100); err != nil {
+		t.Fatal(err)
+	}
+	members := c.epochMembers()
+	members[1] = append(members[1], partition.ReplicaConfig{ID: "g1-r4", Raft: freeAddr(t), GRPC: freeAddr(t)})
+	c.change(ctx, 1, members)
+	l := c.leader(1)
+	deadline := time.Now().Add(20 * time.Second)
+	for c.reps[1][l].r.Epoch() != 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("group 1's leader at epoch %d, want 2", c.reps[1][l].r.Epoch())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if ms, _, _ := c.reps[1][l].r.RaftMembers(); len(ms) != 3 {
+		t.Fatalf("the held-back leader changed raft: %+v", ms)
+	}
+	// The followers come back with the usual interval; the leader goes.
+	for i := range c.reps[1] {
+		if i != l {
+			c.stop(1, i)
+			c.reps[1][i].cfg.MembersInterval = 0
+			c.start(1, i)
+		}
+	}
+	c.stop(1, l)
+	c.waitRaft(1, "g1-r4 added as a learner by the next leader", func(ms []RaftMember) bool {
+		return slices.ContainsFunc(ms, func(m RaftMember) bool { return m.ID == "g1-r4" && !m.Voter })
+	})
+}

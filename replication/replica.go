@@ -65,6 +65,9 @@ type Config struct {
 	ElectionTimeout   time.Duration // default 300ms
 	ApplyTimeout      time.Duration // how long a proposal may wait (default 5s)
 	SnapshotThreshold uint64        // entries between raft snapshots (default 32768)
+	// MembersInterval is how often the leader brings raft's configuration
+	// to its epoch's members (members.go; default membersInterval).
+	MembersInterval time.Duration
 	TrailingLogs      uint64        // entries kept after a snapshot (default 10240)
 	NoSync            bool          // raft log without fsync: tests only
 	Logger            *slog.Logger  // default: discard
@@ -135,6 +138,9 @@ func (c *Config) fill() error {
 	}
 	if c.ApplyTimeout <= 0 {
 		c.ApplyTimeout = 5 * time.Second
+	}
+	if c.MembersInterval <= 0 {
+		c.MembersInterval = membersInterval
 	}
 	if c.SnapshotThreshold == 0 {
 		// A snapshot writes the whole state (every key, every kept
