@@ -65,12 +65,12 @@ type Config struct {
 	ElectionTimeout   time.Duration // default 300ms
 	ApplyTimeout      time.Duration // how long a proposal may wait (default 5s)
 	SnapshotThreshold uint64        // entries between raft snapshots (default 32768)
+	TrailingLogs      uint64        // entries kept after a snapshot (default 10240)
+	NoSync            bool          // raft log without fsync: tests only
+	Logger            *slog.Logger  // default: discard
 	// MembersInterval is how often the leader brings raft's configuration
 	// to its epoch's members (members.go; default membersInterval).
 	MembersInterval time.Duration
-	TrailingLogs    uint64       // entries kept after a snapshot (default 10240)
-	NoSync          bool         // raft log without fsync: tests only
-	Logger          *slog.Logger // default: discard
 	// FS, when set, holds the raft log, the stable store and the raft
 	// snapshots (raftstore.SnapshotStore) instead of the operating
 	// system's file system: the power loss tests give a disk that crashes
