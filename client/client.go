@@ -245,6 +245,9 @@ type Client struct {
 	// membersEpoch is the epoch of replicas (takeMembers, under membersMu).
 	membersMu    sync.Mutex
 	membersEpoch uint64
+	// membersRefreshed is when refreshMembers last fetched a topology
+	// (Unix nanoseconds).
+	membersRefreshed atomic.Int64
 	// oneEndpoint: every call goes to the one endpoint (Config.OneEndpoint).
 	oneEndpoint bool
 	// sessions holds a token per free session, free the free sessions

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -82,6 +83,34 @@ func (c *Client) learnEpoch(ctx context.Context, g partition.GroupID) {
 	}
 }
 
+// membersRefreshMin spaces the topology fetches of refreshMembers.
+const membersRefreshMin = 200 * time.Millisecond
+
+// refreshMembers asks the replica at addr for the topology of its epoch,
+// after a leader hint named an address outside a group's replicas, and
+// takes its members when its epoch is newer than the client's members
+// (takeMembers). It reports whether it took them. At most one fetch per
+// membersRefreshMin: a stale hint costs one call now and then.
+func (c *Client) refreshMembers(ctx context.Context, addr string) bool {
+	now := time.Now().UnixNano()
+	last := c.membersRefreshed.Load()
+	if now-last < int64(membersRefreshMin) || !c.membersRefreshed.CompareAndSwap(last, now) {
+		return false
+	}
+	conn, err := c.conn(addr)
+	if err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.attempt)
+	defer cancel()
+	resp, err := apipb.NewKVClient(conn).Topology(ctx, &apipb.TopologyRequest{})
+	if err != nil {
+		return false
+	}
+	c.advanceEpoch(resp.GetEpoch())
+	return c.takeMembers(resp)
+}
+
 // advanceEpoch keeps e when it is newer than the client's epoch, and
 // reports whether it did.
 func (c *Client) advanceEpoch(e uint64) bool {
@@ -97,16 +126,17 @@ func (c *Client) advanceEpoch(e uint64) bool {
 }
 
 // takeMembers takes the replicas' addresses of a topology of a newer
-// epoch: its groups must be the client's (changes keep them); a group
-// missing from it, or without a replica, keeps its addresses.
-func (c *Client) takeMembers(resp *apipb.TopologyResponse) {
+// epoch, and reports whether it did: its groups must be the client's
+// (changes keep them); a group missing from it, or without a replica,
+// keeps its addresses.
+func (c *Client) takeMembers(resp *apipb.TopologyResponse) bool {
 	if c.oneEndpoint {
-		return
+		return false
 	}
 	c.membersMu.Lock()
 	defer c.membersMu.Unlock()
 	if resp.GetEpoch() <= c.membersEpoch {
-		return
+		return false
 	}
 	c.membersEpoch = resp.GetEpoch()
 	next := slices.Clone(*c.replicas.Load())
@@ -122,6 +152,7 @@ func (c *Client) takeMembers(resp *apipb.TopologyResponse) {
 		next[id] = addrs
 	}
 	c.replicas.Store(&next)
+	return true
 }
 
 // epochFromTrailer keeps the epoch an "epoch changed" refusal names.
