@@ -41,6 +41,8 @@ func startServer(t *testing.T, dir, id string, args ...string) *serverProc {
 	}
 	cmd := exec.Command(os.Args[0], append([]string{"server", "--node", id, "--data-dir", filepath.Join(dir, id), "--log-level", "info"}, args...)...)
 	cmd.Env = append(os.Environ(), asFlexkvEnv+"=1", "GOGC=100")
+	// A test binary killed by its timeout leaves no server behind.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -186,7 +188,12 @@ func TestReplaceReplicaUnderLoad(t *testing.T) {
 		t.Fatalf("member remove: exit %d: %s%s", code, out, stderr)
 	}
 	step("r2 removed")
-	res := <-ran
+	var res result
+	select {
+	case res = <-ran:
+	case <-time.After(4 * time.Minute):
+		t.Fatalf("gtpcc run: no end within 4 minutes of a 30s run\nr1:\n%s\nr10:\n%s", tailOf(dir, "r1"), tailOf(dir, "r10"))
+	}
 	step("gtpcc run and check done")
 	if res.code != 0 || !strings.Contains(res.out, " 0 errors") || !strings.Contains(res.out, "check: passed") {
 		t.Fatalf("gtpcc run: exit %d, want 0 with no error and the checks passed:\n%s\n%s", res.code, res.out, res.errOut)
