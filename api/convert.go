@@ -325,7 +325,9 @@ func ConfigFromProto(p *apipb.TopologyResponse) (*partition.ClusterConfig, *part
 	if p == nil {
 		return nil, nil, fmt.Errorf("api: topology: missing")
 	}
-	cfg := &partition.ClusterConfig{Protocol: p.Protocol, Overlay: slices.Clone(p.Overlay)}
+	// A later epoch's members may hold a learner on its way in: any
+	// number of replicas (DESIGN 14).
+	cfg := &partition.ClusterConfig{Protocol: p.Protocol, Overlay: slices.Clone(p.Overlay), EpochMembers: p.GetEpoch() > 1}
 	if len(p.Tree) > 0 {
 		cfg.Tree = make(map[string]string, len(p.Tree))
 	}

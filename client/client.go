@@ -237,9 +237,19 @@ type Client struct {
 	resubmits atomic.Uint64
 	// proto is the cluster's protocol, and origin where this client sends
 	// from: together they choose each request's entry group (DESIGN 2).
-	proto    *protocol.Protocol
-	origin   protocol.Origin
-	replicas [][]string // gRPC addresses of each group's replicas, by GroupID
+	proto  *protocol.Protocol
+	origin protocol.Origin
+	// replicas are the gRPC addresses of each group's replicas, by
+	// GroupID, in the latest epoch the client learned (epoch.go).
+	replicas atomic.Pointer[[][]string]
+	// membersEpoch is the epoch of replicas (takeMembers, under membersMu).
+	membersMu    sync.Mutex
+	membersEpoch uint64
+	// membersRefreshed is when refreshMembers last fetched a topology
+	// (Unix nanoseconds).
+	membersRefreshed atomic.Int64
+	// oneEndpoint: every call goes to the one endpoint (Config.OneEndpoint).
+	oneEndpoint bool
 	// sessions holds a token per free session, free the free sessions
 	// themselves, the last released on top (freeMu): a client that makes
 	// one call at a time reuses one session, and so opens one server
@@ -330,18 +340,21 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.Region != "" && view.Groups.Group(view.Home).Region == cfg.Region {
 		c.origin.Group = view.Home
 	}
-	c.replicas = make([][]string, view.Groups.Len())
+	replicas := make([][]string, view.Groups.Len())
 	for _, g := range view.Config.Groups {
 		id, _ := view.Groups.Lookup(g.Name) // Build checked the names
 		for _, r := range g.Replicas {
-			c.replicas[id] = append(c.replicas[id], r.GRPC)
+			replicas[id] = append(replicas[id], r.GRPC)
 		}
 	}
 	if cfg.OneEndpoint {
-		for g := range c.replicas {
-			c.replicas[g] = []string{cfg.Endpoints[0]}
+		c.oneEndpoint = true
+		for g := range replicas {
+			replicas[g] = []string{cfg.Endpoints[0]}
 		}
 	}
+	c.replicas.Store(&replicas)
+	c.membersEpoch = view.Epoch
 	c.leaders = make([]string, view.Groups.Len())
 	if cfg.WANDelay != nil {
 		c.wan = make([]time.Duration, view.Groups.Len())
@@ -596,7 +609,7 @@ func (c *Client) leaderOf(g partition.GroupID) string {
 	if a := c.leaders[g]; a != "" {
 		return a
 	}
-	return c.replicas[g][0]
+	return (*c.replicas.Load())[g][0]
 }
 
 func (c *Client) setLeader(g partition.GroupID, addr string) {

@@ -3,8 +3,10 @@ package client
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -22,7 +24,9 @@ import (
 // alike: in both cases it ran nowhere. The client then learns the new epoch
 // (the entry group's Topology) and resubmits the request as a new one (its
 // session's next id), up to epochResubmits times: the caller sees no error.
-// Changes keep the overlay so far, so the routing itself does not change.
+// Changes keep the overlay so far, so the routing itself does not change;
+// the members of a group may (DESIGN 14): the client takes the replicas'
+// addresses of every newer epoch it learns.
 
 // epochResubmits bounds the resubmissions of one call for changed epochs:
 // each needs a change of the cluster while it runs.
@@ -70,6 +74,7 @@ func (c *Client) learnEpoch(ctx context.Context, g partition.GroupID) {
 		resp, err := kv.Topology(ctx, &apipb.TopologyRequest{}, opts...)
 		if err == nil {
 			c.advanceEpoch(resp.GetEpoch())
+			c.takeMembers(resp)
 		}
 		return err
 	})
@@ -78,14 +83,76 @@ func (c *Client) learnEpoch(ctx context.Context, g partition.GroupID) {
 	}
 }
 
-// advanceEpoch keeps e when it is newer than the client's epoch.
-func (c *Client) advanceEpoch(e uint64) {
+// membersRefreshMin spaces the topology fetches of refreshMembers.
+const membersRefreshMin = 200 * time.Millisecond
+
+// refreshMembers asks the replica at addr for the topology of its epoch,
+// after a leader hint named an address outside a group's replicas, and
+// takes its members when its epoch is newer than the client's members
+// (takeMembers). It reports whether it took them. At most one fetch per
+// membersRefreshMin: a stale hint costs one call now and then.
+func (c *Client) refreshMembers(ctx context.Context, addr string) bool {
+	now := time.Now().UnixNano()
+	last := c.membersRefreshed.Load()
+	if now-last < int64(membersRefreshMin) || !c.membersRefreshed.CompareAndSwap(last, now) {
+		return false
+	}
+	conn, err := c.conn(addr)
+	if err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.attempt)
+	defer cancel()
+	resp, err := apipb.NewKVClient(conn).Topology(ctx, &apipb.TopologyRequest{})
+	if err != nil {
+		return false
+	}
+	c.advanceEpoch(resp.GetEpoch())
+	return c.takeMembers(resp)
+}
+
+// advanceEpoch keeps e when it is newer than the client's epoch, and
+// reports whether it did.
+func (c *Client) advanceEpoch(e uint64) bool {
 	for {
 		cur := c.epoch.Load()
-		if e <= cur || c.epoch.CompareAndSwap(cur, e) {
-			return
+		if e <= cur {
+			return false
+		}
+		if c.epoch.CompareAndSwap(cur, e) {
+			return true
 		}
 	}
+}
+
+// takeMembers takes the replicas' addresses of a topology of a newer
+// epoch, and reports whether it did: its groups must be the client's
+// (changes keep them); a group missing from it, or without a replica,
+// keeps its addresses.
+func (c *Client) takeMembers(resp *apipb.TopologyResponse) bool {
+	if c.oneEndpoint {
+		return false
+	}
+	c.membersMu.Lock()
+	defer c.membersMu.Unlock()
+	if resp.GetEpoch() <= c.membersEpoch {
+		return false
+	}
+	c.membersEpoch = resp.GetEpoch()
+	next := slices.Clone(*c.replicas.Load())
+	for _, g := range resp.GetGroups() {
+		id, ok := c.view.Groups.Lookup(g.GetName())
+		if !ok || len(g.GetReplicas()) == 0 {
+			continue
+		}
+		addrs := make([]string, 0, len(g.GetReplicas()))
+		for _, r := range g.GetReplicas() {
+			addrs = append(addrs, r.GetGrpc())
+		}
+		next[id] = addrs
+	}
+	c.replicas.Store(&next)
+	return true
 }
 
 // epochFromTrailer keeps the epoch an "epoch changed" refusal names.

@@ -60,6 +60,10 @@ type fakeCluster struct {
 	// extraDst are groups the fake adds to every transaction's
 	// destinations: a server whose configuration is not the client's.
 	extraDst partition.GroupSet
+	// topology, when set, is what Topology answers in place of cfg, at
+	// epoch (members of an epoch, DESIGN 14).
+	topology *partition.ClusterConfig
+	epoch    uint64
 }
 
 // fakeOptions shape a fake cluster.
@@ -343,7 +347,15 @@ func (r *fakeReplica) OpenSession(ctx context.Context, _ *apipb.OpenSessionReque
 
 func (r *fakeReplica) Topology(context.Context, *apipb.TopologyRequest) (*apipb.TopologyResponse, error) {
 	r.record("topology", "")
-	return api.ConfigToProto(r.cl.cfg, r.cl.lat), nil
+	r.cl.mu.Lock()
+	cfg, epoch := r.cl.cfg, r.cl.epoch
+	if r.cl.topology != nil {
+		cfg = r.cl.topology
+	}
+	r.cl.mu.Unlock()
+	resp := api.ConfigToProto(cfg, r.cl.lat)
+	resp.Epoch = epoch
+	return resp, nil
 }
 
 func (r *fakeReplica) Txn(ctx context.Context, req *apipb.TxnRequest) (*apipb.TxnResponse, error) {

@@ -51,7 +51,7 @@ type rpcFunc func(ctx context.Context, kv apipb.KVClient, opts ...grpc.CallOptio
 // ResourceExhausted always waits. An attempt that gets no answer within
 // AttemptTimeout, while ctx runs, counts as Unavailable without a hint.
 func (c *Client) invoke(ctx context.Context, g partition.GroupID, leader bool, what string, rpc rpcFunc) error {
-	replicas := c.replicas[g]
+	replicas := (*c.replicas.Load())[g]
 	name := c.view.Groups.Name(g)
 	addr := c.leaderOf(g)
 	misses := 0 // consecutive failed attempts
@@ -97,6 +97,13 @@ func (c *Client) invoke(ctx context.Context, g partition.GroupID, leader bool, w
 			// Only a replica of the group: a hint is a server's belief,
 			// and following any address would let the set of
 			// connections grow without bound.
+			if hint != "" && hint != addr && !slices.Contains(replicas, hint) && c.refreshMembers(ctx, addr) {
+				// The hint may name a member of an epoch the client has
+				// not learned (DESIGN 14): a replica added since, now
+				// leading. The group's members are the answering
+				// replica's now.
+				replicas = (*c.replicas.Load())[g]
+			}
 			var next string
 			if hint != "" && hint != addr && slices.Contains(replicas, hint) {
 				// A replica's belief of its leader, for every call:

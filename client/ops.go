@@ -79,6 +79,7 @@ func (c *Client) single(ctx context.Context, what string, dst partition.GroupSet
 			changed++
 			renewed--
 			c.resubmits.Add(1)
+			c.learnEpoch(ctx, g)
 			continue
 		}
 		err = expired(err, what+" "+multicast.MsgID{Client: client, Seq: seq}.String(), &o)

@@ -29,6 +29,9 @@ const (
 	// entryChange ends an epoch and names the next one's configuration
 	// (epoch.go).
 	entryChange byte = 7
+	// entryChangeMembers is entryChange with the next epoch's members
+	// (epoch.go); entryChange keeps the current ones.
+	entryChangeMembers byte = 8
 )
 
 // Bounds of a log entry.

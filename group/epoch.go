@@ -23,9 +23,11 @@ import (
 // message, and adds next to its table then.
 //
 // Built: changes that keep the overlay (the ranks and the tree), so that
-// every core is kept across the change. Not built yet: changes of the
-// ranks or of the tree, which need the cores of FlexCast and the tree
-// protocol rebuilt at the cut; EncodeChange's entry refuses them.
+// every core is kept across the change, among them changes of a group's
+// members (DESIGN 14, Members): every group, and every client, learns the
+// new addresses at the cut. Not built yet: changes of the ranks or of the
+// tree, which need the cores of FlexCast and the tree protocol rebuilt at
+// the cut; EncodeChange's entry refuses them.
 
 // EpochConfig is the configuration of one epoch: the overlay (the groups,
 // lowest rank first) and the tree (each group's parent, partition.NoGroup
@@ -34,6 +36,56 @@ type EpochConfig struct {
 	Epoch   uint64
 	Overlay []partition.GroupID
 	Parent  []partition.GroupID
+	// Members are the replicas of every group, by GroupID, with their
+	// addresses; nil: the bootstrap configuration's (no member changed
+	// since epoch 1). The state does not know the bootstrap addresses: the
+	// server does. A change that sets them sets every group's (CheckMembers).
+	Members [][]partition.ReplicaConfig
+}
+
+// Bounds of an epoch's members: replicas per group, and the bytes of an id
+// or an address.
+const (
+	MembersMax      = partition.EpochReplicasMax
+	MemberFieldsMax = 256
+)
+
+// CheckMembers checks the members of an epoch over n groups: every group
+// has 1 to MembersMax replicas, each with an id, a raft and a gRPC address;
+// ids are unique in the cluster, and no two replicas share an address
+// (raft, gRPC, peer, HTTP).
+func CheckMembers(members [][]partition.ReplicaConfig, n int) error {
+	if len(members) != n {
+		return fmt.Errorf("members of %d groups, want %d", len(members), n)
+	}
+	ids := make(map[string]int)
+	addrs := make(map[string]string)
+	for g, rs := range members {
+		if len(rs) == 0 || len(rs) > MembersMax {
+			return fmt.Errorf("group %d has %d members, want 1 to %d", g, len(rs), MembersMax)
+		}
+		for _, r := range rs {
+			if r.ID == "" || r.Raft == "" || r.GRPC == "" {
+				return fmt.Errorf("group %d: member %q lacks an id, a raft or a grpc address", g, r.ID)
+			}
+			if was, dup := ids[r.ID]; dup {
+				return fmt.Errorf("member id %q twice (groups %d and %d)", r.ID, was, g)
+			}
+			ids[r.ID] = g
+			for _, a := range []string{r.Raft, r.GRPC, r.PeerAddr(), r.HTTP} {
+				if a == "" {
+					continue
+				}
+				// One replica may serve two of its own services on one
+				// address; two replicas never share one.
+				if who, dup := addrs[a]; dup && who != r.ID {
+					return fmt.Errorf("address %s of member %q is %s's too", a, r.ID, who)
+				}
+				addrs[a] = r.ID
+			}
+		}
+	}
+	return nil
 }
 
 // EpochsKept bounds the configurations a state keeps: the latest ones.
@@ -55,14 +107,101 @@ func BootstrapEpoch(top *partition.Topology) EpochConfig {
 	return c
 }
 
+// GroupMembers returns the members of group g in c, and false when c keeps
+// the bootstrap configuration's (Members nil).
+func (c EpochConfig) GroupMembers(g partition.GroupID) ([]partition.ReplicaConfig, bool) {
+	if c.Members == nil || int(g) >= len(c.Members) {
+		return nil, false
+	}
+	return c.Members[g], true
+}
+
 // SameOverlay reports whether c and o have the same ranks and tree.
 func (c EpochConfig) SameOverlay(o EpochConfig) bool {
 	return slices.Equal(c.Overlay, o.Overlay) && slices.Equal(c.Parent, o.Parent)
 }
 
-// appendEpochConfig appends c's overlay and tree (its epoch is the
-// caller's).
+// appendEpochConfig appends c's overlay, tree and members (its epoch is
+// the caller's).
 func appendEpochConfig(b []byte, c EpochConfig) []byte {
+	b = appendOverlay(b, c)
+	return appendMembers(b, c.Members)
+}
+
+// appendMembers appends a table of members: 0 for none (the bootstrap
+// configuration's), else 1 and every group's.
+func appendMembers(b []byte, members [][]partition.ReplicaConfig) []byte {
+	if members == nil {
+		return wire.AppendUvarint(b, 0)
+	}
+	b = wire.AppendUvarint(b, 1)
+	for _, rs := range members {
+		b = wire.AppendUvarint(b, uint64(len(rs)))
+		for _, r := range rs {
+			for _, f := range []string{r.ID, r.Raft, r.GRPC, r.Peer, r.HTTP} {
+				b = wire.AppendBytes(b, []byte(f))
+			}
+		}
+	}
+	return b
+}
+
+// decodeMembers reads what appendMembers wrote, for n groups, and checks
+// it (CheckMembers).
+func decodeMembers(d *wire.Decoder, n int) [][]partition.ReplicaConfig {
+	switch d.Uvarint() {
+	case 0:
+		return nil
+	case 1:
+	default:
+		d.Fail("members flag, want 0 or 1")
+		return nil
+	}
+	out := make([][]partition.ReplicaConfig, n)
+	for g := range n {
+		k := d.Count(5)
+		if k > MembersMax {
+			d.Fail("group %d: %d members, at most %d", g, k, MembersMax)
+		}
+		for range k {
+			var f [5]string
+			for i := range f {
+				v := d.Bytes()
+				if len(v) > MemberFieldsMax {
+					d.Fail("member field of %d bytes, at most %d", len(v), MemberFieldsMax)
+				}
+				f[i] = string(v)
+			}
+			if d.Err() != nil {
+				return nil
+			}
+			out[g] = append(out[g], partition.ReplicaConfig{ID: f[0], Raft: f[1], GRPC: f[2], Peer: f[3], HTTP: f[4]})
+		}
+	}
+	if d.Err() != nil {
+		return nil
+	}
+	if err := CheckMembers(out, n); err != nil {
+		d.Fail("%v", err)
+		return nil
+	}
+	return out
+}
+
+// cloneMembers returns a deep copy of a table of members.
+func cloneMembers(m [][]partition.ReplicaConfig) [][]partition.ReplicaConfig {
+	if m == nil {
+		return nil
+	}
+	out := make([][]partition.ReplicaConfig, len(m))
+	for g, rs := range m {
+		out[g] = slices.Clone(rs)
+	}
+	return out
+}
+
+// appendOverlay appends c's overlay and tree.
+func appendOverlay(b []byte, c EpochConfig) []byte {
 	b = wire.AppendUvarint(b, uint64(len(c.Overlay)))
 	for _, g := range c.Overlay {
 		b = wire.AppendUvarint(b, uint64(g))
@@ -76,9 +215,18 @@ func appendEpochConfig(b []byte, c EpochConfig) []byte {
 
 // decodeEpochConfig reads what appendEpochConfig wrote, for n groups, and
 // checks it: the overlay lists every group once; the tree, if any, gives
-// every group a parent or none. Whether it is a tree is checked when a
-// change is taken (checkChange).
+// every group a parent or none (whether it is a tree is checked when a
+// change is taken, checkChange); the members pass CheckMembers.
 func decodeEpochConfig(d *wire.Decoder, n int) EpochConfig {
+	c := decodeOverlay(d, n)
+	if d.Err() == nil {
+		c.Members = decodeMembers(d, n)
+	}
+	return c
+}
+
+// decodeOverlay reads what appendOverlay wrote, for n groups.
+func decodeOverlay(d *wire.Decoder, n int) EpochConfig {
 	var c EpochConfig
 	if k := d.Count(1); k != n && d.Err() == nil {
 		d.Fail("overlay of %d groups, want %d", k, n)
@@ -111,12 +259,18 @@ func decodeEpochConfig(d *wire.Decoder, n int) EpochConfig {
 }
 
 // EncodeChange returns the log entry that ends epoch e and starts e+1 with
-// next (next.Epoch is ignored). Only the group that takes every change
-// (protocol.ChangeEntry) accepts it.
+// next (next.Epoch is ignored), its members included. Only the group that
+// takes every change (protocol.ChangeEntry) accepts it.
 func EncodeChange(e uint64, next EpochConfig) []byte {
-	b := wire.AppendUvarint([]byte{entryChange}, e)
+	b := wire.AppendUvarint([]byte{entryChangeMembers}, e)
 	return appendEpochConfig(b, next)
 }
+
+// controlMembers starts the payload of a control message that carries its
+// epoch's members (appendEpochConfig). A payload of a change written before
+// members (overlay and tree alone) starts with the number of groups, never
+// 0: its epoch keeps the members of the epoch before.
+const controlMembers byte = 0
 
 // EncodeRequestsAt returns the log entry of client requests routed with
 // epoch, applied in order, each as the entry of EncodeRequests would be; its
@@ -172,11 +326,19 @@ func (s *State) applyRequests(index, epoch uint64, d *wire.Decoder) error {
 	return errs
 }
 
-// applyChange applies an entry of EncodeChange: checked (checkChange),
-// then multicast by the node, which refuses it for its epoch.
-func (s *State) applyChange(index uint64, d *wire.Decoder) error {
+// applyChange applies an entry of EncodeChange (withMembers), or of the
+// entry written before members, whose epoch keeps the current members:
+// checked (checkChange), then multicast by the node, which refuses it for
+// its epoch.
+func (s *State) applyChange(index uint64, d *wire.Decoder, withMembers bool) error {
 	e := d.Uvarint()
-	next := decodeEpochConfig(d, s.cfg.Topology.Len())
+	var next EpochConfig
+	if withMembers {
+		next = decodeEpochConfig(d, s.cfg.Topology.Len())
+	} else {
+		next = decodeOverlay(d, s.cfg.Topology.Len())
+		next.Members = cloneMembers(s.EpochConfig().Members)
+	}
 	if err := d.Finish(); err != nil {
 		return fmt.Errorf("%w: group: change entry %d: %w", multicast.ErrInvalid, index, err)
 	}
@@ -184,7 +346,7 @@ func (s *State) applyChange(index uint64, d *wire.Decoder) error {
 		return err
 	}
 	next.Epoch = e + 1
-	return s.node.Change(e, s.cfg.Topology.All(), appendEpochConfig(nil, next))
+	return s.node.Change(e, s.cfg.Topology.All(), appendEpochConfig([]byte{controlMembers}, next))
 }
 
 // checkChange checks a change at the group that takes it.
@@ -200,6 +362,9 @@ func (s *State) checkChange(next EpochConfig) error {
 	if cur := s.EpochConfig(); !next.SameOverlay(cur) {
 		return fmt.Errorf("%w: the change alters the overlay (ranks or tree), which this version keeps across epochs", ErrChangeRefused)
 	}
+	if cur := s.EpochConfig(); next.Members == nil && cur.Members != nil {
+		return fmt.Errorf("%w: the change drops the members of epoch %d (a change names every group's)", ErrChangeRefused, cur.Epoch)
+	}
 	return nil
 }
 
@@ -207,8 +372,16 @@ func (s *State) checkChange(next EpochConfig) error {
 // next epoch's configuration to its table.
 func (s *State) changed(out rawnode.Output) {
 	for _, c := range out.Changes {
-		d := wire.NewDecoder(c.Config)
-		next := decodeEpochConfig(d, s.cfg.Topology.Len())
+		var next EpochConfig
+		var d *wire.Decoder
+		if len(c.Config) > 0 && c.Config[0] == controlMembers {
+			d = wire.NewDecoder(c.Config[1:])
+			next = decodeEpochConfig(d, s.cfg.Topology.Len())
+		} else {
+			d = wire.NewDecoder(c.Config)
+			next = decodeOverlay(d, s.cfg.Topology.Len())
+			next.Members = cloneMembers(s.EpochConfig().Members)
+		}
 		if err := d.Finish(); err != nil {
 			// The group that took the change encoded and checked it.
 			panic(fmt.Sprintf("group: change of epoch %d delivered with a malformed configuration: %v", c.Epoch, err))
@@ -224,7 +397,8 @@ func (s *State) changed(out rawnode.Output) {
 	}
 }
 
-// appendEpochs appends the table of configurations to a snapshot.
+// appendEpochs appends the table of configurations to a snapshot, each
+// with its members.
 func (s *State) appendEpochs(b []byte) []byte {
 	b = wire.AppendUvarint(b, uint64(len(s.epochs)))
 	for _, c := range s.epochs {
@@ -234,8 +408,9 @@ func (s *State) appendEpochs(b []byte) []byte {
 	return b
 }
 
-// decodeEpochs reads what appendEpochs wrote: consecutive epochs.
-func decodeEpochs(d *wire.Decoder, n int) []EpochConfig {
+// decodeEpochs reads what appendEpochs wrote: consecutive epochs; with
+// members, unless written before them (snapshot version 3).
+func decodeEpochs(d *wire.Decoder, n int, withMembers bool) []EpochConfig {
 	k := d.Count(3)
 	if k == 0 && d.Err() == nil {
 		d.Fail("no epoch")
@@ -246,7 +421,12 @@ func decodeEpochs(d *wire.Decoder, n int) []EpochConfig {
 	var out []EpochConfig
 	for i := range k {
 		e := d.Uvarint()
-		c := decodeEpochConfig(d, n)
+		var c EpochConfig
+		if withMembers {
+			c = decodeEpochConfig(d, n)
+		} else {
+			c = decodeOverlay(d, n)
+		}
 		if d.Err() != nil {
 			return nil
 		}

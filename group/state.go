@@ -162,7 +162,9 @@ func (s *State) apply(index uint64, data []byte) error {
 	case entryRequestsAt:
 		return s.applyRequestsAt(index, d)
 	case entryChange:
-		return s.applyChange(index, d)
+		return s.applyChange(index, d, false)
+	case entryChangeMembers:
+		return s.applyChange(index, d, true)
 	case entryRequests:
 		// Written before epochs: every request routed at epoch 1.
 		return s.applyRequests(index, 1, d)
@@ -259,12 +261,14 @@ type snapshotter interface {
 // The versions of the state's snapshot: 1 had a count-bounded client
 // table, which is read as sessions last used at log time 0; 2 has the log
 // time and the sessions, least recently used first; 3 adds the
-// configuration of every epoch (epoch.go). 1 and 2 restore at epoch 1, the
-// bootstrap configuration.
+// configuration of every epoch (epoch.go), 4 each with its members. 1 and 2
+// restore at epoch 1, the bootstrap configuration; 3 with the bootstrap
+// members.
 const (
 	stateSnapshotV1      = 1
 	stateSnapshotV2      = 2
-	stateSnapshotVersion = 3
+	stateSnapshotV3      = 3
+	stateSnapshotVersion = 4
 )
 
 // AppendSnapshot appends the deterministic encoding of the state. The
@@ -334,8 +338,8 @@ func RestoreState(cfg Config, b []byte) (*State, error) {
 		sessions.push(ss)
 	}
 	epochs := []EpochConfig{BootstrapEpoch(cfg.Topology)}
-	if v >= stateSnapshotVersion {
-		epochs = decodeEpochs(d, cfg.Topology.Len())
+	if v >= stateSnapshotV3 {
+		epochs = decodeEpochs(d, cfg.Topology.Len(), v >= stateSnapshotVersion)
 	}
 	if err := d.Finish(); err != nil {
 		return nil, fmt.Errorf("group: snapshot: %w", err)

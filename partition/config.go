@@ -39,6 +39,11 @@ type ClusterConfig struct {
 	Latency    string            `yaml:"latency,omitempty" mapstructure:"latency"`
 	Groups     []GroupConfig     `yaml:"groups" mapstructure:"groups"`
 	Partitions []PartitionConfig `yaml:"partitions" mapstructure:"partitions"`
+	// EpochMembers marks the configuration of an epoch whose members
+	// changed since the bootstrap file (DESIGN 14; never in a file): a
+	// group may then hold any number of replicas up to EpochReplicasMax, as
+	// it does while a learner is added or a replica replaced.
+	EpochMembers bool `yaml:"-" mapstructure:"-"`
 }
 
 // GroupConfig describes one group and its replicas.
@@ -123,6 +128,11 @@ const NameMax = 64
 // odd number of replicas, 1, 3 or 5 (DESIGN 0): raft with 2k replicas
 // tolerates no more failures than with 2k-1.
 const ReplicasMax = 5
+
+// EpochReplicasMax is the largest number of replicas of a group in an
+// epoch whose members changed (ClusterConfig.EpochMembers): the voters,
+// and the learners on their way in.
+const EpochReplicasMax = 16
 
 // checkName returns an error unless s is a valid name; field is its place in
 // the configuration.
@@ -233,7 +243,8 @@ func (c *ClusterConfig) checkGroups() (map[string]int, error) {
 		}
 		groups[g.Name] = i
 		n := len(g.Replicas)
-		if n == 0 || n > ReplicasMax || n%2 == 0 {
+		epochMembers := c.EpochMembers && n >= 1 && n <= EpochReplicasMax // any number
+		if !epochMembers && (n == 0 || n > ReplicasMax || n%2 == 0) {
 			return nil, fmt.Errorf("partition: %s.replicas: group %q has %d replicas, want an odd number from 1 to %d",
 				field, g.Name, n, ReplicasMax)
 		}

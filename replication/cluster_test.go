@@ -103,7 +103,8 @@ func newTestClusterWith(t testing.TB, proto multicast.Protocol, groups, replicas
 	members := make([][]Member, groups)
 	for g := range groups {
 		for i := range replicas {
-			m := Member{ID: fmt.Sprintf("r%d", i+1), RaftAddr: freeAddr(t), GRPCAddr: freeAddr(t)}
+			// Ids unique in the cluster, as a configuration has them.
+			m := Member{ID: fmt.Sprintf("g%d-r%d", g, i+1), RaftAddr: freeAddr(t), GRPCAddr: freeAddr(t)}
 			m.PeerAddr = m.GRPCAddr // the tests serve the peer service beside the client API
 			members[g] = append(members[g], m)
 			c.peers[partition.GroupID(g)] = append(c.peers[partition.GroupID(g)], m.GRPCAddr)

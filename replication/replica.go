@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,6 +68,9 @@ type Config struct {
 	TrailingLogs      uint64        // entries kept after a snapshot (default 10240)
 	NoSync            bool          // raft log without fsync: tests only
 	Logger            *slog.Logger  // default: discard
+	// MembersInterval is how often the leader brings raft's configuration
+	// to its epoch's members (members.go; default membersInterval).
+	MembersInterval time.Duration
 	// FS, when set, holds the raft log, the stable store and the raft
 	// snapshots (raftstore.SnapshotStore) instead of the operating
 	// system's file system: the power loss tests give a disk that crashes
@@ -135,6 +139,9 @@ func (c *Config) fill() error {
 	if c.ApplyTimeout <= 0 {
 		c.ApplyTimeout = 5 * time.Second
 	}
+	if c.MembersInterval <= 0 {
+		c.MembersInterval = membersInterval
+	}
 	if c.SnapshotThreshold == 0 {
 		// A snapshot writes the whole state (every key, every kept
 		// result): taken often, it costs a large share of the CPU of a
@@ -199,6 +206,9 @@ type Replica struct {
 	wg            sync.WaitGroup
 	// proposals queues the client requests for proposeLoop.
 	proposals chan *proposal
+	// members are the group's members of the latest epoch this replica
+	// applied (members.go): the leader hints name them.
+	members atomic.Pointer[[]Member]
 }
 
 // Open starts a replica: it reopens its raft state from cfg.Dir if there is
@@ -211,6 +221,8 @@ func Open(cfg Config) (*Replica, error) {
 	self, _ := cfg.member(cfg.ID)
 	r := &Replica{cfg: cfg, self: self, log: cfg.Logger.With("group", cfg.State.Topology.Name(cfg.State.Self), "replica", cfg.ID),
 		stop: make(chan struct{}), proposals: make(chan *proposal, proposalsQueued)}
+	members := slices.Clone(cfg.Members)
+	r.members.Store(&members)
 	var err error
 	fail := func(e error) (*Replica, error) {
 		return nil, errors.Join(e, r.shutdown())
@@ -263,10 +275,11 @@ func Open(cfg Config) (*Replica, error) {
 		return fail(fmt.Errorf("replication: %w", err))
 	}
 	r.started.Store(true)
-	r.wg.Add(3)
+	r.wg.Add(4)
 	go r.leaderLoop()
 	go r.tickLoop()
 	go r.proposeLoop()
+	go r.membersLoop()
 	return r, nil
 }
 
@@ -556,7 +569,7 @@ func (r *Replica) await(ctx context.Context, f raft.Future) error {
 // another group's transmitter follows.
 func (r *Replica) peerHint() string {
 	_, id := r.raft.LeaderWithID()
-	if m, ok := r.cfg.member(string(id)); ok {
+	if m, ok := r.member(string(id)); ok {
 		return m.PeerAddr
 	}
 	return ""
@@ -565,7 +578,7 @@ func (r *Replica) peerHint() string {
 // leaderHint returns the gRPC address of the leader, if known.
 func (r *Replica) leaderHint() string {
 	_, id := r.raft.LeaderWithID()
-	if m, ok := r.cfg.member(string(id)); ok {
+	if m, ok := r.member(string(id)); ok {
 		return m.GRPCAddr
 	}
 	return ""
@@ -671,7 +684,7 @@ func (r *Replica) lastCommandAtOrBelow(index uint64) (uint64, bool) {
 
 // leaderErr turns raft's leadership errors into a *NotLeaderError.
 func (r *Replica) leaderErr(err error) error {
-	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
 		return &NotLeaderError{Leader: r.leaderHint()}
 	}
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
@@ -816,7 +829,7 @@ func (r *Replica) Multicast(ctx context.Context, m multicast.Message, epoch uint
 		return ctx.Err()
 	}
 	if err := res.raftErr; err != nil {
-		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
 			return &NotLeaderError{Leader: r.leaderHint()}
 		}
 		return fmt.Errorf("replication: %w", err)
@@ -976,10 +989,12 @@ func (r *Replica) proposeAt(ctx context.Context, data []byte) (uint64, error) {
 	}
 	f := r.raft.Apply(data, timeout)
 	if err := r.await(ctx, f); err != nil {
-		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
-			// ErrNotLeader: raft refused the entry; ErrLeadershipLost: it
-			// was in the log, and a new leader may commit it.
-			return 0, &NotLeaderError{Leader: r.leaderHint(), MayHaveRun: !errors.Is(err, raft.ErrNotLeader)}
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+			// ErrNotLeader: raft refused the entry, as it does while it
+			// hands its leadership over (a leader removed from its
+			// group); ErrLeadershipLost: it was in the log, and a new
+			// leader may commit it.
+			return 0, &NotLeaderError{Leader: r.leaderHint(), MayHaveRun: errors.Is(err, raft.ErrLeadershipLost)}
 		}
 		return 0, fmt.Errorf("replication: %w", err)
 	}

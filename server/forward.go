@@ -168,7 +168,6 @@ func (s *Server) mustForward(ctx context.Context, target partition.GroupID, lead
 type forwarder struct {
 	s        *Server
 	dialOpts []grpc.DialOption
-	replicas [][]string // gRPC addresses of each group's replicas, by GroupID
 
 	mu      sync.Mutex
 	conns   map[string]*grpc.ClientConn
@@ -184,13 +183,6 @@ func newForwarder(s *Server) *forwarder {
 	f := &forwarder{
 		s: s, conns: make(map[string]*grpc.ClientConn), leaders: make([]string, s.top.Len()),
 		dialOpts: append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, rpcflow.DialOptions()...),
-		replicas: make([][]string, s.top.Len()),
-	}
-	for _, g := range s.cfg.Cluster.Groups {
-		id, _ := s.top.Lookup(g.Name)
-		for _, r := range g.Replicas {
-			f.replicas[id] = append(f.replicas[id], r.GRPC)
-		}
 	}
 	return f
 }
@@ -227,7 +219,7 @@ func (f *forwarder) first(g partition.GroupID) string {
 	if addr != "" {
 		return addr
 	}
-	return f.replicas[g][0]
+	return f.s.groupReplicas(g)[0]
 }
 
 func (f *forwarder) close() error {
@@ -255,7 +247,7 @@ func (s *Server) forward(ctx context.Context, g partition.GroupID, read bool, rp
 	out := metadata.NewOutgoingContext(ctx, metadata.Pairs(apipb.UserHeader, c.user,
 		apipb.ForwardedByHeader, s.group.Name+"/"+s.cfg.NodeID+" "+s.identity.Fingerprint))
 	s.forwarded.Add(1)
-	replicas := f.replicas[g]
+	replicas := s.groupReplicas(g)
 	addr := f.first(g)
 	var err error
 	notRun := false

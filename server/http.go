@@ -43,8 +43,7 @@ func (s *Server) HTTPAddr() string {
 	if s.cfg.HTTPAddr != "" {
 		return s.cfg.HTTPAddr
 	}
-	_, r, _ := s.cfg.Cluster.Replica(s.cfg.NodeID)
-	return r.HTTP
+	return s.me.HTTP
 }
 
 // gateway is a running HTTP gateway.

@@ -33,6 +33,9 @@ func (v *service) Reconfigure(ctx context.Context, req *apipb.ReconfigureRequest
 	if err != nil {
 		return nil, invalid(err)
 	}
+	if next.Members, err = s.nextMembers(cur, req.GetMember()); err != nil {
+		return nil, invalid(err)
+	}
 	e := cmp.Or(req.GetEpoch(), cur.Epoch)
 	ctx, cancel := context.WithTimeout(ctx, cmp.Or(s.cfg.WaitMax, WaitMaxDefault))
 	defer cancel()

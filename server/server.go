@@ -14,6 +14,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,11 +55,18 @@ import (
 
 // Config configures one replica's server.
 type Config struct {
-	// Cluster is the cluster configuration (validated by Open); Latency its
+	// Cluster is the cluster configuration (validated by Open), the
+	// bootstrap configuration of epoch 1 (DESIGN 14: the members of later
+	// epochs are in the replicated state; members.go); Latency its
 	// latency matrix, if any: served to clients by Topology, and the delays
 	// of the emulated WAN between groups (DESIGN 8).
 	Cluster *partition.ClusterConfig
 	Latency *partition.Latency
+	// Current, when set, is the configuration of the cluster's current
+	// epoch, for a replica that joins a running cluster (`flexkv server
+	// --join`): NodeID is among its members, and they are the replica's
+	// group and peers until its state names those of a later epoch.
+	Current *partition.ClusterConfig
 	// LatencyMode turns Latency's round trips into one-way delays of the
 	// sends from this replica's group, while it leads, to the other groups
 	// ("": LatencyReal). LatencyJitter, from 0 to 1, spreads each delay by
@@ -147,13 +155,16 @@ type Config struct {
 
 // Server is one running replica.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	proto   *protocol.Protocol // the cluster's: its entry groups, its core's stats
-	top     *partition.Topology
-	pm      *partition.PartitionMap
-	self    partition.GroupID
-	group   partition.GroupConfig
+	cfg   Config
+	log   *slog.Logger
+	proto *protocol.Protocol // the cluster's: its entry groups, its core's stats
+	top   *partition.Topology
+	pm    *partition.PartitionMap
+	self  partition.GroupID
+	group partition.GroupConfig
+	me    partition.ReplicaConfig // this replica's addresses
+	// current caches the configuration of the current epoch (config).
+	current atomic.Pointer[epochConfig]
 	replica *replication.Replica
 	store   *kv.Store
 	exec    *executor.Executor
@@ -250,9 +261,15 @@ func newServer(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	gc, _, ok := cfg.Cluster.Replica(cfg.NodeID)
+	start := cmp.Or(cfg.Current, cfg.Cluster)
+	if cfg.Current != nil {
+		if err := protocol.Validate(cfg.Current); err != nil {
+			return nil, fmt.Errorf("server: the current epoch's configuration: %w", err)
+		}
+	}
+	gc, me, ok := start.Replica(cfg.NodeID)
 	if !ok {
-		return nil, fmt.Errorf("server: node %q is not a replica of the configuration (replicas: %s)", cfg.NodeID, strings.Join(cfg.Cluster.ReplicaIDs(), ", "))
+		return nil, fmt.Errorf("server: node %q is not a replica of the configuration (replicas: %s)", cfg.NodeID, strings.Join(start.ReplicaIDs(), ", "))
 	}
 	self, ok := top.Lookup(gc.Name)
 	if !ok {
@@ -293,7 +310,7 @@ func newServer(cfg Config) (*Server, error) {
 	cfg.Logger = withRing(cfg.Logger, logs)
 	s := &Server{
 		logs: logs,
-		cfg:  cfg, proto: proto, top: top, pm: pm, self: self, group: gc,
+		cfg:  cfg, proto: proto, top: top, pm: pm, self: self, group: gc, me: me,
 		log:     cfg.Logger.With("group", gc.Name, "replica", cfg.NodeID),
 		waiters: newWaiters(),
 		stop:    make(chan struct{}),
@@ -342,7 +359,7 @@ func (s *Server) replicationConfig() replication.Config {
 		rc.Members = append(rc.Members, replication.Member{ID: r.ID, RaftAddr: r.Raft, GRPCAddr: r.GRPC, PeerAddr: r.PeerAddr()})
 	}
 	rc.Peers = make(map[partition.GroupID][]string)
-	for _, g := range cfg.Cluster.Groups {
+	for _, g := range s.startConfig().Groups {
 		id, _ := s.top.Lookup(g.Name)
 		if id == s.self {
 			continue
@@ -549,10 +566,7 @@ func (s *Server) listenAddr(addr string) string {
 }
 
 // memberRaftAddr is the replica's raft address in the configuration.
-func (s *Server) memberRaftAddr() string {
-	_, r, _ := s.cfg.Cluster.Replica(s.cfg.NodeID)
-	return r.Raft
-}
+func (s *Server) memberRaftAddr() string { return s.me.Raft }
 
 // listen serves g, from newGRPC, on addr (or its port on cfg.ListenHost)
 // until Close.
@@ -602,16 +616,10 @@ func (s *Server) stopServing() {
 func (s *Server) Group() string { return s.group.Name }
 
 // Addr returns the server's gRPC address: the client API.
-func (s *Server) Addr() string {
-	_, r, _ := s.cfg.Cluster.Replica(s.cfg.NodeID)
-	return r.GRPC
-}
+func (s *Server) Addr() string { return s.me.GRPC }
 
 // PeerAddr returns the address of the server's peer service: other groups.
-func (s *Server) PeerAddr() string {
-	_, r, _ := s.cfg.Cluster.Replica(s.cfg.NodeID)
-	return r.PeerAddr()
-}
+func (s *Server) PeerAddr() string { return s.me.PeerAddr() }
 
 // PeerRefusals returns how many calls to the peer service were refused for
 // claiming a group their certificate does not name.

@@ -706,12 +706,20 @@ func (v *service) OpenSession(ctx context.Context, req *apipb.OpenSessionRequest
 	return &apipb.OpenSessionResponse{ClientId: id, IdleTicks: ticks, TickMs: float64(s.replica.TickInterval()) / float64(time.Millisecond)}, nil
 }
 
-// Topology implements apipb.KVServer.
-func (v *service) Topology(context.Context, *apipb.TopologyRequest) (*apipb.TopologyResponse, error) {
-	resp := api.ConfigToProto(v.s.cfg.Cluster, v.s.cfg.Latency)
+// Topology implements apipb.KVServer: the configuration of the current
+// epoch, its members included (members.go), or the bootstrap one.
+func (v *service) Topology(_ context.Context, req *apipb.TopologyRequest) (*apipb.TopologyResponse, error) {
+	if req.GetBootstrap() {
+		resp := api.ConfigToProto(v.s.cfg.Cluster, v.s.cfg.Latency)
+		resp.Epoch = 1
+		return resp, nil
+	}
+	// The epoch first: the configuration is at least as new.
+	epoch := v.s.replica.Epoch()
+	resp := api.ConfigToProto(v.s.config(), v.s.cfg.Latency)
 	// Changes keep the overlay so far (group.EpochConfig): the configured
 	// one is every epoch's.
-	resp.Epoch = v.s.replica.Epoch()
+	resp.Epoch = epoch
 	return resp, nil
 }
 

@@ -1642,7 +1642,11 @@ func (x *OpenSessionResponse) GetTickMs() float64 {
 }
 
 type TopologyRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The configuration of epoch 1 (the bootstrap YAML) instead of the
+	// current epoch's: what a replica that joins (`flexkv server --join`)
+	// takes its cluster identity from.
+	Bootstrap     bool `protobuf:"varint,1,opt,name=bootstrap,proto3" json:"bootstrap,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1675,6 +1679,13 @@ func (x *TopologyRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use TopologyRequest.ProtoReflect.Descriptor instead.
 func (*TopologyRequest) Descriptor() ([]byte, []int) {
 	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *TopologyRequest) GetBootstrap() bool {
+	if x != nil {
+		return x.Bootstrap
+	}
+	return false
 }
 
 // TopologyResponse is the cluster configuration (partition.ClusterConfig)
@@ -1789,12 +1800,14 @@ func (x *TopologyResponse) GetEpoch() uint64 {
 }
 
 // ReconfigureRequest asks to end epoch `epoch` and start the next with the
-// overlay and tree given (empty: the current ones).
+// overlay and tree given (empty: the current ones), and the member change
+// given (none: the current members).
 type ReconfigureRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Epoch         uint64                 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	Overlay       []string               `protobuf:"bytes,2,rep,name=overlay,proto3" json:"overlay,omitempty"`
 	Tree          []*TreeEdge            `protobuf:"bytes,3,rep,name=tree,proto3" json:"tree,omitempty"`
+	Member        *MemberChange          `protobuf:"bytes,4,opt,name=member,proto3" json:"member,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1850,6 +1863,325 @@ func (x *ReconfigureRequest) GetTree() []*TreeEdge {
 	return nil
 }
 
+func (x *ReconfigureRequest) GetMember() *MemberChange {
+	if x != nil {
+		return x.Member
+	}
+	return nil
+}
+
+// MemberChange adds a replica to a group (as a learner) or removes one
+// (DESIGN 14).
+type MemberChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "add" or "remove".
+	Op    string `protobuf:"bytes,1,opt,name=op,proto3" json:"op,omitempty"`
+	Group string `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	// The replica: its id, and for add its addresses (peer: default the
+	// grpc port + 100).
+	Replica       *Replica `protobuf:"bytes,3,opt,name=replica,proto3" json:"replica,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemberChange) Reset() {
+	*x = MemberChange{}
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberChange) ProtoMessage() {}
+
+func (x *MemberChange) ProtoReflect() protoreflect.Message {
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberChange.ProtoReflect.Descriptor instead.
+func (*MemberChange) Descriptor() ([]byte, []int) {
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *MemberChange) GetOp() string {
+	if x != nil {
+		return x.Op
+	}
+	return ""
+}
+
+func (x *MemberChange) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *MemberChange) GetReplica() *Replica {
+	if x != nil {
+		return x.Replica
+	}
+	return nil
+}
+
+type PromoteMemberRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PromoteMemberRequest) Reset() {
+	*x = PromoteMemberRequest{}
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PromoteMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PromoteMemberRequest) ProtoMessage() {}
+
+func (x *PromoteMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PromoteMemberRequest.ProtoReflect.Descriptor instead.
+func (*PromoteMemberRequest) Descriptor() ([]byte, []int) {
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *PromoteMemberRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *PromoteMemberRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type PromoteMemberResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PromoteMemberResponse) Reset() {
+	*x = PromoteMemberResponse{}
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PromoteMemberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PromoteMemberResponse) ProtoMessage() {}
+
+func (x *PromoteMemberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PromoteMemberResponse.ProtoReflect.Descriptor instead.
+func (*PromoteMemberResponse) Descriptor() ([]byte, []int) {
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{26}
+}
+
+type MembersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MembersRequest) Reset() {
+	*x = MembersRequest{}
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MembersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MembersRequest) ProtoMessage() {}
+
+func (x *MembersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
+func (*MembersRequest) Descriptor() ([]byte, []int) {
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{27}
+}
+
+type MembersResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Group   string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Members []*RaftMember          `protobuf:"bytes,2,rep,name=members,proto3" json:"members,omitempty"`
+	// The raft index the configuration was taken at.
+	Index         uint64 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MembersResponse) Reset() {
+	*x = MembersResponse{}
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MembersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MembersResponse) ProtoMessage() {}
+
+func (x *MembersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
+func (*MembersResponse) Descriptor() ([]byte, []int) {
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *MembersResponse) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *MembersResponse) GetMembers() []*RaftMember {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *MembersResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+// RaftMember is one server of a group's raft configuration.
+type RaftMember struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Raft  string                 `protobuf:"bytes,2,opt,name=raft,proto3" json:"raft,omitempty"`
+	// "voter" or "learner" (raft's nonvoter).
+	Suffrage      string `protobuf:"bytes,3,opt,name=suffrage,proto3" json:"suffrage,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RaftMember) Reset() {
+	*x = RaftMember{}
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RaftMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RaftMember) ProtoMessage() {}
+
+func (x *RaftMember) ProtoReflect() protoreflect.Message {
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RaftMember.ProtoReflect.Descriptor instead.
+func (*RaftMember) Descriptor() ([]byte, []int) {
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *RaftMember) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RaftMember) GetRaft() string {
+	if x != nil {
+		return x.Raft
+	}
+	return ""
+}
+
+func (x *RaftMember) GetSuffrage() string {
+	if x != nil {
+		return x.Suffrage
+	}
+	return ""
+}
+
 type ReconfigureResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The epoch the change starts.
@@ -1860,7 +2192,7 @@ type ReconfigureResponse struct {
 
 func (x *ReconfigureResponse) Reset() {
 	*x = ReconfigureResponse{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[24]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1872,7 +2204,7 @@ func (x *ReconfigureResponse) String() string {
 func (*ReconfigureResponse) ProtoMessage() {}
 
 func (x *ReconfigureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[24]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1885,7 +2217,7 @@ func (x *ReconfigureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconfigureResponse.ProtoReflect.Descriptor instead.
 func (*ReconfigureResponse) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{24}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReconfigureResponse) GetEpoch() uint64 {
@@ -1905,7 +2237,7 @@ type TreeEdge struct {
 
 func (x *TreeEdge) Reset() {
 	*x = TreeEdge{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[25]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1917,7 +2249,7 @@ func (x *TreeEdge) String() string {
 func (*TreeEdge) ProtoMessage() {}
 
 func (x *TreeEdge) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[25]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1930,7 +2262,7 @@ func (x *TreeEdge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeEdge.ProtoReflect.Descriptor instead.
 func (*TreeEdge) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{25}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TreeEdge) GetChild() string {
@@ -1958,7 +2290,7 @@ type Group struct {
 
 func (x *Group) Reset() {
 	*x = Group{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[26]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1970,7 +2302,7 @@ func (x *Group) String() string {
 func (*Group) ProtoMessage() {}
 
 func (x *Group) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[26]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1983,7 +2315,7 @@ func (x *Group) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Group.ProtoReflect.Descriptor instead.
 func (*Group) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{26}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Group) GetName() string {
@@ -2020,7 +2352,7 @@ type Replica struct {
 
 func (x *Replica) Reset() {
 	*x = Replica{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[27]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2032,7 +2364,7 @@ func (x *Replica) String() string {
 func (*Replica) ProtoMessage() {}
 
 func (x *Replica) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[27]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2045,7 +2377,7 @@ func (x *Replica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replica.ProtoReflect.Descriptor instead.
 func (*Replica) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{27}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Replica) GetId() string {
@@ -2098,7 +2430,7 @@ type Partition struct {
 
 func (x *Partition) Reset() {
 	*x = Partition{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[28]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2110,7 +2442,7 @@ func (x *Partition) String() string {
 func (*Partition) ProtoMessage() {}
 
 func (x *Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[28]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2123,7 +2455,7 @@ func (x *Partition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Partition.ProtoReflect.Descriptor instead.
 func (*Partition) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{28}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Partition) GetName() string {
@@ -2173,7 +2505,7 @@ type LatencyRow struct {
 
 func (x *LatencyRow) Reset() {
 	*x = LatencyRow{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[29]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2185,7 +2517,7 @@ func (x *LatencyRow) String() string {
 func (*LatencyRow) ProtoMessage() {}
 
 func (x *LatencyRow) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[29]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2198,7 +2530,7 @@ func (x *LatencyRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LatencyRow.ProtoReflect.Descriptor instead.
 func (*LatencyRow) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{29}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *LatencyRow) GetRegion() string {
@@ -2223,7 +2555,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[30]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2235,7 +2567,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[30]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2248,7 +2580,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{30}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{36}
 }
 
 type DebugRequest struct {
@@ -2259,7 +2591,7 @@ type DebugRequest struct {
 
 func (x *DebugRequest) Reset() {
 	*x = DebugRequest{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[31]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2271,7 +2603,7 @@ func (x *DebugRequest) String() string {
 func (*DebugRequest) ProtoMessage() {}
 
 func (x *DebugRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[31]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2284,7 +2616,7 @@ func (x *DebugRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DebugRequest.ProtoReflect.Descriptor instead.
 func (*DebugRequest) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{31}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{37}
 }
 
 // DebugResponse is one replica's part of a debug bundle (DESIGN 11). Each
@@ -2310,7 +2642,7 @@ type DebugResponse struct {
 
 func (x *DebugResponse) Reset() {
 	*x = DebugResponse{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[32]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2322,7 +2654,7 @@ func (x *DebugResponse) String() string {
 func (*DebugResponse) ProtoMessage() {}
 
 func (x *DebugResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[32]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2335,7 +2667,7 @@ func (x *DebugResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DebugResponse.ProtoReflect.Descriptor instead.
 func (*DebugResponse) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{32}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DebugResponse) GetStatus() *StatusResponse {
@@ -2405,7 +2737,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[33]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2417,7 +2749,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[33]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2430,7 +2762,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{33}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *StatusResponse) GetGroup() string {
@@ -2553,7 +2885,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[34]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2565,7 +2897,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[34]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2578,7 +2910,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{34}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{40}
 }
 
 type BackupResponse struct {
@@ -2601,7 +2933,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[35]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2613,7 +2945,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[35]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2626,7 +2958,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{35}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *BackupResponse) GetClientId() uint64 {
@@ -2683,7 +3015,7 @@ type BackupFilesRequest struct {
 
 func (x *BackupFilesRequest) Reset() {
 	*x = BackupFilesRequest{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[36]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2695,7 +3027,7 @@ func (x *BackupFilesRequest) String() string {
 func (*BackupFilesRequest) ProtoMessage() {}
 
 func (x *BackupFilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[36]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2708,7 +3040,7 @@ func (x *BackupFilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupFilesRequest.ProtoReflect.Descriptor instead.
 func (*BackupFilesRequest) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{36}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *BackupFilesRequest) GetMarker() string {
@@ -2735,7 +3067,7 @@ type BackupFile struct {
 
 func (x *BackupFile) Reset() {
 	*x = BackupFile{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[37]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2747,7 +3079,7 @@ func (x *BackupFile) String() string {
 func (*BackupFile) ProtoMessage() {}
 
 func (x *BackupFile) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[37]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2760,7 +3092,7 @@ func (x *BackupFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupFile.ProtoReflect.Descriptor instead.
 func (*BackupFile) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{37}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *BackupFile) GetPath() string {
@@ -2795,7 +3127,7 @@ type BackupFilesChunk struct {
 
 func (x *BackupFilesChunk) Reset() {
 	*x = BackupFilesChunk{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[38]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2807,7 +3139,7 @@ func (x *BackupFilesChunk) String() string {
 func (*BackupFilesChunk) ProtoMessage() {}
 
 func (x *BackupFilesChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[38]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2820,7 +3152,7 @@ func (x *BackupFilesChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupFilesChunk.ProtoReflect.Descriptor instead.
 func (*BackupFilesChunk) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{38}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *BackupFilesChunk) GetFiles() []*BackupFile {
@@ -2881,7 +3213,7 @@ type DropBackupRequest struct {
 
 func (x *DropBackupRequest) Reset() {
 	*x = DropBackupRequest{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[39]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2893,7 +3225,7 @@ func (x *DropBackupRequest) String() string {
 func (*DropBackupRequest) ProtoMessage() {}
 
 func (x *DropBackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[39]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2906,7 +3238,7 @@ func (x *DropBackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropBackupRequest.ProtoReflect.Descriptor instead.
 func (*DropBackupRequest) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{39}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DropBackupRequest) GetMarker() string {
@@ -2924,7 +3256,7 @@ type DropBackupResponse struct {
 
 func (x *DropBackupResponse) Reset() {
 	*x = DropBackupResponse{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[40]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2936,7 +3268,7 @@ func (x *DropBackupResponse) String() string {
 func (*DropBackupResponse) ProtoMessage() {}
 
 func (x *DropBackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[40]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2949,7 +3281,7 @@ func (x *DropBackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropBackupResponse.ProtoReflect.Descriptor instead.
 func (*DropBackupResponse) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{40}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{46}
 }
 
 var File_flexkv_kv_v1_kv_proto protoreflect.FileDescriptor
@@ -3059,8 +3391,9 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12\x1d\n" +
 	"\n" +
 	"idle_ticks\x18\x02 \x01(\x04R\tidleTicks\x12\x17\n" +
-	"\atick_ms\x18\x03 \x01(\x01R\x06tickMs\"\x11\n" +
-	"\x0fTopologyRequest\"\xbe\x02\n" +
+	"\atick_ms\x18\x03 \x01(\x01R\x06tickMs\"/\n" +
+	"\x0fTopologyRequest\x12\x1c\n" +
+	"\tbootstrap\x18\x01 \x01(\bR\tbootstrap\"\xbe\x02\n" +
 	"\x10TopologyResponse\x12\x1a\n" +
 	"\bprotocol\x18\x01 \x01(\tR\bprotocol\x12\x18\n" +
 	"\aoverlay\x18\x02 \x03(\tR\aoverlay\x12*\n" +
@@ -3071,11 +3404,30 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"partitions\x12\x18\n" +
 	"\aregions\x18\x06 \x03(\tR\aregions\x122\n" +
 	"\alatency\x18\a \x03(\v2\x18.flexkv.kv.v1.LatencyRowR\alatency\x12\x14\n" +
-	"\x05epoch\x18\b \x01(\x04R\x05epoch\"p\n" +
+	"\x05epoch\x18\b \x01(\x04R\x05epoch\"\xa4\x01\n" +
 	"\x12ReconfigureRequest\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x18\n" +
 	"\aoverlay\x18\x02 \x03(\tR\aoverlay\x12*\n" +
-	"\x04tree\x18\x03 \x03(\v2\x16.flexkv.kv.v1.TreeEdgeR\x04tree\"+\n" +
+	"\x04tree\x18\x03 \x03(\v2\x16.flexkv.kv.v1.TreeEdgeR\x04tree\x122\n" +
+	"\x06member\x18\x04 \x01(\v2\x1a.flexkv.kv.v1.MemberChangeR\x06member\"e\n" +
+	"\fMemberChange\x12\x0e\n" +
+	"\x02op\x18\x01 \x01(\tR\x02op\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\x12/\n" +
+	"\areplica\x18\x03 \x01(\v2\x15.flexkv.kv.v1.ReplicaR\areplica\"<\n" +
+	"\x14PromoteMemberRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"\x17\n" +
+	"\x15PromoteMemberResponse\"\x10\n" +
+	"\x0eMembersRequest\"q\n" +
+	"\x0fMembersResponse\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x122\n" +
+	"\amembers\x18\x02 \x03(\v2\x18.flexkv.kv.v1.RaftMemberR\amembers\x12\x14\n" +
+	"\x05index\x18\x03 \x01(\x04R\x05index\"L\n" +
+	"\n" +
+	"RaftMember\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04raft\x18\x02 \x01(\tR\x04raft\x12\x1a\n" +
+	"\bsuffrage\x18\x03 \x01(\tR\bsuffrage\"+\n" +
 	"\x13ReconfigureResponse\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\"8\n" +
 	"\bTreeEdge\x12\x14\n" +
@@ -3172,7 +3524,7 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\vOP_KIND_PUT\x10\x02\x12\x12\n" +
 	"\x0eOP_KIND_DELETE\x10\x03\x12\x0f\n" +
 	"\vOP_KIND_ADD\x10\x04\x12\x10\n" +
-	"\fOP_KIND_SCAN\x10\x052\xe1\a\n" +
+	"\fOP_KIND_SCAN\x10\x052\x83\t\n" +
 	"\x02KV\x12:\n" +
 	"\x03Txn\x12\x18.flexkv.kv.v1.TxnRequest\x1a\x19.flexkv.kv.v1.TxnResponse\x12@\n" +
 	"\x05Await\x12\x1a.flexkv.kv.v1.AwaitRequest\x1a\x1b.flexkv.kv.v1.AwaitResponse\x12:\n" +
@@ -3182,7 +3534,9 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\x04Scan\x12\x19.flexkv.kv.v1.ScanRequest\x1a\x1a.flexkv.kv.v1.ScanResponse\x12R\n" +
 	"\vOpenSession\x12 .flexkv.kv.v1.OpenSessionRequest\x1a!.flexkv.kv.v1.OpenSessionResponse\x12I\n" +
 	"\bTopology\x12\x1d.flexkv.kv.v1.TopologyRequest\x1a\x1e.flexkv.kv.v1.TopologyResponse\x12R\n" +
-	"\vReconfigure\x12 .flexkv.kv.v1.ReconfigureRequest\x1a!.flexkv.kv.v1.ReconfigureResponse\x12C\n" +
+	"\vReconfigure\x12 .flexkv.kv.v1.ReconfigureRequest\x1a!.flexkv.kv.v1.ReconfigureResponse\x12X\n" +
+	"\rPromoteMember\x12\".flexkv.kv.v1.PromoteMemberRequest\x1a#.flexkv.kv.v1.PromoteMemberResponse\x12F\n" +
+	"\aMembers\x12\x1c.flexkv.kv.v1.MembersRequest\x1a\x1d.flexkv.kv.v1.MembersResponse\x12C\n" +
 	"\x06Status\x12\x1b.flexkv.kv.v1.StatusRequest\x1a\x1c.flexkv.kv.v1.StatusResponse\x12C\n" +
 	"\x06Backup\x12\x1b.flexkv.kv.v1.BackupRequest\x1a\x1c.flexkv.kv.v1.BackupResponse\x12Q\n" +
 	"\vBackupFiles\x12 .flexkv.kv.v1.BackupFilesRequest\x1a\x1e.flexkv.kv.v1.BackupFilesChunk0\x01\x12O\n" +
@@ -3203,51 +3557,57 @@ func file_flexkv_kv_v1_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_flexkv_kv_v1_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_flexkv_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_flexkv_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_flexkv_kv_v1_kv_proto_goTypes = []any{
-	(Cmp)(0),                    // 0: flexkv.kv.v1.Cmp
-	(OpKind)(0),                 // 1: flexkv.kv.v1.OpKind
-	(*Compare)(nil),             // 2: flexkv.kv.v1.Compare
-	(*Op)(nil),                  // 3: flexkv.kv.v1.Op
-	(*Txn)(nil),                 // 4: flexkv.kv.v1.Txn
-	(*Call)(nil),                // 5: flexkv.kv.v1.Call
-	(*TxnRequest)(nil),          // 6: flexkv.kv.v1.TxnRequest
-	(*KeyValue)(nil),            // 7: flexkv.kv.v1.KeyValue
-	(*OpResult)(nil),            // 8: flexkv.kv.v1.OpResult
-	(*PieceResult)(nil),         // 9: flexkv.kv.v1.PieceResult
-	(*TxnResponse)(nil),         // 10: flexkv.kv.v1.TxnResponse
-	(*AwaitRequest)(nil),        // 11: flexkv.kv.v1.AwaitRequest
-	(*AwaitResponse)(nil),       // 12: flexkv.kv.v1.AwaitResponse
-	(*GetRequest)(nil),          // 13: flexkv.kv.v1.GetRequest
-	(*GetResponse)(nil),         // 14: flexkv.kv.v1.GetResponse
-	(*PutRequest)(nil),          // 15: flexkv.kv.v1.PutRequest
-	(*PutResponse)(nil),         // 16: flexkv.kv.v1.PutResponse
-	(*DeleteRequest)(nil),       // 17: flexkv.kv.v1.DeleteRequest
-	(*DeleteResponse)(nil),      // 18: flexkv.kv.v1.DeleteResponse
-	(*ScanRequest)(nil),         // 19: flexkv.kv.v1.ScanRequest
-	(*ScanResponse)(nil),        // 20: flexkv.kv.v1.ScanResponse
-	(*OpenSessionRequest)(nil),  // 21: flexkv.kv.v1.OpenSessionRequest
-	(*OpenSessionResponse)(nil), // 22: flexkv.kv.v1.OpenSessionResponse
-	(*TopologyRequest)(nil),     // 23: flexkv.kv.v1.TopologyRequest
-	(*TopologyResponse)(nil),    // 24: flexkv.kv.v1.TopologyResponse
-	(*ReconfigureRequest)(nil),  // 25: flexkv.kv.v1.ReconfigureRequest
-	(*ReconfigureResponse)(nil), // 26: flexkv.kv.v1.ReconfigureResponse
-	(*TreeEdge)(nil),            // 27: flexkv.kv.v1.TreeEdge
-	(*Group)(nil),               // 28: flexkv.kv.v1.Group
-	(*Replica)(nil),             // 29: flexkv.kv.v1.Replica
-	(*Partition)(nil),           // 30: flexkv.kv.v1.Partition
-	(*LatencyRow)(nil),          // 31: flexkv.kv.v1.LatencyRow
-	(*StatusRequest)(nil),       // 32: flexkv.kv.v1.StatusRequest
-	(*DebugRequest)(nil),        // 33: flexkv.kv.v1.DebugRequest
-	(*DebugResponse)(nil),       // 34: flexkv.kv.v1.DebugResponse
-	(*StatusResponse)(nil),      // 35: flexkv.kv.v1.StatusResponse
-	(*BackupRequest)(nil),       // 36: flexkv.kv.v1.BackupRequest
-	(*BackupResponse)(nil),      // 37: flexkv.kv.v1.BackupResponse
-	(*BackupFilesRequest)(nil),  // 38: flexkv.kv.v1.BackupFilesRequest
-	(*BackupFile)(nil),          // 39: flexkv.kv.v1.BackupFile
-	(*BackupFilesChunk)(nil),    // 40: flexkv.kv.v1.BackupFilesChunk
-	(*DropBackupRequest)(nil),   // 41: flexkv.kv.v1.DropBackupRequest
-	(*DropBackupResponse)(nil),  // 42: flexkv.kv.v1.DropBackupResponse
+	(Cmp)(0),                      // 0: flexkv.kv.v1.Cmp
+	(OpKind)(0),                   // 1: flexkv.kv.v1.OpKind
+	(*Compare)(nil),               // 2: flexkv.kv.v1.Compare
+	(*Op)(nil),                    // 3: flexkv.kv.v1.Op
+	(*Txn)(nil),                   // 4: flexkv.kv.v1.Txn
+	(*Call)(nil),                  // 5: flexkv.kv.v1.Call
+	(*TxnRequest)(nil),            // 6: flexkv.kv.v1.TxnRequest
+	(*KeyValue)(nil),              // 7: flexkv.kv.v1.KeyValue
+	(*OpResult)(nil),              // 8: flexkv.kv.v1.OpResult
+	(*PieceResult)(nil),           // 9: flexkv.kv.v1.PieceResult
+	(*TxnResponse)(nil),           // 10: flexkv.kv.v1.TxnResponse
+	(*AwaitRequest)(nil),          // 11: flexkv.kv.v1.AwaitRequest
+	(*AwaitResponse)(nil),         // 12: flexkv.kv.v1.AwaitResponse
+	(*GetRequest)(nil),            // 13: flexkv.kv.v1.GetRequest
+	(*GetResponse)(nil),           // 14: flexkv.kv.v1.GetResponse
+	(*PutRequest)(nil),            // 15: flexkv.kv.v1.PutRequest
+	(*PutResponse)(nil),           // 16: flexkv.kv.v1.PutResponse
+	(*DeleteRequest)(nil),         // 17: flexkv.kv.v1.DeleteRequest
+	(*DeleteResponse)(nil),        // 18: flexkv.kv.v1.DeleteResponse
+	(*ScanRequest)(nil),           // 19: flexkv.kv.v1.ScanRequest
+	(*ScanResponse)(nil),          // 20: flexkv.kv.v1.ScanResponse
+	(*OpenSessionRequest)(nil),    // 21: flexkv.kv.v1.OpenSessionRequest
+	(*OpenSessionResponse)(nil),   // 22: flexkv.kv.v1.OpenSessionResponse
+	(*TopologyRequest)(nil),       // 23: flexkv.kv.v1.TopologyRequest
+	(*TopologyResponse)(nil),      // 24: flexkv.kv.v1.TopologyResponse
+	(*ReconfigureRequest)(nil),    // 25: flexkv.kv.v1.ReconfigureRequest
+	(*MemberChange)(nil),          // 26: flexkv.kv.v1.MemberChange
+	(*PromoteMemberRequest)(nil),  // 27: flexkv.kv.v1.PromoteMemberRequest
+	(*PromoteMemberResponse)(nil), // 28: flexkv.kv.v1.PromoteMemberResponse
+	(*MembersRequest)(nil),        // 29: flexkv.kv.v1.MembersRequest
+	(*MembersResponse)(nil),       // 30: flexkv.kv.v1.MembersResponse
+	(*RaftMember)(nil),            // 31: flexkv.kv.v1.RaftMember
+	(*ReconfigureResponse)(nil),   // 32: flexkv.kv.v1.ReconfigureResponse
+	(*TreeEdge)(nil),              // 33: flexkv.kv.v1.TreeEdge
+	(*Group)(nil),                 // 34: flexkv.kv.v1.Group
+	(*Replica)(nil),               // 35: flexkv.kv.v1.Replica
+	(*Partition)(nil),             // 36: flexkv.kv.v1.Partition
+	(*LatencyRow)(nil),            // 37: flexkv.kv.v1.LatencyRow
+	(*StatusRequest)(nil),         // 38: flexkv.kv.v1.StatusRequest
+	(*DebugRequest)(nil),          // 39: flexkv.kv.v1.DebugRequest
+	(*DebugResponse)(nil),         // 40: flexkv.kv.v1.DebugResponse
+	(*StatusResponse)(nil),        // 41: flexkv.kv.v1.StatusResponse
+	(*BackupRequest)(nil),         // 42: flexkv.kv.v1.BackupRequest
+	(*BackupResponse)(nil),        // 43: flexkv.kv.v1.BackupResponse
+	(*BackupFilesRequest)(nil),    // 44: flexkv.kv.v1.BackupFilesRequest
+	(*BackupFile)(nil),            // 45: flexkv.kv.v1.BackupFile
+	(*BackupFilesChunk)(nil),      // 46: flexkv.kv.v1.BackupFilesChunk
+	(*DropBackupRequest)(nil),     // 47: flexkv.kv.v1.DropBackupRequest
+	(*DropBackupResponse)(nil),    // 48: flexkv.kv.v1.DropBackupResponse
 }
 var file_flexkv_kv_v1_kv_proto_depIdxs = []int32{
 	0,  // 0: flexkv.kv.v1.Compare.cmp:type_name -> flexkv.kv.v1.Cmp
@@ -3263,48 +3623,55 @@ var file_flexkv_kv_v1_kv_proto_depIdxs = []int32{
 	9,  // 10: flexkv.kv.v1.TxnResponse.piece:type_name -> flexkv.kv.v1.PieceResult
 	9,  // 11: flexkv.kv.v1.AwaitResponse.piece:type_name -> flexkv.kv.v1.PieceResult
 	7,  // 12: flexkv.kv.v1.ScanResponse.kvs:type_name -> flexkv.kv.v1.KeyValue
-	27, // 13: flexkv.kv.v1.TopologyResponse.tree:type_name -> flexkv.kv.v1.TreeEdge
-	28, // 14: flexkv.kv.v1.TopologyResponse.groups:type_name -> flexkv.kv.v1.Group
-	30, // 15: flexkv.kv.v1.TopologyResponse.partitions:type_name -> flexkv.kv.v1.Partition
-	31, // 16: flexkv.kv.v1.TopologyResponse.latency:type_name -> flexkv.kv.v1.LatencyRow
-	27, // 17: flexkv.kv.v1.ReconfigureRequest.tree:type_name -> flexkv.kv.v1.TreeEdge
-	29, // 18: flexkv.kv.v1.Group.replicas:type_name -> flexkv.kv.v1.Replica
-	35, // 19: flexkv.kv.v1.DebugResponse.status:type_name -> flexkv.kv.v1.StatusResponse
-	9,  // 20: flexkv.kv.v1.BackupResponse.piece:type_name -> flexkv.kv.v1.PieceResult
-	39, // 21: flexkv.kv.v1.BackupFilesChunk.files:type_name -> flexkv.kv.v1.BackupFile
-	6,  // 22: flexkv.kv.v1.KV.Txn:input_type -> flexkv.kv.v1.TxnRequest
-	11, // 23: flexkv.kv.v1.KV.Await:input_type -> flexkv.kv.v1.AwaitRequest
-	13, // 24: flexkv.kv.v1.KV.Get:input_type -> flexkv.kv.v1.GetRequest
-	15, // 25: flexkv.kv.v1.KV.Put:input_type -> flexkv.kv.v1.PutRequest
-	17, // 26: flexkv.kv.v1.KV.Delete:input_type -> flexkv.kv.v1.DeleteRequest
-	19, // 27: flexkv.kv.v1.KV.Scan:input_type -> flexkv.kv.v1.ScanRequest
-	21, // 28: flexkv.kv.v1.KV.OpenSession:input_type -> flexkv.kv.v1.OpenSessionRequest
-	23, // 29: flexkv.kv.v1.KV.Topology:input_type -> flexkv.kv.v1.TopologyRequest
-	25, // 30: flexkv.kv.v1.KV.Reconfigure:input_type -> flexkv.kv.v1.ReconfigureRequest
-	32, // 31: flexkv.kv.v1.KV.Status:input_type -> flexkv.kv.v1.StatusRequest
-	36, // 32: flexkv.kv.v1.KV.Backup:input_type -> flexkv.kv.v1.BackupRequest
-	38, // 33: flexkv.kv.v1.KV.BackupFiles:input_type -> flexkv.kv.v1.BackupFilesRequest
-	41, // 34: flexkv.kv.v1.KV.DropBackup:input_type -> flexkv.kv.v1.DropBackupRequest
-	33, // 35: flexkv.kv.v1.KV.Debug:input_type -> flexkv.kv.v1.DebugRequest
-	10, // 36: flexkv.kv.v1.KV.Txn:output_type -> flexkv.kv.v1.TxnResponse
-	12, // 37: flexkv.kv.v1.KV.Await:output_type -> flexkv.kv.v1.AwaitResponse
-	14, // 38: flexkv.kv.v1.KV.Get:output_type -> flexkv.kv.v1.GetResponse
-	16, // 39: flexkv.kv.v1.KV.Put:output_type -> flexkv.kv.v1.PutResponse
-	18, // 40: flexkv.kv.v1.KV.Delete:output_type -> flexkv.kv.v1.DeleteResponse
-	20, // 41: flexkv.kv.v1.KV.Scan:output_type -> flexkv.kv.v1.ScanResponse
-	22, // 42: flexkv.kv.v1.KV.OpenSession:output_type -> flexkv.kv.v1.OpenSessionResponse
-	24, // 43: flexkv.kv.v1.KV.Topology:output_type -> flexkv.kv.v1.TopologyResponse
-	26, // 44: flexkv.kv.v1.KV.Reconfigure:output_type -> flexkv.kv.v1.ReconfigureResponse
-	35, // 45: flexkv.kv.v1.KV.Status:output_type -> flexkv.kv.v1.StatusResponse
-	37, // 46: flexkv.kv.v1.KV.Backup:output_type -> flexkv.kv.v1.BackupResponse
-	40, // 47: flexkv.kv.v1.KV.BackupFiles:output_type -> flexkv.kv.v1.BackupFilesChunk
-	42, // 48: flexkv.kv.v1.KV.DropBackup:output_type -> flexkv.kv.v1.DropBackupResponse
-	34, // 49: flexkv.kv.v1.KV.Debug:output_type -> flexkv.kv.v1.DebugResponse
-	36, // [36:50] is the sub-list for method output_type
-	22, // [22:36] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	33, // 13: flexkv.kv.v1.TopologyResponse.tree:type_name -> flexkv.kv.v1.TreeEdge
+	34, // 14: flexkv.kv.v1.TopologyResponse.groups:type_name -> flexkv.kv.v1.Group
+	36, // 15: flexkv.kv.v1.TopologyResponse.partitions:type_name -> flexkv.kv.v1.Partition
+	37, // 16: flexkv.kv.v1.TopologyResponse.latency:type_name -> flexkv.kv.v1.LatencyRow
+	33, // 17: flexkv.kv.v1.ReconfigureRequest.tree:type_name -> flexkv.kv.v1.TreeEdge
+	26, // 18: flexkv.kv.v1.ReconfigureRequest.member:type_name -> flexkv.kv.v1.MemberChange
+	35, // 19: flexkv.kv.v1.MemberChange.replica:type_name -> flexkv.kv.v1.Replica
+	31, // 20: flexkv.kv.v1.MembersResponse.members:type_name -> flexkv.kv.v1.RaftMember
+	35, // 21: flexkv.kv.v1.Group.replicas:type_name -> flexkv.kv.v1.Replica
+	41, // 22: flexkv.kv.v1.DebugResponse.status:type_name -> flexkv.kv.v1.StatusResponse
+	9,  // 23: flexkv.kv.v1.BackupResponse.piece:type_name -> flexkv.kv.v1.PieceResult
+	45, // 24: flexkv.kv.v1.BackupFilesChunk.files:type_name -> flexkv.kv.v1.BackupFile
+	6,  // 25: flexkv.kv.v1.KV.Txn:input_type -> flexkv.kv.v1.TxnRequest
+	11, // 26: flexkv.kv.v1.KV.Await:input_type -> flexkv.kv.v1.AwaitRequest
+	13, // 27: flexkv.kv.v1.KV.Get:input_type -> flexkv.kv.v1.GetRequest
+	15, // 28: flexkv.kv.v1.KV.Put:input_type -> flexkv.kv.v1.PutRequest
+	17, // 29: flexkv.kv.v1.KV.Delete:input_type -> flexkv.kv.v1.DeleteRequest
+	19, // 30: flexkv.kv.v1.KV.Scan:input_type -> flexkv.kv.v1.ScanRequest
+	21, // 31: flexkv.kv.v1.KV.OpenSession:input_type -> flexkv.kv.v1.OpenSessionRequest
+	23, // 32: flexkv.kv.v1.KV.Topology:input_type -> flexkv.kv.v1.TopologyRequest
+	25, // 33: flexkv.kv.v1.KV.Reconfigure:input_type -> flexkv.kv.v1.ReconfigureRequest
+	27, // 34: flexkv.kv.v1.KV.PromoteMember:input_type -> flexkv.kv.v1.PromoteMemberRequest
+	29, // 35: flexkv.kv.v1.KV.Members:input_type -> flexkv.kv.v1.MembersRequest
+	38, // 36: flexkv.kv.v1.KV.Status:input_type -> flexkv.kv.v1.StatusRequest
+	42, // 37: flexkv.kv.v1.KV.Backup:input_type -> flexkv.kv.v1.BackupRequest
+	44, // 38: flexkv.kv.v1.KV.BackupFiles:input_type -> flexkv.kv.v1.BackupFilesRequest
+	47, // 39: flexkv.kv.v1.KV.DropBackup:input_type -> flexkv.kv.v1.DropBackupRequest
+	39, // 40: flexkv.kv.v1.KV.Debug:input_type -> flexkv.kv.v1.DebugRequest
+	10, // 41: flexkv.kv.v1.KV.Txn:output_type -> flexkv.kv.v1.TxnResponse
+	12, // 42: flexkv.kv.v1.KV.Await:output_type -> flexkv.kv.v1.AwaitResponse
+	14, // 43: flexkv.kv.v1.KV.Get:output_type -> flexkv.kv.v1.GetResponse
+	16, // 44: flexkv.kv.v1.KV.Put:output_type -> flexkv.kv.v1.PutResponse
+	18, // 45: flexkv.kv.v1.KV.Delete:output_type -> flexkv.kv.v1.DeleteResponse
+	20, // 46: flexkv.kv.v1.KV.Scan:output_type -> flexkv.kv.v1.ScanResponse
+	22, // 47: flexkv.kv.v1.KV.OpenSession:output_type -> flexkv.kv.v1.OpenSessionResponse
+	24, // 48: flexkv.kv.v1.KV.Topology:output_type -> flexkv.kv.v1.TopologyResponse
+	32, // 49: flexkv.kv.v1.KV.Reconfigure:output_type -> flexkv.kv.v1.ReconfigureResponse
+	28, // 50: flexkv.kv.v1.KV.PromoteMember:output_type -> flexkv.kv.v1.PromoteMemberResponse
+	30, // 51: flexkv.kv.v1.KV.Members:output_type -> flexkv.kv.v1.MembersResponse
+	41, // 52: flexkv.kv.v1.KV.Status:output_type -> flexkv.kv.v1.StatusResponse
+	43, // 53: flexkv.kv.v1.KV.Backup:output_type -> flexkv.kv.v1.BackupResponse
+	46, // 54: flexkv.kv.v1.KV.BackupFiles:output_type -> flexkv.kv.v1.BackupFilesChunk
+	48, // 55: flexkv.kv.v1.KV.DropBackup:output_type -> flexkv.kv.v1.DropBackupResponse
+	40, // 56: flexkv.kv.v1.KV.Debug:output_type -> flexkv.kv.v1.DebugResponse
+	41, // [41:57] is the sub-list for method output_type
+	25, // [25:41] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_flexkv_kv_v1_kv_proto_init() }
@@ -3326,7 +3693,7 @@ func file_flexkv_kv_v1_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flexkv_kv_v1_kv_proto_rawDesc), len(file_flexkv_kv_v1_kv_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   41,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,20 +23,22 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	KV_Txn_FullMethodName         = "/flexkv.kv.v1.KV/Txn"
-	KV_Await_FullMethodName       = "/flexkv.kv.v1.KV/Await"
-	KV_Get_FullMethodName         = "/flexkv.kv.v1.KV/Get"
-	KV_Put_FullMethodName         = "/flexkv.kv.v1.KV/Put"
-	KV_Delete_FullMethodName      = "/flexkv.kv.v1.KV/Delete"
-	KV_Scan_FullMethodName        = "/flexkv.kv.v1.KV/Scan"
-	KV_OpenSession_FullMethodName = "/flexkv.kv.v1.KV/OpenSession"
-	KV_Topology_FullMethodName    = "/flexkv.kv.v1.KV/Topology"
-	KV_Reconfigure_FullMethodName = "/flexkv.kv.v1.KV/Reconfigure"
-	KV_Status_FullMethodName      = "/flexkv.kv.v1.KV/Status"
-	KV_Backup_FullMethodName      = "/flexkv.kv.v1.KV/Backup"
-	KV_BackupFiles_FullMethodName = "/flexkv.kv.v1.KV/BackupFiles"
-	KV_DropBackup_FullMethodName  = "/flexkv.kv.v1.KV/DropBackup"
-	KV_Debug_FullMethodName       = "/flexkv.kv.v1.KV/Debug"
+	KV_Txn_FullMethodName           = "/flexkv.kv.v1.KV/Txn"
+	KV_Await_FullMethodName         = "/flexkv.kv.v1.KV/Await"
+	KV_Get_FullMethodName           = "/flexkv.kv.v1.KV/Get"
+	KV_Put_FullMethodName           = "/flexkv.kv.v1.KV/Put"
+	KV_Delete_FullMethodName        = "/flexkv.kv.v1.KV/Delete"
+	KV_Scan_FullMethodName          = "/flexkv.kv.v1.KV/Scan"
+	KV_OpenSession_FullMethodName   = "/flexkv.kv.v1.KV/OpenSession"
+	KV_Topology_FullMethodName      = "/flexkv.kv.v1.KV/Topology"
+	KV_Reconfigure_FullMethodName   = "/flexkv.kv.v1.KV/Reconfigure"
+	KV_PromoteMember_FullMethodName = "/flexkv.kv.v1.KV/PromoteMember"
+	KV_Members_FullMethodName       = "/flexkv.kv.v1.KV/Members"
+	KV_Status_FullMethodName        = "/flexkv.kv.v1.KV/Status"
+	KV_Backup_FullMethodName        = "/flexkv.kv.v1.KV/Backup"
+	KV_BackupFiles_FullMethodName   = "/flexkv.kv.v1.KV/BackupFiles"
+	KV_DropBackup_FullMethodName    = "/flexkv.kv.v1.KV/DropBackup"
+	KV_Debug_FullMethodName         = "/flexkv.kv.v1.KV/Debug"
 )
 
 // KVClient is the client API for KV service.
@@ -153,8 +155,10 @@ type KVClient interface {
 	// OpenSession opens a client session at the group it is sent to (to its
 	// leader) and returns its id, unique in the cluster and never reused.
 	OpenSession(ctx context.Context, in *OpenSessionRequest, opts ...grpc.CallOption) (*OpenSessionResponse, error)
-	// Topology returns the cluster configuration the server loaded, with the
-	// overlay and tree of the replica's current epoch.
+	// Topology returns the cluster configuration of the replica's current
+	// epoch: the one the server loaded, with the overlay, the tree and the
+	// members of every group of that epoch; with bootstrap, the configuration
+	// of epoch 1 (the bootstrap YAML), which names the cluster (DESIGN 13).
 	Topology(ctx context.Context, in *TopologyRequest, opts ...grpc.CallOption) (*TopologyResponse, error)
 	// Reconfigure ends an epoch and starts the next with a configuration
 	// (DESIGN 14): a control message multicast to every group through the
@@ -164,6 +168,15 @@ type KVClient interface {
 	// delivery. A change of an epoch that ended, or while another change is
 	// under way, is refused with FAILED_PRECONDITION naming the epoch.
 	Reconfigure(ctx context.Context, in *ReconfigureRequest, opts ...grpc.CallOption) (*ReconfigureResponse, error)
+	// PromoteMember makes a learner of the answering replica's group a voter
+	// (DESIGN 14, `flexkv member promote`): the group's leader adds it to
+	// raft as a voter. FAILED_PRECONDITION when the member is not a learner of
+	// the group, UNAVAILABLE with the leader's address on a follower. Only
+	// the user root may call it and Members.
+	PromoteMember(ctx context.Context, in *PromoteMemberRequest, opts ...grpc.CallOption) (*PromoteMemberResponse, error)
+	// Members returns the raft configuration of the answering replica's
+	// group as that replica knows it: every member with its suffrage.
+	Members(ctx context.Context, in *MembersRequest, opts ...grpc.CallOption) (*MembersResponse, error)
 	// Status reports this replica's state, for `flexkv status` (DESIGN 7):
 	// any replica answers, leader or not.
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
@@ -286,6 +299,26 @@ func (c *kVClient) Reconfigure(ctx context.Context, in *ReconfigureRequest, opts
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ReconfigureResponse)
 	err := c.cc.Invoke(ctx, KV_Reconfigure_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *kVClient) PromoteMember(ctx context.Context, in *PromoteMemberRequest, opts ...grpc.CallOption) (*PromoteMemberResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PromoteMemberResponse)
+	err := c.cc.Invoke(ctx, KV_PromoteMember_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *kVClient) Members(ctx context.Context, in *MembersRequest, opts ...grpc.CallOption) (*MembersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MembersResponse)
+	err := c.cc.Invoke(ctx, KV_Members_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -465,8 +498,10 @@ type KVServer interface {
 	// OpenSession opens a client session at the group it is sent to (to its
 	// leader) and returns its id, unique in the cluster and never reused.
 	OpenSession(context.Context, *OpenSessionRequest) (*OpenSessionResponse, error)
-	// Topology returns the cluster configuration the server loaded, with the
-	// overlay and tree of the replica's current epoch.
+	// Topology returns the cluster configuration of the replica's current
+	// epoch: the one the server loaded, with the overlay, the tree and the
+	// members of every group of that epoch; with bootstrap, the configuration
+	// of epoch 1 (the bootstrap YAML), which names the cluster (DESIGN 13).
 	Topology(context.Context, *TopologyRequest) (*TopologyResponse, error)
 	// Reconfigure ends an epoch and starts the next with a configuration
 	// (DESIGN 14): a control message multicast to every group through the
@@ -476,6 +511,15 @@ type KVServer interface {
 	// delivery. A change of an epoch that ended, or while another change is
 	// under way, is refused with FAILED_PRECONDITION naming the epoch.
 	Reconfigure(context.Context, *ReconfigureRequest) (*ReconfigureResponse, error)
+	// PromoteMember makes a learner of the answering replica's group a voter
+	// (DESIGN 14, `flexkv member promote`): the group's leader adds it to
+	// raft as a voter. FAILED_PRECONDITION when the member is not a learner of
+	// the group, UNAVAILABLE with the leader's address on a follower. Only
+	// the user root may call it and Members.
+	PromoteMember(context.Context, *PromoteMemberRequest) (*PromoteMemberResponse, error)
+	// Members returns the raft configuration of the answering replica's
+	// group as that replica knows it: every member with its suffrage.
+	Members(context.Context, *MembersRequest) (*MembersResponse, error)
 	// Status reports this replica's state, for `flexkv status` (DESIGN 7):
 	// any replica answers, leader or not.
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
@@ -540,6 +584,12 @@ func (UnimplementedKVServer) Topology(context.Context, *TopologyRequest) (*Topol
 }
 func (UnimplementedKVServer) Reconfigure(context.Context, *ReconfigureRequest) (*ReconfigureResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Reconfigure not implemented")
+}
+func (UnimplementedKVServer) PromoteMember(context.Context, *PromoteMemberRequest) (*PromoteMemberResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PromoteMember not implemented")
+}
+func (UnimplementedKVServer) Members(context.Context, *MembersRequest) (*MembersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Members not implemented")
 }
 func (UnimplementedKVServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Status not implemented")
@@ -739,6 +789,42 @@ func _KV_Reconfigure_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _KV_PromoteMember_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PromoteMemberRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KVServer).PromoteMember(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KV_PromoteMember_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KVServer).PromoteMember(ctx, req.(*PromoteMemberRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _KV_Members_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MembersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KVServer).Members(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KV_Members_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KVServer).Members(ctx, req.(*MembersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _KV_Status_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(StatusRequest)
 	if err := dec(in); err != nil {
@@ -864,6 +950,14 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Reconfigure",
 			Handler:    _KV_Reconfigure_Handler,
+		},
+		{
+			MethodName: "PromoteMember",
+			Handler:    _KV_PromoteMember_Handler,
+		},
+		{
+			MethodName: "Members",
+			Handler:    _KV_Members_Handler,
 		},
 		{
 			MethodName: "Status",

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/flexkv/flexkv/certs"
 	"github.com/flexkv/flexkv/cluster"
+	"github.com/flexkv/flexkv/partition"
 )
 
 // certExitFailed is the exit code of a refused or failed `flexkv cert`
@@ -180,7 +182,7 @@ func day(t time.Time) string { return t.UTC().Format(time.DateOnly) }
 
 func newCertCreateNodeCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "create-node ID [HOST...] --config FILE --certs-dir DIR --ca-key FILE [--overwrite]",
+		Use:   "create-node ID [HOST...] [--config FILE | --group GROUP] --certs-dir DIR --ca-key FILE [--overwrite]",
 		Short: "Create the certificate of replica ID: DIR/node.ID.crt and .key",
 		Long: `Create the certificate of the replica ID of the cluster configuration FILE,
 valid 5 years, signed by the CA (DIR/ca.crt and its key FILE): DIR/node.ID.crt
@@ -189,7 +191,12 @@ group as flexkv://GROUP/REPLICA, the group being the one the configuration
 puts ID in, and lists as DNS or IP names the hosts of the replica's raft and
 gRPC addresses (but 0.0.0.0 and ::) followed by every HOST given: the names
 clients and peers dial it by. It serves as a server and as a client
-certificate, since nodes dial each other.`,
+certificate, since nodes dial each other.
+
+A member that is not in the configuration, to be added to a running
+cluster (flexkv member add, DESIGN 14), takes its group from --group GROUP
+(a group of the configuration) and its hosts from the HOSTs given, at least
+one: make its certificate before it joins.`,
 		Args: certArgs("ID [HOST...]", true, "ID"),
 		RunE: func(c *cobra.Command, args []string) error {
 			v, f, err := createFlags(c)
@@ -209,13 +216,31 @@ certificate, since nodes dial each other.`,
 				configPath = defaultConfigName
 			}
 			group, replica, ok := cfg.Replica(id)
-			if !ok {
-				return usageError(fmt.Errorf("%s: replica %q is not in the configuration %s (replicas: %s)",
+			var hosts []string
+			switch g := v.GetString("group"); {
+			case g != "" && ok && g != group.Name:
+				return usageError(fmt.Errorf("%s: --group %s: replica %q is a replica of group %s in the configuration %s",
+					certName(c), g, id, group.Name, configPath))
+			case g != "" && !ok:
+				// A member added to a running cluster (flexkv member add):
+				// not in the bootstrap file, dialled by the hosts given.
+				i := slices.IndexFunc(cfg.Groups, func(gc partition.GroupConfig) bool { return gc.Name == g })
+				if i < 0 {
+					return usageError(fmt.Errorf("%s: --group %q is not a group of the configuration %s (groups: %s)",
+						certName(c), g, configPath, strings.Join(configGroupNames(cfg), ", ")))
+				}
+				if len(args) < 2 {
+					return usageError(fmt.Errorf("%s: %s is not in the configuration %s: give the HOSTs it is dialled by (its raft and grpc addresses' hosts)",
+						certName(c), id, configPath))
+				}
+				group = cfg.Groups[i]
+			case !ok:
+				return usageError(fmt.Errorf("%s: replica %q is not in the configuration %s (replicas: %s); a member not in it needs --group GROUP and its HOSTs",
 					certName(c), id, configPath, strings.Join(cfg.ReplicaIDs(), ", ")))
-			}
-			hosts, err := certs.HostsOf(replica.Hosts()...)
-			if err != nil {
-				return usageError(fmt.Errorf("%s: replica %s: %w", certName(c), id, err))
+			default:
+				if hosts, err = certs.HostsOf(replica.Hosts()...); err != nil {
+					return usageError(fmt.Errorf("%s: replica %s: %w", certName(c), id, err))
+				}
 			}
 			for _, h := range args[1:] {
 				if err := certs.CheckHost(h); err != nil {
@@ -238,6 +263,7 @@ certificate, since nodes dial each other.`,
 		},
 	}
 	cmd.Flags().String("config", "", "cluster configuration YAML that places ID in its group (default: embedded "+defaultConfigName+")")
+	cmd.Flags().String("group", "", "the group of a member not in the configuration (flexkv member add); its hosts are the HOSTs given")
 	addCreateFlags(cmd, "the CA's private key file (required; or FLEXKV_CA_KEY)")
 	return cmd
 }
@@ -420,4 +446,13 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// configGroupNames returns the names of cfg's groups, in its order.
+func configGroupNames(cfg *partition.ClusterConfig) []string {
+	out := make([]string, len(cfg.Groups))
+	for i, g := range cfg.Groups {
+		out[i] = g.Name
+	}
+	return out
 }

@@ -19,6 +19,12 @@ import (
 // 127.0.0.1 (the tests move them to free ports). A test that starts a
 // cluster of its own points the variable at that cluster's certificates.
 func TestMain(m *testing.M) {
+	if os.Getenv(asFlexkvEnv) == "1" {
+		// A real `flexkv` process of the tests that run replicas as
+		// processes (member_test.go): this binary, as the command.
+		main()
+		os.Exit(0)
+	}
 	dir, err := os.MkdirTemp("", "flexkv-cmd-certs")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -57,6 +57,7 @@ func newServerCmd() *cobra.Command {
 	cmd.Flags().Bool("insecure", false, "run every link without TLS (a warning is logged)")
 	cmd.Flags().String("listen-host", "", "listen on this host (0.0.0.0, ::) at each configured port, for configured hosts that resolve only once the replica runs (a Kubernetes pod's name); others still dial the configured addresses")
 	cmd.Flags().String("initial-cluster-state", string(server.ClusterNew), "new: bootstrap the group on an empty data directory; existing: join the running group, voting in no election until the log holds something")
+	cmd.Flags().String("join", "", "join a running cluster as a member added with flexkv member add: take the configuration of its current epoch from the replica at ENDPOINT (host:port of its client API) instead of --config; implies --initial-cluster-state existing")
 	addLatencyFlags(cmd)
 	addProfileFlags(cmd, "this replica, until it stops")
 	cmd.RunE = runServer
@@ -79,12 +80,24 @@ func runServer(cmd *cobra.Command, _ []string) (err error) {
 	if node == "" {
 		return &exitError{code: 2, err: errors.New("server: --node is required (or FLEXKV_NODE)")}
 	}
-	cfg, lat, err := loadCluster(v.GetString("config"))
-	if err != nil {
-		return &exitError{code: 2, err: err}
-	}
-	if _, _, ok := cfg.Replica(node); !ok {
-		return &exitError{code: 2, err: fmt.Errorf("server: node %q is not a replica of the configuration (replicas: %s)", node, strings.Join(cfg.ReplicaIDs(), ", "))}
+	join := v.GetString("join")
+	var cfg, current *partition.ClusterConfig
+	var lat *partition.Latency
+	if join == "" {
+		if cfg, lat, err = loadCluster(v.GetString("config")); err != nil {
+			return &exitError{code: 2, err: err}
+		}
+		if _, _, ok := cfg.Replica(node); !ok {
+			return &exitError{code: 2, err: fmt.Errorf("server: node %q is not a replica of the configuration (replicas: %s)", node, strings.Join(cfg.ReplicaIDs(), ", "))}
+		}
+	} else {
+		switch {
+		case v.GetString("config") != "":
+			return &exitError{code: 2, err: errors.New("server: --join and --config: choose one (a replica that joins takes the configuration from the cluster)")}
+		case (cmd.Flags().Changed("initial-cluster-state") || os.Getenv("FLEXKV_INITIAL_CLUSTER_STATE") != "") && v.GetString("initial-cluster-state") != string(server.ClusterExisting):
+			return &exitError{code: 2, err: errors.New("server: --join joins a running group: --initial-cluster-state existing (the default with --join)")}
+		}
+		v.Set("initial-cluster-state", string(server.ClusterExisting))
 	}
 	mode, jitter, err := latencyFlags(v)
 	if err != nil {
@@ -101,6 +114,12 @@ func runServer(cmd *cobra.Command, _ []string) (err error) {
 	nodeCert, err := serverNode(v, node)
 	if err != nil {
 		return &exitError{code: 2, err: err}
+	}
+	if join != "" {
+		if cfg, current, lat, err = joinCluster(cmd.Context(), join, node, nodeCert); err != nil {
+			return err
+		}
+		log.Info("joined", "node", node, "from", join, "members", strings.Join(current.ReplicaIDs(), ","))
 	}
 	if nodeCert == nil {
 		log.Warn("running without TLS (--insecure): clients and peers are not authenticated and traffic is plaintext", "node", node)
@@ -120,7 +139,7 @@ func runServer(cmd *cobra.Command, _ []string) (err error) {
 	ctx, stop := signalContext(cmd.Context())
 	defer stop()
 	srv, err := server.Open(server.Config{
-		Cluster: cfg, Latency: lat, LatencyMode: mode, LatencyJitter: jitter,
+		Cluster: cfg, Current: current, Latency: lat, LatencyMode: mode, LatencyJitter: jitter,
 		NodeID: node, Dir: dir, DeliveryLog: dlog, Logger: log,
 		MetricsAddr: v.GetString("metrics"), HTTPAddr: v.GetString("http"), Procedures: procs.Registry(), Node: nodeCert,
 		InitialClusterState: state, ListenHost: v.GetString("listen-host"),
@@ -151,7 +170,7 @@ const serverHelp = `Run one replica: the node ID of the cluster configuration FI
 in --data-dir. Every flag may also come from the environment (FLEXKV_CONFIG,
 FLEXKV_NODE, FLEXKV_DATA_DIR, FLEXKV_LOG_LEVEL, FLEXKV_DELIVERY_LOG,
 FLEXKV_METRICS, FLEXKV_LATENCY_MODE, FLEXKV_LATENCY_JITTER, FLEXKV_CERTS_DIR,
-FLEXKV_INSECURE, FLEXKV_INITIAL_CLUSTER_STATE, FLEXKV_LISTEN_HOST) or from a
+FLEXKV_INSECURE, FLEXKV_INITIAL_CLUSTER_STATE, FLEXKV_LISTEN_HOST, FLEXKV_JOIN) or from a
 settings file, --settings FILE (FLEXKV_SETTINGS): a YAML map of the same
 names, e.g.
 
@@ -192,6 +211,14 @@ group on an empty data directory; existing, for a replica that lost its data,
 bootstraps nothing, waits for its group's leader to send it the data, and
 votes in no election until its log holds something. A directory with data is
 reopened either way.
+
+A member added to a running cluster (flexkv member add, DESIGN 14) starts
+with --join ENDPOINT in place of --config: it takes from the replica at
+ENDPOINT the cluster's bootstrap configuration (its identity) and the
+members of the current epoch, which must list --node, and joins its group
+as a learner (--initial-cluster-state existing), catching up from its
+leader's snapshot; promote it then with flexkv member promote. Restart it
+with the same --join.
 
 The process runs Go's garbage collector at GOGC=400 (the heap may grow to
 five times what is live between collections: less CPU for more memory)

@@ -52,7 +52,9 @@ already hold them ("-" from a server too old to say); replicas that differ
 show an upgrade under way.
 
 The replicas are those of --config (default: the embedded configs/local.yaml),
-or the addresses of --endpoints. With --json, one JSON object per replica,
+or the addresses of --endpoints. Once a group's members changed (flexkv
+member, DESIGN 14), they are those of the newest epoch the replicas of
+--config answer: a member added since is shown, one removed is not. With --json, one JSON object per replica,
 one per line (JSON Lines, like the delivery log), the same fields:
 {"group":"eu-west-1","replica":"r1","address":"127.0.0.1:7001","role":"leader",
  "epoch":1,"term":2,"commit_index":40,"applied_index":40,"lag":0,"outbox":0,"pending":0,
@@ -138,6 +140,9 @@ func runStatus(c *cobra.Command, _ []string) error {
 		}
 	}
 	ask(c.Context(), rows, tlsCfg, timeout)
+	if v.GetString("endpoints") == "" {
+		rows = epochRows(c.Context(), rows, tlsCfg, timeout)
+	}
 	down := fill(rows, c.ErrOrStderr())
 	w := c.OutOrStdout()
 	if v.GetBool("json") {
@@ -153,6 +158,54 @@ func runStatus(c *cobra.Command, _ []string) error {
 		return &exitError{code: 1, err: fmt.Errorf("status: %d of %d replicas down", down, len(rows))}
 	}
 	return nil
+}
+
+// epochRows returns the rows of the members of the newest epoch the
+// replicas answered, when its members differ from the configuration's
+// (DESIGN 14, flexkv member): a replica added since is asked, one removed
+// is left out. The answers already in rows are kept.
+func epochRows(ctx context.Context, rows []*statusRow, tlsCfg *tls.Config, timeout time.Duration) []*statusRow {
+	var newest *statusRow
+	for _, r := range rows {
+		if r.resp != nil && (newest == nil || r.resp.GetEpoch() > newest.resp.GetEpoch()) {
+			newest = r
+		}
+	}
+	if newest == nil || newest.resp.GetEpoch() <= 1 {
+		return rows
+	}
+	creds := insecure.NewCredentials()
+	if tlsCfg != nil {
+		creds = credentials.NewTLS(tlsCfg)
+	}
+	cc, err := grpc.NewClient(newest.Address, append(rpcflow.DialOptions(), grpc.WithTransportCredentials(creds))...)
+	if err != nil {
+		return rows
+	}
+	defer cc.Close()
+	tctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	top, err := apipb.NewKVClient(cc).Topology(tctx, &apipb.TopologyRequest{})
+	if err != nil {
+		return rows
+	}
+	byAddr := make(map[string]*statusRow, len(rows))
+	for _, r := range rows {
+		byAddr[r.Address] = r
+	}
+	var out, fresh []*statusRow
+	for _, g := range top.GetGroups() {
+		for _, r := range g.GetReplicas() {
+			row, ok := byAddr[r.GetGrpc()]
+			if !ok || row.Replica != r.GetId() {
+				row = &statusRow{Group: g.GetName(), Replica: r.GetId(), Address: r.GetGrpc()}
+				fresh = append(fresh, row)
+			}
+			out = append(out, row)
+		}
+	}
+	ask(ctx, fresh, tlsCfg, timeout)
+	return out
 }
 
 // ask calls Status on every row's address concurrently, each within

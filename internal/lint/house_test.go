@@ -145,8 +145,8 @@ var house = []room{
 	{dir: "backup", floor: 9, imports: []string{"api", "api/apipb", "executor", "internal/rpcflow", "multicast/protocol", "partition", "server"},
 		tests: []string{"certs", "client", "cluster", "internal/testaddr", "internal/testcluster", "replication", "txn"}, ext: grpcExt},
 	// 10: the command line.
-	{dir: "cmd/flexkv", floor: 10, imports: []string{"api/apipb", "backup", "certs", "client", "cluster", "configs", "gtpcc", "gtpcc/bench", "gtpcc/procs", "internal/buildinfo", "internal/loadgen", "internal/rpcflow", "multicast", "multicast/check", "multicast/flexcast", "multicast/protocol", "multicast/sim", "overlay", "partition", "replication", "server", "txn"},
-		tests: []string{"internal/testaddr"},
+	{dir: "cmd/flexkv", floor: 10, imports: []string{"api", "api/apipb", "backup", "certs", "client", "cluster", "configs", "gtpcc", "gtpcc/bench", "gtpcc/procs", "internal/buildinfo", "internal/loadgen", "internal/rpcflow", "multicast", "multicast/check", "multicast/flexcast", "multicast/protocol", "multicast/sim", "overlay", "partition", "replication", "server", "txn"},
+		tests: []string{"internal/testaddr", "internal/testcluster"},
 		ext:   append([]string{"github.com/spf13/cobra", "github.com/spf13/pflag", "github.com/spf13/viper", "google.golang.org/protobuf/encoding/protojson"}, grpcExt...)},
 }
 

@@ -189,6 +189,7 @@ type Stats struct {
 // answer's way back and the retry's way there.
 type Transmitter struct {
 	cfg    TransmitterConfig
+	opts   []grpc.DialOption           // of every connection, SetPeers' too
 	peers  map[partition.GroupID]*peer // read-only after NewTransmitter
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -224,9 +225,11 @@ func NewTransmitter(cfg TransmitterConfig) (*Transmitter, error) {
 		d := net.Dialer{Control: userTimeoutControl(linkUserTimeout)}
 		return d.DialContext(ctx, "tcp", addr)
 	})}, rpcflow.DialOptions(), cfg.DialOptions)
+	t.opts = opts
 	groups := sortedGroups(cfg.Peers)
 	for _, g := range groups {
 		p := &peer{
+			opts:  opts,
 			cfg:   &t.cfg,
 			group: g,
 			addrs: cfg.Peers[g],
@@ -321,6 +324,42 @@ func (t *Transmitter) Reset() {
 	}
 }
 
+// SetPeers replaces the addresses of the replicas of peer group g: its
+// members changed (DESIGN 14). The peer's goroutine takes them before its
+// next call: it keeps the connections to the addresses still listed, dials
+// the new ones (on first use) and closes the others. The batch in flight is
+// not lost: it goes to the new replicas.
+func (t *Transmitter) SetPeers(g partition.GroupID, addrs []string) error {
+	p, ok := t.peers[g]
+	if !ok {
+		return fmt.Errorf("transport: set peers: group %d is not a peer group", g)
+	}
+	if len(addrs) == 0 {
+		return fmt.Errorf("transport: set peers: group %d: no address", g)
+	}
+	for i, a := range addrs {
+		if a == "" || slices.Contains(addrs[:i], a) {
+			return fmt.Errorf("transport: set peers: group %d: address %q empty or listed twice", g, a)
+		}
+	}
+	next := slices.Clone(addrs)
+	p.next.Store(&next)
+	return nil
+}
+
+// Peers returns the addresses the transmitter sends to group g's replicas
+// at: the latest SetPeers gave, else the configured ones.
+func (t *Transmitter) Peers(g partition.GroupID) []string {
+	p, ok := t.peers[g]
+	if !ok {
+		return nil
+	}
+	if next := p.next.Load(); next != nil {
+		return slices.Clone(*next)
+	}
+	return slices.Clone(t.cfg.Peers[g])
+}
+
 // Stats returns the counters summed over all peer groups.
 func (t *Transmitter) Stats() Stats {
 	var s Stats
@@ -368,8 +407,12 @@ func (t *Transmitter) closeConns() error {
 
 // peer is the sending state for one peer group.
 type peer struct {
-	cfg     *TransmitterConfig
-	group   partition.GroupID
+	cfg   *TransmitterConfig
+	opts  []grpc.DialOption
+	group partition.GroupID
+	// next holds the addresses of SetPeers until the goroutine takes them
+	// (refresh); addrs, conns and clients are the goroutine's.
+	next    atomic.Pointer[[]string]
 	addrs   []string
 	conns   []*grpc.ClientConn
 	clients []transportpb.GroupChannelClient
@@ -579,7 +622,45 @@ func (p *peer) transmit(ctx context.Context, batch [][]byte, gen uint64) bool {
 	}
 }
 
+// refresh takes the addresses of SetPeers, if new ones came: the
+// connections to addresses kept stay, the others close, the new ones are
+// made; the leader guess stays on its address if it is kept.
+func (p *peer) refresh() {
+	next := p.next.Load()
+	if next == nil || slices.Equal(*next, p.addrs) {
+		return
+	}
+	leader := p.addrs[p.leader]
+	var addrs []string
+	var conns []*grpc.ClientConn
+	var clients []transportpb.GroupChannelClient
+	for _, a := range *next {
+		if i := slices.Index(p.addrs, a); i >= 0 {
+			addrs, conns, clients = append(addrs, a), append(conns, p.conns[i]), append(clients, p.clients[i])
+			continue
+		}
+		conn, err := grpc.NewClient(a, p.opts...)
+		if err != nil {
+			// SetPeers checked the address; a client that cannot even be
+			// made is left out, and the others carry the group's frames.
+			continue
+		}
+		addrs, conns, clients = append(addrs, a), append(conns, conn), append(clients, transportpb.NewGroupChannelClient(conn))
+	}
+	if len(conns) == 0 {
+		return
+	}
+	for i, a := range p.addrs {
+		if !slices.Contains(addrs, a) {
+			_ = p.conns[i].Close()
+		}
+	}
+	p.addrs, p.conns, p.clients = addrs, conns, clients
+	p.leader = max(slices.Index(p.addrs, leader), 0)
+}
+
 func (p *peer) call(ctx context.Context, req *transportpb.DeliverRequest) (*transportpb.DeliverReply, error) {
+	p.refresh()
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.RPCTimeout)
 	defer cancel()
 	return p.clients[p.leader].Deliver(ctx, req)

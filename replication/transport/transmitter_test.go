@@ -412,3 +412,33 @@ func TestNewTransmitterNeedsCredentials(t *testing.T) {
 		t.Errorf("error %q does not name the replica", err)
 	}
 }
+
+// TestTransmitterSetPeers: a group whose leader is a replica the
+// transmitter does not know gets nothing; once SetPeers names the new
+// members (a change of members, DESIGN 14), the frames reach its leader in
+// order, and a bad list is refused.
+func TestTransmitterSetPeers(t *testing.T) {
+	g := newFakeGroup(t, 3, 2, serverConfig())
+	tr := newTransmitter(t, transmitterConfig(g.addrs[:2]))
+	const n = 200
+	sendAll(t, tr, dataFrames(1, n), 10)
+	time.Sleep(50 * time.Millisecond)
+	if got := g.logLen(); got != 0 {
+		t.Fatalf("%d frames reached a leader the transmitter does not know", got)
+	}
+	if err := tr.SetPeers(testTo, []string{g.addrs[1], g.addrs[1]}); err == nil {
+		t.Errorf("SetPeers with an address twice: nil error")
+	}
+	if err := tr.SetPeers(testFrom, g.addrs); err == nil {
+		t.Errorf("SetPeers of a group that is not a peer: nil error")
+	}
+	if err := tr.SetPeers(testTo, []string{g.addrs[1], g.addrs[2]}); err != nil {
+		t.Fatal(err)
+	}
+	if got := tr.Peers(testTo); len(got) != 2 || got[1] != g.addrs[2] {
+		t.Errorf("Peers = %v, want the new list", got)
+	}
+	waitFor(t, "every frame at the new leader", func() bool { return g.logLen() >= n })
+	waitSent(t, tr, n)
+	checkSeqs(t, g.seqs(), seqRange(1, n))
+}
