@@ -373,6 +373,9 @@ func decodeCut(b []byte, n int) ([]uint64, error) {
 	cut := make([]uint64, n)
 	for o := range cut {
 		cut[o] = d.Uvarint()
+		if d.Err() == nil && cut[o] >= 1<<62 {
+			return nil, fmt.Errorf("%w: CUT at position %d of group %d", wire.ErrCorrupt, cut[o], o)
+		}
 	}
 	if err := d.Finish(); err != nil {
 		return nil, fmt.Errorf("%w: CUT: %w", wire.ErrCorrupt, err)

@@ -220,6 +220,7 @@ func TestEnvelopeErrors(t *testing.T) {
 		{"cut of another format", 2, 3, []byte{3<<4 | byte(envCut), 0, 0, 0, 0}},
 		{"cut too short", 2, 3, appendCut(nil, []uint64{1, 2, 3})},
 		{"cut too long", 2, 3, appendCut(nil, []uint64{1, 2, 3, 4, 5})},
+		{"cut past any position", 2, 3, appendCut(nil, []uint64{1, 1 << 62, 3, 4})},
 		{"notif to destination", 2, 0, mk(envelope{kind: envNotif, msg: msg(partition.SetOf(0, 2, 3))})},
 		{"notif above destinations", 3, 0, mk(envelope{kind: envNotif, msg: msg(partition.SetOf(0, 2))})},
 		{"history of a descendant", 2, 1, mk(envelope{kind: envMsg, msg: msg(partition.SetOf(1, 2)), history: []segment{{owner: 2, entries: []entry{{id: id, dst: partition.SetOf(1, 2)}}}}})},
