@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/flexkv/flexkv/internal/wire"
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/protocol"
 )
@@ -48,6 +49,12 @@ func FuzzApply(f *testing.F) {
 	// requests of the epoch and of a later one.
 	top := testTopology(f)
 	f.Add(string(protocol.Skeen), EncodeChange(1, BootstrapEpoch(top)))
+	// A change of members (DESIGN 14), and the change entry written
+	// before members.
+	members := BootstrapEpoch(top)
+	members.Members = testMembers(top.Len(), 3)
+	f.Add(string(protocol.FlexCast), EncodeChange(1, members))
+	f.Add(string(protocol.FlexCast), appendOverlay(wire.AppendUvarint([]byte{entryChange}, 1), BootstrapEpoch(top)))
 	f.Add(string(protocol.Tree), EncodeRequestsAt(1, []multicast.Message{reqMsg(anon(3), 1, 1)}))
 	f.Add(string(protocol.FlexCast), EncodeRequestsAt(2, []multicast.Message{reqMsg(anon(3), 1, 1, 2)}))
 	f.Add(string(protocol.Skeen), []byte{entryInbound, 0, 1, 3, 1, 2, 3})
