@@ -83,18 +83,18 @@ func (c *Client) learnEpoch(ctx context.Context, g partition.GroupID) {
 	}
 }
 
-// membersRefreshMin spaces the topology fetches of refreshMembers.
-const membersRefreshMin = 200 * time.Millisecond
+// membersRefreshGap spaces the topology fetches of refreshMembers.
+const membersRefreshGap = 200 * time.Millisecond
 
 // refreshMembers asks the replica at addr for the topology of its epoch,
 // after a leader hint named an address outside a group's replicas, and
 // takes its members when its epoch is newer than the client's members
 // (takeMembers). It reports whether it took them. At most one fetch per
-// membersRefreshMin: a stale hint costs one call now and then.
+// membersRefreshGap: a stale hint costs one call now and then.
 func (c *Client) refreshMembers(ctx context.Context, addr string) bool {
 	now := time.Now().UnixNano()
 	last := c.membersRefreshed.Load()
-	if now-last < int64(membersRefreshMin) || !c.membersRefreshed.CompareAndSwap(last, now) {
+	if now-last < int64(membersRefreshGap) || !c.membersRefreshed.CompareAndSwap(last, now) {
 		return false
 	}
 	conn, err := c.conn(addr)

@@ -62,7 +62,7 @@ func joinCluster(ctx context.Context, endpoint, node string, n *certs.Node) (boo
 		return nil, nil, nil, fmt.Errorf("server: --join %s: configuration of epoch %d: %w", endpoint, curResp.GetEpoch(), err)
 	}
 	if _, _, ok := current.Replica(node); !ok {
-		return nil, nil, nil, fmt.Errorf("server: --join %s: %s is not a member of the cluster at epoch %d (members: %s): add it first with flexkv member add GROUP %s --raft ... --grpc ...",
+		return nil, nil, nil, fmt.Errorf("server: --join %s: %s is not a member of the cluster at epoch %d (members: %s): add it first with flexkv member add GROUP %s --raft ADDR --grpc ADDR",
 			endpoint, node, curResp.GetEpoch(), strings.Join(current.ReplicaIDs(), ", "), node)
 	}
 	if !slices.Equal(configGroupNames(boot), configGroupNames(current)) {

@@ -639,7 +639,7 @@ func runMemberPromote(c *cobra.Command, args []string) error {
 		case suffrage == "none" && !v.GetBool("wait"):
 			return &exitError{code: 1, err: fmt.Errorf("member promote: %s of group %s is not a learner yet: its leader has not added it to raft", id, name)}
 		case !known && !v.GetBool("wait"):
-			return &exitError{code: 1, err: fmt.Errorf("member promote: %s of group %s does not answer (%v): its lag is unknown; not promoted", id, name, st.errs[id])}
+			return &exitError{code: 1, err: fmt.Errorf("member promote: %s of group %s does not answer (%w): its lag is unknown; not promoted", id, name, st.errs[id])}
 		case known && lag > maxLag && !v.GetBool("wait"):
 			return &exitError{code: 1, err: fmt.Errorf("member promote: %s of group %s lags %d entries behind its leader (at most %d, --max-lag): not promoted; wait with --wait",
 				id, name, lag, maxLag)}
