@@ -92,8 +92,13 @@ func TestIdentity(t *testing.T) {
 	if mine == theirs {
 		t.Fatalf("both configurations have fingerprint %s", mine)
 	}
-	// A new leader of every group sends the others its acks: each side's
-	// calls are refused by the other side.
+	// A new leader of the moved group sends the others its acks, which they
+	// refuse; the others send it nothing unless they have something for it
+	// (an idle FlexCast cluster sends nothing), so one of theirs calls it
+	// here, and is refused too.
+	if err := deliverFingerprintFrom(moved[0].PeerAddr(), l.certs[cfg.Groups[0].Replicas[0].ID], theirs, 0, 1); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("a call of the rest at the moved group: %v, want FailedPrecondition", err)
+	}
 	refused := func(srvs []*server.Server) int64 {
 		var n int64
 		for _, s := range srvs {
@@ -131,6 +136,12 @@ func TestIdentity(t *testing.T) {
 // deliverFingerprint calls the peer service at addr as node n (of group 1)
 // with configuration fingerprint fp: an ack frame from group 1 to group 0.
 func deliverFingerprint(addr string, n *certs.Node, fp string) error {
+	return deliverFingerprintFrom(addr, n, fp, 1, 0)
+}
+
+// deliverFingerprintFrom is deliverFingerprint of an ack frame from group
+// from, n's, to group to.
+func deliverFingerprintFrom(addr string, n *certs.Node, fp string, from, to partition.GroupID) error {
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(certs.NodeConfig(n))))
 	if err != nil {
 		return err
@@ -139,7 +150,7 @@ func deliverFingerprint(addr string, n *certs.Node, fp string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	ctx = metadata.AppendToOutgoingContext(ctx, "flexkv-config-fingerprint", fp)
-	ack := channel.AppendFrame(nil, channel.Frame{From: 1, To: 0, Ack: 1})
-	_, err = transportpb.NewGroupChannelClient(cc).Deliver(ctx, &transportpb.DeliverRequest{FromGroup: 1, ToGroup: 0, Frames: [][]byte{ack}})
+	ack := channel.AppendFrame(nil, channel.Frame{From: from, To: to, Ack: 1})
+	_, err = transportpb.NewGroupChannelClient(cc).Deliver(ctx, &transportpb.DeliverRequest{FromGroup: uint32(from), ToGroup: uint32(to), Frames: [][]byte{ack}})
 	return err
 }

@@ -33,7 +33,14 @@ func (v *service) Reconfigure(ctx context.Context, req *apipb.ReconfigureRequest
 	if err != nil {
 		return nil, invalid(err)
 	}
-	if next.Members, err = s.nextMembers(cur, req.GetMember()); err != nil {
+	if req.GetEpoch() != 0 && req.GetEpoch() < cur.Epoch {
+		// The epoch named has ended, perhaps by this very change, sent
+		// again by a client that does not know whether it ran: the
+		// replica refuses it naming the epoch that followed, which such a
+		// client takes as done. Checked against that epoch's members, a
+		// member added would be refused as in use.
+		next.Members = cur.Members
+	} else if next.Members, err = s.nextMembers(cur, req.GetMember()); err != nil {
 		return nil, invalid(err)
 	}
 	e := cmp.Or(req.GetEpoch(), cur.Epoch)
