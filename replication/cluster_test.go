@@ -307,12 +307,20 @@ func (c *testCluster) atEntry(ctx context.Context, entry int, what string, call 
 			c.notLeaders.Add(1)
 		}
 		if errors.As(err, &nl) && nl.Leader != "" {
+			// Follow the hint at once, to the replica whose own address it
+			// names (members come and go: a replica's index in the group
+			// is not its index in a configuration's member list).
+			found := false
 			for i, x := range c.reps[entry] {
-				if x.cfg.Members[i].GRPCAddr == nl.Leader {
-					try = i
+				for _, m := range x.cfg.Members {
+					if m.ID == x.cfg.ID && m.GRPCAddr == nl.Leader {
+						try, found = i, true
+					}
 				}
 			}
-			continue // follow the hint at once
+			if found {
+				continue
+			}
 		}
 		try++
 		if !errors.As(err, &nl) && !errors.Is(err, multicast.ErrBusy) && err.Error() != "down" && !strings.Contains(err.Error(), "shutdown") {
