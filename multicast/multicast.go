@@ -160,6 +160,11 @@ type Send struct {
 	Kind    Kind
 	About   MsgID
 	Payload []byte
+	// Background marks the core's own bookkeeping, which no work waits
+	// for (FlexCast's garbage collection): the channel carries it as
+	// reliably, but leaves it out of back-pressure
+	// (channel.SendBackground).
+	Background bool
 }
 
 // Timed is implemented by a core that acts on ticks alone (a timeout, a

@@ -370,8 +370,9 @@ func (c *Core) onEnvelope(from partition.GroupID, payload []byte) error {
 	case envNotif:
 		c.onNotif(from, e)
 	case envHist:
+		// No delivery to try: history adds orders and open dependencies,
+		// which hold messages back, never release one.
 		c.merge(e.history)
-		c.tryDeliver()
 	case envCut:
 		// Taken above.
 	}
@@ -1004,7 +1005,7 @@ func (c *Core) diffChains(d partition.GroupID, first int) []segment {
 func (c *Core) send(to partition.GroupID, e *envelope) {
 	c.sendCutTo(to)
 	var kind multicast.Kind
-	about := e.msg.ID
+	about, background := e.msg.ID, false
 	switch e.kind {
 	case envMsg:
 		kind = multicast.KindMsg
@@ -1013,13 +1014,13 @@ func (c *Core) send(to partition.GroupID, e *envelope) {
 	case envNotif:
 		kind = multicast.KindNotif
 	case envHist, envCut:
-		kind, about = multicast.KindAck, c.gcID()
+		kind, about, background = multicast.KindAck, c.gcID(), true
 		c.stats.GCSent++
 	}
 	for _, s := range e.history {
 		c.stats.EntriesSent += uint64(len(s.entries))
 	}
-	c.out.Sends = append(c.out.Sends, multicast.Send{To: to, Kind: kind, About: about, Payload: appendEnvelope(nil, e, c.n, &c.links[to])})
+	c.out.Sends = append(c.out.Sends, multicast.Send{To: to, Kind: kind, About: about, Payload: appendEnvelope(nil, e, c.n, &c.links[to]), Background: background})
 }
 
 func lowBit(x uint64) partition.GroupID { return partition.GroupID(bits.TrailingZeros64(x)) }

@@ -545,3 +545,49 @@ func TestSegmentPositions(t *testing.T) {
 		t.Error("refused envelopes changed the state")
 	}
 }
+
+// TestGCSendsBackground: the envelopes of garbage collection, and only
+// they, are marked Background (no work waits for them: the channel leaves
+// them out of back-pressure), and named by a flush id for logs and metrics.
+func TestGCSendsBackground(t *testing.T) {
+	top := lettersTopology(t, 4)
+	net := newFifoNet(t, top, 1, Config{GCTicks: 1})
+	var gc, other int
+	for i := range uint64(40) {
+		dst := partition.SetOf(partition.GroupID(i%3), 3)
+		c := net.cores[Entry(dst)]
+		if err := c.Step(multicast.Request(multicast.Message{ID: multicast.MsgID{Client: 1, Seq: i + 1}, Dst: dst})); err != nil {
+			t.Fatal(err)
+		}
+		for g := range net.cores {
+			if err := net.cores[g].Step(multicast.Tick()); err != nil {
+				t.Fatal(err)
+			}
+			out := net.cores[g].Ready()
+			for _, s := range out.Sends {
+				if s.Background != s.About.IsFlush() {
+					t.Fatalf("send %s kind %v about %s: background %v", top.Name(partition.GroupID(g)), s.Kind, s.About, s.Background)
+				}
+				if s.Background {
+					gc++
+				} else {
+					other++
+				}
+			}
+			net.route(partition.GroupID(g), out)
+		}
+		out := c.Ready()
+		for _, s := range out.Sends {
+			if s.Background != s.About.IsFlush() {
+				t.Fatalf("send about %s: background %v", s.About, s.Background)
+			}
+		}
+		net.route(Entry(dst), out)
+		if err := net.drain(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if gc == 0 || other == 0 {
+		t.Fatalf("%d garbage-collection sends, %d others: the run does not show both", gc, other)
+	}
+}

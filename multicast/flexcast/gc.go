@@ -161,7 +161,7 @@ func (c *Core) sendCutTo(d partition.GroupID) {
 		return
 	}
 	c.cutTo[d] = append(c.cutTo[d][:0], c.stable...)
-	c.out.Sends = append(c.out.Sends, multicast.Send{To: d, Kind: multicast.KindAck, About: c.gcID(), Payload: appendCut(nil, c.stable)})
+	c.out.Sends = append(c.out.Sends, multicast.Send{To: d, Kind: multicast.KindAck, About: c.gcID(), Payload: appendCut(nil, c.stable), Background: true})
 	c.stats.GCSent++
 }
 

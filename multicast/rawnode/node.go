@@ -198,14 +198,13 @@ func (n *Node) Tick() {
 }
 
 // drainCore routes what the core produced: its sends into the channel, its
-// deliveries to the output. A send about a flush id is the core's own
-// bookkeeping (FlexCast's garbage collection), which no work waits for: it
-// goes in the background, so that a peer that does not acknowledge it does
-// not make the group refuse requests (channel.SendBackground).
+// deliveries to the output. A send the core marks Background goes in the
+// background, so that a peer that does not acknowledge it does not make
+// the group refuse requests (channel.SendBackground).
 func (n *Node) drainCore() {
 	out := n.core.Ready()
 	for _, s := range out.Sends {
-		if s.About.IsFlush() {
+		if s.Background {
 			n.ch.SendBackground(s.To, tagged(tagCore, s.Payload))
 			continue
 		}
