@@ -224,8 +224,12 @@ type link struct {
 	outbox      []pending // unacknowledged envelopes; outbox[i] has seq acked+1+i
 	outboxBytes int       // payload bytes in outbox
 	background  int       // envelopes of outbox sent in the background
-	idle        int       // ticks without ack progress or resend; 0 when outbox is empty
-	nackServed  bool      // a nack from the peer was served during this tick
+	// fgSeq is the seq of the oldest envelope of outbox not sent in the
+	// background (0: none), so that Backlog finds it without a search on
+	// every request while background envelopes pile up before it.
+	fgSeq      uint64
+	idle       int  // ticks without ack progress or resend; 0 when outbox is empty
+	nackServed bool // a nack from the peer was served during this tick
 	// A repair in progress resent every seq up to repair (0: none) and goes
 	// on, a window at a time, up to repairEnd, the last seq sent when it
 	// began.
@@ -252,6 +256,17 @@ type pending struct {
 type held struct {
 	seq     uint64
 	payload []byte
+}
+
+// firstForeground returns the seq of the oldest envelope of the outbox not
+// sent in the background, 0 if none.
+func (l *link) firstForeground() uint64 {
+	for i, p := range l.outbox {
+		if !p.background {
+			return l.acked + 1 + uint64(i)
+		}
+	}
+	return 0
 }
 
 // sent returns the last seq given to an envelope for the peer.
@@ -294,6 +309,8 @@ func (c *Channel) send(to partition.GroupID, payload []byte, background bool) {
 	l.outbox = append(l.outbox, pending{payload: payload, end: c.sentBytes, background: background})
 	if background {
 		l.background++
+	} else if l.fgSeq == 0 {
+		l.fgSeq = l.sent()
 	}
 	l.outboxBytes += len(payload)
 	if l.outboxBytes > c.cfg.OutboxBytesMax {
@@ -373,6 +390,11 @@ func (c *Channel) ack(from partition.GroupID, ack uint64) {
 	clear(l.outbox[n:]) // let the trimmed payloads be collected
 	l.outbox = l.outbox[:n]
 	l.acked = ack
+	if l.fgSeq != 0 && l.fgSeq <= ack {
+		// Each background envelope is passed here once: the next search
+		// starts behind the foreground one found now.
+		l.fgSeq = l.firstForeground()
+	}
 	l.idle = 0
 	if l.repair != 0 && ack >= l.repair {
 		// The last window arrived: send the next one, or end the repair.
@@ -570,13 +592,10 @@ func (c *Channel) BusyWith() (partition.GroupID, bool) {
 // everything else.
 func (c *Channel) Backlog(to partition.GroupID) uint64 {
 	l := c.peer(to)
-	if len(l.outbox) == l.background {
+	if l.fgSeq == 0 {
 		return 0
 	}
-	first := l.outbox[0]
-	for i := 1; first.background; i++ {
-		first = l.outbox[i]
-	}
+	first := l.outbox[l.fgSeq-l.acked-1]
 	return c.sentBytes - (first.end - uint64(len(first.payload)))
 }
 
@@ -669,6 +688,9 @@ func (c *Channel) check() error {
 		}
 		if background != l.background {
 			return fmt.Errorf("channel: link to %d: %d background envelopes, counted %d", g, l.background, background)
+		}
+		if fg := l.firstForeground(); fg != l.fgSeq {
+			return fmt.Errorf("channel: link to %d: oldest foreground envelope %d, found %d", g, l.fgSeq, fg)
 		}
 		if bytes != l.outboxBytes {
 			return fmt.Errorf("channel: link to %d: outbox bytes %d, counted %d", g, l.outboxBytes, bytes)

@@ -647,3 +647,27 @@ func TestBackgroundNotBacklog(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// BenchmarkBusyBehindBackground: Busy, which a group asks before every
+// request, while 5,000 background envelopes wait for a peer that does not
+// acknowledge them (a long cut under FlexCast's garbage collection) ahead
+// of a foreground one.
+func BenchmarkBusyBehindBackground(b *testing.B) {
+	cfg := testConfig(0)
+	cfg.OutboxMax = 1 << 20
+	c, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range 5000 {
+		c.SendBackground(1, []byte("gc"))
+	}
+	c.Send(1, []byte("work"))
+	c.Ready()
+	b.ResetTimer()
+	for range b.N {
+		if c.Busy() {
+			b.Fatal("busy")
+		}
+	}
+}

@@ -140,6 +140,7 @@ func RestoreChannel(b []byte, cfg Config) (*Channel, error) {
 				}
 				l.outboxBytes += len(l.outbox[j].payload)
 			}
+			l.fgSeq = l.firstForeground()
 		}
 		// idle is checked against ResendTicks by check below; bound it here
 		// so that the conversion to int cannot wrap.
