@@ -10,6 +10,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/multicast"
@@ -382,4 +383,63 @@ func ConfigFromProto(p *apipb.TopologyResponse) (*partition.ClusterConfig, *part
 		}
 	}
 	return cfg, lat, nil
+}
+
+// SetEpochOverlay fills the epoch_overlay and epoch_tree of a Topology
+// answer from top, the topology of the answering group's epoch (its ranks
+// and tree; group.State.Topology).
+func SetEpochOverlay(p *apipb.TopologyResponse, top *partition.Topology) {
+	r := top.Ranks()
+	p.EpochOverlay = make([]string, top.Len())
+	for k := range top.Len() {
+		p.EpochOverlay[k] = top.Name(r.Group(partition.GroupID(k)))
+	}
+	p.EpochTree = nil
+	if !top.HasTree() {
+		return
+	}
+	for g := range top.Len() {
+		if par := top.Parent(partition.GroupID(g)); par != partition.NoGroup {
+			p.EpochTree = append(p.EpochTree, &apipb.TreeEdge{Child: top.Name(partition.GroupID(g)), Parent: top.Name(par)})
+		}
+	}
+	slices.SortFunc(p.EpochTree, func(a, b *apipb.TreeEdge) int { return strings.Compare(a.Child, b.Child) })
+}
+
+// EpochTopology returns the topology of the epoch of a Topology answer:
+// top (the answer's groups, numbered by its overlay) ranked by
+// epoch_overlay, with epoch_tree. An answer without them (a server older
+// than overlay changes) gives top.
+func EpochTopology(p *apipb.TopologyResponse, top *partition.Topology) (*partition.Topology, error) {
+	if len(p.GetEpochOverlay()) == 0 {
+		return top, nil
+	}
+	order := make([]partition.GroupID, 0, len(p.EpochOverlay))
+	for _, name := range p.EpochOverlay {
+		g, ok := top.Lookup(name)
+		if !ok {
+			return nil, fmt.Errorf("api: topology: epoch overlay names unknown group %q", name)
+		}
+		order = append(order, g)
+	}
+	var parent []partition.GroupID
+	if len(p.EpochTree) > 0 {
+		parent = make([]partition.GroupID, top.Len())
+		for g := range parent {
+			parent[g] = partition.NoGroup
+		}
+		for _, e := range p.EpochTree {
+			c, ok1 := top.Lookup(e.GetChild())
+			par, ok2 := top.Lookup(e.GetParent())
+			if !ok1 || !ok2 {
+				return nil, fmt.Errorf("api: topology: epoch tree edge %s=%s names an unknown group", e.GetChild(), e.GetParent())
+			}
+			parent[c] = par
+		}
+	}
+	t, err := top.WithOverlay(order, parent)
+	if err != nil {
+		return nil, fmt.Errorf("api: topology: epoch overlay: %w", err)
+	}
+	return t, nil
 }

@@ -138,7 +138,12 @@ func Create(ctx context.Context, o Options) (*Manifest, error) {
 		return nil, fmt.Errorf("backup: %w", err)
 	}
 	all := partition.AllGroups(top.Len())
-	entry := groupConfig(cfg, top.Name(proto.Entries(top, all).Min()))
+	// The entry of a message to every group, by the epoch's ranks.
+	etop, err := api.EpochTopology(tp, top)
+	if err != nil {
+		return nil, fmt.Errorf("backup: topology: %w", err)
+	}
+	entry := groupConfig(cfg, top.Name(proto.Entries(etop, all).Min()))
 	resp, err := c.startMarker(ctx, entry)
 	if err != nil {
 		return nil, err

@@ -105,6 +105,11 @@ var (
 	// request) was larger than gRPC lets a side receive: the error names the
 	// sizes. It is not retried: the same call would be as large.
 	ErrTooLarge = errors.New("client: message too large")
+	// ErrScanTooLarge is matched by the error of a consistent scan
+	// (ScanConsistent) whose answer would pass the server's scan byte
+	// bound: it is answered whole or not at all, and the error names the
+	// bound. A narrower range or a lower limit fits; Scan pages instead.
+	ErrScanTooLarge = errors.New("client: consistent scan past the byte bound")
 	// ErrSessionExpired is matched by the error of a write refused because
 	// its session expired at the group after an earlier attempt whose
 	// outcome the client cannot know: the write may have run once, or not
@@ -231,8 +236,11 @@ type Client struct {
 	log      *slog.Logger
 	dialOpts []grpc.DialOption
 	view     *Topology
-	// epoch is the epoch requests are routed with (epoch.go).
-	epoch atomic.Uint64
+	// epoch is the latest epoch the client knows of; epochRoute, the latest
+	// epoch whose topology it has, with which requests are routed
+	// (epoch.go).
+	epoch      atomic.Uint64
+	epochRoute atomic.Pointer[epochRoute]
 	// resubmits counts the requests resubmitted for a changed epoch.
 	resubmits atomic.Uint64
 	// proto is the cluster's protocol, and origin where this client sends
@@ -334,6 +342,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	view.Home = homeGroup(view.Groups, cfg.Region)
 	c.view, c.proto = view, proto
 	c.epoch.Store(view.Epoch)
+	c.epochRoute.Store(&epochRoute{epoch: view.Epoch, top: view.Groups})
 	// The entry group is measured from the client's region; its home group
 	// stands for it only when the region has one (Config.Region).
 	c.origin = protocol.Origin{Group: partition.NoGroup, Region: cfg.Region}
@@ -415,6 +424,10 @@ func (c *Client) fetchTopology(ctx context.Context, endpoints []string, secure, 
 			return nil, nil, fmt.Errorf("client: topology from %s: %w", ep, err)
 		}
 		proto, top, pm, err := protocol.Build(cfg)
+		if err == nil {
+			// Ranked by the epoch's overlay, with its tree.
+			top, err = api.EpochTopology(resp, top)
+		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("client: topology from %s: %w", ep, err)
 		}

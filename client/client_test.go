@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -489,10 +490,13 @@ func TestBadInputStaysLocal(t *testing.T) {
 			_, err := c.Txn(ctx, &txn.Txn{If: []txn.Compare{{Key: []byte("a/k"), Cmp: txn.CmpEqual}}, Then: []txn.Op{get("a/k")}})
 			return err
 		}, txn.ErrInvalid},
-		{"scan across partitions", func() error {
-			_, err := c.Txn(ctx, &txn.Txn{Then: []txn.Op{{Kind: txn.OpScan, Key: []byte("a/"), End: []byte("b0"), Limit: 1}}})
+		{"txn scan of no partition", func() error {
+			_, err := c.Txn(ctx, &txn.Txn{Then: []txn.Op{{Kind: txn.OpScan, Key: []byte("x0"), End: []byte("x9"), Limit: 1}}})
 			return err
-		}, txn.ErrInvalid},
+		}, partition.ErrNoPartition},
+		{"scan of no partition", func() error { _, err := c.Scan(ctx, []byte("x0"), []byte("x9"), 1); return err }, partition.ErrNoPartition},
+		{"consistent scan of no partition", func() error { _, err := c.ScanConsistent(ctx, []byte("x0"), []byte("x9"), 1); return err }, partition.ErrNoPartition},
+		{"consistent scan backwards", func() error { _, err := c.ScanConsistent(ctx, []byte("a0"), []byte("a/"), 1); return err }, txn.ErrInvalid},
 		{"get empty key", func() error { _, _, err := c.Get(ctx, nil); return err }, partition.ErrInvalidKey},
 		{"get long key", func() error { _, _, err := c.Get(ctx, []byte(long)); return err }, txn.ErrInvalid},
 		{"put no partition", func() error { return c.Put(ctx, []byte("zz"), nil) }, partition.ErrNoPartition},
@@ -894,5 +898,64 @@ func TestDestinationsDiffer(t *testing.T) {
 	defer cl.mu.Unlock()
 	if cl.executions != 0 {
 		t.Errorf("%d transactions ran, want none", cl.executions)
+	}
+}
+
+// A scan across the partitions of three groups reads each part at its own
+// group, asking for that part only, in key order, page by page, up to the
+// limit, and stops asking once the limit is reached.
+func TestScanAcrossGroups(t *testing.T) {
+	cl := newFakeCluster(t, fakeOptions{})
+	c := newTestClient(t, cl, nil)
+	ctx := context.Background()
+	var want []string
+	for _, p := range []string{"a", "b", "c"} {
+		for i := range 4 {
+			k := fmt.Sprintf("%s/%d", p, i)
+			want = append(want, k)
+			if err := c.Put(ctx, []byte(k), []byte("v"+k)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cl.mu.Lock()
+	cl.scanPage = 3
+	cl.mu.Unlock()
+	count := func() map[string]int {
+		n := map[string]int{}
+		for where, calls := range cl.calls() {
+			for _, call := range calls {
+				if call.method == "scan" {
+					n[where[:1]]++
+				}
+			}
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		start, end string
+		limit      int
+		want       []string
+		calls      map[string]int // scans per group, cumulated
+	}{
+		{"a/", "c0", 0, want, map[string]int{"a": 2, "b": 2, "c": 2}},
+		{"a/2", "c/1", 5, []string{"a/2", "a/3", "b/0", "b/1", "b/2"}, map[string]int{"a": 3, "b": 3, "c": 2}},
+		{"a/3", "c/1", 100, []string{"a/3", "b/0", "b/1", "b/2", "b/3", "c/0"}, map[string]int{"a": 4, "b": 5, "c": 3}},
+		{"0", "b/1", 100, []string{"a/0", "a/1", "a/2", "a/3", "b/0"}, map[string]int{"a": 6, "b": 6, "c": 3}}, // starts before every partition
+	} {
+		kvs, err := c.Scan(ctx, []byte(tc.start), []byte(tc.end), tc.limit)
+		var got []string
+		for _, kv := range kvs {
+			got = append(got, string(kv.Key))
+			if string(kv.Value) != "v"+string(kv.Key) {
+				t.Errorf("key %s: value %q", kv.Key, kv.Value)
+			}
+		}
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("Scan(%s, %s, %d) = %q, %v; want %q", tc.start, tc.end, tc.limit, got, err, tc.want)
+		}
+		if n := count(); !maps.Equal(n, tc.calls) {
+			t.Errorf("Scan(%s, %s, %d): scans per group %v, want %v", tc.start, tc.end, tc.limit, n, tc.calls)
+		}
 	}
 }

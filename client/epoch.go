@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/flexkv/flexkv/api"
 	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/txn"
@@ -75,6 +76,7 @@ func (c *Client) learnEpoch(ctx context.Context, g partition.GroupID) {
 		if err == nil {
 			c.advanceEpoch(resp.GetEpoch())
 			c.takeMembers(resp)
+			c.takeRoute(resp)
 		}
 		return err
 	})
@@ -108,7 +110,34 @@ func (c *Client) refreshMembers(ctx context.Context, addr string) bool {
 		return false
 	}
 	c.advanceEpoch(resp.GetEpoch())
+	c.takeRoute(resp)
 	return c.takeMembers(resp)
+}
+
+// epochRoute is the topology of an epoch, by which the client routes the
+// requests it sends with that epoch: the entry group of a message is
+// chosen by the epoch's ranks and tree (DESIGN 14).
+type epochRoute struct {
+	epoch uint64
+	top   *partition.Topology
+}
+
+// takeRoute takes the topology of a Topology answer when its epoch is
+// newer than the route's. An answer the client cannot read is ignored: the
+// route stays, and the group refuses what it routes for its epoch.
+func (c *Client) takeRoute(resp *apipb.TopologyResponse) {
+	top, err := api.EpochTopology(resp, c.view.Groups)
+	if err != nil {
+		c.log.Debug("client: topology of a new epoch not taken", "epoch", resp.GetEpoch(), "error", err)
+		return
+	}
+	next := &epochRoute{epoch: resp.GetEpoch(), top: top}
+	for {
+		cur := c.epochRoute.Load()
+		if next.epoch <= cur.epoch || c.epochRoute.CompareAndSwap(cur, next) {
+			return
+		}
+	}
 }
 
 // advanceEpoch keeps e when it is newer than the client's epoch, and

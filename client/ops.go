@@ -7,7 +7,9 @@ import (
 	"fmt"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/flexkv/flexkv/api"
 	"github.com/flexkv/flexkv/api/apipb"
@@ -176,15 +178,78 @@ func (c *Client) Delete(ctx context.Context, key []byte) error {
 }
 
 // Scan returns up to limit keys of [start, end) with their values, in key
-// order; the range must lie in one partition. limit is 1..txn.ScanLimitMax,
-// or 0 for txn.ScanLimitMax.
+// order; the range may span partitions of several groups, and must overlap
+// at least one partition. limit is 1..txn.ScanLimitMax, or 0 for
+// txn.ScanLimitMax.
 //
-// A server answers at most its byte bound of keys and values at a time
-// (server.ScanBytesMaxDefault, 1 MiB) and says where the rest starts: Scan
-// asks for the following pages itself. Each page is linearizable on its
-// own, but a scan of several pages is not one snapshot: a write between two
-// pages shows in the later one only.
+// Scan reads a partition at a time, at the leader of the partition's group,
+// asking each for the part of the range it holds, and goes on at the next
+// partition while keys are wanted. A server answers at most its byte bound
+// of keys and values at a time (server.ScanBytesMaxDefault, 1 MiB) and says
+// where the rest starts: Scan asks for the following pages itself. Each
+// page is linearizable on its own, but a scan of several pages is not one
+// snapshot: a write between two pages shows in the later one only, and a
+// transfer between two partitions may show half done. ScanConsistent reads
+// one cut.
 func (c *Client) Scan(ctx context.Context, start, end []byte, limit int) ([]txn.KV, error) {
+	if limit == 0 {
+		limit = txn.ScanLimitMax
+	}
+	if _, _, err := c.route(txn.Op{Kind: txn.OpScan, Key: start, End: end, Limit: limit}); err != nil {
+		return nil, err
+	}
+	spans, err := c.view.Partitions.Spans(start, end)
+	if err != nil {
+		return nil, &classError{class: txn.ErrInvalid, err: fmt.Errorf("client: scan: %w", err)}
+	}
+	var out []txn.KV
+	for _, sp := range spans {
+		if len(out) == limit {
+			break
+		}
+		// Each part at its group, whose servers serve their partition
+		// and no further.
+		_, dst, err := c.route(txn.Op{Kind: txn.OpScan, Key: sp.Start, End: sp.End, Limit: limit})
+		if err != nil {
+			return nil, err
+		}
+		for from := sp.Start; ; {
+			var resp *apipb.ScanResponse
+			want := limit - len(out)
+			err = c.single(ctx, "scan", dst, false, func(ctx context.Context, kv apipb.KVClient, client, seq uint64, opts ...grpc.CallOption) error {
+				var err error
+				resp, err = kv.Scan(ctx, &apipb.ScanRequest{ClientId: client, Seq: seq, Start: from, End: sp.End, Limit: uint32(want)}, opts...)
+				return err
+			})
+			if err != nil {
+				return nil, err
+			}
+			page := api.KVsFromProto(resp.GetKvs())
+			if err := checkPage(page, from, sp.End, want, resp.GetNextStart()); err != nil {
+				return nil, err
+			}
+			out = append(out, page...)
+			if len(resp.GetNextStart()) == 0 {
+				break
+			}
+			from = resp.GetNextStart()
+		}
+	}
+	return out, nil
+}
+
+// ScanConsistent returns up to limit keys of [start, end) with their
+// values, in key order, as Scan does, but read in one read-only transaction
+// multicast to every group that owns a part of the range and ordered like
+// any other: one cut of the whole range, in which a transaction that wrote
+// in several of its partitions shows whole or not at all. It is answered
+// whole or not at all: when the first limit keys hold more bytes of keys
+// and values than the server's scan byte bound (1 MiB unless configured),
+// it fails, matching ErrScanTooLarge, and the error names the bound.
+//
+// The request goes to the leader of the transaction's entry group, which
+// runs it and collects the other groups' parts.
+func (c *Client) ScanConsistent(ctx context.Context, start, end []byte, limit int) ([]txn.KV, error) {
 	if limit == 0 {
 		limit = txn.ScanLimitMax
 	}
@@ -192,28 +257,28 @@ func (c *Client) Scan(ctx context.Context, start, end []byte, limit int) ([]txn.
 	if err != nil {
 		return nil, err
 	}
-	var out []txn.KV
-	for from := start; ; {
-		var resp *apipb.ScanResponse
-		want := limit - len(out)
-		err = c.single(ctx, "scan", dst, false, func(ctx context.Context, kv apipb.KVClient, client, seq uint64, opts ...grpc.CallOption) error {
-			var err error
-			resp, err = kv.Scan(ctx, &apipb.ScanRequest{ClientId: client, Seq: seq, Start: from, End: end, Limit: uint32(want)}, opts...)
-			return err
-		})
-		if err != nil {
-			return nil, err
-		}
-		page := api.KVsFromProto(resp.GetKvs())
-		if err := checkPage(page, from, end, want, resp.GetNextStart()); err != nil {
-			return nil, err
-		}
-		out = append(out, page...)
-		if len(resp.GetNextStart()) == 0 {
-			return out, nil
-		}
-		from = resp.GetNextStart()
+	// By the ranks of the latest epoch whose topology the client has.
+	entry := c.proto.Entry(c.epochRoute.Load().top, c.view.Latency, c.origin, dst)
+	var resp *apipb.ScanResponse
+	err = c.invoke(ctx, entry, true, "consistent scan", func(ctx context.Context, kv apipb.KVClient, opts ...grpc.CallOption) error {
+		var err error
+		resp, err = kv.Scan(ctx, &apipb.ScanRequest{Start: start, End: end, Limit: uint32(limit), Consistent: true}, opts...)
+		return err
+	})
+	if status.Code(err) == codes.OutOfRange {
+		return nil, &classError{class: ErrScanTooLarge, err: err}
 	}
+	if err != nil {
+		return nil, err
+	}
+	page := api.KVsFromProto(resp.GetKvs())
+	if err := checkPage(page, start, end, limit, resp.GetNextStart()); err != nil {
+		return nil, err
+	}
+	if len(resp.GetNextStart()) > 0 {
+		return nil, fmt.Errorf("client: consistent scan from %q: %w: the answer goes on at %q, but a consistent scan is answered whole", start, ErrInconsistent, resp.GetNextStart())
+	}
+	return page, nil
 }
 
 // checkPage checks a page of a scan of [from, end) for up to want keys that

@@ -40,6 +40,8 @@ func (c *Client) Txn(ctx context.Context, t *txn.Txn) (*txn.Result, error) {
 	if res == nil {
 		return nil, err
 	}
+	// A scan that spans groups comes back from each, up to its limit.
+	t.CutScans(res)
 	branch := t.Then
 	if !res.Succeeded {
 		branch = t.Else
@@ -163,9 +165,18 @@ func (c *Client) run(ctx context.Context, start time.Time, req *apipb.TxnRequest
 		return nil, err
 	}
 	defer c.release(s)
-	entry := c.proto.Entry(c.view.Groups, c.view.Latency, c.origin, dst)
+	rt := c.epochRoute.Load()
+	entry := c.proto.Entry(rt.top, c.view.Latency, c.origin, dst)
 	for renewed, changed := 0, 0; ; renewed++ {
-		req.Epoch = c.epoch.Load()
+		if now := c.epochRoute.Load(); now != rt {
+			// A new epoch's topology: it may rank the groups otherwise.
+			rt = now
+			entry = c.proto.Entry(rt.top, c.view.Latency, c.origin, dst)
+		}
+		req.Epoch = rt.epoch
+		if c.origin.Group != partition.NoGroup {
+			req.OriginGroup = c.view.Groups.Name(c.origin.Group)
+		}
 		res, err := c.runOnce(ctx, start, s, entry, req, dst)
 		if epochChanged(err) && changed < epochResubmits && ctx.Err() == nil {
 			// It ran nowhere: resubmit it, routed with the new epoch, as

@@ -141,10 +141,18 @@ var badRequests = []badRequest{
 		_, err := c.Delete(ctx, &apipb.DeleteRequest{})
 		return err
 	}, codes.InvalidArgument, "empty"},
-	{"scan across partitions", func(ctx context.Context, c apipb.KVClient) error {
-		_, err := c.Scan(ctx, &apipb.ScanRequest{Start: []byte("w/0001/"), End: []byte("w/0003/")})
+	{"scan of no partition", func(ctx context.Context, c apipb.KVClient) error {
+		_, err := c.Scan(ctx, &apipb.ScanRequest{Start: []byte("x"), End: []byte("y")})
 		return err
-	}, codes.InvalidArgument, "scan"},
+	}, codes.InvalidArgument, `server: scan: partition: range ["x", "y"): no partition overlaps it`},
+	{"consistent scan of no partition", func(ctx context.Context, c apipb.KVClient) error {
+		_, err := c.Scan(ctx, &apipb.ScanRequest{Start: []byte("j"), End: []byte("k"), Consistent: true})
+		return err
+	}, codes.InvalidArgument, `range ["j", "k"): no partition overlaps it`},
+	{"stale consistent scan", func(ctx context.Context, c apipb.KVClient) error {
+		_, err := c.Scan(ctx, &apipb.ScanRequest{Start: []byte("w/0001/"), End: []byte("w/0003/"), Consistent: true, Stale: true})
+		return err
+	}, codes.InvalidArgument, "consistent and stale both set"},
 	{"scan end before start", func(ctx context.Context, c apipb.KVClient) error {
 		_, err := c.Scan(ctx, &apipb.ScanRequest{Start: []byte("w/0001/b"), End: []byte("w/0001/a")})
 		return err

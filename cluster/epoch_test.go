@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/internal/testcluster"
 	"github.com/flexkv/flexkv/multicast/protocol"
+	"github.com/flexkv/flexkv/partition"
 )
 
 // epochChanges is how many changes of the epoch TestEpochChangesUnderLoad
@@ -25,8 +27,9 @@ import (
 const epochChanges = 10
 
 // TestEpochChangesUnderLoad changes the epoch of a running cluster (TLS on)
-// ten times while concurrent transfers run, under each protocol (DESIGN
-// 14): every transfer succeeds (the client resubmits what an epoch change
+// ten times while concurrent transfers run, five of them changing the
+// overlay (ranks, and the tree under the tree protocol), under each
+// protocol (DESIGN 14): every transfer succeeds (the client resubmits what an epoch change
 // refused or aborted, and the caller sees no error), the balances match the
 // acknowledged transfers, every replica reaches the last epoch, and the
 // delivery logs pass the checker.
@@ -42,7 +45,7 @@ func TestEpochChangesUnderLoad(t *testing.T) {
 func runEpochChanges(t *testing.T, proto string) {
 	logDir := t.TempDir()
 	cfg := testcluster.Layout(t, proto, testaddr.Cluster)
-	l := startLocalConfig(t, Config{Cluster: cfg, Dir: t.TempDir(), DeliveryLogDir: logDir})
+	l := startLocalConfig(t, Config{Cluster: cfg, Dir: t.TempDir(), DeliveryLogDir: logDir, MetricsAddr: "127.0.0.1:0"})
 	if l.ClientTLS() == nil {
 		t.Fatal("the cluster runs without TLS")
 	}
@@ -50,7 +53,6 @@ func runEpochChanges(t *testing.T, proto string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	entry := top.Name(p.ChangeEntry(top))
 	ctx := ctxTimeout(t, 3*time.Minute)
 	c, err := client.New(ctx, client.Config{Endpoints: l.Endpoints(), TLS: l.ClientTLS()})
 	if err != nil {
@@ -64,7 +66,7 @@ func runEpochChanges(t *testing.T, proto string) {
 	changed := make(chan uint64, 1)
 	go func() {
 		defer stopRun()
-		changed <- changeEpochs(runCtx, t, l, entry)
+		changed <- changeEpochs(runCtx, t, l, p, top)
 	}()
 	b := transfer(ctx, runCtx, c, accounts)
 	last := <-changed
@@ -78,40 +80,81 @@ func runEpochChanges(t *testing.T, proto string) {
 		t.Errorf("the client resubmitted nothing: no request met a change of the epoch")
 	}
 	waitEpoch(t, l, last)
+	checkGenerations(t, l, proto, last)
 	checkBalances(ctx, t, c, l, accounts, b)
 	rep := checkLogs(t, l, logDir, false)
 	t.Logf("%s: %d changes, %d transfers acknowledged (%d moved money) with no error, %d resubmitted for a changed epoch; log: %s",
 		proto, epochChanges, b.acked, b.moved, c.EpochResubmits(), rep.Summary())
 }
 
-// changeEpochs asks group entry's leader for epochChanges changes that keep
-// the overlay, each after some transfers, and returns the epoch the last
-// one starts. A change refused while the previous is under way, or for an
+// changeEpochs asks for epochChanges changes, each after some transfers,
+// and returns the epoch the last one starts: every other one keeps the
+// overlay, the others rotate the ranks (and, with a tree, hang every group
+// under the new lowest rank), so that FlexCast and the tree protocol start
+// new cores under load. Each goes to the group that takes the changes in
+// its epoch. A change refused while the previous is under way, or for an
 // epoch that just ended, is asked again.
-func changeEpochs(ctx context.Context, t *testing.T, l *Local, entry string) uint64 {
+func changeEpochs(ctx context.Context, t *testing.T, l *Local, p *protocol.Protocol, top *partition.Topology) uint64 {
 	var last uint64
+	cur := top
 	for made := 0; made < epochChanges; {
 		if err := sleepCtx(ctx, 150*time.Millisecond); err != nil {
 			t.Errorf("changes: %v after %d", err, made)
 			return last
 		}
+		req, next := &apipb.ReconfigureRequest{}, cur
+		if made%2 == 1 {
+			req, next = rotateOverlay(t, cur)
+		}
+		entry := cur.Name(p.ChangeEntry(cur))
 		err := callLeader(t, l, entry, func(kv apipb.KVClient) error {
 			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			resp, err := kv.Reconfigure(cctx, &apipb.ReconfigureRequest{})
+			resp, err := kv.Reconfigure(cctx, req)
 			last = max(last, resp.GetEpoch())
 			return err
 		})
 		switch {
 		case err == nil:
 			made++
+			cur = next
 		case status.Code(err) == codes.FailedPrecondition && (strings.Contains(err.Error(), "under way") || strings.Contains(err.Error(), apipb.EpochChangedText)):
 		default:
-			t.Errorf("change %d: %v", made+1, err)
+			t.Errorf("change %d at %s: %v", made+1, entry, err)
 			return last
 		}
 	}
 	return last
+}
+
+// rotateOverlay returns the request of the overlay that follows cur's: its
+// ranks rotated by one, and, with a tree, every group under the new lowest
+// rank; and the topology it makes.
+func rotateOverlay(t *testing.T, cur *partition.Topology) (*apipb.ReconfigureRequest, *partition.Topology) {
+	t.Helper()
+	n := cur.Len()
+	order := make([]partition.GroupID, n)
+	req := &apipb.ReconfigureRequest{}
+	for k := range n {
+		order[k] = cur.Ranks().Group(partition.GroupID((k + 1) % n))
+		req.Overlay = append(req.Overlay, cur.Name(order[k]))
+	}
+	var parent []partition.GroupID
+	if cur.HasTree() {
+		parent = make([]partition.GroupID, n)
+		for g := range parent {
+			parent[g] = order[0]
+			if partition.GroupID(g) != order[0] {
+				req.Tree = append(req.Tree, &apipb.TreeEdge{Child: cur.Name(partition.GroupID(g)), Parent: cur.Name(order[0])})
+			}
+		}
+		parent[order[0]] = partition.NoGroup
+	}
+	next, err := cur.WithOverlay(order, parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req, next
 }
 
 // waitEpoch waits until every replica reports epoch e.
@@ -144,15 +187,17 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 // TestReconfigureRefusals: a change is refused, naming the problem, with
 // nothing changed: at a group that does not take changes, with an unknown,
-// missing or duplicate group, a tree that is not a tree, an overlay that
-// differs (not built yet), or for an epoch that ended.
+// missing or duplicate group, a tree that is not a tree, or for an epoch
+// that ended; after a change of the ranks, at the old lowest rank.
 func TestReconfigureRefusals(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster run")
 	}
 	cfg := testcluster.Layout(t, "flexcast", testaddr.Cluster)
 	dir := t.TempDir()
-	l := startLocalConfig(t, Config{Cluster: cfg, Dir: dir})
+	// The bound of a change that names an epoch the group has not started
+	// (it waits that long for it).
+	l := startLocalConfig(t, Config{Cluster: cfg, Dir: dir, WaitMax: 3 * time.Second})
 	reconfigure := func(group string, req *apipb.ReconfigureRequest) error {
 		return callLeader(t, l, group, func(kv apipb.KVClient) error {
 			_, err := kv.Reconfigure(ctxTimeout(t, 10*time.Second), req)
@@ -177,7 +222,6 @@ func TestReconfigureRefusals(t *testing.T) {
 		{"missing", "eu-west-1", &apipb.ReconfigureRequest{Overlay: []string{"eu-west-1", "eu-west-3"}}, codes.InvalidArgument, "missing [eu-central-1]"},
 		{"duplicate", "eu-west-1", &apipb.ReconfigureRequest{Overlay: []string{"eu-west-1", "eu-west-3", "eu-west-3"}}, codes.InvalidArgument, "listed twice"},
 		{"cycle", "eu-west-1", &apipb.ReconfigureRequest{Tree: edges("eu-west-3", "eu-central-1", "eu-central-1", "eu-west-3")}, codes.InvalidArgument, "tree"},
-		{"other ranks", "eu-west-1", &apipb.ReconfigureRequest{Overlay: []string{"eu-west-3", "eu-west-1", "eu-central-1"}}, codes.FailedPrecondition, "alters the overlay"},
 		{"ahead", "eu-west-1", &apipb.ReconfigureRequest{Epoch: 5}, codes.ResourceExhausted, "not started"},
 	} {
 		err := reconfigure(tc.group, tc.req)
@@ -199,6 +243,35 @@ func TestReconfigureRefusals(t *testing.T) {
 		t.Errorf("a second change of epoch 1: %v, want FailedPrecondition %q", err, apipb.EpochChangedText)
 	}
 	waitEpoch(t, l, 2)
+	// New ranks: eu-west-3 is the lowest from epoch 3 on, and takes the
+	// changes; eu-west-1 refuses them, naming it.
+	if err := reconfigure("eu-west-1", &apipb.ReconfigureRequest{Epoch: 2, Overlay: []string{"eu-west-3", "eu-west-1", "eu-central-1"}}); err != nil {
+		t.Fatalf("change of the ranks at epoch 2: %v", err)
+	}
+	waitEpoch(t, l, 3)
+	if err := reconfigure("eu-west-1", &apipb.ReconfigureRequest{Epoch: 3}); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "enter at group eu-west-3") {
+		t.Errorf("a change at the old lowest rank: %v, want FailedPrecondition naming eu-west-3", err)
+	}
+	checkNextEpochWaits(t, reconfigure)
+}
+
+// checkNextEpochWaits: a change that names the next epoch (its client saw
+// another group start it) waits at the group until the group starts it
+// too, then runs: here the change of epoch 4 is sent before the change of
+// epoch 3 is made, and starts epoch 5 once it is.
+func checkNextEpochWaits(t *testing.T, reconfigure func(string, *apipb.ReconfigureRequest) error) {
+	t.Helper()
+	early := make(chan error, 1)
+	sent := time.Now()
+	go func() { early <- reconfigure("eu-west-3", &apipb.ReconfigureRequest{Epoch: 4}) }()
+	const delay = 500 * time.Millisecond
+	time.Sleep(delay)
+	if err := reconfigure("eu-west-3", &apipb.ReconfigureRequest{Epoch: 3}); err != nil {
+		t.Fatalf("change of epoch 3: %v", err)
+	}
+	if err := <-early; err != nil || time.Since(sent) < delay {
+		t.Errorf("change of epoch 4 sent at epoch 3: %v after %v; want it taken once epoch 4 started", err, time.Since(sent))
+	}
 }
 
 // reconfigureAs sends req to group's leader as user, with a client
@@ -238,6 +311,38 @@ func reconfigureAs(t *testing.T, l *Local, dir, user, group string, req *apipb.R
 		}()
 		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
 			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// checkGenerations checks in the metrics of l that every replica runs the
+// core started by the last change of the overlay (changeEpochs: the last
+// of epochChanges alternating changes, which starts epoch last), none under
+// Skeen, and keeps no older core nor holds an envelope once every group
+// started it.
+func checkGenerations(t *testing.T, l *Local, proto string, last uint64) {
+	t.Helper()
+	want := last
+	if proto == "skeen" {
+		want = 1
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		f := testcluster.ScrapeHTTP(t, l.MetricsAddr())
+		bad := ""
+		for _, id := range l.Nodes() {
+			sel := map[string]string{"replica": id}
+			gen, retiring, held := f.Sum("flexkv_core_generation", sel), f.Sum("flexkv_retiring_cores", sel), f.Sum("flexkv_held_envelopes", sel)
+			if gen != float64(want) || retiring != 0 || held != 0 {
+				bad = fmt.Sprintf("replica %s: core generation %v, %v retiring cores, %v envelopes held; want %d, 0, 0", id, gen, retiring, held, want)
+			}
+		}
+		if bad == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(bad)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -261,3 +261,53 @@ func checkJSONError(t *testing.T, status int, out map[string]any, wantStatus, wa
 		t.Errorf("status %q, want the code's name", out["status"])
 	}
 }
+
+// TestGatewayScanAcrossPartitions: GET /v1/scan over the partitions of
+// both groups at g2's gateway. Plainly, a page reads one partition and its
+// next_start moves to the next partition; with consistent=true the range is
+// read whole at one cut, up to the cluster's 64-byte bound, and past it the
+// answer is a JSON error naming the bound. Bad input is a JSON error too.
+func TestGatewayScanAcrossPartitions(t *testing.T) {
+	g := startGateway(t)
+	for _, p := range []string{"w/0001", "w/0002"} {
+		for i := range 3 {
+			g.ok(t, "PUT", fmt.Sprintf("/v1/kv/%s/sa/%d", p, i), `{"value":"x"}`)
+		}
+	}
+	const whole = "w/0001/sa/0 w/0001/sa/1 w/0001/sa/2 w/0002/sa/0 w/0002/sa/1 w/0002/sa/2"
+	keys := func(out map[string]any) []string {
+		var ks []string
+		for _, kv := range out["kvs"].([]any) {
+			ks = append(ks, kv.(map[string]any)["key"].(string))
+		}
+		return ks
+	}
+	var got, nexts []string
+	for start := "w/0001/sa/"; start != "" && len(nexts) < 10; {
+		out := g.ok(t, "GET", "/v1/scan?start="+start+"&end=w/0002/sa0", "")
+		got = append(got, keys(out)...)
+		start, _ = out["next_start"].(string)
+		nexts = append(nexts, start)
+	}
+	if strings.Join(got, " ") != whole || strings.Join(nexts, ",") != "w/0002/," {
+		t.Errorf("paged scan across partitions: %q with next_start %q; want %s, next_start w/0002/ then none", got, nexts, whole)
+	}
+	// Five keys of 12 bytes fit the 64-byte bound; six do not.
+	out := g.ok(t, "GET", "/v1/scan?start=w/0001/sa/&end=w/0002/sa0&consistent=true&limit=5", "")
+	if ks := strings.Join(keys(out), " "); ks != whole[:strings.LastIndex(whole, " ")] || out["next_start"] != "" {
+		t.Errorf("consistent scan of 5 keys: %s", jsonString(out))
+	}
+	for _, tc := range []struct {
+		name, query  string
+		status, code int
+		want         string
+	}{
+		{"consistent past the bound", "start=w/0001/sa/&end=w/0002/sa0&consistent=true", 400, 11, "6 keys hold 72 bytes of keys and values, more than the scan byte bound (64"},
+		{"end before start", "start=w/0002/&end=w/0001/", 400, 3, `server: scan: partition: range ["w/0002/", "w/0001/"): end is not after start`},
+		{"no partition in the range", "start=x&end=y", 400, 3, `server: scan: partition: range ["x", "y"): no partition overlaps it (it starts after the last partition, g2`},
+		{"consistent and stale", "start=w/0001/&end=w/0003/&consistent=true&stale=true", 400, 3, "consistent and stale both set"},
+	} {
+		status, out := g.do(t, "GET", "/v1/scan?"+tc.query, "")
+		checkJSONError(t, status, out, tc.status, tc.code, tc.want)
+	}
+}

@@ -21,7 +21,7 @@ import (
 
 // A single-key operation of the linearizability test.
 type kvInput struct {
-	op    string // get, put, add
+	op    string // get, rget (a read-only transaction of one get), put, add
 	key   string
 	value string // put
 	delta int64  // add
@@ -61,7 +61,7 @@ var kvModel = porcupine.Model{
 	Step: func(state, input, output any) (bool, any) {
 		st, in, out := state.(string), input.(kvInput), output.(kvOutput)
 		switch in.op {
-		case "get":
+		case "get", "rget":
 			return out.unknown || (out.found == (st != "") && out.value == st), st
 		case "put":
 			return true, in.value
@@ -98,6 +98,15 @@ func TestModelRejectsStaleRead(t *testing.T) {
 	history[2].Output = kvOutput{found: true, value: "2"}
 	if !porcupine.CheckOperations(kvModel, history) {
 		t.Fatal("a linearizable history failed the check")
+	}
+	// The same of a read-only transaction's read.
+	history[2].Input = kvInput{op: "rget", key: "k"}
+	if !porcupine.CheckOperations(kvModel, history) {
+		t.Fatal("a linearizable history of a read-only transaction failed the check")
+	}
+	history[2].Output = kvOutput{found: true, value: "1"}
+	if porcupine.CheckOperations(kvModel, history) {
+		t.Fatal("a stale read of a read-only transaction passed the linearizability check")
 	}
 }
 
@@ -209,7 +218,7 @@ func (h *linHistory) record(op porcupine.Operation, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
-	case err != nil && op.Input.(kvInput).op == "get":
+	case err != nil && (op.Input.(kvInput).op == "get" || op.Input.(kvInput).op == "rget"):
 		// A read changes nothing: leaving it out leaves every
 		// linearization of the rest as it was.
 		h.failedGets++
@@ -223,13 +232,17 @@ func (h *linHistory) record(op porcupine.Operation, err error) {
 	}
 }
 
-// randomKVInput draws a get, a put of a value below 1000 or an add of -10
-// to 10, each as likely, on one of keys.
+// randomKVInput draws a read (a Get or a read-only transaction, each as
+// likely), a put of a value below 1000 or an add of -10 to 10, each as
+// likely, on one of keys.
 func randomKVInput(rng *rand.Rand, keys []string) kvInput {
 	in := kvInput{key: keys[rng.IntN(len(keys))]}
 	switch rng.IntN(3) {
 	case 0:
 		in.op = "get"
+		if rng.IntN(2) == 0 {
+			in.op = "rget"
+		}
 	case 1:
 		in.op, in.value = "put", strconv.Itoa(rng.IntN(1000))
 	default:
@@ -247,6 +260,12 @@ func callKV(ctx context.Context, c *client.Client, in kvInput) (kvOutput, error)
 		var v []byte
 		v, out.found, err = c.Get(ctx, []byte(in.key))
 		out.value = string(v)
+	case "rget":
+		var res *txn.Result
+		res, err = c.Txn(ctx, &txn.Txn{Then: []txn.Op{{Kind: txn.OpGet, Key: []byte(in.key)}}})
+		if err == nil {
+			out.found, out.value = res.Results[0].Found, string(res.Results[0].Value)
+		}
 	case "put":
 		err = c.Put(ctx, []byte(in.key), []byte(in.value))
 	case "add":

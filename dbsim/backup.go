@@ -23,8 +23,8 @@ const backupID = group.AnonymousBit | 3000
 func (s *sim) backup() error {
 	s.backupSeq++
 	m := multicast.Message{ID: multicast.MsgID{Client: backupID, Seq: s.backupSeq}, Dst: partition.AllGroups(len(s.groups)), Payload: txn.AppendBackupPayload(nil)}
-	entry := s.entry(0, m.Dst)
-	result, err := s.propose(entry, s.requestNow(entry, m))
+	entry, data := s.requestNow(0, m)
+	result, err := s.propose(entry, data)
 	result = only(result)
 	switch {
 	case err != nil:

@@ -21,6 +21,7 @@ func (s *sim) check() error {
 	}
 	s.checkOrder()
 	s.checkEpochs()
+	s.checkMembers()
 	if err := s.checkReplicas(); err != nil {
 		return err
 	}
@@ -45,9 +46,22 @@ func (s *sim) groupNames(dst partition.GroupSet) []string {
 }
 
 // checkOrder checks DESIGN 3.1's properties on what every replica's
-// executor ran, in the order it ran it.
+// executor ran, in the order it ran it; the replicas removed (members.go)
+// once more with the others, without validity and agreement, as they
+// stopped short.
 func (s *sim) checkOrder() {
-	c := check.New(check.Options{Complete: true})
+	var live []*replica
+	for _, gs := range s.groups {
+		live = append(live, gs.replicas...)
+	}
+	s.checkOrderOf(live, true)
+	if len(s.removed) > 0 {
+		s.checkOrderOf(append(live, s.removed...), false)
+	}
+}
+
+func (s *sim) checkOrderOf(replicas []*replica, complete bool) {
+	c := check.New(check.Options{Complete: complete})
 	add := func(r check.Record) {
 		if err := c.Add(r); err != nil {
 			s.res.violate("order: record %+v: %v", r, err)
@@ -56,15 +70,13 @@ func (s *sim) checkOrder() {
 	for _, rq := range s.accepted {
 		add(check.Record{Ev: check.EvMulticast, ID: rq.msg.ID.String(), Dst: s.groupNames(rq.msg.Dst)})
 	}
-	for _, gs := range s.groups {
-		for _, rp := range gs.replicas {
-			for _, d := range rp.dlog {
-				for i, id := range d.ids {
-					if id.IsFlush() {
-						continue
-					}
-					add(check.Record{Ev: check.EvDeliver, Group: s.top.Name(rp.cfg.Self), Replica: "r" + strconv.Itoa(rp.r), ID: id.String(), Dst: s.groupNames(d.dst[i])})
+	for _, rp := range replicas {
+		for _, d := range rp.dlog {
+			for i, id := range d.ids {
+				if id.IsFlush() {
+					continue
 				}
+				add(check.Record{Ev: check.EvDeliver, Group: s.top.Name(rp.cfg.Self), Replica: "r" + strconv.Itoa(rp.r), ID: id.String(), Dst: s.groupNames(d.dst[i])})
 			}
 		}
 	}
@@ -81,7 +93,7 @@ func (s *sim) checkReplicas() error {
 	for _, rq := range s.accepted {
 		ids = append(ids, rq.msg.ID)
 	}
-	for g, gs := range s.groups {
+	for _, gs := range s.groups {
 		var first [32]byte
 		for i, rp := range gs.replicas {
 			d, err := rp.digest(ids)
@@ -91,7 +103,7 @@ func (s *sim) checkReplicas() error {
 			if i == 0 {
 				first = d
 			} else if d != first {
-				s.res.violate("replicas: g%d/r%d differs from g%d/r0 at applied index %d", g, i, g, rp.applied)
+				s.res.violate("replicas: %s differs from %s at applied index %d", rp.name(), gs.replicas[0].name(), rp.applied)
 			}
 		}
 	}

@@ -13,6 +13,9 @@
 // lose what the store did not sync (restart from the latest persisted
 // snapshot, replaying the log after it), snapshots installed on lagging
 // followers, and a whole group cut off from the others for a long while.
+// Changes of the epoch (epochs.go) alter the overlay or the members: a
+// replica of a group replaced, a learner added that catches up from a
+// snapshot, promoted, then an older member removed (members.go).
 //
 // Clients run conditional transfers between bank accounts of any groups,
 // and list appends (the stored procedure "append") over lists of any
@@ -21,7 +24,8 @@
 // network heals and the run drains; then Run checks every ordering property
 // of DESIGN 3.1 on every replica's delivery order (multicast/check), that
 // the replicas of each group are byte-identical, that the bank total is
-// conserved and every account holds exactly what the acknowledged
+// conserved, that every replica's epoch names the replicas running as each
+// group's members, and every account holds exactly what the acknowledged
 // transfers left there (each applied exactly once), that every list holds
 // each acknowledged append once, and that the list-append history is
 // serializable (what each call read is a prefix of the final lists, and the
@@ -100,8 +104,14 @@ type Config struct {
 	Backups float64
 	// Changes is the odds that a step, once the accounts are loaded and
 	// while the faults last, asks the group that takes the changes to end
-	// its epoch (DESIGN 14; a change that keeps the overlay).
+	// its epoch (DESIGN 14): a change that keeps the overlay or, by a
+	// coin, redraws it, or one of the members (Members).
 	Changes float64
+	// Members is the share of those changes that change a group's members
+	// (members.go): one replica replaced at a time, by a change that adds
+	// a learner, its promotion once caught up, and a change that removes
+	// an older member.
+	Members float64
 }
 
 func (c *Config) fill() error {
@@ -159,6 +169,13 @@ type Result struct {
 	// then sent again with the new one; EpochAborts the transactions their
 	// destinations aborted, delivered after their epoch ended.
 	Changes, EpochRefusals, EpochAborts int
+	// OverlayChanges counts the changes taken that altered the overlay.
+	OverlayChanges int
+	// MemberChanges counts the changes taken that altered the members
+	// (Config.Members), adds and removes; Learners the replicas added,
+	// Promotions those promoted, Replaced the members removed, of which
+	// LeadersReplaced were their group's leader (which handed over first).
+	MemberChanges, Learners, Promotions, Replaced, LeadersReplaced int
 	// Acked counts the results the checks found acknowledged (a later
 	// request of their session delivered at the group), Unacked those
 	// found kept, each at every replica of a destination.
@@ -239,13 +256,18 @@ type groupState struct {
 	log      [][]byte // entry i+1 is log[i]
 	replicas []*replica
 	leader   int
+	nextR    int // the number of the next replica added (members.go)
 }
 
 type sim struct {
-	cfg    Config
-	proto  *protocol.Protocol
-	rng    *rand.Rand
-	top    *partition.Topology
+	cfg   Config
+	proto *protocol.Protocol
+	rng   *rand.Rand
+	top   *partition.Topology
+	// tops: the topology of every epoch a change taken started, epoch 1
+	// (top) first (epochs.go).
+	tops   []*partition.Topology
+	cfgs   []group.EpochConfig
 	pm     *partition.PartitionMap
 	procs  *txn.Registry
 	groups []*groupState
@@ -263,10 +285,14 @@ type sim struct {
 	// backupSeq numbers the backup markers, markers lists those accepted.
 	backupSeq uint64
 	markers   []multicast.MsgID
-	clients   []*client
-	loaded    bool
-	faults    bool
-	res       Result
+	// repl is the replacement of a replica under way (members.go), nil
+	// when none; removed lists the replicas dropped.
+	repl    *replacement
+	removed []*replica
+	clients []*client
+	loaded  bool
+	faults  bool
+	res     Result
 	// accepted lists every request accepted by its entry group, in order.
 	accepted []*request
 	acked    map[multicast.MsgID]bool
@@ -288,13 +314,15 @@ func Run(cfg Config) (*Result, error) {
 	if s.top, s.pm, err = newWorld(cfg.Groups); err != nil {
 		return nil, err
 	}
+	s.tops = []*partition.Topology{s.top}
+	s.cfgs = []group.EpochConfig{group.BootstrapEpoch(s.top)}
 	s.procs = txn.NewRegistry()
 	if err := s.procs.Register(ProcName, AppendProc{Open: s.cfg.OpenLists}); err != nil {
 		return nil, err
 	}
 	defer s.close()
 	for g := range cfg.Groups {
-		gs := &groupState{}
+		gs := &groupState{nextR: cfg.Replicas}
 		gcfg := group.Config{Protocol: cfg.Protocol, Topology: s.top, Self: partition.GroupID(g), SessionTicks: cfg.SessionTicks}
 		gcfg.Channel.BacklogBytesMax = cfg.BacklogBytesMax
 		for r := range cfg.Replicas {
@@ -384,7 +412,13 @@ func (s *sim) txnMsg(clientID, seq uint64, t *txn.Txn, home partition.GroupID) m
 // the client library does (the registry's Entry; no latency matrix, so
 // Skeen's nearest destination is home when it is one).
 func (s *sim) entry(home partition.GroupID, dst partition.GroupSet) partition.GroupID {
-	return s.proto.Entry(s.top, nil, protocol.HomeOrigin(home), dst)
+	return s.entryAt(uint64(len(s.tops)), home, dst)
+}
+
+// entryAt is entry by the topology of epoch e (its overlay's ranks and
+// tree), as a client that knows e routes.
+func (s *sim) entryAt(e uint64, home partition.GroupID, dst partition.GroupSet) partition.GroupID {
+	return s.proto.Entry(s.tops[e-1], nil, protocol.HomeOrigin(home), dst)
 }
 
 // propose appends an entry to group g's log and has its leader apply it,
@@ -467,6 +501,9 @@ func (s *sim) run() error {
 }
 
 func (s *sim) step() error {
+	if err := s.advanceMembers(); err != nil {
+		return err
+	}
 	if s.faults && s.rng.Float64() < s.cfg.Faults {
 		return s.fault()
 	}
@@ -562,7 +599,7 @@ func (s *sim) clientStep(c *client) error {
 			return nil
 		}
 	}
-	entry := s.entry(c.home, rq.msg.Dst)
+	entry := s.entryAt(c.epoch, c.home, rq.msg.Dst)
 	if !c.sent {
 		ok, err := s.sessionID(c, rq, entry)
 		if err != nil || !ok {
@@ -693,7 +730,7 @@ func (s *sim) clientsDone() bool {
 // no leader's channel holds an unacknowledged envelope. (Quiet would be too
 // strong: FlexCast's rank-0 group keeps its flush timer running.)
 func (s *sim) quiescent() bool {
-	if len(s.net) > 0 {
+	if len(s.net) > 0 || !s.membersSettled() {
 		return false
 	}
 	for _, gs := range s.groups {
@@ -714,6 +751,9 @@ func (s *sim) quiescent() bool {
 
 func (s *sim) stuck() string {
 	out := fmt.Sprintf("%d packets in flight", len(s.net))
+	if s.repl != nil {
+		out += fmt.Sprintf("; replacement in group %d at stage %d (add %s, remove %s)", s.repl.g, s.repl.stage, s.repl.add, s.repl.remove)
+	}
 	for _, c := range s.clients {
 		if c.next < len(c.reqs) {
 			rq := c.reqs[c.next]
@@ -804,9 +844,14 @@ func (s *sim) fault() error {
 	return nil
 }
 
-// changeLeader makes another replica of gs the leader.
+// changeLeader makes another replica of gs that may lead (a voter) the
+// leader, if there is one.
 func (s *sim) changeLeader(gs *groupState) error {
-	return s.changeLeaderTo(gs, (gs.leader+1+s.rng.IntN(len(gs.replicas)-1))%len(gs.replicas))
+	vs := voters(gs)
+	if len(vs) == 0 {
+		return nil
+	}
+	return s.changeLeaderTo(gs, vs[s.rng.IntN(len(vs))])
 }
 
 // crash crashes replica r of gs and restarts it; a crashed leader first
@@ -872,13 +917,19 @@ func (s *sim) install(gs *groupState) error {
 	if lag == nil {
 		return nil
 	}
+	return s.installOn(lead, lag)
+}
+
+// installOn installs the latest snapshot of lead on rp.
+func (s *sim) installOn(lead, rp *replica) error {
+	sn := lead.snaps[len(lead.snaps)-1]
 	s.res.Installs++
-	if err := lag.restore(sn); err != nil {
+	if err := rp.restore(sn); err != nil {
 		return err
 	}
-	lag.snaps = append(lag.snaps, sn)
-	if len(lag.snaps) > 2 {
-		lag.snaps = lag.snaps[1:]
+	rp.snaps = append(rp.snaps, sn)
+	if len(rp.snaps) > 2 {
+		rp.snaps = rp.snaps[1:]
 	}
 	return nil
 }
@@ -947,10 +998,11 @@ func (s *sim) memory() CutMemory {
 // cut: a transfer of nothing to the first account of each of a random,
 // non-empty set of groups, at the entry group of a random home.
 func (s *sim) pressure() error {
-	m, entry := s.nothing()
+	m, home := s.nothing()
+	entry, data := s.requestNow(home, m)
 	cut := s.res.Cut
 	cut.Offered++
-	result, err := s.propose(entry, s.requestNow(entry, m))
+	result, err := s.propose(entry, data)
 	if err != nil {
 		return err
 	}
@@ -968,7 +1020,7 @@ func (s *sim) pressure() error {
 }
 
 // nothing returns an anonymous transfer of nothing to a random non-empty
-// set of groups, and its entry group from a random home.
+// set of groups, and a random home to send it from.
 func (s *sim) nothing() (multicast.Message, partition.GroupID) {
 	var dst []int
 	for len(dst) == 0 {
@@ -985,7 +1037,7 @@ func (s *sim) nothing() (multicast.Message, partition.GroupID) {
 	s.pressureSeq++
 	home := partition.GroupID(s.rng.IntN(len(s.groups)))
 	m := s.txnMsg(pressureID, s.pressureSeq, t, home)
-	return m, s.entry(home, m.Dst)
+	return m, home
 }
 
 // anonymous offers an anonymous request outside the long cut
@@ -996,8 +1048,8 @@ func (s *sim) anonymous() error {
 	s.pressureSeq++
 	t := &txn.Txn{Then: []txn.Op{{Kind: txn.OpPut, Key: []byte(noiseKey(g)), Value: []byte(strconv.FormatUint(s.pressureSeq, 10))}}}
 	m := s.txnMsg(pressureID, s.pressureSeq, t, partition.GroupID(g))
-	entry := s.entry(partition.GroupID(g), m.Dst)
-	result, err := s.propose(entry, s.requestNow(entry, m))
+	entry, data := s.requestNow(partition.GroupID(g), m)
+	result, err := s.propose(entry, data)
 	result = only(result)
 	switch {
 	case err != nil:

@@ -2,6 +2,7 @@ package dbsim
 
 import (
 	"flag"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -44,8 +45,10 @@ func configOf(p multicast.Protocol, seed uint64) Config {
 		c.ResultSessionsMax = 2
 	}
 	if seed%4 == 3 {
-		// Changes of the epoch under the load and the faults.
+		// Changes of the epoch under the load and the faults, a third
+		// of them of the members: replicas replaced.
 		c.Changes = []float64{0.002, 0.01}[seed/4%2]
+		c.Members = 1.0 / 3
 	}
 	return c
 }
@@ -78,31 +81,15 @@ func TestSeeds(t *testing.T) {
 				if !res.OK() {
 					t.Fatalf("seed %d (%+v):\n  %s\nreplay: %s", seed, cfg, strings.Join(res.Violations, "\n  "), cfg.Replay())
 				}
-				total.Committed += res.Committed
-				total.Aborted += res.Aborted
-				total.Crashes += res.Crashes
-				total.Installs += res.Installs
-				total.Leaders += res.Leaders
-				total.Duplicates += res.Duplicates
-				total.Busy += res.Busy
-				total.Expired += res.Expired
-				total.Changes += res.Changes
-				total.EpochRefusals += res.EpochRefusals
-				total.EpochAborts += res.EpochAborts
-				total.Sessions += res.Sessions
-				total.Anonymous += res.Anonymous
-				total.Backups += res.Backups
-				total.Checkpoints += res.Checkpoints
-				total.Acked += res.Acked
-				total.Unacked += res.Unacked
-				total.Entries += res.Entries
-				total.Steps += res.Steps
+				total.add(res)
 			}
-			t.Logf("%d seeds: %d committed, %d aborted, %d crashes, %d snapshot installs, %d leader changes, %d duplicates refused, %d busy, %d sessions, %d refused as expired, %d anonymous, %d backup markers (%d checkpoints checked), %d results acknowledged and %d kept (per replica), %d changes of the epoch (%d requests refused, %d transactions aborted for it), %d entries, %d steps",
+			t.Logf("%d seeds: %d committed, %d aborted, %d crashes, %d snapshot installs, %d leader changes, %d duplicates refused, %d busy, %d sessions, %d refused as expired, %d anonymous, %d backup markers (%d checkpoints checked), %d results acknowledged and %d kept (per replica), %d changes of the epoch (%d of the overlay, %d of the members; %d requests refused, %d transactions aborted for it), %d learners added, %d promoted, %d members removed (%d leaders), %d entries, %d steps",
 				seeds, total.Committed, total.Aborted, total.Crashes, total.Installs, total.Leaders, total.Duplicates, total.Busy, total.Sessions, total.Expired, total.Anonymous, total.Backups, total.Checkpoints, total.Acked, total.Unacked,
-				total.Changes, total.EpochRefusals, total.EpochAborts, total.Entries, total.Steps)
+				total.Changes, total.OverlayChanges, total.MemberChanges, total.EpochRefusals, total.EpochAborts,
+				total.Learners, total.Promotions, total.Replaced, total.LeadersReplaced, total.Entries, total.Steps)
 			if total.Crashes == 0 || total.Leaders == 0 || total.Committed == 0 || total.Aborted == 0 || total.Sessions == 0 || total.Expired == 0 ||
-				total.Anonymous == 0 || total.Acked == 0 || total.Unacked == 0 || (seeds >= 4 && (total.Checkpoints == 0 || total.Changes == 0)) {
+				total.Anonymous == 0 || total.Acked == 0 || total.Unacked == 0 || (seeds >= 4 && (total.Checkpoints == 0 || total.Changes == 0 || total.OverlayChanges == 0 ||
+				total.MemberChanges == 0 || total.Promotions == 0 || total.Replaced == 0)) {
 				t.Errorf("the seeds exercised too little: %+v", total)
 			}
 		})
@@ -166,4 +153,69 @@ func TestLongCutBounded(t *testing.T) {
 				c.Peak.Backlog, c.Mid.PendingBytes, c.End.PendingBytes)
 		}
 	})
+}
+
+// TestMemberReplacements: changes of the epoch that are all member changes
+// where they can be, often, under faults: replicas replaced one after
+// another in every protocol, leaders among them, with every check. It runs
+// a sixteenth of -dbsim.seeds from -dbsim.seed (at least one).
+func TestMemberReplacements(t *testing.T) {
+	seeds := max(uint64(*flagSeeds)/16, 1)
+	if testing.Short() {
+		seeds = min(seeds, 3)
+	}
+	for _, p := range protocol.Names() {
+		t.Run(string(p), func(t *testing.T) {
+			t.Parallel()
+			var total Result
+			for seed := *flagSeed; seed < *flagSeed+seeds; seed++ {
+				cfg := Config{Protocol: p, Seed: seed, Groups: 2 + int(seed%3), Replicas: []int{1, 2, 3}[seed%3],
+					Faults: 0.02, Drop: 0.05, Dup: 0.05, Changes: 0.02, Members: 1}
+				// Not TestSeeds's replay (Config.Replay): this test's.
+				replay := fmt.Sprintf("go test ./dbsim -run 'TestMemberReplacements$/^%s$' -dbsim.seed=%d -dbsim.seeds=16", p, seed)
+				res, err := Run(cfg)
+				if err != nil {
+					t.Fatalf("seed %d: %v\nreplay: %s", seed, err, replay)
+				}
+				if !res.OK() {
+					t.Fatalf("seed %d (%+v):\n  %s\nreplay: %s", seed, cfg, strings.Join(res.Violations, "\n  "), replay)
+				}
+				total.add(res)
+			}
+			t.Logf("%d seeds: %d member changes, %d learners added, %d promoted, %d members removed (%d leaders), %d crashes",
+				seeds, total.MemberChanges, total.Learners, total.Promotions, total.Replaced, total.LeadersReplaced, total.Crashes)
+			if seeds >= 4 && (total.Replaced == 0 || total.LeadersReplaced == 0 || total.Promotions < total.Replaced) {
+				t.Errorf("the seeds replaced too little: %+v", total)
+			}
+		})
+	}
+}
+
+// add adds the counts of o to r's (over the seeds of a test).
+func (r *Result) add(o *Result) {
+	r.Steps += o.Steps
+	r.Entries += o.Entries
+	r.Committed += o.Committed
+	r.Aborted += o.Aborted
+	r.Busy += o.Busy
+	r.Duplicates += o.Duplicates
+	r.Expired += o.Expired
+	r.Sessions += o.Sessions
+	r.Crashes += o.Crashes
+	r.Installs += o.Installs
+	r.Leaders += o.Leaders
+	r.Anonymous += o.Anonymous
+	r.Backups += o.Backups
+	r.Checkpoints += o.Checkpoints
+	r.Changes += o.Changes
+	r.EpochRefusals += o.EpochRefusals
+	r.EpochAborts += o.EpochAborts
+	r.OverlayChanges += o.OverlayChanges
+	r.MemberChanges += o.MemberChanges
+	r.Learners += o.Learners
+	r.Promotions += o.Promotions
+	r.Replaced += o.Replaced
+	r.LeadersReplaced += o.LeadersReplaced
+	r.Acked += o.Acked
+	r.Unacked += o.Unacked
 }

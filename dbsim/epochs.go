@@ -3,6 +3,7 @@ package dbsim
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/multicast"
@@ -13,24 +14,56 @@ import (
 
 // Changes of the epoch under load and faults (DESIGN 14, Config.Changes):
 // the group that takes the changes ends its epoch with a change that keeps
-// the overlay; clients route with the epoch they know and learn the new one
+// the overlay or, by a coin, draws new ranks (and a new tree, under the
+// tree protocol), so that FlexCast and tree cores start a new generation at
+// the cut; clients route with the topology of the epoch they know and learn the new one
 // from a refusal; a transaction delivered after its epoch ended is aborted
 // at every destination alike, which the atomicity check of answered and
 // the checks at the end verify with every other check. At the end every
 // replica of every group is at the last epoch.
 
 // change asks the group that takes the changes to end the epoch its leader
-// is at; a change under way or a busy group makes it a no-op.
+// is at, with a change of the members (Config.Members) or else one that
+// keeps or redraws the overlay; a change under way or a busy group makes it
+// a no-op.
 func (s *sim) change() error {
-	entry := s.proto.ChangeEntry(s.top)
+	e := uint64(len(s.tops))
+	entry := s.proto.ChangeEntry(s.tops[e-1])
 	gs := s.groups[entry]
-	e := gs.replicas[gs.leader].m.State().Epoch()
-	result, err := s.propose(entry, group.EncodeChange(e, group.BootstrapEpoch(s.top)))
+	st := gs.replicas[gs.leader].m.State()
+	next := st.EpochConfig()
+	if st.Epoch() != e {
+		// The entry of the latest epoch has not started it yet: the
+		// group refuses the change as ahead (busy).
+		next = s.cfgs[e-1]
+	}
+	var repl *replacement
+	members := false
+	if s.cfg.Members > 0 && s.rng.Float64() < s.cfg.Members {
+		next, repl, members = s.memberNext(next)
+	}
+	if !members {
+		next = s.drawOverlay(next)
+	}
+	top, err := s.top.WithOverlay(next.Overlay, next.Parent)
+	if err != nil {
+		return fmt.Errorf("dbsim: drawn overlay: %w", err)
+	}
+	result, err := s.propose(entry, group.EncodeChange(e, next))
 	switch {
 	case err != nil:
 		return err
 	case result == nil:
 		s.res.Changes++
+		if !next.SameOverlay(s.cfgs[e-1]) {
+			s.res.OverlayChanges++
+		}
+		if members {
+			s.res.MemberChanges++
+			s.repl = repl
+		}
+		s.tops = append(s.tops, top)
+		s.cfgs = append(s.cfgs, next)
 	case errors.Is(result, rawnode.ErrChangePending), errors.Is(result, multicast.ErrBusy):
 	default:
 		return fmt.Errorf("dbsim: change of epoch %d at group %d: %w", e, entry, result)
@@ -38,11 +71,20 @@ func (s *sim) change() error {
 	return nil
 }
 
-// requestNow returns the log entry of m routed with the epoch of entry's
-// leader: a request no client retries, so it never routes with an old one.
-func (s *sim) requestNow(entry partition.GroupID, m multicast.Message) []byte {
-	gs := s.groups[entry]
-	return group.EncodeRequestsAt(gs.replicas[gs.leader].m.State().Epoch(), []multicast.Message{m})
+// requestNow returns the entry group of m from home and the log entry of m
+// routed with the epoch of that group's leader, by that epoch's topology:
+// a request no client retries, so it never routes with an old epoch. The
+// latest epoch whose entry group's leader is at it; none (a change on its
+// way): the latest, which the group refuses as not started yet (busy).
+func (s *sim) requestNow(home partition.GroupID, m multicast.Message) (partition.GroupID, []byte) {
+	for e := uint64(len(s.tops)); e >= 1; e-- {
+		entry := s.entryAt(e, home, m.Dst)
+		gs := s.groups[entry]
+		if gs.replicas[gs.leader].m.State().Epoch() == e {
+			return entry, group.EncodeRequestsAt(e, []multicast.Message{m})
+		}
+	}
+	return s.entry(home, m.Dst), group.EncodeRequestsAt(uint64(len(s.tops)), []multicast.Message{m})
 }
 
 // only returns the outcome of the one request of an entry of requests.
@@ -76,4 +118,27 @@ func (s *sim) checkEpochs() {
 			}
 		}
 	}
+}
+
+// drawOverlay returns cur with its overlay kept, or new ranks (and, with a
+// tree, a new tree), by a coin.
+func (s *sim) drawOverlay(cur group.EpochConfig) group.EpochConfig {
+	next := cur
+	next.Overlay = slices.Clone(cur.Overlay)
+	next.Parent = slices.Clone(cur.Parent)
+	if s.rng.IntN(2) == 0 {
+		return next
+	}
+	n := len(next.Overlay)
+	for k, g := range s.rng.Perm(n) {
+		next.Overlay[k] = partition.GroupID(g)
+	}
+	if next.Parent != nil {
+		perm := s.rng.Perm(n)
+		next.Parent[perm[0]] = partition.NoGroup
+		for i := 1; i < n; i++ {
+			next.Parent[perm[i]] = partition.GroupID(perm[s.rng.IntN(i)])
+		}
+	}
+	return next
 }

@@ -58,6 +58,9 @@ type replica struct {
 	exec                    *executor.Executor
 	m                       *group.Machine
 	applied                 uint64 // the last log entry applied (State.Applied)
+	// learner: a member added and not promoted yet, which never leads
+	// (members.go).
+	learner bool
 	// snaps are the persisted snapshots, newest last; raft keeps two.
 	snaps []snapshot
 	// dlog is what the executor ran, by entry, in log order: the replica's
@@ -103,6 +106,9 @@ func (rp *replica) close() error {
 }
 
 func (rp *replica) name() string { return fmt.Sprintf("g%d/r%d", rp.g, rp.r) }
+
+// id is the replica's member id in the epochs' configurations.
+func (rp *replica) id() string { return memberID(rp.g, rp.r) }
 
 // apply applies log entry index, recording what the executor ran.
 func (rp *replica) apply(index uint64, data []byte) (rawnode.Output, error, error) {

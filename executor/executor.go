@@ -502,6 +502,11 @@ func (e *Executor) execute(index uint64, clock group.Clock, deliveries []multica
 		e.stale = true
 		return nil, nil, fmt.Errorf("txn: execute %d: %w", index, err)
 	}
+	if len(e.queue) == 0 {
+		// Nothing put off may write what a read of this state reads:
+		// reads at the leader may go ahead without mu (read.go).
+		b.MarkSettled()
+	}
 	if err := e.cfg.Store.Commit(b, index); err != nil {
 		e.stale = true
 		return nil, nil, err
@@ -612,7 +617,11 @@ type batchRW struct{ b *kv.Batch }
 func (rw batchRW) Get(key []byte) ([]byte, bool, error) { return rw.b.Get(key) }
 
 func (rw batchRW) Scan(start, end []byte, limit int) ([]txn.KV, error) {
-	kvs, err := rw.b.Scan(start, end, limit)
+	return txnKVs(rw.b.Scan(start, end, limit))
+}
+
+// txnKVs returns a scan of the store as txn's pairs.
+func txnKVs(kvs []kv.KV, err error) ([]txn.KV, error) {
 	if err != nil {
 		return nil, err
 	}

@@ -76,26 +76,48 @@ func (v *procView) Get(key []byte) ([]byte, bool, error) {
 	return val, found, nil
 }
 
+// Scan reads [start, end), which may span partitions, as long as the
+// group holds every one of them (owns it or holds a copy): it reads them
+// in key order, up to limit keys in all. A range that reaches a partition
+// of another group aborts the piece, which could not read it whole.
 func (v *procView) Scan(start, end []byte, limit int) ([]txn.KV, error) {
-	p, ok := v.readable(start)
-	switch {
-	case !ok:
+	if _, ok := v.readable(start); !ok {
 		return nil, v.deny("txn: scan from %s: a key group %d does not hold", txn.Quote(start), v.self)
+	}
+	switch {
 	case partition.CheckKey(end) != nil || bytes.Compare(start, end) >= 0:
 		return nil, v.deny("txn: scan [%s, %s): end is not a key after start", txn.Quote(start), txn.Quote(end))
-	case len(p.End) > 0 && bytes.Compare(end, p.End) > 0:
-		return nil, v.deny("txn: scan [%s, %s) leaves partition %s", txn.Quote(start), txn.Quote(end), p)
 	case limit < 1 || limit > txn.ScanLimitMax:
 		return nil, v.deny("txn: scan limit %d, want 1..ScanLimitMax (%d)", limit, txn.ScanLimitMax)
+	}
+	spans, err := v.pm.Spans(start, end)
+	if err != nil {
+		return nil, v.deny("txn: scan [%s, %s): %v", txn.Quote(start), txn.Quote(end), err)
+	}
+	for _, sp := range spans {
+		if p := sp.Partition; !p.Replicated && p.Group != v.self {
+			return nil, v.deny("txn: scan [%s, %s) reaches partition %s, which group %d does not hold", txn.Quote(start), txn.Quote(end), p, v.self)
+		}
 	}
 	if v.track {
 		v.fp.scans = append(v.fp.scans, span{start: string(start), end: string(end)})
 	}
-	kvs, err := v.e.Scan(start, end, limit)
-	if err != nil {
-		return nil, v.store(err)
+	var out []txn.KV
+	for _, sp := range spans {
+		if len(out) == limit {
+			break
+		}
+		kvs, err := v.e.Scan(sp.Start, sp.End, limit-len(out))
+		if err != nil {
+			return nil, v.store(err)
+		}
+		if out == nil {
+			out = kvs
+			continue
+		}
+		out = append(out, kvs...)
 	}
-	return kvs, nil
+	return out, nil
 }
 
 func (v *procView) Put(key, value []byte) error { return v.put(key, value, false) }
@@ -208,17 +230,26 @@ func (e *Executor) newView(r txn.Reader, track bool) *procView {
 // if track is set (a trial run). A store error is the error; every other
 // failure is an aborted result.
 func (x *execution) evalCall(j *job, track bool) (txn.PieceResult, *procView, error) {
-	cfg := &x.e.cfg
 	v := x.e.newView(x.rw, track)
+	res, err := evalCallIn(j, v)
+	if err != nil {
+		return txn.PieceResult{}, nil, err
+	}
+	return res, v, nil
+}
+
+// evalCallIn runs the procedure of job j at group j.self over view v:
+// evalCall's run, also the one of a read at the leader (read.go).
+func evalCallIn(j *job, v *procView) (txn.PieceResult, error) {
 	p := &txn.ProcPiece{
-		ID: j.id, Group: cfg.Self, Dst: j.dst, Args: j.call.Args,
+		ID: j.id, Group: j.self, Dst: j.dst, Args: j.call.Args,
 		Reader: v, Writer: v, Owns: v.owns,
 	}
 	res, err := runProcedure(j.proc, p)
 	var reason string
 	switch {
 	case v.ioErr != nil:
-		return txn.PieceResult{}, nil, v.ioErr
+		return txn.PieceResult{}, v.ioErr
 	case v.denied != nil:
 		reason = v.denied.Error()
 	case err != nil:
@@ -230,11 +261,11 @@ func (x *execution) evalCall(j *job, track bool) (txn.PieceResult, *procView, er
 	default:
 		err := res.Check()
 		if err == nil {
-			return res, v, nil
+			return res, nil
 		}
 		reason = "bad result: " + err.Error()
 	}
-	return abortResult(fmt.Sprintf("txn: procedure %q: %s", j.call.Name, reason)), v, nil
+	return abortResult(fmt.Sprintf("txn: procedure %q: %s", j.call.Name, reason)), nil
 }
 
 // runProcedure runs proc's Run, turning a panic into an error: a procedure

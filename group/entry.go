@@ -32,6 +32,10 @@ const (
 	// entryChangeMembers is entryChange with the next epoch's members
 	// (epoch.go); entryChange keeps the current ones.
 	entryChangeMembers byte = 8
+	// entryRequestsFrom is entryRequestsAt with each request's client home
+	// group, which the entry group counts with its destinations
+	// (counts.go).
+	entryRequestsFrom byte = 9
 )
 
 // Bounds of a log entry.

@@ -22,12 +22,12 @@ import (
 // e+1 with next. Every group learns it at its delivery of the control
 // message, and adds next to its table then.
 //
-// Built: changes that keep the overlay (the ranks and the tree), so that
-// every core is kept across the change, among them changes of a group's
-// members (DESIGN 14, Members): every group, and every client, learns the
-// new addresses at the cut. Not built yet: changes of the ranks or of the
-// tree, which need the cores of FlexCast and the tree protocol rebuilt at
-// the cut; EncodeChange's entry refuses them.
+// A change may alter the overlay (the ranks and the tree): under FlexCast
+// and the tree protocol the node then starts a new generation of the core
+// at the cut (rawnode, generation.go), which Begin builds on the groups
+// ranked by the new overlay; Skeen keeps its core. A change of a group's
+// members (DESIGN 14, Members) keeps the core: every group, and every
+// client, learns the new addresses at the cut.
 
 // EpochConfig is the configuration of one epoch: the overlay (the groups,
 // lowest rank first) and the tree (each group's parent, partition.NoGroup
@@ -298,9 +298,58 @@ func (s *State) Epochs() []EpochConfig { return s.epochs }
 // EpochConfig returns the configuration of the group's epoch.
 func (s *State) EpochConfig() EpochConfig { return s.epochs[len(s.epochs)-1] }
 
+// EncodeRequestsFrom is EncodeRequestsAt with the home group of each
+// request's client (homes[i] for ms[i]; partition.NoGroup: none), which
+// the entry group counts with the request's destinations (counts.go).
+func EncodeRequestsFrom(epoch uint64, ms []multicast.Message, homes []partition.GroupID) []byte {
+	if len(homes) != len(ms) {
+		panic(fmt.Sprintf("group: %d homes for %d requests", len(homes), len(ms)))
+	}
+	b := wire.AppendUvarint([]byte{entryRequestsFrom}, epoch)
+	b = wire.AppendUvarint(b, uint64(len(ms)))
+	for i, m := range ms {
+		b = multicast.AppendMessage(b, m)
+		b = wire.AppendUvarint(b, uint64(homes[i]+1))
+	}
+	return b
+}
+
 // applyRequestsAt applies an entry of EncodeRequestsAt.
 func (s *State) applyRequestsAt(index uint64, d *wire.Decoder) error {
 	return s.applyRequests(index, d.Uvarint(), d)
+}
+
+// applyRequestsFrom applies an entry of EncodeRequestsFrom.
+func (s *State) applyRequestsFrom(index uint64, d *wire.Decoder) error {
+	epoch := d.Uvarint()
+	n := d.Count(2)
+	if n > RequestsMax {
+		d.Fail("%d requests, at most %d", n, RequestsMax)
+	}
+	groups := s.cfg.Topology.Len()
+	ms := make([]multicast.Message, 0, n)
+	homes := make([]partition.GroupID, 0, n)
+	for range n {
+		m := multicast.DecodeMessage(d, groups)
+		h := d.Uvarint()
+		if d.Err() != nil {
+			break
+		}
+		if h > uint64(groups) {
+			d.Fail("home group %d of %d groups", int64(h)-1, groups)
+			break
+		}
+		ms = append(ms, m)
+		homes = append(homes, partition.GroupID(h)-1)
+	}
+	if err := d.Finish(); err != nil {
+		return fmt.Errorf("%w: group: requests entry %d: %w", multicast.ErrInvalid, index, err)
+	}
+	errs := make(RequestErrors, len(ms))
+	for i, m := range ms {
+		errs[i] = s.requestFrom(m, epoch, homes[i])
+	}
+	return errs
 }
 
 // applyRequests applies the requests of an entry, from their count on,
@@ -342,6 +391,11 @@ func (s *State) applyChange(index uint64, d *wire.Decoder, withMembers bool) err
 	if err := d.Finish(); err != nil {
 		return fmt.Errorf("%w: group: change entry %d: %w", multicast.ErrInvalid, index, err)
 	}
+	if e != s.node.Epoch() || s.node.Changing() {
+		// Refused by the node, naming the epochs, before any check of
+		// what it asks: the entry of another epoch may be another group.
+		return s.node.Change(e, s.cfg.Topology.All(), nil)
+	}
 	if err := s.checkChange(next); err != nil {
 		return err
 	}
@@ -355,12 +409,15 @@ func (s *State) checkChange(next EpochConfig) error {
 	if err != nil {
 		return err
 	}
-	if entry := p.ChangeEntry(s.cfg.Topology); entry != s.cfg.Self {
+	if entry := p.ChangeEntry(s.top); entry != s.cfg.Self {
 		return fmt.Errorf("%w: %w: changes enter at group %s, not %s", ErrChangeRefused, multicast.ErrNotEntry,
 			s.cfg.Topology.Name(entry), s.cfg.Topology.Name(s.cfg.Self))
 	}
-	if cur := s.EpochConfig(); !next.SameOverlay(cur) {
-		return fmt.Errorf("%w: the change alters the overlay (ranks or tree), which this version keeps across epochs", ErrChangeRefused)
+	if p.NeedsTree() && next.Parent == nil {
+		return fmt.Errorf("%w: the change drops the tree, which protocol %s needs", ErrChangeRefused, p.Name())
+	}
+	if _, err := s.epochTopology(next); err != nil {
+		return fmt.Errorf("%w: %w", ErrChangeRefused, err)
 	}
 	if cur := s.EpochConfig(); next.Members == nil && cur.Members != nil {
 		return fmt.Errorf("%w: the change drops the members of epoch %d (a change names every group's)", ErrChangeRefused, cur.Epoch)
@@ -368,33 +425,91 @@ func (s *State) checkChange(next EpochConfig) error {
 	return nil
 }
 
-// changed records the changes an output delivered: every group adds the
-// next epoch's configuration to its table.
-func (s *State) changed(out rawnode.Output) {
-	for _, c := range out.Changes {
-		var next EpochConfig
-		var d *wire.Decoder
-		if len(c.Config) > 0 && c.Config[0] == controlMembers {
-			d = wire.NewDecoder(c.Config[1:])
-			next = decodeEpochConfig(d, s.cfg.Topology.Len())
-		} else {
-			d = wire.NewDecoder(c.Config)
-			next = decodeOverlay(d, s.cfg.Topology.Len())
-			next.Members = cloneMembers(s.EpochConfig().Members)
-		}
-		if err := d.Finish(); err != nil {
-			// The group that took the change encoded and checked it.
-			panic(fmt.Sprintf("group: change of epoch %d delivered with a malformed configuration: %v", c.Epoch, err))
-		}
-		next.Epoch = c.Epoch + 1
-		if last := s.epochs[len(s.epochs)-1].Epoch; last != c.Epoch {
-			panic(fmt.Sprintf("group: change of epoch %d delivered at epoch %d", c.Epoch, last))
-		}
-		s.epochs = append(s.epochs, next)
-		if len(s.epochs) > EpochsKept {
-			s.epochs = slices.Delete(s.epochs, 0, len(s.epochs)-EpochsKept)
-		}
+// Begin implements rawnode.Builder: the node calls it at its delivery of
+// every change, c. The group adds the next epoch's configuration to its
+// table, and returns the core of the generation it starts when the change
+// alters the overlay under a protocol that orders by it (FlexCast, tree);
+// else nil: the core goes on.
+func (s *State) Begin(c rawnode.Change) (multicast.Core, partition.Ranks, error) {
+	next := s.decodeControl(c)
+	if last := s.epochs[len(s.epochs)-1]; last.Epoch != c.Epoch {
+		panic(fmt.Sprintf("group: change of epoch %d delivered at epoch %d", c.Epoch, last.Epoch))
 	}
+	cur := s.EpochConfig()
+	s.resetDst()
+	s.epochs = append(s.epochs, next)
+	if len(s.epochs) > EpochsKept {
+		s.epochs = slices.Delete(s.epochs, 0, len(s.epochs)-EpochsKept)
+	}
+	if next.SameOverlay(cur) {
+		return nil, partition.Ranks{}, nil
+	}
+	top, err := s.epochTopology(next)
+	if err != nil {
+		return nil, partition.Ranks{}, err
+	}
+	s.top = top
+	p, err := protocol.Lookup(s.cfg.Protocol)
+	if err != nil || !p.Rebuilds() {
+		return nil, partition.Ranks{}, err
+	}
+	core, err := p.New(s.cfg.Self, top)
+	return core, top.Ranks(), err
+}
+
+// RestoreCore implements rawnode.Builder: the core of the generation that
+// started at epoch from, from its snapshot.
+func (s *State) RestoreCore(from uint64, b []byte) (multicast.Core, partition.Ranks, error) {
+	i := slices.IndexFunc(s.epochs, func(c EpochConfig) bool { return c.Epoch == from })
+	if i < 0 {
+		return nil, partition.Ranks{}, fmt.Errorf("no configuration of epoch %d (kept: %d to %d)", from, s.epochs[0].Epoch, s.EpochConfig().Epoch)
+	}
+	top, err := s.epochTopology(s.epochs[i])
+	if err != nil {
+		return nil, partition.Ranks{}, err
+	}
+	return s.restoreCore(top, b)
+}
+
+// restoreCore restores a core of the epoch whose topology is top.
+func (s *State) restoreCore(top *partition.Topology, b []byte) (multicast.Core, partition.Ranks, error) {
+	p, err := protocol.Lookup(s.cfg.Protocol)
+	if err != nil {
+		return nil, partition.Ranks{}, err
+	}
+	top = p.CoreTopology(top)
+	core, err := p.Restore(s.cfg.Self, top, b)
+	return core, top.Ranks(), err
+}
+
+// epochTopology returns the topology of epoch c: the groups of the
+// configuration, ranked by c's overlay, with c's tree.
+func (s *State) epochTopology(c EpochConfig) (*partition.Topology, error) {
+	return s.cfg.Topology.WithOverlay(c.Overlay, c.Parent)
+}
+
+// Topology returns the topology of the group's epoch: the groups ranked by
+// its overlay, with its tree. Route by it (protocol.Entry).
+func (s *State) Topology() *partition.Topology { return s.top }
+
+// decodeControl returns the configuration a delivered change starts.
+func (s *State) decodeControl(c rawnode.Change) EpochConfig {
+	var next EpochConfig
+	var d *wire.Decoder
+	if len(c.Config) > 0 && c.Config[0] == controlMembers {
+		d = wire.NewDecoder(c.Config[1:])
+		next = decodeEpochConfig(d, s.cfg.Topology.Len())
+	} else {
+		d = wire.NewDecoder(c.Config)
+		next = decodeOverlay(d, s.cfg.Topology.Len())
+		next.Members = cloneMembers(s.EpochConfig().Members)
+	}
+	if err := d.Finish(); err != nil {
+		// The group that took the change encoded and checked it.
+		panic(fmt.Sprintf("group: change of epoch %d delivered with a malformed configuration: %v", c.Epoch, err))
+	}
+	next.Epoch = c.Epoch + 1
+	return next
 }
 
 // appendEpochs appends the table of configurations to a snapshot, each

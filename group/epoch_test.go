@@ -2,6 +2,7 @@ package group
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/flexkv/flexkv/internal/wire"
@@ -49,7 +50,8 @@ func TestEpochChange(t *testing.T) {
 }
 
 // TestChangeRefused: a change is refused, naming the problem, at a group
-// that does not take changes, and when it alters the overlay.
+// that does not take changes, and when its tree is not a tree (or missing
+// under the tree protocol); a change of the ranks is taken.
 func TestChangeRefused(t *testing.T) {
 	for _, p := range []multicast.Protocol{protocol.FlexCast, protocol.Skeen, protocol.Tree} {
 		cfg := testConfig(t, p, 1)
@@ -63,12 +65,33 @@ func TestChangeRefused(t *testing.T) {
 		cfg = testConfig(t, p, 0)
 		st, _ = NewState(cfg)
 		next := BootstrapEpoch(cfg.Topology)
-		next.Overlay = []partition.GroupID{1, 0, 2}
-		if _, err := st.Apply(1, EncodeChange(1, next)); !errors.Is(err, ErrChangeRefused) {
-			t.Errorf("%s: a change of the ranks: %v, want ErrChangeRefused", p, err)
+		next.Parent = []partition.GroupID{partition.NoGroup, partition.NoGroup, 0}
+		if _, err := st.Apply(1, EncodeChange(1, next)); !errors.Is(err, ErrChangeRefused) || !strings.Contains(err.Error(), "two roots") {
+			t.Errorf("%s: a tree of two roots: %v, want ErrChangeRefused naming it", p, err)
 		}
-		if st.Epoch() != 1 {
-			t.Errorf("%s: a refused change moved the epoch to %d", p, st.Epoch())
+		if p == protocol.Tree {
+			next.Parent = nil
+			if _, err := st.Apply(2, EncodeChange(1, next)); !errors.Is(err, ErrChangeRefused) || !strings.Contains(err.Error(), "drops the tree") {
+				t.Errorf("%s: no tree: %v, want ErrChangeRefused naming it", p, err)
+			}
+		}
+		if st.Epoch() != 1 || st.Node().Changing() {
+			t.Errorf("%s: a refused change moved the epoch to %d (changing %v)", p, st.Epoch(), st.Node().Changing())
+		}
+		next = BootstrapEpoch(cfg.Topology)
+		next.Overlay = []partition.GroupID{1, 0, 2}
+		if _, err := st.Apply(3, EncodeChange(1, next)); err != nil {
+			t.Errorf("%s: a change of the ranks: %v", p, err)
+		}
+		// FlexCast's lca and the tree's root deliver it at once, and start
+		// a new generation of the core; Skeen's entry waits for the
+		// others' timestamps, and keeps its core throughout.
+		wantGen := uint64(2)
+		if p == protocol.Skeen {
+			wantGen = 1
+		}
+		if gen, _ := st.Node().Generation(); (st.Epoch() != 2 && !st.Node().Changing()) || (st.Epoch() == 2 && gen != wantGen) {
+			t.Errorf("%s: after a change of the ranks: epoch %d, changing %v, generation %d", p, st.Epoch(), st.Node().Changing(), gen)
 		}
 	}
 }
@@ -96,7 +119,7 @@ func TestSnapshotV2RestoresAtEpoch1(t *testing.T) {
 	st := r.m.State()
 	b := []byte{stateSnapshotV2}
 	b = wire.AppendUvarint(b, 7)
-	b = wire.AppendBytes(b, st.core.(snapshotter).AppendSnapshot(nil))
+	b = wire.AppendBytes(b, st.Core().(snapshotter).AppendSnapshot(nil))
 	b = wire.AppendBytes(b, st.node.AppendSnapshot(nil))
 	b = wire.AppendUvarint(b, 0) // log time
 	b = wire.AppendUvarint(b, 0) // sessions

@@ -96,7 +96,7 @@ func TestSnapshotV3KeepsBootstrapMembers(t *testing.T) {
 	}
 	b := []byte{stateSnapshotV3}
 	b = wire.AppendUvarint(b, st.Applied())
-	b = wire.AppendBytes(b, st.core.(snapshotter).AppendSnapshot(nil))
+	b = wire.AppendBytes(b, st.Core().(snapshotter).AppendSnapshot(nil))
 	b = wire.AppendBytes(b, st.node.AppendSnapshot(nil))
 	b = wire.AppendUvarint(b, 0) // log time
 	b = wire.AppendUvarint(b, 0) // sessions

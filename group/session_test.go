@@ -227,7 +227,7 @@ func TestSnapshotV1(t *testing.T) {
 	st := r.m.State()
 	b := []byte{stateSnapshotV1}
 	b = wire.AppendUvarint(b, 7)
-	b = wire.AppendBytes(b, st.core.(snapshotter).AppendSnapshot(nil))
+	b = wire.AppendBytes(b, st.Core().(snapshotter).AppendSnapshot(nil))
 	b = wire.AppendBytes(b, st.node.AppendSnapshot(nil))
 	b = wire.AppendUvarint(b, 1)
 	b = wire.AppendUvarint(wire.AppendUvarint(wire.AppendUvarint(b, 42), 3), 6)

@@ -73,8 +73,10 @@ func (c *Config) fill() error {
 // for concurrent use.
 type State struct {
 	cfg  Config
-	core multicast.Core
 	node *rawnode.Node
+	// top is the topology of the node's epoch: the groups ranked by its
+	// overlay, with its tree (epoch.go).
+	top *partition.Topology
 	// sessions are the open client sessions; now is the log time, the
 	// ticks applied, by which they expire.
 	sessions sessionTable
@@ -83,6 +85,10 @@ type State struct {
 	// epochs: the configuration of every epoch, oldest first, the last
 	// the node's (epoch.go).
 	epochs []EpochConfig
+	// dstCounts: the destination sets of the requests the group took in
+	// its epoch; dstOther, those past DstCountsMax sets (counts.go).
+	dstCounts map[dstKey]uint64
+	dstOther  uint64
 	// idleTicks counts the ticks applied since the last other entry. It
 	// steers only whether the leader proposes ticks (Quiet), not what an
 	// entry does, so it is left out of snapshots.
@@ -102,7 +108,9 @@ func NewState(cfg Config) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &State{cfg: cfg, core: core, node: n, sessions: newSessionTable(0), epochs: []EpochConfig{BootstrapEpoch(cfg.Topology)}}, nil
+	s := &State{cfg: cfg, node: n, top: cfg.Topology, sessions: newSessionTable(0), epochs: []EpochConfig{BootstrapEpoch(cfg.Topology)}}
+	n.SetBuilder(s)
+	return s, nil
 }
 
 // Config returns the state's configuration, defaults filled in.
@@ -116,7 +124,7 @@ func (s *State) Node() *rawnode.Node { return s.node }
 
 // Core returns the group's protocol core, for reads (its Stats): stepping
 // it would bypass the node and the log.
-func (s *State) Core() multicast.Core { return s.core }
+func (s *State) Core() multicast.Core { return s.node.Core() }
 
 // Apply applies the log entry data at index and returns what it produced.
 // For a request, the error says whether it was accepted (nil), refused
@@ -135,9 +143,7 @@ func (s *State) Apply(index uint64, data []byte) (rawnode.Output, error) {
 		s.idleTicks = 0
 	}
 	err := s.apply(index, data)
-	out := s.node.Ready()
-	s.changed(out)
-	return out, err
+	return s.node.Ready(), err
 }
 
 // Quiet reports whether the group may stop ticking: at least after ticks
@@ -161,6 +167,8 @@ func (s *State) apply(index uint64, data []byte) error {
 		return s.request(m, 1)
 	case entryRequestsAt:
 		return s.applyRequestsAt(index, d)
+	case entryRequestsFrom:
+		return s.applyRequestsFrom(index, d)
 	case entryChange:
 		return s.applyChange(index, d, false)
 	case entryChangeMembers:
@@ -224,6 +232,12 @@ func (s *State) apply(index uint64, data []byte) error {
 // ErrBusy, is not recorded; a client that moved on to a later number would
 // have its earlier one reported as a duplicate).
 func (s *State) request(m multicast.Message, epoch uint64) error {
+	return s.requestFrom(m, epoch, partition.NoGroup)
+}
+
+// requestFrom is request for a client whose home group is home (NoGroup:
+// unknown), which the destination counts keep.
+func (s *State) requestFrom(m multicast.Message, epoch uint64, home partition.GroupID) error {
 	if len(m.Payload) > MessagePayloadMax {
 		return fmt.Errorf("%w: group: request %s carries %d bytes, more than MessagePayloadMax (%d)", multicast.ErrInvalid, m.ID, len(m.Payload), MessagePayloadMax)
 	}
@@ -234,6 +248,7 @@ func (s *State) request(m multicast.Message, epoch uint64) error {
 	if err := s.node.RequestAt(m, epoch); err != nil {
 		return err
 	}
+	s.countDst(home, m.Dst)
 	if ss != nil {
 		ss.seq = m.ID.Seq
 	}
@@ -261,21 +276,23 @@ type snapshotter interface {
 // The versions of the state's snapshot: 1 had a count-bounded client
 // table, which is read as sessions last used at log time 0; 2 has the log
 // time and the sessions, least recently used first; 3 adds the
-// configuration of every epoch (epoch.go), 4 each with its members. 1 and 2
+// configuration of every epoch (epoch.go), 4 each with its members, 5 the
+// destination sets counted in the epoch (counts.go). 1 and 2
 // restore at epoch 1, the bootstrap configuration; 3 with the bootstrap
 // members.
 const (
 	stateSnapshotV1      = 1
 	stateSnapshotV2      = 2
 	stateSnapshotV3      = 3
-	stateSnapshotVersion = 4
+	stateSnapshotV4      = 4
+	stateSnapshotVersion = 5
 )
 
 // AppendSnapshot appends the deterministic encoding of the state. The
 // sessions are written in their list order, which every replica has built
 // from the same entries.
 func (s *State) AppendSnapshot(b []byte) []byte {
-	sn, ok := s.core.(snapshotter)
+	sn, ok := s.node.Core().(snapshotter)
 	if !ok {
 		panic(fmt.Sprintf("group: the %s core cannot be snapshotted", s.cfg.Protocol))
 	}
@@ -291,7 +308,8 @@ func (s *State) AppendSnapshot(b []byte) []byte {
 		b = wire.AppendUvarint(b, ss.seq)
 		b = wire.AppendUvarint(b, ss.used)
 	}
-	return s.appendEpochs(b)
+	b = s.appendEpochs(b)
+	return s.appendDstCounts(b)
 }
 
 // RestoreState rebuilds a state from AppendSnapshot's output (either
@@ -339,21 +357,33 @@ func RestoreState(cfg Config, b []byte) (*State, error) {
 	}
 	epochs := []EpochConfig{BootstrapEpoch(cfg.Topology)}
 	if v >= stateSnapshotV3 {
-		epochs = decodeEpochs(d, cfg.Topology.Len(), v >= stateSnapshotVersion)
+		epochs = decodeEpochs(d, cfg.Topology.Len(), v >= stateSnapshotV4)
+	}
+	var dstCounts map[dstKey]uint64
+	var dstOther uint64
+	if v >= stateSnapshotVersion {
+		dstCounts, dstOther = decodeDstCounts(d, cfg.Topology.Len())
 	}
 	if err := d.Finish(); err != nil {
 		return nil, fmt.Errorf("group: snapshot: %w", err)
 	}
-	core, err := protocol.Restore(cfg.Protocol, cfg.Self, cfg.Topology, coreSnap)
+	s := &State{cfg: cfg, sessions: sessions, now: now, applied: applied, epochs: epochs, dstCounts: dstCounts, dstOther: dstOther}
+	top, err := s.epochTopology(s.EpochConfig())
+	if err != nil {
+		return nil, fmt.Errorf("group: snapshot: %w: epoch %d: %w", wire.ErrCorrupt, s.EpochConfig().Epoch, err)
+	}
+	s.top = top
+	core, ranks, err := s.restoreCore(top, coreSnap)
 	if err != nil {
 		return nil, fmt.Errorf("group: snapshot: %w", err)
 	}
-	nd, err := rawnode.Restore(core, cfg.Channel, nodeSnap)
+	nd, err := rawnode.Restore(core, ranks, cfg.Channel, nodeSnap, s)
 	if err != nil {
 		return nil, fmt.Errorf("group: snapshot: %w", err)
 	}
 	if last := epochs[len(epochs)-1].Epoch; last != nd.Epoch() {
 		return nil, fmt.Errorf("group: snapshot: %w: the configurations end at epoch %d, the node is at epoch %d", wire.ErrCorrupt, last, nd.Epoch())
 	}
-	return &State{cfg: cfg, core: core, node: nd, sessions: sessions, now: now, applied: applied, epochs: epochs}, nil
+	s.node = nd
+	return s, nil
 }

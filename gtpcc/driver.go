@@ -389,8 +389,11 @@ type recorder struct {
 	allTxns  int64
 	allErrs  int64
 	timeline []TimelinePoint
-	lastAt   time.Time // the previous progress line's time and count
-	lastTxns int64
+	// lastSecond: the first second of the timeline the next progress
+	// line covers.
+	lastSecond int
+	lastAt     time.Time // the previous progress line's time and count
+	lastTxns   int64
 }
 
 func newRecorder(start time.Time, cfg RunConfig) *recorder {
@@ -475,6 +478,10 @@ func (r *recorder) record(op Op, home int, begin, end time.Time, res *txn.Result
 		r.allTxns++
 		r.timeline[second].Txns++
 		r.all.add(ms)
+		if res != nil && len(res.Destinations) >= 2 {
+			r.timeline[second].FirstMs += res.Destinations[0].Ms
+			r.timeline[second].Global++
+		}
 	}
 	if end.Before(r.from) || !end.Before(r.to) {
 		return
@@ -564,7 +571,8 @@ func (r *recorder) sampleError(err error) {
 
 // progressLine returns a progress line at time now: the time since the
 // start, txn/s since the previous line, the errors and the p50 and p99
-// latencies of the whole run so far.
+// latencies of the whole run so far, and the mean 1st answer of the
+// global transactions of the whole seconds since the previous line.
 func (r *recorder) progressLine(now time.Time) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -573,8 +581,21 @@ func (r *recorder) progressLine(now time.Time) string {
 		rate = float64(r.allTxns-r.lastTxns) / dt
 	}
 	r.lastAt, r.lastTxns = now, r.allTxns
-	return fmt.Sprintf("gtpcc: %6.1fs  %8.1f txn/s  %d txn  %d errors  p50 %.1f ms  p99 %.1f ms",
+	line := fmt.Sprintf("gtpcc: %6.1fs  %8.1f txn/s  %d txn  %d errors  p50 %.1f ms  p99 %.1f ms",
 		now.Sub(r.start).Seconds(), rate, r.allTxns, r.allErrs, r.all.percentileMs(50), r.all.percentileMs(99))
+	// The mean 1st answer of the global transactions since the previous
+	// line: what a change of the overlay moves.
+	var sum float64
+	var n int64
+	for i := r.lastSecond; i < len(r.timeline) && r.timeline[i].Second < int(now.Sub(r.start)/time.Second); i++ {
+		sum += r.timeline[i].FirstMs
+		n += r.timeline[i].Global
+		r.lastSecond = i + 1
+	}
+	if n > 0 {
+		line += fmt.Sprintf("  1st %.1f ms", sum/float64(n))
+	}
+	return line
 }
 
 // cut ends the measured window at now, if it ends later: a run stopped

@@ -507,9 +507,21 @@ func TestProgressLine(t *testing.T) {
 			t.Errorf("progress line %q lacks %q", line, want)
 		}
 	}
-	// The rate is over the interval since the previous line.
-	if line := rec.progressLine(start.Add(4 * time.Second)); !strings.Contains(line, " 0.0 txn/s") {
-		t.Errorf("progress line %q, want 0.0 txn/s after an idle interval", line)
+	if strings.Contains(line, "1st") {
+		t.Errorf("progress line %q names a 1st answer without a global transaction", line)
+	}
+	// The rate is over the interval since the previous line, and so is
+	// the 1st answer of the global transactions.
+	global := &txn.Result{Succeeded: true, Destinations: []txn.DestLatency{{Group: "a", Ms: 12}, {Group: "b", Ms: 30}}}
+	at := start.Add(2500 * time.Millisecond)
+	rec.record(Op{Kind: KindPayment, Proc: procs.ProcPayment}, 0, at, at.Add(10*time.Millisecond), global, nil)
+	global.Destinations[0].Ms = 18
+	rec.record(Op{Kind: KindPayment, Proc: procs.ProcPayment}, 0, at, at.Add(10*time.Millisecond), global, nil)
+	if line := rec.progressLine(start.Add(4 * time.Second)); !strings.Contains(line, " 1.0 txn/s") || !strings.Contains(line, "1st 15.0 ms") {
+		t.Errorf("progress line %q, want 1.0 txn/s and 1st 15.0 ms", line)
+	}
+	if line := rec.progressLine(start.Add(6 * time.Second)); !strings.Contains(line, " 0.0 txn/s") || strings.Contains(line, "1st") {
+		t.Errorf("progress line %q, want 0.0 txn/s and no 1st answer after an idle interval", line)
 	}
 }
 

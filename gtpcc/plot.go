@@ -30,6 +30,7 @@ const (
 	PlotDestinationCDF = "latency-cdf.png"
 	PlotKindCDFPrefix  = "latency-cdf-"
 	PlotThroughput     = "throughput.png"
+	PlotFirstOverTime  = "latency-first-over-time.png"
 )
 
 // ErrNothingToPlot is returned by WritePlots when no report has a latency
@@ -138,6 +139,9 @@ func WritePlots(dir string, reports []*Report) ([]string, error) {
 	}
 	if p := throughputPlot(reports, labels); p != nil {
 		figures = append(figures, figure{PlotThroughput, p})
+	}
+	if p := firstOverTimePlot(reports, labels); p != nil {
+		figures = append(figures, figure{PlotFirstOverTime, p})
 	}
 	if len(figures) == 0 {
 		return nil, fmt.Errorf("%w: %d reports without latency samples or timeline (for %s)", ErrNothingToPlot, len(reports), dir)
@@ -351,14 +355,7 @@ func throughputPlot(reports []*Report, labels []string) *plot.Plot {
 			top = max(top, pt.Y)
 		}
 	}
-	if lines == 0 {
-		return nil
-	}
-	top = max(top, 1) * throughputHeadroom
-	addWindowEdges(p, reports, top)
-	p.Y.Min, p.Y.Max = 0, top
-	p.X.Min, p.X.Max = 0, end
-	return p
+	return finishTimePlot(p, reports, lines, top, end)
 }
 
 // timelinePoints returns r's completed transactions per second and,
@@ -463,4 +460,48 @@ func savePNG(p *plot.Plot, path string) error {
 		return fmt.Errorf("gtpcc: plot %s: %w", path, err)
 	}
 	return nil
+}
+
+// firstOverTimePlot returns the plot of PlotFirstOverTime: each run's mean
+// 1st-destination latency of its global transactions, second by second
+// (a second without one has no point), nil when no run has any.
+func firstOverTimePlot(reports []*Report, labels []string) *plot.Plot {
+	p := newPlot("gTPC-C 1st destination over time")
+	p.X.Label.Text = "time since the start of the run (s)"
+	p.Y.Label.Text = "mean 1st answer of global transactions (ms)"
+	var lines int
+	top, end := 0.0, 0.0
+	for i, r := range reports {
+		var pts plotter.XYs
+		for _, pt := range r.Timeline {
+			if pt.Global == 0 || (r.Config.RunS > 0 && float64(pt.Second+1) > r.Config.RunS) {
+				continue
+			}
+			y := pt.FirstMs / float64(pt.Global)
+			pts = append(pts, plotter.XY{X: float64(pt.Second) + 0.5, Y: y})
+			top = max(top, y)
+		}
+		if pts == nil {
+			continue
+		}
+		line := &plotter.Line{XYs: pts, LineStyle: runStyle(i)}
+		p.Add(line)
+		p.Legend.Add(labels[i], line)
+		lines++
+		end = max(end, pts[len(pts)-1].X+0.5)
+	}
+	return finishTimePlot(p, reports, lines, top, end)
+}
+
+// finishTimePlot sets the axes of a plot over time of reports, whose lines
+// reach top and end, and marks the measured windows; nil without a line.
+func finishTimePlot(p *plot.Plot, reports []*Report, lines int, top, end float64) *plot.Plot {
+	if lines == 0 {
+		return nil
+	}
+	top = max(top, 1) * throughputHeadroom
+	addWindowEdges(p, reports, top)
+	p.Y.Min, p.Y.Max = 0, top
+	p.X.Min, p.X.Max = 0, end
+	return p
 }

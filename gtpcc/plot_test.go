@@ -125,7 +125,7 @@ func TestWritePlots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"latency-cdf.png", "latency-cdf-new_order.png", "latency-cdf-payment.png", "throughput.png"}
+	want := []string{"latency-cdf.png", "latency-cdf-new_order.png", "latency-cdf-payment.png", "throughput.png", "latency-first-over-time.png"}
 	for i := range want {
 		want[i] = filepath.Join(dir, want[i])
 	}

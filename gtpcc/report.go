@@ -125,6 +125,12 @@ type TimelinePoint struct {
 	Second int   // from the start of the run
 	Txns   int64 // completed, rolled back included
 	Errors int64
+	// FirstMs is the sum of the 1st destination's latency of the global
+	// transactions (two or more destinations) completed in the second,
+	// Global their number: the 1st answer's mean over time, which shows
+	// a change of the overlay while a run goes on.
+	FirstMs float64
+	Global  int64
 }
 
 // LatencyStats summarizes latencies, in milliseconds.

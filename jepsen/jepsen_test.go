@@ -24,6 +24,7 @@ var (
 	outFlag       = flag.String("jepsen.out", "", "where each protocol's history.jsonl and verdict.txt go, under <protocol>/ (default: a temporary directory)")
 	modelFlag     = flag.String("jepsen.model", string(checker.Serializable), "the model a run must satisfy: serializable or strict-serializable")
 	historyFlag   = flag.String("jepsen.history", "", "TestCheckHistory: the history file to check")
+	faultsFlag    = flag.String("jepsen.faults", "", "the fault kinds of the nemesis, comma-separated (default: every kind)")
 )
 
 // TestJepsen runs each protocol on nine hosts under faults and checks the
@@ -55,12 +56,21 @@ func TestJepsen(t *testing.T) {
 	if err := hosts.Build(context.Background(), root, bin); err != nil {
 		t.Fatal(err)
 	}
+	kinds := Kinds
+	if *faultsFlag != "" {
+		kinds = strings.Split(*faultsFlag, ",")
+		for _, k := range kinds {
+			if !slices.Contains(Kinds, k) {
+				t.Fatalf("-jepsen.faults: %q is not a fault kind (the kinds: %s)", k, strings.Join(Kinds, ", "))
+			}
+		}
+	}
 	var summaries []string
 	for _, p := range strings.Split(*protocolsFlag, ",") {
 		t.Run(p, func(t *testing.T) {
 			rep, err := Run(context.Background(), Config{
 				Binary: bin, Out: filepath.Join(out, p), Protocol: p, Duration: *durationFlag, Seed: seed, Model: model,
-				Logf: t.Logf,
+				Kinds: kinds, Logf: t.Logf,
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -73,6 +83,20 @@ func TestJepsen(t *testing.T) {
 			}
 			if rep.Result.OK == 0 {
 				t.Errorf("no operation completed: %s", rep.Summary())
+			}
+			// A run under a minute leads with an overlay change; a longer
+			// one has time to cycle through every kind.
+			var want []string
+			switch {
+			case *durationFlag >= time.Minute:
+				want = kinds
+			case slices.Contains(kinds, Overlay):
+				want = []string{Overlay}
+			}
+			for _, k := range want {
+				if rep.Made(k) == 0 {
+					t.Errorf("no %s fault made and healed: %s", k, rep.Summary())
+				}
 			}
 		})
 	}
@@ -99,7 +123,7 @@ func TestCheckHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep := &Report{Protocol: filepath.Base(filepath.Dir(*historyFlag)), Model: model, History: *historyFlag,
-		Result: checker.Check(h, checker.Options{}), Unavailable: Unavailability(h)}
+		Result: checker.Check(h, checker.Options{}), Unavailable: Unavailability(h), Faults: Faults(h)}
 	t.Log(rep.Text())
 	if rep.Violations() > 0 {
 		t.Errorf("%d anomalies under %s", rep.Violations(), model)
@@ -141,5 +165,13 @@ func TestUnavailability(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("gaps %v, want %v", got, want)
+	}
+	// Faults counts the ended faults: an open one is not counted.
+	h.Ops = append(h.Ops, history.Op{Index: int64(len(h.Ops)), TimeNs: 16 * s, Process: history.NemesisProcess, Type: history.Info, F: Overlay,
+		Fault: &history.Fault{Phase: history.PhaseStart, Target: "cluster"}})
+	faults := Faults(h)
+	wantFaults := []FaultCount{{DiskFull, 1}, {KillLeader, 1}, {Partition, 1}}
+	if !slices.Equal(faults, wantFaults) {
+		t.Errorf("faults %v, want %v", faults, wantFaults)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/flexkv/flexkv/jepsen/history"
@@ -17,10 +19,26 @@ const (
 	Partition    = "partition"     // a region's link down, up after the hold
 	PartitionOut = "partition-out" // what a region sends dropped (one direction), forwarded after the hold
 	DiskFull     = "disk-full"     // a replica's disk filled, freed after the hold
+	Overlay      = "overlay"       // the overlay changed (ranks rotated; the tree's root moved), no hold
+	// MemberReplace: a replica SIGKILLed and replaced, as an operator
+	// replaces a dead machine: a new one added, joined, promoted, the dead
+	// one removed; no hold.
+	MemberReplace = "member-replace"
 )
 
 // Kinds are every fault kind, in the order a schedule cycles through them.
-var Kinds = []string{KillLeader, Partition, KillFollower, DiskFull, PartitionOut}
+var Kinds = []string{KillLeader, Partition, KillFollower, DiskFull, PartitionOut, Overlay, MemberReplace}
+
+// Bounds of an overlay change: how long `flexkv overlay apply` may take,
+// and then how long the nemesis waits for every replica to start the new
+// epoch before it records the change as ended.
+const (
+	overlayApplyTimeout = 20 * time.Second
+	overlayEpochWait    = 10 * time.Second
+	// memberPromoteWait bounds a new member's catching up (from its
+	// group leader's snapshot) before it is promoted.
+	memberPromoteWait = 60 * time.Second
+)
 
 // nemesis makes faults on a cluster of hosts on a seeded schedule and
 // records each as it starts and ends.
@@ -29,7 +47,11 @@ type nemesis struct {
 	w     *history.Writer
 	rng   *rand.Rand
 	kinds []string
+	lead  string // made first, then the cycle ("": none)
 	logf  func(string, ...any)
+	// overlay is the running overlay, lowest rank first: the
+	// configuration's until the nemesis changes it.
+	overlay []string
 	// holdMin and holdMax bound how long a fault lasts; gapMin and gapMax
 	// the quiet between two.
 	holdMin, holdMax, gapMin, gapMax time.Duration
@@ -50,12 +72,17 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// run makes faults until ctx ends, each healed before the next starts,
-// cycling through the kinds in a seeded order; the fault under way when
+// run makes faults until ctx ends, each healed before the next starts:
+// the lead kind first, if any, then cycling through the kinds in a seeded
+// order; the fault under way when
 // ctx ends is healed at once.
 func (n *nemesis) run(ctx context.Context) error {
 	order := append([]string(nil), n.kinds...)
 	n.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	var lead []string // made once, before the cycle
+	if n.lead != "" {
+		lead = []string{n.lead}
+	}
 	for i := 0; ctx.Err() == nil; i++ {
 		sleep(ctx, n.between(n.gapMin, n.gapMax))
 		if ctx.Err() != nil {
@@ -64,7 +91,13 @@ func (n *nemesis) run(ctx context.Context) error {
 		if err := n.revive(); err != nil {
 			return err
 		}
-		if err := n.fault(ctx, order[i%len(order)]); err != nil {
+		var kind string
+		if i < len(lead) {
+			kind = lead[i]
+		} else {
+			kind = order[(i-len(lead))%len(order)]
+		}
+		if err := n.fault(ctx, kind); err != nil {
 			return err
 		}
 	}
@@ -152,6 +185,10 @@ func (n *nemesis) fault(ctx context.Context, kind string) error {
 		return n.record(kind, history.PhaseEnd, group, "forwarded again")
 	case DiskFull:
 		return n.diskFull(ctx, group, hold)
+	case Overlay:
+		return n.changeOverlay()
+	case MemberReplace:
+		return n.replace(g)
 	}
 	return fmt.Errorf("jepsen: unknown fault kind %q", kind)
 }
@@ -181,15 +218,93 @@ func (n *nemesis) diskFull(ctx context.Context, group string, hold time.Duration
 	return n.record(DiskFull, history.PhaseEnd, target, detail)
 }
 
+// changeOverlay changes the running cluster's overlay as an operator does
+// (DESIGN 14, flexkv overlay apply): the ranks rotated by one, so that the
+// group of the lowest rank (FlexCast's change entry and lca of every set
+// it is in) becomes the highest, and under the tree protocol a new tree,
+// every group a child of the new lowest rank, so that the root moves. A
+// change is not held: it ends once every running replica has started the
+// new epoch (or overlayEpochWait passed), and the stall it causes counts
+// for it. An error of the command (the cluster refused the change, or no
+// leader of the change entry took it in overlayApplyTimeout) ends the run:
+// the nemesis makes a change only when the previous fault has healed.
+func (n *nemesis) changeOverlay() error {
+	if n.overlay == nil {
+		n.overlay = slices.Clone(n.c.ClusterConfig.Overlay)
+	}
+	order := append(slices.Clone(n.overlay[1:]), n.overlay[0])
+	detail := "overlay " + strings.Join(order, ",")
+	var tree map[string]string
+	if n.c.ClusterConfig.Protocol == "tree" {
+		tree = map[string]string{}
+		for _, g := range order[1:] {
+			tree[g] = order[0]
+		}
+		detail += ", tree under " + order[0]
+	}
+	if err := n.record(Overlay, history.PhaseStart, "cluster", "flexkv overlay apply: "+detail); err != nil {
+		return err
+	}
+	epoch, err := n.c.ApplyOverlay(order, tree, overlayApplyTimeout)
+	if err != nil {
+		return err
+	}
+	n.overlay = order
+	at, running := n.c.WaitEpoch(epoch, overlayEpochWait)
+	return n.record(Overlay, history.PhaseEnd, "cluster",
+		fmt.Sprintf("epoch %d: %s; %d of %d running replicas in it", epoch, detail, at, running))
+}
+
+// replace replaces a replica of group g (its leader or a follower) the way
+// DESIGN 14 says a dead replica is replaced, with no pause in service: it
+// is SIGKILLed (the machine is lost), a new host is made with its node
+// certificate (flexkv cert create-node --group), the new replica is added
+// as a learner (flexkv member add), started with flexkv server --join,
+// made a voter once it has caught up (flexkv member promote --wait), and
+// the dead one is removed (flexkv member remove). The end line names the
+// epochs of the add and the remove. A command that fails ends the run, as
+// for an overlay change.
+func (n *nemesis) replace(g int) error {
+	group := hosts.GroupName(g)
+	old := n.pick(group, n.rng.IntN(2) == 0)
+	target := group + "/" + old
+	if err := n.record(MemberReplace, history.PhaseStart, target, "SIGKILL, then a new member added, joined, promoted, the old one removed"); err != nil {
+		return err
+	}
+	if err := n.c.Kill(old); err != nil {
+		return err
+	}
+	r, err := n.c.AddHost(g)
+	if err != nil {
+		return err
+	}
+	added, err := n.c.MemberAdd(r.ID)
+	if err != nil {
+		return err
+	}
+	if err := n.c.Restart(r.ID); err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := n.c.MemberPromote(r.ID, memberPromoteWait); err != nil {
+		return err
+	}
+	promoted := time.Since(start)
+	removed, err := n.c.MemberRemove(old)
+	if err != nil {
+		return err
+	}
+	return n.record(MemberReplace, history.PhaseEnd, target, fmt.Sprintf("%s added (epoch %d), joined at %s, promoted after %.1fs; %s removed (epoch %d)",
+		r.ID, added, r.IP, promoted.Seconds(), old, removed))
+}
+
 // pick returns a replica of group: its leader (or a follower), as `flexkv
 // status` reports; a random replica when no replica says so.
 func (n *nemesis) pick(group string, leader bool) string {
 	var ids, want []string
-	for _, gc := range n.c.ClusterConfig.Groups {
-		if gc.Name == group {
-			for _, r := range gc.Replicas {
-				ids = append(ids, r.ID)
-			}
+	for g := range n.c.ClusterConfig.Groups {
+		if hosts.GroupName(g) == group {
+			ids = n.c.Members(g)
 		}
 	}
 	role := "follower"
@@ -197,7 +312,7 @@ func (n *nemesis) pick(group string, leader bool) string {
 		role = "leader"
 	}
 	for _, row := range n.c.Roles() {
-		if row.Group == group && row.Role == role {
+		if row.Group == group && row.Role == role && slices.Contains(ids, row.Replica) {
 			want = append(want, row.Replica)
 		}
 	}

@@ -2,7 +2,8 @@
 // 15): a cluster of hosts (package hosts: every replica a process in its
 // own network namespace, TLS), many clients running list-append
 // transactions across groups and registers (package workload), a nemesis
-// that kills leaders and followers, partitions regions and fills disks
+// that kills leaders and followers, partitions regions, fills disks,
+// changes the running cluster's overlay and replaces replicas (DESIGN 14)
 // on a seeded schedule, and the checker (package checker) on the history
 // written to OUT/<protocol>/history.jsonl (DESIGN 10.4).
 //
@@ -16,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -43,9 +45,14 @@ type Config struct {
 	Kinds    []string // fault kinds (nil: Kinds)
 	// HoldMin, HoldMax bound a fault's duration, GapMin, GapMax the quiet
 	// between two (0: 2s to 5s and 1s to 3s; a run shorter than a minute
-	// 1s to 2.5s and 0.5s to 1.5s, so that it sees every kind).
+	// 1s to 2.5s and 0.5s to 1.5s, so that it sees more kinds).
 	HoldMin, HoldMax, GapMin, GapMax time.Duration
-	Logf                             func(string, ...any)
+	// Lead is a kind made first, before the seeded cycle ("": none; a run
+	// shorter than a minute: Overlay when Kinds has it, since such a run
+	// may end before the cycle does, and a cluster change is the one fault
+	// no other test on hosts makes).
+	Lead string
+	Logf func(string, ...any)
 }
 
 // Report is a run's outcome.
@@ -55,7 +62,40 @@ type Report struct {
 	Result      *checker.Result
 	Model       checker.Model
 	Unavailable []Gap
+	Faults      []FaultCount
 	History     string // the history file
+}
+
+// FaultCount is how many faults of Kind the nemesis made and healed (its
+// end lines).
+type FaultCount struct {
+	Kind string
+	N    int
+}
+
+// Faults counts the nemesis's end lines of h by kind, sorted by kind.
+func Faults(h *history.History) []FaultCount {
+	n := map[string]int{}
+	for _, op := range h.Ops {
+		if op.Process == history.NemesisProcess && op.Fault != nil && op.Fault.Phase == history.PhaseEnd {
+			n[op.F]++
+		}
+	}
+	var out []FaultCount
+	for _, k := range slices.Sorted(maps.Keys(n)) {
+		out = append(out, FaultCount{Kind: k, N: n[k]})
+	}
+	return out
+}
+
+// Made returns how many faults of kind the run made and healed.
+func (r *Report) Made(kind string) int {
+	for _, f := range r.Faults {
+		if f.Kind == kind {
+			return f.N
+		}
+	}
+	return 0
 }
 
 // Violations returns the anomalies the run's model forbids.
@@ -74,6 +114,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if cfg.Duration < time.Minute {
 			cfg.HoldMin, cfg.HoldMax, cfg.GapMin, cfg.GapMax = time.Second, 2500*time.Millisecond, 500*time.Millisecond, 1500*time.Millisecond
 		}
+	}
+	if cfg.Lead == "" && cfg.Duration < time.Minute && slices.Contains(cfg.Kinds, Overlay) {
+		cfg.Lead = Overlay
 	}
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
@@ -114,7 +157,7 @@ func drive(ctx context.Context, cfg Config, c *hosts.Cluster, path string) error
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
 	nem := &nemesis{
-		c: c, w: w, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e656d)), kinds: cfg.Kinds, logf: cfg.Logf,
+		c: c, w: w, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e656d)), kinds: cfg.Kinds, lead: cfg.Lead, logf: cfg.Logf,
 		holdMin: cfg.HoldMin, holdMax: cfg.HoldMax, gapMin: cfg.GapMin, gapMax: cfg.GapMax,
 	}
 	nemErr := make(chan error, 1)
@@ -147,7 +190,7 @@ func judge(cfg Config, path string) (*Report, error) {
 		return nil, err
 	}
 	rep := &Report{Protocol: cfg.Protocol, Seed: cfg.Seed, Model: cfg.Model, History: path,
-		Result: checker.Check(h, checker.Options{}), Unavailable: Unavailability(h)}
+		Result: checker.Check(h, checker.Options{}), Unavailable: Unavailability(h), Faults: Faults(h)}
 	if err := os.WriteFile(filepath.Join(cfg.Out, "verdict.txt"), []byte(rep.Text()), 0o644); err != nil {
 		return nil, err
 	}
@@ -163,6 +206,11 @@ func (r *Report) Summary() string {
 		fmt.Fprintf(&b, " (seed %d)", r.Seed)
 	}
 	fmt.Fprintf(&b, ": %s\n", r.Result.Summary())
+	b.WriteString("  faults made:")
+	for _, f := range r.Faults {
+		fmt.Fprintf(&b, " %s %d;", f.Kind, f.N)
+	}
+	b.WriteString("\n")
 	b.WriteString("  longest without an ok transaction:")
 	for _, g := range r.Unavailable {
 		fmt.Fprintf(&b, " %s %.1fs;", g.Kind, g.Length.Seconds())

@@ -23,6 +23,7 @@ type Batch struct {
 	results []string // ids given to SetResult, in call order
 	data    bool     // holds user writes or results (CommitAux refuses it)
 	done    bool     // committed (or a commit was attempted) or closed
+	settled bool     // MarkSettled
 	closed  bool
 
 	// it serves the batch's point reads (Get, Result): Pebble's Batch.Get

@@ -273,6 +273,10 @@ func (s *Store) RestoreSnapshot(r io.Reader, index uint64) error {
 	if err != nil {
 		return err
 	}
+	// Whatever the outcome, the state may change: no SettledView until
+	// the next settled commit.
+	s.settled.Store(false)
+	s.viewGen.Add(2)
 	gen := s.gen + 1
 	fs := s.opts.FS
 	dir := fs.PathJoin(s.dir, genName(gen))

@@ -103,6 +103,12 @@ type Store struct {
 
 	applied atomic.Uint64
 
+	// viewGen is odd while a commit may change what a View sees, and
+	// settled tells whether the batch last committed was marked settled
+	// (Batch.MarkSettled): SettledView.
+	viewGen atomic.Uint64
+	settled atomic.Bool
+
 	// mu guards the fields below; it is held for writing only to switch
 	// them (Close, RestoreSnapshot), and for reading by every read.
 	mu     sync.RWMutex
@@ -458,10 +464,7 @@ func (s *Store) Scan(start, end []byte, limit int) (kvs []KV, err error) {
 // a client can receive; reading stops there, so the entries past it are
 // never loaded.
 func (s *Store) ScanBytes(start, end []byte, limit, bytesMax int) (kvs []KV, next []byte, err error) {
-	if bytesMax <= 0 {
-		return nil, nil, fmt.Errorf("kv: %w: scan bytes bound %d, want > 0", ErrInvalid, bytesMax)
-	}
-	lower, upper, err := scanBounds(start, end, limit)
+	lower, upper, err := scanBytesBounds(start, end, limit, bytesMax)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -470,6 +473,15 @@ func (s *Store) ScanBytes(start, end []byte, limit, bytesMax int) (kvs []KV, nex
 		return err
 	})
 	return kvs, next, err
+}
+
+// scanBytesBounds checks a scan bounded in bytes too and returns its
+// Pebble bounds (scanBounds).
+func scanBytesBounds(start, end []byte, limit, bytesMax int) (lower, upper []byte, err error) {
+	if bytesMax <= 0 {
+		return nil, nil, fmt.Errorf("kv: %w: scan bytes bound %d, want > 0", ErrInvalid, bytesMax)
+	}
+	return scanBounds(start, end, limit)
 }
 
 // Result returns the committed result of transaction id, if it is still
@@ -593,10 +605,15 @@ func (s *Store) commit(b *Batch, index uint64, more bool) error {
 		h.idsMu.Lock()
 		defer h.idsMu.Unlock()
 	}
+	s.viewGen.Add(1)
 	if err := b.b.Commit(s.writeOpts); err != nil {
+		s.settled.Store(false)
+		s.viewGen.Add(1)
 		b.rowsCommitted(true)
 		return fmt.Errorf("kv: commit %d: %w", index, err)
 	}
+	s.settled.Store(b.settled)
+	s.viewGen.Add(1)
 	b.rowsCommitted(false)
 	// The batch's results first: a batch of more than ResultsMax results
 	// evicts some of its own, which must leave the index too.

@@ -682,21 +682,37 @@ func TestScanBytes(t *testing.T) {
 		{"limit and bytes together", "", 1, 6, "a", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			kvs, next, err := s.ScanBytes(keyOf(c.start), nil, c.limit, c.bytes)
+			// The store and a view of it answer alike.
+			v, err := s.View()
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := ""
-			for _, kv := range kvs {
-				got += string(kv.Key)
-			}
-			if got != c.wantKeys || string(next) != c.next {
-				t.Errorf("ScanBytes(%q, limit %d, bytes %d) = keys %q next %q, want %q next %q", c.start, c.limit, c.bytes, got, next, c.wantKeys, c.next)
+			defer v.Release()
+			for _, scan := range []func([]byte, []byte, int, int) ([]KV, []byte, error){s.ScanBytes, v.ScanBytes} {
+				kvs, next, err := scan(keyOf(c.start), nil, c.limit, c.bytes)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := ""
+				for _, kv := range kvs {
+					got += string(kv.Key)
+				}
+				if got != c.wantKeys || string(next) != c.next {
+					t.Errorf("ScanBytes(%q, limit %d, bytes %d) = keys %q next %q, want %q next %q", c.start, c.limit, c.bytes, got, next, c.wantKeys, c.next)
+				}
 			}
 		})
 	}
+	v, err := s.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Release()
 	if _, _, err := s.ScanBytes(nil, nil, 1, 0); !errors.Is(err, ErrInvalid) {
 		t.Errorf("ScanBytes with bound 0 = %v, want ErrInvalid", err)
+	}
+	if _, _, err := v.ScanBytes(nil, nil, 1, 0); !errors.Is(err, ErrInvalid) {
+		t.Errorf("View.ScanBytes with bound 0 = %v, want ErrInvalid", err)
 	}
 }
 

@@ -313,3 +313,65 @@ func (m *PartitionMap) ByName(name string) (Partition, bool) {
 
 // Len returns the number of partitions.
 func (m *PartitionMap) Len() int { return len(m.parts) }
+
+// Span is the part of a range of keys that one partition holds: [Start,
+// End), inside Partition's range. Start and End may share the bytes of the
+// range or of the partition: they must not be modified.
+type Span struct {
+	Start, End []byte
+	Partition  Partition
+}
+
+// Spans returns the parts of the range [start, end) that partitions hold,
+// one per partition the range overlaps, in key order: a scan of the range
+// reads these and nothing else (no key lies outside every partition). start
+// and end must be valid keys (CheckKey), end after start. A range that no
+// partition overlaps returns an error wrapping ErrNoPartition that names the
+// neighbouring ranges.
+func (m *PartitionMap) Spans(start, end []byte) ([]Span, error) {
+	if problem := keyProblem(start); problem != "" {
+		return nil, fmt.Errorf("partition: start: %w %s: %s", ErrInvalidKey, quoteKey(start), problem)
+	}
+	if problem := keyProblem(end); problem != "" {
+		return nil, fmt.Errorf("partition: end: %w %s: %s", ErrInvalidKey, quoteKey(end), problem)
+	}
+	if bytes.Compare(start, end) >= 0 {
+		return nil, fmt.Errorf("partition: range [%s, %s): end is not after start", quoteKey(start), quoteKey(end))
+	}
+	i, below := m.find(start)
+	if i < 0 {
+		i = below // the first range that starts after start, if any
+	}
+	var out []Span
+	for ; i < len(m.parts) && bytes.Compare(m.parts[i].Start, end) < 0; i++ {
+		p := m.parts[i]
+		sp := Span{Start: start, End: end, Partition: p}
+		if bytes.Compare(p.Start, start) > 0 {
+			sp.Start = p.Start
+		}
+		if p.End != nil && bytes.Compare(p.End, end) < 0 {
+			sp.End = p.End
+		}
+		out = append(out, sp)
+	}
+	if len(out) > 0 {
+		return out, nil
+	}
+	var where string
+	switch {
+	case below == 0:
+		where = fmt.Sprintf("it ends at or before the first partition, %s", m.parts[0])
+	case below == len(m.parts):
+		where = fmt.Sprintf("it starts after the last partition, %s", m.parts[below-1])
+	default:
+		where = fmt.Sprintf("it lies between %s and %s", m.parts[below-1], m.parts[below])
+	}
+	return nil, &noSpanError{msg: fmt.Sprintf("partition: range [%s, %s): no partition overlaps it (%s)", quoteKey(start), quoteKey(end), where)}
+}
+
+// noSpanError is the error of a range that no partition overlaps: it
+// matches ErrNoPartition, as a key in no partition does.
+type noSpanError struct{ msg string }
+
+func (e *noSpanError) Error() string { return e.msg }
+func (e *noSpanError) Unwrap() error { return ErrNoPartition }

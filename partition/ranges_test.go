@@ -402,3 +402,48 @@ func TestPartitionString(t *testing.T) {
 		}
 	}
 }
+
+// Spans cuts a range at the partitions it overlaps, skipping gaps, and
+// refuses one that overlaps none.
+func TestSpans(t *testing.T) {
+	m := testMap(t)
+	tests := []struct {
+		start, end string
+		want       string // "name[start,end) ..."; "" = ErrNoPartition
+	}{
+		{"w/1/a", "w/1/b", "w1[w/1/a,w/1/b)"},
+		{"w/1/a", "w/2/", "w1[w/1/a,w/2/)"}, // ends where w1 ends
+		{"w/1/a", "w/2/b", "w1[w/1/a,w/2/) w2[w/2/,w/2/b)"},
+		{"w/", "zz", "w1[w/1/,w/2/) w2[w/2/,w/3/) z[z,zz)"}, // starts in a gap, crosses another
+		{"a", "w/1/", "item[item/,item0)"},
+		{"item/5", "w/1/\x00", "item[item/5,item0) w1[w/1/,w/1/\x00)"},
+		{"w/3/", "y", ""}, // the gap between w2 and z
+		{"a", "b", ""},    // before every partition
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%q-%q", tt.start, tt.end), func(t *testing.T) {
+			spans, err := m.Spans([]byte(tt.start), []byte(tt.end))
+			if tt.want == "" {
+				if !errors.Is(err, partition.ErrNoPartition) || !strings.Contains(err.Error(), "no partition overlaps it") {
+					t.Fatalf("Spans = %v, %v; want an error matching ErrNoPartition saying no partition overlaps it", spans, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, sp := range spans {
+				got = append(got, fmt.Sprintf("%s[%s,%s)", sp.Partition.Name, sp.Start, sp.End))
+			}
+			if g := strings.Join(got, " "); g != tt.want {
+				t.Errorf("got %s, want %s", g, tt.want)
+			}
+		})
+	}
+	for _, bad := range [][2]string{{"b", "a"}, {"a", "a"}, {"", "a"}, {"a", ""}} {
+		if _, err := m.Spans([]byte(bad[0]), []byte(bad[1])); err == nil {
+			t.Errorf("Spans(%q, %q) succeeded", bad[0], bad[1])
+		}
+	}
+}

@@ -32,6 +32,9 @@ type Topology struct {
 	children [][]GroupID
 	depth    []int
 	subtree  []GroupSet // groups in the subtree rooted at each group
+	// ranks: an epoch's ranks of the groups (ranks.go); the identity for
+	// a topology of NewTopology.
+	ranks Ranks
 }
 
 // NewTopology validates spec and builds a Topology.

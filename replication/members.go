@@ -37,6 +37,9 @@ var (
 	ErrNotMember = errors.New("replication: not a member of the group's raft configuration")
 	// ErrNotLearner: the replica votes already.
 	ErrNotLearner = errors.New("replication: not a learner: the member votes already")
+	// ErrLearnerBehind: the learner has not answered the leader lately, or
+	// its log does not hold the configuration that made it a member yet.
+	ErrLearnerBehind = errors.New("replication: the learner has not caught up")
 )
 
 // RaftMember is one server of the group's raft configuration.
@@ -162,7 +165,11 @@ func (r *Replica) reconcile() error {
 
 // Promote makes the learner id a voter of the group (raft's AddVoter). It
 // returns a *NotLeaderError on a follower, ErrNotMember when raft does not
-// have id (yet), ErrNotLearner when id votes already.
+// have id (yet), ErrNotLearner when id votes already, ErrLearnerBehind
+// when id has not answered the leader within two election timeouts or its
+// log does not reach the group's configuration (the one that made it a
+// learner, or a later one): such a voter would count in every quorum
+// without being able to help form one.
 func (r *Replica) Promote(ctx context.Context, id string) error {
 	if r.raft.State() != raft.Leader {
 		return &NotLeaderError{Leader: r.leaderHint()}
@@ -179,11 +186,29 @@ func (r *Replica) Promote(ctx context.Context, id string) error {
 	if s.Suffrage == raft.Voter {
 		return fmt.Errorf("%w: %s", ErrNotLearner, id)
 	}
+	if err := r.learnerReady(s.ID, f.Index()); err != nil {
+		return err
+	}
 	timeout := r.cfg.ApplyTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(dl))
 	}
 	return r.leaderErr(r.await(ctx, r.raft.AddVoter(s.ID, s.Address, f.Index(), timeout)))
+}
+
+// learnerReady reports whether the learner id answered the leader lately
+// with a log that reaches index, the group's configuration.
+func (r *Replica) learnerReady(id raft.ServerID, index uint64) error {
+	c, ok := r.progress.contact(id)
+	switch since := time.Since(c.at); {
+	case !ok:
+		return fmt.Errorf("%w: %s has never answered this leader", ErrLearnerBehind, id)
+	case since > 2*r.cfg.ElectionTimeout:
+		return fmt.Errorf("%w: %s last answered this leader %s ago", ErrLearnerBehind, id, since.Round(time.Millisecond))
+	case c.lastLog < index:
+		return fmt.Errorf("%w: %s's log ends at index %d, before the group's configuration at %d", ErrLearnerBehind, id, c.lastLog, index)
+	}
+	return nil
 }
 
 // RaftMembers returns the group's raft configuration as this replica knows

@@ -192,8 +192,11 @@ type Replica struct {
 	store *raftstore.Store
 	trans *raft.NetworkTransport
 	guard *voteGuard // with Config.Existing: raft's transport
-	raft  *raft.Raft
-	tx    *transport.Transmitter
+	// progress: raft's transport as raft sees it (over guard, if any);
+	// what each follower last answered the leader.
+	progress *peerProgress
+	raft     *raft.Raft
+	tx       *transport.Transmitter
 
 	// started is set once raft is running: the FSM may apply (and call
 	// transmit) before NewRaft returns.
@@ -202,8 +205,10 @@ type Replica struct {
 	// termCommitted is the last term in which this replica saw, as
 	// leader, an entry of that term committed (ReadBarrier).
 	termCommitted atomic.Uint64
-	stop          chan struct{}
-	wg            sync.WaitGroup
+	// reads batches the read barriers (readindex.go).
+	reads readRounds
+	stop  chan struct{}
+	wg    sync.WaitGroup
 	// proposals queues the client requests for proposeLoop.
 	proposals chan *proposal
 	// members are the group's members of the latest epoch this replica
@@ -240,7 +245,7 @@ func Open(cfg Config) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Error, Output: io.Discard})
+	hlog := newRaftLogger(r.log)
 	snaps, err := openSnapshots(cfg, hlog)
 	if err != nil {
 		return fail(err)
@@ -254,6 +259,8 @@ func Open(cfg Config) (*Replica, error) {
 		r.guard = newVoteGuard(r.trans, rc.LocalID, func() bool { return r.logEmpty(snaps) })
 		trans = r.guard
 	}
+	r.progress = newPeerProgress(trans)
+	trans = r.progress
 	if cfg.Bootstrap && !cfg.Existing {
 		if err := r.bootstrap(rc, snaps); err != nil {
 			return fail(err)
@@ -586,9 +593,32 @@ func (r *Replica) leaderHint() string {
 
 // ReadBarrier returns once this replica's state holds every entry committed
 // before the call, having confirmed that it still leads: after it, a read
-// of the state is linearizable (the raft paper's read index, §6.4). It
-// costs a heartbeat round, not a log write. On a follower it returns a
-// *NotLeaderError.
+// of the state is linearizable (the raft paper's read index, §6.4, and
+// DESIGN 5). It costs a heartbeat round, not a log write, and the calls
+// waiting at one moment share one round (readindex.go). On a follower it
+// returns a *NotLeaderError.
+//
+// A barrier waits at most ApplyTimeout, whatever ctx allows: past that it
+// returns ErrReadTimeout, so that a client tries another replica rather
+// than hang on one that cannot confirm its leadership (cut off from its
+// group, say, before it notices).
+func (r *Replica) ReadBarrier(ctx context.Context) error {
+	if r.raft.State() != raft.Leader {
+		return &NotLeaderError{Leader: r.leaderHint()}
+	}
+	rd := r.reads.join(r.runReadRounds)
+	select {
+	case <-rd.done:
+		return rd.err
+	case <-r.stop:
+		return raft.ErrRaftShutdown
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// barrierRound confirms leadership and waits for the state, once, for
+// every read of a round (readindex.go), within ApplyTimeout.
 //
 // The steps, and why each: the term is read first, and leadership must be
 // confirmed in that same term afterwards, so that the commit index read in
@@ -598,19 +628,14 @@ func (r *Replica) leaderHint() string {
 // commits a barrier entry through the log instead. The state is caught up
 // when it has applied the last command at or below the commit index: the
 // state machine sees commands only, not raft's no-op and barrier entries.
-//
-// A barrier waits at most ApplyTimeout, whatever ctx allows: past that it
-// returns ErrReadTimeout, so that a client tries another replica rather
-// than hang on one that cannot confirm its leadership (cut off from its
-// group, say, before it notices).
-func (r *Replica) ReadBarrier(ctx context.Context) error {
-	bctx, cancel := context.WithTimeout(ctx, r.cfg.ApplyTimeout)
+func (r *Replica) barrierRound() error {
+	bctx, cancel := context.WithTimeout(context.Background(), r.cfg.ApplyTimeout)
 	defer cancel()
 	err := r.readBarrier(bctx)
-	// Only the barrier's own deadline (or raft's, queueing the barrier
+	// Only the round's own deadline (or raft's, queueing the barrier
 	// entry): a NotLeaderError (with its hint) or a shutdown stays what it
 	// is.
-	if (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, raft.ErrEnqueueTimeout)) && ctx.Err() == nil {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, raft.ErrEnqueueTimeout) {
 		rs := r.RaftStatus()
 		r.log.Warn("read barrier timed out", "after", r.cfg.ApplyTimeout, "role", rs.Role, "term", rs.Term,
 			"commit", rs.CommitIndex, "applied", rs.StateApplied, "applying", rs.Applying)
@@ -649,19 +674,7 @@ func (r *Replica) readBarrier(ctx context.Context) error {
 	if !ok {
 		return r.leaderErr(r.await(ctx, r.raft.Barrier(r.cfg.ApplyTimeout)))
 	}
-	for {
-		done, advanced := r.fsm.appliedAtLeast(target)
-		if done {
-			return nil
-		}
-		select {
-		case <-advanced:
-		case <-r.stop:
-			return raft.ErrRaftShutdown
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return r.WaitApplied(ctx, target)
 }
 
 // lastCommandAtOrBelow returns the index of the last command entry at or
@@ -797,8 +810,18 @@ func (r *Replica) RaftStatus() RaftStatus {
 // replica's current epoch (Epoch). The group refuses a request of an epoch
 // it ended (rawnode.ErrEpochChanged).
 func (r *Replica) Multicast(ctx context.Context, m multicast.Message, epoch uint64) error {
+	return r.MulticastFrom(ctx, m, epoch, partition.NoGroup)
+}
+
+// MulticastFrom is Multicast for a client whose home group is home
+// (partition.NoGroup: unknown), which the group counts with m's
+// destinations (group.State.DestinationCounts).
+func (r *Replica) MulticastFrom(ctx context.Context, m multicast.Message, epoch uint64, home partition.GroupID) error {
 	if err := multicast.ValidateRequest(r.cfg.State.Topology, m); err != nil {
 		return err
+	}
+	if home != partition.NoGroup && !r.cfg.State.Topology.Valid(home) {
+		return fmt.Errorf("%w: replication: home group %d of %d", multicast.ErrInvalid, home, r.cfg.State.Topology.Len())
 	}
 	if m.ID.Reserved() {
 		return fmt.Errorf("%w: replication: client id %d is reserved", multicast.ErrInvalid, m.ID.Client)
@@ -812,7 +835,7 @@ func (r *Replica) Multicast(ctx context.Context, m multicast.Message, epoch uint
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	p := &proposal{m: m, epoch: epoch, done: make(chan proposalResult, 1)}
+	p := &proposal{m: m, epoch: epoch, home: home, done: make(chan proposalResult, 1)}
 	select {
 	case r.proposals <- p:
 	case <-r.stop:
@@ -841,6 +864,7 @@ func (r *Replica) Multicast(ctx context.Context, m multicast.Message, epoch uint
 type proposal struct {
 	m     multicast.Message
 	epoch uint64              // the epoch the client routed m with
+	home  partition.GroupID   // the client's home group, or NoGroup
 	done  chan proposalResult // buffered: the answer never waits
 }
 
@@ -891,10 +915,11 @@ func (r *Replica) proposeLoop() {
 			}
 		}
 		ms := make([]multicast.Message, len(batch))
+		homes := make([]partition.GroupID, len(batch))
 		for i, p := range batch {
-			ms[i] = p.m
+			ms[i], homes[i] = p.m, p.home
 		}
-		data := group.EncodeRequestsAt(batch[0].epoch, ms)
+		data := group.EncodeRequestsFrom(batch[0].epoch, ms, homes)
 		// Apply returns once raft's leader took the entry; the answer
 		// comes from another goroutine, so that the next entry gathers
 		// meanwhile.
@@ -903,9 +928,9 @@ func (r *Replica) proposeLoop() {
 	}
 }
 
-// encodedMax bounds the bytes of m in a log entry: its id, destinations
+// encodedMax bounds the bytes of m in a log entry: its id, destinations, home
 // and payload length as varints, and its payload.
-func encodedMax(m multicast.Message) int { return 4*binary.MaxVarintLen64 + len(m.Payload) }
+func encodedMax(m multicast.Message) int { return 5*binary.MaxVarintLen64 + len(m.Payload) }
 
 // answer hands each proposal of batch its outcome, once raft answers f. A
 // future that raft dropped at shutdown is never answered: the callers

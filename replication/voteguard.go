@@ -104,11 +104,7 @@ func (g *voteGuard) header(req raft.RPCHeader) raft.RPCHeader {
 // RequestPreVote passes the replica's own pre-votes through, so that raft
 // keeps pre-voting (it pre-votes only over a transport that can).
 func (g *voteGuard) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
-	pv, ok := g.Transport.(raft.WithPreVote)
-	if !ok {
-		return raft.ErrUnsupportedProtocol
-	}
-	return pv.RequestPreVote(id, target, args, resp)
+	return preVoteThrough(g.Transport, id, target, args, resp)
 }
 
 // Close stops the guard and closes the transport it wraps (raft closes its
@@ -116,8 +112,5 @@ func (g *voteGuard) RequestPreVote(id raft.ServerID, target raft.ServerAddress, 
 func (g *voteGuard) Close() error {
 	g.once.Do(func() { close(g.stop) })
 	<-g.done
-	if c, ok := g.Transport.(raft.WithClose); ok {
-		return c.Close()
-	}
-	return nil
+	return closeTransport(g.Transport)
 }

@@ -62,7 +62,7 @@ func (v *service) Backup(ctx context.Context, _ *apipb.BackupRequest) (*apipb.Ba
 		return nil, err
 	}
 	all := partition.AllGroups(s.top.Len())
-	r := request{id: freshID(), dst: all, payload: txn.AppendBackupPayload(nil)}
+	r := request{id: freshID(), dst: all, payload: txn.AppendBackupPayload(nil), home: partition.NoGroup}
 	resp, err := s.run(ctx, r)
 	if err != nil {
 		return nil, err

@@ -29,6 +29,7 @@ import (
 type epochConfig struct {
 	epoch uint64
 	cfg   *partition.ClusterConfig
+	top   *partition.Topology // the epoch's ranks and tree (group.State.Topology)
 }
 
 // config returns the configuration of the replica's current epoch: the
@@ -41,11 +42,19 @@ func (s *Server) config() *partition.ClusterConfig {
 	if c := s.current.Load(); c != nil && c.epoch == s.replica.Epoch() {
 		return c.cfg
 	}
+	return s.loadCurrent().cfg
+}
+
+// loadCurrent reads the configuration and topology of the group's epoch
+// from its state, and keeps them for config and routeTop until the next
+// epoch.
+func (s *Server) loadCurrent() *epochConfig {
 	var ec group.EpochConfig
-	s.replica.State(func(st *group.State) { ec = st.EpochConfig() })
-	cfg := s.withMembers(ec.Members)
-	s.current.Store(&epochConfig{epoch: ec.Epoch, cfg: cfg})
-	return cfg
+	var top *partition.Topology
+	s.replica.State(func(st *group.State) { ec, top = st.EpochConfig(), st.Topology() })
+	c := &epochConfig{epoch: ec.Epoch, cfg: s.withMembers(ec.Members), top: top}
+	s.current.Store(c)
+	return c
 }
 
 // startConfig is the configuration the server starts with: the one it
@@ -179,6 +188,9 @@ func (v *service) PromoteMember(ctx context.Context, req *apipb.PromoteMemberReq
 	switch {
 	case errors.Is(err, replication.ErrNotLearner):
 		return nil, status.Errorf(codes.FailedPrecondition, "server: %s is not a learner of group %s: it votes already", req.GetId(), s.group.Name)
+	case errors.Is(err, replication.ErrLearnerBehind):
+		// Worth asking again: the learner may be catching up.
+		return nil, status.Errorf(codes.Unavailable, "server: %s of group %s is not promoted: %v", req.GetId(), s.group.Name, err)
 	case errors.Is(err, replication.ErrNotMember):
 		return nil, status.Errorf(codes.FailedPrecondition, "server: %s is not a member of group %s's raft configuration (not added with flexkv member add, or its leader has not added it yet)", req.GetId(), s.group.Name)
 	case err != nil:

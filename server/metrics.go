@@ -304,6 +304,7 @@ type Metrics struct {
 
 	outbox, outboxBytes, backlog, holdbackBytes, busy, busyWith, rejected  *prometheus.Desc
 	sessions, logTime, epoch                                               *prometheus.Desc
+	coreGeneration, retiringCores, heldEnvelopes, staleEnvelopes           *prometheus.Desc
 	chHoldbackByteDrops, chOutboxOverflows                                 *prometheus.Desc
 	chSent, chResent, chReceived, chDuplicates, chHeldBack, chHoldbackDrop *prometheus.Desc
 	chNacksSent, chNacksServed, chAcksSent                                 *prometheus.Desc
@@ -313,6 +314,7 @@ type Metrics struct {
 	core map[multicast.Protocol][]*prometheus.Desc
 
 	raftLeader, raftState, raftTerm, raftLast, raftCommit, raftApplied *prometheus.Desc
+	readBarriers, readBarrierReads, reads                              *prometheus.Desc
 
 	txnExecuted, txnAborted, txnQueued, txnVotes, txnVotesJunk *prometheus.Desc
 	txnVotesEarly, txnRanAhead                                 *prometheus.Desc
@@ -359,6 +361,10 @@ func NewMetrics(servers func() []*Server) *Metrics {
 	m.sessions = d("sessions", "Client sessions the group keeps open (at most its SessionsMax).")
 	m.logTime = d("log_time_ticks", "The group's log time: the ticks its log has applied, by which sessions expire.")
 	m.epoch = d("epoch", "The group's epoch (DESIGN 14): 1 at bootstrap, one more per change of the cluster it delivered.")
+	m.coreGeneration = d("core_generation", "The epoch the group's protocol core started at (DESIGN 14): 1 until a change of the overlay starts a new core under FlexCast or the tree protocol.")
+	m.retiringCores = d("retiring_cores", "Older cores the group keeps to answer the other groups about an ended epoch, until every group started the next.")
+	m.staleEnvelopes = d("envelopes_stale_total", "Envelopes of a retired protocol core that no group needs any more (every group started a later one), skipped.")
+	m.heldEnvelopes = d("held_envelopes", "Envelopes of a core generation held for groups that have not started it yet (counted like a backlog).")
 	m.rejected = d("envelopes_rejected_total", "Envelopes from other groups that the protocol core rejected as malformed.")
 	m.chHoldbackByteDrops = d("channel_holdback_byte_drops_total", "Out-of-order frames dropped for the hold-back byte bound.")
 	m.chOutboxOverflows = d("channel_outbox_overflows_total", "Envelopes queued while an outbox was beyond its byte bound (admission control should prevent it).")
@@ -390,6 +396,9 @@ func NewMetrics(servers func() []*Server) *Metrics {
 	m.raftCommit = d("raft_commit_index", "Index of the last entry known committed.")
 	m.raftApplied = d("raft_applied_index", "Index of the last entry handed to the state machine.")
 
+	m.readBarriers = d("read_barriers_total", "Read barriers run at this replica as leader (DESIGN 5): a heartbeat round each, shared by every linearizable read waiting when it starts.")
+	m.readBarrierReads = d("read_barrier_reads_total", "Linearizable reads served by the read barriers: divided by flexkv_read_barriers_total, the reads per barrier.")
+	m.reads = d("reads_total", "Linearizable reads (Get, read-only transactions and calls of one group), by path: leader (on the applied state after a barrier, DESIGN 6.5) or log (held up by queued deliveries, or a call that wrote, they went through the log).", "path")
 	m.txnExecuted = d("txn_executions_total", "Transaction pieces executed (results stored).")
 	m.txnAborted = d("txn_aborts_total", "Executed transaction pieces that aborted.")
 	m.txnQueued = d("txn_queued", "Deliveries waiting in the executor: for votes, or behind a conflicting one that waits.")
@@ -444,6 +453,9 @@ type snapshot struct {
 	sessions int
 	logTime  uint64
 	epoch    uint64
+	// gen: the current core's generation; retiring and held, the older
+	// cores kept and the envelopes held for groups behind.
+	gen, retiring, held uint64
 	// By group id; this group's own entries are unused.
 	outbox, outboxBytes, holdbackBytes []int
 	backlog                            []uint64
@@ -461,6 +473,11 @@ func (m *Metrics) collect(ch chan<- prometheus.Metric, s *Server) {
 	m.collectNode(e, s, &sn)
 	m.collectCore(e, s, sn.core)
 	m.collectRaft(e, s.replica.RaftStatus())
+	rs := s.replica.ReadStats()
+	e.counter(m.readBarriers, rs.Rounds)
+	e.counter(m.readBarrierReads, rs.Reads)
+	e.counter(m.reads, s.reads.leader.Load(), "leader")
+	e.counter(m.reads, s.reads.log.Load(), "log")
 	m.collectExecutor(e, s.exec.Stats())
 	// A store closed under a scrape (the server stopping) has no figures.
 	if ps, err := s.store.Metrics(); err == nil {
@@ -549,6 +566,8 @@ func readSnapshot(s *Server) snapshot {
 		sn.node = nd.Stats()
 		sn.busyWith, sn.busy = nd.BusyWith()
 		sn.sessions, sn.logTime, sn.epoch = st.Sessions(), st.LogTime(), st.Epoch()
+		sn.gen, _ = nd.Generation()
+		sn.retiring, sn.held = uint64(nd.Retiring()), uint64(nd.HeldLen())
 		n := s.top.Len()
 		sn.outbox, sn.outboxBytes, sn.holdbackBytes, sn.backlog = make([]int, n), make([]int, n), make([]int, n), make([]uint64, n)
 		for g := range n {
@@ -579,7 +598,11 @@ func (m *Metrics) collectNode(e emitter, s *Server, sn *snapshot) {
 	e.gauge(m.sessions, float64(sn.sessions))
 	e.gauge(m.logTime, float64(sn.logTime))
 	e.gauge(m.epoch, float64(sn.epoch))
+	e.gauge(m.coreGeneration, float64(sn.gen))
+	e.gauge(m.retiringCores, float64(sn.retiring))
+	e.gauge(m.heldEnvelopes, float64(sn.held))
 	e.counter(m.rejected, sn.node.EnvelopesRejected)
+	e.counter(m.staleEnvelopes, sn.node.EnvelopesStale)
 	cs := sn.node.Channel
 	e.counter(m.chSent, cs.DataSent)
 	e.counter(m.chResent, cs.DataResent)

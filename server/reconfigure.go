@@ -5,8 +5,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/flexkv/flexkv/api/apipb"
@@ -23,7 +26,11 @@ func (v *service) Reconfigure(ctx context.Context, req *apipb.ReconfigureRequest
 	if err := s.authorizeAdmin(ctx, "Reconfigure", "change the cluster"); err != nil {
 		return nil, err
 	}
-	if entry := s.proto.ChangeEntry(s.top); entry != s.self {
+	s.awaitEpoch(ctx, req.GetEpoch())
+	if entry := s.proto.ChangeEntry(s.routeTop()); entry != s.self {
+		// The epoch in the trailer tells a client whose view of the
+		// cluster was older to look again.
+		_ = grpc.SetTrailer(ctx, metadata.Pairs(apipb.EpochTrailer, strconv.FormatUint(s.replica.Epoch(), 10)))
 		return nil, status.Errorf(codes.FailedPrecondition, "server: changes of the cluster enter at group %s under %s, not at %s: send it there",
 			s.top.Name(entry), s.cfg.Cluster.Protocol, s.group.Name)
 	}
@@ -50,6 +57,21 @@ func (v *service) Reconfigure(ctx context.Context, req *apipb.ReconfigureRequest
 		return nil, s.status(ctx, err)
 	}
 	return &apipb.ReconfigureResponse{Epoch: e + 1}, nil
+}
+
+// awaitEpoch waits, up to the server's bound, until this replica's group
+// has started epoch e, when e is ahead of it: a client that saw another
+// group deliver the change that starts e (each group delivers it in its
+// own time, and each replica applies it at its own pace) names e here
+// before this replica got to it. A group that does not start e within the
+// bound goes on to refuse the change as not started.
+func (s *Server) awaitEpoch(ctx context.Context, e uint64) {
+	if e <= s.replica.Epoch() {
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, cmp.Or(s.cfg.WaitMax, WaitMaxDefault))
+	defer cancel()
+	_ = s.replica.WaitEpoch(wctx, e)
 }
 
 // nextEpochConfig returns the configuration req asks for, from cur: the

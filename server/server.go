@@ -172,6 +172,7 @@ type Server struct {
 	waiters *waiters
 	logs    *logRing // the recent log lines (Debug)
 	counts  counters
+	reads   readCounts     // reads at the leader (reads.go)
 	metrics *MetricsServer // nil unless cfg.MetricsAddr
 	// grpcs are the gRPC servers of the replica, serving until Close;
 	// serving ends their goroutines.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,6 +39,13 @@ type request struct {
 	dst     partition.GroupSet
 	payload []byte
 	epoch   uint64 // the client's (DESIGN 14); 0: the group's
+	// home is the group of the client's region (TxnRequest.origin_group),
+	// which the entry group counts with the destinations; NoGroup: none.
+	home partition.GroupID
+	// txn or call is what payload encodes, for a read at the leader
+	// (reads.go).
+	txn  *txn.Txn
+	call *txn.Call
 }
 
 // epochRetries bounds the proposals again of a request that names no epoch
@@ -81,7 +89,7 @@ func (s *Server) prepareTxn(id multicast.MsgID, t *txn.Txn, home string) (reques
 	if err != nil {
 		return request{}, invalid(err)
 	}
-	return request{id: id, dst: dst, payload: txn.AppendTxnPayload(nil, t)}, nil
+	return request{id: id, dst: dst, payload: txn.AppendTxnPayload(nil, t), home: partition.NoGroup, txn: t}, nil
 }
 
 // prepareCall validates a stored procedure call and routes it.
@@ -106,7 +114,7 @@ func (s *Server) prepareCall(id multicast.MsgID, c *apipb.Call) (request, error)
 				call.Name, strings.Join(s.names(named), ", "), strings.Join(s.names(dst), ", ")))
 		}
 	}
-	return request{id: id, dst: dst, payload: txn.AppendCallPayload(nil, call)}, nil
+	return request{id: id, dst: dst, payload: txn.AppendCallPayload(nil, call), home: partition.NoGroup, call: &call}, nil
 }
 
 // Bounds at the edge (DESIGN 13), defaults of the Config fields.
@@ -170,8 +178,10 @@ func (s *Server) run(ctx context.Context, r request) (*apipb.TxnResponse, error)
 	ctx, cancel := s.bounded(ctx, r.id)
 	defer cancel()
 	// Refused before a log entry is spent on it: the core would refuse it
-	// at apply time (multicast.ErrNotEntry).
-	if at := s.proto.Entries(s.top, r.dst); !at.Has(s.self) {
+	// at apply time (multicast.ErrNotEntry). A request routed with another
+	// epoch than the group's goes on, for the node to answer for its
+	// epoch (another epoch may rank the groups otherwise).
+	if at := s.proto.Entries(s.routeTop(), r.dst); !at.Has(s.self) && s.sameEpoch(r.epoch) {
 		want := s.top.Name(at.Min())
 		if at.Len() > 1 { // Skeen: any destination
 			want = "one of its destinations, " + strings.Join(s.names(at), ", ")
@@ -190,12 +200,12 @@ func (s *Server) run(ctx context.Context, r request) (*apipb.TxnResponse, error)
 		defer forget()
 		defer s.counts.proposals.add(r.id)()
 	}
-	err := s.replica.Multicast(ctx, m, r.epoch)
+	err := s.replica.MulticastFrom(ctx, m, r.epoch, r.home)
 	// A request that names no epoch takes the group's as this replica last
 	// applied it: a change applied meanwhile refuses it, and it ran nowhere,
 	// so it goes again, with the same id, at the new epoch (DESIGN 14).
 	for tries := 0; r.epoch == 0 && errors.Is(err, rawnode.ErrEpochChanged) && tries < epochRetries; tries++ {
-		err = s.replica.Multicast(ctx, m, 0)
+		err = s.replica.MulticastFrom(ctx, m, 0, r.home)
 	}
 	fresh := err == nil
 	switch {
@@ -371,8 +381,12 @@ func (v *service) Txn(ctx context.Context, req *apipb.TxnRequest) (*apipb.TxnRes
 		return nil, err
 	}
 	r.epoch = req.GetEpoch()
+	r.home = partition.NoGroup
+	if g, ok := s.top.Lookup(req.GetOriginGroup()); ok {
+		r.home = g
+	}
 	target := s.self
-	if at := s.proto.Entries(s.top, r.dst); !at.Has(s.self) {
+	if at := s.proto.Entries(s.routeTop(), r.dst); !at.Has(s.self) && s.sameEpoch(r.epoch) {
 		target = at.Min()
 	}
 	if fwd, err := s.mustForward(ctx, target, true); fwd || err != nil {
@@ -380,6 +394,14 @@ func (v *service) Txn(ctx context.Context, req *apipb.TxnRequest) (*apipb.TxnRes
 			return nil, err
 		}
 		return forwardTo(ctx, s, target, false, req, apipb.KVClient.Txn)
+	}
+	if s.readOnly(&r) {
+		// DESIGN 6.5: at the leader after a read barrier, not through
+		// the log.
+		resp, err := s.readAtLeader(ctx, &r)
+		if !errors.Is(err, errReadThroughLog) {
+			return resp, err
+		}
 	}
 	return s.run(ctx, r)
 }
@@ -576,10 +598,9 @@ func (s *Server) checkLocal(key []byte) error {
 }
 
 // Get implements apipb.KVServer. It reads this replica's state: at the
-// leader after a read barrier (linearizable, DESIGN 6), or as it is with
-// stale set. Transactions delivered here but waiting for another group's
-// vote are not visible yet: none of them has been answered, so a read that
-// misses them is ordered before them.
+// leader after a read barrier, where no queued delivery may still write the
+// key (linearizable, DESIGN 6.5: a read-only transaction of one get), or as
+// it is with stale set, possibly stale.
 func (v *service) Get(ctx context.Context, req *apipb.GetRequest) (*apipb.GetResponse, error) {
 	s := v.s
 	if _, err := s.requestID(req.GetClientId(), req.GetSeq()); err != nil {
@@ -595,15 +616,38 @@ func (v *service) Get(ctx context.Context, req *apipb.GetRequest) (*apipb.GetRes
 		return nil, err
 	}
 	if !req.GetStale() {
-		if err := s.replica.ReadBarrier(ctx); err != nil {
-			return nil, s.status(ctx, err)
-		}
+		return s.getAtLeader(ctx, req)
 	}
 	val, found, err := s.store.Get(req.GetKey())
 	if err != nil {
 		return nil, s.status(ctx, err)
 	}
 	return &apipb.GetResponse{Found: found, Value: val}, nil
+}
+
+// getAtLeader serves a linearizable Get at this replica, the leader
+// (reads.go): a read-only transaction of one get on the applied state, or,
+// when queued deliveries keep holding it up, the same through the log.
+func (s *Server) getAtLeader(ctx context.Context, req *apipb.GetRequest) (*apipb.GetResponse, error) {
+	op := txn.Op{Kind: txn.OpGet, Key: req.GetKey()}
+	t := &txn.Txn{Then: []txn.Op{op}}
+	bctx, cancel := context.WithTimeout(ctx, cmp.Or(s.cfg.WaitMax, WaitMaxDefault))
+	defer cancel()
+	res, err := s.readState(bctx, func() (txn.PieceResult, error) { return s.exec.Read(t) })
+	var r txn.OpResult
+	switch {
+	case errors.Is(err, errReadThroughLog):
+		if r, err = s.single(ctx, req.GetClientId(), req.GetSeq(), op); err != nil {
+			return nil, err
+		}
+	case err != nil:
+		return nil, err
+	case len(res.Results) != 1 || res.Aborted:
+		return nil, status.Errorf(codes.Internal, "server: get %q: %d results (aborted: %q)", req.GetKey(), len(res.Results), res.Reason)
+	default:
+		r = res.Results[0]
+	}
+	return &apipb.GetResponse{Found: r.Found, Value: r.Value}, nil
 }
 
 // Put implements apipb.KVServer.
@@ -638,7 +682,11 @@ func (v *service) Delete(ctx context.Context, req *apipb.DeleteRequest) (*apipb.
 	return &apipb.DeleteResponse{}, nil
 }
 
-// Scan implements apipb.KVServer.
+// Scan implements apipb.KVServer. A plain scan is served a partition at a
+// time (the one holding start, or the first after it), by that partition's
+// group: this replica, or the leader it forwards to; the answer names where
+// the rest starts, the next partition's start when it read its partition
+// to the end. A consistent scan is one read-only transaction (scan.go).
 func (v *service) Scan(ctx context.Context, req *apipb.ScanRequest) (*apipb.ScanResponse, error) {
 	s := v.s
 	limit := int(req.GetLimit())
@@ -648,32 +696,50 @@ func (v *service) Scan(ctx context.Context, req *apipb.ScanRequest) (*apipb.Scan
 	if _, err := s.requestID(req.GetClientId(), req.GetSeq()); err != nil {
 		return nil, err
 	}
+	// The request first, in a scan's terms: limit, keys, order, partitions.
+	if limit > txn.ScanLimitMax {
+		return nil, invalid(fmt.Errorf("server: scan: limit %d, want 1..txn.ScanLimitMax (%d), or 0 for txn.ScanLimitMax", limit, txn.ScanLimitMax))
+	}
+	spans, err := s.pm.Spans(req.GetStart(), req.GetEnd())
+	if err != nil {
+		return nil, invalid(fmt.Errorf("server: scan: %w", err))
+	}
 	t := &txn.Txn{Then: []txn.Op{{Kind: txn.OpScan, Key: req.GetStart(), End: req.GetEnd(), Limit: limit}}}
 	if err := t.Validate(s.pm); err != nil {
 		return nil, invalid(err)
 	}
-	if g, fwd, err := s.routeKey(ctx, req.GetStart(), !req.GetStale()); fwd || err != nil {
+	if req.GetConsistent() {
+		return s.consistentScan(ctx, req, t)
+	}
+	first := spans[0]
+	if g, fwd, err := s.routeKey(ctx, first.Start, !req.GetStale()); fwd || err != nil {
 		if err != nil {
 			return nil, err
 		}
 		return forwardTo(ctx, s, g, true, req, apipb.KVClient.Scan)
 	}
-	if err := s.checkLocal(req.GetStart()); err != nil {
+	if err := s.checkLocal(first.Start); err != nil {
 		return nil, err
-	}
-	if !req.GetStale() {
-		// As for Get: linearizable at the leader after a read barrier.
-		if err := s.replica.ReadBarrier(ctx); err != nil {
-			return nil, s.status(ctx, err)
-		}
 	}
 	// ScanLimitMax keys of KeyMax bytes with values of up to kv.ValueMax
 	// would make an answer far larger than a client receives (4 MiB by
 	// default): one answer stops at the byte bound, and says where the
 	// rest starts.
-	kvs, next, err := s.store.ScanBytes(req.GetStart(), req.GetEnd(), limit, cmp.Or(s.cfg.ScanBytesMax, ScanBytesMaxDefault))
+	bytesMax := cmp.Or(s.cfg.ScanBytesMax, ScanBytesMaxDefault)
+	var kvs []kv.KV
+	var next []byte
+	if req.GetStale() {
+		kvs, next, err = s.store.ScanBytes(first.Start, first.End, limit, bytesMax)
+	} else {
+		kvs, next, err = s.scanAtLeader(ctx, first, limit, bytesMax)
+	}
 	if err != nil {
 		return nil, s.status(ctx, err)
+	}
+	if next == nil && len(kvs) < limit && len(spans) > 1 {
+		// The partition is read to its end: the rest is the next one's,
+		// perhaps another group's, asked for by the next page.
+		next = slices.Clone(spans[1].Start)
 	}
 	out := make([]txn.KV, len(kvs))
 	for i, e := range kvs {
@@ -717,9 +783,8 @@ func (v *service) Topology(_ context.Context, req *apipb.TopologyRequest) (*apip
 	// The epoch first: the configuration is at least as new.
 	epoch := v.s.replica.Epoch()
 	resp := api.ConfigToProto(v.s.config(), v.s.cfg.Latency)
-	// Changes keep the overlay so far (group.EpochConfig): the configured
-	// one is every epoch's.
 	resp.Epoch = epoch
+	api.SetEpochOverlay(resp, v.s.routeTop())
 	return resp, nil
 }
 
@@ -734,4 +799,23 @@ func (s *Server) busyMessage(err error) string {
 		return fmt.Sprintf("server: group %s: %v", s.group.Name, err)
 	}
 	return fmt.Sprintf("server: group %s refuses new work: group %s is unreachable or slow (it has not acknowledged what this group sent it); retry later: %v", s.group.Name, s.top.Name(to), err)
+}
+
+// routeTop returns the topology of the group's epoch: the groups ranked by
+// its overlay, with its tree, by which entry groups are chosen (DESIGN 14).
+// It is on every request's path: read once per epoch (loadCurrent).
+func (s *Server) routeTop() *partition.Topology {
+	if s.replica == nil {
+		return s.top
+	}
+	if c := s.current.Load(); c != nil && c.epoch == s.replica.Epoch() {
+		return c.top
+	}
+	return s.loadCurrent().top
+}
+
+// sameEpoch reports whether a request routed with epoch (0: a client older
+// than epochs, which routes with the group's) was routed with the group's.
+func (s *Server) sameEpoch(epoch uint64) bool {
+	return epoch == 0 || s.replica == nil || epoch == s.replica.Epoch()
 }

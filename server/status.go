@@ -15,8 +15,22 @@ import (
 // identity, its configuration's fingerprint and the build it runs (a
 // cluster half upgraded shows two). Every replica answers, leader or not:
 // it reads local state only.
-func (v *service) Status(context.Context, *apipb.StatusRequest) (*apipb.StatusResponse, error) {
-	return v.s.Status(), nil
+func (v *service) Status(_ context.Context, req *apipb.StatusRequest) (*apipb.StatusResponse, error) {
+	resp := v.s.Status()
+	if req.GetDestinations() {
+		var dc group.DstCounts
+		v.s.replica.State(func(st *group.State) { dc = st.DestinationCounts() })
+		resp.Epoch = dc.Epoch
+		resp.DestinationsOther = dc.Other
+		for _, c := range dc.Sets {
+			dc := &apipb.DestinationCount{Groups: v.s.names(c.Dst), Count: c.Count}
+			if c.Home != partition.NoGroup {
+				dc.Home = v.s.top.Name(c.Home)
+			}
+			resp.Destinations = append(resp.Destinations, dc)
+		}
+	}
+	return resp, nil
 }
 
 // Status returns the replica's status (the Status RPC).

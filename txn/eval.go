@@ -251,9 +251,14 @@ func Eval(r Reader, w Writer, p *Piece, votes ...Vote) (bool, []OpResult, error)
 // that aborts, which it returns; an error is from the Reader.
 func (e *evaluator) run(p *Piece, b branch) ([]OpResult, *abortAt, error) {
 	ops := p.Txn.ops(b)
+	spans := p.spans(b)
 	results := make([]OpResult, 0, len(p.ops(b)))
-	for _, i := range p.ops(b) {
-		res, err := e.op(b, i, &ops[i])
+	for j, i := range p.ops(b) {
+		var sp []partition.Span
+		if spans != nil {
+			sp = spans[j]
+		}
+		res, err := e.op(b, i, &ops[i], sp)
 		if err != nil {
 			if errors.Is(err, ErrAborted) {
 				return nil, &abortAt{index: i, err: err}, nil
@@ -278,6 +283,9 @@ func (p *Piece) check() error {
 		return fmt.Errorf("txn: piece of group %d has %d compares, its transaction %d", p.Group, len(p.If), len(p.Txn.If))
 	}
 	for _, b := range []branch{thenBranch, elseBranch} {
+		if sp := p.spans(b); sp != nil && len(sp) != len(p.ops(b)) {
+			return fmt.Errorf("txn: piece of group %d: %d %s spans for %d operations", p.Group, len(sp), b, len(p.ops(b)))
+		}
 		prev := -1
 		for _, i := range p.ops(b) {
 			if i <= prev || i >= len(p.Txn.ops(b)) {
@@ -483,7 +491,9 @@ func (e *evaluator) compare(i int, c *Compare) (bool, error) {
 	return c.Cmp.holds(cmp.Compare(n, *c.Int)), nil
 }
 
-func (e *evaluator) op(b branch, i int, o *Op) (OpResult, error) {
+// op runs o, the operation at position i of b; spans, when not nil, are
+// the parts of a scan's range the piece reads (Piece.ThenSpans).
+func (e *evaluator) op(b branch, i int, o *Op, spans []partition.Span) (OpResult, error) {
 	res := OpResult{Index: i, Kind: o.Kind, Key: o.Key}
 	readErr := func(err error) error {
 		return fmt.Errorf("txn: %s[%d]: %s %s: %w", b, i, o.Kind, Quote(o.Key), err)
@@ -525,11 +535,27 @@ func (e *evaluator) op(b branch, i int, o *Op) (OpResult, error) {
 		e.set(o.Key, strconv.AppendInt(nil, sum, 10), false)
 		res.Int = sum
 	case OpScan:
-		kvs, err := e.scan(o.Key, o.End, o.Limit)
-		if err != nil {
-			return res, readErr(err)
+		if spans == nil {
+			kvs, err := e.scan(o.Key, o.End, o.Limit)
+			if err != nil {
+				return res, readErr(err)
+			}
+			res.KVs = kvs
+			break
 		}
-		res.KVs = kvs
+		// The parts in key order, each for what the limit leaves: the
+		// first Limit keys of the parts, in key order.
+		res.KVs = []KV{}
+		for _, sp := range spans {
+			if len(res.KVs) == o.Limit {
+				break
+			}
+			kvs, err := e.scan(sp.Start, sp.End, o.Limit-len(res.KVs))
+			if err != nil {
+				return res, readErr(err)
+			}
+			res.KVs = append(res.KVs, kvs...)
+		}
 	default:
 		panic(fmt.Sprintf("txn: invariant violated: evaluating op kind %d, which checkShape rejects", o.Kind))
 	}

@@ -81,6 +81,20 @@ func IsAllOrNothing(p Procedure) bool {
 	return ok && a.AllOrNothing()
 }
 
+// ReadOnly is implemented by a Procedure whose pieces never write: a call
+// of it to one group may run at that group's leader on the applied state
+// instead of through the log (DESIGN 6.5). A piece that writes all the same
+// is not answered there: the call goes through the log.
+type ReadOnly interface {
+	ReadOnly() bool
+}
+
+// IsReadOnly reports whether p's calls write nothing.
+func IsReadOnly(p Procedure) bool {
+	r, ok := p.(ReadOnly)
+	return ok && r.ReadOnly()
+}
+
 // CallPiece is one piece of a call as PieceVotes sees it: before it runs,
 // at any destination of the call, for any destination's piece.
 type CallPiece struct {

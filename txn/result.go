@@ -244,7 +244,9 @@ func DecodePieceResult(b []byte) (PieceResult, error) {
 // MergeResults combines the piece results of every destination of
 // transaction id into the client's Result: the outcome, which every piece
 // must agree on, and the operation results of all pieces sorted by Index
-// (a write to a replicated key, reported by every group, once). An abort
+// (a write to a replicated key, reported by every group, once; a scan that
+// spans partitions of several groups, reported by each, once, with the keys
+// of all in key order: Txn.MergeResults also keeps only its first Limit). An abort
 // anywhere returns an error matching ErrAborted whose text is the abort's
 // reason (the first aborted piece's, in the order given; the executors
 // make them equal). A piece whose results were left out gives the merged
@@ -273,6 +275,9 @@ func MergeResults(id string, pieces []PieceResult) (Result, error) {
 		res.Results = append(res.Results, p.Results...)
 	}
 	slices.SortStableFunc(res.Results, func(a, b OpResult) int { return a.Index - b.Index })
+	if err := mergeScans(res.Results); err != nil {
+		return Result{}, fmt.Errorf("txn: result of %s: %w", id, err)
+	}
 	res.Results = slices.CompactFunc(res.Results, func(a, b OpResult) bool { return a.Index == b.Index })
 	// Compacting kept the first of each index; a second one that differs
 	// in kind or key is not a replicated write seen twice.
@@ -289,6 +294,68 @@ func MergeResults(id string, pieces []PieceResult) (Result, error) {
 		return res, fmt.Errorf("txn: result of %s: %w", id, ErrTruncated)
 	}
 	return res, nil
+}
+
+// mergeScans gives the first of each run of scan results at one index
+// (sorted by index: the parts of a scan that spans several groups) the keys
+// of the whole run, in key order. The groups read disjoint parts: a key
+// reported twice is an inconsistency.
+func mergeScans(results []OpResult) error {
+	for i := 0; i < len(results); {
+		j := i + 1
+		for j < len(results) && results[j].Index == results[i].Index {
+			j++
+		}
+		if j-i > 1 && results[i].Kind == OpScan {
+			var kvs []KV
+			for k := i; k < j; k++ {
+				if results[k].Kind != OpScan {
+					return fmt.Errorf("txn: two destinations report index %d as %s and %s", results[i].Index, results[i].Kind, results[k].Kind)
+				}
+				kvs = append(kvs, results[k].KVs...)
+			}
+			slices.SortFunc(kvs, func(a, b KV) int { return bytes.Compare(a.Key, b.Key) })
+			for k := 1; k < len(kvs); k++ {
+				if bytes.Equal(kvs[k-1].Key, kvs[k].Key) {
+					return fmt.Errorf("txn: two destinations report key %s of scan %d", Quote(kvs[k].Key), results[i].Index)
+				}
+			}
+			if kvs == nil {
+				kvs = []KV{}
+			}
+			results[i].KVs = kvs
+		}
+		i = j
+	}
+	return nil
+}
+
+// MergeResults is MergeResults for t, whose results they are: each scan
+// keeps the first Limit keys of those its destinations reported (CutScans).
+func (t *Txn) MergeResults(id string, pieces []PieceResult) (Result, error) {
+	res, err := MergeResults(id, pieces)
+	t.CutScans(&res)
+	return res, err
+}
+
+// CutScans keeps, of each scan result of r, a result of t, the first Limit
+// keys: each destination of a scan that spans several groups reports up to
+// Limit keys of the parts it reads, so these are the first Limit of the
+// whole range.
+func (t *Txn) CutScans(r *Result) {
+	branch := t.Then
+	if !r.Succeeded {
+		branch = t.Else
+	}
+	for i := range r.Results {
+		o := &r.Results[i]
+		if o.Kind != OpScan || o.Index >= len(branch) {
+			continue
+		}
+		if limit := branch[o.Index].Limit; len(o.KVs) > limit {
+			o.KVs = o.KVs[:limit:limit]
+		}
+	}
 }
 
 // checkDuplicates checks that every piece's result at an index the merged

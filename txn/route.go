@@ -55,17 +55,12 @@ func (pl *placement) destinations(t *Txn, top *partition.Topology) (partition.Gr
 	}
 	var owners partition.GroupSet
 	replicatedWrite := false
-	add := func(p place) {
-		if !p.replicated {
-			owners = owners.Add(p.group)
-		}
-	}
 	for _, p := range pl.ifs {
-		add(p)
+		owners |= p.owners()
 	}
 	for _, b := range []branch{thenBranch, elseBranch} {
 		for i, p := range pl.ops[b] {
-			add(p)
+			owners |= p.owners()
 			replicatedWrite = replicatedWrite || (p.replicated && t.ops(b)[i].Kind.Writes())
 		}
 	}
@@ -81,6 +76,14 @@ func (pl *placement) destinations(t *Txn, top *partition.Topology) (partition.Gr
 // Piece is the part of a transaction one destination group executes
 // (DESIGN 0): every group evaluates the outcome of If, then runs the
 // operations of the branch that won that are its own.
+//
+// A scan whose range spans partitions of several groups is run by each of
+// them, over the parts of the range it holds (Spans), and the lowest-ranked
+// destination reads the parts in replicated partitions: each reports up to
+// the scan's Limit keys, and the client merges the reports in key order and
+// keeps the first Limit (Txn.MergeResults). Every part is read at the
+// transaction's place in its group's order, so the merged scan is one cut
+// of the whole range, as any transaction's reads are.
 //
 // A group runs the operations on the keys it owns, every write to a
 // replicated key (each group applies it to its copy), and, when it is the
@@ -121,6 +124,11 @@ type Piece struct {
 	// Then and Else are the positions, ascending, of the operations of
 	// Txn.Then and Txn.Else that Group runs.
 	Then, Else []int
+	// ThenSpans and ElseSpans are nil, or parallel to Then and Else: for a
+	// scan whose range is not inside one partition, the parts of it that
+	// Group reads, in key order (nil for the other operations, which Group
+	// runs on their whole key or range).
+	ThenSpans, ElseSpans [][]partition.Span
 	// Voters are the groups whose votes Group waits for: the other
 	// voting groups, which are the owners of compares and, with several
 	// destinations, the groups that run an add on a key they own.
@@ -145,6 +153,14 @@ func (p *Piece) ops(b branch) []int {
 		return p.Then
 	}
 	return p.Else
+}
+
+// spans returns the spans of b, parallel to p.ops(b), or nil.
+func (p *Piece) spans(b branch) [][]partition.Span {
+	if b == thenBranch {
+		return p.ThenSpans
+	}
+	return p.ElseSpans
 }
 
 // Ops yields the operations of the piece, those of Then and then those of
@@ -225,19 +241,32 @@ func (pl *placement) piece(t *Txn, g partition.GroupID, dst, voters partition.Gr
 	}
 	for _, b := range []branch{thenBranch, elseBranch} {
 		var idx []int
+		var spans [][]partition.Span
 		for i, p := range pl.ops[b] {
+			var mine []partition.Span
 			run := p.group == g
-			if p.replicated {
+			switch {
+			case p.spans != nil:
+				mine = p.spansAt(g, lca)
+				run = len(mine) > 0
+			case p.replicated:
 				run = t.ops(b)[i].Kind.Writes() || g == lca
 			}
-			if run {
-				idx = append(idx, i)
+			if !run {
+				continue
+			}
+			idx = append(idx, i)
+			if mine != nil && spans == nil {
+				spans = make([][]partition.Span, len(idx)-1, cap(idx))
+			}
+			if spans != nil {
+				spans = append(spans, mine)
 			}
 		}
 		if b == thenBranch {
-			pc.Then = idx
+			pc.Then, pc.ThenSpans = idx, spans
 		} else {
-			pc.Else = idx
+			pc.Else, pc.ElseSpans = idx, spans
 		}
 	}
 	return pc

@@ -237,7 +237,8 @@ type Compare struct {
 //	put     Key, Value
 //	delete  Key
 //	add     Key, Int (may be negative; 0 is allowed)
-//	scan    Key, End, Limit: up to Limit keys of [Key, End), in one partition
+//	scan    Key, End, Limit: up to Limit keys of [Key, End), which may
+//	        span partitions of several groups (each reads its own parts)
 type Op struct {
 	Kind  OpKind
 	Key   []byte
@@ -391,10 +392,43 @@ func (o *Op) check(b branch, i int) error {
 	return nil
 }
 
-// place is where a key lives: its owner group, or every group.
+// place is where a key lives: its owner group, or every group. A scan
+// whose range lies in more than one partition has spans instead: the parts
+// of its range, one per partition (partition.PartitionMap.Spans).
 type place struct {
 	group      partition.GroupID // NoGroup when replicated
 	replicated bool
+	spans      []partition.Span
+}
+
+// owners returns the groups that own a part of what p reads or writes:
+// none for a replicated key.
+func (p *place) owners() partition.GroupSet {
+	if p.spans == nil {
+		if p.replicated {
+			return 0
+		}
+		return partition.SetOf(p.group)
+	}
+	var s partition.GroupSet
+	for _, sp := range p.spans {
+		if !sp.Partition.Replicated {
+			s = s.Add(sp.Partition.Group)
+		}
+	}
+	return s
+}
+
+// spansAt returns the spans of p that group g reads, lca being the
+// lowest-ranked destination, which reads the replicated ones (see Piece).
+func (p *place) spansAt(g, lca partition.GroupID) []partition.Span {
+	var out []partition.Span
+	for _, sp := range p.spans {
+		if sp.Partition.Replicated && g == lca || !sp.Partition.Replicated && sp.Partition.Group == g {
+			out = append(out, sp)
+		}
+	}
+	return out
 }
 
 // placement is the place of every key of a transaction, by position.
@@ -407,10 +441,11 @@ type placement struct {
 // map: every key valid (partition.CheckKey) and in a partition (errors
 // wrapping partition.ErrNoPartition otherwise); every compare with one
 // operand; every op with the fields of its kind and no other; every scan
-// with an End after its Key, inside the partition of its Key, and a Limit
-// in 1..ScanLimitMax; at most OpsMax compares and operations, and BytesMax
-// bytes. The error names the first problem by position (`txn: then[1].key:
-// ...`) and matches ErrInvalid. Validate does not modify t.
+// with an End after its Key, a range that overlaps at least one partition
+// (it may span several, of several groups), and a Limit in 1..ScanLimitMax;
+// at most OpsMax compares and operations, and BytesMax bytes. The error
+// names the first problem by position (`txn: then[1].key: ...`) and matches
+// ErrInvalid. Validate does not modify t.
 func (t *Txn) Validate(pm *partition.PartitionMap) error {
 	_, err := t.place(pm)
 	return err
@@ -436,20 +471,41 @@ func (t *Txn) place(pm *partition.PartitionMap) (placement, error) {
 		ops := t.ops(b)
 		pl.ops[b] = make([]place, len(ops))
 		for i, o := range ops {
+			if o.Kind == OpScan {
+				pc, err := placeScan(pm, &o)
+				if err != nil {
+					return placement{}, invalidf("txn: %s[%d]: scan: %w", b, i, err)
+				}
+				pl.ops[b][i] = pc
+				continue
+			}
 			p, err := pm.Lookup(o.Key)
 			if err != nil {
 				return placement{}, invalidf("txn: %s[%d].key: %w", b, i, err)
-			}
-			// End is exclusive: a scan may end exactly where its
-			// partition ends.
-			if o.Kind == OpScan && len(p.End) > 0 && bytes.Compare(o.End, p.End) > 0 {
-				return placement{}, invalidf("txn: %s[%d]: scan [%s, %s) leaves partition %s",
-					b, i, Quote(o.Key), Quote(o.End), p)
 			}
 			pl.ops[b][i] = place{group: p.Group, replicated: p.Replicated}
 		}
 	}
 	return pl, nil
+}
+
+// placeScan places the scan o: in its partition when its range lies in one
+// (End is exclusive: a scan may end exactly where its partition ends), else
+// at the spans of every partition the range overlaps. A range that no
+// partition overlaps is an error.
+func placeScan(pm *partition.PartitionMap, o *Op) (place, error) {
+	if p, err := pm.Lookup(o.Key); err == nil && (len(p.End) == 0 || bytes.Compare(o.End, p.End) <= 0) {
+		return place{group: p.Group, replicated: p.Replicated}, nil
+	}
+	spans, err := pm.Spans(o.Key, o.End)
+	if err != nil {
+		return place{}, err
+	}
+	if len(spans) == 1 {
+		// Starts in a gap and ends inside a partition.
+		return place{group: spans[0].Partition.Group, replicated: spans[0].Partition.Replicated, spans: spans}, nil
+	}
+	return place{spans: spans}, nil
 }
 
 // quoteMax is how many bytes of a key or value an error message shows.
@@ -462,4 +518,19 @@ func Quote(b []byte) string {
 		return strconv.Quote(string(b))
 	}
 	return strconv.Quote(string(b[:quoteMax])) + "..."
+}
+
+// ReadOnly reports whether t writes nothing in either branch: its
+// operations are gets and scans only (compares read too). A read-only
+// transaction of one group may run at its leader on the applied state
+// instead of through the log (DESIGN 6.5).
+func (t *Txn) ReadOnly() bool {
+	for _, ops := range [][]Op{t.Then, t.Else} {
+		for _, o := range ops {
+			if o.Kind != OpGet && o.Kind != OpScan {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -251,7 +251,10 @@ func (*Compare_Value) isCompare_Operand() {}
 // Op is one operation (txn.Op). Each kind uses some fields and requires the
 // others to be zero: get, delete: key; put: key, value; add: key, int, and
 // wrap if it is to wrap; scan: key, end, limit (up to limit keys of
-// [key, end), in one partition).
+// [key, end); a range that spans partitions of several groups makes each a
+// destination, and each group's piece reports up to limit keys of the parts
+// it owns, the lowest-ranked one also those of replicated partitions: the
+// first limit keys of the merged pieces, in key order, are the scan's).
 type Op struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Kind  OpKind                 `protobuf:"varint,1,opt,name=kind,proto3,enum=flexkv.kv.v1.OpKind" json:"kind,omitempty"`
@@ -501,7 +504,12 @@ type TxnRequest struct {
 	// fetches the topology and resubmits it as a new request. A request of an
 	// epoch the entry group has not started yet is refused with
 	// RESOURCE_EXHAUSTED: retry it as it is.
-	Epoch         uint64 `protobuf:"varint,7,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Epoch uint64 `protobuf:"varint,7,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The group of the client's region, when it has one (its Config.Region
+	// names a group's region): the entry group counts the request's
+	// destinations by it (StatusResponse.destinations), for `flexkv overlay
+	// apply auto`. Empty: none.
+	OriginGroup   string `protobuf:"bytes,8,opt,name=origin_group,json=originGroup,proto3" json:"origin_group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -594,6 +602,13 @@ func (x *TxnRequest) GetEpoch() uint64 {
 		return x.Epoch
 	}
 	return 0
+}
+
+func (x *TxnRequest) GetOriginGroup() string {
+	if x != nil {
+		return x.OriginGroup
+	}
+	return ""
 }
 
 type isTxnRequest_Body interface {
@@ -1384,20 +1399,37 @@ func (*DeleteResponse) Descriptor() ([]byte, []int) {
 	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{16}
 }
 
-// ScanRequest reads up to limit keys of [start, end), which must lie in one
-// partition; limit is 1..txn.ScanLimitMax, 0 meaning txn.ScanLimitMax. One
-// response carries at most the server's byte bound of keys and values
-// (1 MiB unless configured), or one entry when that alone is larger; the
-// rest is paged (ScanResponse.next_start). Each page is a read of its own:
-// a scan of several pages is not one snapshot.
+// ScanRequest reads up to limit keys of [start, end), in key order; limit
+// is 1..txn.ScanLimitMax, 0 meaning txn.ScanLimitMax. The range may span
+// partitions of several groups, and must overlap at least one partition.
+//
+// A plain scan is answered a partition at a time, by the partition's
+// group: one response reads the partition that holds start (or the first
+// after it), up to limit keys and at most the server's byte bound of keys
+// and values (1 MiB unless configured; one entry when that alone is
+// larger), and names where the rest starts (ScanResponse.next_start): in
+// the same partition, at the byte bound, or at the start of the next
+// partition. Each page is a read of its own: a scan of several pages is not
+// one snapshot.
+//
+// A consistent scan reads the whole range in one read-only transaction,
+// multicast to every group that owns a part of it and ordered like any
+// other, so that its keys are one cut of the whole range (a transfer
+// between two of its partitions shows whole or not at all). It is answered
+// in one response, never paged: past the byte bound (the first limit keys
+// hold more bytes of keys and values than the bound, or a group's part more
+// than a stored result may hold) it fails with OUT_OF_RANGE, naming the
+// bound, and returns nothing.
 type ScanRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ClientId      uint64                 `protobuf:"varint,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
-	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
-	Start         []byte                 `protobuf:"bytes,3,opt,name=start,proto3" json:"start,omitempty"`
-	End           []byte                 `protobuf:"bytes,4,opt,name=end,proto3" json:"end,omitempty"`
-	Limit         uint32                 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
-	Stale         bool                   `protobuf:"varint,6,opt,name=stale,proto3" json:"stale,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	ClientId uint64                 `protobuf:"varint,1,opt,name=client_id,json=clientId,proto3" json:"client_id,omitempty"`
+	Seq      uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Start    []byte                 `protobuf:"bytes,3,opt,name=start,proto3" json:"start,omitempty"`
+	End      []byte                 `protobuf:"bytes,4,opt,name=end,proto3" json:"end,omitempty"`
+	Limit    uint32                 `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`
+	Stale    bool                   `protobuf:"varint,6,opt,name=stale,proto3" json:"stale,omitempty"`
+	// Read the range in one transaction (above). Not with stale.
+	Consistent    bool `protobuf:"varint,7,opt,name=consistent,proto3" json:"consistent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1474,13 +1506,22 @@ func (x *ScanRequest) GetStale() bool {
 	return false
 }
 
+func (x *ScanRequest) GetConsistent() bool {
+	if x != nil {
+		return x.Consistent
+	}
+	return false
+}
+
 type ScanResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Kvs   []*KeyValue            `protobuf:"bytes,1,rep,name=kvs,proto3" json:"kvs,omitempty"`
-	// Set when the response stopped at the server's byte bound before limit
-	// keys and the end of the range: the first key left out. The scan goes on
-	// with start = next_start, the same end, and limit less len(kvs). Empty:
-	// the scan is complete (keys are never empty).
+	// Set when the response stopped before limit keys and the end of the
+	// range: at the server's byte bound, or at the end of a partition that
+	// the range goes past. The scan goes on with start = next_start, the same
+	// end, and limit less len(kvs); a page that stops at a partition's end may
+	// hold no key. Empty: the scan is complete (keys are never empty). Never
+	// set for a consistent scan.
 	NextStart     []byte `protobuf:"bytes,2,opt,name=next_start,json=nextStart,proto3" json:"next_start,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1708,7 +1749,15 @@ type TopologyResponse struct {
 	// The epoch of the answering replica's group (DESIGN 14): 1 at
 	// bootstrap, one more per change its group delivered. 0 from a server
 	// older than epochs.
-	Epoch         uint64 `protobuf:"varint,8,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Epoch uint64 `protobuf:"varint,8,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The overlay of that epoch: every group's name, lowest rank first, by
+	// which a client picks the entry group of a request. `overlay` keeps the
+	// bootstrap order, which numbers the groups for the cluster's whole
+	// life. Empty from a server older than overlay changes: `overlay`.
+	EpochOverlay []string `protobuf:"bytes,9,rep,name=epoch_overlay,json=epochOverlay,proto3" json:"epoch_overlay,omitempty"`
+	// The tree of that epoch, sorted by child; empty without a tree (or
+	// from an older server: `tree`).
+	EpochTree     []*TreeEdge `protobuf:"bytes,10,rep,name=epoch_tree,json=epochTree,proto3" json:"epoch_tree,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1797,6 +1846,20 @@ func (x *TopologyResponse) GetEpoch() uint64 {
 		return x.Epoch
 	}
 	return 0
+}
+
+func (x *TopologyResponse) GetEpochOverlay() []string {
+	if x != nil {
+		return x.EpochOverlay
+	}
+	return nil
+}
+
+func (x *TopologyResponse) GetEpochTree() []*TreeEdge {
+	if x != nil {
+		return x.EpochTree
+	}
+	return nil
 }
 
 // ReconfigureRequest asks to end epoch `epoch` and start the next with the
@@ -2548,7 +2611,11 @@ func (x *LatencyRow) GetRttMs() []float64 {
 }
 
 type StatusRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Include the destination sets the replica's group counted as an entry
+	// group in its epoch (StatusResponse.destinations; DESIGN 14, `flexkv
+	// overlay apply auto`). The leader's are the latest.
+	Destinations  bool `protobuf:"varint,1,opt,name=destinations,proto3" json:"destinations,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2583,6 +2650,77 @@ func (*StatusRequest) Descriptor() ([]byte, []int) {
 	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{36}
 }
 
+func (x *StatusRequest) GetDestinations() bool {
+	if x != nil {
+		return x.Destinations
+	}
+	return false
+}
+
+// DestinationCount is a destination set, by group names, and the requests
+// of it, from clients of one home group, that a group took.
+type DestinationCount struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Groups []string               `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	Count  uint64                 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	// The group of the region of the clients that sent them
+	// (TxnRequest.origin_group); empty: not named.
+	Home          string `protobuf:"bytes,3,opt,name=home,proto3" json:"home,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DestinationCount) Reset() {
+	*x = DestinationCount{}
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DestinationCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DestinationCount) ProtoMessage() {}
+
+func (x *DestinationCount) ProtoReflect() protoreflect.Message {
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DestinationCount.ProtoReflect.Descriptor instead.
+func (*DestinationCount) Descriptor() ([]byte, []int) {
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *DestinationCount) GetGroups() []string {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+func (x *DestinationCount) GetCount() uint64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *DestinationCount) GetHome() string {
+	if x != nil {
+		return x.Home
+	}
+	return ""
+}
+
 type DebugRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2591,7 +2729,7 @@ type DebugRequest struct {
 
 func (x *DebugRequest) Reset() {
 	*x = DebugRequest{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[37]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2603,7 +2741,7 @@ func (x *DebugRequest) String() string {
 func (*DebugRequest) ProtoMessage() {}
 
 func (x *DebugRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[37]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2616,7 +2754,7 @@ func (x *DebugRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DebugRequest.ProtoReflect.Descriptor instead.
 func (*DebugRequest) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{37}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{38}
 }
 
 // DebugResponse is one replica's part of a debug bundle (DESIGN 11). Each
@@ -2642,7 +2780,7 @@ type DebugResponse struct {
 
 func (x *DebugResponse) Reset() {
 	*x = DebugResponse{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[38]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2654,7 +2792,7 @@ func (x *DebugResponse) String() string {
 func (*DebugResponse) ProtoMessage() {}
 
 func (x *DebugResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[38]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2667,7 +2805,7 @@ func (x *DebugResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DebugResponse.ProtoReflect.Descriptor instead.
 func (*DebugResponse) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{38}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DebugResponse) GetStatus() *StatusResponse {
@@ -2730,14 +2868,19 @@ type StatusResponse struct {
 	Revision string `protobuf:"bytes,15,opt,name=revision,proto3" json:"revision,omitempty"`
 	// The epoch of the replica's group (DESIGN 14); 0 from a server older
 	// than epochs.
-	Epoch         uint64 `protobuf:"varint,16,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Epoch uint64 `protobuf:"varint,16,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// With StatusRequest.destinations: the destination sets of the requests
+	// the group took as an entry group in its epoch, most counted first (at
+	// most 4096 sets), and the requests of the sets past them.
+	Destinations      []*DestinationCount `protobuf:"bytes,17,rep,name=destinations,proto3" json:"destinations,omitempty"`
+	DestinationsOther uint64              `protobuf:"varint,18,opt,name=destinations_other,json=destinationsOther,proto3" json:"destinations_other,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[39]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2749,7 +2892,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[39]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2762,7 +2905,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{39}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *StatusResponse) GetGroup() string {
@@ -2877,6 +3020,20 @@ func (x *StatusResponse) GetEpoch() uint64 {
 	return 0
 }
 
+func (x *StatusResponse) GetDestinations() []*DestinationCount {
+	if x != nil {
+		return x.Destinations
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetDestinationsOther() uint64 {
+	if x != nil {
+		return x.DestinationsOther
+	}
+	return 0
+}
+
 type BackupRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2885,7 +3042,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[40]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2897,7 +3054,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[40]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2910,7 +3067,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{40}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{41}
 }
 
 type BackupResponse struct {
@@ -2933,7 +3090,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[41]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2945,7 +3102,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[41]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2958,7 +3115,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{41}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *BackupResponse) GetClientId() uint64 {
@@ -3015,7 +3172,7 @@ type BackupFilesRequest struct {
 
 func (x *BackupFilesRequest) Reset() {
 	*x = BackupFilesRequest{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[42]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3027,7 +3184,7 @@ func (x *BackupFilesRequest) String() string {
 func (*BackupFilesRequest) ProtoMessage() {}
 
 func (x *BackupFilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[42]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3040,7 +3197,7 @@ func (x *BackupFilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupFilesRequest.ProtoReflect.Descriptor instead.
 func (*BackupFilesRequest) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{42}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *BackupFilesRequest) GetMarker() string {
@@ -3067,7 +3224,7 @@ type BackupFile struct {
 
 func (x *BackupFile) Reset() {
 	*x = BackupFile{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[43]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3079,7 +3236,7 @@ func (x *BackupFile) String() string {
 func (*BackupFile) ProtoMessage() {}
 
 func (x *BackupFile) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[43]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3092,7 +3249,7 @@ func (x *BackupFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupFile.ProtoReflect.Descriptor instead.
 func (*BackupFile) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{43}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *BackupFile) GetPath() string {
@@ -3127,7 +3284,7 @@ type BackupFilesChunk struct {
 
 func (x *BackupFilesChunk) Reset() {
 	*x = BackupFilesChunk{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[44]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3139,7 +3296,7 @@ func (x *BackupFilesChunk) String() string {
 func (*BackupFilesChunk) ProtoMessage() {}
 
 func (x *BackupFilesChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[44]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3152,7 +3309,7 @@ func (x *BackupFilesChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupFilesChunk.ProtoReflect.Descriptor instead.
 func (*BackupFilesChunk) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{44}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *BackupFilesChunk) GetFiles() []*BackupFile {
@@ -3213,7 +3370,7 @@ type DropBackupRequest struct {
 
 func (x *DropBackupRequest) Reset() {
 	*x = DropBackupRequest{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[45]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3225,7 +3382,7 @@ func (x *DropBackupRequest) String() string {
 func (*DropBackupRequest) ProtoMessage() {}
 
 func (x *DropBackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[45]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3238,7 +3395,7 @@ func (x *DropBackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropBackupRequest.ProtoReflect.Descriptor instead.
 func (*DropBackupRequest) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{45}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DropBackupRequest) GetMarker() string {
@@ -3256,7 +3413,7 @@ type DropBackupResponse struct {
 
 func (x *DropBackupResponse) Reset() {
 	*x = DropBackupResponse{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[46]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3268,7 +3425,7 @@ func (x *DropBackupResponse) String() string {
 func (*DropBackupResponse) ProtoMessage() {}
 
 func (x *DropBackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[46]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3281,7 +3438,7 @@ func (x *DropBackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropBackupResponse.ProtoReflect.Descriptor instead.
 func (*DropBackupResponse) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{46}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{47}
 }
 
 var File_flexkv_kv_v1_kv_proto protoreflect.FileDescriptor
@@ -3310,7 +3467,7 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\x04Call\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04args\x18\x02 \x01(\fR\x04args\x12\x12\n" +
-	"\x04keys\x18\x03 \x03(\fR\x04keys\"\xf8\x01\n" +
+	"\x04keys\x18\x03 \x03(\fR\x04keys\"\x9b\x02\n" +
 	"\n" +
 	"TxnRequest\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12\x10\n" +
@@ -3320,7 +3477,8 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\n" +
 	"home_group\x18\x05 \x01(\tR\thomeGroup\x12-\n" +
 	"\x12destination_groups\x18\x06 \x03(\rR\x11destinationGroups\x12\x14\n" +
-	"\x05epoch\x18\a \x01(\x04R\x05epochB\x06\n" +
+	"\x05epoch\x18\a \x01(\x04R\x05epoch\x12!\n" +
+	"\forigin_group\x18\b \x01(\tR\voriginGroupB\x06\n" +
 	"\x04body\"2\n" +
 	"\bKeyValue\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
@@ -3373,14 +3531,17 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x10\n" +
 	"\x03key\x18\x03 \x01(\fR\x03key\"\x10\n" +
-	"\x0eDeleteResponse\"\x90\x01\n" +
+	"\x0eDeleteResponse\"\xb0\x01\n" +
 	"\vScanRequest\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
 	"\x05start\x18\x03 \x01(\fR\x05start\x12\x10\n" +
 	"\x03end\x18\x04 \x01(\fR\x03end\x12\x14\n" +
 	"\x05limit\x18\x05 \x01(\rR\x05limit\x12\x14\n" +
-	"\x05stale\x18\x06 \x01(\bR\x05stale\"W\n" +
+	"\x05stale\x18\x06 \x01(\bR\x05stale\x12\x1e\n" +
+	"\n" +
+	"consistent\x18\a \x01(\bR\n" +
+	"consistent\"W\n" +
 	"\fScanResponse\x12(\n" +
 	"\x03kvs\x18\x01 \x03(\v2\x16.flexkv.kv.v1.KeyValueR\x03kvs\x12\x1d\n" +
 	"\n" +
@@ -3393,7 +3554,7 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"idle_ticks\x18\x02 \x01(\x04R\tidleTicks\x12\x17\n" +
 	"\atick_ms\x18\x03 \x01(\x01R\x06tickMs\"/\n" +
 	"\x0fTopologyRequest\x12\x1c\n" +
-	"\tbootstrap\x18\x01 \x01(\bR\tbootstrap\"\xbe\x02\n" +
+	"\tbootstrap\x18\x01 \x01(\bR\tbootstrap\"\x9a\x03\n" +
 	"\x10TopologyResponse\x12\x1a\n" +
 	"\bprotocol\x18\x01 \x01(\tR\bprotocol\x12\x18\n" +
 	"\aoverlay\x18\x02 \x03(\tR\aoverlay\x12*\n" +
@@ -3404,7 +3565,11 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"partitions\x12\x18\n" +
 	"\aregions\x18\x06 \x03(\tR\aregions\x122\n" +
 	"\alatency\x18\a \x03(\v2\x18.flexkv.kv.v1.LatencyRowR\alatency\x12\x14\n" +
-	"\x05epoch\x18\b \x01(\x04R\x05epoch\"\xa4\x01\n" +
+	"\x05epoch\x18\b \x01(\x04R\x05epoch\x12#\n" +
+	"\repoch_overlay\x18\t \x03(\tR\fepochOverlay\x125\n" +
+	"\n" +
+	"epoch_tree\x18\n" +
+	" \x03(\v2\x16.flexkv.kv.v1.TreeEdgeR\tepochTree\"\xa4\x01\n" +
 	"\x12ReconfigureRequest\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x18\n" +
 	"\aoverlay\x18\x02 \x03(\tR\aoverlay\x12*\n" +
@@ -3454,15 +3619,20 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\n" +
 	"LatencyRow\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x15\n" +
-	"\x06rtt_ms\x18\x02 \x03(\x01R\x05rttMs\"\x0f\n" +
-	"\rStatusRequest\"\x0e\n" +
+	"\x06rtt_ms\x18\x02 \x03(\x01R\x05rttMs\"3\n" +
+	"\rStatusRequest\x12\"\n" +
+	"\fdestinations\x18\x01 \x01(\bR\fdestinations\"T\n" +
+	"\x10DestinationCount\x12\x16\n" +
+	"\x06groups\x18\x01 \x03(\tR\x06groups\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x04R\x05count\x12\x12\n" +
+	"\x04home\x18\x03 \x01(\tR\x04home\"\x0e\n" +
 	"\fDebugRequest\"\xb2\x01\n" +
 	"\rDebugResponse\x124\n" +
 	"\x06status\x18\x01 \x01(\v2\x1c.flexkv.kv.v1.StatusResponseR\x06status\x12\x18\n" +
 	"\ametrics\x18\x02 \x01(\tR\ametrics\x12\x12\n" +
 	"\x04logs\x18\x03 \x01(\tR\x04logs\x12!\n" +
 	"\flogs_dropped\x18\x04 \x01(\x04R\vlogsDropped\x12\x1a\n" +
-	"\bsettings\x18\x05 \x01(\tR\bsettings\"\xc9\x03\n" +
+	"\bsettings\x18\x05 \x01(\tR\bsettings\"\xbc\x04\n" +
 	"\x0eStatusResponse\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\areplica\x18\x02 \x01(\tR\areplica\x12\x12\n" +
@@ -3482,7 +3652,9 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"cluster_id\x18\r \x01(\tR\tclusterId\x12\x18\n" +
 	"\aversion\x18\x0e \x01(\tR\aversion\x12\x1a\n" +
 	"\brevision\x18\x0f \x01(\tR\brevision\x12\x14\n" +
-	"\x05epoch\x18\x10 \x01(\x04R\x05epoch\"\x0f\n" +
+	"\x05epoch\x18\x10 \x01(\x04R\x05epoch\x12B\n" +
+	"\fdestinations\x18\x11 \x03(\v2\x1e.flexkv.kv.v1.DestinationCountR\fdestinations\x12-\n" +
+	"\x12destinations_other\x18\x12 \x01(\x04R\x11destinationsOther\"\x0f\n" +
 	"\rBackupRequest\"\xd6\x01\n" +
 	"\x0eBackupResponse\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12\x10\n" +
@@ -3557,7 +3729,7 @@ func file_flexkv_kv_v1_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_flexkv_kv_v1_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_flexkv_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_flexkv_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_flexkv_kv_v1_kv_proto_goTypes = []any{
 	(Cmp)(0),                      // 0: flexkv.kv.v1.Cmp
 	(OpKind)(0),                   // 1: flexkv.kv.v1.OpKind
@@ -3598,16 +3770,17 @@ var file_flexkv_kv_v1_kv_proto_goTypes = []any{
 	(*Partition)(nil),             // 36: flexkv.kv.v1.Partition
 	(*LatencyRow)(nil),            // 37: flexkv.kv.v1.LatencyRow
 	(*StatusRequest)(nil),         // 38: flexkv.kv.v1.StatusRequest
-	(*DebugRequest)(nil),          // 39: flexkv.kv.v1.DebugRequest
-	(*DebugResponse)(nil),         // 40: flexkv.kv.v1.DebugResponse
-	(*StatusResponse)(nil),        // 41: flexkv.kv.v1.StatusResponse
-	(*BackupRequest)(nil),         // 42: flexkv.kv.v1.BackupRequest
-	(*BackupResponse)(nil),        // 43: flexkv.kv.v1.BackupResponse
-	(*BackupFilesRequest)(nil),    // 44: flexkv.kv.v1.BackupFilesRequest
-	(*BackupFile)(nil),            // 45: flexkv.kv.v1.BackupFile
-	(*BackupFilesChunk)(nil),      // 46: flexkv.kv.v1.BackupFilesChunk
-	(*DropBackupRequest)(nil),     // 47: flexkv.kv.v1.DropBackupRequest
-	(*DropBackupResponse)(nil),    // 48: flexkv.kv.v1.DropBackupResponse
+	(*DestinationCount)(nil),      // 39: flexkv.kv.v1.DestinationCount
+	(*DebugRequest)(nil),          // 40: flexkv.kv.v1.DebugRequest
+	(*DebugResponse)(nil),         // 41: flexkv.kv.v1.DebugResponse
+	(*StatusResponse)(nil),        // 42: flexkv.kv.v1.StatusResponse
+	(*BackupRequest)(nil),         // 43: flexkv.kv.v1.BackupRequest
+	(*BackupResponse)(nil),        // 44: flexkv.kv.v1.BackupResponse
+	(*BackupFilesRequest)(nil),    // 45: flexkv.kv.v1.BackupFilesRequest
+	(*BackupFile)(nil),            // 46: flexkv.kv.v1.BackupFile
+	(*BackupFilesChunk)(nil),      // 47: flexkv.kv.v1.BackupFilesChunk
+	(*DropBackupRequest)(nil),     // 48: flexkv.kv.v1.DropBackupRequest
+	(*DropBackupResponse)(nil),    // 49: flexkv.kv.v1.DropBackupResponse
 }
 var file_flexkv_kv_v1_kv_proto_depIdxs = []int32{
 	0,  // 0: flexkv.kv.v1.Compare.cmp:type_name -> flexkv.kv.v1.Cmp
@@ -3627,51 +3800,53 @@ var file_flexkv_kv_v1_kv_proto_depIdxs = []int32{
 	34, // 14: flexkv.kv.v1.TopologyResponse.groups:type_name -> flexkv.kv.v1.Group
 	36, // 15: flexkv.kv.v1.TopologyResponse.partitions:type_name -> flexkv.kv.v1.Partition
 	37, // 16: flexkv.kv.v1.TopologyResponse.latency:type_name -> flexkv.kv.v1.LatencyRow
-	33, // 17: flexkv.kv.v1.ReconfigureRequest.tree:type_name -> flexkv.kv.v1.TreeEdge
-	26, // 18: flexkv.kv.v1.ReconfigureRequest.member:type_name -> flexkv.kv.v1.MemberChange
-	35, // 19: flexkv.kv.v1.MemberChange.replica:type_name -> flexkv.kv.v1.Replica
-	31, // 20: flexkv.kv.v1.MembersResponse.members:type_name -> flexkv.kv.v1.RaftMember
-	35, // 21: flexkv.kv.v1.Group.replicas:type_name -> flexkv.kv.v1.Replica
-	41, // 22: flexkv.kv.v1.DebugResponse.status:type_name -> flexkv.kv.v1.StatusResponse
-	9,  // 23: flexkv.kv.v1.BackupResponse.piece:type_name -> flexkv.kv.v1.PieceResult
-	45, // 24: flexkv.kv.v1.BackupFilesChunk.files:type_name -> flexkv.kv.v1.BackupFile
-	6,  // 25: flexkv.kv.v1.KV.Txn:input_type -> flexkv.kv.v1.TxnRequest
-	11, // 26: flexkv.kv.v1.KV.Await:input_type -> flexkv.kv.v1.AwaitRequest
-	13, // 27: flexkv.kv.v1.KV.Get:input_type -> flexkv.kv.v1.GetRequest
-	15, // 28: flexkv.kv.v1.KV.Put:input_type -> flexkv.kv.v1.PutRequest
-	17, // 29: flexkv.kv.v1.KV.Delete:input_type -> flexkv.kv.v1.DeleteRequest
-	19, // 30: flexkv.kv.v1.KV.Scan:input_type -> flexkv.kv.v1.ScanRequest
-	21, // 31: flexkv.kv.v1.KV.OpenSession:input_type -> flexkv.kv.v1.OpenSessionRequest
-	23, // 32: flexkv.kv.v1.KV.Topology:input_type -> flexkv.kv.v1.TopologyRequest
-	25, // 33: flexkv.kv.v1.KV.Reconfigure:input_type -> flexkv.kv.v1.ReconfigureRequest
-	27, // 34: flexkv.kv.v1.KV.PromoteMember:input_type -> flexkv.kv.v1.PromoteMemberRequest
-	29, // 35: flexkv.kv.v1.KV.Members:input_type -> flexkv.kv.v1.MembersRequest
-	38, // 36: flexkv.kv.v1.KV.Status:input_type -> flexkv.kv.v1.StatusRequest
-	42, // 37: flexkv.kv.v1.KV.Backup:input_type -> flexkv.kv.v1.BackupRequest
-	44, // 38: flexkv.kv.v1.KV.BackupFiles:input_type -> flexkv.kv.v1.BackupFilesRequest
-	47, // 39: flexkv.kv.v1.KV.DropBackup:input_type -> flexkv.kv.v1.DropBackupRequest
-	39, // 40: flexkv.kv.v1.KV.Debug:input_type -> flexkv.kv.v1.DebugRequest
-	10, // 41: flexkv.kv.v1.KV.Txn:output_type -> flexkv.kv.v1.TxnResponse
-	12, // 42: flexkv.kv.v1.KV.Await:output_type -> flexkv.kv.v1.AwaitResponse
-	14, // 43: flexkv.kv.v1.KV.Get:output_type -> flexkv.kv.v1.GetResponse
-	16, // 44: flexkv.kv.v1.KV.Put:output_type -> flexkv.kv.v1.PutResponse
-	18, // 45: flexkv.kv.v1.KV.Delete:output_type -> flexkv.kv.v1.DeleteResponse
-	20, // 46: flexkv.kv.v1.KV.Scan:output_type -> flexkv.kv.v1.ScanResponse
-	22, // 47: flexkv.kv.v1.KV.OpenSession:output_type -> flexkv.kv.v1.OpenSessionResponse
-	24, // 48: flexkv.kv.v1.KV.Topology:output_type -> flexkv.kv.v1.TopologyResponse
-	32, // 49: flexkv.kv.v1.KV.Reconfigure:output_type -> flexkv.kv.v1.ReconfigureResponse
-	28, // 50: flexkv.kv.v1.KV.PromoteMember:output_type -> flexkv.kv.v1.PromoteMemberResponse
-	30, // 51: flexkv.kv.v1.KV.Members:output_type -> flexkv.kv.v1.MembersResponse
-	41, // 52: flexkv.kv.v1.KV.Status:output_type -> flexkv.kv.v1.StatusResponse
-	43, // 53: flexkv.kv.v1.KV.Backup:output_type -> flexkv.kv.v1.BackupResponse
-	46, // 54: flexkv.kv.v1.KV.BackupFiles:output_type -> flexkv.kv.v1.BackupFilesChunk
-	48, // 55: flexkv.kv.v1.KV.DropBackup:output_type -> flexkv.kv.v1.DropBackupResponse
-	40, // 56: flexkv.kv.v1.KV.Debug:output_type -> flexkv.kv.v1.DebugResponse
-	41, // [41:57] is the sub-list for method output_type
-	25, // [25:41] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	33, // 17: flexkv.kv.v1.TopologyResponse.epoch_tree:type_name -> flexkv.kv.v1.TreeEdge
+	33, // 18: flexkv.kv.v1.ReconfigureRequest.tree:type_name -> flexkv.kv.v1.TreeEdge
+	26, // 19: flexkv.kv.v1.ReconfigureRequest.member:type_name -> flexkv.kv.v1.MemberChange
+	35, // 20: flexkv.kv.v1.MemberChange.replica:type_name -> flexkv.kv.v1.Replica
+	31, // 21: flexkv.kv.v1.MembersResponse.members:type_name -> flexkv.kv.v1.RaftMember
+	35, // 22: flexkv.kv.v1.Group.replicas:type_name -> flexkv.kv.v1.Replica
+	42, // 23: flexkv.kv.v1.DebugResponse.status:type_name -> flexkv.kv.v1.StatusResponse
+	39, // 24: flexkv.kv.v1.StatusResponse.destinations:type_name -> flexkv.kv.v1.DestinationCount
+	9,  // 25: flexkv.kv.v1.BackupResponse.piece:type_name -> flexkv.kv.v1.PieceResult
+	46, // 26: flexkv.kv.v1.BackupFilesChunk.files:type_name -> flexkv.kv.v1.BackupFile
+	6,  // 27: flexkv.kv.v1.KV.Txn:input_type -> flexkv.kv.v1.TxnRequest
+	11, // 28: flexkv.kv.v1.KV.Await:input_type -> flexkv.kv.v1.AwaitRequest
+	13, // 29: flexkv.kv.v1.KV.Get:input_type -> flexkv.kv.v1.GetRequest
+	15, // 30: flexkv.kv.v1.KV.Put:input_type -> flexkv.kv.v1.PutRequest
+	17, // 31: flexkv.kv.v1.KV.Delete:input_type -> flexkv.kv.v1.DeleteRequest
+	19, // 32: flexkv.kv.v1.KV.Scan:input_type -> flexkv.kv.v1.ScanRequest
+	21, // 33: flexkv.kv.v1.KV.OpenSession:input_type -> flexkv.kv.v1.OpenSessionRequest
+	23, // 34: flexkv.kv.v1.KV.Topology:input_type -> flexkv.kv.v1.TopologyRequest
+	25, // 35: flexkv.kv.v1.KV.Reconfigure:input_type -> flexkv.kv.v1.ReconfigureRequest
+	27, // 36: flexkv.kv.v1.KV.PromoteMember:input_type -> flexkv.kv.v1.PromoteMemberRequest
+	29, // 37: flexkv.kv.v1.KV.Members:input_type -> flexkv.kv.v1.MembersRequest
+	38, // 38: flexkv.kv.v1.KV.Status:input_type -> flexkv.kv.v1.StatusRequest
+	43, // 39: flexkv.kv.v1.KV.Backup:input_type -> flexkv.kv.v1.BackupRequest
+	45, // 40: flexkv.kv.v1.KV.BackupFiles:input_type -> flexkv.kv.v1.BackupFilesRequest
+	48, // 41: flexkv.kv.v1.KV.DropBackup:input_type -> flexkv.kv.v1.DropBackupRequest
+	40, // 42: flexkv.kv.v1.KV.Debug:input_type -> flexkv.kv.v1.DebugRequest
+	10, // 43: flexkv.kv.v1.KV.Txn:output_type -> flexkv.kv.v1.TxnResponse
+	12, // 44: flexkv.kv.v1.KV.Await:output_type -> flexkv.kv.v1.AwaitResponse
+	14, // 45: flexkv.kv.v1.KV.Get:output_type -> flexkv.kv.v1.GetResponse
+	16, // 46: flexkv.kv.v1.KV.Put:output_type -> flexkv.kv.v1.PutResponse
+	18, // 47: flexkv.kv.v1.KV.Delete:output_type -> flexkv.kv.v1.DeleteResponse
+	20, // 48: flexkv.kv.v1.KV.Scan:output_type -> flexkv.kv.v1.ScanResponse
+	22, // 49: flexkv.kv.v1.KV.OpenSession:output_type -> flexkv.kv.v1.OpenSessionResponse
+	24, // 50: flexkv.kv.v1.KV.Topology:output_type -> flexkv.kv.v1.TopologyResponse
+	32, // 51: flexkv.kv.v1.KV.Reconfigure:output_type -> flexkv.kv.v1.ReconfigureResponse
+	28, // 52: flexkv.kv.v1.KV.PromoteMember:output_type -> flexkv.kv.v1.PromoteMemberResponse
+	30, // 53: flexkv.kv.v1.KV.Members:output_type -> flexkv.kv.v1.MembersResponse
+	42, // 54: flexkv.kv.v1.KV.Status:output_type -> flexkv.kv.v1.StatusResponse
+	44, // 55: flexkv.kv.v1.KV.Backup:output_type -> flexkv.kv.v1.BackupResponse
+	47, // 56: flexkv.kv.v1.KV.BackupFiles:output_type -> flexkv.kv.v1.BackupFilesChunk
+	49, // 57: flexkv.kv.v1.KV.DropBackup:output_type -> flexkv.kv.v1.DropBackupResponse
+	41, // 58: flexkv.kv.v1.KV.Debug:output_type -> flexkv.kv.v1.DebugResponse
+	43, // [43:59] is the sub-list for method output_type
+	27, // [27:43] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_flexkv_kv_v1_kv_proto_init() }
@@ -3693,7 +3868,7 @@ func file_flexkv_kv_v1_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flexkv_kv_v1_kv_proto_rawDesc), len(file_flexkv_kv_v1_kv_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   47,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -142,7 +142,9 @@ type KVClient interface {
 	// knows no leader.
 	Await(ctx context.Context, in *AwaitRequest, opts ...grpc.CallOption) (*AwaitResponse, error)
 	// Get, Put, Delete and Scan run as one-partition transactions through the
-	// log of the group that owns the key (linearizable), sent to its leader;
+	// log of the group that owns the key (linearizable), sent to its leader
+	// (a Scan a partition at a time, or, consistent, as a transaction of
+	// every group of its range: see ScanRequest);
 	// a key of a replicated partition is read at the group that receives the
 	// call. Put and Delete of a replicated key have every group as
 	// destinations: they are INVALID_ARGUMENT here, send them as a Txn. With
@@ -485,7 +487,9 @@ type KVServer interface {
 	// knows no leader.
 	Await(context.Context, *AwaitRequest) (*AwaitResponse, error)
 	// Get, Put, Delete and Scan run as one-partition transactions through the
-	// log of the group that owns the key (linearizable), sent to its leader;
+	// log of the group that owns the key (linearizable), sent to its leader
+	// (a Scan a partition at a time, or, consistent, as a transaction of
+	// every group of its range: see ScanRequest);
 	// a key of a replicated partition is read at the group that receives the
 	// call. Put and Delete of a replicated key have every group as
 	// destinations: they are INVALID_ARGUMENT here, send them as a Txn. With

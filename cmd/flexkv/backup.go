@@ -48,7 +48,7 @@ into DIR/GROUP over the client API, with TLS, streamed; write DIR/manifest.json
 marker, every file with its size and SHA-256); and drop the checkpoints on the
 replicas. DIR must not exist or be empty. Progress goes to stderr; the summary
 (or with --json the manifest) to stdout. Only the user root may back up.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 	}
 	f := cmd.Flags()
 	f.String("to", "", "the backup's directory: new, or empty (required)")
@@ -176,7 +176,7 @@ partitions to the same groups as the backup (refused otherwise, naming each
 difference); protocol state, sessions and channels are fresh. D must not exist
 or be empty. Run it for every replica of FILE, then start each with
 flexkv server --config FILE --node ID --data-dir D (--initial-cluster-state new).`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 	}
 	f := cmd.Flags()
 	f.String("from", "", "the backup's directory (required)")

@@ -75,6 +75,8 @@ lie in one partition.
   bench get   gets each key, through the leader (linearizable): with the same
               --total, --key-size and --prefix, the keys bench put wrote. A
               missing key is no error; the text output counts those found.
+              With --read-txn each get is a read-only transaction of that one
+              get (a Txn), which the leader serves like a Get (DESIGN 6.5).
   bench txn   runs, per request, the transaction
                 {"then":[{"op":"add","key":"<A>","int":-1,"wrap":true},{"op":"add","key":"<B>","int":1,"wrap":true}]}
               an unconditional transfer whose adds wrap, so that no group votes
@@ -109,6 +111,7 @@ cluster is unreachable (connecting failed, or every request failed so).`,
 	pf.Int("val-size", benchValSizeDefault, fmt.Sprintf("bytes of each value (put): 0..txn.ValueMax (%d)", txn.ValueMax))
 	pf.String("prefix", "", "the keys' prefix (default: the start key of the first partition one group owns)")
 	pf.Bool("wrap", true, "txn: adds that wrap, which need no vote (false: checked adds, which vote)")
+	pf.Bool("read-txn", false, "get: read each key by a read-only transaction (a Txn of one get) instead of a Get")
 	pf.Bool("answers", false, `txn: add "answers_ms", the 1st and 2nd destination's answer, to the --json object`)
 	pf.String("gateway", "", "put, get: send each request through the HTTP gateway at host:port (PUT and GET /v1/kv/KEY) instead of the Go client")
 	pf.Bool("one-endpoint", false, "send every request to the first endpoint, which forwards what it does not serve to the right group's leader")
@@ -151,6 +154,7 @@ type benchOptions struct {
 	prefixSet bool // --prefix given, even empty
 	wrap      bool // txn: adds that wrap
 	answers   bool // txn: answers_ms in the JSON
+	readTxn   bool // get: by a read-only Txn
 	asJSON    bool
 	// gateway is the host:port of an HTTP gateway that put and get go
 	// through (--gateway), oneEndpoint sends every request to the first
@@ -184,11 +188,14 @@ func benchFlags(c *cobra.Command) (benchOptions, error) {
 	o.asJSON, _ = f.GetBool("json")
 	o.wrap, _ = f.GetBool("wrap")
 	o.answers, _ = f.GetBool("answers")
+	o.readTxn, _ = f.GetBool("read-txn")
 	o.gateway, _ = f.GetString("gateway")
 	o.oneEndpoint, _ = f.GetBool("one-endpoint")
 	switch {
 	case o.gateway != "" && o.op == "txn":
 		return o, fmt.Errorf("--gateway runs put and get (a transaction's other answers are awaited: use the Go client)")
+	case o.readTxn && (o.op != "get" || o.gateway != ""):
+		return o, fmt.Errorf("--read-txn reads by the Go client: bench get without --gateway")
 	case o.gateway != "" && o.oneEndpoint:
 		return o, fmt.Errorf("--gateway and --one-endpoint: choose one")
 	case o.clients < 1 || o.clients > loadgen.ClientsMax:
@@ -418,6 +425,9 @@ func benchOp(o benchOptions, plan benchPlan, cl *client.Client, found *atomic.In
 			return cl.Put(ctx, plan.keys.Key(i), value)
 		}
 	case "get":
+		if o.readTxn {
+			return readTxnOp(plan, cl, found)
+		}
 		return func(ctx context.Context, i int) error {
 			_, ok, err := cl.Get(ctx, plan.keys.Key(i))
 			if ok {
@@ -441,6 +451,18 @@ func benchOp(o benchOptions, plan benchPlan, cl *client.Client, found *atomic.In
 					answers[k].Record(time.Duration(d.Ms * float64(time.Millisecond)))
 				}
 			}
+		}
+		return err
+	}
+}
+
+// readTxnOp is bench get --read-txn's request: a read-only transaction of
+// the one get of key i.
+func readTxnOp(plan benchPlan, cl *client.Client, found *atomic.Int64) func(context.Context, int) error {
+	return func(ctx context.Context, i int) error {
+		res, err := cl.Txn(ctx, &txn.Txn{Then: []txn.Op{{Kind: txn.OpGet, Key: plan.keys.Key(i)}}})
+		if err == nil && len(res.Results) == 1 && res.Results[0].Found {
+			found.Add(1)
 		}
 		return err
 	}

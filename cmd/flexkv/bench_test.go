@@ -58,6 +58,8 @@ func TestBenchBadInvocations(t *testing.T) {
 		{name: "prefix in no partition", args: []string{"put", "--prefix", "zzz"}, want: `bench put: keys "zzz0000000000000000".."zzz9999999999999999": partition: key "zzz0000000000000000": no partition holds the key`},
 		{name: "keys below every partition", args: []string{"get", "--prefix", "w/000", "--key-size", "2"}, want: `key "w/00000": no partition holds the key`},
 		{name: "txn through the gateway", args: []string{"txn", "--gateway", "127.0.0.1:1"}, want: "bench txn: --gateway runs put and get"},
+		{name: "read txn of a put", args: []string{"put", "--read-txn"}, want: "bench put: --read-txn reads by the Go client: bench get without --gateway"},
+		{name: "read txn through the gateway", args: []string{"get", "--read-txn", "--gateway", "127.0.0.1:1"}, want: "bench get: --read-txn reads by the Go client"},
 		{name: "gateway and one endpoint", args: []string{"put", "--gateway", "127.0.0.1:1", "--one-endpoint"}, want: "bench put: --gateway and --one-endpoint: choose one"},
 		{name: "txn in a replicated partition", args: []string{"txn", "--prefix", "item/"}, want: "bench txn: the keys lie in the replicated partition item"},
 		{name: "txn in a cluster of one group", args: []string{"txn", "--config", solo}, want: "bench txn: no partition of another group than all's (group 0): a transfer needs partitions of two groups"},
@@ -248,6 +250,10 @@ func benchPutGet(t *testing.T, r benchRig) {
 		!strings.Contains(stdout, `keys "w/0001/000000".."w/0001/000039" in w0001, 40 found`) ||
 		!strings.Contains(stdout, "requests/s") || !strings.Contains(stdout, "p99.9") {
 		t.Fatalf("bench get: exit code %d, stdout %q, stderr %q; want the 40 keys found", code, stdout, stderr)
+	}
+	code, stdout, stderr = r.bench(t, append([]string{"get", "--read-txn"}, sizes...)...)
+	if code != 0 || !strings.Contains(stdout, `keys "w/0001/000000".."w/0001/000039" in w0001, 40 found`) {
+		t.Fatalf("bench get --read-txn: exit code %d, stdout %q, stderr %q; want the 40 keys found", code, stdout, stderr)
 	}
 }
 

@@ -28,7 +28,7 @@ func newDebugCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "debug bundle",
 		Short: "Gather what support asks for first about a cluster",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 	}
 	needSubcommand(cmd, "bundle")
 	cmd.AddCommand(newDebugBundleCmd())
@@ -56,7 +56,7 @@ No key and no certificate is in it: a replica's settings name its
 certificate files and their expiry only. An existing FILE is not replaced.
 Exit codes: 0 every replica answered; 1 the archive was written without
 some (named on stderr); 2 bad usage; 3 no replica answered.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: runDebugBundle,
 	}
 	f := cmd.Flags()

@@ -220,7 +220,7 @@ func addRunFlags(cmd *cobra.Command, d runDefaults) {
 	f.Bool("global-only", d.globalOnly, "only transactions with 2 or 3 warehouses (the paper's latency runs)")
 	f.Uint64("seed", 1, "seed of the workload: the same seed draws the same transactions")
 	f.String("json", "", "write the results JSON (DESIGN 10.3) to FILE; with several protocols, one file each, FILE with -<protocol> before its extension")
-	f.String("plots", "", "write PNG plots (latency CDF by destination order, throughput over time) into DIR")
+	f.String("plots", "", "write PNG plots (latency CDF by destination order, throughput and the 1st answer over time) into DIR")
 	f.Duration("progress", gtpcc.ProgressEveryDefault, "print a progress line every interval on stderr (0: none)")
 	f.Bool("check", true, "check the consistency conditions after the run")
 	f.String("latency-mode", string(server.LatencyReal), "emulated WAN from the latency matrix: real (one-way = value/2), paper (one-way = value) or off; delays clients' requests to groups too")

@@ -38,7 +38,7 @@ the replica's container, say) while the TLS server name stays the configured
 host. Every flag may come from the environment as for flexkv server
 (FLEXKV_NODE, FLEXKV_CONFIG, FLEXKV_CERTS_DIR, FLEXKV_INSECURE), so that a probe
 needs no arguments but the address.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: runHealth,
 	}
 	cmd.Flags().String("config", "", "cluster configuration file (YAML); default: the embedded configs/local.yaml")

@@ -119,8 +119,8 @@ func TestKVBadInvocations(t *testing.T) {
 		{name: "del key in no partition", args: []string{"del", "w/0007/x"}, code: 2, want: `key "w/0007/x": no partition holds the key`},
 		{name: "oversized value", args: []string{"put", "w/0001/a", bigValue}, code: 2, want: "kv put: value of 65537 bytes, more than txn.ValueMax (65536)"},
 		{name: "scan empty range", args: []string{"scan", "w/0001/b", "w/0001/a"}, code: 2, want: `end "w/0001/a" is not after start "w/0001/b"`},
-		{name: "scan across partitions", args: []string{"scan", "w/0001/a", "w/0003/a"}, code: 2, want: "leaves partition w0001"},
-		{name: "scan start in no partition", args: []string{"scan", "x", "y"}, code: 2, want: `key "x": no partition holds the key`},
+		{name: "scan of no partition", args: []string{"scan", "x", "y"}, code: 2, want: `kv scan: partition: range ["x", "y"): no partition overlaps it (it starts after the last partition, w0006`},
+		{name: "scan of a gap", args: []string{"scan", "j", "k", "--consistent"}, code: 2, want: `range ["j", "k"): no partition overlaps it (it lies between item ["item/", "item0") replicated and w0001`},
 		{name: "scan limit 0", args: []string{"scan", "w/0001/a", "w/0001/b", "--limit", "0"}, code: 2, want: "--limit 0, want 1..txn.ScanLimitMax (1024)"},
 		{name: "scan limit too large", args: []string{"scan", "w/0001/a", "w/0001/b", "--limit", "1025"}, code: 2, want: "--limit 1025"},
 		{name: "scan limit not a number", args: []string{"scan", "w/0001/a", "w/0001/b", "--limit", "ten"}, code: 2, want: `kv scan: invalid argument "ten" for "--limit"`},
@@ -132,7 +132,7 @@ func TestKVBadInvocations(t *testing.T) {
 		{name: "txn unknown field", args: []string{"txn", "--json", `{"than":[]}`}, code: 2, want: `unknown field "than"`},
 		{name: "txn compare with int and value", args: []string{"txn", "--json", `{"if":[{"key":"w/0001/a","cmp":"=","int":1,"value":"1"}],"then":[]}`}, code: 2, want: "if[0]"},
 		{name: "txn key in no partition", args: []string{"txn", "--json", `{"then":[{"op":"get","key":"w/0001/a"},{"op":"add","key":"zzz","int":1}]}`}, code: 2, want: `kv txn: txn: then[1].key: partition: key "zzz": no partition holds the key`},
-		{name: "txn scan leaves its partition", args: []string{"txn", "--json", `{"then":[{"op":"scan","key":"w/0001/a","end":"w/0002/b","limit":5}]}`}, code: 2, want: "leaves partition"},
+		{name: "txn scan of no partition", args: []string{"txn", "--json", `{"then":[{"op":"scan","key":"x","end":"y","limit":5}]}`}, code: 2, want: `kv txn: txn: then[0]: scan: partition: range ["x", "y"): no partition overlaps it`},
 		{name: "txn both inputs", args: []string{"txn", "--json", `{}`, "--file", badTxn}, code: 2, want: "both --json and --file given"},
 		{name: "txn file missing", args: []string{"txn", "--file", filepath.Join(t.TempDir(), "none.json")}, code: 2, want: "no such file"},
 		{name: "txn file empty name", args: []string{"txn", "--file", ""}, code: 2, want: "--file: empty file name"},
@@ -306,12 +306,20 @@ func freeAddr(t *testing.T) string { return testaddr.Free(t, testaddr.Command) }
 // of its configuration file: `--config` of that path reaches it.
 func startLocal(t *testing.T) string {
 	t.Helper()
+	return startLocalScanBytes(t, 0)
+}
+
+// startLocalScanBytes is startLocal with the servers' scan byte bound
+// (server.Config.ScanBytesMax; 0: the default).
+func startLocalScanBytes(t *testing.T, scanBytesMax int) string {
+	t.Helper()
 	path, cfg := oneReplicaConfig(t)
 	l, err := cluster.Start(cluster.Config{
-		Cluster: cfg,
-		Dir:     t.TempDir(),
-		NoSync:  true,
-		Logger:  slog.New(slog.DiscardHandler),
+		Cluster:      cfg,
+		Dir:          t.TempDir(),
+		NoSync:       true,
+		Logger:       slog.New(slog.DiscardHandler),
+		ScanBytesMax: scanBytesMax,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -375,6 +383,8 @@ func TestKVCluster(t *testing.T) {
 				s.args, code, stdout, stderr, s.want.code, s.want.stdout, s.want.stderr)
 		}
 	}
+
+	checkKVScanAcross(t, kv)
 
 	// A transfer between partitions of two groups (eu-west-1, eu-west-3):
 	// the result JSON names both destinations.
@@ -491,6 +501,79 @@ func TestTLSHint(t *testing.T) {
 		got := tlsHint(tt.err, tt.secure)
 		if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
 			t.Errorf("tlsHint(%v, secure %v) = %q, want %q", tt.err, tt.secure, got, tt.want)
+		}
+	}
+}
+
+// kvWant is what a kv command should do: its exit code, its stdout, and a
+// substring of its stderr ("" wants stderr empty).
+type kvWant struct {
+	code   int
+	stdout string
+	stderr string
+}
+
+// checkKVScanAcross scans across the partitions of the three groups of
+// configs/local.yaml, in key order, up to the limit: plainly, a partition
+// at a time, and at one cut (--consistent). The keys of w/0001/ and
+// w/0002/ are TestKVCluster's.
+func checkKVScanAcross(t *testing.T, kv func(t *testing.T, args ...string) (int, string, string)) {
+	t.Helper()
+	steps := []struct {
+		args []string
+		want kvWant
+	}{
+		{[]string{"put", "w/0003/z", "3z"}, kvWant{0, "", ""}},
+		{[]string{"put", "w/0005/z", "5z"}, kvWant{0, "", ""}},
+		{[]string{"scan", "w/0001/b", "w/0007/"}, kvWant{0, "w/0001/c\t<x>&\nw/0002/a\tother partition\nw/0003/z\t3z\nw/0005/z\t5z\n", ""}},
+		{[]string{"scan", "w/0001/b", "w/0007/", "--limit", "3"}, kvWant{0, "w/0001/c\t<x>&\nw/0002/a\tother partition\nw/0003/z\t3z\n", ""}},
+		{[]string{"scan", "w/0001/b", "w/0007/", "--consistent"}, kvWant{0, "w/0001/c\t<x>&\nw/0002/a\tother partition\nw/0003/z\t3z\nw/0005/z\t5z\n", ""}},
+		{[]string{"scan", "w/0002/", "w/0006/", "--consistent", "--limit", "2", "--json"}, kvWant{0, `{"kvs":[{"key":"w/0002/a","value":"other partition"},{"key":"w/0003/z","value":"3z"}]}` + "\n", ""}},
+		{[]string{"scan", "w/0004/", "w/0005/", "--consistent", "--json"}, kvWant{0, `{"kvs":[]}` + "\n", ""}},
+		{[]string{"del", "w/0003/z"}, kvWant{0, "", ""}},
+		{[]string{"del", "w/0005/z"}, kvWant{0, "", ""}},
+	}
+	for _, s := range steps {
+		code, stdout, stderr := kv(t, s.args...)
+		if code != s.want.code || stdout != s.want.stdout ||
+			(s.want.stderr == "" && stderr != "") || !strings.Contains(stderr, s.want.stderr) {
+			t.Fatalf("kv %q: exit code %d, stdout %q, stderr %q; want %d, %q, stderr with %q",
+				s.args, code, stdout, stderr, s.want.code, s.want.stdout, s.want.stderr)
+		}
+	}
+}
+
+// TestKVScanPastTheBound: with servers whose scan byte bound is 64 bytes,
+// a plain scan across partitions pages through the whole range, and a
+// consistent one, answered whole or not at all, fails (exit 1) naming the
+// bound; a lower --limit fits.
+func TestKVScanPastTheBound(t *testing.T) {
+	cfg := startLocalScanBytes(t, 64)
+	kv := func(t *testing.T, args ...string) (int, string, string) {
+		t.Helper()
+		return runKVCmd(t, nil, append(append([]string{args[0]}, "--config", cfg, "--timeout", "1m"), args[1:]...)...)
+	}
+	var lines []string
+	for _, k := range []string{"w/0001/a", "w/0001/b", "w/0003/a", "w/0003/b", "w/0005/a", "w/0005/b"} {
+		if code, _, stderr := kv(t, "put", k, "0123456789"); code != 0 {
+			t.Fatalf("put %s: exit code %d, %s", k, code, stderr)
+		}
+		lines = append(lines, k+"\t0123456789\n")
+	}
+	all := strings.Join(lines, "")
+	for _, s := range []struct {
+		args []string
+		want kvWant
+	}{
+		{[]string{"scan", "w/0001/", "w/0007/"}, kvWant{0, all, ""}},
+		{[]string{"scan", "w/0001/", "w/0007/", "--consistent"}, kvWant{1, "", "consistent scan [\"w/0001/\", \"w/0007/\"): its first 6 keys hold 108 bytes of keys and values, more than the scan byte bound (64, server.Config.ScanBytesMax)"}},
+		{[]string{"scan", "w/0001/", "w/0007/", "--consistent", "--limit", "3"}, kvWant{0, strings.Join(lines[:3], ""), ""}},
+	} {
+		code, stdout, stderr := kv(t, s.args...)
+		if code != s.want.code || stdout != s.want.stdout ||
+			(s.want.stderr == "" && stderr != "") || !strings.Contains(stderr, s.want.stderr) {
+			t.Errorf("kv %q: exit code %d, stdout %q, stderr %q; want %d, %q, stderr with %q",
+				s.args, code, stdout, stderr, s.want.code, s.want.stdout, s.want.stderr)
 		}
 	}
 }

@@ -23,7 +23,7 @@ func newLocalCmd() *cobra.Command {
 		Use:   "local",
 		Short: "Run a whole FlexKV cluster in this process",
 		Long:  localHelp,
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 	}
 	cmd.Flags().String("config", "", "cluster configuration file (default: the embedded configs/local.yaml)")
 	cmd.Flags().String("data-dir", "flexkv-data/local", "data directory; each replica uses a subdirectory named after its id")

@@ -29,7 +29,7 @@ func newRootCmd() *cobra.Command {
 		Version:       buildinfo.Read().String(),
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.AddCommand(newVersionCmd(), newServerCmd(), newLocalCmd(), newDemoCmd(), newKVCmd(), newGtpccCmd(), newSimCmd(), newCheckLogCmd(), newCertCmd(), newStatusCmd(), newOverlayCmd(), newMemberCmd(), newBenchCmd(), newBackupCmd(), newHealthCmd(), newDebugCmd())
+	root.AddCommand(newVersionCmd(), newServerCmd(), newLocalCmd(), newDemoCmd(), newKVCmd(), newGtpccCmd(), newSimCmd(), newCheckLogCmd(), newCertCmd(), newStatusCmd(), newOverlayCmd(), newMemberCmd(), newPartitionCmd(), newBenchCmd(), newBackupCmd(), newHealthCmd(), newDebugCmd())
 	return root
 }
 

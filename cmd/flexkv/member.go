@@ -321,7 +321,7 @@ func (st *groupState) rows(epoch uint64) []memberRow {
 		} else {
 			row.Role = "down"
 			if err := st.errs[r.ID]; err != nil {
-				row.Error = status.Convert(err).Message()
+				row.Error = grpcMessage(err)
 			}
 		}
 		out = append(out, row)
@@ -358,7 +358,7 @@ With --json, one JSON object per member, one per line:
  "lag":3,"epoch":2}; a member that is down has "role":"down" and "error".
 
 Exit codes: 0 every member answered; 1 some are down, or no replica answered; 2 bad usage.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 	}
 	addMemberFlags(cmd.Flags(), 10*time.Second)
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(fmt.Errorf("member list: %w", err)) })
@@ -366,19 +366,34 @@ Exit codes: 0 every member answered; 1 some are down, or no replica answered; 2 
 	return cmd
 }
 
-func runMemberList(c *cobra.Command, _ []string) error {
+// withClusterView connects to the cluster as the flags of c say, takes the
+// configuration of the newest epoch a replica reports, and runs fn with
+// them within --timeout; name prefixes the errors.
+func withClusterView(c *cobra.Command, name string, fn func(context.Context, *memberConn, *partition.ClusterConfig, uint64) error) error {
 	v := settings(c)
 	m, err := memberConnOf(v)
 	if err != nil {
-		return usageError(fmt.Errorf("member list: %w", err))
+		return usageError(fmt.Errorf("%s: %w", name, err))
 	}
 	defer m.close()
 	ctx, cancel := context.WithTimeout(c.Context(), v.GetDuration("timeout"))
 	defer cancel()
 	cfg, epoch, err := m.topology(ctx)
 	if err != nil {
-		return fmt.Errorf("member list: %w", err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
+	return fn(ctx, m, cfg, epoch)
+}
+
+func runMemberList(c *cobra.Command, _ []string) error {
+	return withClusterView(c, "member list", func(ctx context.Context, m *memberConn, cfg *partition.ClusterConfig, epoch uint64) error {
+		return listMembers(ctx, c, m, cfg, epoch)
+	})
+}
+
+// listMembers prints the members of cfg, at epoch.
+func listMembers(ctx context.Context, c *cobra.Command, m *memberConn, cfg *partition.ClusterConfig, epoch uint64) error {
+	v := settings(c)
 	var rows []memberRow
 	for _, g := range cfg.Groups {
 		rows = append(rows, m.groupStateOf(ctx, g).rows(epoch)...)
@@ -401,12 +416,7 @@ func runMemberList(c *cobra.Command, _ []string) error {
 
 func printMemberRows(w io.Writer, rows []memberRow, asJSON bool) error {
 	if asJSON {
-		for _, r := range rows {
-			if err := writeJSON(w, r); err != nil {
-				return err
-			}
-		}
-		return nil
+		return writeJSONLines(w, rows)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "GROUP\tMEMBER\tGRPC\tRAFT\tROLE\tSUFFRAGE\tAPPLIED\tLAG")
@@ -560,12 +570,7 @@ func checkNodeCert(dir, id, group string) error {
 
 // reconfigure sends req to the group that takes the changes of cfg.
 func (m *memberConn) reconfigure(ctx context.Context, cfg *partition.ClusterConfig, req *apipb.ReconfigureRequest) (*apipb.ReconfigureResponse, error) {
-	p, top, _, err := protocol.Build(cfg)
-	if err != nil {
-		return nil, err
-	}
-	entry, _ := memberGroup(cfg, "", top.Name(p.ChangeEntry(top)))
-	resp, err := reconfigureAt(ctx, entry, m.creds, req)
+	resp, err := applyChange(ctx, cfg, m.creds, req)
 	if st, ok := status.FromError(err); ok && err != nil {
 		return nil, errors.New(st.Message())
 	}
@@ -613,6 +618,7 @@ func runMemberPromote(c *cobra.Command, args []string) error {
 	start := time.Now()
 	lastShown := time.Time{}
 	for {
+		var refused error // the leader's refusal this round, under --wait
 		cfg, _, err := m.topology(ctx)
 		if err != nil {
 			return fmt.Errorf("member promote: %w", err)
@@ -653,18 +659,25 @@ func runMemberPromote(c *cobra.Command, args []string) error {
 				_, err = fmt.Fprintf(c.OutOrStdout(), "%s of group %s promoted to voter (lag %d, after %.1fs)\n", id, name, lag, waited)
 				return err
 			}
-			if st, ok := status.FromError(err); ok && st.Code() == codes.FailedPrecondition {
-				return &exitError{code: 1, err: fmt.Errorf("member promote: %s", st.Message())}
+			// The leader's refusal: final, or (Unavailable: the learner
+			// is behind) waited through under --wait.
+			why, isStatus := status.FromError(err)
+			if isStatus && (why.Code() == codes.FailedPrecondition || !v.GetBool("wait")) {
+				return &exitError{code: 1, err: fmt.Errorf("member promote: %s", why.Message())}
 			}
 			if !v.GetBool("wait") {
 				return fmt.Errorf("member promote: %w", err)
 			}
+			refused = err
 		}
 		if time.Since(lastShown) >= time.Second {
 			lastShown = time.Now()
 			what := "lag unknown"
 			if known {
 				what = fmt.Sprintf("lag %d (at most %d)", lag, maxLag)
+			}
+			if refused != nil {
+				what += " (" + grpcMessage(refused) + ")"
 			}
 			fmt.Fprintf(c.ErrOrStderr(), "member promote: waiting for %s of group %s: %s, %s\n", id, name, st.suffrage(id), what)
 		}
@@ -674,10 +687,18 @@ func runMemberPromote(c *cobra.Command, args []string) error {
 			if known {
 				what = fmt.Sprintf("it lags %d entries behind its leader (at most %d)", lag, maxLag)
 			}
+			if refused != nil {
+				what += "; the leader's last answer: " + grpcMessage(refused)
+			}
 			return &exitError{code: 1, err: fmt.Errorf("member promote: %s of group %s not promoted within --timeout: %s", id, name, what)}
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// grpcMessage is err's text without gRPC's "rpc error: code = ..." frame.
+func grpcMessage(err error) string {
+	return status.Convert(err).Message()
 }
 
 // promoteAt asks the leader of st's group to promote id.

@@ -23,12 +23,12 @@ import (
 // newOverlayCmd returns `flexkv overlay`, the parent of suggest (DESIGN 7).
 func newOverlayCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "overlay suggest|apply",
+		Use:   "overlay suggest|apply|watch",
 		Short: "Find the FlexCast overlay and the tree that minimise expected latency, or apply one",
 	}
-	needSubcommand(cmd, "suggest or apply")
+	needSubcommand(cmd, "suggest, apply or watch")
 	setUsageErrors(cmd)
-	cmd.AddCommand(newOverlaySuggestCmd(), newOverlayApplyCmd())
+	cmd.AddCommand(newOverlaySuggestCmd(), newOverlayApplyCmd(), newOverlayWatchCmd())
 	return cmd
 }
 

@@ -43,7 +43,7 @@ func newServerCmd() *cobra.Command {
 		Use:   "server --config FILE --node ID",
 		Short: "Run one replica of a FlexKV cluster",
 		Long:  serverHelp,
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 	}
 	cmd.Flags().String("config", "", "cluster configuration file (YAML, DESIGN 8); default: the embedded configs/local.yaml")
 	cmd.Flags().String("node", "", "this replica's id in the configuration (required)")

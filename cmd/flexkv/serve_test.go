@@ -207,12 +207,16 @@ func TestServeCommandErrors(t *testing.T) {
 		{"local bad chaos", []string{"local", "--config", path, "--chaos", "meteor=1s"}, `unknown fault "meteor"`},
 		{"local chaos without period", []string{"local", "--config", path, "--chaos", "leader-kill"}, "KIND=DURATION"},
 		{"local chaos bad period", []string{"local", "--config", path, "--chaos", "partition=soon"}, "partition=soon"},
-		{"local extra argument", []string{"local", "now"}, "unknown command"},
+		{"local extra argument", []string{"local", "now"}, `flexkv local: unexpected argument "now"`},
+		{"server extra argument", []string{"server", "--config", path, "--node", "r1", "now"}, `flexkv server: unexpected argument "now"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, stderr := runCmd(t, newRootCmd(), tc.args...)
 			if code == 0 || !strings.Contains(stderr, tc.want) {
 				t.Errorf("exit %d, stderr %q; want non-zero and %q", code, stderr, tc.want)
+			}
+			if strings.HasSuffix(tc.name, "extra argument") && code != 2 {
+				t.Errorf("exit %d; want 2 (bad usage)", code)
 			}
 		})
 	}

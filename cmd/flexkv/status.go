@@ -146,10 +146,8 @@ func runStatus(c *cobra.Command, _ []string) error {
 	down := fill(rows, c.ErrOrStderr())
 	w := c.OutOrStdout()
 	if v.GetBool("json") {
-		for _, r := range rows {
-			if err := writeJSON(w, r); err != nil {
-				return err
-			}
+		if err := writeJSONLines(w, rows); err != nil {
+			return err
 		}
 	} else if err := printStatus(w, rows); err != nil {
 		return err

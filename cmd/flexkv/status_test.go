@@ -70,6 +70,14 @@ func TestStatus(t *testing.T) {
 // the configuration, its file and the cluster.
 func startStatusCluster(t *testing.T) (*partition.ClusterConfig, string, *cluster.Local) {
 	t.Helper()
+	return startEmbeddedCluster(t, nil)
+}
+
+// startEmbeddedCluster is startStatusCluster with edit applied to the
+// configuration before it is written (nil: none), and the latency matrix
+// that the written file names, if any.
+func startEmbeddedCluster(t *testing.T, edit func(*partition.ClusterConfig)) (*partition.ClusterConfig, string, *cluster.Local) {
+	t.Helper()
 	cfg, _, err := loadCluster("")
 	if err != nil {
 		t.Fatal(err)
@@ -80,8 +88,15 @@ func startStatusCluster(t *testing.T) (*partition.ClusterConfig, string, *cluste
 			r.Raft, r.GRPC, r.Peer, r.HTTP = freeAddr(t), freeAddr(t), freeAddr(t), ""
 		}
 	}
+	if edit != nil {
+		edit(cfg)
+	}
 	path := configFile(t, cfg)
-	l, err := cluster.Start(cluster.Config{Cluster: cfg, Dir: t.TempDir(), NoSync: true, Logger: slog.New(slog.DiscardHandler)})
+	cfg, lat, err := loadCluster(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := cluster.Start(cluster.Config{Cluster: cfg, Latency: lat, Dir: t.TempDir(), NoSync: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

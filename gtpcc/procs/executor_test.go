@@ -178,3 +178,52 @@ func (rig *execRig) run(m multicast.Message) []txn.PieceResult {
 	}
 	return out
 }
+
+// TestReadOnlyProceduresAtLeader: order-status and stock-level are
+// read-only (txn.ReadOnly), so a leader serves a call of one warehouse on
+// its applied state (executor.ReadCall, DESIGN 6.5): the answer is the one
+// the call delivered through the log gets at the same state, and the read
+// writes nothing. Delivery, which writes, is not read-only.
+func TestReadOnlyProceduresAtLeader(t *testing.T) {
+	scale := procs.Scale{Items: 10, CustomersPerDistrict: 5, OrdersPerDistrict: 5, NewOrdersPerDistrict: 2}
+	r := newExecRig(t, scale)
+	for _, table := range []string{procs.TableWarehouse, procs.TableStock, procs.TableCustomer, procs.TableOrder} {
+		to := map[string]int{procs.TableStock: scale.Items, procs.TableCustomer: scale.CustomersPerDistrict, procs.TableOrder: scale.OrdersPerDistrict}[table]
+		for _, res := range r.run(r.call(procs.ProcLoad, procs.LoadArgs{W: 1, Table: table, From: 1, To: to, Scale: scale, Date: 1})) {
+			if !res.Succeeded {
+				t.Fatalf("load warehouse 1 %s: %+v", table, res)
+			}
+		}
+	}
+	if res := r.run(r.call(procs.ProcNewOrder, procs.NewOrderArgs{W: 1, D: 1, C: 2, EntryD: 2, Lines: []procs.NewOrderLine{
+		{Item: 3, SupplyW: 1, Quantity: 9}, {Item: 4, SupplyW: 1, Quantity: 2},
+	}})); !res[0].Succeeded {
+		t.Fatalf("new-order: %+v", res[0])
+	}
+	for name, args := range map[string]any{ //flexkv:unordered each call is checked on its own
+		procs.ProcOrderStatus: procs.OrderStatusArgs{W: 1, D: 1, CID: 2},
+		procs.ProcStockLevel:  procs.StockLevelArgs{W: 1, D: 1, Threshold: 95},
+	} {
+		proc, _ := r.reg.Lookup(name)
+		if !txn.IsReadOnly(proc) {
+			t.Errorf("%s is not read-only", name)
+		}
+		m := r.call(name, args)
+		before, _ := r.reps[0].store.Scan(procs.WarehousePrefix(1), procs.WarehouseEnd(1), txn.ScanLimitMax)
+		got, err := r.reps[0].ex.ReadCall(m.ID, txn.Call{Name: name, Args: procs.EncodeArgs(args)})
+		if err != nil {
+			t.Fatalf("%s at the leader: %v", name, err)
+		}
+		after, _ := r.reps[0].store.Scan(procs.WarehousePrefix(1), procs.WarehouseEnd(1), txn.ScanLimitMax)
+		if len(after) != len(before) {
+			t.Errorf("%s at the leader changed warehouse 1: %d rows, were %d", name, len(after), len(before))
+		}
+		want := r.run(m)[0]
+		if !got.Succeeded || len(got.Results) != 1 || len(want.Results) != 1 || string(got.Results[0].Value) != string(want.Results[0].Value) {
+			t.Errorf("%s: at the leader %+v, delivered %+v", name, got, want)
+		}
+	}
+	if proc, _ := r.reg.Lookup(procs.ProcDelivery); txn.IsReadOnly(proc) {
+		t.Errorf("%s, which writes, says it is read-only", procs.ProcDelivery)
+	}
+}

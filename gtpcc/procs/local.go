@@ -50,6 +50,9 @@ type orderStatusProc struct{}
 
 var _ txn.Procedure = orderStatusProc{}
 
+// ReadOnly implements txn.ReadOnly: order-status reads its rows only.
+func (orderStatusProc) ReadOnly() bool { return true }
+
 // Keys returns the home warehouse's key.
 func (orderStatusProc) Keys(args []byte) ([][]byte, error) {
 	a, err := parseOrderStatus(args)
@@ -228,6 +231,9 @@ func (r procRows) deliverDistrict(a *DeliveryArgs, d int) (oid int, ok bool, err
 type stockLevelProc struct{}
 
 var _ txn.Procedure = stockLevelProc{}
+
+// ReadOnly implements txn.ReadOnly: stock-level reads its rows only.
+func (stockLevelProc) ReadOnly() bool { return true }
 
 // Keys returns the home warehouse's key.
 func (stockLevelProc) Keys(args []byte) ([][]byte, error) {

@@ -469,7 +469,10 @@ func repoRoot(t *testing.T) string {
 }
 
 // packageDirs returns the slash-separated directories under root/rel (rel
-// included) that hold Go files, skipping testdata and hidden directories.
+// included) that hold Go files, skipping testdata and hidden directories,
+// and nested modules (a directory below rel with a go.mod of its own, such
+// as contrib/ycsb): their packages are not the module's, and neither the
+// house nor its arrows hold them (DESIGN 1). nestedModules lists them.
 func packageDirs(t *testing.T, root, rel string) []string {
 	t.Helper()
 	var dirs []string
@@ -483,6 +486,9 @@ func packageDirs(t *testing.T, root, rel string) []string {
 		}
 		name := d.Name()
 		if path != base && (name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+			return filepath.SkipDir
+		}
+		if path != base && isModuleRoot(path) {
 			return filepath.SkipDir
 		}
 		names, err := goFiles(path, true)
@@ -967,4 +973,42 @@ func TestCoreImportProblem(t *testing.T) {
 			t.Errorf("core import %q: allowed = %v (reason %q), want %v", tt.path, got, why, tt.allowed)
 		}
 	}
+}
+
+// isModuleRoot reports whether dir holds a go.mod.
+func isModuleRoot(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, "go.mod"))
+	return err == nil
+}
+
+// nestedModules returns the slash-separated directories below root that
+// hold a module of their own (contrib/ycsb), skipping hidden directories
+// and testdata, as packageDirs does.
+func nestedModules(t *testing.T, root string) []string {
+	t.Helper()
+	var mods []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() || path == root {
+			return nil
+		}
+		name := d.Name()
+		if name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
+			return filepath.SkipDir
+		}
+		if isModuleRoot(path) {
+			r, err := filepath.Rel(root, path)
+			if err != nil {
+				return err
+			}
+			mods = append(mods, filepath.ToSlash(r))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mods
 }

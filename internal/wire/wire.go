@@ -162,11 +162,22 @@ func AppendSnapshotHeader(b []byte, h SnapshotHeader) []byte {
 // SnapshotHeader reads a snapshot header and fails unless it equals want;
 // protocol names the snapshot's kind in the error.
 func (d *Decoder) SnapshotHeader(want SnapshotHeader, protocol string) {
+	d.SnapshotHeaderSince(want, want.Version, protocol)
+}
+
+// SnapshotHeaderSince is SnapshotHeader for a decoder that also reads the
+// versions from oldest to want.Version: it returns the version read.
+func (d *Decoder) SnapshotHeaderSince(want SnapshotHeader, oldest byte, protocol string) byte {
 	if m := d.Byte(); d.err == nil && m != want.Magic {
 		d.Fail("not a %s snapshot (magic %#x)", protocol, m)
 	}
-	if v := d.Byte(); d.err == nil && v != want.Version {
-		d.Fail("snapshot version %d, want %d", v, want.Version)
+	v := d.Byte()
+	if d.err == nil && (v < oldest || v > want.Version) {
+		if oldest == want.Version {
+			d.Fail("snapshot version %d, want %d", v, want.Version)
+		} else {
+			d.Fail("snapshot version %d, want %d to %d", v, oldest, want.Version)
+		}
 	}
 	if n := d.Uvarint(); d.err == nil && n != uint64(want.Groups) {
 		d.Fail("snapshot of a cluster of %d groups, want %d", n, want.Groups)
@@ -174,4 +185,5 @@ func (d *Decoder) SnapshotHeader(want SnapshotHeader, protocol string) {
 	if self := d.Uvarint(); d.err == nil && self != uint64(want.Self) {
 		d.Fail("snapshot of group %d, want %d", self, want.Self)
 	}
+	return v
 }

@@ -23,10 +23,24 @@ func (c *Cluster) Restart(id string) error {
 	if err != nil {
 		return err
 	}
+	// A replica added to the running cluster fetches the configuration
+	// of the current epoch from a member, at every start (flexkv server
+	// --join); the others run the configuration file.
+	source := []string{"--config", c.ConfigPath}
+	if r.join {
+		endpoint, err := c.joinEndpoint(r)
+		if err != nil {
+			return err
+		}
+		source = []string{"--join", endpoint, "--initial-cluster-state", "existing"}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.cmd != nil {
+	switch {
+	case r.cmd != nil:
 		return fmt.Errorf("hosts: %s is running", id)
+	case r.removed:
+		return fmt.Errorf("hosts: %s was removed from its group", id)
 	}
 	log, err := os.OpenFile(r.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -34,9 +48,9 @@ func (c *Cluster) Restart(id string) error {
 	}
 	defer log.Close() // the child holds its own copy
 	fmt.Fprintf(log, "--- hosts: start at %s\n", time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command("ip", "netns", "exec", r.NS, c.cfg.Binary, "server",
-		"--config", c.ConfigPath, "--node", r.ID, "--data-dir", r.DataDir,
-		"--certs-dir", c.CertsDir, "--log-level", "warn")
+	args := append([]string{"netns", "exec", r.NS, c.cfg.Binary, "server"}, source...)
+	args = append(args, "--node", r.ID, "--data-dir", r.DataDir, "--certs-dir", c.CertsDir, "--log-level", "warn")
+	cmd := exec.Command("ip", args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	// ip netns exec execs the server: the pid is the server's. It dies
 	// with the test process.
@@ -119,11 +133,15 @@ func (c *Cluster) Reap(id string) bool {
 	}
 }
 
-// WaitServing waits until every running replica accepts TCP connections on
-// its client API, from the host, through the router.
+// WaitServing waits until every replica not removed from its group
+// accepts TCP connections on its client API, from the host, through the
+// router.
 func (c *Cluster) WaitServing(ctx context.Context, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for _, r := range c.Replicas {
+		if r.isRemoved() {
+			continue
+		}
 		for {
 			conn, err := net.DialTimeout("tcp", r.GRPC(), time.Second)
 			if err == nil {

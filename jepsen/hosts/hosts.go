@@ -4,7 +4,9 @@
 // and its data on its own small tmpfs. Faults are the kernel's: SIGKILL and
 // restart, a region's link set down and up (a real partition), or only what
 // leaves the region dropped (a partition in one direction), a replica's
-// disk filled.
+// disk filled. The cluster changes of DESIGN 14 are an operator's, made
+// with the flexkv binary from the host: an overlay applied, a replica
+// replaced on a new host (changes.go).
 //
 // The network: a router namespace holds one bridge per region (group); each
 // replica's namespace has a veth pair to its region's bridge, and each
@@ -84,10 +86,14 @@ type Replica struct {
 	Disk       string // its tmpfs mount point
 	DataDir    string // inside Disk
 	Log        string // its stderr and stdout, across restarts
+	// join: a replica added to the running cluster (AddHost), which
+	// starts with --join, not with the configuration it is not in.
+	join bool
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	removed bool // removed from its group (MemberRemove): never started again
 }
 
 // GRPC returns the replica's client API address.

@@ -3,6 +3,7 @@ package hosts_test
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -42,12 +43,30 @@ func startCluster(t *testing.T, protocol string) *hosts.Cluster {
 		if err := c.Close(); err != nil {
 			t.Errorf("close: %v", err)
 		}
+		if t.Failed() {
+			logTails(t, filepath.Join(dir, "run", "logs"))
+		}
 		ns, links, mounts := c.Resources()
 		if len(ns)+len(links)+len(mounts) > 0 {
 			t.Errorf("left behind: namespaces %v, links %v, mounts %v", ns, links, mounts)
 		}
 	})
 	return c
+}
+
+// logTails logs the last lines of every replica's log under dir: what a
+// failed test needs to say why a server went away.
+func logTails(t *testing.T, dir string) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+		t.Logf("%s, last lines:\n%s", filepath.Base(f), strings.Join(lines[max(0, len(lines)-15):], "\n"))
+	}
 }
 
 // TestHostFaults: a cluster of nine namespaces answers over TLS; a cut
@@ -187,4 +206,131 @@ func TestAvailableNamesWhatIsMissing(t *testing.T) {
 	if !strings.Contains(err.Error(), "needs root") && !strings.Contains(err.Error(), "needs iproute2") {
 		t.Errorf("error %q names neither root nor iproute2", err)
 	}
+}
+
+// TestHostChanges: the cluster changes of DESIGN 14 through the flexkv
+// binary, as the nemesis makes them: an overlay change (the ranks rotated,
+// the tree rooted at the new lowest rank) starts epoch 2 at every replica
+// and the cluster serves across groups after it; a killed replica is
+// replaced (a new host added, joined, promoted, the old one removed), the
+// new one serves its group and restarts with --join after a kill, and the
+// removed one is never started again.
+func TestHostChanges(t *testing.T) {
+	c := startCluster(t, "tree")
+	ctx := context.Background()
+	cl, err := client.New(ctx, client.Config{Endpoints: c.Endpoints(), CertsDir: c.CertsDir, AttemptTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	prefixes := c.Prefixes()
+	across := func(key string) error {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		var ops []txn.Op
+		for _, p := range prefixes {
+			ops = append(ops, txn.Op{Kind: txn.OpAdd, Key: []byte(p + key), Int: 1, Wrap: true})
+		}
+		_, err := cl.Txn(ctx, &txn.Txn{Then: ops})
+		return err
+	}
+	if err := across("n"); err != nil {
+		t.Fatalf("a transaction across every group: %v", err)
+	}
+
+	order := append(append([]string(nil), c.ClusterConfig.Overlay[1:]...), c.ClusterConfig.Overlay[0])
+	tree := map[string]string{}
+	for _, g := range order[1:] {
+		tree[g] = order[0]
+	}
+	epoch, err := c.ApplyOverlay(order, tree, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if epoch != 2 {
+		t.Errorf("overlay apply started epoch %d, want 2", epoch)
+	}
+	if at, running := c.WaitEpoch(epoch, 30*time.Second); at != running || running != 9 {
+		t.Errorf("%d of %d running replicas at epoch %d, want 9 of 9", at, running, epoch)
+	}
+	if err := across("n"); err != nil {
+		t.Errorf("a transaction across every group after the overlay change: %v", err)
+	}
+	if _, err := c.ApplyOverlay([]string{order[0], order[0], order[1]}, nil, 5*time.Second); err == nil {
+		t.Error("an overlay that lists a group twice was taken")
+	}
+	checkReplace(ctx, t, c, across)
+}
+
+// checkReplace replaces a killed replica of group 0 (add, join, promote,
+// remove: epochs 3 and 4) and checks that the new one votes and the
+// removed one is never started again.
+func checkReplace(ctx context.Context, t *testing.T, c *hosts.Cluster, across func(string) error) {
+	t.Helper()
+	old := c.Members(0)[1]
+	if err := c.Kill(old); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.AddHost(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	epoch, err := c.MemberAdd(r.ID)
+	if err != nil || epoch != 3 {
+		t.Fatalf("member add %s: epoch %d, %v; want epoch 3", r.ID, epoch, err)
+	}
+	if err := c.Restart(r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.MemberPromote(r.ID, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if epoch, err = c.MemberRemove(old); err != nil || epoch != 4 {
+		t.Fatalf("member remove %s: epoch %d, %v; want epoch 4", old, epoch, err)
+	}
+	members := strings.Join(c.Members(0), ",")
+	if strings.Contains(","+members+",", ","+old+",") || !strings.Contains(","+members+",", ","+r.ID+",") {
+		t.Errorf("group 0's members %s: want %s in and %s out", members, r.ID, old)
+	}
+	if err := c.Restart(old); err == nil {
+		t.Errorf("the removed %s was started again", old)
+	}
+	// The new member votes: with it and one other of the group killed,
+	// the group has no quorum unless the new member serves; restarted
+	// (with --join), it serves again.
+	if err := c.Kill(r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Restart(r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitServing(ctx, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	other := c.Members(0)[0]
+	if err := c.Kill(other); err != nil {
+		t.Fatal(err)
+	}
+	if err := across("n"); err != nil {
+		t.Errorf("a transaction across every group with %s killed, %s replaced by %s: %v\n%s's log:\n%s", other, old, r.ID, err, r.ID, logTail(r.Log))
+	}
+	if err := c.Restart(other); err != nil {
+		t.Fatal(err)
+	}
+	roles := map[string]string{}
+	for _, row := range c.Roles() {
+		roles[row.Replica] = row.Role
+	}
+	if roles[r.ID] != "leader" && roles[r.ID] != "follower" {
+		t.Errorf("%s's role %q, want leader or follower (roles %v)", r.ID, roles[r.ID], roles)
+	}
+}
+
+// logTail returns the end of a replica's log.
+func logTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	return string(b[max(0, len(b)-3000):])
 }

@@ -12,6 +12,9 @@ type Role struct {
 	Group   string `json:"group"`
 	Replica string `json:"replica"`
 	Role    string `json:"role"` // leader, follower, candidate
+	// Epoch is the epoch of the configuration the replica runs (DESIGN
+	// 14); 0 when it did not say.
+	Epoch uint64 `json:"epoch"`
 }
 
 // Roles asks every replica its role through the flexkv binary. A replica

@@ -212,19 +212,19 @@ func BenchmarkFlexCast(b *testing.B) {
 
 // TestHistoryBounded runs 1,000,000 multicasts at 12 groups and checks that
 // garbage collection keeps every group's history below a bound: a round
-// every GCTicksDefault = 10 ticks (a tick per 64 multicasts, the links
+// every GCTicksFor(12) = 40 ticks (a tick per 64 multicasts, the links
 // drained in between); an entry is shipped to the top group in the round
 // after its deliveries, proved stable there, and the cut reaches every group
 // with that round's envelopes, so an entry lives at most about two rounds:
-// 2*10*64 multicasts, each 2 entries (one per destination's chain) in a
+// 2*40*64 multicasts, each 2 entries (one per destination's chain) in a
 // group's view, with slack for the phase of the rounds.
 func TestHistoryBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("1,000,000 multicasts")
 	}
 	const total, batch = 1_000_000, 64
-	const bound = 3 * 10 * batch * 2 // entries per group
 	top, lat := aws12(t)
+	bound := 3 * GCTicksFor(top.Len()) * batch * 2 // entries per group
 	nearest := make([][]partition.GroupID, top.Len())
 	for g := range nearest {
 		nearest[g] = lat.Nearest(top, partition.GroupID(g), top.All())
@@ -285,5 +285,23 @@ func TestHistoryBoundedAwayFromRankZero(t *testing.T) {
 			t.Errorf("group %d: history reached %d entries, want <= %d", g, s.HistoryLenMax, bound)
 		}
 		t.Logf("group %d: history max %d, truncations %d", g, s.HistoryLenMax, s.Truncations)
+	}
+}
+
+// TestGCTicksFor: the default period of the rounds grows with the cluster,
+// GCTicksDefault per three groups, so that each group's share of the
+// rounds' envelopes stays constant; a Config that names one keeps it.
+func TestGCTicksFor(t *testing.T) {
+	for _, c := range []struct{ n, want int }{{1, 10}, {2, 10}, {3, 10}, {4, 20}, {6, 20}, {7, 30}, {12, 40}, {24, 80}} {
+		if got := GCTicksFor(c.n); got != c.want {
+			t.Errorf("GCTicksFor(%d) = %d, want %d", c.n, got, c.want)
+		}
+	}
+	top, _ := aws12(t)
+	if c, err := New(Config{Self: 0, Topology: top}); err != nil || c.cfg.GCTicks != 40 {
+		t.Errorf("a core of 12 groups without a period: %v, period %d; want 40", err, c.cfg.GCTicks)
+	}
+	if c, err := New(Config{Self: 0, Topology: top, GCTicks: 3}); err != nil || c.cfg.GCTicks != 3 {
+		t.Errorf("a core of 12 groups with period 3: %v, period %d", err, c.cfg.GCTicks)
 	}
 }

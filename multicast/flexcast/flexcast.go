@@ -51,9 +51,21 @@ import (
 const (
 	PendingMaxDefault = 1 << 14
 	// GCTicksDefault: a garbage-collection round every 10 ticks (200 ms at
-	// the replicas' 20 ms tick).
+	// the replicas' 20 ms tick) in a cluster of up to three groups; see
+	// GCTicksFor.
 	GCTicksDefault = 10
 )
+
+// GCTicksFor returns the period of the garbage-collection rounds, in
+// ticks, of a Core of a cluster of n groups whose Config names none:
+// GCTicksDefault per three groups. A round sends up to n-1 envelopes (the
+// cut to the groups below, the chain to the groups above), each of which
+// the receiving group commits through its log, so a fixed period costs
+// each group in proportion to n and the cluster in proportion to n²; a
+// period in proportion to n keeps each group's share constant as the
+// cluster grows. Nothing waits for a round (gc.go), so a longer period
+// only keeps stable entries in the histories longer.
+func GCTicksFor(n int) int { return GCTicksDefault * max(1, (n+2)/3) }
 
 // Config configures a Core.
 type Config struct {
@@ -66,7 +78,8 @@ type Config struct {
 	// admission control of the groups that originate them.
 	PendingMax int
 	// GCTicks: a garbage-collection round (see gc.go) every this many
-	// ticks. Negative: never (tests of unbounded histories only).
+	// ticks (0: GCTicksFor the topology's size). Negative: never (tests of
+	// unbounded histories only).
 	GCTicks int
 	// Strategies switches parts of the protocol off. Only tests do this, to
 	// show that the simulator and the checker catch the resulting violations.
@@ -196,6 +209,13 @@ type Core struct {
 	// gcSeq numbers the garbage-collection envelopes this group sent.
 	gcTicks int
 	gcSeq   uint64
+	// topShipped: how far self's chain was shipped to the highest group
+	// (sent[n-1][self]) at the end of each of the latest keepUpRounds
+	// garbage-collection rounds, the oldest first (gc.go, gcRound).
+	topShipped [keepUpRounds]uint64
+	// fromTop: how far self's chain is stable by the cuts the highest group
+	// sent (gcRound: whether it keeps up).
+	fromTop uint64
 
 	out   multicast.Output
 	stats Stats
@@ -231,10 +251,10 @@ func New(cfg Config) (*Core, error) {
 	if cfg.PendingMax < 0 {
 		return nil, fmt.Errorf("flexcast: PendingMax %d < 0", cfg.PendingMax)
 	}
-	if cfg.GCTicks == 0 {
-		cfg.GCTicks = GCTicksDefault
-	}
 	n := cfg.Topology.Len()
+	if cfg.GCTicks == 0 {
+		cfg.GCTicks = GCTicksFor(n)
+	}
 	c := &Core{
 		cfg:     cfg,
 		self:    cfg.Self,
@@ -324,9 +344,31 @@ func (c *Core) Step(in multicast.Input) error {
 // history, which the garbage-collection rounds of its ticks ship up and
 // trim (an entry is dropped once it is stable, which the groups learn from
 // each other's rounds). A group whose chains are empty has nothing to ship
-// and no cut to prove.
+// and no cut to prove; it ticks on while its next round sends a cut that
+// another group needs (cutUnsent).
 func (c *Core) TimerRunning() bool {
-	return c.cfg.GCTicks > 0 && c.n > 1 && c.historyLen() > 0
+	return c.cfg.GCTicks > 0 && c.n > 1 && (c.historyLen() > 0 || c.cutUnsent())
+}
+
+// cutUnsent reports whether the next round sends a cut that no envelope
+// has carried yet: the highest group's to a group below (the groups below
+// judge by its cuts whether it keeps up), another's to a group above that
+// holds entries it makes stable (cutDrops).
+func (c *Core) cutUnsent() bool {
+	if int(c.self) == c.n-1 {
+		for d := range c.self {
+			if c.cutNew(d) {
+				return true
+			}
+		}
+		return false
+	}
+	for d := c.self + 1; int(d) < c.n; d++ {
+		if c.cutDrops(d) {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *Core) afterStep() {
@@ -351,6 +393,9 @@ func (c *Core) onEnvelope(from partition.GroupID, payload []byte) error {
 		cut, err := decodeCut(payload, c.n)
 		if err != nil {
 			return fmt.Errorf("%w: flexcast: group %d from %d: %w", multicast.ErrInvalid, c.self, from, err)
+		}
+		if top := partition.GroupID(c.n - 1); from == top {
+			c.fromTop = max(c.fromTop, cut[c.self])
 		}
 		c.learnCut(cut)
 		return nil
@@ -969,7 +1014,9 @@ func (c *Core) merge(h []segment) {
 // diff returns, for self and each ancestor, the chain from the last entry
 // shipped to d (inclusive, when still held) to its end, and marks it
 // shipped. A chain cut past what d was shipped restarts at its base, the
-// stable cut, which sendCutTo sent d before the envelope.
+// stable cut, which sendCutTo sends d ahead of the envelope, as the
+// segment would otherwise start past the end of the chain d holds (send
+// sends it ahead of every envelope but a round's chain anyway).
 func (c *Core) diff(d partition.GroupID) []segment { return c.diffChains(d, 0) }
 
 // diffOwn is diff of self's own chain alone.
@@ -984,13 +1031,17 @@ func (c *Core) diffChains(d partition.GroupID, first int) []segment {
 		sent := c.sent[d][o]
 		if sent >= end || len(ch.entries) == 0 {
 			// Nothing new, or what is new is stable already: then d learns
-			// that from the cut, as it would before the envelope (send),
-			// also if there is none (a garbage-collection round).
+			// that from the cut, also if no envelope follows (a
+			// garbage-collection round), as it may hold entries of other
+			// chains that only this cut lets it drop.
 			if sent < end {
 				c.sendCutTo(d)
 			}
 			c.sent[d][o] = end
 			continue
+		}
+		if ch.base > sent {
+			c.sendCutTo(d)
 		}
 		from := ch.base
 		if sent > 0 && sent-1 > from {
@@ -1003,7 +1054,13 @@ func (c *Core) diffChains(d partition.GroupID, first int) []segment {
 }
 
 func (c *Core) send(to partition.GroupID, e *envelope) {
-	c.sendCutTo(to)
+	if e.kind != envHist {
+		// The cut goes ahead of the messages' envelopes, so that the
+		// groups they reach drop what it makes stable even when the
+		// highest group cannot reach them; a chain shipped in a round
+		// takes it only where its segment needs it (diffChains).
+		c.sendCutTo(to)
+	}
 	var kind multicast.Kind
 	about, background := e.msg.ID, false
 	switch e.kind {

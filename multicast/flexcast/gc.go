@@ -46,17 +46,20 @@ import (
 //     every chain and can prove everything; a lower one proves what
 //     involves the groups up to it, so that when the highest group is cut
 //     off, the traffic among the others is still collected;
-//   - sends a cut it extended to every group below it, which take the
-//     maximum with theirs and drop what it makes stable. A group above
-//     learns a cut before the first envelope the group sends it after the
-//     cut changed (sendCutTo): the channel is FIFO, so that a history
-//     segment never starts past the end of the chain held where it arrives
-//     (a diff starts at the sender's cut at the latest);
-//   - ships to every group above it the part of its own chain it has not
-//     shipped there yet, so that the groups above, the highest first, hold
-//     the orders they need to prove entries stable. (Its ancestors' chains
-//     travel with its envelopes as before; each owner ships its own, so an
-//     entry travels once to each group above its owner in the rounds.)
+//   - sends a cut it extended to every group below it (the highest: any
+//     cut it holds), which take the maximum with theirs and drop what it
+//     makes stable. A group above learns a group's cut ahead of every
+//     message, ack or notification from it (FIFO), and in a round when the
+//     cut drops entries the group shipped it (cutDrops); a chain shipped in
+//     a round goes behind the cut only when its segment would start past
+//     what the receiver was shipped of that chain (a segment never starts
+//     past the end of the chain held where it arrives), or when entries of
+//     it became stable here before they were shipped there (diffChains);
+//   - ships the part of its own chain it has not shipped yet to the
+//     highest group, which so holds every group's chain and proves
+//     everything it holds, and to every group between them too while the
+//     highest does not keep up (gcRound), so that they prove what they can.
+//     (Its ancestors' chains travel with its envelopes as before.)
 //
 // None of this is a message that any message waits for: a group that
 // cannot be reached stops only the collection of the entries that involve
@@ -73,23 +76,65 @@ func (c *Core) gcID() multicast.MsgID {
 	return multicast.MsgID{Client: multicast.FlushClient, Seq: c.gcSeq}
 }
 
+// keepUpRounds is how many garbage-collection rounds the highest group has
+// to make what it was shipped stable before the groups between it and the
+// shipper collect it too.
+const keepUpRounds = 3
+
 // gcRound is one garbage-collection round: extend the cut, send it down if
 // it moved, and ship the chains up.
+//
+// While the highest group keeps up, it alone needs the chains and its cut
+// alone needs to go down: it holds every group's own chain, shipped to it
+// every round, and proves everything stable that it holds, so the cut any
+// group between could prove is below the one the highest sends. It keeps
+// up when a cut it sent made every entry of self's chain shipped to it
+// keepUpRounds rounds ago stable (time for the other destinations to
+// deliver them and ship their chains, for its round to prove them and for
+// its cut to arrive). Its own cuts, not the cut held here: entries a group
+// between proved stable here may still be held, unprovable, by other groups
+// between, which only the cuts of the groups that are behind reach while
+// the highest is cut off. Else (it is cut off, or some destination holds its
+// entries back) self ships its chain to every group above it and sends a
+// cut it moved to every group below, as the groups between must prove what
+// they can: a round sends up to n-1 envelopes a group then, and about two
+// while the highest keeps up.
 func (c *Core) gcRound() {
 	if c.n < 2 {
 		return
 	}
-	if s := c.extend(); s != nil {
+	top := partition.GroupID(c.n - 1)
+	behind := c.self != top && c.fromTop < c.topShipped[0]
+	s := c.extend()
+	if s != nil {
 		c.learnCut(s)
+	}
+	if s != nil || c.self == top {
+		// The cut held; at the highest group also one a group below
+		// moved it to (sendCutTo sends none twice).
 		for d := range c.self {
 			c.sendCutTo(d)
 		}
 	}
-	for d := c.self + 1; int(d) < c.n; d++ {
-		if h := c.diffOwn(d); len(h) > 0 {
-			c.send(d, &envelope{kind: envHist, history: h})
+	if c.self == top {
+		return
+	}
+	for d := c.self + 1; d <= top; d++ {
+		if d == top || behind {
+			if h := c.diffOwn(d); len(h) > 0 {
+				c.send(d, &envelope{kind: envHist, history: h})
+				continue
+			}
+		}
+		// d may hold entries it was shipped from here (with messages)
+		// that only this cut lets it drop, and while the highest is cut
+		// off nothing else would tell it.
+		if c.cutDrops(d) {
+			c.sendCutTo(d)
 		}
 	}
+	copy(c.topShipped[:], c.topShipped[1:])
+	c.topShipped[keepUpRounds-1] = c.sent[top][c.self]
 }
 
 // extend returns a closed cut past self's that self proves from its chains,
@@ -154,10 +199,34 @@ func (c *Core) learnCut(s []uint64) {
 	}
 }
 
+// cutNew reports whether the cut held here is news to d: not the one sent
+// to it last, nor the empty cut every group starts from.
+func (c *Core) cutNew(d partition.GroupID) bool {
+	if c.cutTo[d] == nil {
+		return slices.ContainsFunc(c.stable, func(p uint64) bool { return p > 0 })
+	}
+	return !slices.Equal(c.cutTo[d], c.stable)
+}
+
+// cutDrops reports whether the cut held here makes stable, in some chain,
+// entries that this group shipped to d past the cut it last sent d.
+func (c *Core) cutDrops(d partition.GroupID) bool {
+	for o := 0; o <= int(c.self); o++ {
+		var told uint64
+		if c.cutTo[d] != nil {
+			told = c.cutTo[d][o]
+		}
+		if c.sent[d][o] > told && c.stable[o] > told {
+			return true
+		}
+	}
+	return false
+}
+
 // sendCutTo sends d the cut held here, unless d was sent it already (or it
 // is the empty cut, which every group starts from).
 func (c *Core) sendCutTo(d partition.GroupID) {
-	if slices.Equal(c.cutTo[d], c.stable) || (c.cutTo[d] == nil && !slices.ContainsFunc(c.stable, func(p uint64) bool { return p > 0 })) {
+	if !c.cutNew(d) {
 		return
 	}
 	c.cutTo[d] = append(c.cutTo[d][:0], c.stable...)

@@ -17,6 +17,10 @@ import (
 // (so that another core's snapshot is refused), and snapshotVersion.
 const (
 	snapshotMagic = 'F'
+	// Version 7: the positions of self's chain shipped to the highest
+	// group at the end of the latest keepUpRounds garbage-collection
+	// rounds (topShipped), and how far the highest group's cuts made it
+	// stable (fromTop); a version 6 snapshot restores with them at 0.
 	// Version 6: the stable cut (stable), chains from it on, positions for
 	// what was shipped (sent, links), the cuts sent (cutTo); no flushes.
 	// Version 5: the flush last cut at (cut) and the envelopes held back
@@ -26,7 +30,9 @@ const (
 	// the blockers it took on arrival (no armed flag); no record of the
 	// notifications issued about each message (version 2's, which
 	// notifyNext does not need).
-	snapshotVersion = 6
+	snapshotVersion = 7
+	// snapshotOldest is the oldest version restore reads.
+	snapshotOldest = 6
 )
 
 // Snapshot layout. Integers are unsigned varints, ids two of them, sets one
@@ -49,6 +55,7 @@ const (
 //	notifQ:                  count, then in queue order: id, dst, notifier,
 //	                         notifID, blockers (count, ids)
 //	notifSeq, gcTicks, gcSeq
+//	topShipped[i], i = 0..keepUpRounds-1, fromTop (version 7)
 //	cutTo[d], d != self:     0 if none was sent, else 1 and n positions
 //	counters:                Stats.snapshotCounters, then HistoryLenMax and
 //	                         PendingMaxSeen
@@ -73,11 +80,15 @@ const (
 // order). It encodes the state only, not the output waiting for Ready, so it
 // panics if Ready has output left to drain: those sends and deliveries would
 // be lost.
-func (c *Core) AppendSnapshot(b []byte) []byte {
+func (c *Core) AppendSnapshot(b []byte) []byte { return c.appendSnapshot(b, snapshotVersion) }
+
+// appendSnapshot is AppendSnapshot in the format of version (snapshotOldest
+// to snapshotVersion: the tests make older snapshots with it).
+func (c *Core) appendSnapshot(b []byte, version byte) []byte {
 	if !c.out.Empty() {
 		panic(fmt.Sprintf("flexcast: snapshot with undrained output (%d sends, %d deliveries)", len(c.out.Sends), len(c.out.Deliveries)))
 	}
-	b = wire.AppendSnapshotHeader(b, wire.SnapshotHeader{Magic: snapshotMagic, Version: snapshotVersion, Groups: c.n, Self: c.self})
+	b = wire.AppendSnapshotHeader(b, wire.SnapshotHeader{Magic: snapshotMagic, Version: version, Groups: c.n, Self: c.self})
 	for _, p := range c.stable {
 		b = wire.AppendUvarint(b, p)
 	}
@@ -125,6 +136,12 @@ func (c *Core) AppendSnapshot(b []byte) []byte {
 	b = wire.AppendUvarint(b, c.notifSeq)
 	b = wire.AppendUvarint(b, uint64(c.gcTicks))
 	b = wire.AppendUvarint(b, c.gcSeq)
+	if version >= 7 {
+		for _, p := range c.topShipped {
+			b = wire.AppendUvarint(b, p)
+		}
+		b = wire.AppendUvarint(b, c.fromTop)
+	}
 	for g, cut := range c.cutTo {
 		switch {
 		case g == int(c.self):
@@ -169,7 +186,7 @@ func Restore(cfg Config, b []byte) (*Core, error) {
 // checked parts only.
 func (c *Core) restore(d *wire.Decoder) error {
 	c.forgottenAll = false
-	d.SnapshotHeader(wire.SnapshotHeader{Magic: snapshotMagic, Version: snapshotVersion, Groups: c.n, Self: c.self}, "flexcast")
+	version := d.SnapshotHeaderSince(wire.SnapshotHeader{Magic: snapshotMagic, Version: snapshotVersion, Groups: c.n, Self: c.self}, snapshotOldest, "flexcast")
 	for o := range c.stable {
 		c.stable[o] = d.Uvarint()
 		if d.Err() == nil && c.stable[o] >= 1<<62 {
@@ -218,6 +235,12 @@ func (c *Core) restore(d *wire.Decoder) error {
 	c.notifSeq = d.Uvarint()
 	c.gcTicks = decodeInt(d, "ticks since the last garbage-collection round")
 	c.gcSeq = d.Uvarint()
+	if version >= 7 {
+		for i := range c.topShipped {
+			c.topShipped[i] = d.Uvarint()
+		}
+		c.fromTop = d.Uvarint()
+	}
 	c.restoreCutTo(d)
 	for _, v := range c.stats.snapshotCounters() {
 		*v = d.Uvarint()

@@ -421,10 +421,22 @@ func TestRestoreRejectsOtherConfigs(t *testing.T) {
 			t.Errorf("%s: got %v, want ErrCorrupt", tc.name, err)
 		}
 	}
-	// A version 5 snapshot (flushes) is refused, naming both versions.
+	// A version 5 snapshot (flushes) is refused, naming the versions read.
 	if _, err := Restore(Config{Self: 1, Topology: top}, append([]byte{snapshotMagic, 5}, snap[2:]...)); err == nil ||
-		!strings.Contains(err.Error(), "snapshot version 5, want 6") {
-		t.Errorf("version 5 snapshot: got %v, want a refusal naming versions 5 and 6", err)
+		!strings.Contains(err.Error(), "snapshot version 5, want 6 to 7") {
+		t.Errorf("version 5 snapshot: got %v, want a refusal naming versions 5, 6 and 7", err)
+	}
+	// A version 6 snapshot (no topShipped) restores, with topShipped at 0.
+	c := net.cores[1]
+	c.topShipped, c.fromTop = [keepUpRounds]uint64{1, 2, 3}, 4
+	v6 := c.appendSnapshot(nil, 6)
+	r, err := Restore(Config{Self: 1, Topology: top}, v6)
+	if err != nil {
+		t.Fatalf("version 6 snapshot: %v", err)
+	}
+	c.topShipped, c.fromTop = [keepUpRounds]uint64{}, 0
+	if got, want := r.AppendSnapshot(nil), c.AppendSnapshot(nil); !bytes.Equal(got, want) {
+		t.Errorf("version 6 snapshot restored to another state than the core's with topShipped at 0")
 	}
 	if _, err := Restore(Config{Self: 7, Topology: top}, snap); err == nil || errors.Is(err, wire.ErrCorrupt) {
 		t.Errorf("Restore with an invalid config: got %v, want New's error", err)

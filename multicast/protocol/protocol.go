@@ -41,9 +41,13 @@ type Protocol struct {
 	// waitsAtEntry: the entry group delivers a request it takes only after
 	// hearing from the other destinations (Skeen's timestamps).
 	waitsAtEntry bool
-	newCore      func(self partition.GroupID, top *partition.Topology) (multicast.Core, error)
-	restore      func(self partition.GroupID, top *partition.Topology, b []byte) (multicast.Core, error)
-	entry        func(top *partition.Topology, lat *partition.Latency, from Origin, dst partition.GroupSet) partition.GroupID
+	// rebuilds: the order depends on the overlay (ranks, tree), so that a
+	// change of the overlay starts a new core (DESIGN 14); Skeen keeps its
+	// core across every change.
+	rebuilds bool
+	newCore  func(self partition.GroupID, top *partition.Topology) (multicast.Core, error)
+	restore  func(self partition.GroupID, top *partition.Topology, b []byte) (multicast.Core, error)
+	entry    func(top *partition.Topology, lat *partition.Latency, from Origin, dst partition.GroupSet) partition.GroupID
 	// entries: the groups whose core takes a request for dst.
 	entries func(top *partition.Topology, dst partition.GroupSet) partition.GroupSet
 	stats   []Stat
@@ -135,13 +139,39 @@ func (p *Protocol) NeedsTree() bool { return p.needsTree }
 func (p *Protocol) DeliversAtEntry() bool { return !p.waitsAtEntry }
 
 // New returns the core of group self, with the protocol's default bounds.
+// A core runs on the groups numbered by rank (partition.Topology.RankSpace):
+// for a top whose ranks are not the identity (an epoch's overlay), self is
+// a GroupID, and the core returned numbers every group by its rank in top,
+// itself included; the node that drives it translates (rawnode.Generation).
+// Use CoreTopology to know which.
 func (p *Protocol) New(self partition.GroupID, top *partition.Topology) (multicast.Core, error) {
-	return p.newCore(self, top)
+	return p.newCore(top.Ranks().Rank(self), top.RankSpace())
 }
 
-// Restore rebuilds the core of group self from its AppendSnapshot encoding.
+// Restore rebuilds the core of group self from its AppendSnapshot encoding,
+// numbered as New numbers it.
 func (p *Protocol) Restore(self partition.GroupID, top *partition.Topology, b []byte) (multicast.Core, error) {
-	return p.restore(self, top, b)
+	return p.restore(top.Ranks().Rank(self), top.RankSpace(), b)
+}
+
+// Rebuilds reports whether a change of the overlay (ranks or tree) starts a
+// new core of this protocol at the cut (FlexCast, tree), rather than
+// keeping the core (Skeen, whose order does not depend on the overlay).
+func (p *Protocol) Rebuilds() bool { return p.rebuilds }
+
+// CoreTopology returns the topology a core of an epoch whose topology is
+// top runs on, as New takes it: top for a protocol that rebuilds its core
+// at a change of the overlay; else the bootstrap numbering with top's
+// groups (Skeen's core, kept across every change, keeps the identity).
+func (p *Protocol) CoreTopology(top *partition.Topology) *partition.Topology {
+	if p.rebuilds || top.Ranks().Identity() {
+		return top
+	}
+	id, err := top.WithOverlay(nil, top.Parents())
+	if err != nil {
+		panic(fmt.Sprintf("protocol: the tree of a checked topology: %v", err))
+	}
+	return id
 }
 
 // Origin is where a client sends from, as the entry group's choice needs
@@ -199,11 +229,15 @@ var flexCast = &Protocol{
 	restore: func(self partition.GroupID, top *partition.Topology, b []byte) (multicast.Core, error) {
 		return flexcast.Restore(flexcast.Config{Self: self, Topology: top}, b)
 	},
-	entry: func(_ *partition.Topology, _ *partition.Latency, _ Origin, dst partition.GroupSet) partition.GroupID {
-		return flexcast.Entry(dst)
+	rebuilds: true,
+	// The lca by the epoch's ranks (top.Ranks).
+	entry: func(top *partition.Topology, _ *partition.Latency, _ Origin, dst partition.GroupSet) partition.GroupID {
+		r := top.Ranks()
+		return r.Group(flexcast.Entry(r.ToRanks(dst)))
 	},
-	entries: func(_ *partition.Topology, dst partition.GroupSet) partition.GroupSet {
-		return single(flexcast.Entry(dst))
+	entries: func(top *partition.Topology, dst partition.GroupSet) partition.GroupSet {
+		r := top.Ranks()
+		return single(r.Group(flexcast.Entry(r.ToRanks(dst))))
 	},
 	stats: flexcastStats,
 	read:  readFlexCast,
@@ -234,6 +268,7 @@ var skeenProtocol = &Protocol{
 var treeProtocol = &Protocol{
 	name:      Tree,
 	needsTree: true,
+	rebuilds:  true,
 	newCore: func(self partition.GroupID, top *partition.Topology) (multicast.Core, error) {
 		return tree.New(tree.Config{Self: self, Topology: top})
 	},

@@ -45,8 +45,9 @@ import (
 //     change's). The node asserts it.
 //
 // So at its delivery of the change a group holds no pending delivery of
-// the ending epoch; the cores are kept across a change that keeps the
-// overlay (ranks and tree), which is the only change this node takes.
+// the ending epoch. The core is kept across a change that keeps the
+// overlay (ranks and tree), and across every change under Skeen; a change
+// of the overlay starts a new generation of the core (generation.go).
 
 // Errors of the stop-sign. Test with errors.Is; errors.As with *EpochError
 // gives the epochs.
@@ -193,9 +194,11 @@ func (n *Node) deliver(m multicast.Message) {
 		if m.ID.Seq != n.epoch || e != n.epoch {
 			panic(fmt.Sprintf("node: control message %s (epoch %d) delivered at epoch %d", m.ID, e, n.epoch))
 		}
-		n.out.Changes = append(n.out.Changes, Change{Epoch: n.epoch, Config: m.Payload, At: len(n.out.Deliveries)})
+		c := Change{Epoch: n.epoch, Config: m.Payload, At: len(n.out.Deliveries)}
+		n.out.Changes = append(n.out.Changes, c)
 		n.epoch++
 		n.changing = false
+		n.rebuild(c)
 		return
 	}
 	switch {

@@ -155,7 +155,7 @@ func TestEpochSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.Ready()
-	r, err := Restore(&echoCore{self: 0}, config(0), a.AppendSnapshot(nil))
+	r, err := Restore(&echoCore{self: 0}, partition.Ranks{}, config(0), a.AppendSnapshot(nil), nil)
 	if err != nil {
 		t.Fatalf("Restore: %v", err)
 	}
@@ -167,7 +167,7 @@ func TestEpochSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	v1 := wire.AppendUvarint(wire.AppendBytes(nil, ch.AppendSnapshot(nil)), 0)
-	old, err := Restore(&echoCore{self: 0}, config(0), v1)
+	old, err := Restore(&echoCore{self: 0}, partition.Ranks{}, config(0), v1, nil)
 	if err != nil {
 		t.Fatalf("Restore of a version-1 snapshot: %v", err)
 	}

@@ -37,7 +37,16 @@ import (
 // reach the core. An envelope with another tag is rejected like one the core
 // rejects.
 type Node struct {
-	core     multicast.Core
+	// cur is the current generation of the core; retiring, the older ones
+	// kept for what other groups may need of them (generation.go).
+	cur      generation
+	retiring []generation
+	dropped  uint64 // envelopes of a generation no longer kept
+	// peerGen: the latest generation each group told this one it started;
+	// held, the envelopes for groups that have not started theirs.
+	peerGen  []uint64
+	held     []heldEnvelope
+	builder  Builder
 	ch       *channel.Channel
 	out      Output
 	rejected uint64
@@ -94,6 +103,9 @@ type Rejection struct {
 type Stats struct {
 	Channel           channel.Stats
 	EnvelopesRejected uint64 // envelopes the core rejected and the node skipped
+	// EnvelopesStale: envelopes of a retired core this group no longer
+	// keeps (every group started a later one), skipped (generation.go).
+	EnvelopesStale uint64
 }
 
 // New returns the node of group cfg.Self over core, which must have no
@@ -113,7 +125,7 @@ func newNode(core multicast.Core, ch *channel.Channel) (*Node, error) {
 	if out := core.Ready(); !out.Empty() {
 		return nil, fmt.Errorf("node: core has %d sends and %d deliveries not drained", len(out.Sends), len(out.Deliveries))
 	}
-	return &Node{core: core, ch: ch, epoch: 1}, nil
+	return &Node{cur: generation{from: 1, core: core}, ch: ch, epoch: 1}, nil
 }
 
 // Request steps a client request, routed with the group's epoch, into the
@@ -130,9 +142,14 @@ func (n *Node) request(m multicast.Message, epoch uint64) error {
 		return fmt.Errorf("node: request %s: %w: group %d is unreachable or slow: it has not acknowledged %d envelopes (max %d), %d bytes sent since the oldest of them (max %d)",
 			m.ID, multicast.ErrBusy, to, n.ch.OutboxLen(to), cfg.OutboxMax, n.ch.Backlog(to), cfg.BacklogBytesMax)
 	}
+	if to, busy := n.heldBusy(); busy {
+		return fmt.Errorf("node: request %s: %w: group %d is unreachable or slow: it has not started the protocol core of epoch %d, and %d bytes wait for it (max %d)",
+			m.ID, multicast.ErrBusy, to, n.cur.from, n.heldBytes(to), n.ch.Config().BacklogBytesMax)
+	}
 	wrapped := m
 	wrapped.Payload = appendEpochHeader(epoch, m.Payload)
-	err := n.core.Step(multicast.Request(wrapped))
+	wrapped.Dst = n.cur.ranks.ToRanks(m.Dst)
+	err := n.cur.core.Step(multicast.Request(wrapped))
 	n.drainCore()
 	if err != nil {
 		return fmt.Errorf("node: request %s: %w", m.ID, err)
@@ -155,29 +172,52 @@ func (n *Node) Receive(f channel.Frame) error {
 	out := n.ch.Ready()
 	n.out.Frames = append(n.out.Frames, out.Frames...)
 	for _, in := range out.Inbound {
-		var err error
-		switch {
-		case len(in.Payload) > 0 && in.Payload[0] == tagApp:
-			n.out.App = append(n.out.App, AppInbound{From: in.From, Payload: in.Payload[1:]})
-			continue
-		case len(in.Payload) > 0 && in.Payload[0] == tagCore:
-			err = n.core.Step(multicast.Envelope(in.From, in.Payload[1:]))
-			n.drainCore()
-		default:
-			err = fmt.Errorf("%w: node: envelope from group %d without a known tag", multicast.ErrInvalid, in.From)
+		if err := n.inbound(in.From, in.Payload); err != nil {
+			n.reject(in.From, err)
 		}
-		if err == nil {
-			continue
-		}
-		if errors.Is(err, multicast.ErrBusy) {
-			// Skipping it would lose an envelope that the sender will never
-			// offer again: the core breaks its contract.
-			panic(fmt.Sprintf("node: core refused an envelope from group %d as busy: %v", in.From, err))
-		}
-		n.rejected++
-		n.out.Rejected = append(n.out.Rejected, Rejection{From: in.From, Err: err})
 	}
 	return nil
+}
+
+// inbound routes one envelope the channel handed up, by its tag.
+func (n *Node) inbound(from partition.GroupID, payload []byte) error {
+	if len(payload) == 0 {
+		return fmt.Errorf("%w: node: empty envelope from group %d", multicast.ErrInvalid, from)
+	}
+	switch payload[0] {
+	case tagApp:
+		n.out.App = append(n.out.App, AppInbound{From: from, Payload: payload[1:]})
+		return nil
+	case tagCore:
+		return n.stepEnvelope(from, 1, payload[1:])
+	case tagCoreGen, tagStarted:
+		d := wire.NewDecoder(payload[1:])
+		gen := d.Uvarint()
+		if d.Err() != nil || gen < 2 {
+			return fmt.Errorf("%w: node: envelope from group %d with a malformed generation", multicast.ErrInvalid, from)
+		}
+		if payload[0] == tagStarted {
+			if err := d.Finish(); err != nil {
+				return fmt.Errorf("%w: node: start of a generation from group %d: %w", multicast.ErrInvalid, from, err)
+			}
+			n.started(from, gen)
+			return nil
+		}
+		return n.stepEnvelope(from, gen, payload[len(payload)-d.Len():])
+	default:
+		return fmt.Errorf("%w: node: envelope from group %d without a known tag", multicast.ErrInvalid, from)
+	}
+}
+
+// reject counts an envelope a core rejected, which the node skips.
+func (n *Node) reject(from partition.GroupID, err error) {
+	if errors.Is(err, multicast.ErrBusy) {
+		// Skipping it would lose an envelope that the sender will never
+		// offer again: the core breaks its contract.
+		panic(fmt.Sprintf("node: core refused an envelope from group %d as busy: %v", from, err))
+	}
+	n.rejected++
+	n.out.Rejected = append(n.out.Rejected, Rejection{From: from, Err: err})
 }
 
 // Tick advances the channel's clock, then the core's, by one tick. While
@@ -190,7 +230,7 @@ func (n *Node) Tick() {
 	if n.ch.Busy() {
 		return
 	}
-	if err := n.core.Step(multicast.Tick()); err != nil {
+	if err := n.cur.core.Step(multicast.Tick()); err != nil {
 		// A tick is never malformed.
 		panic(fmt.Sprintf("node: core rejected a tick: %v", err))
 	}
@@ -202,16 +242,17 @@ func (n *Node) Tick() {
 // background, so that a peer that does not acknowledge it does not make
 // the group refuse requests (channel.SendBackground).
 func (n *Node) drainCore() {
-	out := n.core.Ready()
-	for _, s := range out.Sends {
-		if s.Background {
-			n.ch.SendBackground(s.To, tagged(tagCore, s.Payload))
-			continue
-		}
-		n.ch.Send(s.To, tagged(tagCore, s.Payload))
-	}
-	n.out.Sends = append(n.out.Sends, out.Sends...)
+	// A copy: a change among the deliveries starts a new generation.
+	g := n.cur
+	out := g.core.Ready()
+	n.sendAll(&g, out.Sends)
 	for _, m := range out.Deliveries {
+		if n.cur.from != g.from {
+			// A change among them started a new generation: by the
+			// stop-sign, nothing of the old one comes after it.
+			panic(fmt.Sprintf("node: the core of generation %d delivered %s after the change that ended it", g.from, m.ID))
+		}
+		m.Dst = g.ranks.ToGroups(m.Dst)
 		n.deliver(m)
 	}
 }
@@ -254,18 +295,26 @@ func (n *Node) Ready() Output {
 // that implements multicast.Timed and says so). The replica's leader may
 // then stop proposing ticks until another input comes.
 func (n *Node) Quiet() bool {
-	if t, ok := n.core.(multicast.Timed); ok && t.TimerRunning() {
+	if t, ok := n.cur.core.(multicast.Timed); ok && t.TimerRunning() {
 		return false
 	}
 	return n.ch.Quiet()
 }
 
 // Busy reports whether the node refuses new requests (channel.Channel.Busy).
-func (n *Node) Busy() bool { return n.ch.Busy() }
+func (n *Node) Busy() bool {
+	_, busy := n.BusyWith()
+	return busy
+}
 
 // BusyWith returns the group whose full outbox makes the node refuse new
 // requests (channel.Channel.BusyWith).
-func (n *Node) BusyWith() (partition.GroupID, bool) { return n.ch.BusyWith() }
+func (n *Node) BusyWith() (partition.GroupID, bool) {
+	if to, busy := n.ch.BusyWith(); busy {
+		return to, busy
+	}
+	return n.heldBusy()
+}
 
 // OutboxLen returns the number of envelopes to group to not acknowledged yet.
 func (n *Node) OutboxLen(to partition.GroupID) int { return n.ch.OutboxLen(to) }
@@ -290,7 +339,7 @@ func (n *Node) AckFrame(to partition.GroupID) channel.Frame { return n.ch.AckFra
 
 // Stats returns the counters of the node and of its channel.
 func (n *Node) Stats() Stats {
-	return Stats{Channel: n.ch.Stats(), EnvelopesRejected: n.rejected}
+	return Stats{Channel: n.ch.Stats(), EnvelopesRejected: n.rejected, EnvelopesStale: n.dropped}
 }
 
 // AppendSnapshot appends a deterministic encoding of the node's own state:
@@ -304,35 +353,38 @@ func (n *Node) AppendSnapshot(b []byte) []byte {
 	b = append(b, 0, nodeSnapshotVersion)
 	b = wire.AppendBytes(b, n.ch.AppendSnapshot(nil))
 	b = wire.AppendUvarint(b, n.rejected)
-	return n.appendEpochs(b)
+	b = n.appendEpochs(b)
+	return n.appendGenerations(b)
 }
 
 // nodeSnapshotVersion is the version of the node's snapshot, written after
 // a zero byte: version 1 had no version, and starts with the length of the
 // channel's snapshot, never zero; it has no epoch state, and restores at
-// epoch 1. Version 2 ends with the epoch state.
-const nodeSnapshotVersion = 2
+// epoch 1. Version 2 ends with the epoch state; version 3 adds the
+// generations of the core (generation.go).
+const (
+	nodeSnapshotV2      = 2
+	nodeSnapshotVersion = 3
+)
 
-// Restore returns a node over core, whose state the caller restored, with
-// the channel and counters that AppendSnapshot encoded in b. Errors wrap
-// wire.ErrCorrupt when b is corrupt or does not fit cfg.
-func Restore(core multicast.Core, cfg channel.Config, b []byte) (*Node, error) {
+// Restore returns a node over core, the current generation's with its
+// ranks, whose state the caller restored, with the channel, counters and generations that
+// AppendSnapshot encoded in b; bld restores the retiring cores, and makes
+// the next generations (SetBuilder); nil when every change keeps the core.
+// Errors wrap wire.ErrCorrupt when b is corrupt or does not fit cfg.
+func Restore(core multicast.Core, ranks partition.Ranks, cfg channel.Config, b []byte, bld Builder) (*Node, error) {
 	d := wire.NewDecoder(b)
-	versioned := len(b) > 0 && b[0] == 0
-	if versioned {
+	v := byte(1)
+	if len(b) > 0 && b[0] == 0 {
 		d.Byte()
-		if v := d.Byte(); d.Err() == nil && v != nodeSnapshotVersion {
-			d.Fail("node snapshot version %d, want %d", v, nodeSnapshotVersion)
+		if v = d.Byte(); d.Err() == nil && v != nodeSnapshotV2 && v != nodeSnapshotVersion {
+			d.Fail("node snapshot version %d, want %d or %d", v, nodeSnapshotV2, nodeSnapshotVersion)
 		}
 	}
 	snap := d.Bytes()
 	rejected := d.Uvarint()
-	ep := Node{epoch: 1}
-	if versioned {
-		ep.decodeEpochs(d)
-	}
-	if err := d.Finish(); err != nil {
-		return nil, fmt.Errorf("node: restore: %w", err)
+	if d.Err() != nil {
+		return nil, fmt.Errorf("node: restore: %w", d.Err())
 	}
 	ch, err := channel.RestoreChannel(snap, cfg)
 	if err != nil {
@@ -342,7 +394,17 @@ func Restore(core multicast.Core, cfg channel.Config, b []byte) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	n.builder = bld
+	n.cur.ranks = ranks
 	n.rejected = rejected
-	n.epoch, n.changing = ep.epoch, ep.changing
+	if v >= nodeSnapshotV2 {
+		n.decodeEpochs(d)
+	}
+	if v >= nodeSnapshotVersion && d.Err() == nil {
+		n.decodeGenerations(d, bld)
+	}
+	if err := d.Finish(); err != nil {
+		return nil, fmt.Errorf("node: restore: %w", err)
+	}
 	return n, nil
 }

@@ -454,7 +454,7 @@ func TestReplicasAgree(t *testing.T) {
 		if i == 3 {
 			core := &echoCore{self: 1}
 			var err error
-			if r2, err = Restore(core, config(1), r1.AppendSnapshot(nil)); err != nil {
+			if r2, err = Restore(core, partition.Ranks{}, config(1), r1.AppendSnapshot(nil), nil); err != nil {
 				t.Fatalf("Restore: %v", err)
 			}
 		}
@@ -487,11 +487,11 @@ func TestRestoreRejects(t *testing.T) {
 	b, _ := startNode(t, config(1))
 	snap := b.AppendSnapshot(nil)
 	for n := range len(snap) {
-		if _, err := Restore(&echoCore{self: 1}, config(1), snap[:n]); !errors.Is(err, wire.ErrCorrupt) {
+		if _, err := Restore(&echoCore{self: 1}, partition.Ranks{}, config(1), snap[:n], nil); !errors.Is(err, wire.ErrCorrupt) {
 			t.Errorf("Restore of %d of %d bytes = %v, want ErrCorrupt", n, len(snap), err)
 		}
 	}
-	if _, err := Restore(&echoCore{self: 2}, config(2), snap); !errors.Is(err, wire.ErrCorrupt) {
+	if _, err := Restore(&echoCore{self: 2}, partition.Ranks{}, config(2), snap, nil); !errors.Is(err, wire.ErrCorrupt) {
 		t.Errorf("Restore of group 1's snapshot as group 2 = %v, want ErrCorrupt", err)
 	}
 }

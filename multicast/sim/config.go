@@ -113,7 +113,7 @@ type Config struct {
 	HoldbackMax int
 
 	// GCTicks (FlexCast only): a garbage-collection round every this many
-	// ticks of 10 ms (0: flexcast.GCTicksDefault). A round every tick or
+	// ticks of 10 ms (0: flexcast.GCTicksFor the number of groups). A round every tick or
 	// two keeps cuts and shipped histories in flight most of the time, the
 	// case of the rules about them.
 	GCTicks int
@@ -135,6 +135,11 @@ type Config struct {
 	// wrapCore, when set, wraps every core: tests use it to break a
 	// protocol on purpose and show that the run fails.
 	wrapCore func(self partition.GroupID, c multicast.Core) multicast.Core
+	// keepOverlay, when set, makes every change keep the overlay, so that
+	// the cores live through every change: a test that breaks a core's
+	// deliveries at a change reaches the simulator's epoch checks, not
+	// the node's assertion that a retiring core delivers nothing.
+	keepOverlay bool
 	// queueMax overrides QueueMaxDefault (tests of the bound).
 	queueMax int
 }

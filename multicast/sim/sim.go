@@ -32,7 +32,6 @@ import (
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/channel"
 	"github.com/flexkv/flexkv/multicast/check"
-	"github.com/flexkv/flexkv/multicast/flexcast"
 	"github.com/flexkv/flexkv/multicast/internal/interaction"
 	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/multicast/rawnode"
@@ -117,6 +116,12 @@ type Result struct {
 	Changes       int
 	EpochRefusals int
 	Aborted       int
+	// Rebuilt counts the changes that altered the overlay; Generations,
+	// the cores of new generations the groups started (rawnode
+	// generations: Rebuilt times the groups under FlexCast and the tree
+	// protocol, none under Skeen).
+	Rebuilt     int
+	Generations int
 	// PerMulticast holds one entry per accepted message, in acceptance order.
 	PerMulticast []MulticastStats
 	Net          NetStats
@@ -166,7 +171,8 @@ func (r Result) Summary() string {
 	fmt.Fprintf(&b, ", frames %d (dropped %d, duplicated %d, reordered %d, cut %d), busy %d, simulated %.3f s, %d events",
 		r.Net.Frames, r.Net.Dropped, r.Net.Duplicated, r.Net.Reordered, r.Net.Cut, r.Busy, r.SimTimeMs/1000, r.Events)
 	if r.Changes > 0 {
-		fmt.Fprintf(&b, ", %d changes of the epoch (%d requests refused, %d messages aborted and resubmitted)", r.Changes, r.EpochRefusals, r.Aborted)
+		fmt.Fprintf(&b, ", %d changes of the epoch (%d of the overlay, %d cores started; %d requests refused, %d messages aborted and resubmitted)",
+			r.Changes, r.Rebuilt, r.Generations, r.EpochRefusals, r.Aborted)
 	}
 	return b.String()
 }
@@ -183,7 +189,10 @@ type simulation struct {
 	// Epochs (epochs.go): what each client knows, its resubmissions so
 	// far, each job's verdict at its destinations, and the deliveries of
 	// control messages.
-	clientEpoch  []uint64
+	clientEpoch []uint64
+	// tops: the topology of every epoch the operator started, epoch 1
+	// first (epochs.go).
+	tops         []*partition.Topology
 	resubmits    []uint64
 	verdict      []int8
 	ctlDelivered int
@@ -296,18 +305,11 @@ func newSimulation(cfg Config) (*simulation, error) {
 	if holdbackMax == 0 {
 		holdbackMax = HoldbackMaxDefault
 	}
+	s.tops = []*partition.Topology{s.w.top}
 	for g := range n {
-		var core multicast.Core
-		if cfg.GCTicks > 0 {
-			core, err = flexcast.New(flexcast.Config{Self: partition.GroupID(g), Topology: s.w.top, GCTicks: cfg.GCTicks})
-		} else {
-			core, err = proto.New(partition.GroupID(g), s.w.top)
-		}
+		core, err := s.newCore(partition.GroupID(g), s.w.top)
 		if err != nil {
 			return nil, fmt.Errorf("sim: group %s: %w", s.names[g], err)
-		}
-		if cfg.wrapCore != nil {
-			core = cfg.wrapCore(partition.GroupID(g), core)
 		}
 		nd, err := rawnode.New(core, channel.Config{
 			Self: partition.GroupID(g), Groups: n,
@@ -316,6 +318,7 @@ func newSimulation(cfg Config) (*simulation, error) {
 		if err != nil {
 			return nil, fmt.Errorf("sim: group %s: %w", s.names[g], err)
 		}
+		nd.SetBuilder(&builder{s: s, self: partition.GroupID(g)})
 		s.nodes = append(s.nodes, nd)
 		s.res.Groups = append(s.res.Groups, GroupStats{Name: s.names[g]})
 	}
@@ -333,6 +336,7 @@ func newSimulation(cfg Config) (*simulation, error) {
 	s.res.Config = cfg
 	s.res.Config.DeliveryLog = nil
 	s.res.Config.wrapCore = nil
+	s.res.Config.keepOverlay = false
 	return s, nil
 }
 
@@ -421,6 +425,8 @@ func (s *simulation) submit(i int) error {
 	if j.epoch == 0 {
 		j.epoch = s.clientEpoch[j.client]
 	}
+	// The client routes with the topology of the epoch it knows.
+	j.entry = s.proto.Entry(s.tops[j.epoch-1], s.w.lat, protocol.HomeOrigin(j.home), j.msg.Dst)
 	err := s.nodes[j.entry].RequestAt(j.msg, j.epoch)
 	if ee := (*rawnode.EpochError)(nil); errors.As(err, &ee) && errors.Is(err, rawnode.ErrEpochChanged) {
 		return s.refused(i, ee)
@@ -702,6 +708,11 @@ func (s *simulation) complete() bool {
 				return false
 			}
 		}
+		// Every group told every other that it started the latest
+		// generation: no older core is kept, nothing is held.
+		if nd.Retiring() > 0 || nd.HeldLen() > 0 {
+			return false
+		}
 	}
 	return true
 }
@@ -709,6 +720,12 @@ func (s *simulation) complete() bool {
 // stuck describes what kept a run from completing.
 func (s *simulation) stuck() string {
 	var parts []string
+	for g, nd := range s.nodes {
+		if nd.Retiring() > 0 || nd.HeldLen() > 0 {
+			gen, _ := nd.Generation()
+			parts = append(parts, fmt.Sprintf("%s at generation %d keeps %d older cores and holds %d envelopes", s.names[g], gen, nd.Retiring(), nd.HeldLen()))
+		}
+	}
 	if n := len(s.jobs) - s.nAccepted; n > 0 {
 		var ids []string
 		for i, ok := range s.accepted {

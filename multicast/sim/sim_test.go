@@ -692,11 +692,13 @@ func TestFlexCastGCPaths(t *testing.T) {
 // pass every check (epochs.go's among them), and across the seeds requests
 // are refused for an ended epoch and resubmitted; under Skeen, whose entry
 // group does not deliver at once, some messages are aborted after the
-// change and resubmitted.
+// change and resubmitted. Changes of the overlay start a new core at every
+// group under FlexCast and the tree protocol, and none under Skeen; every
+// older core is dropped by the end of a run (complete()).
 func TestEpochChangesUnderFaults(t *testing.T) {
 	for _, p := range protocols(t) {
 		t.Run(string(p), func(t *testing.T) {
-			var refusals, aborted int
+			var refusals, aborted, rebuilt int
 			for seed := range int64(60) {
 				cfg := seedConfig(p, seed)
 				cfg.Changes = 1 + int(seed%8)
@@ -710,8 +712,19 @@ func TestEpochChangesUnderFaults(t *testing.T) {
 				}
 				refusals += res.EpochRefusals
 				aborted += res.Aborted
+				rebuilt += res.Rebuilt
+				want := res.Rebuilt * cfg.Groups
+				if p == protocol.Skeen {
+					want = 0
+				}
+				if !res.Complete || res.Generations != want {
+					t.Fatalf("seed %d: complete %v, %d cores started for %d changes of the overlay, want %d", seed, res.Complete, res.Generations, res.Rebuilt, want)
+				}
 			}
-			t.Logf("%s: %d requests refused for an ended epoch, %d messages aborted", p, refusals, aborted)
+			t.Logf("%s: %d requests refused for an ended epoch, %d messages aborted, %d changes of the overlay", p, refusals, aborted, rebuilt)
+			if rebuilt == 0 {
+				t.Errorf("no change altered the overlay")
+			}
 			if refusals == 0 {
 				t.Errorf("no request was refused for an ended epoch: the runs do not exercise the stop-sign")
 			}
@@ -754,6 +767,7 @@ func TestEpochChecksFailOnLateDelivery(t *testing.T) {
 		cfg := seedConfig(protocol.FlexCast, seed)
 		cfg.Changes, cfg.GapMs = 5, 1
 		cfg.wrapCore = func(_ partition.GroupID, c multicast.Core) multicast.Core { return &lateCore{Core: c} }
+		cfg.keepOverlay = true
 		_, err := Run(cfg)
 		if err == nil {
 			continue

@@ -427,7 +427,7 @@ func (e *Env) SnapshotRestore(g partition.GroupID) error {
 	if err != nil {
 		return fmt.Errorf("interaction: restore %s: %w", e.top.Name(g), err)
 	}
-	n, err := rawnode.Restore(c, e.channelConfig(g), nodeSnap)
+	n, err := rawnode.Restore(c, partition.Ranks{}, e.channelConfig(g), nodeSnap, nil)
 	if err != nil {
 		return fmt.Errorf("interaction: restore %s: %w", e.top.Name(g), err)
 	}

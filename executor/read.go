@@ -1,0 +1,179 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/flexkv/flexkv/kv"
+	"github.com/flexkv/flexkv/multicast"
+	"github.com/flexkv/flexkv/partition"
+	"github.com/flexkv/flexkv/txn"
+)
+
+// Reads at the leader (DESIGN 6.5). A read-only transaction or call of one
+// group runs on the state the executor committed last instead of through
+// the log, once the caller has made that state current (the replica's read
+// barrier). Two things make such a read the one a delivery at the end of
+// the log would get:
+//
+//   - It reads one point in time: a Pebble snapshot (kv.View) taken between
+//     two entries' commits, never a state half written, and evaluated
+//     after that, so that the apply loop does not wait for it. When the
+//     queue is empty (the common case) the read takes no lock at all:
+//     Execute marks the batch of an entry that leaves the queue empty
+//     settled, and the read takes a kv.SettledView, which the store gives
+//     only of such a state, between two commits; otherwise it takes mu.
+//   - It reads nothing a queued delivery that has not run may write. The
+//     committed state is not always a prefix of the delivery order: a
+//     delivery may run ahead of one that waits for a vote (conflict.go,
+//     rule 2). The read is let through only when, like a job of rule 2, it
+//     conflicts with no queued job: then the state holds, on every key it
+//     reads, the values of a serial execution of every delivery so far in
+//     delivery order, and the read is equivalent to a local delivery
+//     appended at this point of the order. Otherwise it returns ErrReadWaits
+//     and the caller tries again after the next entry (or sends the read
+//     through the log).
+
+// ErrReadWaits is the error of a read at the leader that a queued delivery
+// holds up: it may write what the read reads, and has not run.
+var ErrReadWaits = errors.New("executor: a queued delivery that has not run may write what the read reads")
+
+// ErrNotReadOnly is the error of a read at the leader of a call whose piece
+// wrote: the call must go through the log.
+var ErrNotReadOnly = errors.New("executor: the piece writes: it runs through the log")
+
+// Read runs the read-only transaction t, whose only destination is this
+// group, on the committed state, and returns its result (see above). An
+// error is ErrReadWaits, a store error, or t's own: not read-only, or not
+// this group's alone.
+func (e *Executor) Read(t *txn.Txn) (txn.PieceResult, error) {
+	if !t.ReadOnly() {
+		return txn.PieceResult{}, fmt.Errorf("executor: read: %w: the transaction writes", txn.ErrInvalid)
+	}
+	self := partition.SetOf(e.cfg.Self)
+	p, err := t.PieceOf(e.cfg.Partitions, e.cfg.Topology, self, e.cfg.Self)
+	if err != nil {
+		return txn.PieceResult{}, err
+	}
+	fp := footprintOf(&job{piece: p})
+	sn, err := e.readSnapshot(&fp)
+	if err != nil {
+		return txn.PieceResult{}, err
+	}
+	defer sn.Release()
+	holds, results, err := txn.Eval(viewReader{sn}, readOnlyWriter{}, p)
+	switch {
+	case errors.Is(err, txn.ErrAborted):
+		return abortResult(err.Error()), nil
+	case err != nil:
+		return txn.PieceResult{}, err
+	}
+	return storable(txn.PieceResult{Succeeded: holds, Results: results}), nil
+}
+
+// ReadCall runs call id, of a read-only procedure (txn.ReadOnly) whose only
+// destination is this group, on the committed state, as the call's
+// delivery here would (see above). A call footprints everything
+// (conflict.go), so it waits for an empty queue. A piece that writes is
+// not answered: ErrNotReadOnly.
+func (e *Executor) ReadCall(id multicast.MsgID, call txn.Call) (txn.PieceResult, error) {
+	cfg := &e.cfg
+	proc, ok := cfg.Procedures.Lookup(call.Name)
+	switch {
+	case !ok:
+		return txn.PieceResult{}, fmt.Errorf("executor: read: %w: unknown procedure %q", txn.ErrInvalid, call.Name)
+	case !txn.IsReadOnly(proc):
+		return txn.PieceResult{}, fmt.Errorf("executor: read: %w: procedure %q is not read-only", txn.ErrInvalid, call.Name)
+	}
+	self := partition.SetOf(cfg.Self)
+	if err := cfg.Procedures.CheckCallDestinations(call, cfg.Partitions, cfg.Topology, self); err != nil {
+		return txn.PieceResult{}, err
+	}
+	sn, err := e.readSnapshot(&footprint{all: true})
+	if err != nil {
+		return txn.PieceResult{}, err
+	}
+	defer sn.Release()
+	// A view of its own, not the spare one: the apply loop may be using
+	// that.
+	v := &procView{e: txn.NewOverlay(viewReader{sn}), pm: cfg.Partitions, self: cfg.Self}
+	j := &job{id: id, self: cfg.Self, dst: self, call: &call, proc: proc}
+	res, err := evalCallIn(j, v)
+	switch {
+	case err != nil:
+		return txn.PieceResult{}, err
+	case v.e.Len() > 0:
+		return txn.PieceResult{}, fmt.Errorf("%w: procedure %q wrote %d keys", ErrNotReadOnly, call.Name, v.e.Len())
+	}
+	return storable(res), nil
+}
+
+// storable returns res as a delivery would store it (run): truncated, its
+// reads dropped, when its record would exceed kv.ValueMax, so that a read
+// at the leader answers what the same read through the log does, and an
+// answer stays within what a client receives.
+func storable(res txn.PieceResult) txn.PieceResult {
+	if len(appendResultRecord(nil, 0, &res)) > kv.ValueMax {
+		return txn.PieceResult{Succeeded: res.Succeeded, Truncated: true}
+	}
+	return res
+}
+
+// readSnapshot returns a view of the committed state for a read of
+// footprint fp, or ErrReadWaits when a queued job that has not run
+// conflicts with it (rule 2 of conflict.go: for a read, a queued job that
+// may write what it reads).
+func (e *Executor) readSnapshot(fp *footprint) (*kv.View, error) {
+	if v, ok, err := e.cfg.Store.SettledView(); ok || err != nil {
+		// The state of an entry that left the queue empty.
+		return v, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stale {
+		// The queue in memory may not be the store's; the next Execute
+		// reads it back.
+		return nil, ErrReadWaits
+	}
+	if len(e.queue) > 0 {
+		set := newConflictSet()
+		for _, q := range e.queue {
+			set.add(q.footprint())
+		}
+		if set.blocksRun(fp) {
+			return nil, ErrReadWaits
+		}
+	}
+	// Every commit of the store is an Execute's, under mu.
+	return e.cfg.Store.View()
+}
+
+// ScanView returns a view of the committed state in which no queued
+// delivery may still write a key of [start, end): a point of the group's order for a scan of that range at the
+// leader (DESIGN 6.5), as Read takes for a transaction. ErrReadWaits: a
+// queued delivery may write there; the caller tries again once the next
+// entry applied. The caller releases the view.
+func (e *Executor) ScanView(start, end []byte) (*kv.View, error) {
+	return e.readSnapshot(&footprint{scans: []span{{start: string(start), end: string(end)}}})
+}
+
+// viewReader reads user keys of a kv view.
+type viewReader struct{ sn *kv.View }
+
+func (r viewReader) Get(key []byte) ([]byte, bool, error) { return r.sn.Get(key) }
+
+func (r viewReader) Scan(start, end []byte, limit int) ([]txn.KV, error) {
+	return txnKVs(r.sn.Scan(start, end, limit))
+}
+
+// readOnlyWriter is the writer of a read-only piece, which Eval never
+// calls: a call is a broken invariant.
+type readOnlyWriter struct{}
+
+func (readOnlyWriter) Put(key, _ []byte) error {
+	return fmt.Errorf("executor: read: put %s in a read-only transaction", txn.Quote(key))
+}
+
+func (readOnlyWriter) Delete(key []byte) error {
+	return fmt.Errorf("executor: read: delete %s in a read-only transaction", txn.Quote(key))
+}
