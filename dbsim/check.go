@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -253,10 +254,49 @@ func (s *sim) checkLists() error {
 			}
 		}
 	}
-	if cycle := listCycle(final); cycle != nil {
+	if cycle := listCycle(final, nil); cycle != nil {
 		s.res.violate("lists: not serializable: the lists order %s in a cycle", strings.Join(cycle, " < "))
+	} else if cycle := listCycle(final, s.committedAppends()); cycle != nil {
+		s.res.violate("lists: not strictly serializable: the lists and real time order %s in a cycle", strings.Join(cycle, " < "))
 	}
 	return nil
+}
+
+// committedAppends returns the appends every destination answered as
+// committed, by the step of their last answer.
+func (s *sim) committedAppends() []*request {
+	var out []*request
+	for _, c := range s.clients {
+		for _, rq := range c.reqs {
+			if rq.kind == kindAppend && rq.pieces != nil && !rq.pieces[0].Aborted {
+				out = append(out, rq)
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b *request) int { return a.done - b.done })
+	return out
+}
+
+// realTime adds to next the edges of real-time order among appends, sorted
+// by their done step: A before B when A was answered before B was first
+// sent. Time nodes keep it linear: the i-th answered append leads to the
+// node of its place, each such node to the next, and the node of the last
+// append answered before B was sent leads to B.
+func realTime(next map[string][]string, appends []*request) {
+	node := func(i int) string { return fmt.Sprintf("(the %d-th answer, step %d)", i+1, appends[i].done-1) }
+	for i, rq := range appends {
+		next[rq.msg.ID.String()] = append(next[rq.msg.ID.String()], node(i))
+		if i > 0 {
+			next[node(i-1)] = append(next[node(i-1)], node(i))
+		}
+	}
+	for _, rq := range appends {
+		// The appends answered before rq was invoked: done < invoked.
+		n := sort.Search(len(appends), func(i int) bool { return appends[i].done >= rq.invoked })
+		if n > 0 {
+			next[node(n-1)] = append(next[node(n-1)], rq.msg.ID.String())
+		}
+	}
 }
 
 // readOf returns what the append with results pieces read of list k.
@@ -275,7 +315,7 @@ func readOf(pieces []txn.PieceResult, k string) (string, bool) {
 // each id to the next in a list), or nil: every list is an order of the
 // appends to it, and the history is serializable exactly when their union
 // has no cycle.
-func listCycle(final map[string][]string) []string {
+func listCycle(final map[string][]string, appends []*request) []string {
 	next := map[string][]string{}
 	var nodes []string
 	seen := map[string]bool{}
@@ -295,6 +335,9 @@ func listCycle(final map[string][]string) []string {
 				next[id] = append(next[id], ids[i+1])
 			}
 		}
+	}
+	if appends != nil {
+		realTime(next, appends)
 	}
 	const (
 		white = iota

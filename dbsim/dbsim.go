@@ -600,6 +600,9 @@ func (s *sim) clientStep(c *client) error {
 		}
 	}
 	entry := s.entryAt(c.epoch, c.home, rq.msg.Dst)
+	if rq.invoked == 0 {
+		rq.invoked = s.res.Steps + 1
+	}
 	if !c.sent {
 		ok, err := s.sessionID(c, rq, entry)
 		if err != nil || !ok {
@@ -708,7 +711,7 @@ func (s *sim) answered(c *client, rq *request) bool {
 		s.res.Committed++
 	}
 	s.acked[rq.msg.ID] = true
-	rq.pieces = pieces
+	rq.pieces, rq.done = pieces, s.res.Steps+1
 	c.next++
 	c.sent = false
 	if c.id == loaderID && c.next == len(c.reqs) {

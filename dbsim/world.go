@@ -162,6 +162,10 @@ type request struct {
 	lists []string
 	// pieces are the destinations' results, once all answered.
 	pieces []txn.PieceResult
+	// invoked and done are the steps (plus one) at which the client first
+	// tried to send the request and at which the last destination answered
+	// it: its real-time interval (zero: not yet).
+	invoked, done int
 }
 
 type requestKind uint8
