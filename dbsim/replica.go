@@ -88,7 +88,7 @@ func (rp *replica) open() error {
 	if err != nil {
 		return err
 	}
-	ex, err := executor.NewExecutor(executor.Config{Store: st, Partitions: rp.pm, Topology: rp.cfg.Topology, Self: rp.cfg.Self, Procedures: rp.procs, ResultSessionsMax: rp.sessionsMax})
+	ex, err := executor.NewExecutor(executor.Config{Store: st, Partitions: rp.pm, Topology: rp.cfg.Topology, Self: rp.cfg.Self, Procedures: rp.procs, ResultSessionsMax: rp.sessionsMax, Strict: true})
 	if err != nil {
 		return errors.Join(err, st.Close())
 	}

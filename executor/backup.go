@@ -138,6 +138,7 @@ func (e *Executor) afterMarkers(index uint64, prev *execution) ([]*execution, er
 			err = x.finish(index)
 		}
 		if err == nil {
+			e.markUnreleased(x)
 			err = e.cfg.Store.CommitMore(b, index)
 		}
 		b.Close()

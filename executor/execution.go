@@ -24,7 +24,16 @@ type execution struct {
 	meta  execMeta
 	now   uint64 // the entry's log time (group.Clock)
 	sends []rawnode.AppSend
-	done  []Executed // results stored, in the order they ran
+	// runs are the jobs run, in the order they ran; released the results
+	// released (release.go), waited the jobs that ran and wait for their
+	// release; noted: a release note changed an open job.
+	runs     []ranJob
+	released []Executed
+	waited   []multicast.MsgID
+	noted    bool
+	// callFP is what the last call run touched (runCall), with
+	// Config.Strict.
+	callFP footprint
 	// ran are the queue entries run by this execution, to delete.
 	ran []*queued
 	// trialJob, trialRes and trialView are the call whose trial run the
@@ -247,7 +256,7 @@ func (x *execution) pass() error {
 			// the pass stops at it, run or not, so that nothing behind it
 			// runs before the part of the entry that ran it is committed.
 			if !early {
-				if err := x.run(q.job, nil, ""); err != nil {
+				if err := x.run(q, nil, ""); err != nil {
 					return err
 				}
 				x.ran = append(x.ran, q)
@@ -282,7 +291,7 @@ func (x *execution) pass() error {
 				return err
 			}
 			if ok {
-				if err := x.run(q.job, votes, reason); err != nil {
+				if err := x.run(q, votes, reason); err != nil {
 					return err
 				}
 				if early {
@@ -503,6 +512,9 @@ func (x *execution) storedVote(id multicast.MsgID, g partition.GroupID) (txn.Vot
 // (see Executor, Reused ids), which counts as junk then.
 func (x *execution) receive(in rawnode.AppInbound) (bool, error) {
 	cfg := &x.e.cfg
+	if txn.IsRelease(in.Payload) {
+		return false, x.receiveNote(in)
+	}
 	id, v, err := txn.DecodeVote(in.Payload)
 	if err != nil || v.Group != in.From || !cfg.Topology.Valid(v.Group) || v.Group == cfg.Self {
 		x.meta.junkVotes++
@@ -624,9 +636,11 @@ func (x *execution) evictVotes() error {
 	return nil
 }
 
-// run runs job j with the votes it waited for, or aborts it for reason,
-// stores its result, and drops the votes stored on its id.
-func (x *execution) run(j *job, votes []txn.Vote, reason string) error {
+// run runs queued job q with the votes it waited for, or aborts it for
+// reason, stores its result, and drops the votes stored on its id.
+func (x *execution) run(q *queued, votes []txn.Vote, reason string) error {
+	j := q.job
+	x.callFP = footprint{}
 	var res txn.PieceResult
 	var err error
 	switch {
@@ -662,8 +676,8 @@ func (x *execution) run(j *job, votes []txn.Vote, reason string) error {
 	if res.Aborted {
 		x.meta.aborted++
 	}
-	if x.e.cfg.OnExecuted != nil {
-		x.done = append(x.done, Executed{ID: j.id, Result: res})
+	if x.e.cfg.Strict || x.e.cfg.OnReleased != nil {
+		x.runs = append(x.runs, ranJob{q: q, res: res, fp: x.callFP})
 	}
 	return nil
 }
@@ -710,6 +724,9 @@ func (x *execution) dropVotes(id multicast.MsgID, used int) error {
 // finish stores the queue as the entry leaves it, the meta record and the
 // entry's sends.
 func (x *execution) finish(index uint64) error {
+	if err := x.settle(); err != nil {
+		return err
+	}
 	for _, q := range x.ran {
 		if q.stored {
 			if err := x.b.DeleteAux(queueKey(q.seq)); err != nil {
@@ -820,6 +837,9 @@ func (x *execution) check() error {
 	}
 	if live != len(e.stored) {
 		return fmt.Errorf("executor: %d arrivals of stored votes, %d votes stored", live, len(e.stored))
+	}
+	if err := e.rel.check(e.cfg.Self); err != nil {
+		return err
 	}
 	t := e.sessions
 	if err := t.check(); err != nil {

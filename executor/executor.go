@@ -192,6 +192,14 @@ type Executor struct {
 	// stale: an Execute failed after changing queue or votes, which must
 	// be read back from the store.
 	stale bool
+	// rel are the open jobs and early release notes (release.go).
+	rel releases
+
+	// unreleased are the jobs that ran and are not released (release.go):
+	// Result does not answer them. Guarded by relMu, not mu, so that
+	// Result does not wait for an Execute.
+	relMu      sync.Mutex
+	unreleased map[multicast.MsgID]struct{}
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -222,16 +230,23 @@ type Config struct {
 	// result. 0: ResultSessionsDefault. Every replica of a group must have
 	// the same.
 	ResultSessionsMax int
-	// OnExecuted, when not nil, is called after each commit with the
-	// transactions whose results the commit stored, in the order they ran
-	// (which may differ from delivery order, see Executor). It must not
-	// block (it runs in the raft apply loop) and must not call Execute;
-	// done and its results are the callee's, the executor keeps none of
-	// them.
-	OnExecuted func(done []Executed)
+	// Strict releases results in real-time order (release.go): a result
+	// is answered once every transaction that conflicts with it and ran
+	// before it here is complete, and the destinations of a transaction
+	// tell each other their releases. Without it a result is answered when
+	// its piece runs: serializable, not strictly. Every replica of every
+	// group must have the same.
+	Strict bool
+	// OnReleased, when not nil, is called after each commit with the
+	// transactions whose results the commit released (with Strict; without,
+	// those it stored), in the order they were released (which may differ
+	// from delivery order, see Executor). It must not block (it runs in the
+	// raft apply loop) and must not call Execute; done and its results are
+	// the callee's, the executor keeps none of them.
+	OnReleased func(done []Executed)
 }
 
-// Executed is a transaction whose result a commit stored: its id and its
+// Executed is a transaction whose result a commit released: its id and its
 // result at this group, as Result reads it back.
 type Executed struct {
 	ID     multicast.MsgID
@@ -394,6 +409,20 @@ func (e *Executor) load() error {
 		return fmt.Errorf("txn: executor state: %w: %d session records keeping %d results, the meta record says %d and %d",
 			kv.ErrCorrupt, sessions.len(), kept, m.sessions, m.sessionResults)
 	}
+	rel, err := loadReleases(s)
+	if err != nil {
+		return fmt.Errorf("txn: executor state: %w", err)
+	}
+	unreleased := map[multicast.MsgID]struct{}{}
+	for _, o := range rel.open {
+		if !o.here {
+			unreleased[o.id] = struct{}{}
+		}
+	}
+	e.relMu.Lock()
+	e.unreleased = unreleased
+	e.relMu.Unlock()
+	e.rel = rel
 	e.sessions = sessions
 	e.queue, e.votes, e.stale = queue, votes, false
 	e.stored, e.arrivals, e.voteBytes = stored, arrivals, size
@@ -445,10 +474,20 @@ func (e *Executor) AppliedIndex() uint64 { return e.cfg.Store.AppliedIndex() }
 func (e *Executor) Sync() error { return e.cfg.Store.Sync() }
 
 // Result returns the committed result of transaction id at this group, if
-// it is still kept. A session's result acknowledged here (see Session
+// it is still kept and released (Config.Strict). A session's result acknowledged here (see Session
 // results, sessions.go) is an error wrapping ErrAcknowledged. Safe to call
 // concurrently with Execute.
 func (e *Executor) Result(id multicast.MsgID) (txn.PieceResult, bool, error) {
+	if e.cfg.Strict {
+		// Before the store: a job is marked unreleased before the commit
+		// that stores its result.
+		e.relMu.Lock()
+		_, waits := e.unreleased[id]
+		e.relMu.Unlock()
+		if waits {
+			return txn.PieceResult{}, false, nil
+		}
+	}
 	b, ok, err := e.storedResult(id)
 	if err != nil || !ok {
 		return txn.PieceResult{}, false, err
@@ -476,8 +515,15 @@ func (e *Executor) Execute(index uint64, clock group.Clock, deliveries []multica
 	if err != nil {
 		return nil, err
 	}
-	if len(done) > 0 { // only with OnExecuted set (execution.done)
-		e.cfg.OnExecuted(done)
+	if e.cfg.Strict {
+		e.relMu.Lock()
+		for _, d := range done {
+			delete(e.unreleased, d.ID)
+		}
+		e.relMu.Unlock()
+	}
+	if len(done) > 0 && e.cfg.OnReleased != nil {
+		e.cfg.OnReleased(done)
 	}
 	return sends, nil
 }
@@ -502,29 +548,44 @@ func (e *Executor) execute(index uint64, clock group.Clock, deliveries []multica
 		e.stale = true
 		return nil, nil, fmt.Errorf("txn: execute %d: %w", index, err)
 	}
-	if len(e.queue) == 0 {
-		// Nothing put off may write what a read of this state reads:
-		// reads at the leader may go ahead without mu (read.go).
+	if len(e.queue) == 0 && len(e.rel.open) == 0 {
+		// Nothing put off may write what a read of this state reads, and
+		// nothing it reads waits for its release: reads at the leader may
+		// go ahead without mu (read.go).
 		b.MarkSettled()
 	}
+	e.markUnreleased(x)
 	if err := e.cfg.Store.Commit(b, index); err != nil {
 		e.stale = true
 		return nil, nil, err
 	}
 	e.setMeta(x.meta)
 	if x.marker == nil {
-		return x.sends, x.done, nil
+		return x.sends, x.released, nil
 	}
 	parts, err := e.afterMarkers(index, x)
 	if err != nil {
 		e.stale = true
 		return nil, nil, err
 	}
-	sends, done := x.sends, x.done
+	sends, done := x.sends, x.released
 	for _, p := range parts {
-		sends, done = append(sends, p.sends...), append(done, p.done...)
+		sends, done = append(sends, p.sends...), append(done, p.released...)
 	}
 	return sends, done, nil
+}
+
+// markUnreleased marks the jobs that ran in x and wait for their release,
+// before the commit that stores their results.
+func (e *Executor) markUnreleased(x *execution) {
+	if len(x.waited) == 0 {
+		return
+	}
+	e.relMu.Lock()
+	for _, id := range x.waited {
+		e.unreleased[id] = struct{}{}
+	}
+	e.relMu.Unlock()
 }
 
 // Sent returns what Execute returned for entry index (nil if nothing, or

@@ -26,7 +26,7 @@ type replica struct {
 	store           *kv.Store
 	ex              *Executor
 	index           uint64            // the last raft index given to Execute
-	executed        []multicast.MsgID // what OnExecuted reported, in order
+	executed        []multicast.MsgID // what OnReleased reported, in order
 	executedResults []txn.PieceResult // and the results it reported with them
 }
 
@@ -44,7 +44,9 @@ type cluster struct {
 	// storedVoteBytesMax is the Config.StoredVoteBytesMax of the
 	// executors opened from now on; 0: the default.
 	storedVoteBytesMax int64
-	reps               []*replica
+	// strict is the Config.Strict of the executors opened from now on.
+	strict bool
+	reps   []*replica
 	// twins, when not nil, are a second replica of each group, given the
 	// same entries as reps: they must send the same and end up with the
 	// same bytes.
@@ -99,8 +101,8 @@ func (c *cluster) open(r *replica) {
 	})
 	ex, err := NewExecutor(Config{
 		Store: s, Partitions: c.pm, Topology: c.top, Self: r.g, Procedures: c.procs,
-		StoredVoteBytesMax: c.storedVoteBytesMax,
-		OnExecuted: func(done []Executed) {
+		StoredVoteBytesMax: c.storedVoteBytesMax, Strict: c.strict,
+		OnReleased: func(done []Executed) {
 			for _, d := range done {
 				r.executed = append(r.executed, d.ID)
 				r.executedResults = append(r.executedResults, d.Result)
@@ -368,16 +370,16 @@ func TestExecutorSingleGroup(t *testing.T) {
 		"succeeded false: ",
 	}
 	if n := len(c.reps[0].executedResults); n != 3 {
-		t.Fatalf("OnExecuted reported %d results, want 3", n)
+		t.Fatalf("OnReleased reported %d results, want 3", n)
 	}
 	for i, m := range []multicast.Message{m1, m2, m3} {
 		stored := c.result(0, m)
 		if got := describeResult(stored); got != want[i] {
 			t.Errorf("%s: %s, want %s", m.ID, got, want[i])
 		}
-		// OnExecuted hands over the result the store keeps.
+		// OnReleased hands over the result the store keeps.
 		if reported := &c.reps[0].executedResults[i]; !bytes.Equal(txn.AppendPieceResult(nil, reported), txn.AppendPieceResult(nil, &stored)) {
-			t.Errorf("%s: OnExecuted reported %s, the store keeps %s", m.ID, describeResult(*reported), describeResult(stored))
+			t.Errorf("%s: OnReleased reported %s, the store keeps %s", m.ID, describeResult(*reported), describeResult(stored))
 		}
 	}
 	if got, want := c.data(0), "w/0001/acct=0 w/0002/acct=10"; got != want {
@@ -385,7 +387,7 @@ func TestExecutorSingleGroup(t *testing.T) {
 	}
 	r := c.reps[0]
 	if !slices.Equal(r.executed, []multicast.MsgID{m1.ID, m2.ID, m3.ID}) {
-		t.Errorf("OnExecuted reported %v", r.executed)
+		t.Errorf("OnReleased reported %v", r.executed)
 	}
 	if got := r.ex.Stats(); got != (Stats{Executed: 3}) {
 		t.Errorf("stats %+v", got)
@@ -834,11 +836,11 @@ func TestExecutorTruncatesLargeResults(t *testing.T) {
 	if r := c.result(0, m); !r.Truncated || !r.Succeeded || r.Results != nil {
 		t.Errorf("result %s, want truncated", describeResult(r))
 	}
-	// OnExecuted hands over the truncated result, as the store keeps it.
+	// OnReleased hands over the truncated result, as the store keeps it.
 	if rs := c.reps[0].executedResults; len(rs) != 1 {
-		t.Errorf("OnExecuted reported %d results, want 1", len(rs))
+		t.Errorf("OnReleased reported %d results, want 1", len(rs))
 	} else if !rs[0].Truncated || !rs[0].Succeeded || rs[0].Results != nil {
-		t.Errorf("OnExecuted reported %s, want the truncated result", describeResult(rs[0]))
+		t.Errorf("OnReleased reported %s, want the truncated result", describeResult(rs[0]))
 	}
 	if _, err := c.merged(m); !errors.Is(err, txn.ErrTruncated) {
 		t.Errorf("merged: %v, want ErrTruncated", err)

@@ -176,11 +176,14 @@ func (x *execution) runCall(j *job, votes []txn.Vote) (txn.PieceResult, error) {
 	res, v := x.trialRes, x.trialView
 	if x.trialJob != j {
 		var err error
-		if res, v, err = x.evalCall(j, false); err != nil {
+		if res, v, err = x.evalCall(j, x.e.cfg.Strict); err != nil {
 			return txn.PieceResult{}, err
 		}
 	}
 	x.trialJob, x.trialView = nil, nil
+	// The footprint of the run, for its release (release.go): the view's
+	// slices stay with it, as the next view starts new ones.
+	x.callFP = v.fp
 	for _, g := range j.dst.Slice() {
 		if g == j.self {
 			if res.Aborted {

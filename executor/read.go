@@ -135,6 +135,12 @@ func (e *Executor) readSnapshot(fp *footprint) (*kv.View, error) {
 		// reads it back.
 		return nil, ErrReadWaits
 	}
+	if e.cfg.Strict && e.rel.blocks(fp) {
+		// It would read a write whose transaction is not complete
+		// (release.go): its answer would be one that may come before the
+		// transaction in real time.
+		return nil, ErrReadWaits
+	}
 	if len(e.queue) > 0 {
 		set := newConflictSet()
 		for _, q := range e.queue {

@@ -21,6 +21,11 @@ func (c *ClusterConfig) Canonical() string {
 	var b strings.Builder
 	line := func(path, v string) { fmt.Fprintf(&b, "%s = %s\n", path, strconv.Quote(v)) }
 	line("protocol", c.Protocol)
+	if !c.Strict() {
+		// Only where it is not the default, so that the fingerprints of
+		// the configurations that say nothing stay what they were.
+		line("consistency", c.Consistency)
+	}
 	overlay := c.Overlay
 	if len(overlay) == 0 {
 		for _, g := range c.Groups {

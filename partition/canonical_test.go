@@ -24,6 +24,7 @@ func TestCanonicalDiff(t *testing.T) {
 	spelt.Groups[0].Region = "a"
 	spelt.Groups[1].Region = "b"
 	spelt.Groups[1].Replicas[0].Peer = "h:104"
+	spelt.Consistency = ConsistencyStrict
 	if c.Canonical() != spelt.Canonical() {
 		t.Fatalf("defaults not resolved:\n%s\nvs\n%s", c.Canonical(), spelt.Canonical())
 	}
@@ -35,6 +36,11 @@ func TestCanonicalDiff(t *testing.T) {
 		`groups[1].replicas[0].grpc was "h:4", now "h:5"`,
 		`groups[1].replicas[0].peer was "h:104", now "h:105"`,
 		`partitions[0].end was "m", now "n"`,
+	}
+	serializable := base()
+	serializable.Consistency = ConsistencySerializable
+	if d := CanonicalDiff(c.Canonical(), serializable.Canonical(), 5); !slices.Equal(d, []string{`consistency was absent, now "serializable"`}) && len(d) != 1 {
+		t.Errorf("a serializable cluster is not another cluster: %q", d)
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("diff:\n got %q\nwant %q", got, want)

@@ -36,9 +36,14 @@ type ClusterConfig struct {
 	// Latency is the path of a latency matrix CSV (like
 	// configs/aws-12-regions-latency-ms.csv), relative to the directory of
 	// the configuration file unless absolute. Optional; see LoadLatency.
-	Latency    string            `yaml:"latency,omitempty" mapstructure:"latency"`
-	Groups     []GroupConfig     `yaml:"groups" mapstructure:"groups"`
-	Partitions []PartitionConfig `yaml:"partitions" mapstructure:"partitions"`
+	Latency string `yaml:"latency,omitempty" mapstructure:"latency"`
+	// Consistency is what the cluster guarantees its transactions (DESIGN
+	// 12): ConsistencyStrict (the default, also when empty), whose results
+	// are answered in real-time order, or ConsistencySerializable, which
+	// answers each piece as soon as it ran, sooner, without that order.
+	Consistency string            `yaml:"consistency,omitempty" mapstructure:"consistency"`
+	Groups      []GroupConfig     `yaml:"groups" mapstructure:"groups"`
+	Partitions  []PartitionConfig `yaml:"partitions" mapstructure:"partitions"`
 	// EpochMembers marks the configuration of an epoch whose members
 	// changed since the bootstrap file (DESIGN 14; never in a file): a
 	// group may then hold any number of replicas up to EpochReplicasMax, as
@@ -175,6 +180,16 @@ func checkAddr(field, s string) error {
 // configuration that Validate accepts builds. Validate reads no file:
 // LoadLatency checks the matrix. The protocol and what it needs (a tree) are
 // the registry's to check: protocol.Validate does both.
+// The values of ClusterConfig.Consistency.
+const (
+	ConsistencyStrict       = "strict-serializable"
+	ConsistencySerializable = "serializable"
+)
+
+// Strict reports whether the cluster answers results in real-time order
+// (ClusterConfig.Consistency).
+func (c *ClusterConfig) Strict() bool { return c.Consistency != ConsistencySerializable }
+
 func (c *ClusterConfig) Validate() error {
 	_, _, err := c.Build()
 	return err
@@ -184,6 +199,11 @@ func (c *ClusterConfig) Validate() error {
 // overlay order) and its partition map. protocol.Build also checks the
 // protocol.
 func (c *ClusterConfig) Build() (*Topology, *PartitionMap, error) {
+	switch c.Consistency {
+	case "", ConsistencyStrict, ConsistencySerializable:
+	default:
+		return nil, nil, fmt.Errorf("partition: consistency %q: want %s (the default) or %s", c.Consistency, ConsistencyStrict, ConsistencySerializable)
+	}
 	groups, err := c.checkGroups()
 	if err != nil {
 		return nil, nil, err

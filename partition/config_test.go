@@ -175,6 +175,8 @@ type invalidConfigCase struct {
 // invalidConfigCases are TestConfigInvalid's changes.
 var invalidConfigCases = []invalidConfigCase{
 	{"no groups", func(c *partition.ClusterConfig) { c.Groups = nil }, "groups: none"},
+	{"unknown consistency", func(c *partition.ClusterConfig) { c.Consistency = "linearizable" },
+		`consistency "linearizable": want strict-serializable (the default) or serializable`},
 	{"too many groups", func(c *partition.ClusterConfig) {
 		c.Groups = make([]partition.GroupConfig, partition.GroupsMax+1)
 	}, "groups: 65, more than GroupsMax (64)"},

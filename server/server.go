@@ -330,7 +330,7 @@ func (s *Server) openExecutor() error {
 	}
 	s.exec, err = executor.NewExecutor(executor.Config{
 		Store: s.store, Partitions: s.pm, Topology: s.top, Self: s.self,
-		Procedures: s.cfg.Procedures, OnExecuted: s.waiters.done,
+		Procedures: s.cfg.Procedures, OnReleased: s.waiters.done, Strict: s.cfg.Cluster.Strict(),
 		StoredVoteBytesMax: s.cfg.StoredVoteBytesMax, ResultSessionsMax: s.cfg.ResultSessionsMax,
 	})
 	if err != nil {
