@@ -283,7 +283,7 @@ func PieceResultFromProto(p *apipb.PieceResult) (txn.PieceResult, error) {
 // (an empty Overlay means the order of the groups); the tree is sorted by
 // child; the matrix is given whole, every region of it.
 func ConfigToProto(cfg *partition.ClusterConfig, lat *partition.Latency) *apipb.TopologyResponse {
-	p := &apipb.TopologyResponse{Protocol: cfg.Protocol, Overlay: slices.Clone(cfg.Overlay)}
+	p := &apipb.TopologyResponse{Protocol: cfg.Protocol, Overlay: slices.Clone(cfg.Overlay), Consistency: cfg.Consistency}
 	if len(p.Overlay) == 0 {
 		for _, g := range cfg.Groups {
 			p.Overlay = append(p.Overlay, g.Name)
@@ -328,7 +328,7 @@ func ConfigFromProto(p *apipb.TopologyResponse) (*partition.ClusterConfig, *part
 	}
 	// A later epoch's members may hold a learner on its way in: any
 	// number of replicas (DESIGN 14).
-	cfg := &partition.ClusterConfig{Protocol: p.Protocol, Overlay: slices.Clone(p.Overlay), EpochMembers: p.GetEpoch() > 1}
+	cfg := &partition.ClusterConfig{Protocol: p.Protocol, Overlay: slices.Clone(p.Overlay), EpochMembers: p.GetEpoch() > 1, Consistency: p.GetConsistency()}
 	if len(p.Tree) > 0 {
 		cfg.Tree = make(map[string]string, len(p.Tree))
 	}

@@ -228,6 +228,8 @@ func TestConfigRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	serializable := loadConfig(t, configs.LocalYAML())
+	serializable.Consistency = partition.ConsistencySerializable
 	for _, tt := range []struct {
 		name string
 		cfg  *partition.ClusterConfig
@@ -235,6 +237,7 @@ func TestConfigRoundTrip(t *testing.T) {
 	}{
 		{"local", loadConfig(t, configs.LocalYAML()), nil},
 		{"aws-12", loadConfig(t, configs.AWS12YAML()), aws},
+		{"serializable", serializable, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.cfg.Latency = "" // a path on the server's disk: not sent

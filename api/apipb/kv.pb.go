@@ -1757,7 +1757,13 @@ type TopologyResponse struct {
 	EpochOverlay []string `protobuf:"bytes,9,rep,name=epoch_overlay,json=epochOverlay,proto3" json:"epoch_overlay,omitempty"`
 	// The tree of that epoch, sorted by child; empty without a tree (or
 	// from an older server: `tree`).
-	EpochTree     []*TreeEdge `protobuf:"bytes,10,rep,name=epoch_tree,json=epochTree,proto3" json:"epoch_tree,omitempty"`
+	EpochTree []*TreeEdge `protobuf:"bytes,10,rep,name=epoch_tree,json=epochTree,proto3" json:"epoch_tree,omitempty"`
+	// What the cluster guarantees its transactions: "strict-serializable"
+	// or "serializable" (docs/design.md 6.6); empty: the configuration says
+	// nothing, strict serializability.
+	// A replica that joins takes it from here, as every replica of every
+	// group must release results alike.
+	Consistency   string `protobuf:"bytes,11,opt,name=consistency,proto3" json:"consistency,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1860,6 +1866,13 @@ func (x *TopologyResponse) GetEpochTree() []*TreeEdge {
 		return x.EpochTree
 	}
 	return nil
+}
+
+func (x *TopologyResponse) GetConsistency() string {
+	if x != nil {
+		return x.Consistency
+	}
+	return ""
 }
 
 // ReconfigureRequest asks to end epoch `epoch` and start the next with the
@@ -3554,7 +3567,7 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"idle_ticks\x18\x02 \x01(\x04R\tidleTicks\x12\x17\n" +
 	"\atick_ms\x18\x03 \x01(\x01R\x06tickMs\"/\n" +
 	"\x0fTopologyRequest\x12\x1c\n" +
-	"\tbootstrap\x18\x01 \x01(\bR\tbootstrap\"\x9a\x03\n" +
+	"\tbootstrap\x18\x01 \x01(\bR\tbootstrap\"\xbc\x03\n" +
 	"\x10TopologyResponse\x12\x1a\n" +
 	"\bprotocol\x18\x01 \x01(\tR\bprotocol\x12\x18\n" +
 	"\aoverlay\x18\x02 \x03(\tR\aoverlay\x12*\n" +
@@ -3569,7 +3582,8 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\repoch_overlay\x18\t \x03(\tR\fepochOverlay\x125\n" +
 	"\n" +
 	"epoch_tree\x18\n" +
-	" \x03(\v2\x16.flexkv.kv.v1.TreeEdgeR\tepochTree\"\xa4\x01\n" +
+	" \x03(\v2\x16.flexkv.kv.v1.TreeEdgeR\tepochTree\x12 \n" +
+	"\vconsistency\x18\v \x01(\tR\vconsistency\"\xa4\x01\n" +
 	"\x12ReconfigureRequest\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x18\n" +
 	"\aoverlay\x18\x02 \x03(\tR\aoverlay\x12*\n" +
