@@ -368,7 +368,9 @@ func leadersAnswer(ctx context.Context, cfg *partition.ClusterConfig, creds cred
 func leaderStatus(ctx context.Context, g partition.GroupConfig, creds credentials.TransportCredentials) (*apipb.StatusResponse, error) {
 	var first *apipb.StatusResponse
 	var errs []error
-	for _, r := range g.Replicas {
+	replicas := slices.Clone(g.Replicas)
+	for i := 0; i < len(replicas); i++ {
+		r := replicas[i]
 		cc, err := grpc.NewClient(r.GRPC, append(rpcflow.DialOptions(), grpc.WithTransportCredentials(creds))...)
 		if err != nil {
 			return nil, err
@@ -382,6 +384,11 @@ func leaderStatus(ctx context.Context, g partition.GroupConfig, creds credential
 			return st, nil
 		case first == nil:
 			first = st
+		}
+		// A leader the file does not name (a member added since, DESIGN
+		// 14) is asked too, once.
+		if hint := st.GetLeader(); hint != "" && !slices.ContainsFunc(replicas, func(r partition.ReplicaConfig) bool { return r.GRPC == hint }) {
+			replicas = append(replicas, partition.ReplicaConfig{ID: "the leader", GRPC: hint})
 		}
 	}
 	if first != nil {
