@@ -22,7 +22,7 @@ var (
 	protocolsFlag = flag.String("jepsen.protocols", "flexcast,skeen,tree", "the protocols to run, comma-separated")
 	seedFlag      = flag.Uint64("jepsen.seed", 0, "the seed of the workload and the fault schedule (0: from the clock, printed)")
 	outFlag       = flag.String("jepsen.out", "", "where each protocol's history.jsonl and verdict.txt go, under <protocol>/ (default: a temporary directory)")
-	modelFlag     = flag.String("jepsen.model", string(checker.Serializable), "the model a run must satisfy: serializable or strict-serializable")
+	modelFlag     = flag.String("jepsen.model", string(checker.StrictSerializable), "the model a run must satisfy: strict-serializable or serializable")
 	historyFlag   = flag.String("jepsen.history", "", "TestCheckHistory: the history file to check")
 	faultsFlag    = flag.String("jepsen.faults", "", "the fault kinds of the nemesis, comma-separated (default: every kind)")
 )
