@@ -211,6 +211,7 @@ func (x *execution) deliver(m multicast.Message) (bool, error) {
 			return false, fmt.Errorf("%w: result of %s: %w", kv.ErrCorrupt, m.ID, err)
 		}
 		x.sendUsed(d, used != digest)
+		x.noteSkipped(m)
 		x.meta.duplicates++
 		return false, nil
 	}

@@ -409,20 +409,9 @@ func (e *Executor) load() error {
 		return fmt.Errorf("txn: executor state: %w: %d session records keeping %d results, the meta record says %d and %d",
 			kv.ErrCorrupt, sessions.len(), kept, m.sessions, m.sessionResults)
 	}
-	rel, err := loadReleases(s)
-	if err != nil {
+	if err := e.loadReleases(); err != nil {
 		return fmt.Errorf("txn: executor state: %w", err)
 	}
-	unreleased := map[multicast.MsgID]struct{}{}
-	for _, o := range rel.open {
-		if !o.here {
-			unreleased[o.id] = struct{}{}
-		}
-	}
-	e.relMu.Lock()
-	e.unreleased = unreleased
-	e.relMu.Unlock()
-	e.rel = rel
 	e.sessions = sessions
 	e.queue, e.votes, e.stale = queue, votes, false
 	e.stored, e.arrivals, e.voteBytes = stored, arrivals, size
@@ -573,6 +562,26 @@ func (e *Executor) execute(index uint64, clock group.Clock, deliveries []multica
 		sends, done = append(sends, p.sends...), append(done, p.released...)
 	}
 	return sends, done, nil
+}
+
+// loadReleases reads the open jobs and early notes back (release.go), and
+// marks the open jobs not released here; mu is held (or e is new).
+func (e *Executor) loadReleases() error {
+	rel, err := loadReleases(e.cfg.Store)
+	if err != nil {
+		return err
+	}
+	unreleased := map[multicast.MsgID]struct{}{}
+	for _, o := range rel.open {
+		if !o.here {
+			unreleased[o.id] = struct{}{}
+		}
+	}
+	e.relMu.Lock()
+	e.unreleased = unreleased
+	e.relMu.Unlock()
+	e.rel = rel
+	return nil
 }
 
 // markUnreleased marks the jobs that ran in x and wait for their release,

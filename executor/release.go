@@ -290,6 +290,21 @@ func (x *execution) notify(id multicast.MsgID, dst partition.GroupSet) {
 	}
 }
 
+// noteSkipped answers, with Config.Strict, a delivery skipped because its
+// id has a result here (an id used again, see Executor, Reused ids): a
+// destination that runs it again waits for this group's note, which goes
+// out again unless this group's piece under the id is still to be
+// released (its release sends it).
+func (x *execution) noteSkipped(m multicast.Message) {
+	if !x.e.cfg.Strict {
+		return
+	}
+	if o := x.e.rel.byID[m.ID]; o != nil && !o.here {
+		return
+	}
+	x.notify(m.ID, m.Dst)
+}
+
 // storedResultOf reads the result of id from the batch.
 func (x *execution) storedResultOf(id multicast.MsgID) (txn.PieceResult, bool, error) {
 	rec, found, err := x.result(id)

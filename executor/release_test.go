@@ -76,6 +76,18 @@ func TestReleaseRealTime(t *testing.T) {
 	if n := len(c.reps[0].ex.rel.open) + len(c.reps[1].ex.rel.open); n != 0 {
 		t.Fatalf("%d jobs still open after every note arrived", n)
 	}
+	// T delivered again at b (its id used again): b skips it and notes it
+	// again, for a destination that would run it again; a, which has T's
+	// result, takes the note for junk.
+	sends = c.deliver(1, T)
+	if len(sends) != 1 || sends[0].To != 0 || !txn.IsRelease(sends[0].Payload) {
+		t.Fatalf("b sent %+v on a skipped delivery of T; want its release note to a", sends)
+	}
+	junk := c.reps[0].ex.Stats().VotesJunk
+	c.deliver(0)
+	if got := c.reps[0].ex.Stats().VotesJunk; got != junk+1 || len(c.reps[0].ex.rel.early) != 0 {
+		t.Fatalf("a: junk %d -> %d, %d early notes; want the note counted as junk, none kept", junk, got, len(c.reps[0].ex.rel.early))
+	}
 }
 
 // TestReleaseChain: a job that waits holds up the jobs that conflict with
