@@ -175,11 +175,6 @@ func checkAddr(field, s string) error {
 	return nil
 }
 
-// Validate checks c but for its protocol; it returns the first problem
-// found, in the order of the fields, naming the field and its value. A
-// configuration that Validate accepts builds. Validate reads no file:
-// LoadLatency checks the matrix. The protocol and what it needs (a tree) are
-// the registry's to check: protocol.Validate does both.
 // The values of ClusterConfig.Consistency.
 const (
 	ConsistencyStrict       = "strict-serializable"
@@ -190,6 +185,11 @@ const (
 // (ClusterConfig.Consistency).
 func (c *ClusterConfig) Strict() bool { return c.Consistency != ConsistencySerializable }
 
+// Validate checks c but for its protocol; it returns the first problem
+// found, in the order of the fields, naming the field and its value. A
+// configuration that Validate accepts builds. Validate reads no file:
+// LoadLatency checks the matrix. The protocol and what it needs (a tree) are
+// the registry's to check: protocol.Validate does both.
 func (c *ClusterConfig) Validate() error {
 	_, _, err := c.Build()
 	return err
