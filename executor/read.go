@@ -74,8 +74,9 @@ func (e *Executor) Read(t *txn.Txn) (txn.PieceResult, error) {
 // ReadCall runs call id, of a read-only procedure (txn.ReadOnly) whose only
 // destination is this group, on the committed state, as the call's
 // delivery here would (see above). A call footprints everything
-// (conflict.go), so it waits for an empty queue. A piece that writes is
-// not answered: ErrNotReadOnly.
+// (conflict.go), so it waits for an empty queue; with Config.Strict it is
+// checked against the open jobs (release.go) for what it read, once it
+// ran. A piece that writes is not answered: ErrNotReadOnly.
 func (e *Executor) ReadCall(id multicast.MsgID, call txn.Call) (txn.PieceResult, error) {
 	cfg := &e.cfg
 	proc, ok := cfg.Procedures.Lookup(call.Name)
@@ -89,14 +90,16 @@ func (e *Executor) ReadCall(id multicast.MsgID, call txn.Call) (txn.PieceResult,
 	if err := cfg.Procedures.CheckCallDestinations(call, cfg.Partitions, cfg.Topology, self); err != nil {
 		return txn.PieceResult{}, err
 	}
-	sn, err := e.readSnapshot(&footprint{all: true})
+	// What the call reads is known once it ran: the open jobs (release.go)
+	// are checked against it then, not against everything.
+	sn, settled, err := e.readSnapshotOf(&footprint{all: true}, false)
 	if err != nil {
 		return txn.PieceResult{}, err
 	}
 	defer sn.Release()
 	// A view of its own, not the spare one: the apply loop may be using
 	// that.
-	v := &procView{e: txn.NewOverlay(viewReader{sn}), pm: cfg.Partitions, self: cfg.Self}
+	v := &procView{e: txn.NewOverlay(viewReader{sn}), pm: cfg.Partitions, self: cfg.Self, track: cfg.Strict && !settled}
 	j := &job{id: id, self: cfg.Self, dst: self, call: &call, proc: proc}
 	res, err := evalCallIn(j, v)
 	switch {
@@ -104,8 +107,21 @@ func (e *Executor) ReadCall(id multicast.MsgID, call txn.Call) (txn.PieceResult,
 		return txn.PieceResult{}, err
 	case v.e.Len() > 0:
 		return txn.PieceResult{}, fmt.Errorf("%w: procedure %q wrote %d keys", ErrNotReadOnly, call.Name, v.e.Len())
+	case v.track && e.openWrote(&v.fp):
+		return txn.PieceResult{}, ErrReadWaits
 	}
 	return storable(res), nil
+}
+
+// openWrote reports whether an open job (release.go) conflicts with a read
+// of fp: one open when the read's view was taken and still open now wrote
+// what it read (a job that ran after the view was taken holds it up too,
+// which is only cautious). A read of a settled view has nothing to check:
+// no job was open then.
+func (e *Executor) openWrote(fp *footprint) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.stale || e.rel.blocks(fp)
 }
 
 // storable returns res as a delivery would store it (run): truncated, its
@@ -124,22 +140,30 @@ func storable(res txn.PieceResult) txn.PieceResult {
 // conflicts with it (rule 2 of conflict.go: for a read, a queued job that
 // may write what it reads).
 func (e *Executor) readSnapshot(fp *footprint) (*kv.View, error) {
+	v, _, err := e.readSnapshotOf(fp, true)
+	return v, err
+}
+
+// readSnapshotOf is readSnapshot, which checks the open jobs only with
+// open; settled reports a view of a state that left the queue and the open
+// jobs empty.
+func (e *Executor) readSnapshotOf(fp *footprint, open bool) (v *kv.View, settled bool, err error) {
 	if v, ok, err := e.cfg.Store.SettledView(); ok || err != nil {
 		// The state of an entry that left the queue empty.
-		return v, err
+		return v, ok, err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.stale {
 		// The queue in memory may not be the store's; the next Execute
 		// reads it back.
-		return nil, ErrReadWaits
+		return nil, false, ErrReadWaits
 	}
-	if e.cfg.Strict && e.rel.blocks(fp) {
+	if open && e.cfg.Strict && e.rel.blocks(fp) {
 		// It would read a write whose transaction is not complete
 		// (release.go): its answer would be one that may come before the
 		// transaction in real time.
-		return nil, ErrReadWaits
+		return nil, false, ErrReadWaits
 	}
 	if len(e.queue) > 0 {
 		set := newConflictSet()
@@ -147,11 +171,12 @@ func (e *Executor) readSnapshot(fp *footprint) (*kv.View, error) {
 			set.add(q.footprint())
 		}
 		if set.blocksRun(fp) {
-			return nil, ErrReadWaits
+			return nil, false, ErrReadWaits
 		}
 	}
 	// Every commit of the store is an Execute's, under mu.
-	return e.cfg.Store.View()
+	v, err = e.cfg.Store.View()
+	return v, false, err
 }
 
 // ScanView returns a view of the committed state in which no queued

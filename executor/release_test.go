@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"errors"
 	"slices"
 	"testing"
 
@@ -10,9 +11,11 @@ import (
 )
 
 // newStrictCluster is newCluster with Config.Strict on every executor.
-func newStrictCluster(t *testing.T) *cluster {
+func newStrictCluster(t *testing.T) *cluster { return newStrictClusterWith(t, nil) }
+
+func newStrictClusterWith(t *testing.T, procs *txn.Registry) *cluster {
 	t.Helper()
-	c := newCluster(t, nil)
+	c := newCluster(t, procs)
 	c.strict = true
 	for g := range c.reps {
 		c.restart(partition.GroupID(g))
@@ -130,5 +133,33 @@ func TestReleaseChain(t *testing.T) {
 	c.deliver(0)
 	if !c.released(0, U3) || !c.released(0, V2) {
 		t.Fatal("U3 and V2 not released once T2 is complete")
+	}
+}
+
+// TestReadCallWaitsForOpenWrites: a read-only call at the leader is checked
+// against the open jobs for what it read: a job open that wrote elsewhere
+// lets it through, one that wrote what it read holds it until complete.
+func TestReadCallWaitsForOpenWrites(t *testing.T) {
+	c := newStrictClusterWith(t, readRegistry(t))
+	c.seed(0, map[string]string{"w/0001/y": "y0"})
+	ex := c.reps[0].ex
+	look := func(seq uint64) (string, error) {
+		res, err := ex.ReadCall(multicast.MsgID{Client: 3, Seq: seq}, txn.Call{Name: "look"})
+		return describeResult(res), err
+	}
+	other := c.msg(1, `{"then":[{"op":"put","key":"w/0001/q","value":"q"},{"op":"put","key":"w/0003/q","value":"q"}]}`)
+	c.deliver(0, other)
+	if got, err := look(1); err != nil || got != "succeeded true: 0:get w/0001/y=y0" {
+		t.Fatalf("call beside an open job that wrote elsewhere: %s, %v", got, err)
+	}
+	T := c.msg(2, `{"then":[{"op":"put","key":"w/0001/y","value":"t"},{"op":"put","key":"w/0003/y","value":"t"}]}`)
+	c.deliver(0, T)
+	if got, err := look(2); !errors.Is(err, ErrReadWaits) {
+		t.Fatalf("call that reads the write of an open job: %s, %v; want ErrReadWaits", got, err)
+	}
+	c.deliver(1, other, T)
+	c.deliver(0)
+	if got, err := look(3); err != nil || got != "succeeded true: 0:get w/0001/y=t" {
+		t.Fatalf("call once the job is complete: %s, %v", got, err)
 	}
 }
