@@ -296,6 +296,11 @@ type Stats struct {
 	ResultsAcked    uint64
 	SessionsExpired uint64
 	SessionsEvicted uint64
+	// Open counts the jobs that ran here and are not complete, Unreleased
+	// those of them whose answers wait for a conflicting transaction to
+	// complete, EarlyNotes the release notes kept for jobs that have not
+	// run here (Config.Strict, release.go).
+	Open, Unreleased, EarlyNotes uint64
 }
 
 // NewExecutor returns the executor of cfg.Store, resuming its queue and
@@ -444,8 +449,13 @@ type arrival struct {
 // setMeta installs the committed meta record; mu is held (or e is new).
 func (e *Executor) setMeta(m execMeta) {
 	e.meta = m
+	st := m.stats()
+	st.Open, st.EarlyNotes = uint64(len(e.rel.open)), uint64(len(e.rel.early))
+	e.relMu.Lock()
+	st.Unreleased = uint64(len(e.unreleased))
+	e.relMu.Unlock()
 	e.statsMu.Lock()
-	e.stats = m.stats()
+	e.stats = st
 	e.statsMu.Unlock()
 }
 

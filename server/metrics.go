@@ -317,6 +317,7 @@ type Metrics struct {
 	readBarriers, readBarrierReads, reads                              *prometheus.Desc
 
 	txnExecuted, txnAborted, txnQueued, txnVotes, txnVotesJunk *prometheus.Desc
+	txnOpen, txnUnreleased, txnEarlyNotes                      *prometheus.Desc
 	txnVotesEarly, txnRanAhead                                 *prometheus.Desc
 	txnVotesSent, txnVotesEvicted                              *prometheus.Desc
 	txnSessions, txnSessionResults, txnResultsAcked            *prometheus.Desc
@@ -399,20 +400,7 @@ func NewMetrics(servers func() []*Server) *Metrics {
 	m.readBarriers = d("read_barriers_total", "Read barriers run at this replica as leader (DESIGN 5): a heartbeat round each, shared by every linearizable read waiting when it starts.")
 	m.readBarrierReads = d("read_barrier_reads_total", "Linearizable reads served by the read barriers: divided by flexkv_read_barriers_total, the reads per barrier.")
 	m.reads = d("reads_total", "Linearizable reads (Get, read-only transactions and calls of one group), by path: leader (on the applied state after a barrier, DESIGN 6.5) or log (held up by queued deliveries, or a call that wrote, they went through the log).", "path")
-	m.txnExecuted = d("txn_executions_total", "Transaction pieces executed (results stored).")
-	m.txnAborted = d("txn_aborts_total", "Executed transaction pieces that aborted.")
-	m.txnQueued = d("txn_queued", "Deliveries waiting in the executor: for votes, or behind a conflicting one that waits.")
-	m.txnVotes = d("txn_votes_stored", "Votes from other groups stored, waiting for their transaction.")
-	m.txnVotesJunk = d("txn_votes_junk_total", "Votes ignored: undecodable, misdirected, late or repeated.")
-	m.txnVotesEarly = d("txn_votes_early_total", "Votes sent while a delivery ahead had not run (pipelining).")
-	m.txnRanAhead = d("txn_ran_ahead_total", "Deliveries run before one ahead of them that waited (pipelining).")
-	m.txnVotesSent = d("txn_votes_sent_total", "Votes sent, one per group sent to: pieces that can abort vote, the others send none.")
-	m.txnVotesEvicted = d("txn_votes_evicted_total", "Stored votes dropped to stay within the stored-vote byte bound (oldest of transactions not queued first).")
-	m.txnSessions = d("txn_sessions", "Client sessions whose results this group keeps until acknowledged.")
-	m.txnSessionResults = d("txn_session_results", "Results kept for client sessions, not yet acknowledged (at most one per session).")
-	m.txnResultsAcked = d("txn_results_acknowledged_total", "Session results deleted because the session's next request acknowledged them.")
-	m.txnSessionsExpired = d("txn_sessions_expired_total", "Session records dropped after their session was idle for its lifetime of log time.")
-	m.txnSessionsEvicted = d("txn_sessions_evicted_total", "Session records dropped to stay within the executor's bound on sessions (least recently used first).")
+	m.describeExecutor(d)
 
 	m.pbDisk = d("pebble_disk_bytes", "Pebble: bytes on disk.")
 	m.pbMemtable = d("pebble_memtable_bytes", "Pebble: bytes allocated by memtables.")
@@ -428,6 +416,27 @@ func NewMetrics(servers func() []*Server) *Metrics {
 	m.rowCacheHits = d("row_cache_hits_total", "Reads of rows by the executor that the row cache served.")
 	m.rowCacheMisses = d("row_cache_misses_total", "Reads of rows by the executor that the row cache did not serve (read from Pebble).")
 	return m
+}
+
+// describeExecutor makes the descriptions of the executor's figures with d.
+func (m *Metrics) describeExecutor(d func(name, help string, labels ...string) *prometheus.Desc) {
+	m.txnExecuted = d("txn_executions_total", "Transaction pieces executed (results stored).")
+	m.txnAborted = d("txn_aborts_total", "Executed transaction pieces that aborted.")
+	m.txnQueued = d("txn_queued", "Deliveries waiting in the executor: for votes, or behind a conflicting one that waits.")
+	m.txnVotes = d("txn_votes_stored", "Votes from other groups stored, waiting for their transaction.")
+	m.txnOpen = d("txn_open", "Transactions executed here and not yet complete at every destination (strict serializability): what conflicts with them waits.")
+	m.txnUnreleased = d("txn_unreleased", "Pieces executed here whose answers wait for a conflicting transaction to complete.")
+	m.txnEarlyNotes = d("txn_release_notes_early", "Release notes from other groups kept for transactions not executed here yet.")
+	m.txnVotesJunk = d("txn_votes_junk_total", "Votes ignored: undecodable, misdirected, late or repeated.")
+	m.txnVotesEarly = d("txn_votes_early_total", "Votes sent while a delivery ahead had not run (pipelining).")
+	m.txnRanAhead = d("txn_ran_ahead_total", "Deliveries run before one ahead of them that waited (pipelining).")
+	m.txnVotesSent = d("txn_votes_sent_total", "Votes sent, one per group sent to: pieces that can abort vote, the others send none.")
+	m.txnVotesEvicted = d("txn_votes_evicted_total", "Stored votes dropped to stay within the stored-vote byte bound (oldest of transactions not queued first).")
+	m.txnSessions = d("txn_sessions", "Client sessions whose results this group keeps until acknowledged.")
+	m.txnSessionResults = d("txn_session_results", "Results kept for client sessions, not yet acknowledged (at most one per session).")
+	m.txnResultsAcked = d("txn_results_acknowledged_total", "Session results deleted because the session's next request acknowledged them.")
+	m.txnSessionsExpired = d("txn_sessions_expired_total", "Session records dropped after their session was idle for its lifetime of log time.")
+	m.txnSessionsEvicted = d("txn_sessions_evicted_total", "Session records dropped to stay within the executor's bound on sessions (least recently used first).")
 }
 
 // Describe implements prometheus.Collector.
@@ -652,6 +661,9 @@ func (m *Metrics) collectExecutor(e emitter, xs executor.Stats) {
 	e.counter(m.txnAborted, xs.Aborted)
 	e.gauge(m.txnQueued, float64(xs.Queued))
 	e.gauge(m.txnVotes, float64(xs.VotesStored))
+	e.gauge(m.txnOpen, float64(xs.Open))
+	e.gauge(m.txnUnreleased, float64(xs.Unreleased))
+	e.gauge(m.txnEarlyNotes, float64(xs.EarlyNotes))
 	e.counter(m.txnVotesJunk, xs.VotesJunk)
 	e.counter(m.txnVotesEarly, xs.VotesEarly)
 	e.counter(m.txnRanAhead, xs.RanAhead)
