@@ -345,8 +345,16 @@ func requireLeaders(ctx context.Context, cfg *partition.ClusterConfig, creds cre
 	}
 }
 
-// leadersAnswer is one look of requireLeaders.
+// leadersAnswer is one look of requireLeaders, at the members of the
+// current epoch (DESIGN 14: a group whose replicas were all replaced since
+// the configuration file answers at none of the file's addresses), or of
+// cfg when no replica tells them.
 func leadersAnswer(ctx context.Context, cfg *partition.ClusterConfig, creds credentials.TransportCredentials) error {
+	if resp, err := fetchTopology(ctx, cfg, creds); err == nil {
+		if cur, _, err := api.ConfigFromProto(resp); err == nil {
+			cfg = cur
+		}
+	}
 	var missing []string
 	for _, g := range cfg.Groups {
 		st, err := leaderStatus(ctx, g, creds)
