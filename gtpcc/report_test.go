@@ -373,4 +373,14 @@ func TestDestinationAndPredictionTables(t *testing.T) {
 	if err := PredictionTable(&buf, []*Report{b}); err != nil || buf.Len() != 0 {
 		t.Errorf("no prediction: %q, %v; want nothing", buf.String(), err)
 	}
+	// A strictly serializable run's answers wait for more than the order:
+	// the table says so under it.
+	a.Consistency = "strict-serializable"
+	buf.Reset()
+	if err := PredictionTable(&buf, []*Report{a}); err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n"); len(lines) != 4 || !strings.Contains(lines[3], "strict serializability") {
+		t.Errorf("strict run's table %q: want a last line on what the model leaves out", buf.String())
+	}
 }

@@ -626,6 +626,10 @@ func (b *localBench) run(ctx context.Context, run localRun) (*gtpcc.Report, erro
 	rep, err := bench.RunLocal(ctx, b.localConfig(run, label), b.opts.Options, b.errOut)
 	if rep != nil {
 		rep.Run = run.name
+		rep.Consistency = partition.ConsistencySerializable
+		if run.cfg.Strict() {
+			rep.Consistency = partition.ConsistencyStrict
+		}
 		rep.PredictedMs = b.res.predict(run)
 		if step := rep.ModelStepMs(); step > 0 && rep.PredictedMs != nil {
 			rep.PredictedAtStepMs = b.res.predictAt(run, step)
