@@ -145,6 +145,7 @@ func (e *Executor) afterMarkers(index uint64, prev *execution) ([]*execution, er
 		if err != nil {
 			return nil, fmt.Errorf("txn: execute %d after backup marker %s: %w", index, prev.marker.id, err)
 		}
+		e.markReleased(x)
 		e.setMeta(x.meta)
 		parts = append(parts, x)
 		prev = x

@@ -514,13 +514,6 @@ func (e *Executor) Execute(index uint64, clock group.Clock, deliveries []multica
 	if err != nil {
 		return nil, err
 	}
-	if e.cfg.Strict {
-		e.relMu.Lock()
-		for _, d := range done {
-			delete(e.unreleased, d.ID)
-		}
-		e.relMu.Unlock()
-	}
 	if len(done) > 0 && e.cfg.OnReleased != nil {
 		e.cfg.OnReleased(done)
 	}
@@ -558,6 +551,7 @@ func (e *Executor) execute(index uint64, clock group.Clock, deliveries []multica
 		e.stale = true
 		return nil, nil, err
 	}
+	e.markReleased(x)
 	e.setMeta(x.meta)
 	if x.marker == nil {
 		return x.sends, x.released, nil
@@ -603,6 +597,20 @@ func (e *Executor) markUnreleased(x *execution) {
 	e.relMu.Lock()
 	for _, id := range x.waited {
 		e.unreleased[id] = struct{}{}
+	}
+	e.relMu.Unlock()
+}
+
+// markReleased forgets the jobs x released from the unreleased ones, once
+// the commit that released them is made: Result answers them from then on.
+// The entry is committed in the log, so every replica releases them too.
+func (e *Executor) markReleased(x *execution) {
+	if !e.cfg.Strict || len(x.released) == 0 {
+		return
+	}
+	e.relMu.Lock()
+	for _, d := range x.released {
+		delete(e.unreleased, d.ID)
 	}
 	e.relMu.Unlock()
 }
