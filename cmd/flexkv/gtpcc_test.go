@@ -448,7 +448,7 @@ func decodeCheck(t *testing.T, stdout string) gtpcc.CheckReport {
 // and the one extra the driver adds.
 var (
 	resultsKeys     = []string{"protocol", "config", "duration_s", "txn_total", "txn_per_s", "errors", "latency_ms", "traffic", "overhead", "check"}
-	resultsKeyExtra = []string{"rolled_back", "overlay", "tree", "run", "predicted_ms", "destination_sets", "bytes_per_txn", "msgs_per_txn", "bytes_per_txn_by_kind", "step_ms", "entry_step_ms", "predicted_at_step_ms"}
+	resultsKeyExtra = []string{"rolled_back", "overlay", "tree", "run", "predicted_ms", "destination_sets", "bytes_per_txn", "msgs_per_txn", "bytes_per_txn_by_kind", "step_ms", "entry_step_ms", "predicted_at_step_ms", "consistency"}
 	latencyKeys     = []string{"count", "mean", "p50", "p90", "p95", "p99", "max"}
 	destinationKeys = []string{"1st", "2nd", "3rd"}
 )
@@ -574,6 +574,12 @@ func TestDemo(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep := checkResultsJSON(t, data, "flexcast")
+	var head struct {
+		Consistency string `json:"consistency"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil || head.Consistency != "strict-serializable" {
+		t.Errorf("demo: results consistency %q (%v); want strict-serializable, the default", head.Consistency, err)
+	}
 	// --global-only: every transaction touches 2 or 3 groups (a remote
 	// warehouse is one of another group).
 	if first, second := rep.Latency.ByDestination["1st"], rep.Latency.ByDestination["2nd"]; first.Count == 0 || second.Count != first.Count {
