@@ -48,6 +48,19 @@ func (p *peerProgress) AppendEntries(id raft.ServerID, target raft.ServerAddress
 	return nil
 }
 
+// AppendEntriesPipeline refuses: raft then replicates with AppendEntries,
+// one call in flight per follower, bounded by the transport's timeout.
+// hashicorp/raft's pipelined replication can wedge for good: when a
+// follower refuses an entry (a log mismatch, as after a change of members)
+// the pipeline's decoder returns while the sender may already wait to
+// queue one more call, which nobody takes; the pipeline is then never
+// closed, that follower never gets another entry (its heartbeats still
+// arrive, so it never calls an election), and the leader's shutdown waits
+// for ever. TestReplaceMember hung so, stopping a removed leader.
+func (p *peerProgress) AppendEntriesPipeline(raft.ServerID, raft.ServerAddress) (raft.AppendPipeline, error) {
+	return nil, raft.ErrPipelineReplicationNotSupported
+}
+
 // InstallSnapshot records the follower's log at the snapshot's index.
 func (p *peerProgress) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
 	if err := p.Transport.InstallSnapshot(id, target, args, resp, data); err != nil {
