@@ -176,7 +176,7 @@ func (x *execution) runCall(j *job, votes []txn.Vote) (txn.PieceResult, error) {
 	res, v := x.trialRes, x.trialView
 	if x.trialJob != j {
 		var err error
-		if res, v, err = x.evalCall(j, x.e.cfg.Strict); err != nil {
+		if res, v, err = x.evalCall(j, x.tracksCall(j)); err != nil {
 			return txn.PieceResult{}, err
 		}
 	}

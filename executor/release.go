@@ -224,15 +224,18 @@ func (x *execution) opened(rj *ranJob) error {
 	e := x.e
 	r, self := &e.rel, e.cfg.Self
 	j := rj.q.job
-	if j.marker {
-		// A backup marker touches no user key: nobody waits for it.
+	dst := partition.SetOf(self)
+	if j.dst.Has(self) {
+		dst = j.dst
+	}
+	if j.marker || (dst == partition.SetOf(self) && len(r.open) == 0) {
+		// A backup marker touches no user key: nobody waits for it. A job
+		// of this group alone with no open job before it is released and
+		// complete at once: the common case needs no footprint.
 		x.released = append(x.released, Executed{ID: j.id, Result: rj.res})
 		return nil
 	}
-	o := &openJob{seq: rj.q.seq, id: j.id, dst: partition.SetOf(self)}
-	if j.dst.Has(self) {
-		o.dst = j.dst
-	}
+	o := &openJob{seq: rj.q.seq, id: j.id, dst: dst}
 	switch {
 	case rj.res.Aborted:
 	case j.call != nil:
@@ -261,6 +264,15 @@ func (x *execution) opened(rj *ranJob) error {
 	}
 	r.insert(o)
 	return x.b.PutAux(openKey(o.seq), appendOpenRecord(nil, o))
+}
+
+// tracksCall reports whether a call j that runs now must record what it
+// touches, for its release (opened): unless it is of this group alone and
+// nothing may be open when its turn in settle comes. Open jobs are added
+// only by settle, from the runs of the execution, so with none open now and
+// none run before j in this execution, none is open at j's turn.
+func (x *execution) tracksCall(j *job) bool {
+	return x.e.cfg.Strict && (len(x.e.rel.open) > 0 || len(x.runs) > 0 || !j.dst.Remove(j.self).Empty())
 }
 
 // insert adds o to the open jobs, in seq order (usually last).
