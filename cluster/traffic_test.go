@@ -7,6 +7,7 @@ import (
 	"github.com/flexkv/flexkv/client"
 	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/internal/testcluster"
+	"github.com/flexkv/flexkv/server"
 	"github.com/flexkv/flexkv/txn"
 )
 
@@ -42,14 +43,23 @@ func TestTrafficOverhead(t *testing.T) {
 			// A group receives the requests it accepted (every replica
 			// counts them) and the payloads sent to it (counted once, by
 			// the sender's leader).
-			received := map[string]uint64{}
-			delivered := map[string]uint64{}
-			traffic := l.Traffic()
-			for id, tr := range traffic {
-				g := l.Group(id)
-				received[g] = max(received[g], tr.Requests)
-				delivered[g] = max(delivered[g], tr.Deliveries)
+			var received, delivered map[string]uint64
+			var traffic map[string]server.Traffic
+			count := func() {
+				received, delivered = map[string]uint64{}, map[string]uint64{}
+				traffic = l.Traffic()
+				for id, tr := range traffic {
+					g := l.Group(id)
+					received[g] = max(received[g], tr.Requests)
+					delivered[g] = max(delivered[g], tr.Deliveries)
+				}
 			}
+			// The answer comes from the first destination to release
+			// its piece (DESIGN 6.6): the other may deliver later.
+			waitFor(t, "both destinations to deliver", func() bool {
+				count()
+				return delivered["eu-west-3"] > 0 && delivered["eu-central-1"] > 0
+			})
 			// The step of the latency model: timed at the replica that
 			// proposed the request, when it delivers it (FlexCast's lca
 			// is a destination; the tree's root here is not).
