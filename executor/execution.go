@@ -152,6 +152,9 @@ func (j *job) voteStep() bool {
 // queue, and writes the state the entry leaves.
 func (x *execution) apply(index, sessionTicks uint64, deliveries []multicast.Message, inbound []rawnode.AppInbound) error {
 	x.index = index
+	if err := x.switchPartitions(); err != nil {
+		return err
+	}
 	if err := x.expireSessions(sessionTicks); err != nil {
 		return err
 	}
@@ -407,18 +410,18 @@ func (e *Executor) prepare(d delivery) *job {
 			j.reason = fmt.Sprintf("txn: unknown procedure %q", p.Call.Name)
 			return j
 		}
-		if err := cfg.Procedures.CheckCallDestinations(*p.Call, cfg.Partitions, cfg.Topology, j.dst); err != nil {
+		if err := cfg.Procedures.CheckCallDestinations(*p.Call, e.pm.Load(), cfg.Topology, j.dst); err != nil {
 			j.reason = err.Error()
 			return j
 		}
 		j.call, j.proc = p.Call, proc
 		if txn.IsAllOrNothing(proc) && j.dst.Len() > 1 {
-			j.callVoteTo, j.callVoters = callVotes(proc, p.Call.Args, cfg.Partitions, j.dst, cfg.Self)
+			j.callVoteTo, j.callVoters = callVotes(proc, p.Call.Args, e.pm.Load(), j.dst, cfg.Self)
 		}
 		return j
 	}
 	// dst has Self (checked above).
-	piece, err := p.Txn.PieceOf(cfg.Partitions, cfg.Topology, j.dst, cfg.Self)
+	piece, err := p.Txn.PieceOf(e.pm.Load(), cfg.Topology, j.dst, cfg.Self)
 	if err != nil {
 		j.reason = err.Error()
 		return j
@@ -515,6 +518,9 @@ func (x *execution) receive(in rawnode.AppInbound) (bool, error) {
 	cfg := &x.e.cfg
 	if txn.IsRelease(in.Payload) {
 		return false, x.receiveNote(in)
+	}
+	if txn.IsMovePayload(in.Payload) && in.From == cfg.Self {
+		return false, x.receiveMove(in.Payload)
 	}
 	id, v, err := txn.DecodeVote(in.Payload)
 	if err != nil || v.Group != in.From || !cfg.Topology.Valid(v.Group) || v.Group == cfg.Self {

@@ -15,6 +15,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/kv"
@@ -166,6 +167,11 @@ import (
 // map, topology and registered procedures.
 type Executor struct {
 	cfg Config
+	// pm is the partition map the executor routes with, pmNext the one
+	// SetPartitions gave for the next entry (moves.go; pmNext guarded by
+	// mu).
+	pm     atomic.Pointer[partition.PartitionMap]
+	pmNext *partition.PartitionMap
 
 	// mu serializes the methods that write or capture the state. The
 	// fields below are guarded by it.
@@ -337,6 +343,9 @@ func NewExecutor(cfg Config) (*Executor, error) {
 // new).
 func (e *Executor) load() error {
 	s := e.cfg.Store
+	if err := e.loadPartitions(); err != nil {
+		return fmt.Errorf("txn: executor state: %w", err)
+	}
 	m, err := loadMeta(s)
 	if err != nil {
 		return err

@@ -220,10 +220,10 @@ func (e *Executor) newView(r txn.Reader, track bool) *procView {
 	v := e.spareView
 	e.spareView = nil
 	if v == nil {
-		return &procView{e: txn.NewOverlay(r), pm: e.cfg.Partitions, self: e.cfg.Self, track: track}
+		return &procView{e: txn.NewOverlay(r), pm: e.pm.Load(), self: e.cfg.Self, track: track}
 	}
 	v.e.Reset(r)
-	*v = procView{e: v.e, pm: e.cfg.Partitions, self: e.cfg.Self, track: track}
+	*v = procView{e: v.e, pm: e.pm.Load(), self: e.cfg.Self, track: track}
 	return v
 }
 

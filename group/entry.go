@@ -36,6 +36,9 @@ const (
 	// group, which the entry group counts with its destinations
 	// (counts.go).
 	entryRequestsFrom byte = 9
+	// entryMoveChunk carries a chunk of a partition moving to the group
+	// (moves.go).
+	entryMoveChunk byte = 10
 )
 
 // Bounds of a log entry.

@@ -41,6 +41,13 @@ type EpochConfig struct {
 	// since epoch 1). The state does not know the bootstrap addresses: the
 	// server does. A change that sets them sets every group's (CheckMembers).
 	Members [][]partition.ReplicaConfig
+	// Owners is the owner of every partition, by its index in the
+	// cluster's partition map (key order; partition.NoGroup for a
+	// replicated one); nil: the bootstrap configuration's (no partition
+	// moved since epoch 1). Moves are the partitions on their way to
+	// another group in this epoch (moves.go); they need Owners.
+	Owners []partition.GroupID
+	Moves  []Move
 }
 
 // Bounds of an epoch's members: replicas per group, and the bytes of an id
@@ -121,20 +128,37 @@ func (c EpochConfig) SameOverlay(o EpochConfig) bool {
 	return slices.Equal(c.Overlay, o.Overlay) && slices.Equal(c.Parent, o.Parent)
 }
 
-// appendEpochConfig appends c's overlay, tree and members (its epoch is
-// the caller's).
+// appendEpochConfig appends c's overlay, tree, members and owners (its
+// epoch is the caller's).
 func appendEpochConfig(b []byte, c EpochConfig) []byte {
 	b = appendOverlay(b, c)
-	return appendMembers(b, c.Members)
+	b = appendMembers(b, c.Members, c.Owners != nil)
+	if c.Owners != nil {
+		b = appendOwners(b, c)
+	}
+	return b
 }
 
-// appendMembers appends a table of members: 0 for none (the bootstrap
-// configuration's), else 1 and every group's.
-func appendMembers(b []byte, members [][]partition.ReplicaConfig) []byte {
-	if members == nil {
-		return wire.AppendUvarint(b, 0)
+// The flags before an epoch's members: the members follow (else the
+// bootstrap configuration's), the owners follow (moves.go). A
+// configuration written before moves has no owners flag.
+const (
+	flagMembers = 1
+	flagOwners  = 2
+)
+
+// appendMembers appends a table of members: its flags (flagMembers unless
+// members is nil: the bootstrap configuration's; flagOwners if owners
+// follow), then every group's.
+func appendMembers(b []byte, members [][]partition.ReplicaConfig, owners bool) []byte {
+	var flags uint64
+	if members != nil {
+		flags |= flagMembers
 	}
-	b = wire.AppendUvarint(b, 1)
+	if owners {
+		flags |= flagOwners
+	}
+	b = wire.AppendUvarint(b, flags)
 	for _, rs := range members {
 		b = wire.AppendUvarint(b, uint64(len(rs)))
 		for _, r := range rs {
@@ -147,15 +171,16 @@ func appendMembers(b []byte, members [][]partition.ReplicaConfig) []byte {
 }
 
 // decodeMembers reads what appendMembers wrote, for n groups, and checks
-// it (CheckMembers).
-func decodeMembers(d *wire.Decoder, n int) [][]partition.ReplicaConfig {
-	switch d.Uvarint() {
-	case 0:
-		return nil
-	case 1:
-	default:
-		d.Fail("members flag, want 0 or 1")
-		return nil
+// it (CheckMembers); owners reports whether the owners follow.
+func decodeMembers(d *wire.Decoder, n int) (members [][]partition.ReplicaConfig, owners bool) {
+	flags := d.Uvarint()
+	if flags > flagMembers|flagOwners {
+		d.Fail("members flags %d, want 0 to 3", flags)
+		return nil, false
+	}
+	owners = flags&flagOwners != 0
+	if flags&flagMembers == 0 {
+		return nil, owners
 	}
 	out := make([][]partition.ReplicaConfig, n)
 	for g := range n {
@@ -173,19 +198,19 @@ func decodeMembers(d *wire.Decoder, n int) [][]partition.ReplicaConfig {
 				f[i] = string(v)
 			}
 			if d.Err() != nil {
-				return nil
+				return nil, false
 			}
 			out[g] = append(out[g], partition.ReplicaConfig{ID: f[0], Raft: f[1], GRPC: f[2], Peer: f[3], HTTP: f[4]})
 		}
 	}
 	if d.Err() != nil {
-		return nil
+		return nil, false
 	}
 	if err := CheckMembers(out, n); err != nil {
 		d.Fail("%v", err)
-		return nil
+		return nil, false
 	}
-	return out
+	return out, owners
 }
 
 // cloneMembers returns a deep copy of a table of members.
@@ -219,8 +244,13 @@ func appendOverlay(b []byte, c EpochConfig) []byte {
 // change is taken, checkChange); the members pass CheckMembers.
 func decodeEpochConfig(d *wire.Decoder, n int) EpochConfig {
 	c := decodeOverlay(d, n)
-	if d.Err() == nil {
-		c.Members = decodeMembers(d, n)
+	if d.Err() != nil {
+		return c
+	}
+	var owners bool
+	c.Members, owners = decodeMembers(d, n)
+	if owners && d.Err() == nil {
+		decodeOwners(d, n, &c)
 	}
 	return c
 }
@@ -386,7 +416,7 @@ func (s *State) applyChange(index uint64, d *wire.Decoder, withMembers bool) err
 		next = decodeEpochConfig(d, s.cfg.Topology.Len())
 	} else {
 		next = decodeOverlay(d, s.cfg.Topology.Len())
-		next.Members = cloneMembers(s.EpochConfig().Members)
+		next.keepFrom(s.EpochConfig())
 	}
 	if err := d.Finish(); err != nil {
 		return fmt.Errorf("%w: group: change entry %d: %w", multicast.ErrInvalid, index, err)
@@ -419,8 +449,12 @@ func (s *State) checkChange(next EpochConfig) error {
 	if _, err := s.epochTopology(next); err != nil {
 		return fmt.Errorf("%w: %w", ErrChangeRefused, err)
 	}
-	if cur := s.EpochConfig(); next.Members == nil && cur.Members != nil {
+	cur := s.EpochConfig()
+	if next.Members == nil && cur.Members != nil {
 		return fmt.Errorf("%w: the change drops the members of epoch %d (a change names every group's)", ErrChangeRefused, cur.Epoch)
+	}
+	if err := s.checkMoveChange(cur, next); err != nil {
+		return fmt.Errorf("%w: %w", ErrChangeRefused, err)
 	}
 	return nil
 }
@@ -437,6 +471,7 @@ func (s *State) Begin(c rawnode.Change) (multicast.Core, partition.Ranks, error)
 	}
 	cur := s.EpochConfig()
 	s.resetDst()
+	s.beginMoves(cur, next)
 	s.epochs = append(s.epochs, next)
 	if len(s.epochs) > EpochsKept {
 		s.epochs = slices.Delete(s.epochs, 0, len(s.epochs)-EpochsKept)
@@ -502,7 +537,7 @@ func (s *State) decodeControl(c rawnode.Change) EpochConfig {
 	} else {
 		d = wire.NewDecoder(c.Config)
 		next = decodeOverlay(d, s.cfg.Topology.Len())
-		next.Members = cloneMembers(s.EpochConfig().Members)
+		next.keepFrom(s.EpochConfig())
 	}
 	if err := d.Finish(); err != nil {
 		// The group that took the change encoded and checked it.

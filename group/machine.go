@@ -2,6 +2,7 @@ package group
 
 import (
 	"fmt"
+	"github.com/flexkv/flexkv/partition"
 	"io"
 
 	"github.com/flexkv/flexkv/multicast/rawnode"
@@ -14,6 +15,16 @@ type Machine struct {
 	cfg   Config
 	state *State
 	exec  Executor
+	// pmEpoch is the epoch whose partition map the executor was last
+	// given (PartitionSetter); 0: none yet.
+	pmEpoch uint64
+}
+
+// PartitionSetter is implemented by an executor that routes with the
+// partition map of its group's epoch (moves.go): the machine gives it the
+// map before the first entry it executes in each epoch.
+type PartitionSetter interface {
+	SetPartitions(pm *partition.PartitionMap)
 }
 
 // NewMachine returns the initial machine of a group replica over exec.
@@ -85,7 +96,19 @@ func (m *Machine) Restore(st *State, execIndex uint64, exec io.Reader) (restored
 		restored = true
 	}
 	m.state = st
+	m.pmEpoch = 0
 	return restored, nil
+}
+
+// givePartitions gives the executor the partition map of the group's
+// epoch, once per epoch.
+func (m *Machine) givePartitions() {
+	ps, ok := m.exec.(PartitionSetter)
+	if !ok || m.pmEpoch == m.state.Epoch() || m.cfg.Partitions == nil {
+		return
+	}
+	ps.SetPartitions(m.state.Partitions())
+	m.pmEpoch = m.state.Epoch()
 }
 
 // Apply applies the log entry data at index (above State.Applied) and
@@ -112,6 +135,7 @@ func (m *Machine) Apply(index uint64, data []byte) (out rawnode.Output, result e
 	if replay {
 		sends, err = m.exec.Sent(index)
 	} else {
+		m.givePartitions()
 		sends, err = m.exec.Execute(index, m.clock(), forExecutor(out, m.state.Epoch()), out.App)
 	}
 	if err != nil {

@@ -25,6 +25,10 @@ type Config struct {
 	// values, or they expire different sessions.
 	SessionsMax  int
 	SessionTicks int
+	// Partitions is the cluster's partition map at bootstrap; the owners
+	// of each epoch replace its groups (moves.go). Nil: no partition can
+	// move.
+	Partitions *partition.PartitionMap
 }
 
 // Fill sets the defaults of the fields left zero and validates the
@@ -89,6 +93,14 @@ type State struct {
 	// its epoch; dstOther, those past DstCountsMax sets (counts.go).
 	dstCounts map[dstKey]uint64
 	dstOther  uint64
+	// movesIn: the copies of the partitions moving to this group, by
+	// partition (moves.go). pendingApp: what the entry being applied
+	// hands the executor besides the node's output (chunks, drops).
+	// pmCache is the partition map of epoch pmEpoch.
+	movesIn    map[int]*MoveProgress
+	pendingApp []rawnode.AppInbound
+	pmCache    *partition.PartitionMap
+	pmEpoch    uint64
 	// idleTicks counts the ticks applied since the last other entry. It
 	// steers only whether the leader proposes ticks (Quiet), not what an
 	// entry does, so it is left out of snapshots.
@@ -143,7 +155,12 @@ func (s *State) Apply(index uint64, data []byte) (rawnode.Output, error) {
 		s.idleTicks = 0
 	}
 	err := s.apply(index, data)
-	return s.node.Ready(), err
+	out := s.node.Ready()
+	if len(s.pendingApp) > 0 {
+		out.App = append(out.App, s.pendingApp...)
+		s.pendingApp = nil
+	}
+	return out, err
 }
 
 // Quiet reports whether the group may stop ticking: at least after ticks
@@ -173,6 +190,8 @@ func (s *State) apply(index uint64, data []byte) error {
 		return s.applyChange(index, d, false)
 	case entryChangeMembers:
 		return s.applyChange(index, d, true)
+	case entryMoveChunk:
+		return s.applyMoveChunk(index, d, func() []byte { return data[len(data)-d.Len():] })
 	case entryRequests:
 		// Written before epochs: every request routed at epoch 1.
 		return s.applyRequests(index, 1, d)
@@ -277,7 +296,8 @@ type snapshotter interface {
 // table, which is read as sessions last used at log time 0; 2 has the log
 // time and the sessions, least recently used first; 3 adds the
 // configuration of every epoch (epoch.go), 4 each with its members, 5 the
-// destination sets counted in the epoch (counts.go). 1 and 2
+// destination sets counted in the epoch (counts.go), 6 the copies of the
+// partitions moving in (moves.go), and owners in the epochs. 1 and 2
 // restore at epoch 1, the bootstrap configuration; 3 with the bootstrap
 // members.
 const (
@@ -285,7 +305,8 @@ const (
 	stateSnapshotV2      = 2
 	stateSnapshotV3      = 3
 	stateSnapshotV4      = 4
-	stateSnapshotVersion = 5
+	stateSnapshotV5      = 5
+	stateSnapshotVersion = 6
 )
 
 // AppendSnapshot appends the deterministic encoding of the state. The
@@ -309,7 +330,8 @@ func (s *State) AppendSnapshot(b []byte) []byte {
 		b = wire.AppendUvarint(b, ss.used)
 	}
 	b = s.appendEpochs(b)
-	return s.appendDstCounts(b)
+	b = s.appendDstCounts(b)
+	return s.appendMovesIn(b)
 }
 
 // RestoreState rebuilds a state from AppendSnapshot's output (either
@@ -361,13 +383,17 @@ func RestoreState(cfg Config, b []byte) (*State, error) {
 	}
 	var dstCounts map[dstKey]uint64
 	var dstOther uint64
-	if v >= stateSnapshotVersion {
+	if v >= stateSnapshotV5 {
 		dstCounts, dstOther = decodeDstCounts(d, cfg.Topology.Len())
+	}
+	var movesIn map[int]*MoveProgress
+	if v >= stateSnapshotVersion {
+		movesIn = decodeMovesIn(d, cfg.Topology.Len())
 	}
 	if err := d.Finish(); err != nil {
 		return nil, fmt.Errorf("group: snapshot: %w", err)
 	}
-	s := &State{cfg: cfg, sessions: sessions, now: now, applied: applied, epochs: epochs, dstCounts: dstCounts, dstOther: dstOther}
+	s := &State{cfg: cfg, sessions: sessions, now: now, applied: applied, epochs: epochs, dstCounts: dstCounts, dstOther: dstOther, movesIn: movesIn}
 	top, err := s.epochTopology(s.EpochConfig())
 	if err != nil {
 		return nil, fmt.Errorf("group: snapshot: %w: epoch %d: %w", wire.ErrCorrupt, s.EpochConfig().Epoch, err)

@@ -24,6 +24,7 @@ type Batch struct {
 	data    bool     // holds user writes or results (CommitAux refuses it)
 	done    bool     // committed (or a commit was attempted) or closed
 	settled bool     // MarkSettled
+	ranged  bool     // holds a DeleteRange: the row cache is purged at commit
 	closed  bool
 
 	// it serves the batch's point reads (Get, Result): Pebble's Batch.Get
@@ -200,6 +201,32 @@ func (b *Batch) Delete(key []byte) error {
 	return nil
 }
 
+// DeleteRange deletes every key in [start, end); an empty end has no
+// upper bound. The row cache forgets every row at the commit.
+func (b *Batch) DeleteRange(start, end []byte) error {
+	if err := b.usable(); err != nil {
+		return err
+	}
+	if err := checkKey(start); err != nil {
+		return err
+	}
+	upper := dataEnd
+	if len(end) > 0 {
+		if err := checkKey(end); err != nil {
+			return err
+		}
+		if bytes.Compare(start, end) >= 0 {
+			return fmt.Errorf("kv: delete range: %w: end %q is not after start %q", ErrInvalid, end, start)
+		}
+		upper = dataKey(end)
+	}
+	if err := b.b.DeleteRange(dataKey(start), upper, nil); err != nil {
+		return fmt.Errorf("kv: delete range: %w", err)
+	}
+	b.data, b.ranged = true, true
+	return nil
+}
+
 // wrote tells the row cache that the batch wrote key (value, or deleted it
 // if found is false), and keeps the write for the commit when the cache
 // needs it: every write of a batch without the cache; otherwise the writes
@@ -239,7 +266,7 @@ func (b *Batch) rowsCommitted(failed bool) {
 	switch {
 	case rows == nil:
 		return
-	case failed:
+	case failed || b.ranged:
 		rows.purge()
 		rows.release(b.rowToken, b.rows)
 	case len(b.rows.writes) > 0 || len(b.rows.slots) > 0:

@@ -375,3 +375,46 @@ type noSpanError struct{ msg string }
 
 func (e *noSpanError) Error() string { return e.msg }
 func (e *noSpanError) Unwrap() error { return ErrNoPartition }
+
+// WithOwners returns a copy of m in which the partition at index i of
+// Partitions (key order) is owned by owners[i]: the partition map of an
+// epoch in which partitions moved (DESIGN 14). A replicated partition's
+// owner must be NoGroup; every other must be a group of top.
+func (m *PartitionMap) WithOwners(top *Topology, owners []GroupID) (*PartitionMap, error) {
+	if len(owners) != len(m.parts) {
+		return nil, fmt.Errorf("partition: owners of %d partitions, the map has %d", len(owners), len(m.parts))
+	}
+	out := &PartitionMap{parts: slices.Clone(m.parts), byName: m.byName}
+	for i, g := range owners {
+		p := &out.parts[i]
+		switch {
+		case p.Replicated && g != NoGroup:
+			return nil, fmt.Errorf("partition: %s is replicated: it has no owner, not group %d", p.Name, g)
+		case !p.Replicated && !top.Valid(g):
+			return nil, fmt.Errorf("partition: %s: group %d is not a group of the topology (0..%d)", p.Name, g, top.Len()-1)
+		}
+		p.Group = g
+	}
+	return out, nil
+}
+
+// Index returns the index of the partition named name in Partitions (key
+// order), and false when there is none.
+func (m *PartitionMap) Index(name string) (int, bool) {
+	i, ok := m.byName[name]
+	return i, ok
+}
+
+// Owners returns the owner of every partition, in key order (NoGroup for a
+// replicated one).
+func (m *PartitionMap) Owners() []GroupID {
+	out := make([]GroupID, len(m.parts))
+	for i, p := range m.parts {
+		out[i] = p.Group
+	}
+	return out
+}
+
+// At returns the partition at index i of Partitions (key order); it shares
+// the map's key bytes.
+func (m *PartitionMap) At(i int) Partition { return m.parts[i] }

@@ -348,6 +348,7 @@ func (s *Server) replicationConfig() replication.Config {
 	rc.State.Protocol = s.proto.Name()
 	rc.State.Topology = s.top
 	rc.State.Self = s.self
+	rc.State.Partitions = s.pm
 	if cfg.SessionsMax != 0 {
 		rc.State.SessionsMax = cfg.SessionsMax
 	}
