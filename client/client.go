@@ -342,7 +342,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	view.Home = homeGroup(view.Groups, cfg.Region)
 	c.view, c.proto = view, proto
 	c.epoch.Store(view.Epoch)
-	c.epochRoute.Store(&epochRoute{epoch: view.Epoch, top: view.Groups})
+	c.epochRoute.Store(&epochRoute{epoch: view.Epoch, top: view.Groups, pm: view.Partitions})
 	// The entry group is measured from the client's region; its home group
 	// stands for it only when the region has one (Config.Region).
 	c.origin = protocol.Origin{Group: partition.NoGroup, Region: cfg.Region}

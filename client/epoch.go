@@ -1,6 +1,7 @@
 package client
 
 import (
+	"fmt"
 	"context"
 	"errors"
 	"slices"
@@ -120,6 +121,9 @@ func (c *Client) refreshMembers(ctx context.Context, addr string) bool {
 type epochRoute struct {
 	epoch uint64
 	top   *partition.Topology
+	// pm is the epoch's partition map: its owners change when a partition
+	// moves (DESIGN 14).
+	pm *partition.PartitionMap
 }
 
 // takeRoute takes the topology of a Topology answer when its epoch is
@@ -127,11 +131,15 @@ type epochRoute struct {
 // route stays, and the group refuses what it routes for its epoch.
 func (c *Client) takeRoute(resp *apipb.TopologyResponse) {
 	top, err := api.EpochTopology(resp, c.view.Groups)
+	var pm *partition.PartitionMap
+	if err == nil {
+		pm, err = epochPartitions(resp, c.view)
+	}
 	if err != nil {
 		c.log.Debug("client: topology of a new epoch not taken", "epoch", resp.GetEpoch(), "error", err)
 		return
 	}
-	next := &epochRoute{epoch: resp.GetEpoch(), top: top}
+	next := &epochRoute{epoch: resp.GetEpoch(), top: top, pm: pm}
 	for {
 		cur := c.epochRoute.Load()
 		if next.epoch <= cur.epoch || c.epochRoute.CompareAndSwap(cur, next) {
@@ -191,4 +199,27 @@ func (c *Client) epochFromTrailer(md metadata.MD) {
 			c.advanceEpoch(e)
 		}
 	}
+}
+
+// epochPartitions returns the partition map of a Topology answer: the
+// view's ranges with the owners the answer names.
+func epochPartitions(resp *apipb.TopologyResponse, view *Topology) (*partition.PartitionMap, error) {
+	owners := view.Partitions.Owners()
+	changed := false
+	for _, p := range resp.GetPartitions() {
+		i, ok := view.Partitions.Index(p.GetName())
+		if !ok || p.GetReplicated() {
+			continue
+		}
+		g, ok := view.Groups.Lookup(p.GetGroup())
+		if !ok {
+			return nil, fmt.Errorf("client: partition %s: unknown owner %q", p.GetName(), p.GetGroup())
+		}
+		changed = changed || owners[i] != g
+		owners[i] = g
+	}
+	if !changed {
+		return view.Partitions, nil
+	}
+	return view.Partitions.WithOwners(view.Groups, owners)
 }

@@ -33,7 +33,7 @@ func (c *Client) route(op txn.Op) (*txn.Txn, partition.GroupSet, error) {
 		return nil, 0, err
 	}
 	t := &txn.Txn{Then: []txn.Op{op}}
-	dst, err := t.Destinations(c.view.Partitions, c.view.Groups, c.view.Home)
+	dst, err := t.Destinations(c.epochRoute.Load().pm, c.view.Groups, c.view.Home)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -44,30 +44,33 @@ func (c *Client) route(op txn.Op) (*txn.Txn, partition.GroupSet, error) {
 // of the pool: a write under the session's next id there (renewing the
 // session as run does), a read under none (client 0, seq 0: reads are not
 // deduplicated).
-func (c *Client) single(ctx context.Context, what string, dst partition.GroupSet, write bool,
+func (c *Client) single(ctx context.Context, what string, op txn.Op, write bool,
 	rpc func(ctx context.Context, kv apipb.KVClient, client, seq uint64, opts ...grpc.CallOption) error,
 ) error {
-	if dst.Len() != 1 {
-		panic(fmt.Sprintf("client: invariant violated: single-group %s with destinations %s", what, dst))
-	}
 	s, err := c.acquire(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.release(s)
-	g := dst.Min()
-	if !write {
-		return c.invoke(ctx, g, true, what, func(ctx context.Context, kv apipb.KVClient, opts ...grpc.CallOption) error {
-			return rpc(ctx, kv, 0, 0, opts...)
-		})
-	}
 	for renewed, changed := 0, 0; ; renewed++ {
-		client, err := c.sessionAt(ctx, s, g)
+		// Routed again after an epoch change: the key's partition may
+		// have moved (DESIGN 14).
+		_, dst, err := c.route(op)
 		if err != nil {
 			return err
 		}
-		s.seq++
-		seq := s.seq
+		if dst.Len() != 1 {
+			panic(fmt.Sprintf("client: invariant violated: single-group %s with destinations %s", what, dst))
+		}
+		g := dst.Min()
+		var client, seq uint64
+		if write {
+			if client, err = c.sessionAt(ctx, s, g); err != nil {
+				return err
+			}
+			s.seq++
+			seq = s.seq
+		}
 		var o outcome
 		err = c.invoke(ctx, g, true, what, func(ctx context.Context, kv apipb.KVClient, opts ...grpc.CallOption) error {
 			var md metadata.MD
@@ -84,6 +87,9 @@ func (c *Client) single(ctx context.Context, what string, dst partition.GroupSet
 			c.learnEpoch(ctx, g)
 			continue
 		}
+		if !write {
+			return err
+		}
 		err = expired(err, what+" "+multicast.MsgID{Client: client, Seq: seq}.String(), &o)
 		if !errors.Is(err, errRenew) {
 			return err
@@ -97,12 +103,8 @@ func (c *Client) single(ctx context.Context, what string, dst partition.GroupSet
 
 // Get returns the value stored at key, and whether there is one.
 func (c *Client) Get(ctx context.Context, key []byte) (value []byte, found bool, err error) {
-	_, dst, err := c.route(txn.Op{Kind: txn.OpGet, Key: key})
-	if err != nil {
-		return nil, false, err
-	}
 	var resp *apipb.GetResponse
-	err = c.single(ctx, "get", dst, false, func(ctx context.Context, kv apipb.KVClient, client, seq uint64, opts ...grpc.CallOption) error {
+	err = c.single(ctx, "get", txn.Op{Kind: txn.OpGet, Key: key}, false, func(ctx context.Context, kv apipb.KVClient, client, seq uint64, opts ...grpc.CallOption) error {
 		var err error
 		resp, err = kv.Get(ctx, &apipb.GetRequest{ClientId: client, Seq: seq, Key: key}, opts...)
 		return err
@@ -158,7 +160,7 @@ func (c *Client) write(ctx context.Context, what string, op txn.Op,
 		_, err := c.Txn(ctx, t)
 		return err
 	}
-	return c.single(ctx, what, dst, true, rpc)
+	return c.single(ctx, what, op, true, rpc)
 }
 
 // Put stores value at key.
@@ -198,7 +200,7 @@ func (c *Client) Scan(ctx context.Context, start, end []byte, limit int) ([]txn.
 	if _, _, err := c.route(txn.Op{Kind: txn.OpScan, Key: start, End: end, Limit: limit}); err != nil {
 		return nil, err
 	}
-	spans, err := c.view.Partitions.Spans(start, end)
+	spans, err := c.epochRoute.Load().pm.Spans(start, end)
 	if err != nil {
 		return nil, &classError{class: txn.ErrInvalid, err: fmt.Errorf("client: scan: %w", err)}
 	}
@@ -209,14 +211,10 @@ func (c *Client) Scan(ctx context.Context, start, end []byte, limit int) ([]txn.
 		}
 		// Each part at its group, whose servers serve their partition
 		// and no further.
-		_, dst, err := c.route(txn.Op{Kind: txn.OpScan, Key: sp.Start, End: sp.End, Limit: limit})
-		if err != nil {
-			return nil, err
-		}
 		for from := sp.Start; ; {
 			var resp *apipb.ScanResponse
 			want := limit - len(out)
-			err = c.single(ctx, "scan", dst, false, func(ctx context.Context, kv apipb.KVClient, client, seq uint64, opts ...grpc.CallOption) error {
+			err = c.single(ctx, "scan", txn.Op{Kind: txn.OpScan, Key: from, End: sp.End, Limit: want}, false, func(ctx context.Context, kv apipb.KVClient, client, seq uint64, opts ...grpc.CallOption) error {
 				var err error
 				resp, err = kv.Scan(ctx, &apipb.ScanRequest{ClientId: client, Seq: seq, Start: from, End: sp.End, Limit: uint32(want)}, opts...)
 				return err

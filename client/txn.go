@@ -31,12 +31,12 @@ func (c *Client) Txn(ctx context.Context, t *txn.Txn) (*txn.Result, error) {
 		return nil, err
 	}
 	v := c.view
-	dst, err := t.Destinations(v.Partitions, v.Groups, v.Home)
-	if err != nil {
+	dstOf := func(pm *partition.PartitionMap) (partition.GroupSet, error) { return t.Destinations(pm, v.Groups, v.Home) }
+	if _, err := dstOf(c.epochRoute.Load().pm); err != nil {
 		return nil, err
 	}
 	req := &apipb.TxnRequest{Body: &apipb.TxnRequest_Txn{Txn: api.TxnToProto(t)}, HomeGroup: v.Groups.Name(v.Home)}
-	res, err := c.run(ctx, start, req, dst)
+	res, err := c.run(ctx, start, req, dstOf)
 	if res == nil {
 		return nil, err
 	}
@@ -69,18 +69,24 @@ func (c *Client) Call(ctx context.Context, procedure string, args []byte, keys [
 	if err := checkCall(procedure, args, keys); err != nil {
 		return nil, err
 	}
-	dst, err := v.Partitions.Destinations(keys)
-	if err != nil {
-		return nil, &classError{class: txn.ErrInvalid, err: fmt.Errorf("client: call %q: %w", procedure, err)}
+	dstOf := func(pm *partition.PartitionMap) (partition.GroupSet, error) {
+		dst, err := pm.Destinations(keys)
+		if err != nil {
+			return 0, &classError{class: txn.ErrInvalid, err: fmt.Errorf("client: call %q: %w", procedure, err)}
+		}
+		if dst.Empty() {
+			dst = partition.SetOf(v.Home)
+		}
+		return dst, nil
 	}
-	if dst.Empty() {
-		dst = partition.SetOf(v.Home)
+	if _, err := dstOf(c.epochRoute.Load().pm); err != nil {
+		return nil, err
 	}
 	req := &apipb.TxnRequest{
 		Body:      &apipb.TxnRequest_Call{Call: &apipb.Call{Name: procedure, Args: args, Keys: keys}},
 		HomeGroup: v.Groups.Name(v.Home),
 	}
-	return c.run(ctx, start, req, dst)
+	return c.run(ctx, start, req, dstOf)
 }
 
 // checkCall checks a call as the servers do: a procedure name of
@@ -159,18 +165,23 @@ func (t *tally) add(g partition.GroupID, piece *apipb.PieceResult) error {
 // session's next id, and collects the answers of every destination. A
 // request refused for an expired session that never ran goes again under a
 // new session and the next seq (see the package comment).
-func (c *Client) run(ctx context.Context, start time.Time, req *apipb.TxnRequest, dst partition.GroupSet) (*txn.Result, error) {
+func (c *Client) run(ctx context.Context, start time.Time, req *apipb.TxnRequest, dstOf func(*partition.PartitionMap) (partition.GroupSet, error)) (*txn.Result, error) {
 	s, err := c.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer c.release(s)
-	rt := c.epochRoute.Load()
-	entry := c.proto.Entry(rt.top, c.view.Latency, c.origin, dst)
+	var rt *epochRoute
+	var entry partition.GroupID
+	var dst partition.GroupSet
 	for renewed, changed := 0, 0; ; renewed++ {
 		if now := c.epochRoute.Load(); now != rt {
-			// A new epoch's topology: it may rank the groups otherwise.
+			// A new epoch's topology: it may rank the groups otherwise,
+			// and a partition may have moved (DESIGN 14).
 			rt = now
+			if dst, err = dstOf(rt.pm); err != nil {
+				return nil, err
+			}
 			entry = c.proto.Entry(rt.top, c.view.Latency, c.origin, dst)
 		}
 		req.Epoch = rt.epoch

@@ -120,3 +120,43 @@ func (x *execution) receiveMove(payload []byte) error {
 	}
 	return nil
 }
+
+// NextSeq returns the queue sequence of the next delivery: every delivery
+// queued so far has a lower one.
+func (e *Executor) NextSeq() uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.meta.qNext
+}
+
+// QueuedTouch reports whether a delivery queued here with a sequence below
+// before may touch a key in [start, end) (an empty end has no upper bound):
+// one whose footprint has such a key, or a stored-procedure call, which may
+// touch any key of the group. The partition of a move is frozen at its old
+// owner once none of the deliveries before the move's cut may (moves.go).
+func (e *Executor) QueuedTouch(before uint64, start, end []byte) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r := span{start: string(start), end: string(end)}
+	in := func(k string) bool { return k >= r.start && (r.end == "" || k < r.end) }
+	for _, q := range e.queue {
+		if q.seq >= before {
+			break
+		}
+		fp := footprintOf(q.job)
+		if fp.all {
+			return true
+		}
+		for _, k := range slices.Concat(fp.reads, fp.writes) {
+			if in(k) {
+				return true
+			}
+		}
+		for _, sc := range fp.scans {
+			if (r.end == "" || sc.start < r.end) && (sc.end == "" || sc.end > r.start) {
+				return true
+			}
+		}
+	}
+	return false
+}

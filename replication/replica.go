@@ -28,6 +28,7 @@ import (
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/replication/raftstore"
 	"github.com/flexkv/flexkv/replication/transport"
+	"github.com/flexkv/flexkv/txn"
 )
 
 // Member is one replica of a group.
@@ -1027,6 +1028,17 @@ func (r *Replica) proposeAt(ctx context.Context, data []byte) (uint64, error) {
 		return f.Index(), err
 	}
 	return f.Index(), nil
+}
+
+// ProposeChunk proposes, at the group's leader, a chunk of partition move
+// m from key from up to next (group.EncodeMoveChunk), and waits until it is
+// applied: group.ErrChunkStale when the copy does not end at from (taken
+// already).
+func (r *Replica) ProposeChunk(ctx context.Context, m group.Move, from, next []byte, rows []txn.MoveRow) error {
+	if r.raft.State() != raft.Leader {
+		return &NotLeaderError{Leader: r.leaderHint()}
+	}
+	return r.propose(ctx, group.EncodeMoveChunk(m, from, next, rows))
 }
 
 // Deliver takes frames from another group's leader: the leader proposes them

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -73,7 +74,7 @@ func TestCheckDestinations(t *testing.T) {
 		{"no such group", []uint32{0, 3}, codes.InvalidArgument, "destination_groups[1] is 3, not a group"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := s.checkDestinations(id, tc.named, dst)
+			err := s.checkDestinations(context.Background(), id, 0, tc.named, dst)
 			if status.Code(err) != tc.code || (tc.text != "" && !strings.Contains(err.Error(), tc.text)) {
 				t.Errorf("checkDestinations(%v) = %v, want %v containing %q", tc.named, err, tc.code, tc.text)
 			}

@@ -30,6 +30,10 @@ type epochConfig struct {
 	epoch uint64
 	cfg   *partition.ClusterConfig
 	top   *partition.Topology // the epoch's ranks and tree (group.State.Topology)
+	// pm is the epoch's partition map (its owners, group/moves.go), moves
+	// the partitions moving in it.
+	pm    *partition.PartitionMap
+	moves []group.Move
 }
 
 // config returns the configuration of the replica's current epoch: the
@@ -51,10 +55,46 @@ func (s *Server) config() *partition.ClusterConfig {
 func (s *Server) loadCurrent() *epochConfig {
 	var ec group.EpochConfig
 	var top *partition.Topology
-	s.replica.State(func(st *group.State) { ec, top = st.EpochConfig(), st.Topology() })
-	c := &epochConfig{epoch: ec.Epoch, cfg: s.withMembers(ec.Members), top: top}
+	var pm *partition.PartitionMap
+	s.replica.State(func(st *group.State) { ec, top, pm = st.EpochConfig(), st.Topology(), st.Partitions() })
+	if pm == nil {
+		pm = s.pm
+	}
+	c := &epochConfig{epoch: ec.Epoch, cfg: s.withOwners(s.withMembers(ec.Members), pm), top: top, pm: pm, moves: ec.Moves}
 	s.current.Store(c)
 	return c
+}
+
+// partitions returns the partition map of the replica's current epoch.
+func (s *Server) partitions() *partition.PartitionMap {
+	if s.replica == nil {
+		return s.pm
+	}
+	return s.epoch().pm
+}
+
+// epoch returns what the server keeps of the replica's current epoch.
+func (s *Server) epoch() *epochConfig {
+	if c := s.current.Load(); c != nil && c.epoch == s.replica.Epoch() {
+		return c
+	}
+	return s.loadCurrent()
+}
+
+// withOwners returns cfg with the owners of pm, when they differ from
+// cfg's: the configuration of an epoch in which partitions moved.
+func (s *Server) withOwners(cfg *partition.ClusterConfig, pm *partition.PartitionMap) *partition.ClusterConfig {
+	if pm == s.pm {
+		return cfg
+	}
+	c := *cfg
+	c.Partitions = slices.Clone(cfg.Partitions)
+	for i, p := range c.Partitions {
+		if part, ok := pm.ByName(p.Name); ok && !part.Replicated {
+			c.Partitions[i].Group = s.top.Name(part.Group)
+		}
+	}
+	return &c
 }
 
 // startConfig is the configuration the server starts with: the one it

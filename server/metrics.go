@@ -315,6 +315,7 @@ type Metrics struct {
 
 	raftLeader, raftState, raftTerm, raftLast, raftCommit, raftApplied *prometheus.Desc
 	readBarriers, readBarrierReads, reads                              *prometheus.Desc
+	moveBytes, movesRefused                                            *prometheus.Desc
 
 	txnExecuted, txnAborted, txnQueued, txnVotes, txnVotesJunk *prometheus.Desc
 	txnOpen, txnUnreleased, txnEarlyNotes                      *prometheus.Desc
@@ -400,6 +401,8 @@ func NewMetrics(servers func() []*Server) *Metrics {
 	m.readBarriers = d("read_barriers_total", "Read barriers run at this replica as leader (DESIGN 5): a heartbeat round each, shared by every linearizable read waiting when it starts.")
 	m.readBarrierReads = d("read_barrier_reads_total", "Linearizable reads served by the read barriers: divided by flexkv_read_barriers_total, the reads per barrier.")
 	m.reads = d("reads_total", "Linearizable reads (Get, read-only transactions and calls of one group), by path: leader (on the applied state after a barrier, DESIGN 6.5) or log (held up by queued deliveries, or a call that wrote, they went through the log).", "path")
+	m.moveBytes = d("partition_move_bytes", "Bytes of keys and values of moving partitions this replica copied in, as its group's leader (DESIGN 14).")
+	m.movesRefused = d("partition_move_refusals_total", "Requests refused as busy for touching a partition moving in their epoch (the client retries).")
 	m.describeExecutor(d)
 
 	m.pbDisk = d("pebble_disk_bytes", "Pebble: bytes on disk.")
@@ -536,6 +539,8 @@ func (m *Metrics) collectCounts(e emitter, s *Server) {
 		}
 	}
 
+	e.counter(m.moveBytes, uint64(s.moveBytes.Load()))
+	e.counter(m.movesRefused, uint64(s.movesRefused.Load()))
 	e.counter(m.peerRefusals, uint64(s.peerRefusals.Load()), "certificate")
 	e.counter(m.peerRefusals, uint64(s.fingerprintRefusals.Load()), "fingerprint")
 	m.collectEdge(e, "client", s.apiGuard.Load())

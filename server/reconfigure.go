@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -49,6 +50,16 @@ func (v *service) Reconfigure(ctx context.Context, req *apipb.ReconfigureRequest
 		next.Members = cur.Members
 	} else if next.Members, err = s.nextMembers(cur, req.GetMember()); err != nil {
 		return nil, invalid(err)
+	}
+	if err := s.nextMove(cur, &next, req.GetMove()); err != nil {
+		return nil, invalid(err)
+	}
+	if mv := req.GetMove(); mv.GetComplete() {
+		// Only the new owner's leader completes a move, once its copy is
+		// in (moves.go).
+		if g, _, _ := strings.Cut(callerOf(ctx).via, "/"); s.cfg.Node != nil && g != mv.GetTo() {
+			return nil, status.Errorf(codes.PermissionDenied, "server: a move of %s completes at the request of group %s alone, once its copy is in", mv.GetPartition(), mv.GetTo())
+		}
 	}
 	e := cmp.Or(req.GetEpoch(), cur.Epoch)
 	ctx, cancel := context.WithTimeout(ctx, cmp.Or(s.cfg.WaitMax, WaitMaxDefault))

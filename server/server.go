@@ -196,10 +196,19 @@ type Server struct {
 	// forwarded counts them.
 	fwd       *forwarder
 	forwarded atomic.Int64
-	http      *gateway // nil without an HTTP address
-	stop      chan struct{}
-	closeOnce sync.Once
-	closeErr  error
+	// Partition moves (moves.go): requests refused for touching a moving
+	// partition, bytes copied in, and the queue sequence at which this
+	// replica first served each move (its cut here, for frozen).
+	movesRefused atomic.Int64
+	moveBytes    atomic.Int64
+	moveCutsMu   sync.Mutex
+	moveCuts     map[moveKey]uint64
+	moverStop    chan struct{}
+	moverWG      sync.WaitGroup
+	http         *gateway // nil without an HTTP address
+	stop         chan struct{}
+	closeOnce    sync.Once
+	closeErr     error
 }
 
 // Open starts the replica cfg.NodeID: it opens (or creates) its data in
@@ -249,6 +258,8 @@ func Open(cfg Config) (*Server, error) {
 	}
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	s.health.SetServingStatus(apipb.KV_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	s.moverWG.Add(1)
+	go s.mover(s.moverStop, &s.moverWG)
 	return s, nil
 }
 
@@ -315,6 +326,9 @@ func newServer(cfg Config) (*Server, error) {
 		log:     cfg.Logger.With("group", gc.Name, "replica", cfg.NodeID),
 		waiters: newWaiters(),
 		stop:    make(chan struct{}),
+
+		moveCuts:  make(map[moveKey]uint64),
+		moverStop: make(chan struct{}),
 	}
 	s.counts.payloadTo = make([]atomic.Uint64, top.Len())
 	s.fwd = newForwarder(s)
@@ -691,6 +705,8 @@ func (s *Server) IsLeader() bool { return s.replica.IsLeader() }
 // flight get a moment to finish, raft stops, Pebble closes.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
+		close(s.moverStop)
+		s.moverWG.Wait()
 		var errs []error
 		if s.metrics != nil {
 			errs = append(errs, s.metrics.Close())

@@ -85,7 +85,7 @@ func (s *Server) prepareTxn(id multicast.MsgID, t *txn.Txn, home string) (reques
 			return request{}, invalid(fmt.Errorf("server: home_group %q is not a group (groups: %v)", home, s.top.Names()))
 		}
 	}
-	dst, err := t.Destinations(s.pm, s.top, h)
+	dst, err := t.Destinations(s.partitions(), s.top, h)
 	if err != nil {
 		return request{}, invalid(err)
 	}
@@ -98,14 +98,14 @@ func (s *Server) prepareCall(id multicast.MsgID, c *apipb.Call) (request, error)
 		return request{}, invalid(fmt.Errorf("server: unknown procedure %q: this server has no stored procedures", c.GetName()))
 	}
 	call := txn.Call{Name: c.GetName(), Args: c.GetArgs()}
-	dst, err := s.cfg.Procedures.Destinations(call, s.pm, s.top, s.self)
+	dst, err := s.cfg.Procedures.Destinations(call, s.partitions(), s.top, s.self)
 	if err != nil {
 		return request{}, invalid(err)
 	}
 	if len(c.GetKeys()) > 0 {
 		// The client routed by the keys it named: they must lead to the
 		// groups the procedure touches, or its answers would not fit.
-		named, err := s.pm.Destinations(c.GetKeys())
+		named, err := s.partitions().Destinations(c.GetKeys())
 		if err != nil {
 			return request{}, invalid(fmt.Errorf("server: call %q: keys: %w", call.Name, err))
 		}
@@ -177,6 +177,9 @@ func (e *waitBoundError) Unwrap() error { return errWaitBound }
 func (s *Server) run(ctx context.Context, r request) (*apipb.TxnResponse, error) {
 	ctx, cancel := s.bounded(ctx, r.id)
 	defer cancel()
+	if err := s.checkMoving(ctx, &r); err != nil {
+		return nil, err
+	}
 	// Refused before a log entry is spent on it: the core would refuse it
 	// at apply time (multicast.ErrNotEntry). A request routed with another
 	// epoch than the group's goes on, for the node to answer for its
@@ -377,7 +380,7 @@ func (v *service) Txn(ctx context.Context, req *apipb.TxnRequest) (*apipb.TxnRes
 	default:
 		return nil, invalid(errors.New("server: the request has neither a txn nor a call"))
 	}
-	if err := s.checkDestinations(id, req.GetDestinationGroups(), r.dst); err != nil {
+	if err := s.checkDestinations(ctx, id, req.GetEpoch(), req.GetDestinationGroups(), r.dst); err != nil {
 		return nil, err
 	}
 	r.epoch = req.GetEpoch()
@@ -424,7 +427,7 @@ func forwardTo[Req, Resp any](ctx context.Context, s *Server, g partition.GroupI
 // whether this replica forwards the request there (mustForward).
 func (s *Server) routeKey(ctx context.Context, key []byte, leader bool) (partition.GroupID, bool, error) {
 	target := s.self
-	if owner, replicated, err := s.pm.Owner(key); err == nil && !replicated {
+	if owner, replicated, err := s.partitions().Owner(key); err == nil && !replicated {
 		target = owner
 	}
 	fwd, err := s.mustForward(ctx, target, leader)
@@ -521,7 +524,7 @@ func awaitID(req *apipb.AwaitRequest) (multicast.MsgID, error) {
 // would await its answers at the wrong groups (DESIGN 1: groups cross the
 // wire as numbers checked against the topology). A request that names none
 // is not checked.
-func (s *Server) checkDestinations(id multicast.MsgID, named []uint32, dst partition.GroupSet) error {
+func (s *Server) checkDestinations(ctx context.Context, id multicast.MsgID, epoch uint64, named []uint32, dst partition.GroupSet) error {
 	if len(named) == 0 {
 		return nil
 	}
@@ -534,6 +537,18 @@ func (s *Server) checkDestinations(id multicast.MsgID, named []uint32, dst parti
 	}
 	if theirs == dst && len(named) == dst.Len() {
 		return nil
+	}
+	if epoch != 0 && s.replica != nil && epoch != s.replica.Epoch() {
+		cur := s.replica.Epoch()
+		// Routed with another epoch's owners (a partition moved, DESIGN
+		// 14): a client behind learns the epoch and routes again; one
+		// ahead of this replica waits for it.
+		if epoch > cur {
+			return status.Errorf(codes.ResourceExhausted, "server: %s: routed with epoch %d, replica %s is at %d: busy, retry", id, epoch, s.cfg.NodeID, cur)
+		}
+		_ = grpc.SetTrailer(ctx, metadata.Pairs(apipb.EpochTrailer, strconv.FormatUint(cur, 10)))
+		return status.Errorf(codes.FailedPrecondition, "server: %s: %s: routed with epoch %d, the cluster is at epoch %d, whose partition owners differ: route it again",
+			id, apipb.EpochChangedText, epoch, cur)
 	}
 	return status.Errorf(codes.FailedPrecondition, "server: %s: %s: the client routes it to groups %v (%s), group %s to %v (%s): the client's configuration is not the server's; fetch the topology again",
 		id, apipb.DestinationsDifferText, named, strings.Join(s.names(theirs), ", "), s.group.Name, dst.Slice(), strings.Join(s.names(dst), ", "))
@@ -580,6 +595,12 @@ func (s *Server) single(ctx context.Context, client, seq uint64, op txn.Op) (txn
 // notOwner answers a single-key request sent to a group that does not own
 // the key: FailedPrecondition naming the owner.
 func (s *Server) notOwner(key []byte, dst partition.GroupSet) error {
+	if s.replica != nil && s.partitions() != s.pm {
+		// Partitions moved (DESIGN 14): a client that routed by an older
+		// epoch's owners learns the epoch and routes again.
+		return status.Errorf(codes.FailedPrecondition, "server: key %q belongs to group %s, not to %s, in epoch %d (%s: partitions moved): route it again",
+			key, strings.Join(s.names(dst), ", "), s.group.Name, s.replica.Epoch(), apipb.EpochChangedText)
+	}
 	return status.Errorf(codes.FailedPrecondition, "server: key %q belongs to group %s, not to %s: send it there", key, strings.Join(s.names(dst), ", "), s.group.Name)
 }
 
@@ -587,7 +608,7 @@ func (s *Server) notOwner(key []byte, dst partition.GroupSet) error {
 // replica's store (Get, Scan): InvalidArgument for a key in no partition,
 // FailedPrecondition naming the owner for another group's key.
 func (s *Server) checkLocal(key []byte) error {
-	owner, replicated, err := s.pm.Owner(key)
+	owner, replicated, err := s.partitions().Owner(key)
 	if err != nil {
 		return invalid(err)
 	}
@@ -700,12 +721,12 @@ func (v *service) Scan(ctx context.Context, req *apipb.ScanRequest) (*apipb.Scan
 	if limit > txn.ScanLimitMax {
 		return nil, invalid(fmt.Errorf("server: scan: limit %d, want 1..txn.ScanLimitMax (%d), or 0 for txn.ScanLimitMax", limit, txn.ScanLimitMax))
 	}
-	spans, err := s.pm.Spans(req.GetStart(), req.GetEnd())
+	spans, err := s.partitions().Spans(req.GetStart(), req.GetEnd())
 	if err != nil {
 		return nil, invalid(fmt.Errorf("server: scan: %w", err))
 	}
 	t := &txn.Txn{Then: []txn.Op{{Kind: txn.OpScan, Key: req.GetStart(), End: req.GetEnd(), Limit: limit}}}
-	if err := t.Validate(s.pm); err != nil {
+	if err := t.Validate(s.partitions()); err != nil {
 		return nil, invalid(err)
 	}
 	if req.GetConsistent() {
@@ -785,6 +806,7 @@ func (v *service) Topology(_ context.Context, req *apipb.TopologyRequest) (*apip
 	resp := api.ConfigToProto(v.s.config(), v.s.cfg.Latency)
 	resp.Epoch = epoch
 	api.SetEpochOverlay(resp, v.s.routeTop())
+	v.s.setMoving(resp)
 	return resp, nil
 }
 

@@ -48,6 +48,7 @@ func (s *Server) Status() *apipb.StatusResponse {
 	if n := s.cfg.Node; n != nil {
 		resp.TlsIdentity = n.ID.String()
 	}
+	resp.MovesIn = s.movesInProto()
 	stats := s.proto.Stats()
 	s.replica.State(func(st *group.State) {
 		nd := st.Node()

@@ -231,6 +231,19 @@ func (r *Registry) Destinations(c Call, pm *partition.PartitionMap, top *partiti
 	return dst, nil
 }
 
+// Keys returns the keys call c's procedure names for its arguments: those
+// that route it.
+func (r *Registry) Keys(c Call) ([][]byte, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	p, ok := r.Lookup(c.Name)
+	if !ok {
+		return nil, invalidf("txn: unknown procedure %q", c.Name)
+	}
+	return p.Keys(c.Args)
+}
+
 // destinations returns the owners of the keys of c, possibly none.
 func (r *Registry) destinations(c Call, pm *partition.PartitionMap, top *partition.Topology) (partition.GroupSet, error) {
 	if err := c.check(); err != nil {

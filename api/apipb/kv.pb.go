@@ -1879,11 +1879,15 @@ func (x *TopologyResponse) GetConsistency() string {
 // overlay and tree given (empty: the current ones), and the member change
 // given (none: the current members).
 type ReconfigureRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Epoch         uint64                 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	Overlay       []string               `protobuf:"bytes,2,rep,name=overlay,proto3" json:"overlay,omitempty"`
-	Tree          []*TreeEdge            `protobuf:"bytes,3,rep,name=tree,proto3" json:"tree,omitempty"`
-	Member        *MemberChange          `protobuf:"bytes,4,opt,name=member,proto3" json:"member,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Epoch   uint64                 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Overlay []string               `protobuf:"bytes,2,rep,name=overlay,proto3" json:"overlay,omitempty"`
+	Tree    []*TreeEdge            `protobuf:"bytes,3,rep,name=tree,proto3" json:"tree,omitempty"`
+	Member  *MemberChange          `protobuf:"bytes,4,opt,name=member,proto3" json:"member,omitempty"`
+	// A partition move (DESIGN 14): start moving `partition` to group `to`;
+	// with `complete`, give it to `to` once the copy is in (the new owner's
+	// leader asks for it).
+	Move          *PartitionMove `protobuf:"bytes,5,opt,name=move,proto3" json:"move,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1946,6 +1950,73 @@ func (x *ReconfigureRequest) GetMember() *MemberChange {
 	return nil
 }
 
+func (x *ReconfigureRequest) GetMove() *PartitionMove {
+	if x != nil {
+		return x.Move
+	}
+	return nil
+}
+
+type PartitionMove struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partition     string                 `protobuf:"bytes,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	To            string                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	Complete      bool                   `protobuf:"varint,3,opt,name=complete,proto3" json:"complete,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionMove) Reset() {
+	*x = PartitionMove{}
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionMove) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionMove) ProtoMessage() {}
+
+func (x *PartitionMove) ProtoReflect() protoreflect.Message {
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionMove.ProtoReflect.Descriptor instead.
+func (*PartitionMove) Descriptor() ([]byte, []int) {
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *PartitionMove) GetPartition() string {
+	if x != nil {
+		return x.Partition
+	}
+	return ""
+}
+
+func (x *PartitionMove) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *PartitionMove) GetComplete() bool {
+	if x != nil {
+		return x.Complete
+	}
+	return false
+}
+
 // MemberChange adds a replica to a group (as a learner) or removes one
 // (DESIGN 14).
 type MemberChange struct {
@@ -1962,7 +2033,7 @@ type MemberChange struct {
 
 func (x *MemberChange) Reset() {
 	*x = MemberChange{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[24]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1974,7 +2045,7 @@ func (x *MemberChange) String() string {
 func (*MemberChange) ProtoMessage() {}
 
 func (x *MemberChange) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[24]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1987,7 +2058,7 @@ func (x *MemberChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberChange.ProtoReflect.Descriptor instead.
 func (*MemberChange) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{24}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *MemberChange) GetOp() string {
@@ -2021,7 +2092,7 @@ type PromoteMemberRequest struct {
 
 func (x *PromoteMemberRequest) Reset() {
 	*x = PromoteMemberRequest{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[25]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2033,7 +2104,7 @@ func (x *PromoteMemberRequest) String() string {
 func (*PromoteMemberRequest) ProtoMessage() {}
 
 func (x *PromoteMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[25]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2046,7 +2117,7 @@ func (x *PromoteMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteMemberRequest.ProtoReflect.Descriptor instead.
 func (*PromoteMemberRequest) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{25}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PromoteMemberRequest) GetGroup() string {
@@ -2071,7 +2142,7 @@ type PromoteMemberResponse struct {
 
 func (x *PromoteMemberResponse) Reset() {
 	*x = PromoteMemberResponse{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[26]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2083,7 +2154,7 @@ func (x *PromoteMemberResponse) String() string {
 func (*PromoteMemberResponse) ProtoMessage() {}
 
 func (x *PromoteMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[26]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2096,7 +2167,7 @@ func (x *PromoteMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteMemberResponse.ProtoReflect.Descriptor instead.
 func (*PromoteMemberResponse) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{26}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{27}
 }
 
 type MembersRequest struct {
@@ -2107,7 +2178,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[27]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2119,7 +2190,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[27]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2132,7 +2203,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{27}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{28}
 }
 
 type MembersResponse struct {
@@ -2147,7 +2218,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[28]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2159,7 +2230,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[28]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2172,7 +2243,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{28}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *MembersResponse) GetGroup() string {
@@ -2209,7 +2280,7 @@ type RaftMember struct {
 
 func (x *RaftMember) Reset() {
 	*x = RaftMember{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[29]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2221,7 +2292,7 @@ func (x *RaftMember) String() string {
 func (*RaftMember) ProtoMessage() {}
 
 func (x *RaftMember) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[29]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2234,7 +2305,7 @@ func (x *RaftMember) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMember.ProtoReflect.Descriptor instead.
 func (*RaftMember) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{29}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RaftMember) GetId() string {
@@ -2268,7 +2339,7 @@ type ReconfigureResponse struct {
 
 func (x *ReconfigureResponse) Reset() {
 	*x = ReconfigureResponse{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[30]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2280,7 +2351,7 @@ func (x *ReconfigureResponse) String() string {
 func (*ReconfigureResponse) ProtoMessage() {}
 
 func (x *ReconfigureResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[30]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2293,7 +2364,7 @@ func (x *ReconfigureResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconfigureResponse.ProtoReflect.Descriptor instead.
 func (*ReconfigureResponse) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{30}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReconfigureResponse) GetEpoch() uint64 {
@@ -2313,7 +2384,7 @@ type TreeEdge struct {
 
 func (x *TreeEdge) Reset() {
 	*x = TreeEdge{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[31]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2325,7 +2396,7 @@ func (x *TreeEdge) String() string {
 func (*TreeEdge) ProtoMessage() {}
 
 func (x *TreeEdge) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[31]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2338,7 +2409,7 @@ func (x *TreeEdge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeEdge.ProtoReflect.Descriptor instead.
 func (*TreeEdge) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{31}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TreeEdge) GetChild() string {
@@ -2366,7 +2437,7 @@ type Group struct {
 
 func (x *Group) Reset() {
 	*x = Group{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[32]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2378,7 +2449,7 @@ func (x *Group) String() string {
 func (*Group) ProtoMessage() {}
 
 func (x *Group) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[32]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2391,7 +2462,7 @@ func (x *Group) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Group.ProtoReflect.Descriptor instead.
 func (*Group) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{32}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Group) GetName() string {
@@ -2428,7 +2499,7 @@ type Replica struct {
 
 func (x *Replica) Reset() {
 	*x = Replica{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[33]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2440,7 +2511,7 @@ func (x *Replica) String() string {
 func (*Replica) ProtoMessage() {}
 
 func (x *Replica) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[33]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2453,7 +2524,7 @@ func (x *Replica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replica.ProtoReflect.Descriptor instead.
 func (*Replica) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{33}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Replica) GetId() string {
@@ -2494,19 +2565,24 @@ func (x *Replica) GetHttp() string {
 // Partition is the key range [start, end) (end empty: no upper bound),
 // owned by group, or by every group when replicated.
 type Partition struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Start         []byte                 `protobuf:"bytes,2,opt,name=start,proto3" json:"start,omitempty"`
-	End           []byte                 `protobuf:"bytes,3,opt,name=end,proto3" json:"end,omitempty"`
-	Group         string                 `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
-	Replicated    bool                   `protobuf:"varint,5,opt,name=replicated,proto3" json:"replicated,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Name       string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Start      []byte                 `protobuf:"bytes,2,opt,name=start,proto3" json:"start,omitempty"`
+	End        []byte                 `protobuf:"bytes,3,opt,name=end,proto3" json:"end,omitempty"`
+	Group      string                 `protobuf:"bytes,4,opt,name=group,proto3" json:"group,omitempty"`
+	Replicated bool                   `protobuf:"varint,5,opt,name=replicated,proto3" json:"replicated,omitempty"`
+	// The group the partition is moving to in the answering replica's epoch
+	// (DESIGN 14), and the epoch the move started; empty and 0 when it does
+	// not move.
+	MovingTo      string `protobuf:"bytes,6,opt,name=moving_to,json=movingTo,proto3" json:"moving_to,omitempty"`
+	MovingSince   uint64 `protobuf:"varint,7,opt,name=moving_since,json=movingSince,proto3" json:"moving_since,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Partition) Reset() {
 	*x = Partition{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[34]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2518,7 +2594,7 @@ func (x *Partition) String() string {
 func (*Partition) ProtoMessage() {}
 
 func (x *Partition) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[34]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2531,7 +2607,7 @@ func (x *Partition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Partition.ProtoReflect.Descriptor instead.
 func (*Partition) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{34}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Partition) GetName() string {
@@ -2569,6 +2645,20 @@ func (x *Partition) GetReplicated() bool {
 	return false
 }
 
+func (x *Partition) GetMovingTo() string {
+	if x != nil {
+		return x.MovingTo
+	}
+	return ""
+}
+
+func (x *Partition) GetMovingSince() uint64 {
+	if x != nil {
+		return x.MovingSince
+	}
+	return 0
+}
+
 // LatencyRow is the round-trip latency in milliseconds from region to each
 // region of TopologyResponse.regions, in that order.
 type LatencyRow struct {
@@ -2581,7 +2671,7 @@ type LatencyRow struct {
 
 func (x *LatencyRow) Reset() {
 	*x = LatencyRow{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[35]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2593,7 +2683,7 @@ func (x *LatencyRow) String() string {
 func (*LatencyRow) ProtoMessage() {}
 
 func (x *LatencyRow) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[35]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2606,7 +2696,7 @@ func (x *LatencyRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LatencyRow.ProtoReflect.Descriptor instead.
 func (*LatencyRow) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{35}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *LatencyRow) GetRegion() string {
@@ -2635,7 +2725,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[36]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2647,7 +2737,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[36]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2660,7 +2750,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{36}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *StatusRequest) GetDestinations() bool {
@@ -2685,7 +2775,7 @@ type DestinationCount struct {
 
 func (x *DestinationCount) Reset() {
 	*x = DestinationCount{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[37]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2697,7 +2787,7 @@ func (x *DestinationCount) String() string {
 func (*DestinationCount) ProtoMessage() {}
 
 func (x *DestinationCount) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[37]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2710,7 +2800,7 @@ func (x *DestinationCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DestinationCount.ProtoReflect.Descriptor instead.
 func (*DestinationCount) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{37}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DestinationCount) GetGroups() []string {
@@ -2742,7 +2832,7 @@ type DebugRequest struct {
 
 func (x *DebugRequest) Reset() {
 	*x = DebugRequest{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[38]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2754,7 +2844,7 @@ func (x *DebugRequest) String() string {
 func (*DebugRequest) ProtoMessage() {}
 
 func (x *DebugRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[38]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2767,7 +2857,7 @@ func (x *DebugRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DebugRequest.ProtoReflect.Descriptor instead.
 func (*DebugRequest) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{38}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{39}
 }
 
 // DebugResponse is one replica's part of a debug bundle (DESIGN 11). Each
@@ -2793,7 +2883,7 @@ type DebugResponse struct {
 
 func (x *DebugResponse) Reset() {
 	*x = DebugResponse{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[39]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2805,7 +2895,7 @@ func (x *DebugResponse) String() string {
 func (*DebugResponse) ProtoMessage() {}
 
 func (x *DebugResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[39]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2818,7 +2908,7 @@ func (x *DebugResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DebugResponse.ProtoReflect.Descriptor instead.
 func (*DebugResponse) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{39}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DebugResponse) GetStatus() *StatusResponse {
@@ -2887,13 +2977,16 @@ type StatusResponse struct {
 	// most 4096 sets), and the requests of the sets past them.
 	Destinations      []*DestinationCount `protobuf:"bytes,17,rep,name=destinations,proto3" json:"destinations,omitempty"`
 	DestinationsOther uint64              `protobuf:"varint,18,opt,name=destinations_other,json=destinationsOther,proto3" json:"destinations_other,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The partitions moving to the replica's group (DESIGN 14, `flexkv
+	// partition list`): the copy its state holds of each.
+	MovesIn       []*MoveProgress `protobuf:"bytes,19,rep,name=moves_in,json=movesIn,proto3" json:"moves_in,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[40]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2905,7 +2998,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[40]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2918,7 +3011,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{40}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *StatusResponse) GetGroup() string {
@@ -3047,6 +3140,98 @@ func (x *StatusResponse) GetDestinationsOther() uint64 {
 	return 0
 }
 
+func (x *StatusResponse) GetMovesIn() []*MoveProgress {
+	if x != nil {
+		return x.MovesIn
+	}
+	return nil
+}
+
+// MoveProgress is the copy of a partition moving to a group.
+type MoveProgress struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partition     string                 `protobuf:"bytes,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	From          string                 `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`    // the owner it moves from
+	Since         uint64                 `protobuf:"varint,3,opt,name=since,proto3" json:"since,omitempty"` // the epoch the move started
+	Keys          uint64                 `protobuf:"varint,4,opt,name=keys,proto3" json:"keys,omitempty"`   // rows copied so far
+	Bytes         uint64                 `protobuf:"varint,5,opt,name=bytes,proto3" json:"bytes,omitempty"` // bytes of keys and values copied so far
+	Done          bool                   `protobuf:"varint,6,opt,name=done,proto3" json:"done,omitempty"`   // the last chunk is in: the move completes at the next change
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveProgress) Reset() {
+	*x = MoveProgress{}
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveProgress) ProtoMessage() {}
+
+func (x *MoveProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveProgress.ProtoReflect.Descriptor instead.
+func (*MoveProgress) Descriptor() ([]byte, []int) {
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *MoveProgress) GetPartition() string {
+	if x != nil {
+		return x.Partition
+	}
+	return ""
+}
+
+func (x *MoveProgress) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *MoveProgress) GetSince() uint64 {
+	if x != nil {
+		return x.Since
+	}
+	return 0
+}
+
+func (x *MoveProgress) GetKeys() uint64 {
+	if x != nil {
+		return x.Keys
+	}
+	return 0
+}
+
+func (x *MoveProgress) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *MoveProgress) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
+}
+
 type BackupRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -3055,7 +3240,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[41]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3067,7 +3252,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[41]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3080,7 +3265,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{41}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{43}
 }
 
 type BackupResponse struct {
@@ -3103,7 +3288,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[42]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3115,7 +3300,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[42]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3128,7 +3313,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{42}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *BackupResponse) GetClientId() uint64 {
@@ -3185,7 +3370,7 @@ type BackupFilesRequest struct {
 
 func (x *BackupFilesRequest) Reset() {
 	*x = BackupFilesRequest{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[43]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3197,7 +3382,7 @@ func (x *BackupFilesRequest) String() string {
 func (*BackupFilesRequest) ProtoMessage() {}
 
 func (x *BackupFilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[43]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3210,7 +3395,7 @@ func (x *BackupFilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupFilesRequest.ProtoReflect.Descriptor instead.
 func (*BackupFilesRequest) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{43}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *BackupFilesRequest) GetMarker() string {
@@ -3237,7 +3422,7 @@ type BackupFile struct {
 
 func (x *BackupFile) Reset() {
 	*x = BackupFile{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[44]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3249,7 +3434,7 @@ func (x *BackupFile) String() string {
 func (*BackupFile) ProtoMessage() {}
 
 func (x *BackupFile) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[44]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3262,7 +3447,7 @@ func (x *BackupFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupFile.ProtoReflect.Descriptor instead.
 func (*BackupFile) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{44}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *BackupFile) GetPath() string {
@@ -3297,7 +3482,7 @@ type BackupFilesChunk struct {
 
 func (x *BackupFilesChunk) Reset() {
 	*x = BackupFilesChunk{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[45]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3309,7 +3494,7 @@ func (x *BackupFilesChunk) String() string {
 func (*BackupFilesChunk) ProtoMessage() {}
 
 func (x *BackupFilesChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[45]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3322,7 +3507,7 @@ func (x *BackupFilesChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupFilesChunk.ProtoReflect.Descriptor instead.
 func (*BackupFilesChunk) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{45}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *BackupFilesChunk) GetFiles() []*BackupFile {
@@ -3383,7 +3568,7 @@ type DropBackupRequest struct {
 
 func (x *DropBackupRequest) Reset() {
 	*x = DropBackupRequest{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[46]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3395,7 +3580,7 @@ func (x *DropBackupRequest) String() string {
 func (*DropBackupRequest) ProtoMessage() {}
 
 func (x *DropBackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[46]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3408,7 +3593,7 @@ func (x *DropBackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropBackupRequest.ProtoReflect.Descriptor instead.
 func (*DropBackupRequest) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{46}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *DropBackupRequest) GetMarker() string {
@@ -3426,7 +3611,7 @@ type DropBackupResponse struct {
 
 func (x *DropBackupResponse) Reset() {
 	*x = DropBackupResponse{}
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[47]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3438,7 +3623,7 @@ func (x *DropBackupResponse) String() string {
 func (*DropBackupResponse) ProtoMessage() {}
 
 func (x *DropBackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[47]
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3451,7 +3636,128 @@ func (x *DropBackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DropBackupResponse.ProtoReflect.Descriptor instead.
 func (*DropBackupResponse) Descriptor() ([]byte, []int) {
-	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{47}
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{49}
+}
+
+type MoveChunkRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partition     string                 `protobuf:"bytes,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Since         uint64                 `protobuf:"varint,2,opt,name=since,proto3" json:"since,omitempty"` // the epoch the move started
+	Start         []byte                 `protobuf:"bytes,3,opt,name=start,proto3" json:"start,omitempty"`
+	BytesMax      uint32                 `protobuf:"varint,4,opt,name=bytes_max,json=bytesMax,proto3" json:"bytes_max,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveChunkRequest) Reset() {
+	*x = MoveChunkRequest{}
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveChunkRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveChunkRequest) ProtoMessage() {}
+
+func (x *MoveChunkRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveChunkRequest.ProtoReflect.Descriptor instead.
+func (*MoveChunkRequest) Descriptor() ([]byte, []int) {
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *MoveChunkRequest) GetPartition() string {
+	if x != nil {
+		return x.Partition
+	}
+	return ""
+}
+
+func (x *MoveChunkRequest) GetSince() uint64 {
+	if x != nil {
+		return x.Since
+	}
+	return 0
+}
+
+func (x *MoveChunkRequest) GetStart() []byte {
+	if x != nil {
+		return x.Start
+	}
+	return nil
+}
+
+func (x *MoveChunkRequest) GetBytesMax() uint32 {
+	if x != nil {
+		return x.BytesMax
+	}
+	return 0
+}
+
+type MoveChunkResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Rows  []*KeyValue            `protobuf:"bytes,1,rep,name=rows,proto3" json:"rows,omitempty"`
+	// The key the next chunk starts at; empty: this chunk is the last.
+	Next          []byte `protobuf:"bytes,2,opt,name=next,proto3" json:"next,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MoveChunkResponse) Reset() {
+	*x = MoveChunkResponse{}
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveChunkResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveChunkResponse) ProtoMessage() {}
+
+func (x *MoveChunkResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flexkv_kv_v1_kv_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveChunkResponse.ProtoReflect.Descriptor instead.
+func (*MoveChunkResponse) Descriptor() ([]byte, []int) {
+	return file_flexkv_kv_v1_kv_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *MoveChunkResponse) GetRows() []*KeyValue {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
+func (x *MoveChunkResponse) GetNext() []byte {
+	if x != nil {
+		return x.Next
+	}
+	return nil
 }
 
 var File_flexkv_kv_v1_kv_proto protoreflect.FileDescriptor
@@ -3583,12 +3889,17 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\n" +
 	"epoch_tree\x18\n" +
 	" \x03(\v2\x16.flexkv.kv.v1.TreeEdgeR\tepochTree\x12 \n" +
-	"\vconsistency\x18\v \x01(\tR\vconsistency\"\xa4\x01\n" +
+	"\vconsistency\x18\v \x01(\tR\vconsistency\"\xd5\x01\n" +
 	"\x12ReconfigureRequest\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x18\n" +
 	"\aoverlay\x18\x02 \x03(\tR\aoverlay\x12*\n" +
 	"\x04tree\x18\x03 \x03(\v2\x16.flexkv.kv.v1.TreeEdgeR\x04tree\x122\n" +
-	"\x06member\x18\x04 \x01(\v2\x1a.flexkv.kv.v1.MemberChangeR\x06member\"e\n" +
+	"\x06member\x18\x04 \x01(\v2\x1a.flexkv.kv.v1.MemberChangeR\x06member\x12/\n" +
+	"\x04move\x18\x05 \x01(\v2\x1b.flexkv.kv.v1.PartitionMoveR\x04move\"Y\n" +
+	"\rPartitionMove\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\tR\tpartition\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\x12\x1a\n" +
+	"\bcomplete\x18\x03 \x01(\bR\bcomplete\"e\n" +
 	"\fMemberChange\x12\x0e\n" +
 	"\x02op\x18\x01 \x01(\tR\x02op\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12/\n" +
@@ -3621,7 +3932,7 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\x04raft\x18\x02 \x01(\tR\x04raft\x12\x12\n" +
 	"\x04grpc\x18\x03 \x01(\tR\x04grpc\x12\x12\n" +
 	"\x04peer\x18\x04 \x01(\tR\x04peer\x12\x12\n" +
-	"\x04http\x18\x05 \x01(\tR\x04http\"}\n" +
+	"\x04http\x18\x05 \x01(\tR\x04http\"\xbd\x01\n" +
 	"\tPartition\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\fR\x05start\x12\x10\n" +
@@ -3629,7 +3940,9 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\x05group\x18\x04 \x01(\tR\x05group\x12\x1e\n" +
 	"\n" +
 	"replicated\x18\x05 \x01(\bR\n" +
-	"replicated\";\n" +
+	"replicated\x12\x1b\n" +
+	"\tmoving_to\x18\x06 \x01(\tR\bmovingTo\x12!\n" +
+	"\fmoving_since\x18\a \x01(\x04R\vmovingSince\";\n" +
 	"\n" +
 	"LatencyRow\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x15\n" +
@@ -3646,7 +3959,7 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\ametrics\x18\x02 \x01(\tR\ametrics\x12\x12\n" +
 	"\x04logs\x18\x03 \x01(\tR\x04logs\x12!\n" +
 	"\flogs_dropped\x18\x04 \x01(\x04R\vlogsDropped\x12\x1a\n" +
-	"\bsettings\x18\x05 \x01(\tR\bsettings\"\xbc\x04\n" +
+	"\bsettings\x18\x05 \x01(\tR\bsettings\"\xf3\x04\n" +
 	"\x0eStatusResponse\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\areplica\x18\x02 \x01(\tR\areplica\x12\x12\n" +
@@ -3668,7 +3981,15 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\brevision\x18\x0f \x01(\tR\brevision\x12\x14\n" +
 	"\x05epoch\x18\x10 \x01(\x04R\x05epoch\x12B\n" +
 	"\fdestinations\x18\x11 \x03(\v2\x1e.flexkv.kv.v1.DestinationCountR\fdestinations\x12-\n" +
-	"\x12destinations_other\x18\x12 \x01(\x04R\x11destinationsOther\"\x0f\n" +
+	"\x12destinations_other\x18\x12 \x01(\x04R\x11destinationsOther\x125\n" +
+	"\bmoves_in\x18\x13 \x03(\v2\x1a.flexkv.kv.v1.MoveProgressR\amovesIn\"\x94\x01\n" +
+	"\fMoveProgress\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\tR\tpartition\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\tR\x04from\x12\x14\n" +
+	"\x05since\x18\x03 \x01(\x04R\x05since\x12\x12\n" +
+	"\x04keys\x18\x04 \x01(\x04R\x04keys\x12\x14\n" +
+	"\x05bytes\x18\x05 \x01(\x04R\x05bytes\x12\x12\n" +
+	"\x04done\x18\x06 \x01(\bR\x04done\"\x0f\n" +
 	"\rBackupRequest\"\xd6\x01\n" +
 	"\x0eBackupResponse\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\x04R\bclientId\x12\x10\n" +
@@ -3695,7 +4016,15 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\x04data\x18\a \x01(\fR\x04data\"+\n" +
 	"\x11DropBackupRequest\x12\x16\n" +
 	"\x06marker\x18\x01 \x01(\tR\x06marker\"\x14\n" +
-	"\x12DropBackupResponse*\x86\x01\n" +
+	"\x12DropBackupResponse\"y\n" +
+	"\x10MoveChunkRequest\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\tR\tpartition\x12\x14\n" +
+	"\x05since\x18\x02 \x01(\x04R\x05since\x12\x14\n" +
+	"\x05start\x18\x03 \x01(\fR\x05start\x12\x1b\n" +
+	"\tbytes_max\x18\x04 \x01(\rR\bbytesMax\"S\n" +
+	"\x11MoveChunkResponse\x12*\n" +
+	"\x04rows\x18\x01 \x03(\v2\x16.flexkv.kv.v1.KeyValueR\x04rows\x12\x12\n" +
+	"\x04next\x18\x02 \x01(\fR\x04next*\x86\x01\n" +
 	"\x03Cmp\x12\x13\n" +
 	"\x0fCMP_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tCMP_EQUAL\x10\x01\x12\x11\n" +
@@ -3710,7 +4039,7 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\vOP_KIND_PUT\x10\x02\x12\x12\n" +
 	"\x0eOP_KIND_DELETE\x10\x03\x12\x0f\n" +
 	"\vOP_KIND_ADD\x10\x04\x12\x10\n" +
-	"\fOP_KIND_SCAN\x10\x052\x83\t\n" +
+	"\fOP_KIND_SCAN\x10\x052\xd1\t\n" +
 	"\x02KV\x12:\n" +
 	"\x03Txn\x12\x18.flexkv.kv.v1.TxnRequest\x1a\x19.flexkv.kv.v1.TxnResponse\x12@\n" +
 	"\x05Await\x12\x1a.flexkv.kv.v1.AwaitRequest\x1a\x1b.flexkv.kv.v1.AwaitResponse\x12:\n" +
@@ -3723,7 +4052,8 @@ const file_flexkv_kv_v1_kv_proto_rawDesc = "" +
 	"\vReconfigure\x12 .flexkv.kv.v1.ReconfigureRequest\x1a!.flexkv.kv.v1.ReconfigureResponse\x12X\n" +
 	"\rPromoteMember\x12\".flexkv.kv.v1.PromoteMemberRequest\x1a#.flexkv.kv.v1.PromoteMemberResponse\x12F\n" +
 	"\aMembers\x12\x1c.flexkv.kv.v1.MembersRequest\x1a\x1d.flexkv.kv.v1.MembersResponse\x12C\n" +
-	"\x06Status\x12\x1b.flexkv.kv.v1.StatusRequest\x1a\x1c.flexkv.kv.v1.StatusResponse\x12C\n" +
+	"\x06Status\x12\x1b.flexkv.kv.v1.StatusRequest\x1a\x1c.flexkv.kv.v1.StatusResponse\x12L\n" +
+	"\tMoveChunk\x12\x1e.flexkv.kv.v1.MoveChunkRequest\x1a\x1f.flexkv.kv.v1.MoveChunkResponse\x12C\n" +
 	"\x06Backup\x12\x1b.flexkv.kv.v1.BackupRequest\x1a\x1c.flexkv.kv.v1.BackupResponse\x12Q\n" +
 	"\vBackupFiles\x12 .flexkv.kv.v1.BackupFilesRequest\x1a\x1e.flexkv.kv.v1.BackupFilesChunk0\x01\x12O\n" +
 	"\n" +
@@ -3743,7 +4073,7 @@ func file_flexkv_kv_v1_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_flexkv_kv_v1_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_flexkv_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_flexkv_kv_v1_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_flexkv_kv_v1_kv_proto_goTypes = []any{
 	(Cmp)(0),                      // 0: flexkv.kv.v1.Cmp
 	(OpKind)(0),                   // 1: flexkv.kv.v1.OpKind
@@ -3771,30 +4101,34 @@ var file_flexkv_kv_v1_kv_proto_goTypes = []any{
 	(*TopologyRequest)(nil),       // 23: flexkv.kv.v1.TopologyRequest
 	(*TopologyResponse)(nil),      // 24: flexkv.kv.v1.TopologyResponse
 	(*ReconfigureRequest)(nil),    // 25: flexkv.kv.v1.ReconfigureRequest
-	(*MemberChange)(nil),          // 26: flexkv.kv.v1.MemberChange
-	(*PromoteMemberRequest)(nil),  // 27: flexkv.kv.v1.PromoteMemberRequest
-	(*PromoteMemberResponse)(nil), // 28: flexkv.kv.v1.PromoteMemberResponse
-	(*MembersRequest)(nil),        // 29: flexkv.kv.v1.MembersRequest
-	(*MembersResponse)(nil),       // 30: flexkv.kv.v1.MembersResponse
-	(*RaftMember)(nil),            // 31: flexkv.kv.v1.RaftMember
-	(*ReconfigureResponse)(nil),   // 32: flexkv.kv.v1.ReconfigureResponse
-	(*TreeEdge)(nil),              // 33: flexkv.kv.v1.TreeEdge
-	(*Group)(nil),                 // 34: flexkv.kv.v1.Group
-	(*Replica)(nil),               // 35: flexkv.kv.v1.Replica
-	(*Partition)(nil),             // 36: flexkv.kv.v1.Partition
-	(*LatencyRow)(nil),            // 37: flexkv.kv.v1.LatencyRow
-	(*StatusRequest)(nil),         // 38: flexkv.kv.v1.StatusRequest
-	(*DestinationCount)(nil),      // 39: flexkv.kv.v1.DestinationCount
-	(*DebugRequest)(nil),          // 40: flexkv.kv.v1.DebugRequest
-	(*DebugResponse)(nil),         // 41: flexkv.kv.v1.DebugResponse
-	(*StatusResponse)(nil),        // 42: flexkv.kv.v1.StatusResponse
-	(*BackupRequest)(nil),         // 43: flexkv.kv.v1.BackupRequest
-	(*BackupResponse)(nil),        // 44: flexkv.kv.v1.BackupResponse
-	(*BackupFilesRequest)(nil),    // 45: flexkv.kv.v1.BackupFilesRequest
-	(*BackupFile)(nil),            // 46: flexkv.kv.v1.BackupFile
-	(*BackupFilesChunk)(nil),      // 47: flexkv.kv.v1.BackupFilesChunk
-	(*DropBackupRequest)(nil),     // 48: flexkv.kv.v1.DropBackupRequest
-	(*DropBackupResponse)(nil),    // 49: flexkv.kv.v1.DropBackupResponse
+	(*PartitionMove)(nil),         // 26: flexkv.kv.v1.PartitionMove
+	(*MemberChange)(nil),          // 27: flexkv.kv.v1.MemberChange
+	(*PromoteMemberRequest)(nil),  // 28: flexkv.kv.v1.PromoteMemberRequest
+	(*PromoteMemberResponse)(nil), // 29: flexkv.kv.v1.PromoteMemberResponse
+	(*MembersRequest)(nil),        // 30: flexkv.kv.v1.MembersRequest
+	(*MembersResponse)(nil),       // 31: flexkv.kv.v1.MembersResponse
+	(*RaftMember)(nil),            // 32: flexkv.kv.v1.RaftMember
+	(*ReconfigureResponse)(nil),   // 33: flexkv.kv.v1.ReconfigureResponse
+	(*TreeEdge)(nil),              // 34: flexkv.kv.v1.TreeEdge
+	(*Group)(nil),                 // 35: flexkv.kv.v1.Group
+	(*Replica)(nil),               // 36: flexkv.kv.v1.Replica
+	(*Partition)(nil),             // 37: flexkv.kv.v1.Partition
+	(*LatencyRow)(nil),            // 38: flexkv.kv.v1.LatencyRow
+	(*StatusRequest)(nil),         // 39: flexkv.kv.v1.StatusRequest
+	(*DestinationCount)(nil),      // 40: flexkv.kv.v1.DestinationCount
+	(*DebugRequest)(nil),          // 41: flexkv.kv.v1.DebugRequest
+	(*DebugResponse)(nil),         // 42: flexkv.kv.v1.DebugResponse
+	(*StatusResponse)(nil),        // 43: flexkv.kv.v1.StatusResponse
+	(*MoveProgress)(nil),          // 44: flexkv.kv.v1.MoveProgress
+	(*BackupRequest)(nil),         // 45: flexkv.kv.v1.BackupRequest
+	(*BackupResponse)(nil),        // 46: flexkv.kv.v1.BackupResponse
+	(*BackupFilesRequest)(nil),    // 47: flexkv.kv.v1.BackupFilesRequest
+	(*BackupFile)(nil),            // 48: flexkv.kv.v1.BackupFile
+	(*BackupFilesChunk)(nil),      // 49: flexkv.kv.v1.BackupFilesChunk
+	(*DropBackupRequest)(nil),     // 50: flexkv.kv.v1.DropBackupRequest
+	(*DropBackupResponse)(nil),    // 51: flexkv.kv.v1.DropBackupResponse
+	(*MoveChunkRequest)(nil),      // 52: flexkv.kv.v1.MoveChunkRequest
+	(*MoveChunkResponse)(nil),     // 53: flexkv.kv.v1.MoveChunkResponse
 }
 var file_flexkv_kv_v1_kv_proto_depIdxs = []int32{
 	0,  // 0: flexkv.kv.v1.Compare.cmp:type_name -> flexkv.kv.v1.Cmp
@@ -3810,57 +4144,62 @@ var file_flexkv_kv_v1_kv_proto_depIdxs = []int32{
 	9,  // 10: flexkv.kv.v1.TxnResponse.piece:type_name -> flexkv.kv.v1.PieceResult
 	9,  // 11: flexkv.kv.v1.AwaitResponse.piece:type_name -> flexkv.kv.v1.PieceResult
 	7,  // 12: flexkv.kv.v1.ScanResponse.kvs:type_name -> flexkv.kv.v1.KeyValue
-	33, // 13: flexkv.kv.v1.TopologyResponse.tree:type_name -> flexkv.kv.v1.TreeEdge
-	34, // 14: flexkv.kv.v1.TopologyResponse.groups:type_name -> flexkv.kv.v1.Group
-	36, // 15: flexkv.kv.v1.TopologyResponse.partitions:type_name -> flexkv.kv.v1.Partition
-	37, // 16: flexkv.kv.v1.TopologyResponse.latency:type_name -> flexkv.kv.v1.LatencyRow
-	33, // 17: flexkv.kv.v1.TopologyResponse.epoch_tree:type_name -> flexkv.kv.v1.TreeEdge
-	33, // 18: flexkv.kv.v1.ReconfigureRequest.tree:type_name -> flexkv.kv.v1.TreeEdge
-	26, // 19: flexkv.kv.v1.ReconfigureRequest.member:type_name -> flexkv.kv.v1.MemberChange
-	35, // 20: flexkv.kv.v1.MemberChange.replica:type_name -> flexkv.kv.v1.Replica
-	31, // 21: flexkv.kv.v1.MembersResponse.members:type_name -> flexkv.kv.v1.RaftMember
-	35, // 22: flexkv.kv.v1.Group.replicas:type_name -> flexkv.kv.v1.Replica
-	42, // 23: flexkv.kv.v1.DebugResponse.status:type_name -> flexkv.kv.v1.StatusResponse
-	39, // 24: flexkv.kv.v1.StatusResponse.destinations:type_name -> flexkv.kv.v1.DestinationCount
-	9,  // 25: flexkv.kv.v1.BackupResponse.piece:type_name -> flexkv.kv.v1.PieceResult
-	46, // 26: flexkv.kv.v1.BackupFilesChunk.files:type_name -> flexkv.kv.v1.BackupFile
-	6,  // 27: flexkv.kv.v1.KV.Txn:input_type -> flexkv.kv.v1.TxnRequest
-	11, // 28: flexkv.kv.v1.KV.Await:input_type -> flexkv.kv.v1.AwaitRequest
-	13, // 29: flexkv.kv.v1.KV.Get:input_type -> flexkv.kv.v1.GetRequest
-	15, // 30: flexkv.kv.v1.KV.Put:input_type -> flexkv.kv.v1.PutRequest
-	17, // 31: flexkv.kv.v1.KV.Delete:input_type -> flexkv.kv.v1.DeleteRequest
-	19, // 32: flexkv.kv.v1.KV.Scan:input_type -> flexkv.kv.v1.ScanRequest
-	21, // 33: flexkv.kv.v1.KV.OpenSession:input_type -> flexkv.kv.v1.OpenSessionRequest
-	23, // 34: flexkv.kv.v1.KV.Topology:input_type -> flexkv.kv.v1.TopologyRequest
-	25, // 35: flexkv.kv.v1.KV.Reconfigure:input_type -> flexkv.kv.v1.ReconfigureRequest
-	27, // 36: flexkv.kv.v1.KV.PromoteMember:input_type -> flexkv.kv.v1.PromoteMemberRequest
-	29, // 37: flexkv.kv.v1.KV.Members:input_type -> flexkv.kv.v1.MembersRequest
-	38, // 38: flexkv.kv.v1.KV.Status:input_type -> flexkv.kv.v1.StatusRequest
-	43, // 39: flexkv.kv.v1.KV.Backup:input_type -> flexkv.kv.v1.BackupRequest
-	45, // 40: flexkv.kv.v1.KV.BackupFiles:input_type -> flexkv.kv.v1.BackupFilesRequest
-	48, // 41: flexkv.kv.v1.KV.DropBackup:input_type -> flexkv.kv.v1.DropBackupRequest
-	40, // 42: flexkv.kv.v1.KV.Debug:input_type -> flexkv.kv.v1.DebugRequest
-	10, // 43: flexkv.kv.v1.KV.Txn:output_type -> flexkv.kv.v1.TxnResponse
-	12, // 44: flexkv.kv.v1.KV.Await:output_type -> flexkv.kv.v1.AwaitResponse
-	14, // 45: flexkv.kv.v1.KV.Get:output_type -> flexkv.kv.v1.GetResponse
-	16, // 46: flexkv.kv.v1.KV.Put:output_type -> flexkv.kv.v1.PutResponse
-	18, // 47: flexkv.kv.v1.KV.Delete:output_type -> flexkv.kv.v1.DeleteResponse
-	20, // 48: flexkv.kv.v1.KV.Scan:output_type -> flexkv.kv.v1.ScanResponse
-	22, // 49: flexkv.kv.v1.KV.OpenSession:output_type -> flexkv.kv.v1.OpenSessionResponse
-	24, // 50: flexkv.kv.v1.KV.Topology:output_type -> flexkv.kv.v1.TopologyResponse
-	32, // 51: flexkv.kv.v1.KV.Reconfigure:output_type -> flexkv.kv.v1.ReconfigureResponse
-	28, // 52: flexkv.kv.v1.KV.PromoteMember:output_type -> flexkv.kv.v1.PromoteMemberResponse
-	30, // 53: flexkv.kv.v1.KV.Members:output_type -> flexkv.kv.v1.MembersResponse
-	42, // 54: flexkv.kv.v1.KV.Status:output_type -> flexkv.kv.v1.StatusResponse
-	44, // 55: flexkv.kv.v1.KV.Backup:output_type -> flexkv.kv.v1.BackupResponse
-	47, // 56: flexkv.kv.v1.KV.BackupFiles:output_type -> flexkv.kv.v1.BackupFilesChunk
-	49, // 57: flexkv.kv.v1.KV.DropBackup:output_type -> flexkv.kv.v1.DropBackupResponse
-	41, // 58: flexkv.kv.v1.KV.Debug:output_type -> flexkv.kv.v1.DebugResponse
-	43, // [43:59] is the sub-list for method output_type
-	27, // [27:43] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	34, // 13: flexkv.kv.v1.TopologyResponse.tree:type_name -> flexkv.kv.v1.TreeEdge
+	35, // 14: flexkv.kv.v1.TopologyResponse.groups:type_name -> flexkv.kv.v1.Group
+	37, // 15: flexkv.kv.v1.TopologyResponse.partitions:type_name -> flexkv.kv.v1.Partition
+	38, // 16: flexkv.kv.v1.TopologyResponse.latency:type_name -> flexkv.kv.v1.LatencyRow
+	34, // 17: flexkv.kv.v1.TopologyResponse.epoch_tree:type_name -> flexkv.kv.v1.TreeEdge
+	34, // 18: flexkv.kv.v1.ReconfigureRequest.tree:type_name -> flexkv.kv.v1.TreeEdge
+	27, // 19: flexkv.kv.v1.ReconfigureRequest.member:type_name -> flexkv.kv.v1.MemberChange
+	26, // 20: flexkv.kv.v1.ReconfigureRequest.move:type_name -> flexkv.kv.v1.PartitionMove
+	36, // 21: flexkv.kv.v1.MemberChange.replica:type_name -> flexkv.kv.v1.Replica
+	32, // 22: flexkv.kv.v1.MembersResponse.members:type_name -> flexkv.kv.v1.RaftMember
+	36, // 23: flexkv.kv.v1.Group.replicas:type_name -> flexkv.kv.v1.Replica
+	43, // 24: flexkv.kv.v1.DebugResponse.status:type_name -> flexkv.kv.v1.StatusResponse
+	40, // 25: flexkv.kv.v1.StatusResponse.destinations:type_name -> flexkv.kv.v1.DestinationCount
+	44, // 26: flexkv.kv.v1.StatusResponse.moves_in:type_name -> flexkv.kv.v1.MoveProgress
+	9,  // 27: flexkv.kv.v1.BackupResponse.piece:type_name -> flexkv.kv.v1.PieceResult
+	48, // 28: flexkv.kv.v1.BackupFilesChunk.files:type_name -> flexkv.kv.v1.BackupFile
+	7,  // 29: flexkv.kv.v1.MoveChunkResponse.rows:type_name -> flexkv.kv.v1.KeyValue
+	6,  // 30: flexkv.kv.v1.KV.Txn:input_type -> flexkv.kv.v1.TxnRequest
+	11, // 31: flexkv.kv.v1.KV.Await:input_type -> flexkv.kv.v1.AwaitRequest
+	13, // 32: flexkv.kv.v1.KV.Get:input_type -> flexkv.kv.v1.GetRequest
+	15, // 33: flexkv.kv.v1.KV.Put:input_type -> flexkv.kv.v1.PutRequest
+	17, // 34: flexkv.kv.v1.KV.Delete:input_type -> flexkv.kv.v1.DeleteRequest
+	19, // 35: flexkv.kv.v1.KV.Scan:input_type -> flexkv.kv.v1.ScanRequest
+	21, // 36: flexkv.kv.v1.KV.OpenSession:input_type -> flexkv.kv.v1.OpenSessionRequest
+	23, // 37: flexkv.kv.v1.KV.Topology:input_type -> flexkv.kv.v1.TopologyRequest
+	25, // 38: flexkv.kv.v1.KV.Reconfigure:input_type -> flexkv.kv.v1.ReconfigureRequest
+	28, // 39: flexkv.kv.v1.KV.PromoteMember:input_type -> flexkv.kv.v1.PromoteMemberRequest
+	30, // 40: flexkv.kv.v1.KV.Members:input_type -> flexkv.kv.v1.MembersRequest
+	39, // 41: flexkv.kv.v1.KV.Status:input_type -> flexkv.kv.v1.StatusRequest
+	52, // 42: flexkv.kv.v1.KV.MoveChunk:input_type -> flexkv.kv.v1.MoveChunkRequest
+	45, // 43: flexkv.kv.v1.KV.Backup:input_type -> flexkv.kv.v1.BackupRequest
+	47, // 44: flexkv.kv.v1.KV.BackupFiles:input_type -> flexkv.kv.v1.BackupFilesRequest
+	50, // 45: flexkv.kv.v1.KV.DropBackup:input_type -> flexkv.kv.v1.DropBackupRequest
+	41, // 46: flexkv.kv.v1.KV.Debug:input_type -> flexkv.kv.v1.DebugRequest
+	10, // 47: flexkv.kv.v1.KV.Txn:output_type -> flexkv.kv.v1.TxnResponse
+	12, // 48: flexkv.kv.v1.KV.Await:output_type -> flexkv.kv.v1.AwaitResponse
+	14, // 49: flexkv.kv.v1.KV.Get:output_type -> flexkv.kv.v1.GetResponse
+	16, // 50: flexkv.kv.v1.KV.Put:output_type -> flexkv.kv.v1.PutResponse
+	18, // 51: flexkv.kv.v1.KV.Delete:output_type -> flexkv.kv.v1.DeleteResponse
+	20, // 52: flexkv.kv.v1.KV.Scan:output_type -> flexkv.kv.v1.ScanResponse
+	22, // 53: flexkv.kv.v1.KV.OpenSession:output_type -> flexkv.kv.v1.OpenSessionResponse
+	24, // 54: flexkv.kv.v1.KV.Topology:output_type -> flexkv.kv.v1.TopologyResponse
+	33, // 55: flexkv.kv.v1.KV.Reconfigure:output_type -> flexkv.kv.v1.ReconfigureResponse
+	29, // 56: flexkv.kv.v1.KV.PromoteMember:output_type -> flexkv.kv.v1.PromoteMemberResponse
+	31, // 57: flexkv.kv.v1.KV.Members:output_type -> flexkv.kv.v1.MembersResponse
+	43, // 58: flexkv.kv.v1.KV.Status:output_type -> flexkv.kv.v1.StatusResponse
+	53, // 59: flexkv.kv.v1.KV.MoveChunk:output_type -> flexkv.kv.v1.MoveChunkResponse
+	46, // 60: flexkv.kv.v1.KV.Backup:output_type -> flexkv.kv.v1.BackupResponse
+	49, // 61: flexkv.kv.v1.KV.BackupFiles:output_type -> flexkv.kv.v1.BackupFilesChunk
+	51, // 62: flexkv.kv.v1.KV.DropBackup:output_type -> flexkv.kv.v1.DropBackupResponse
+	42, // 63: flexkv.kv.v1.KV.Debug:output_type -> flexkv.kv.v1.DebugResponse
+	47, // [47:64] is the sub-list for method output_type
+	30, // [30:47] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_flexkv_kv_v1_kv_proto_init() }
@@ -3882,7 +4221,7 @@ func file_flexkv_kv_v1_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flexkv_kv_v1_kv_proto_rawDesc), len(file_flexkv_kv_v1_kv_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   48,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -35,6 +35,7 @@ const (
 	KV_PromoteMember_FullMethodName = "/flexkv.kv.v1.KV/PromoteMember"
 	KV_Members_FullMethodName       = "/flexkv.kv.v1.KV/Members"
 	KV_Status_FullMethodName        = "/flexkv.kv.v1.KV/Status"
+	KV_MoveChunk_FullMethodName     = "/flexkv.kv.v1.KV/MoveChunk"
 	KV_Backup_FullMethodName        = "/flexkv.kv.v1.KV/Backup"
 	KV_BackupFiles_FullMethodName   = "/flexkv.kv.v1.KV/BackupFiles"
 	KV_DropBackup_FullMethodName    = "/flexkv.kv.v1.KV/DropBackup"
@@ -182,6 +183,12 @@ type KVClient interface {
 	// Status reports this replica's state, for `flexkv status` (DESIGN 7):
 	// any replica answers, leader or not.
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
+	// MoveChunk reads a chunk of a partition moving away from the answering
+	// replica's group (DESIGN 14): its rows from `start` (empty: the
+	// partition's start), in key order, up to `bytes_max` bytes. Any replica
+	// that ran everything its group delivered before the move began answers
+	// (UNAVAILABLE otherwise). Only replicas of the cluster call it.
+	MoveChunk(ctx context.Context, in *MoveChunkRequest, opts ...grpc.CallOption) (*MoveChunkResponse, error)
 	// Backup starts a consistent backup of the whole cluster (DESIGN 14): the
 	// replica proposes a backup marker, a control message multicast to every
 	// group, whose delivery is a consistent cut; at it every replica of every
@@ -331,6 +338,16 @@ func (c *kVClient) Status(ctx context.Context, in *StatusRequest, opts ...grpc.C
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(StatusResponse)
 	err := c.cc.Invoke(ctx, KV_Status_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *kVClient) MoveChunk(ctx context.Context, in *MoveChunkRequest, opts ...grpc.CallOption) (*MoveChunkResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MoveChunkResponse)
+	err := c.cc.Invoke(ctx, KV_MoveChunk_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -527,6 +544,12 @@ type KVServer interface {
 	// Status reports this replica's state, for `flexkv status` (DESIGN 7):
 	// any replica answers, leader or not.
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
+	// MoveChunk reads a chunk of a partition moving away from the answering
+	// replica's group (DESIGN 14): its rows from `start` (empty: the
+	// partition's start), in key order, up to `bytes_max` bytes. Any replica
+	// that ran everything its group delivered before the move began answers
+	// (UNAVAILABLE otherwise). Only replicas of the cluster call it.
+	MoveChunk(context.Context, *MoveChunkRequest) (*MoveChunkResponse, error)
 	// Backup starts a consistent backup of the whole cluster (DESIGN 14): the
 	// replica proposes a backup marker, a control message multicast to every
 	// group, whose delivery is a consistent cut; at it every replica of every
@@ -597,6 +620,9 @@ func (UnimplementedKVServer) Members(context.Context, *MembersRequest) (*Members
 }
 func (UnimplementedKVServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Status not implemented")
+}
+func (UnimplementedKVServer) MoveChunk(context.Context, *MoveChunkRequest) (*MoveChunkResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MoveChunk not implemented")
 }
 func (UnimplementedKVServer) Backup(context.Context, *BackupRequest) (*BackupResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Backup not implemented")
@@ -847,6 +873,24 @@ func _KV_Status_Handler(srv interface{}, ctx context.Context, dec func(interface
 	return interceptor(ctx, in, info, handler)
 }
 
+func _KV_MoveChunk_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MoveChunkRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KVServer).MoveChunk(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KV_MoveChunk_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KVServer).MoveChunk(ctx, req.(*MoveChunkRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _KV_Backup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(BackupRequest)
 	if err := dec(in); err != nil {
@@ -966,6 +1010,10 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Status",
 			Handler:    _KV_Status_Handler,
+		},
+		{
+			MethodName: "MoveChunk",
+			Handler:    _KV_MoveChunk_Handler,
 		},
 		{
 			MethodName: "Backup",

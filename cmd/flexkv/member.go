@@ -145,6 +145,19 @@ const memberCallTimeout = 3 * time.Second
 // configuration of its epoch, and returns the newest: a replica that
 // missed a change (down, cut off) answers an older one.
 func (m *memberConn) topology(ctx context.Context) (*partition.ClusterConfig, uint64, error) {
+	best, err := m.topologyResp(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	cfg, _, err := api.ConfigFromProto(best)
+	if err != nil {
+		return nil, 0, err
+	}
+	return cfg, best.GetEpoch(), nil
+}
+
+// topologyResp is topology's newest answer, as it came.
+func (m *memberConn) topologyResp(ctx context.Context) (*apipb.TopologyResponse, error) {
 	var best *apipb.TopologyResponse
 	var errs []error
 	asked := map[string]bool{}
@@ -191,13 +204,9 @@ func (m *memberConn) topology(ctx context.Context) (*partition.ClusterConfig, ui
 		}
 	}
 	if best == nil {
-		return nil, 0, fmt.Errorf("no replica answered: %w", errors.Join(errs...))
+		return nil, fmt.Errorf("no replica answered: %w", errors.Join(errs...))
 	}
-	cfg, _, err := api.ConfigFromProto(best)
-	if err != nil {
-		return nil, 0, err
-	}
-	return cfg, best.GetEpoch(), nil
+	return best, nil
 }
 
 // memberRow is one member's line of `flexkv member list`; its JSON is the
