@@ -1,9 +1,9 @@
 package client
 
 import (
-	"fmt"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"

@@ -31,7 +31,9 @@ func (c *Client) Txn(ctx context.Context, t *txn.Txn) (*txn.Result, error) {
 		return nil, err
 	}
 	v := c.view
-	dstOf := func(pm *partition.PartitionMap) (partition.GroupSet, error) { return t.Destinations(pm, v.Groups, v.Home) }
+	dstOf := func(pm *partition.PartitionMap) (partition.GroupSet, error) {
+		return t.Destinations(pm, v.Groups, v.Home)
+	}
 	if _, err := dstOf(c.epochRoute.Load().pm); err != nil {
 		return nil, err
 	}
