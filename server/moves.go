@@ -16,6 +16,7 @@ import (
 
 	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/group"
+	"github.com/flexkv/flexkv/kv"
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/txn"
 )
@@ -151,8 +152,8 @@ func (s *Server) touched(r *request) (keys [][]byte, spans [][2][]byte, err erro
 // group delivered before the move's cut.
 func (v *service) MoveChunk(ctx context.Context, req *apipb.MoveChunkRequest) (*apipb.MoveChunkResponse, error) {
 	s := v.s
-	if s.cfg.Node != nil && callerOf(ctx).via == "" {
-		return nil, status.Error(codes.PermissionDenied, "server: MoveChunk: only a replica of the cluster reads a moving partition")
+	if _, err := s.authorizeNode(ctx, "MoveChunk", "read a moving partition"); err != nil {
+		return nil, err
 	}
 	i, ok := s.pm.Index(req.GetPartition())
 	if !ok {
@@ -170,7 +171,7 @@ func (v *service) MoveChunk(ctx context.Context, req *apipb.MoveChunkRequest) (*
 	}
 	max := int(cmp.Or(req.GetBytesMax(), MoveChunkBytesDefault))
 	max = min(max, MoveChunkBytesDefault*4)
-	rows, next, err := s.store.ScanBytes(start, p.End, group.MoveChunkRowsMax, max)
+	rows, next, err := s.store.ScanBytes(start, p.End, kv.ScanLimitMax, max)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "server: move chunk of %s: %v", p.Name, err)
 	}
@@ -224,6 +225,27 @@ func (s *Server) frozen(i int, since uint64) error {
 	return err
 }
 
+// authorizeNode returns the group of the node of the cluster that makes
+// the call of ctx, and refuses any other caller; without TLS anyone may
+// call, and the group is "".
+func (s *Server) authorizeNode(ctx context.Context, method, what string) (string, error) {
+	if !s.ready.Load() {
+		return "", status.Errorf(codes.Unavailable, "server: replica %s is starting", s.cfg.NodeID)
+	}
+	if s.cfg.Node == nil {
+		return "", nil
+	}
+	_, node, err := s.tlsCaller(ctx)
+	if err != nil {
+		return "", err
+	}
+	if node == "" {
+		return "", status.Errorf(codes.PermissionDenied, "server: %s: only a replica of the cluster may %s", method, what)
+	}
+	g, _, _ := strings.Cut(node, "/")
+	return g, nil
+}
+
 // moveKey names a move: its partition and the epoch it started.
 type moveKey struct {
 	partition int
@@ -259,7 +281,7 @@ func (s *Server) mover(stop <-chan struct{}, wg *sync.WaitGroup) {
 			err := s.moveStep(ctx, m)
 			cancel()
 			if err != nil && !errors.Is(err, context.Canceled) {
-				s.log.Debug("partition move: step failed", "partition", s.pm.At(m.Partition).Name, "error", err)
+				s.log.Warn("partition move: step failed", "partition", s.pm.At(m.Partition).Name, "error", err)
 			}
 		}
 	}

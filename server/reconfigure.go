@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -24,7 +23,17 @@ import (
 // current ones), and returns the epoch it starts once the group took it.
 func (v *service) Reconfigure(ctx context.Context, req *apipb.ReconfigureRequest) (*apipb.ReconfigureResponse, error) {
 	s := v.s
-	if err := s.authorizeAdmin(ctx, "Reconfigure", "change the cluster"); err != nil {
+	if mv := req.GetMove(); mv.GetComplete() {
+		// Only the new owner's leader completes a move, once its copy is
+		// in (moves.go).
+		g, err := s.authorizeNode(ctx, "Reconfigure", "complete a partition move")
+		if err != nil {
+			return nil, err
+		}
+		if s.cfg.Node != nil && g != mv.GetTo() {
+			return nil, status.Errorf(codes.PermissionDenied, "server: a move of %s completes at the request of group %s alone, once its copy is in", mv.GetPartition(), mv.GetTo())
+		}
+	} else if err := s.authorizeAdmin(ctx, "Reconfigure", "change the cluster"); err != nil {
 		return nil, err
 	}
 	s.awaitEpoch(ctx, req.GetEpoch())
@@ -53,13 +62,6 @@ func (v *service) Reconfigure(ctx context.Context, req *apipb.ReconfigureRequest
 	}
 	if err := s.nextMove(cur, &next, req.GetMove()); err != nil {
 		return nil, invalid(err)
-	}
-	if mv := req.GetMove(); mv.GetComplete() {
-		// Only the new owner's leader completes a move, once its copy is
-		// in (moves.go).
-		if g, _, _ := strings.Cut(callerOf(ctx).via, "/"); s.cfg.Node != nil && g != mv.GetTo() {
-			return nil, status.Errorf(codes.PermissionDenied, "server: a move of %s completes at the request of group %s alone, once its copy is in", mv.GetPartition(), mv.GetTo())
-		}
 	}
 	e := cmp.Or(req.GetEpoch(), cur.Epoch)
 	ctx, cancel := context.WithTimeout(ctx, cmp.Or(s.cfg.WaitMax, WaitMaxDefault))
