@@ -175,6 +175,12 @@ func (v *service) MoveChunk(ctx context.Context, req *apipb.MoveChunkRequest) (*
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "server: move chunk of %s: %v", p.Name, err)
 	}
+	if len(rows) == kv.ScanLimitMax && next == nil {
+		// Stopped at the row limit, not at the range's end: the last row
+		// goes first in the next chunk.
+		next = rows[len(rows)-1].Key
+		rows = rows[:len(rows)-1]
+	}
 	resp := &apipb.MoveChunkResponse{Next: next}
 	for _, r := range rows {
 		resp.Rows = append(resp.Rows, &apipb.KeyValue{Key: r.Key, Value: r.Value})
