@@ -50,7 +50,8 @@ type recorder struct {
 	voteTo   partition.GroupID
 	applied  uint64
 	executed []multicast.MsgID
-	clocks   []Clock // of every Execute call, in order
+	inbound  []rawnode.AppInbound // every inbound payload, in order
+	clocks   []Clock              // of every Execute call, in order
 	sent     map[uint64][]rawnode.AppSend
 	fail     error
 }
@@ -69,6 +70,9 @@ func (r *recorder) Execute(index uint64, clock Clock, deliveries []multicast.Mes
 		return nil, fmt.Errorf("recorder: entry %d executed twice (applied %d)", index, r.applied)
 	}
 	r.clocks = append(r.clocks, clock)
+	for _, in := range inbound {
+		r.inbound = append(r.inbound, in)
+	}
 	var sends []rawnode.AppSend
 	for _, m := range deliveries {
 		r.executed = append(r.executed, m.ID)
