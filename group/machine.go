@@ -18,7 +18,6 @@ type Machine struct {
 	// pmEpoch is the epoch whose partition map the executor was last
 	// given (PartitionSetter); 0: none yet.
 	pmEpoch uint64
-	pm      *partition.PartitionMap
 }
 
 // PartitionSetter is implemented by an executor that routes with the
@@ -97,18 +96,8 @@ func (m *Machine) Restore(st *State, execIndex uint64, exec io.Reader) (restored
 		restored = true
 	}
 	m.state = st
-	m.pmEpoch, m.pm = 0, nil
+	m.pmEpoch = 0
 	return restored, nil
-}
-
-// newPartitions reports whether the entry just applied started an epoch
-// whose partition map the executor has not been given: the executor then
-// runs the entry even with nothing delivered, so that it routes (and its
-// reads at the leader check ownership) by the new owners from this entry
-// on.
-func (m *Machine) newPartitions() bool {
-	_, ok := m.exec.(PartitionSetter)
-	return ok && m.cfg.Partitions != nil && m.pmEpoch != m.state.Epoch() && m.state.Partitions() != m.pm
 }
 
 // givePartitions gives the executor the partition map of the group's
@@ -118,8 +107,7 @@ func (m *Machine) givePartitions() {
 	if !ok || m.pmEpoch == m.state.Epoch() || m.cfg.Partitions == nil {
 		return
 	}
-	m.pm = m.state.Partitions()
-	ps.SetPartitions(m.pm)
+	ps.SetPartitions(m.state.Partitions())
 	m.pmEpoch = m.state.Epoch()
 }
 
@@ -138,8 +126,9 @@ func (m *Machine) givePartitions() {
 // deliveries, sends and requests, since observers (delivery logs, waiting
 // clients) saw them before the restart: only its frames are new.
 func (m *Machine) Apply(index uint64, data []byte) (out rawnode.Output, result error, err error) {
+	before := m.state.Epoch()
 	out, result = m.state.Apply(index, data)
-	if len(out.Deliveries) == 0 && len(out.App) == 0 && !m.newPartitions() {
+	if len(out.Deliveries) == 0 && len(out.App) == 0 && !m.state.ownersChangedSince(before) {
 		return out, result, nil
 	}
 	replay := index <= m.exec.AppliedIndex()

@@ -205,6 +205,23 @@ func (s *State) partitionsOf(c EpochConfig) *partition.PartitionMap {
 	return m
 }
 
+// ownersChangedSince reports whether the group's epoch is past epoch and
+// its owners differ from epoch's: the machine then runs the executor at
+// the entry that started it, even with nothing delivered, so that the
+// executor routes (and checks ownership for reads at the leader) by the
+// new owners from that entry on, on every replica alike.
+func (s *State) ownersChangedSince(epoch uint64) bool {
+	if s.Epoch() == epoch || s.cfg.Partitions == nil {
+		return false
+	}
+	for _, c := range s.epochs {
+		if c.Epoch == epoch {
+			return !slices.Equal(c.Owners, s.EpochConfig().Owners)
+		}
+	}
+	return true
+}
+
 // checkMoveChange checks the owners and moves of a change against the
 // configuration's partition map: the partitions listed are the map's, and
 // a move to a group from its owner keeps the owner (a move completes by
