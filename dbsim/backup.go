@@ -23,7 +23,7 @@ const backupID = group.AnonymousBit | 3000
 func (s *sim) backup() error {
 	s.backupSeq++
 	m := multicast.Message{ID: multicast.MsgID{Client: backupID, Seq: s.backupSeq}, Dst: partition.AllGroups(len(s.groups)), Payload: txn.AppendBackupPayload(nil)}
-	entry, data := s.requestNow(0, m)
+	entry, data, _ := s.requestNow(0, &m, nil)
 	result, err := s.propose(entry, data)
 	result = only(result)
 	switch {

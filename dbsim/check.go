@@ -35,6 +35,9 @@ func (s *sim) check() error {
 	if err := s.checkBackups(); err != nil {
 		return err
 	}
+	if err := s.checkMoves(); err != nil {
+		return err
+	}
 	return s.checkLists()
 }
 
@@ -111,14 +114,14 @@ func (s *sim) checkReplicas() error {
 	return nil
 }
 
-// balances reads every account at the leader of its group.
+// balances reads every account at the leader of its group (its owner at
+// the end: partitions may have moved).
 func (s *sim) balances() (map[string]int64, error) {
 	out := map[string]int64{}
-	for g, gs := range s.groups {
-		st := gs.replicas[gs.leader].store
+	for g := range s.groups {
 		for i := range AccountsPerGroup {
 			k := accountKey(g, i)
-			v, found, err := st.Get([]byte(k))
+			v, found, err := s.ownerStore(k).Get([]byte(k))
 			if err != nil {
 				return nil, err
 			}
@@ -183,11 +186,10 @@ func (s *sim) checkBank() error {
 // (the history is serializable).
 func (s *sim) checkLists() error {
 	final := map[string][]string{}
-	for g, gs := range s.groups {
-		st := gs.replicas[gs.leader].store
+	for g := range s.groups {
 		for i := range ListsPerGroup {
 			k := listKey(g, i)
-			v, found, err := st.Get([]byte(k))
+			v, found, err := s.ownerStore(k).Get([]byte(k))
 			if err != nil {
 				return fmt.Errorf("dbsim: lists: %w", err)
 			}

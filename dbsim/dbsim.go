@@ -112,6 +112,10 @@ type Config struct {
 	// a learner, its promotion once caught up, and a change that removes
 	// an older member.
 	Members float64
+	// Moves is the share of those changes, among those that do not change
+	// members, that start the move of a partition to another group
+	// (moves.go).
+	Moves float64
 }
 
 func (c *Config) fill() error {
@@ -176,6 +180,12 @@ type Result struct {
 	// Promotions those promoted, Replaced the members removed, of which
 	// LeadersReplaced were their group's leader (which handed over first).
 	MemberChanges, Learners, Promotions, Replaced, LeadersReplaced int
+	// Moves counts the partition moves started (Config.Moves), MovesDone
+	// those completed; Chunks the chunks copied, ChunksAgain those sent a
+	// second time (and dropped); MoveWaits the chunks put off because the
+	// replica read had not run what came before the move's cut;
+	// MoveRefusals the requests refused for touching a moving partition.
+	Moves, MovesDone, Chunks, ChunksAgain, MoveWaits, MoveRefusals int
 	// Acked counts the results the checks found acknowledged (a later
 	// request of their session delivered at the group), Unacked those
 	// found kept, each at every replica of a destination.
@@ -289,6 +299,9 @@ type sim struct {
 	// when none; removed lists the replicas dropped.
 	repl    *replacement
 	removed []*replica
+	// moveCuts and moved: the partition moves (moves.go).
+	moveCuts map[moveCut]uint64
+	moved    []movedAway
 	clients []*client
 	loaded  bool
 	faults  bool
@@ -305,7 +318,7 @@ func Run(cfg Config) (*Result, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	s := &sim{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6462_7369_6d)), acked: map[multicast.MsgID]bool{}}
+	s := &sim{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6462_7369_6d)), acked: map[multicast.MsgID]bool{}, moveCuts: map[moveCut]uint64{}}
 	s.res.Config = cfg
 	var err error
 	if s.proto, err = protocol.Lookup(cfg.Protocol); err != nil {
@@ -323,7 +336,7 @@ func Run(cfg Config) (*Result, error) {
 	defer s.close()
 	for g := range cfg.Groups {
 		gs := &groupState{nextR: cfg.Replicas}
-		gcfg := group.Config{Protocol: cfg.Protocol, Topology: s.top, Self: partition.GroupID(g), SessionTicks: cfg.SessionTicks}
+		gcfg := group.Config{Protocol: cfg.Protocol, Topology: s.top, Self: partition.GroupID(g), SessionTicks: cfg.SessionTicks, Partitions: s.pm}
 		gcfg.Channel.BacklogBytesMax = cfg.BacklogBytesMax
 		for r := range cfg.Replicas {
 			rp, err := openReplica(g, r, gcfg, s.pm, s.procs, vfs.NewCrashableMem(), cfg.ResultsMax, cfg.ResultSessionsMax)
@@ -504,6 +517,11 @@ func (s *sim) step() error {
 	if err := s.advanceMembers(); err != nil {
 		return err
 	}
+	// Drawn only while a move is under way, so that the runs without
+	// stay what they were.
+	if s.movesUnderWay() && s.rng.IntN(3) == 0 {
+		return s.moveStep()
+	}
 	if s.faults && s.rng.Float64() < s.cfg.Faults {
 		return s.fault()
 	}
@@ -599,9 +617,22 @@ func (s *sim) clientStep(c *client) error {
 			return nil
 		}
 	}
+	if !c.sent && len(s.cfgs) > 1 {
+		// Routed by the owners of the epoch the client knows: a
+		// partition may have moved.
+		s.route(rq, c.epoch)
+	}
 	entry := s.entryAt(c.epoch, c.home, rq.msg.Dst)
 	if rq.invoked == 0 {
 		rq.invoked = s.res.Steps + 1
+	}
+	if es := s.groups[entry]; c.id != loaderID {
+		// The entry group's server refuses, as busy, what touches a
+		// partition moving in its epoch (server.checkMoving).
+		if st := es.replicas[es.leader].m.State(); st.Epoch() == c.epoch && s.touchesMoving(st.EpochConfig(), keysOf(rq)) {
+			s.res.MoveRefusals++
+			return nil
+		}
 	}
 	if !c.sent {
 		ok, err := s.sessionID(c, rq, entry)
@@ -733,7 +764,7 @@ func (s *sim) clientsDone() bool {
 // no leader's channel holds an unacknowledged envelope. (Quiet would be too
 // strong: FlexCast's rank-0 group keeps its flush timer running.)
 func (s *sim) quiescent() bool {
-	if len(s.net) > 0 || !s.membersSettled() {
+	if len(s.net) > 0 || !s.membersSettled() || s.movesUnderWay() {
 		return false
 	}
 	for _, gs := range s.groups {
@@ -1001,10 +1032,13 @@ func (s *sim) memory() CutMemory {
 // cut: a transfer of nothing to the first account of each of a random,
 // non-empty set of groups, at the entry group of a random home.
 func (s *sim) pressure() error {
-	m, home := s.nothing()
-	entry, data := s.requestNow(home, m)
+	m, t, home := s.nothing()
+	entry, data, ok := s.requestNow(home, &m, t)
 	cut := s.res.Cut
 	cut.Offered++
+	if !ok {
+		return nil
+	}
 	result, err := s.propose(entry, data)
 	if err != nil {
 		return err
@@ -1024,7 +1058,7 @@ func (s *sim) pressure() error {
 
 // nothing returns an anonymous transfer of nothing to a random non-empty
 // set of groups, and a random home to send it from.
-func (s *sim) nothing() (multicast.Message, partition.GroupID) {
+func (s *sim) nothing() (multicast.Message, *txn.Txn, partition.GroupID) {
 	var dst []int
 	for len(dst) == 0 {
 		for g := range s.groups {
@@ -1040,7 +1074,7 @@ func (s *sim) nothing() (multicast.Message, partition.GroupID) {
 	s.pressureSeq++
 	home := partition.GroupID(s.rng.IntN(len(s.groups)))
 	m := s.txnMsg(pressureID, s.pressureSeq, t, home)
-	return m, home
+	return m, t, home
 }
 
 // anonymous offers an anonymous request outside the long cut
@@ -1051,7 +1085,10 @@ func (s *sim) anonymous() error {
 	s.pressureSeq++
 	t := &txn.Txn{Then: []txn.Op{{Kind: txn.OpPut, Key: []byte(noiseKey(g)), Value: []byte(strconv.FormatUint(s.pressureSeq, 10))}}}
 	m := s.txnMsg(pressureID, s.pressureSeq, t, partition.GroupID(g))
-	entry, data := s.requestNow(partition.GroupID(g), m)
+	entry, data, ok := s.requestNow(partition.GroupID(g), &m, t)
+	if !ok {
+		return nil
+	}
 	result, err := s.propose(entry, data)
 	result = only(result)
 	switch {

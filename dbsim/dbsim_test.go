@@ -49,6 +49,8 @@ func configOf(p multicast.Protocol, seed uint64) Config {
 		// of them of the members: replicas replaced.
 		c.Changes = []float64{0.002, 0.01}[seed/4%2]
 		c.Members = 1.0 / 3
+		// Half of the others move a partition (moves.go).
+		c.Moves = 1.0 / 2
 	}
 	return c
 }
@@ -218,4 +220,48 @@ func (r *Result) add(o *Result) {
 	r.LeadersReplaced += o.LeadersReplaced
 	r.Acked += o.Acked
 	r.Unacked += o.Unacked
+	r.Moves += o.Moves
+	r.MovesDone += o.MovesDone
+	r.Chunks += o.Chunks
+	r.ChunksAgain += o.ChunksAgain
+	r.MoveWaits += o.MoveWaits
+	r.MoveRefusals += o.MoveRefusals
+}
+
+// TestPartitionMoves: changes of the epoch that move partitions where they
+// can, often, under faults, drops, duplicates and cut groups: partitions
+// moved and moved back under the bank and list workloads in every
+// protocol, with every check, and those of the moves (moves.go). It runs
+// an eighth of -dbsim.seeds from -dbsim.seed (at least one).
+func TestPartitionMoves(t *testing.T) {
+	seeds := max(uint64(*flagSeeds)/8, 1)
+	if testing.Short() {
+		seeds = min(seeds, 3)
+	}
+	for _, p := range protocol.Names() {
+		t.Run(string(p), func(t *testing.T) {
+			t.Parallel()
+			var total Result
+			for seed := *flagSeed; seed < *flagSeed+seeds; seed++ {
+				cfg := Config{Protocol: p, Seed: seed, Groups: 2 + int(seed%3), Replicas: []int{3, 1, 2}[seed%3],
+					Faults: []float64{0.01, 0.03}[seed%2], Drop: 0.05, Dup: 0.05, CutGroup: seed%3 == 1, Txns: 12,
+					Changes: 0.02, Moves: 1}
+				// Not TestSeeds's replay (Config.Replay): this test's.
+				replay := fmt.Sprintf("go test ./dbsim -run 'TestPartitionMoves$/^%s$' -dbsim.seed=%d -dbsim.seeds=8", p, seed)
+				res, err := Run(cfg)
+				if err != nil {
+					t.Fatalf("seed %d: %v\nreplay: %s", seed, err, replay)
+				}
+				if !res.OK() {
+					t.Fatalf("seed %d (%+v):\n  %s\nreplay: %s", seed, cfg, strings.Join(res.Violations, "\n  "), replay)
+				}
+				total.add(res)
+			}
+			t.Logf("%d seeds: %d moves started, %d completed, %d chunks (%d sent twice), %d chunk reads put off, %d requests refused for a moving partition, %d committed, %d crashes, %d leader changes",
+				seeds, total.Moves, total.MovesDone, total.Chunks, total.ChunksAgain, total.MoveWaits, total.MoveRefusals, total.Committed, total.Crashes, total.Leaders)
+			if seeds >= 4 && (total.MovesDone == 0 || total.MovesDone != total.Moves || total.Chunks == 0 || total.ChunksAgain == 0 || total.MoveRefusals == 0) {
+				t.Errorf("the seeds moved too little: %+v", total)
+			}
+		})
+	}
 }

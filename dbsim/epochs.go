@@ -42,7 +42,11 @@ func (s *sim) change() error {
 	if s.cfg.Members > 0 && s.rng.Float64() < s.cfg.Members {
 		next, repl, members = s.memberNext(next)
 	}
-	if !members {
+	moved := false
+	if !members && s.cfg.Moves > 0 && s.rng.Float64() < s.cfg.Moves {
+		next, moved = s.moveNext(next, e)
+	}
+	if !members && !moved {
 		next = s.drawOverlay(next)
 	}
 	top, err := s.top.WithOverlay(next.Overlay, next.Parent)
@@ -62,6 +66,9 @@ func (s *sim) change() error {
 			s.res.MemberChanges++
 			s.repl = repl
 		}
+		if moved {
+			s.res.Moves++
+		}
 		s.tops = append(s.tops, top)
 		s.cfgs = append(s.cfgs, next)
 	case errors.Is(result, rawnode.ErrChangePending), errors.Is(result, multicast.ErrBusy):
@@ -71,20 +78,46 @@ func (s *sim) change() error {
 	return nil
 }
 
-// requestNow returns the entry group of m from home and the log entry of m
-// routed with the epoch of that group's leader, by that epoch's topology:
-// a request no client retries, so it never routes with an old epoch. The
-// latest epoch whose entry group's leader is at it; none (a change on its
-// way): the latest, which the group refuses as not started yet (busy).
-func (s *sim) requestNow(home partition.GroupID, m multicast.Message) (partition.GroupID, []byte) {
+// requestNow returns the entry group of m, the transaction t, from home and
+// the log entry of m routed with the epoch of that group's leader, by that
+// epoch's topology and owners (m.Dst set by them): a request no client
+// retries, so it never routes with an old epoch. The latest epoch whose
+// entry group's leader is at it; none (a change on its way): the latest,
+// which the group refuses as not started yet (busy). ok is false when the
+// entry group's server refuses it for touching a moving partition.
+func (s *sim) requestNow(home partition.GroupID, m *multicast.Message, t *txn.Txn) (entry partition.GroupID, data []byte, ok bool) {
 	for e := uint64(len(s.tops)); e >= 1; e-- {
+		s.routeTxn(m, t, e)
 		entry := s.entryAt(e, home, m.Dst)
 		gs := s.groups[entry]
-		if gs.replicas[gs.leader].m.State().Epoch() == e {
-			return entry, group.EncodeRequestsAt(e, []multicast.Message{m})
+		if st := gs.replicas[gs.leader].m.State(); st.Epoch() == e {
+			var keys []string
+			for _, op := range thenOf(t) {
+				keys = append(keys, string(op.Key))
+			}
+			if s.touchesMoving(st.EpochConfig(), keys) {
+				s.res.MoveRefusals++
+				return entry, nil, false
+			}
+			return entry, group.EncodeRequestsAt(e, []multicast.Message{*m}), true
 		}
 	}
-	return s.entry(home, m.Dst), group.EncodeRequestsAt(uint64(len(s.tops)), []multicast.Message{m})
+	e := uint64(len(s.tops))
+	s.routeTxn(m, t, e)
+	return s.entry(home, m.Dst), group.EncodeRequestsAt(e, []multicast.Message{*m}), true
+}
+
+// routeTxn sets the destinations of m, transaction t, by the owners of
+// epoch e.
+func (s *sim) routeTxn(m *multicast.Message, t *txn.Txn, e uint64) {
+	if t == nil {
+		return // a backup marker: every group
+	}
+	dst, err := t.Destinations(s.pmOf(s.cfgs[e-1]), s.top, 0)
+	if err != nil {
+		panic(fmt.Sprintf("dbsim: routing %s: %v", m.ID, err))
+	}
+	m.Dst = dst
 }
 
 // only returns the outcome of the one request of an entry of requests.
@@ -141,4 +174,12 @@ func (s *sim) drawOverlay(cur group.EpochConfig) group.EpochConfig {
 		}
 	}
 	return next
+}
+
+// thenOf returns t's Then branch; none for no transaction.
+func thenOf(t *txn.Txn) []txn.Op {
+	if t == nil {
+		return nil
+	}
+	return t.Then
 }

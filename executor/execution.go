@@ -74,6 +74,9 @@ type job struct {
 	callVoteTo, callVoters partition.GroupSet
 	// marker: the delivery is a backup marker (backup.go), a barrier.
 	marker bool
+	// pm is the partition map the job was prepared with (moves.go): a
+	// call's procedure sees what the group owns by it.
+	pm *partition.PartitionMap
 }
 
 // queued is a delivery in the executor's queue.
@@ -223,7 +226,7 @@ func (x *execution) deliver(m multicast.Message) (bool, error) {
 			return false, err
 		}
 	}
-	q := e.newQueued(x.meta.qNext, e.prepare(d))
+	q := e.newQueued(x.meta.qNext, e.prepare(d, e.pm.Load()))
 	q.d = &d
 	x.meta.qNext++
 	e.queue = append(e.queue, q)
@@ -234,7 +237,7 @@ func (x *execution) deliver(m multicast.Message) (bool, error) {
 // vote in its place (see Executor, Reused ids); other: the id was used
 // here by another transaction.
 func (x *execution) sendUsed(d delivery, other bool) {
-	j := x.e.prepare(d)
+	j := x.e.prepare(d, x.e.pm.Load())
 	if j.voteTo().Empty() {
 		return
 	}
@@ -372,11 +375,12 @@ func (x *execution) callFootprint(q *queued) error {
 	return nil
 }
 
-// prepare decides what d is at this group. A delivery that cannot run
-// becomes a job that reports why.
-func (e *Executor) prepare(d delivery) *job {
+// prepare decides what d is at this group, by partition map pm (of its
+// queue sequence: moves.go). A delivery that cannot run becomes a job that
+// reports why.
+func (e *Executor) prepare(d delivery, pm *partition.PartitionMap) *job {
 	cfg := &e.cfg
-	j := &job{id: d.msg.ID, self: cfg.Self, dst: d.msg.Dst, digest: d.digest}
+	j := &job{id: d.msg.ID, self: cfg.Self, dst: d.msg.Dst, digest: d.digest, pm: pm}
 	if !j.dst.Has(cfg.Self) {
 		j.reason = fmt.Sprintf("txn: group %d is not a destination of %s (%s)", cfg.Self, j.id, j.dst)
 		return j
@@ -410,18 +414,18 @@ func (e *Executor) prepare(d delivery) *job {
 			j.reason = fmt.Sprintf("txn: unknown procedure %q", p.Call.Name)
 			return j
 		}
-		if err := cfg.Procedures.CheckCallDestinations(*p.Call, e.pm.Load(), cfg.Topology, j.dst); err != nil {
+		if err := cfg.Procedures.CheckCallDestinations(*p.Call, pm, cfg.Topology, j.dst); err != nil {
 			j.reason = err.Error()
 			return j
 		}
 		j.call, j.proc = p.Call, proc
 		if txn.IsAllOrNothing(proc) && j.dst.Len() > 1 {
-			j.callVoteTo, j.callVoters = callVotes(proc, p.Call.Args, e.pm.Load(), j.dst, cfg.Self)
+			j.callVoteTo, j.callVoters = callVotes(proc, p.Call.Args, pm, j.dst, cfg.Self)
 		}
 		return j
 	}
 	// dst has Self (checked above).
-	piece, err := p.Txn.PieceOf(e.pm.Load(), cfg.Topology, j.dst, cfg.Self)
+	piece, err := p.Txn.PieceOf(pm, cfg.Topology, j.dst, cfg.Self)
 	if err != nil {
 		j.reason = err.Error()
 		return j

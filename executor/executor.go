@@ -172,6 +172,7 @@ type Executor struct {
 	// mu).
 	pm     atomic.Pointer[partition.PartitionMap]
 	pmNext *partition.PartitionMap
+	pms    []pmAt // every map a queued delivery may need, by sequence
 
 	// mu serializes the methods that write or capture the state. The
 	// fields below are guarded by it.
@@ -372,7 +373,7 @@ func (e *Executor) load() error {
 		if err != nil {
 			return fmt.Errorf("%w: %w", kv.ErrCorrupt, err)
 		}
-		q := e.newQueued(seq, e.prepare(d))
+		q := e.newQueued(seq, e.prepare(d, e.pmFor(seq)))
 		q.stored = true
 		queue = append(queue, q)
 		return nil

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"encoding/binary"
 	"fmt"
 	"slices"
 
@@ -10,29 +11,40 @@ import (
 	"github.com/flexkv/flexkv/txn"
 )
 
-// Partition moves (DESIGN 14; group/moves.go). The executor routes each
+// Partition moves (DESIGN 14; group/moves.go). The executor runs each
 // delivery with the partition map of the epoch it was ordered in: the
 // machine gives it the map of its group's epoch before each entry
-// (SetPartitions), and the executor keeps the owners in its store
-// (auxOwners), written in the batch of the first entry that runs under
-// them, so that a restart prepares its queued deliveries with the map they
-// were prepared with. A move never leaves a delivery that touches the
-// partition queued across the change that gives it its new owner (the old
-// owner ran them before the copy began; the new owner had none), so the
-// two maps agree on every queued delivery.
+// (SetPartitions), and the executor keeps every map it was given, in its
+// store, by the queue sequence of the first delivery queued under it
+// (auxOwners). A delivery is prepared, and a call's procedure sees what
+// the group owns, with the map of its sequence: a call queued before a
+// partition moved here and run after does not see the partition as its
+// group's; and a restart prepares its queued deliveries with the maps they
+// were prepared with. A map no queued delivery needs any more is dropped
+// at the next change of the owners.
 //
 // Its state hands the executor, as payloads from the group itself, the
 // rows of each chunk of a partition moving in (written as they are) and
 // the deletion of a partition's range once another group owns it.
 
-// auxOwners is the key of the owners record:
+// auxOwners starts the keys of the owners records:
 //
-//	'w' -> count:uvarint (owner+1:uvarint)*count
+//	'w' seq (8 B BE) -> count:uvarint (owner+1:uvarint)*count
 //
-// absent: the configuration's owners.
+// the owners of the deliveries queued from sequence seq on; none: the
+// configuration's.
 const auxOwners byte = 'w'
 
-var ownersKey = []byte{auxOwners}
+func ownersKey(seq uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{auxOwners}, seq)
+}
+
+// pmAt is a partition map and the queue sequence from which deliveries are
+// prepared with it.
+type pmAt struct {
+	seq uint64
+	pm  *partition.PartitionMap
+}
 
 // Partitions returns the partition map the executor routes with now.
 func (e *Executor) Partitions() *partition.PartitionMap { return e.pm.Load() }
@@ -46,8 +58,19 @@ func (e *Executor) SetPartitions(pm *partition.PartitionMap) {
 	e.pmNext = pm
 }
 
-// switchPartitions makes the map given by SetPartitions the executor's,
-// writing its owners in the entry's batch when they changed.
+// pmFor returns the map of the deliveries queued at sequence seq.
+func (e *Executor) pmFor(seq uint64) *partition.PartitionMap {
+	for i := len(e.pms) - 1; i >= 0; i-- {
+		if e.pms[i].seq <= seq {
+			return e.pms[i].pm
+		}
+	}
+	return e.cfg.Partitions
+}
+
+// switchPartitions makes the map given by SetPartitions the executor's
+// when its owners differ, writing it in the entry's batch, and drops the
+// maps no queued delivery needs.
 func (x *execution) switchPartitions() error {
 	e := x.e
 	next := e.pmNext
@@ -63,38 +86,64 @@ func (x *execution) switchPartitions() error {
 	for _, g := range owners {
 		b = wire.AppendUvarint(b, uint64(g+1))
 	}
-	if err := x.b.PutAux(ownersKey, b); err != nil {
+	seq := x.meta.qNext
+	if err := x.b.PutAux(ownersKey(seq), b); err != nil {
 		return err
 	}
+	oldest := seq
+	if len(e.queue) > 0 {
+		oldest = e.queue[0].seq
+	}
+	keep := e.pms[:0]
+	for i, at := range e.pms {
+		if i+1 < len(e.pms) && e.pms[i+1].seq <= oldest {
+			if err := x.b.DeleteAux(ownersKey(at.seq)); err != nil {
+				return err
+			}
+			continue
+		}
+		keep = append(keep, at)
+	}
+	if n := len(keep); n > 0 && keep[n-1].seq == seq {
+		keep = keep[:n-1]
+	}
+	e.pms = append(keep, pmAt{seq: seq, pm: next})
 	e.pm.Store(next)
 	return nil
 }
 
-// loadPartitions reads the owners record: the map the executor routes
-// with.
+// loadPartitions reads the owners records: the maps the executor prepares
+// its queue with, and the one it routes with.
 func (e *Executor) loadPartitions() error {
-	v, found, err := e.cfg.Store.GetAux(ownersKey)
+	e.pms = nil
+	err := scanAux(e.cfg.Store, []byte{auxOwners}, []byte{auxOwners + 1}, func(r kv.KV) error {
+		if len(r.Key) != 9 {
+			return fmt.Errorf("%w: owners record key of %d bytes", kv.ErrCorrupt, len(r.Key))
+		}
+		d := wire.NewDecoder(r.Value)
+		n := d.Count(1)
+		owners := make([]partition.GroupID, 0, n)
+		for range n {
+			owners = append(owners, partition.GroupID(d.Uvarint())-1)
+		}
+		if err := d.Finish(); err != nil {
+			return fmt.Errorf("%w: owners record: %w", kv.ErrCorrupt, err)
+		}
+		pm, err := e.cfg.Partitions.WithOwners(e.cfg.Topology, owners)
+		if err != nil {
+			return fmt.Errorf("%w: owners record: %w", kv.ErrCorrupt, err)
+		}
+		e.pms = append(e.pms, pmAt{seq: binary.BigEndian.Uint64(r.Key[1:]), pm: pm})
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	if !found {
-		e.pm.Store(e.cfg.Partitions)
-		return nil
+	cur := e.cfg.Partitions
+	if n := len(e.pms); n > 0 {
+		cur = e.pms[n-1].pm
 	}
-	d := wire.NewDecoder(v)
-	n := d.Count(1)
-	owners := make([]partition.GroupID, 0, n)
-	for range n {
-		owners = append(owners, partition.GroupID(d.Uvarint())-1)
-	}
-	if err := d.Finish(); err != nil {
-		return fmt.Errorf("%w: owners record: %w", kv.ErrCorrupt, err)
-	}
-	pm, err := e.cfg.Partitions.WithOwners(e.cfg.Topology, owners)
-	if err != nil {
-		return fmt.Errorf("%w: owners record: %w", kv.ErrCorrupt, err)
-	}
-	e.pm.Store(pm)
+	e.pm.Store(cur)
 	return nil
 }
 

@@ -216,14 +216,14 @@ func (e *Executor) spare(v *procView) {
 // newView returns an empty view over r for a piece of this group: the
 // spare one, whose overlay keeps its room for writes, when there is one.
 // Its footprint is always new: a trial's is the queued call's (vote).
-func (e *Executor) newView(r txn.Reader, track bool) *procView {
+func (e *Executor) newView(r txn.Reader, pm *partition.PartitionMap, track bool) *procView {
 	v := e.spareView
 	e.spareView = nil
 	if v == nil {
-		return &procView{e: txn.NewOverlay(r), pm: e.pm.Load(), self: e.cfg.Self, track: track}
+		return &procView{e: txn.NewOverlay(r), pm: pm, self: e.cfg.Self, track: track}
 	}
 	v.e.Reset(r)
-	*v = procView{e: v.e, pm: e.pm.Load(), self: e.cfg.Self, track: track}
+	*v = procView{e: v.e, pm: pm, self: e.cfg.Self, track: track}
 	return v
 }
 
@@ -233,7 +233,7 @@ func (e *Executor) newView(r txn.Reader, track bool) *procView {
 // if track is set (a trial run). A store error is the error; every other
 // failure is an aborted result.
 func (x *execution) evalCall(j *job, track bool) (txn.PieceResult, *procView, error) {
-	v := x.e.newView(x.rw, track)
+	v := x.e.newView(x.rw, j.pm, track)
 	res, err := evalCallIn(j, v)
 	if err != nil {
 		return txn.PieceResult{}, nil, err
