@@ -785,6 +785,13 @@ func (s *sim) quiescent() bool {
 
 func (s *sim) stuck() string {
 	out := fmt.Sprintf("%d packets in flight", len(s.net))
+	if s.movesUnderWay() {
+		out += fmt.Sprintf("; moves under way %+v", s.cfgs[len(s.cfgs)-1].Moves)
+		for g, gs := range s.groups {
+			st := gs.replicas[gs.leader].m.State()
+			out += fmt.Sprintf(" g%d at epoch %d (changing %v, queued %d) copies %+v", g, st.Epoch(), st.Node().Changing(), gs.replicas[gs.leader].exec.Stats().Queued, st.MovesIn())
+		}
+	}
 	if s.repl != nil {
 		out += fmt.Sprintf("; replacement in group %d at stage %d (add %s, remove %s)", s.repl.g, s.repl.stage, s.repl.add, s.repl.remove)
 	}

@@ -36,9 +36,17 @@ type moveCut struct {
 	since      uint64
 }
 
+// movesMax bounds the moves under way at once: as an operator would, the
+// simulator leaves the clients room to finish between moves (each holds
+// back every request on its partition until it completes).
+const movesMax = 2
+
 // moveNext returns cur with a move of a random partition that does not
 // move to another group, and whether it drew one.
 func (s *sim) moveNext(cur group.EpochConfig, e uint64) (group.EpochConfig, bool) {
+	if len(cur.Moves) >= movesMax {
+		return cur, false
+	}
 	owners := cur.Owners
 	if owners == nil {
 		owners = s.pm.Owners()

@@ -168,8 +168,8 @@ type MoveProgress struct {
 	Keys, Bytes uint64
 }
 
-// MovesIn returns the moves to this group that its state follows, by
-// partition.
+// MovesIn returns the moves to this group that its state follows, in
+// partition order.
 func (s *State) MovesIn() []MoveProgress {
 	out := make([]MoveProgress, 0, len(s.movesIn))
 	for _, p := range s.movesIn {
@@ -177,6 +177,7 @@ func (s *State) MovesIn() []MoveProgress {
 		c.Next = slices.Clone(p.Next)
 		out = append(out, c)
 	}
+	slices.SortFunc(out, func(a, b MoveProgress) int { return a.Partition - b.Partition })
 	return out
 }
 
@@ -335,6 +336,12 @@ func (s *State) applyMoveChunk(index uint64, d *wire.Decoder, rest func() []byte
 				return fmt.Errorf("%w: group: move chunk entry %d: key %q outside the chunk of %s", multicast.ErrInvalid, index, r.Key, part.Name)
 			}
 		}
+	}
+	if p.Next == nil && p.Keys == 0 {
+		// The first chunk: whatever this group's store holds in the range
+		// (a copy restored from a backup taken during an earlier move) goes
+		// first, so that the copy is exactly the old owner's.
+		s.pendingApp = append(s.pendingApp, rawnode.AppInbound{From: s.cfg.Self, Payload: txn.AppendMoveDrop(nil, i)})
 	}
 	p.Next = slices.Clone(next)
 	p.Done = len(next) == 0
