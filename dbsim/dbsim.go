@@ -302,10 +302,10 @@ type sim struct {
 	// moveCuts and moved: the partition moves (moves.go).
 	moveCuts map[moveCut]uint64
 	moved    []movedAway
-	clients []*client
-	loaded  bool
-	faults  bool
-	res     Result
+	clients  []*client
+	loaded   bool
+	faults   bool
+	res      Result
 	// accepted lists every request accepted by its entry group, in order.
 	accepted []*request
 	acked    map[multicast.MsgID]bool
