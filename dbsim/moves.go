@@ -10,7 +10,6 @@ import (
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/rawnode"
 	"github.com/flexkv/flexkv/partition"
-	"github.com/flexkv/flexkv/txn"
 )
 
 // Partition moves under load and faults (DESIGN 14, Config.Moves), as the
@@ -186,9 +185,9 @@ func (s *sim) copyChunk(g int, mp group.MoveProgress) error {
 			next = rest[1].Key
 		}
 	}
-	rows := make([]txn.MoveRow, len(kvs))
+	rows := make([]group.MoveRow, len(kvs))
 	for i, r := range kvs {
-		rows[i] = txn.MoveRow{Key: r.Key, Value: r.Value}
+		rows[i] = group.MoveRow{Key: r.Key, Value: r.Value}
 	}
 	entry := group.EncodeMoveChunk(mp.Move, mp.Next, next, rows)
 	result, err := s.propose(partition.GroupID(g), entry)

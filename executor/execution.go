@@ -226,7 +226,7 @@ func (x *execution) deliver(m multicast.Message) (bool, error) {
 			return false, err
 		}
 	}
-	q := e.newQueued(x.meta.qNext, e.prepare(d, e.pm.Load()))
+	q := e.newQueued(x.meta.qNext, e.prepare(d, e.partitions()))
 	q.d = &d
 	x.meta.qNext++
 	e.queue = append(e.queue, q)
@@ -237,7 +237,7 @@ func (x *execution) deliver(m multicast.Message) (bool, error) {
 // vote in its place (see Executor, Reused ids); other: the id was used
 // here by another transaction.
 func (x *execution) sendUsed(d delivery, other bool) {
-	j := x.e.prepare(d, x.e.pm.Load())
+	j := x.e.prepare(d, x.e.partitions())
 	if j.voteTo().Empty() {
 		return
 	}
@@ -523,7 +523,7 @@ func (x *execution) receive(in rawnode.AppInbound) (bool, error) {
 	if txn.IsRelease(in.Payload) {
 		return false, x.receiveNote(in)
 	}
-	if txn.IsMovePayload(in.Payload) && in.From == cfg.Self {
+	if group.IsMovePayload(in.Payload) && in.From == cfg.Self {
 		return false, x.receiveMove(in.Payload)
 	}
 	id, v, err := txn.DecodeVote(in.Payload)

@@ -15,7 +15,6 @@ import (
 	"io"
 	"slices"
 	"sync"
-	"sync/atomic"
 
 	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/kv"
@@ -170,7 +169,8 @@ type Executor struct {
 	// pm is the partition map the executor routes with, pmNext the one
 	// SetPartitions gave for the next entry (moves.go; pmNext guarded by
 	// mu).
-	pm     atomic.Pointer[partition.PartitionMap]
+	pmMu   sync.Mutex              // guards pmCur, read by reads at the leader
+	pmCur  *partition.PartitionMap // written with mu held too
 	pmNext *partition.PartitionMap
 	pms    []pmAt // every map a queued delivery may need, by sequence
 

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/flexkv/flexkv/group"
 	"github.com/flexkv/flexkv/internal/wire"
 	"github.com/flexkv/flexkv/kv"
 	"github.com/flexkv/flexkv/partition"
-	"github.com/flexkv/flexkv/txn"
 )
 
 // Partition moves (DESIGN 14; group/moves.go). The executor runs each
@@ -47,7 +47,19 @@ type pmAt struct {
 }
 
 // Partitions returns the partition map the executor routes with now.
-func (e *Executor) Partitions() *partition.PartitionMap { return e.pm.Load() }
+func (e *Executor) Partitions() *partition.PartitionMap { return e.partitions() }
+
+func (e *Executor) partitions() *partition.PartitionMap {
+	e.pmMu.Lock()
+	defer e.pmMu.Unlock()
+	return e.pmCur
+}
+
+func (e *Executor) setPartitions(pm *partition.PartitionMap) {
+	e.pmMu.Lock()
+	defer e.pmMu.Unlock()
+	e.pmCur = pm
+}
 
 // SetPartitions gives the executor the partition map of the epoch of the
 // entry it executes next: the configuration's with the epoch's owners. It
@@ -79,7 +91,7 @@ func (x *execution) switchPartitions() error {
 	}
 	e.pmNext = nil
 	owners := next.Owners()
-	if slices.Equal(owners, e.pm.Load().Owners()) {
+	if slices.Equal(owners, e.partitions().Owners()) {
 		return nil
 	}
 	b := wire.AppendUvarint(nil, uint64(len(owners)))
@@ -108,7 +120,7 @@ func (x *execution) switchPartitions() error {
 		keep = keep[:n-1]
 	}
 	e.pms = append(keep, pmAt{seq: seq, pm: next})
-	e.pm.Store(next)
+	e.setPartitions(next)
 	return nil
 }
 
@@ -143,19 +155,19 @@ func (e *Executor) loadPartitions() error {
 	if n := len(e.pms); n > 0 {
 		cur = e.pms[n-1].pm
 	}
-	e.pm.Store(cur)
+	e.setPartitions(cur)
 	return nil
 }
 
 // receiveMove writes a chunk's rows, or deletes a partition's range.
 func (x *execution) receiveMove(payload []byte) error {
-	rows, drop, err := txn.DecodeMovePayload(payload)
+	rows, drop, err := group.DecodeMovePayload(payload)
 	if err != nil {
 		// The group's own state made it from an entry it checked.
 		return fmt.Errorf("%w: %w", kv.ErrCorrupt, err)
 	}
 	if drop >= 0 {
-		pm := x.e.pm.Load()
+		pm := x.e.partitions()
 		if drop >= pm.Len() {
 			return fmt.Errorf("%w: drop of partition %d of %d", kv.ErrCorrupt, drop, pm.Len())
 		}

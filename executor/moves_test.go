@@ -42,7 +42,7 @@ func TestPartitionMoves(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	chunk := txn.AppendMoveChunk(nil, []txn.MoveRow{{Key: []byte("w/0003/a"), Value: []byte("7")}, {Key: []byte("w/0003/b"), Value: []byte("8")}})
+	chunk := group.AppendMoveChunk(nil, []group.MoveRow{{Key: []byte("w/0003/a"), Value: []byte("7")}, {Key: []byte("w/0003/b"), Value: []byte("8")}})
 	exec(nil, rawnode.AppInbound{From: 1, Payload: chunk})
 	if _, found, _ := s.Get([]byte("w/0003/a")); found {
 		t.Fatal("a chunk from another group was written")
@@ -86,7 +86,7 @@ func TestPartitionMoves(t *testing.T) {
 		exec([]multicast.Message{{ID: multicast.MsgID{Client: 9, Seq: index + 10}, Dst: partition.SetOf(0),
 			Payload: txn.AppendTxnPayload(nil, mustParse(t, `{"then":[{"op":"put","key":"`+k+`","value":"n"}]}`))}})
 	}
-	exec(nil, rawnode.AppInbound{From: 0, Payload: txn.AppendMoveDrop(nil, 3)})
+	exec(nil, rawnode.AppInbound{From: 0, Payload: group.AppendMoveDrop(nil, 3)})
 	rows, err := s.Scan([]byte("w/0002/"), []byte("w/0005/"), 100)
 	if err != nil {
 		t.Fatal(err)

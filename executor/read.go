@@ -51,7 +51,7 @@ func (e *Executor) Read(t *txn.Txn) (txn.PieceResult, error) {
 		return txn.PieceResult{}, fmt.Errorf("executor: read: %w: the transaction writes", txn.ErrInvalid)
 	}
 	self := partition.SetOf(e.cfg.Self)
-	p, err := t.PieceOf(e.pm.Load(), e.cfg.Topology, self, e.cfg.Self)
+	p, err := t.PieceOf(e.partitions(), e.cfg.Topology, self, e.cfg.Self)
 	if err != nil {
 		return txn.PieceResult{}, err
 	}
@@ -87,7 +87,7 @@ func (e *Executor) ReadCall(id multicast.MsgID, call txn.Call) (txn.PieceResult,
 		return txn.PieceResult{}, fmt.Errorf("executor: read: %w: procedure %q is not read-only", txn.ErrInvalid, call.Name)
 	}
 	self := partition.SetOf(cfg.Self)
-	if err := cfg.Procedures.CheckCallDestinations(call, e.pm.Load(), cfg.Topology, self); err != nil {
+	if err := cfg.Procedures.CheckCallDestinations(call, e.partitions(), cfg.Topology, self); err != nil {
 		return txn.PieceResult{}, err
 	}
 	// What the call reads is known once it ran: the open jobs (release.go)
@@ -99,7 +99,7 @@ func (e *Executor) ReadCall(id multicast.MsgID, call txn.Call) (txn.PieceResult,
 	defer sn.Release()
 	// A view of its own, not the spare one: the apply loop may be using
 	// that.
-	v := &procView{e: txn.NewOverlay(viewReader{sn}), pm: e.pm.Load(), self: cfg.Self, track: cfg.Strict && !settled}
+	v := &procView{e: txn.NewOverlay(viewReader{sn}), pm: e.partitions(), self: cfg.Self, track: cfg.Strict && !settled}
 	j := &job{id: id, self: cfg.Self, dst: self, call: &call, proc: proc}
 	res, err := evalCallIn(j, v)
 	switch {

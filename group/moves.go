@@ -10,7 +10,6 @@ import (
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/multicast/rawnode"
 	"github.com/flexkv/flexkv/partition"
-	"github.com/flexkv/flexkv/txn"
 )
 
 // Partition moves (DESIGN 14). A move of partition P from group A to group
@@ -172,7 +171,7 @@ type MoveProgress struct {
 // partition order.
 func (s *State) MovesIn() []MoveProgress {
 	out := make([]MoveProgress, 0, len(s.movesIn))
-	for _, p := range s.movesIn {
+	for _, p := range s.movesIn { //flexkv:unordered sorted below
 		c := *p
 		c.Next = slices.Clone(p.Next)
 		out = append(out, c)
@@ -283,7 +282,7 @@ func (s *State) beginMoves(cur, next EpochConfig) {
 			s.movesIn[m.Partition] = &MoveProgress{Move: m}
 		}
 	}
-	for i, p := range s.movesIn {
+	for i, p := range s.movesIn { //flexkv:unordered each entry kept or deleted on its own
 		if m, ok := next.MoveOf(i); !ok || m != p.Move {
 			delete(s.movesIn, i)
 		}
@@ -294,7 +293,7 @@ func (s *State) beginMoves(cur, next EpochConfig) {
 	}
 	for i := range pm.Len() {
 		if cur.owner(pm, i) == s.cfg.Self && next.Owners[i] != s.cfg.Self {
-			s.pendingApp = append(s.pendingApp, rawnode.AppInbound{From: s.cfg.Self, Payload: txn.AppendMoveDrop(nil, i)})
+			s.pendingApp = append(s.pendingApp, rawnode.AppInbound{From: s.cfg.Self, Payload: AppendMoveDrop(nil, i)})
 		}
 	}
 }
@@ -302,12 +301,12 @@ func (s *State) beginMoves(cur, next EpochConfig) {
 // EncodeMoveChunk returns the log entry of a chunk of the move m to this
 // group: the rows of the partition from key from (nil: its start) up to
 // next (nil: the partition's end, the last chunk), in key order.
-func EncodeMoveChunk(m Move, from, next []byte, rows []txn.MoveRow) []byte {
+func EncodeMoveChunk(m Move, from, next []byte, rows []MoveRow) []byte {
 	b := wire.AppendUvarint([]byte{entryMoveChunk}, uint64(m.Partition))
 	b = wire.AppendUvarint(b, m.Since)
 	b = wire.AppendBytes(b, from)
 	b = wire.AppendBytes(b, next)
-	return txn.AppendMoveChunk(b, rows)
+	return AppendMoveChunk(b, rows)
 }
 
 // applyMoveChunk applies a chunk entry: taken when it continues the copy of
@@ -321,7 +320,7 @@ func (s *State) applyMoveChunk(index uint64, d *wire.Decoder, rest func() []byte
 		return fmt.Errorf("%w: group: move chunk entry %d: %w", multicast.ErrInvalid, index, d.Err())
 	}
 	payload := rest()
-	rows, drop, err := txn.DecodeMovePayload(payload)
+	rows, drop, err := DecodeMovePayload(payload)
 	if err != nil || drop >= 0 || len(rows) > MoveChunkRowsMax {
 		return fmt.Errorf("%w: group: move chunk entry %d: %d rows, %v", multicast.ErrInvalid, index, len(rows), err)
 	}
@@ -341,7 +340,7 @@ func (s *State) applyMoveChunk(index uint64, d *wire.Decoder, rest func() []byte
 		// The first chunk: whatever this group's store holds in the range
 		// (a copy restored from a backup taken during an earlier move) goes
 		// first, so that the copy is exactly the old owner's.
-		s.pendingApp = append(s.pendingApp, rawnode.AppInbound{From: s.cfg.Self, Payload: txn.AppendMoveDrop(nil, i)})
+		s.pendingApp = append(s.pendingApp, rawnode.AppInbound{From: s.cfg.Self, Payload: AppendMoveDrop(nil, i)})
 	}
 	p.Next = slices.Clone(next)
 	p.Done = len(next) == 0
@@ -356,7 +355,7 @@ func (s *State) applyMoveChunk(index uint64, d *wire.Decoder, rest func() []byte
 // appendMovesIn appends the copies under way to a snapshot, by partition.
 func (s *State) appendMovesIn(b []byte) []byte {
 	keys := make([]int, 0, len(s.movesIn))
-	for i := range s.movesIn {
+	for i := range s.movesIn { //flexkv:unordered the keys are sorted below
 		keys = append(keys, i)
 	}
 	slices.Sort(keys)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/flexkv/flexkv/multicast"
 	"github.com/flexkv/flexkv/partition"
-	"github.com/flexkv/flexkv/txn"
 )
 
 // moveRig is a session rig whose group (0, the one that takes changes
@@ -81,11 +80,54 @@ func TestPartitionMoveState(t *testing.T) {
 	if st.Epoch() != 3 {
 		t.Fatalf("epoch %d after refusals, want 3", st.Epoch())
 	}
-	// The copy of p1: two chunks, the first sent twice, one out of order.
-	rows := func(keys ...string) []txn.MoveRow {
-		var out []txn.MoveRow
+	copyIn(t, r, in)
+	// Completing both: p0 goes to group 1 (its range dropped here), p1
+	// comes here.
+	r.exec.inbound = nil
+	if err := change([]partition.GroupID{1, 0, partition.NoGroup}); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.MovesIn()) != 0 {
+		t.Errorf("copies after the completion: %+v, want none", st.MovesIn())
+	}
+	if len(r.exec.inbound) != 1 {
+		t.Fatalf("inbound at the completion: %+v, want p0's drop", r.exec.inbound)
+	}
+	if _, drop, err := DecodeMovePayload(r.exec.inbound[0].Payload); err != nil || drop != 0 {
+		t.Errorf("drop payload: %d, %v, want partition 0", drop, err)
+	}
+	pm := st.Partitions()
+	if g, _, _ := pm.Owner([]byte("a1")); g != 1 {
+		t.Errorf("p0's owner in the epoch's map: %d, want 1", g)
+	}
+	if g, _, _ := pm.Owner([]byte("b1")); g != 0 {
+		t.Errorf("p1's owner in the epoch's map: %d, want 0", g)
+	}
+	if g, _, _ := st.partitionsOf(st.Epochs()[0]).Owner([]byte("a1")); g != 0 {
+		t.Errorf("p0's owner at epoch 1: %d, want 0", g)
+	}
+	back, err := RestoreState(r.cfg, st.AppendSnapshot(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range back.Epochs() {
+		if w := st.Epochs()[i]; !slices.Equal(c.Owners, w.Owners) || !slices.Equal(c.Moves, w.Moves) {
+			t.Errorf("restored epoch %d: owners %v moves %+v, want %v %+v", c.Epoch, c.Owners, c.Moves, w.Owners, w.Moves)
+		}
+	}
+}
+
+// copyIn takes the copy of move in (partition 1, ["b", "c")) through r:
+// two chunks, the first sent twice, one past where the copy ends, one
+// with a key outside the partition, a snapshot in between; then checks
+// what the executor got.
+func copyIn(t *testing.T, r *sessionRig, in Move) {
+	t.Helper()
+	st := r.m.State()
+	rows := func(keys ...string) []MoveRow {
+		var out []MoveRow
 		for _, k := range keys {
-			out = append(out, txn.MoveRow{Key: []byte(k), Value: []byte("v" + k)})
+			out = append(out, MoveRow{Key: []byte(k), Value: []byte("v" + k)})
 		}
 		return out
 	}
@@ -119,7 +161,7 @@ func TestPartitionMoveState(t *testing.T) {
 	// The executor got the chunks' rows, in order, from the group itself.
 	var keys []string
 	for k, in := range r.exec.inbound {
-		rs, drop, err := txn.DecodeMovePayload(in.Payload)
+		rs, drop, err := DecodeMovePayload(in.Payload)
 		if err != nil || in.From != 0 {
 			t.Fatalf("inbound %+v: %v", in, err)
 		}
@@ -139,40 +181,6 @@ func TestPartitionMoveState(t *testing.T) {
 	}
 	if want := []string{"b1", "b2", "b6", "b9"}; !slices.Equal(keys, want) {
 		t.Errorf("the executor got rows %q, want %q", keys, want)
-	}
-	// Completing both: p0 goes to group 1 (its range dropped here), p1
-	// comes here.
-	r.exec.inbound = nil
-	if err := change([]partition.GroupID{1, 0, partition.NoGroup}); err != nil {
-		t.Fatal(err)
-	}
-	if len(st.MovesIn()) != 0 {
-		t.Errorf("copies after the completion: %+v, want none", st.MovesIn())
-	}
-	if len(r.exec.inbound) != 1 {
-		t.Fatalf("inbound at the completion: %+v, want p0's drop", r.exec.inbound)
-	}
-	if _, drop, err := txn.DecodeMovePayload(r.exec.inbound[0].Payload); err != nil || drop != 0 {
-		t.Errorf("drop payload: %d, %v, want partition 0", drop, err)
-	}
-	pm := st.Partitions()
-	if g, _, _ := pm.Owner([]byte("a1")); g != 1 {
-		t.Errorf("p0's owner in the epoch's map: %d, want 1", g)
-	}
-	if g, _, _ := pm.Owner([]byte("b1")); g != 0 {
-		t.Errorf("p1's owner in the epoch's map: %d, want 0", g)
-	}
-	if g, _, _ := st.partitionsOf(st.Epochs()[0]).Owner([]byte("a1")); g != 0 {
-		t.Errorf("p0's owner at epoch 1: %d, want 0", g)
-	}
-	back, err = RestoreState(r.cfg, st.AppendSnapshot(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, c := range back.Epochs() {
-		if w := st.Epochs()[i]; !slices.Equal(c.Owners, w.Owners) || !slices.Equal(c.Moves, w.Moves) {
-			t.Errorf("restored epoch %d: owners %v moves %+v, want %v %+v", c.Epoch, c.Owners, c.Moves, w.Owners, w.Moves)
-		}
 	}
 }
 

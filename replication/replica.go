@@ -28,7 +28,6 @@ import (
 	"github.com/flexkv/flexkv/partition"
 	"github.com/flexkv/flexkv/replication/raftstore"
 	"github.com/flexkv/flexkv/replication/transport"
-	"github.com/flexkv/flexkv/txn"
 )
 
 // Member is one replica of a group.
@@ -1034,7 +1033,7 @@ func (r *Replica) proposeAt(ctx context.Context, data []byte) (uint64, error) {
 // m from key from up to next (group.EncodeMoveChunk), and waits until it is
 // applied: group.ErrChunkStale when the copy does not end at from (taken
 // already).
-func (r *Replica) ProposeChunk(ctx context.Context, m group.Move, from, next []byte, rows []txn.MoveRow) error {
+func (r *Replica) ProposeChunk(ctx context.Context, m group.Move, from, next []byte, rows []group.MoveRow) error {
 	if r.raft.State() != raft.Leader {
 		return &NotLeaderError{Leader: r.leaderHint()}
 	}

@@ -318,10 +318,10 @@ func (s *Server) moveStep(ctx context.Context, m group.MoveProgress) error {
 	if err != nil {
 		return err
 	}
-	rows := make([]txn.MoveRow, len(resp.GetRows()))
+	rows := make([]group.MoveRow, len(resp.GetRows()))
 	var n int
 	for k, r := range resp.GetRows() {
-		rows[k] = txn.MoveRow{Key: r.GetKey(), Value: r.GetValue()}
+		rows[k] = group.MoveRow{Key: r.GetKey(), Value: r.GetValue()}
 		n += len(r.GetKey()) + len(r.GetValue())
 	}
 	err = s.replica.ProposeChunk(ctx, m.Move, m.Next, resp.GetNext(), rows)

@@ -130,7 +130,7 @@ var house = []room{
 	{dir: "jepsen/outage", floor: 7, imports: []string{"client", "jepsen/hosts", "txn"}},
 	// 8: the in-process clusters (rigs for local, demo and tests).
 	{dir: "cluster", floor: 8, imports: []string{"certs", "multicast/channel", "multicast/check", "multicast/protocol", "partition", "replication", "server", "txn"},
-		tests:   []string{"api", "api/apipb", "client", "gtpcc", "gtpcc/procs", "internal/h2test", "internal/testaddr", "internal/testcluster", "replication/transport/transportpb"},
+		tests:   []string{"api", "api/apipb", "client", "gtpcc", "gtpcc/procs", "internal/h2test", "internal/testaddr", "internal/testcluster", "kv", "replication/transport/transportpb"},
 		testExt: append(slices.Clone(grpcExt), "google.golang.org/protobuf/types/descriptorpb")},
 	{dir: "jepsen", floor: 8, imports: []string{"client", "jepsen/checker", "jepsen/history", "jepsen/hosts", "jepsen/workload"}},
 	// 9: the benchmark runs, which start clusters; the checks of the files

@@ -1,4 +1,4 @@
-package txn
+package group
 
 import (
 	"fmt"
@@ -74,7 +74,7 @@ func DecodeMovePayload(payload []byte) (rows []MoveRow, drop int, err error) {
 		d.Fail("move payload tag %#x", tag)
 	}
 	if err := d.Finish(); err != nil {
-		return nil, -1, fmt.Errorf("txn: decode move payload: %w", err)
+		return nil, -1, fmt.Errorf("group: decode move payload: %w", err)
 	}
 	return rows, drop, nil
 }
