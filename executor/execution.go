@@ -54,6 +54,9 @@ type execution struct {
 	sentBase uint32
 	after    multicast.MsgID
 	marker   *job
+	// switches are the partition maps of the entry's deliveries still to
+	// take (moves.go).
+	switches []group.PartitionSwitch
 }
 
 // job is a delivery prepared to run at this group.
@@ -155,19 +158,23 @@ func (j *job) voteStep() bool {
 // queue, and writes the state the entry leaves.
 func (x *execution) apply(index, sessionTicks uint64, deliveries []multicast.Message, inbound []rawnode.AppInbound) error {
 	x.index = index
-	if err := x.switchPartitions(); err != nil {
-		return err
-	}
+	x.switches, x.e.pmNext = x.e.pmNext, nil
 	if err := x.expireSessions(sessionTicks); err != nil {
 		return err
 	}
 	changed := false
-	for _, m := range deliveries {
+	for k, m := range deliveries {
+		if err := x.switchesUpTo(k); err != nil {
+			return err
+		}
 		ok, err := x.deliver(m)
 		if err != nil {
 			return err
 		}
 		changed = changed || ok
+	}
+	if err := x.switchesUpTo(len(deliveries)); err != nil {
+		return err
 	}
 	for _, in := range inbound {
 		ok, err := x.receive(in)

@@ -171,7 +171,7 @@ type Executor struct {
 	// mu).
 	pmMu   sync.Mutex              // guards pmCur, read by reads at the leader
 	pmCur  *partition.PartitionMap // written with mu held too
-	pmNext *partition.PartitionMap
+	pmNext []group.PartitionSwitch
 	pms    []pmAt // every map a queued delivery may need, by sequence
 
 	// mu serializes the methods that write or capture the state. The

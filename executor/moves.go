@@ -12,10 +12,11 @@ import (
 )
 
 // Partition moves (DESIGN 14; group/moves.go). The executor runs each
-// delivery with the partition map of the epoch it was ordered in: the
-// machine gives it the map of its group's epoch before each entry
-// (SetPartitions), and the executor keeps every map it was given, in its
-// store, by the queue sequence of the first delivery queued under it
+// delivery with the partition map of the epoch it was delivered in: the
+// machine gives it, before each entry, the map at the entry's start and
+// after each change among its deliveries (SetPartitions), and the executor
+// keeps every map it switched to, in its store, by the queue sequence of
+// the first delivery queued under it
 // (auxOwners). A delivery is prepared, and a call's procedure sees what
 // the group owns, with the map of its sequence: a call queued before a
 // partition moved here and run after does not see the partition as its
@@ -61,13 +62,14 @@ func (e *Executor) setPartitions(pm *partition.PartitionMap) {
 	e.pmCur = pm
 }
 
-// SetPartitions gives the executor the partition map of the epoch of the
-// entry it executes next: the configuration's with the epoch's owners. It
-// takes effect at that entry.
-func (e *Executor) SetPartitions(pm *partition.PartitionMap) {
+// SetPartitions gives the executor the partition maps of the entry it
+// executes next: the map at the entry's start (At 0) and the map after each
+// change the entry delivers, from the change's place among its deliveries
+// on (group.PartitionSwitch).
+func (e *Executor) SetPartitions(switches []group.PartitionSwitch) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.pmNext = pm
+	e.pmNext = switches
 }
 
 // pmFor returns the map of the deliveries queued at sequence seq.
@@ -80,18 +82,29 @@ func (e *Executor) pmFor(seq uint64) *partition.PartitionMap {
 	return e.cfg.Partitions
 }
 
-// switchPartitions makes the map given by SetPartitions the executor's
-// when its owners differ, writing it in the entry's batch, and drops the
-// maps no queued delivery needs.
-func (x *execution) switchPartitions() error {
+// switchesUpTo makes the executor's the maps SetPartitions gave for the
+// deliveries up to position k of the entry, in order.
+func (x *execution) switchesUpTo(k int) error {
+	for len(x.switches) > 0 && x.switches[0].At <= k {
+		if err := x.switchPartitions(x.switches[0].PM); err != nil {
+			return err
+		}
+		x.switches = x.switches[1:]
+	}
+	return nil
+}
+
+// switchPartitions makes next the executor's map when its owners differ,
+// writing it in the entry's batch from the next queue sequence on, and
+// drops the maps no queued delivery needs.
+func (x *execution) switchPartitions(next *partition.PartitionMap) error {
 	e := x.e
-	next := e.pmNext
-	if next == nil {
+	cur := e.partitions()
+	if next == nil || next == cur {
 		return nil
 	}
-	e.pmNext = nil
 	owners := next.Owners()
-	if slices.Equal(owners, e.partitions().Owners()) {
+	if slices.Equal(owners, cur.Owners()) {
 		return nil
 	}
 	b := wire.AppendUvarint(nil, uint64(len(owners)))

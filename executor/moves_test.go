@@ -65,7 +65,7 @@ func TestPartitionMoves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex.SetPartitions(moved)
+	ex.SetPartitions([]group.PartitionSwitch{{PM: moved}})
 	exec([]multicast.Message{msg(2)})
 	if r, found, err := ex.Result(msg(2).ID); err != nil || !found || !r.Succeeded {
 		t.Fatalf("after the owners changed: %+v %v %v, want run", r, found, err)

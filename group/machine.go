@@ -15,16 +15,22 @@ type Machine struct {
 	cfg   Config
 	state *State
 	exec  Executor
-	// pmEpoch is the epoch whose partition map the executor was last
-	// given (PartitionSetter); 0: none yet.
-	pmEpoch uint64
 }
 
-// PartitionSetter is implemented by an executor that routes with the
-// partition map of its group's epoch (moves.go): the machine gives it the
-// map before the first entry it executes in each epoch.
+// PartitionSetter is implemented by an executor that runs each delivery
+// with the partition map of the epoch it was delivered in (moves.go): the
+// machine gives it, before each entry it executes, the map at the entry's
+// start and the map after each change the entry delivers, at the change's
+// place among the deliveries.
 type PartitionSetter interface {
-	SetPartitions(pm *partition.PartitionMap)
+	SetPartitions(switches []PartitionSwitch)
+}
+
+// PartitionSwitch says that the deliveries of an entry from position At on
+// run with partition map PM.
+type PartitionSwitch struct {
+	At int
+	PM *partition.PartitionMap
 }
 
 // NewMachine returns the initial machine of a group replica over exec.
@@ -96,19 +102,22 @@ func (m *Machine) Restore(st *State, execIndex uint64, exec io.Reader) (restored
 		restored = true
 	}
 	m.state = st
-	m.pmEpoch = 0
 	return restored, nil
 }
 
-// givePartitions gives the executor the partition map of the group's
-// epoch, once per epoch.
-func (m *Machine) givePartitions() {
+// givePartitions gives the executor the partition maps of the entry whose
+// output is out, which the state applied from epoch before.
+func (m *Machine) givePartitions(before uint64, out rawnode.Output) {
 	ps, ok := m.exec.(PartitionSetter)
-	if !ok || m.pmEpoch == m.state.Epoch() || m.cfg.Partitions == nil {
+	if !ok || m.cfg.Partitions == nil {
 		return
 	}
-	ps.SetPartitions(m.state.Partitions())
-	m.pmEpoch = m.state.Epoch()
+	sw := make([]PartitionSwitch, 0, 1+len(out.Changes))
+	sw = append(sw, PartitionSwitch{At: 0, PM: m.state.partitionsAt(before)})
+	for _, c := range out.Changes {
+		sw = append(sw, PartitionSwitch{At: c.At, PM: m.state.partitionsAt(c.Epoch + 1)})
+	}
+	ps.SetPartitions(sw)
 }
 
 // Apply applies the log entry data at index (above State.Applied) and
@@ -136,7 +145,7 @@ func (m *Machine) Apply(index uint64, data []byte) (out rawnode.Output, result e
 	if replay {
 		sends, err = m.exec.Sent(index)
 	} else {
-		m.givePartitions()
+		m.givePartitions(before, out)
 		sends, err = m.exec.Execute(index, m.clock(), forExecutor(out, m.state.Epoch()), out.App)
 	}
 	if err != nil {

@@ -192,8 +192,8 @@ func (s *State) partitionsOf(c EpochConfig) *partition.PartitionMap {
 	if pm == nil || c.Owners == nil {
 		return pm
 	}
-	if s.pmCache != nil && s.pmEpoch == c.Epoch {
-		return s.pmCache
+	if m, ok := s.pmCache[c.Epoch]; ok {
+		return m
 	}
 	m, err := pm.WithOwners(s.cfg.Topology, c.Owners)
 	if err != nil {
@@ -201,8 +201,26 @@ func (s *State) partitionsOf(c EpochConfig) *partition.PartitionMap {
 		// (checkMoveChange).
 		panic(fmt.Sprintf("group: owners of epoch %d: %v", c.Epoch, err))
 	}
-	s.pmCache, s.pmEpoch = m, c.Epoch
+	if s.pmCache == nil || len(s.pmCache) >= pmCacheMax {
+		s.pmCache = make(map[uint64]*partition.PartitionMap, pmCacheMax)
+	}
+	s.pmCache[c.Epoch] = m
 	return m
+}
+
+// pmCacheMax bounds the partition maps a state keeps built: those of the
+// last few epochs, which an entry's deliveries need.
+const pmCacheMax = 4
+
+// partitionsAt returns the partition map of epoch e, which the state
+// keeps (the current one's if it does not).
+func (s *State) partitionsAt(e uint64) *partition.PartitionMap {
+	for i := len(s.epochs) - 1; i >= 0; i-- {
+		if s.epochs[i].Epoch == e {
+			return s.partitionsOf(s.epochs[i])
+		}
+	}
+	return s.Partitions()
 }
 
 // ownersChangedSince reports whether the group's epoch is past epoch and

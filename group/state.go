@@ -96,11 +96,10 @@ type State struct {
 	// movesIn: the copies of the partitions moving to this group, by
 	// partition (moves.go). pendingApp: what the entry being applied
 	// hands the executor besides the node's output (chunks, drops).
-	// pmCache is the partition map of epoch pmEpoch.
+	// pmCache holds the partition maps of a few epochs, built.
 	movesIn    map[int]*MoveProgress
 	pendingApp []rawnode.AppInbound
-	pmCache    *partition.PartitionMap
-	pmEpoch    uint64
+	pmCache    map[uint64]*partition.PartitionMap
 	// idleTicks counts the ticks applied since the last other entry. It
 	// steers only whether the leader proposes ticks (Quiet), not what an
 	// entry does, so it is left out of snapshots.
