@@ -111,11 +111,12 @@ func copyCerts(t *testing.T) (certsDir, caKey string) {
 	return certsDir, caKey
 }
 
-// TestReplaceReplicaUnderLoad replaces a replica on real processes while
-// the gTPC-C whole mix runs (DESIGN 14, issue 28): nine `flexkv server`
-// processes; SIGKILL r2 for good; `member add` r10, started with `--join`;
-// `member promote --wait`; `member remove r2`. The clients see no error,
-// and the TPC-C checks pass.
+// TestReplaceReplicaUnderLoad replaces a replica and moves a partition on
+// real processes while the gTPC-C whole mix runs (DESIGN 14): nine `flexkv
+// server` processes; SIGKILL r2 for good; `member add` r10, started with
+// `--join`; `member promote --wait`; `member remove r2`; `partition move
+// w0003 --to eu-west-1 --wait`. The clients see no error, and the TPC-C
+// checks pass.
 func TestReplaceReplicaUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("nine server processes and a 30s gTPC-C run")
@@ -188,6 +189,14 @@ func TestReplaceReplicaUnderLoad(t *testing.T) {
 		t.Fatalf("member remove: exit %d: %s%s", code, out, stderr)
 	}
 	step("r2 removed")
+	// And a warehouse of eu-west-3 moves to eu-west-1 (DESIGN 14), under
+	// the same load, to a group whose members just changed.
+	start = time.Now()
+	if code, out, stderr := runCmd(t, newRootCmd(), "partition", "move", "w0003", "--to", "eu-west-1", "--wait", "--timeout", "2m", "--config", path); code != 0 {
+		t.Fatalf("partition move --wait: exit %d: %s%s", code, out, stderr)
+	}
+	t.Logf("partition move w0003 to eu-west-1: %.1fs", time.Since(start).Seconds())
+	step("w0003 moved")
 	var res result
 	select {
 	case res = <-ran:
@@ -200,8 +209,12 @@ func TestReplaceReplicaUnderLoad(t *testing.T) {
 	}
 	t.Logf("gtpcc run during the replacement:\n%s", res.out)
 
-	// The group's members: r1, r3 and r10, voters; r2 gone.
-	checkMembers(t, path, "eu-west-1", 3, "r1:voter r3:voter r10:voter")
+	// The group's members: r1, r3 and r10, voters; r2 gone; two changes
+	// more for the move, whose partition eu-west-1 owns.
+	checkMembers(t, path, "eu-west-1", 5, "r1:voter r3:voter r10:voter")
+	if owner := partitionOwner(t, path, "w0003"); owner.Group != "eu-west-1" || owner.MovingTo != "" {
+		t.Errorf("partition list after the move: %+v, want w0003 at eu-west-1", owner)
+	}
 }
 
 // checkMembers checks, with flexkv member list --json, that every member
