@@ -90,6 +90,7 @@ func keysOf(rq *request) []string {
 		return []string{rq.from, rq.to}
 	case kindAppend:
 		return rq.lists
+	case kindLoad, kindPressure:
 	}
 	return nil
 }
@@ -124,6 +125,8 @@ func (s *sim) route(rq *request, e uint64) {
 			panic(fmt.Sprintf("dbsim: routing %s: %v", rq.msg.ID, err))
 		}
 		rq.msg.Dst = dst
+	case kindLoad, kindPressure:
+		// The load runs before any change; pressure is routed as sent.
 	}
 }
 

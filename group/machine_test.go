@@ -70,9 +70,7 @@ func (r *recorder) Execute(index uint64, clock Clock, deliveries []multicast.Mes
 		return nil, fmt.Errorf("recorder: entry %d executed twice (applied %d)", index, r.applied)
 	}
 	r.clocks = append(r.clocks, clock)
-	for _, in := range inbound {
-		r.inbound = append(r.inbound, in)
-	}
+	r.inbound = append(r.inbound, inbound...)
 	var sends []rawnode.AppSend
 	for _, m := range deliveries {
 		r.executed = append(r.executed, m.ID)

@@ -339,8 +339,11 @@ func (s *State) applyMoveChunk(index uint64, d *wire.Decoder, rest func() []byte
 	}
 	payload := rest()
 	rows, drop, err := DecodeMovePayload(payload)
-	if err != nil || drop >= 0 || len(rows) > MoveChunkRowsMax {
-		return fmt.Errorf("%w: group: move chunk entry %d: %d rows, %v", multicast.ErrInvalid, index, len(rows), err)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: group: move chunk entry %d: %w", multicast.ErrInvalid, index, err)
+	case drop >= 0 || len(rows) > MoveChunkRowsMax:
+		return fmt.Errorf("%w: group: move chunk entry %d: %d rows (at most %d), or a drop", multicast.ErrInvalid, index, len(rows), MoveChunkRowsMax)
 	}
 	p, ok := s.movesIn[i]
 	if !ok || p.Since != since || p.Done || !bytes.Equal(from, p.Next) {

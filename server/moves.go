@@ -169,9 +169,8 @@ func (v *service) MoveChunk(ctx context.Context, req *apipb.MoveChunkRequest) (*
 	if err := s.frozen(i, req.GetSince()); err != nil {
 		return nil, err
 	}
-	max := int(cmp.Or(req.GetBytesMax(), MoveChunkBytesDefault))
-	max = min(max, MoveChunkBytesDefault*4)
-	rows, next, err := s.store.ScanBytes(start, p.End, kv.ScanLimitMax, max)
+	bytesMax := min(int(cmp.Or(req.GetBytesMax(), MoveChunkBytesDefault)), MoveChunkBytesDefault*4)
+	rows, next, err := s.store.ScanBytes(start, p.End, kv.ScanLimitMax, bytesMax)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "server: move chunk of %s: %v", p.Name, err)
 	}
