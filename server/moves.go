@@ -101,6 +101,12 @@ func (s *Server) checkMoving(ctx context.Context, r *request) error {
 		s.awaitEpoch(ctx, r.epoch)
 	}
 	ep := s.epoch()
+	if ep.epoch < r.epoch {
+		// Checked against an older epoch's moves, it could be taken once
+		// the replica starts r.epoch, unchecked: refused as busy, as the
+		// group would refuse it.
+		return status.Errorf(codes.ResourceExhausted, "server: %s: routed with epoch %d, replica %s is at %d: busy, retry", r.id, r.epoch, s.cfg.NodeID, ep.epoch)
+	}
 	if len(ep.moves) == 0 {
 		return nil
 	}

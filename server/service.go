@@ -177,9 +177,6 @@ func (e *waitBoundError) Unwrap() error { return errWaitBound }
 func (s *Server) run(ctx context.Context, r request) (*apipb.TxnResponse, error) {
 	ctx, cancel := s.bounded(ctx, r.id)
 	defer cancel()
-	if err := s.checkMoving(ctx, &r); err != nil {
-		return nil, err
-	}
 	// Refused before a log entry is spent on it: the core would refuse it
 	// at apply time (multicast.ErrNotEntry). A request routed with another
 	// epoch than the group's goes on, for the node to answer for its
@@ -203,12 +200,25 @@ func (s *Server) run(ctx context.Context, r request) (*apipb.TxnResponse, error)
 		defer forget()
 		defer s.counts.proposals.add(r.id)()
 	}
-	err := s.replica.MulticastFrom(ctx, m, r.epoch, r.home)
 	// A request that names no epoch takes the group's as this replica last
 	// applied it: a change applied meanwhile refuses it, and it ran nowhere,
-	// so it goes again, with the same id, at the new epoch (DESIGN 14).
-	for tries := 0; r.epoch == 0 && errors.Is(err, rawnode.ErrEpochChanged) && tries < epochRetries; tries++ {
-		err = s.replica.MulticastFrom(ctx, m, 0, r.home)
+	// so it goes again, with the same id, at the new epoch (DESIGN 14). It
+	// is checked against the moves of the epoch it is proposed with
+	// (checkMoving), named before the check: proposed at another epoch, it
+	// would be refused, not taken unchecked.
+	named := r.epoch != 0
+	var err error
+	for tries := 0; ; tries++ {
+		if !named {
+			r.epoch = s.replica.Epoch()
+		}
+		if err = s.checkMoving(ctx, &r); err != nil {
+			return nil, err
+		}
+		err = s.replica.MulticastFrom(ctx, m, r.epoch, r.home)
+		if named || !errors.Is(err, rawnode.ErrEpochChanged) || tries >= epochRetries {
+			break
+		}
 	}
 	fresh := err == nil
 	switch {
