@@ -38,6 +38,11 @@ import (
 // holds up: it may write what the read reads, and has not run.
 var ErrReadWaits = errors.New("executor: a queued delivery that has not run may write what the read reads")
 
+// ErrNotOwned is the error of a read at the leader that touches a key this
+// group does not own by the partition map the executor runs with: routed
+// by another epoch's owners (a partition moved).
+var ErrNotOwned = errors.New("executor: the read touches a key this group does not own now")
+
 // ErrNotReadOnly is the error of a read at the leader of a call whose piece
 // wrote: the call must go through the log.
 var ErrNotReadOnly = errors.New("executor: the piece writes: it runs through the log")
@@ -51,9 +56,10 @@ func (e *Executor) Read(t *txn.Txn) (txn.PieceResult, error) {
 		return txn.PieceResult{}, fmt.Errorf("executor: read: %w: the transaction writes", txn.ErrInvalid)
 	}
 	self := partition.SetOf(e.cfg.Self)
-	p, err := t.PieceOf(e.partitions(), e.cfg.Topology, self, e.cfg.Self)
+	pm := e.partitions()
+	p, err := t.PieceOf(pm, e.cfg.Topology, self, e.cfg.Self)
 	if err != nil {
-		return txn.PieceResult{}, err
+		return txn.PieceResult{}, fmt.Errorf("%w: %w", ErrNotOwned, err)
 	}
 	fp := footprintOf(&job{piece: p})
 	sn, err := e.readSnapshot(&fp)
@@ -61,6 +67,12 @@ func (e *Executor) Read(t *txn.Txn) (txn.PieceResult, error) {
 		return txn.PieceResult{}, err
 	}
 	defer sn.Release()
+	if e.partitions() != pm {
+		// The owners changed since the check (a partition moved away,
+		// its range deleted): the snapshot may lack it. Again, with the
+		// new owners.
+		return txn.PieceResult{}, ErrReadWaits
+	}
 	holds, results, err := txn.Eval(viewReader{sn}, readOnlyWriter{}, p)
 	switch {
 	case errors.Is(err, txn.ErrAborted):
@@ -87,8 +99,9 @@ func (e *Executor) ReadCall(id multicast.MsgID, call txn.Call) (txn.PieceResult,
 		return txn.PieceResult{}, fmt.Errorf("executor: read: %w: procedure %q is not read-only", txn.ErrInvalid, call.Name)
 	}
 	self := partition.SetOf(cfg.Self)
-	if err := cfg.Procedures.CheckCallDestinations(call, e.partitions(), cfg.Topology, self); err != nil {
-		return txn.PieceResult{}, err
+	pm := e.partitions()
+	if err := cfg.Procedures.CheckCallDestinations(call, pm, cfg.Topology, self); err != nil {
+		return txn.PieceResult{}, fmt.Errorf("%w: %w", ErrNotOwned, err)
 	}
 	// What the call reads is known once it ran: the open jobs (release.go)
 	// are checked against it then, not against everything.
@@ -97,9 +110,12 @@ func (e *Executor) ReadCall(id multicast.MsgID, call txn.Call) (txn.PieceResult,
 		return txn.PieceResult{}, err
 	}
 	defer sn.Release()
+	if e.partitions() != pm {
+		return txn.PieceResult{}, ErrReadWaits // as in Read
+	}
 	// A view of its own, not the spare one: the apply loop may be using
 	// that.
-	v := &procView{e: txn.NewOverlay(viewReader{sn}), pm: e.partitions(), self: cfg.Self, track: cfg.Strict && !settled}
+	v := &procView{e: txn.NewOverlay(viewReader{sn}), pm: pm, self: cfg.Self, track: cfg.Strict && !settled}
 	j := &job{id: id, self: cfg.Self, dst: self, call: &call, proc: proc}
 	res, err := evalCallIn(j, v)
 	switch {

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"sync/atomic"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/flexkv/flexkv/api"
 	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/executor"
@@ -100,6 +103,11 @@ func (s *Server) readState(ctx context.Context, read func() (txn.PieceResult, er
 		case errors.Is(err, executor.ErrReadWaits), errors.Is(err, executor.ErrNotReadOnly):
 			s.reads.log.Add(1)
 			return txn.PieceResult{}, errReadThroughLog
+		case errors.Is(err, executor.ErrNotOwned):
+			// Routed by another epoch's owners (a partition moved, DESIGN
+			// 14): the client learns the epoch and routes it again.
+			return txn.PieceResult{}, status.Errorf(codes.FailedPrecondition, "server: group %s at epoch %d: %v (%s: partitions moved): route it again",
+				s.group.Name, s.replica.Epoch(), err, apipb.EpochChangedText)
 		default:
 			return txn.PieceResult{}, s.status(ctx, err)
 		}
