@@ -86,6 +86,25 @@ func (c *Client) learnEpoch(ctx context.Context, g partition.GroupID) {
 	}
 }
 
+// learnEpochOrWait learns group g's epoch (learnEpoch) and, when it was
+// no newer than the client's, waits a moment growing with tries before the
+// request goes again: groups deliver a change each at its own pace, and the
+// one that told the client of it may be ahead of the one it routes to now.
+func (c *Client) learnEpochOrWait(ctx context.Context, g partition.GroupID, tries int) {
+	before := c.epochRoute.Load()
+	c.learnEpoch(ctx, g)
+	if c.epochRoute.Load() != before {
+		return
+	}
+	t := time.NewTimer(time.Duration(min(tries, 10)) * 20 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	case <-c.done:
+	}
+}
+
 // membersRefreshGap spaces the topology fetches of refreshMembers.
 const membersRefreshGap = 200 * time.Millisecond
 

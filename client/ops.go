@@ -84,7 +84,7 @@ func (c *Client) single(ctx context.Context, what string, op txn.Op, write bool,
 			changed++
 			renewed--
 			c.resubmits.Add(1)
-			c.learnEpoch(ctx, g)
+			c.learnEpochOrWait(ctx, g, changed)
 			continue
 		}
 		if !write {

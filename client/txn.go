@@ -198,7 +198,7 @@ func (c *Client) run(ctx context.Context, start time.Time, req *apipb.TxnRequest
 			renewed--
 			c.resubmits.Add(1)
 			c.log.Debug("client: epoch changed, resubmit", "group", c.view.Groups.Name(entry), "epoch", req.Epoch, "error", err)
-			c.learnEpoch(ctx, entry)
+			c.learnEpochOrWait(ctx, entry, changed)
 			continue
 		}
 		if !errors.Is(err, errRenew) {

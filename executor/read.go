@@ -201,7 +201,26 @@ func (e *Executor) readSnapshotOf(fp *footprint, open bool) (v *kv.View, settled
 // queued delivery may write there; the caller tries again once the next
 // entry applied. The caller releases the view.
 func (e *Executor) ScanView(start, end []byte) (*kv.View, error) {
-	return e.readSnapshot(&footprint{scans: []span{{start: string(start), end: string(end)}}})
+	pm := e.partitions()
+	spans, err := pm.Spans(start, end)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotOwned, err)
+	}
+	for _, sp := range spans {
+		if p := sp.Partition; !p.Replicated && p.Group != e.cfg.Self {
+			return nil, fmt.Errorf("%w: %s is group %d's", ErrNotOwned, p.Name, p.Group)
+		}
+	}
+	v, err := e.readSnapshot(&footprint{scans: []span{{start: string(start), end: string(end)}}})
+	if err != nil {
+		return nil, err
+	}
+	if e.partitions() != pm {
+		// As in Read: a move completed since the check.
+		v.Release()
+		return nil, ErrReadWaits
+	}
+	return v, nil
 }
 
 // viewReader reads user keys of a kv view.

@@ -351,6 +351,9 @@ func (s *State) applyMoveChunk(index uint64, d *wire.Decoder, rest func() []byte
 	}
 	if pm := s.cfg.Partitions; pm != nil {
 		part := pm.At(i)
+		if len(next) > 0 && (!part.Contains(next) || bytes.Compare(next, from) <= 0) {
+			return fmt.Errorf("%w: group: move chunk entry %d: next key %q not after %q in %s", multicast.ErrInvalid, index, next, from, part.Name)
+		}
 		for _, r := range rows {
 			if !part.Contains(r.Key) || (len(next) > 0 && bytes.Compare(r.Key, next) >= 0) || bytes.Compare(r.Key, from) < 0 {
 				return fmt.Errorf("%w: group: move chunk entry %d: key %q outside the chunk of %s", multicast.ErrInvalid, index, r.Key, part.Name)

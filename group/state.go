@@ -388,6 +388,11 @@ func RestoreState(cfg Config, b []byte) (*State, error) {
 	var movesIn map[int]*MoveProgress
 	if v >= stateSnapshotVersion {
 		movesIn = decodeMovesIn(d, cfg.Topology.Len())
+		for i := range movesIn { //flexkv:unordered a check of each
+			if cfg.Partitions == nil || i >= cfg.Partitions.Len() {
+				d.Fail("copy of partition %d, not a partition of the map", i)
+			}
+		}
 	}
 	if err := d.Finish(); err != nil {
 		return nil, fmt.Errorf("group: snapshot: %w", err)

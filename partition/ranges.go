@@ -418,3 +418,20 @@ func (m *PartitionMap) Owners() []GroupID {
 // At returns the partition at index i of Partitions (key order); it shares
 // the map's key bytes.
 func (m *PartitionMap) At(i int) Partition { return m.parts[i] }
+
+// SameOwners reports whether m and o give every partition the same owner
+// (o a map of the same partitions).
+func (m *PartitionMap) SameOwners(o *PartitionMap) bool {
+	if m == o {
+		return true
+	}
+	if len(m.parts) != len(o.parts) {
+		return false
+	}
+	for i := range m.parts {
+		if m.parts[i].Group != o.parts[i].Group {
+			return false
+		}
+	}
+	return true
+}

@@ -201,23 +201,16 @@ func (v *service) MoveChunk(ctx context.Context, req *apipb.MoveChunkRequest) (*
 func (s *Server) frozen(i int, since uint64) error {
 	var err error
 	s.replica.State(func(st *group.State) {
-		eps := st.Epochs()
 		if st.Epoch() < since {
 			err = status.Errorf(codes.Unavailable, "server: replica %s has not started epoch %d yet", s.cfg.NodeID, since)
 			return
 		}
-		var at *group.EpochConfig
-		for k := range eps {
-			if eps[k].Epoch == since {
-				at = &eps[k]
-			}
-		}
-		if at == nil {
-			err = status.Errorf(codes.FailedPrecondition, "server: epoch %d is no longer kept here", since)
-			return
-		}
-		if m, ok := at.MoveOf(i); !ok || m.Since != since || at.Owners[i] != s.self {
-			err = status.Errorf(codes.FailedPrecondition, "server: partition %s does not move away from group %s at epoch %d", s.pm.At(i).Name, s.group.Name, since)
+		// The owner cannot change while the partition moves
+		// (group.checkMoveChange): the move listed now, since the same
+		// epoch, from this group, is the one asked about.
+		cur := st.EpochConfig()
+		if m, ok := cur.MoveOf(i); !ok || m.Since != since || cur.Owners[i] != s.self {
+			err = status.Errorf(codes.FailedPrecondition, "server: partition %s does not move away from group %s since epoch %d (at epoch %d)", s.pm.At(i).Name, s.group.Name, since, cur.Epoch)
 			return
 		}
 		key := moveKey{i, since}
@@ -269,6 +262,7 @@ func (s *Server) mover(stop <-chan struct{}, wg *sync.WaitGroup) {
 	defer wg.Done()
 	t := time.NewTicker(moverInterval)
 	defer t.Stop()
+	var logged moveLog
 	for {
 		select {
 		case <-stop:
@@ -292,10 +286,29 @@ func (s *Server) mover(stop <-chan struct{}, wg *sync.WaitGroup) {
 			err := s.moveStep(ctx, m)
 			cancel()
 			if err != nil && !errors.Is(err, context.Canceled) {
-				s.log.Warn("partition move: step failed", "partition", s.pm.At(m.Partition).Name, "error", err)
+				logged.note(s, m.Partition, err)
 			}
 		}
 	}
+}
+
+// moveLog says a failed step of a move once per kind of failure every
+// moveLogEvery, not every moverInterval: a copy waiting for the old owner
+// to freeze fails the same way many times.
+type moveLog struct {
+	last  string
+	since time.Time
+}
+
+const moveLogEvery = 10 * time.Second
+
+func (l *moveLog) note(s *Server, part int, err error) {
+	msg := status.Convert(err).Message()
+	if msg == l.last && time.Since(l.since) < moveLogEvery {
+		return
+	}
+	l.last, l.since = msg, time.Now()
+	s.log.Info("partition move: waiting", "partition", s.pm.At(part).Name, "reason", msg)
 }
 
 // moveStep takes the next step of move m: the next chunk, or, once every
@@ -306,14 +319,17 @@ func (s *Server) moveStep(ctx context.Context, m group.MoveProgress) error {
 		_, err := s.moveChange(ctx, &apipb.PartitionMove{Partition: name, To: s.group.Name, Complete: true})
 		return err
 	}
-	var from partition.GroupID
+	// The owner cannot change while the partition moves: the current
+	// epoch's is the one it moves from.
+	from := partition.NoGroup
 	s.replica.State(func(st *group.State) {
-		for _, ec := range st.Epochs() {
-			if ec.Epoch == m.Since && ec.Owners != nil {
-				from = ec.Owners[m.Partition]
-			}
+		if cur := st.EpochConfig(); cur.Owners != nil {
+			from = cur.Owners[m.Partition]
 		}
 	})
+	if from == partition.NoGroup {
+		return fmt.Errorf("partition move: %s: no owner at this replica's epoch", name)
+	}
 	var resp *apipb.MoveChunkResponse
 	err := s.forward(s.nodeCall(ctx), from, true, func(ctx context.Context, kv apipb.KVClient, opts ...grpc.CallOption) error {
 		var err error

@@ -104,10 +104,7 @@ func (s *Server) readState(ctx context.Context, read func() (txn.PieceResult, er
 			s.reads.log.Add(1)
 			return txn.PieceResult{}, errReadThroughLog
 		case errors.Is(err, executor.ErrNotOwned):
-			// Routed by another epoch's owners (a partition moved, DESIGN
-			// 14): the client learns the epoch and routes it again.
-			return txn.PieceResult{}, status.Errorf(codes.FailedPrecondition, "server: group %s at epoch %d: %v (%s: partitions moved): route it again",
-				s.group.Name, s.replica.Epoch(), err, apipb.EpochChangedText)
+			return txn.PieceResult{}, s.movedAway(err)
 		default:
 			return txn.PieceResult{}, s.status(ctx, err)
 		}
@@ -136,10 +133,19 @@ func (s *Server) scanAtLeader(ctx context.Context, sp partition.Span, limit, byt
 				return nil, nil, err
 			}
 			continue
+		case errors.Is(err, executor.ErrNotOwned):
+			return nil, nil, s.movedAway(err)
 		case err != nil:
 			return nil, nil, err
 		}
 		defer v.Release()
 		return v.ScanBytes(sp.Start, sp.End, limit, bytesMax)
 	}
+}
+
+// movedAway answers a read routed by another epoch's owners (a partition
+// moved, DESIGN 14): the client learns the epoch and routes it again.
+func (s *Server) movedAway(err error) error {
+	return status.Errorf(codes.FailedPrecondition, "server: group %s at epoch %d: %v (%s: partitions moved): route it again",
+		s.group.Name, s.replica.Epoch(), err, apipb.EpochChangedText)
 }

@@ -46,6 +46,8 @@ type request struct {
 	// (reads.go).
 	txn  *txn.Txn
 	call *txn.Call
+	// pm is the partition map dst was computed with (nil: not by one).
+	pm *partition.PartitionMap
 }
 
 // epochRetries bounds the proposals again of a request that names no epoch
@@ -85,11 +87,12 @@ func (s *Server) prepareTxn(id multicast.MsgID, t *txn.Txn, home string) (reques
 			return request{}, invalid(fmt.Errorf("server: home_group %q is not a group (groups: %v)", home, s.top.Names()))
 		}
 	}
-	dst, err := t.Destinations(s.partitions(), s.top, h)
+	pm := s.partitions()
+	dst, err := t.Destinations(pm, s.top, h)
 	if err != nil {
 		return request{}, invalid(err)
 	}
-	return request{id: id, dst: dst, payload: txn.AppendTxnPayload(nil, t), home: partition.NoGroup, txn: t}, nil
+	return request{id: id, dst: dst, payload: txn.AppendTxnPayload(nil, t), home: partition.NoGroup, txn: t, pm: pm}, nil
 }
 
 // prepareCall validates a stored procedure call and routes it.
@@ -98,14 +101,15 @@ func (s *Server) prepareCall(id multicast.MsgID, c *apipb.Call) (request, error)
 		return request{}, invalid(fmt.Errorf("server: unknown procedure %q: this server has no stored procedures", c.GetName()))
 	}
 	call := txn.Call{Name: c.GetName(), Args: c.GetArgs()}
-	dst, err := s.cfg.Procedures.Destinations(call, s.partitions(), s.top, s.self)
+	pm := s.partitions()
+	dst, err := s.cfg.Procedures.Destinations(call, pm, s.top, s.self)
 	if err != nil {
 		return request{}, invalid(err)
 	}
 	if len(c.GetKeys()) > 0 {
 		// The client routed by the keys it named: they must lead to the
 		// groups the procedure touches, or its answers would not fit.
-		named, err := s.partitions().Destinations(c.GetKeys())
+		named, err := pm.Destinations(c.GetKeys())
 		if err != nil {
 			return request{}, invalid(fmt.Errorf("server: call %q: keys: %w", call.Name, err))
 		}
@@ -114,7 +118,7 @@ func (s *Server) prepareCall(id multicast.MsgID, c *apipb.Call) (request, error)
 				call.Name, strings.Join(s.names(named), ", "), strings.Join(s.names(dst), ", ")))
 		}
 	}
-	return request{id: id, dst: dst, payload: txn.AppendCallPayload(nil, call), home: partition.NoGroup, call: &call}, nil
+	return request{id: id, dst: dst, payload: txn.AppendCallPayload(nil, call), home: partition.NoGroup, call: &call, pm: pm}, nil
 }
 
 // Bounds at the edge (DESIGN 13), defaults of the Config fields.
@@ -211,6 +215,12 @@ func (s *Server) run(ctx context.Context, r request) (*apipb.TxnResponse, error)
 	for tries := 0; ; tries++ {
 		if !named {
 			r.epoch = s.replica.Epoch()
+			if cur := s.epoch(); cur.epoch == r.epoch && r.pm != nil && !cur.pm.SameOwners(r.pm) {
+				// Routed by the owners of an epoch that ended since: it
+				// ran nowhere; the client routes it again.
+				return nil, status.Errorf(codes.FailedPrecondition, "server: %s: routed by the owners of an earlier epoch, the group is at %d (%s: partitions moved): route it again",
+					r.id, r.epoch, apipb.EpochChangedText)
+			}
 		}
 		if err = s.checkMoving(ctx, &r); err != nil {
 			return nil, err
@@ -605,11 +615,23 @@ func (s *Server) single(ctx context.Context, client, seq uint64, op txn.Op) (txn
 // notOwner answers a single-key request sent to a group that does not own
 // the key: FailedPrecondition naming the owner.
 func (s *Server) notOwner(key []byte, dst partition.GroupSet) error {
-	if s.replica != nil && s.partitions() != s.pm {
-		// Partitions moved (DESIGN 14): a client that routed by an older
-		// epoch's owners learns the epoch and routes again.
-		return status.Errorf(codes.FailedPrecondition, "server: key %q belongs to group %s, not to %s, in epoch %d (%s: partitions moved): route it again",
-			key, strings.Join(s.names(dst), ", "), s.group.Name, s.replica.Epoch(), apipb.EpochChangedText)
+	if s.replica != nil {
+		ep := s.epoch()
+		for _, m := range ep.moves {
+			if p := ep.pm.At(m.Partition); m.To == s.self && p.Contains(key) {
+				// A client that learnt the move's completion from another
+				// group, before this one delivered it: it waits.
+				return status.Errorf(codes.ResourceExhausted, "server: key %q is in partition %s, moving to group %s: busy until the move completes here, retry",
+					key, p.Name, s.group.Name)
+			}
+		}
+		if boot, _, err := s.pm.Owner(key); err == nil && (boot == s.self || !dst.Has(boot)) {
+			// The key's partition moved (DESIGN 14): a client that routed
+			// by an older epoch's owners learns the epoch and routes it
+			// again.
+			return status.Errorf(codes.FailedPrecondition, "server: key %q belongs to group %s, not to %s, in epoch %d (%s: partitions moved): route it again",
+				key, strings.Join(s.names(dst), ", "), s.group.Name, s.replica.Epoch(), apipb.EpochChangedText)
+		}
 	}
 	return status.Errorf(codes.FailedPrecondition, "server: key %q belongs to group %s, not to %s: send it there", key, strings.Join(s.names(dst), ", "), s.group.Name)
 }
