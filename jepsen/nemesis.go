@@ -3,6 +3,7 @@ package jepsen
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -24,10 +25,13 @@ const (
 	// replaces a dead machine: a new one added, joined, promoted, the dead
 	// one removed; no hold.
 	MemberReplace = "member-replace"
+	// PartitionMove: a warehouse moved to another group (flexkv partition
+	// move --wait); no hold.
+	PartitionMove = "partition-move"
 )
 
 // Kinds are every fault kind, in the order a schedule cycles through them.
-var Kinds = []string{KillLeader, Partition, KillFollower, DiskFull, PartitionOut, Overlay, MemberReplace}
+var Kinds = []string{KillLeader, Partition, KillFollower, DiskFull, PartitionOut, Overlay, MemberReplace, PartitionMove}
 
 // Bounds of an overlay change: how long `flexkv overlay apply` may take,
 // and then how long the nemesis waits for every replica to start the new
@@ -38,6 +42,8 @@ const (
 	// memberPromoteWait bounds a new member's catching up (from its
 	// group leader's snapshot) before it is promoted.
 	memberPromoteWait = 60 * time.Second
+	// partitionMoveWait bounds a partition move, its copy included.
+	partitionMoveWait = 60 * time.Second
 )
 
 // nemesis makes faults on a cluster of hosts on a seeded schedule and
@@ -52,6 +58,9 @@ type nemesis struct {
 	// overlay is the running overlay, lowest rank first: the
 	// configuration's until the nemesis changes it.
 	overlay []string
+	// owners are the partitions' owners, by name: the configuration's
+	// until the nemesis moves one.
+	owners map[string]string
 	// holdMin and holdMax bound how long a fault lasts; gapMin and gapMax
 	// the quiet between two.
 	holdMin, holdMax, gapMin, gapMax time.Duration
@@ -189,6 +198,8 @@ func (n *nemesis) fault(ctx context.Context, kind string) error {
 		return n.changeOverlay()
 	case MemberReplace:
 		return n.replace(g)
+	case PartitionMove:
+		return n.movePartition()
 	}
 	return fmt.Errorf("jepsen: unknown fault kind %q", kind)
 }
@@ -320,4 +331,43 @@ func (n *nemesis) pick(group string, leader bool) string {
 		want = ids
 	}
 	return want[n.rng.IntN(len(want))]
+}
+
+// movePartition moves a random warehouse to another random group as an
+// operator does (DESIGN 14, flexkv partition move --wait). A move is not
+// held: it ends once the new owner owns it, and the wait of the requests
+// on it counts for it. An error of the command ends the run, as for an
+// overlay change.
+func (n *nemesis) movePartition() error {
+	if n.owners == nil {
+		n.owners = map[string]string{}
+		for _, p := range n.c.ClusterConfig.Partitions {
+			if !p.Replicated {
+				n.owners[p.Name] = p.Group
+			}
+		}
+	}
+	names := slices.Sorted(maps.Keys(n.owners))
+	if len(names) == 0 {
+		return nil
+	}
+	part := names[n.rng.IntN(len(names))]
+	var others []string
+	for _, g := range n.c.ClusterConfig.Groups {
+		if g.Name != n.owners[part] {
+			others = append(others, g.Name)
+		}
+	}
+	to := others[n.rng.IntN(len(others))]
+	detail := fmt.Sprintf("flexkv partition move %s --to %s (from %s)", part, to, n.owners[part])
+	if err := n.record(PartitionMove, history.PhaseStart, "cluster", detail); err != nil {
+		return err
+	}
+	start := time.Now()
+	epoch, err := n.c.MovePartition(part, to, partitionMoveWait)
+	if err != nil {
+		return err
+	}
+	n.owners[part] = to
+	return n.record(PartitionMove, history.PhaseEnd, "cluster", fmt.Sprintf("epoch %d: %s, %.1fs", epoch, detail, time.Since(start).Seconds()))
 }

@@ -197,6 +197,18 @@ func (c *Cluster) MemberRemove(id string) (uint64, error) {
 	return epochOf(out)
 }
 
+// MovePartition moves partition part to group to as an operator does
+// (DESIGN 14: `flexkv partition move --wait`) and returns the epoch at
+// which group to owns it.
+func (c *Cluster) MovePartition(part, to string, timeout time.Duration) (uint64, error) {
+	out, err := c.flexkv("partition", "move", part, "--to", to, "--wait", "--json",
+		"--config", c.ConfigPath, "--certs-dir", c.CertsDir, "--timeout", timeout.String())
+	if err != nil {
+		return 0, err
+	}
+	return epochOf(out)
+}
+
 func (c *Cluster) memberArgs(op, group, id string, timeout time.Duration, more ...string) []string {
 	args := []string{"member", op, group, id, "--json", "--config", c.ConfigPath, "--certs-dir", c.CertsDir, "--timeout", timeout.String()}
 	return append(args, more...)
