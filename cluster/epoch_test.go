@@ -42,24 +42,44 @@ func TestEpochChangesUnderLoad(t *testing.T) {
 	}
 }
 
-func runEpochChanges(t *testing.T, proto string) {
-	logDir := t.TempDir()
-	cfg := testcluster.Layout(t, proto, testaddr.Cluster)
-	l := startLocalConfig(t, Config{Cluster: cfg, Dir: t.TempDir(), DeliveryLogDir: logDir, MetricsAddr: "127.0.0.1:0"})
-	if l.ClientTLS() == nil {
+// bankRun is a cluster of proto (TLS on, delivery logs and metrics) with
+// a client and the bank's accounts opened: the rig of the tests that
+// change a running cluster under transfers.
+type bankRun struct {
+	cfg         *partition.ClusterConfig
+	l           *Local
+	dir, logDir string
+	c           *client.Client
+	ctx         context.Context
+	accounts    []string
+	p           *protocol.Protocol
+	top         *partition.Topology
+	pm          *partition.PartitionMap
+}
+
+func startBankRun(t *testing.T, proto string) *bankRun {
+	t.Helper()
+	r := &bankRun{dir: t.TempDir(), logDir: t.TempDir(), cfg: testcluster.Layout(t, proto, testaddr.Cluster)}
+	r.l = startLocalConfig(t, Config{Cluster: r.cfg, Dir: r.dir, DeliveryLogDir: r.logDir, MetricsAddr: "127.0.0.1:0"})
+	if r.l.ClientTLS() == nil {
 		t.Fatal("the cluster runs without TLS")
 	}
-	p, top, _, err := protocol.Build(cfg)
-	if err != nil {
+	var err error
+	if r.p, r.top, r.pm, err = protocol.Build(r.cfg); err != nil {
 		t.Fatal(err)
 	}
-	ctx := ctxTimeout(t, 3*time.Minute)
-	c, err := client.New(ctx, client.Config{Endpoints: l.Endpoints(), TLS: l.ClientTLS()})
-	if err != nil {
+	r.ctx = ctxTimeout(t, 3*time.Minute)
+	if r.c, err = client.New(r.ctx, client.Config{Endpoints: r.l.Endpoints(), TLS: r.l.ClientTLS()}); err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	accounts := openAccounts(ctx, t, c)
+	t.Cleanup(func() { r.c.Close() })
+	r.accounts = openAccounts(r.ctx, t, r.c)
+	return r
+}
+
+func runEpochChanges(t *testing.T, proto string) {
+	r := startBankRun(t, proto)
+	l, p, top, ctx, c, accounts, logDir := r.l, r.p, r.top, r.ctx, r.c, r.accounts, r.logDir
 
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()

@@ -14,10 +14,8 @@ import (
 
 	"github.com/flexkv/flexkv/api/apipb"
 	"github.com/flexkv/flexkv/client"
-	"github.com/flexkv/flexkv/internal/testaddr"
 	"github.com/flexkv/flexkv/internal/testcluster"
 	"github.com/flexkv/flexkv/kv"
-	"github.com/flexkv/flexkv/multicast/protocol"
 	"github.com/flexkv/flexkv/txn"
 )
 
@@ -41,23 +39,8 @@ func TestPartitionMovesUnderLoad(t *testing.T) {
 }
 
 func runPartitionMoves(t *testing.T, proto string) {
-	logDir, dir := t.TempDir(), t.TempDir()
-	cfg := testcluster.Layout(t, proto, testaddr.Cluster)
-	l := startLocalConfig(t, Config{Cluster: cfg, Dir: dir, DeliveryLogDir: logDir, MetricsAddr: "127.0.0.1:0"})
-	if l.ClientTLS() == nil {
-		t.Fatal("the cluster runs without TLS")
-	}
-	p, top, pm, err := protocol.Build(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := ctxTimeout(t, 3*time.Minute)
-	c, err := client.New(ctx, client.Config{Endpoints: l.Endpoints(), TLS: l.ClientTLS()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	accounts := openAccounts(ctx, t, c)
+	r := startBankRun(t, proto)
+	cfg, l, dir, logDir, p, top, pm, ctx, c, accounts := r.cfg, r.l, r.dir, r.logDir, r.p, r.top, r.pm, r.ctx, r.c, r.accounts
 	// w0003's rows fill chunks by bytes, w0005's (more than a chunk's
 	// row limit, kv.ScanLimitMax) by rows.
 	bulk := loadBulk(ctx, t, c, "w/0003/bulk/", 40, 1000)

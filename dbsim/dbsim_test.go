@@ -167,7 +167,25 @@ func TestLongCutBounded(t *testing.T) {
 // another in every protocol, leaders among them, with every check. It runs
 // a sixteenth of -dbsim.seeds from -dbsim.seed (at least one).
 func TestMemberReplacements(t *testing.T) {
-	seeds := max(uint64(*flagSeeds)/16, 1)
+	runShare(t, "TestMemberReplacements", 16, func(p multicast.Protocol, seed uint64) Config {
+		return Config{Protocol: p, Seed: seed, Groups: 2 + int(seed%3), Replicas: []int{1, 2, 3}[seed%3],
+			Faults: 0.02, Drop: 0.05, Dup: 0.05, Changes: 0.02, Members: 1}
+	}, func(t *testing.T, seeds uint64, total *Result) {
+		t.Logf("%d seeds: %d member changes, %d learners added, %d promoted, %d members removed (%d leaders), %d crashes",
+			seeds, total.MemberChanges, total.Learners, total.Promotions, total.Replaced, total.LeadersReplaced, total.Crashes)
+		if seeds >= 4 && (total.Replaced == 0 || total.LeadersReplaced == 0 || total.Promotions < total.Replaced) {
+			t.Errorf("the seeds replaced too little: %+v", total)
+		}
+	})
+}
+
+// runShare runs, for every protocol in parallel, 1/share of -dbsim.seeds
+// from -dbsim.seed (at least one; three with -short) with the
+// configuration cfgOf draws, fails on the first seed whose run fails or
+// breaks a check (printing test's own replay), and hands report the counts
+// of them all.
+func runShare(t *testing.T, test string, share uint64, cfgOf func(multicast.Protocol, uint64) Config, report func(*testing.T, uint64, *Result)) {
+	seeds := max(uint64(*flagSeeds)/share, 1)
 	if testing.Short() {
 		seeds = min(seeds, 3)
 	}
@@ -176,10 +194,9 @@ func TestMemberReplacements(t *testing.T) {
 			t.Parallel()
 			var total Result
 			for seed := *flagSeed; seed < *flagSeed+seeds; seed++ {
-				cfg := Config{Protocol: p, Seed: seed, Groups: 2 + int(seed%3), Replicas: []int{1, 2, 3}[seed%3],
-					Faults: 0.02, Drop: 0.05, Dup: 0.05, Changes: 0.02, Members: 1}
+				cfg := cfgOf(p, seed)
 				// Not TestSeeds's replay (Config.Replay): this test's.
-				replay := fmt.Sprintf("go test ./dbsim -run 'TestMemberReplacements$/^%s$' -dbsim.seed=%d -dbsim.seeds=16", p, seed)
+				replay := fmt.Sprintf("go test ./dbsim -run '%s$/^%s$' -dbsim.seed=%d -dbsim.seeds=%d", test, p, seed, share)
 				res, err := Run(cfg)
 				if err != nil {
 					t.Fatalf("seed %d: %v\nreplay: %s", seed, err, replay)
@@ -189,11 +206,7 @@ func TestMemberReplacements(t *testing.T) {
 				}
 				total.add(res)
 			}
-			t.Logf("%d seeds: %d member changes, %d learners added, %d promoted, %d members removed (%d leaders), %d crashes",
-				seeds, total.MemberChanges, total.Learners, total.Promotions, total.Replaced, total.LeadersReplaced, total.Crashes)
-			if seeds >= 4 && (total.Replaced == 0 || total.LeadersReplaced == 0 || total.Promotions < total.Replaced) {
-				t.Errorf("the seeds replaced too little: %+v", total)
-			}
+			report(t, seeds, &total)
 		})
 	}
 }
@@ -239,34 +252,15 @@ func (r *Result) add(o *Result) {
 // protocol, with every check, and those of the moves (moves.go). It runs
 // an eighth of -dbsim.seeds from -dbsim.seed (at least one).
 func TestPartitionMoves(t *testing.T) {
-	seeds := max(uint64(*flagSeeds)/8, 1)
-	if testing.Short() {
-		seeds = min(seeds, 3)
-	}
-	for _, p := range protocol.Names() {
-		t.Run(string(p), func(t *testing.T) {
-			t.Parallel()
-			var total Result
-			for seed := *flagSeed; seed < *flagSeed+seeds; seed++ {
-				cfg := Config{Protocol: p, Seed: seed, Groups: 2 + int(seed%3), Replicas: []int{3, 1, 2}[seed%3],
-					Faults: []float64{0.01, 0.03}[seed%2], Drop: 0.05, Dup: 0.05, CutGroup: seed%3 == 1, Txns: 12,
-					Changes: 0.005, Moves: 1}
-				// Not TestSeeds's replay (Config.Replay): this test's.
-				replay := fmt.Sprintf("go test ./dbsim -run 'TestPartitionMoves$/^%s$' -dbsim.seed=%d -dbsim.seeds=8", p, seed)
-				res, err := Run(cfg)
-				if err != nil {
-					t.Fatalf("seed %d: %v\nreplay: %s", seed, err, replay)
-				}
-				if !res.OK() {
-					t.Fatalf("seed %d (%+v):\n  %s\nreplay: %s", seed, cfg, strings.Join(res.Violations, "\n  "), replay)
-				}
-				total.add(res)
-			}
-			t.Logf("%d seeds: %d moves started, %d completed, %d chunks (%d sent twice), %d chunk reads put off, %d requests refused for a moving partition, %d committed, %d crashes, %d leader changes",
-				seeds, total.Moves, total.MovesDone, total.Chunks, total.ChunksAgain, total.MoveWaits, total.MoveRefusals, total.Committed, total.Crashes, total.Leaders)
-			if seeds >= 4 && (total.MovesDone == 0 || total.MovesDone != total.Moves || total.Chunks == 0 || total.ChunksAgain == 0 || total.MoveRefusals == 0) {
-				t.Errorf("the seeds moved too little: %+v", total)
-			}
-		})
-	}
+	runShare(t, "TestPartitionMoves", 8, func(p multicast.Protocol, seed uint64) Config {
+		return Config{Protocol: p, Seed: seed, Groups: 2 + int(seed%3), Replicas: []int{3, 1, 2}[seed%3],
+			Faults: []float64{0.01, 0.03}[seed%2], Drop: 0.05, Dup: 0.05, CutGroup: seed%3 == 1, Txns: 12,
+			Changes: 0.005, Moves: 1}
+	}, func(t *testing.T, seeds uint64, total *Result) {
+		t.Logf("%d seeds: %d moves started, %d completed, %d chunks (%d sent twice), %d chunk reads put off, %d requests refused for a moving partition, %d committed, %d crashes, %d leader changes",
+			seeds, total.Moves, total.MovesDone, total.Chunks, total.ChunksAgain, total.MoveWaits, total.MoveRefusals, total.Committed, total.Crashes, total.Leaders)
+		if seeds >= 4 && (total.MovesDone == 0 || total.MovesDone != total.Moves || total.Chunks == 0 || total.ChunksAgain == 0 || total.MoveRefusals == 0) {
+			t.Errorf("the seeds moved too little: %+v", total)
+		}
+	})
 }

@@ -177,16 +177,9 @@ func (s *sim) copyChunk(g int, mp group.MoveProgress) error {
 		start = p.Start
 	}
 	limit := 1 + s.rng.IntN(4)
-	kvs, next, err := rp.store.ScanBytes(start, p.End, limit, 48+s.rng.IntN(96))
+	kvs, next, err := rp.store.ScanChunk(start, p.End, limit, 48+s.rng.IntN(96))
 	if err != nil {
 		return fmt.Errorf("dbsim: chunk of %s at %s: %w", p.Name, rp.name(), err)
-	}
-	if len(kvs) == limit && next == nil {
-		if rest, _, err := rp.store.ScanBytes(kvs[len(kvs)-1].Key, p.End, 2, 1<<20); err != nil {
-			return err
-		} else if len(rest) == 2 {
-			next = rest[1].Key
-		}
 	}
 	rows := make([]group.MoveRow, len(kvs))
 	for i, r := range kvs {

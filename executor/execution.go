@@ -233,7 +233,7 @@ func (x *execution) deliver(m multicast.Message) (bool, error) {
 			return false, err
 		}
 	}
-	q := e.newQueued(x.meta.qNext, e.prepare(d, e.partitions()))
+	q := e.newQueued(x.meta.qNext, e.prepare(d, e.pmCur))
 	q.d = &d
 	x.meta.qNext++
 	e.queue = append(e.queue, q)
@@ -244,7 +244,7 @@ func (x *execution) deliver(m multicast.Message) (bool, error) {
 // vote in its place (see Executor, Reused ids); other: the id was used
 // here by another transaction.
 func (x *execution) sendUsed(d delivery, other bool) {
-	j := x.e.prepare(d, x.e.partitions())
+	j := x.e.prepare(d, x.e.pmCur)
 	if j.voteTo().Empty() {
 		return
 	}

@@ -169,8 +169,10 @@ type Executor struct {
 	// pm is the partition map the executor routes with, pmNext the one
 	// SetPartitions gave for the next entry (moves.go; pmNext guarded by
 	// mu).
-	pmMu   sync.Mutex              // guards pmCur, read by reads at the leader
-	pmCur  *partition.PartitionMap // written with mu held too
+	// pmCur is the map the executor routes with now: written with mu
+	// and pmMu held, read with either (moves.go).
+	pmMu   sync.Mutex
+	pmCur  *partition.PartitionMap
 	pmNext []group.PartitionSwitch
 	pms    []pmAt // every map a queued delivery may need, by sequence
 

@@ -50,6 +50,9 @@ type pmAt struct {
 // Partitions returns the partition map the executor routes with now.
 func (e *Executor) Partitions() *partition.PartitionMap { return e.partitions() }
 
+// partitions returns the map the executor routes with, for a caller that
+// does not hold mu (reads at the leader); an execution, which holds mu,
+// reads pmCur itself.
 func (e *Executor) partitions() *partition.PartitionMap {
 	e.pmMu.Lock()
 	defer e.pmMu.Unlock()
@@ -99,7 +102,7 @@ func (x *execution) switchesUpTo(k int) error {
 // drops the maps no queued delivery needs.
 func (x *execution) switchPartitions(next *partition.PartitionMap) error {
 	e := x.e
-	cur := e.partitions()
+	cur := e.pmCur
 	if next == nil || next == cur {
 		return nil
 	}
@@ -180,7 +183,7 @@ func (x *execution) receiveMove(payload []byte) error {
 		return fmt.Errorf("%w: %w", kv.ErrCorrupt, err)
 	}
 	if drop >= 0 {
-		pm := x.e.partitions()
+		pm := x.e.pmCur
 		if drop >= pm.Len() {
 			return fmt.Errorf("%w: drop of partition %d of %d", kv.ErrCorrupt, drop, pm.Len())
 		}

@@ -15,6 +15,10 @@ type Machine struct {
 	cfg   Config
 	state *State
 	exec  Executor
+	// given is the partition map the executor was last given at an
+	// entry's start (givePartitions), switches the room for the next.
+	given    *partition.PartitionMap
+	switches []PartitionSwitch
 }
 
 // PartitionSetter is implemented by an executor that runs each delivery
@@ -23,6 +27,9 @@ type Machine struct {
 // start and the map after each change the entry delivers, at the change's
 // place among the deliveries.
 type PartitionSetter interface {
+	// SetPartitions gives the maps of the next Execute's entry; switches
+	// is the machine's, valid until that Execute returns. An entry that
+	// starts no epoch and starts with the map last given gets no call.
 	SetPartitions(switches []PartitionSwitch)
 }
 
@@ -102,6 +109,7 @@ func (m *Machine) Restore(st *State, execIndex uint64, exec io.Reader) (restored
 		restored = true
 	}
 	m.state = st
+	m.given = nil
 	return restored, nil
 }
 
@@ -112,11 +120,15 @@ func (m *Machine) givePartitions(before uint64, out rawnode.Output) {
 	if !ok || m.cfg.Partitions == nil {
 		return
 	}
-	sw := make([]PartitionSwitch, 0, 1+len(out.Changes))
-	sw = append(sw, PartitionSwitch{At: 0, PM: m.state.partitionsAt(before)})
+	start := m.state.partitionsAt(before)
+	if len(out.Changes) == 0 && start == m.given {
+		return // nothing new: most entries
+	}
+	sw := append(m.switches[:0], PartitionSwitch{At: 0, PM: start})
 	for _, c := range out.Changes {
 		sw = append(sw, PartitionSwitch{At: c.At, PM: m.state.partitionsAt(c.Epoch + 1)})
 	}
+	m.switches, m.given = sw, sw[len(sw)-1].PM
 	ps.SetPartitions(sw)
 }
 

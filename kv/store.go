@@ -475,6 +475,24 @@ func (s *Store) ScanBytes(start, end []byte, limit, bytesMax int) (kvs []KV, nex
 	return kvs, next, err
 }
 
+// ScanChunk is ScanBytes for a copy in chunks (a partition's move): next
+// is the key the copy goes on from whenever the scan stopped before end,
+// at limit as at bytesMax; nil only at the end of the range.
+func (s *Store) ScanChunk(start, end []byte, limit, bytesMax int) (kvs []KV, next []byte, err error) {
+	lower, upper, err := scanBytesBounds(start, end, limit, bytesMax)
+	if err != nil {
+		return nil, nil, err
+	}
+	err = s.read(func(db *pebble.DB) error {
+		kvs, next, err = scanBounded(db, lower, upper, limit+1, bytesMax)
+		return err
+	})
+	if err == nil && len(kvs) > limit {
+		next, kvs = kvs[limit].Key, kvs[:limit]
+	}
+	return kvs, next, err
+}
+
 // scanBytesBounds checks a scan bounded in bytes too and returns its
 // Pebble bounds (scanBounds).
 func scanBytesBounds(start, end []byte, limit, bytesMax int) (lower, upper []byte, err error) {

@@ -752,3 +752,32 @@ func TestScanEntriesApart(t *testing.T) {
 		t.Errorf("c after writing into a scanned value = %q, %v; want the stored 333", v, err)
 	}
 }
+
+// TestScanChunk: a chunk names where the copy goes on whenever it stopped
+// before the end, at the row limit too (ScanBytes does not then), and
+// nothing at the end.
+func TestScanChunk(t *testing.T) {
+	s := openStore(t, Options{NoSync: true})
+	commit(t, s, 1, ops(put("a", "12345"), put("b", "123456789"), put("c", "1"), put("d", "1")))
+	for _, c := range []struct {
+		name           string
+		start          string
+		limit, bytes   int
+		wantKeys, next string
+	}{
+		{"all", "", 10, 100, "abcd", ""},
+		{"limit", "", 2, 100, "ab", "c"},
+		{"limit at the end", "c", 2, 100, "cd", ""},
+		{"bytes", "", 10, 6 + 9, "a", "b"},
+		{"limit and bytes together", "", 1, 6, "a", "b"},
+	} {
+		kvs, next, err := s.ScanChunk([]byte(c.start), nil, c.limit, c.bytes)
+		var got string
+		for _, r := range kvs {
+			got += string(r.Key)
+		}
+		if err != nil || got != c.wantKeys || string(next) != c.next {
+			t.Errorf("%s: keys %q next %q (%v), want %q next %q", c.name, got, next, err, c.wantKeys, c.next)
+		}
+	}
+}

@@ -176,15 +176,9 @@ func (v *service) MoveChunk(ctx context.Context, req *apipb.MoveChunkRequest) (*
 		return nil, err
 	}
 	bytesMax := min(int(cmp.Or(req.GetBytesMax(), MoveChunkBytesDefault)), MoveChunkBytesDefault*4)
-	rows, next, err := s.store.ScanBytes(start, p.End, kv.ScanLimitMax, bytesMax)
+	rows, next, err := s.store.ScanChunk(start, p.End, kv.ScanLimitMax, bytesMax)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "server: move chunk of %s: %v", p.Name, err)
-	}
-	if len(rows) == kv.ScanLimitMax && next == nil {
-		// Stopped at the row limit, not at the range's end: the last row
-		// goes first in the next chunk.
-		next = rows[len(rows)-1].Key
-		rows = rows[:len(rows)-1]
 	}
 	resp := &apipb.MoveChunkResponse{Next: next}
 	for _, r := range rows {
@@ -200,6 +194,8 @@ func (v *service) MoveChunk(ctx context.Context, req *apipb.MoveChunkRequest) (*
 // after the cut do not touch the partition: checkMoving, the stop-sign).
 func (s *Server) frozen(i int, since uint64) error {
 	var err error
+	var cut uint64
+	var ok bool
 	s.replica.State(func(st *group.State) {
 		if st.Epoch() < since {
 			err = status.Errorf(codes.Unavailable, "server: replica %s has not started epoch %d yet", s.cfg.NodeID, since)
@@ -215,18 +211,23 @@ func (s *Server) frozen(i int, since uint64) error {
 		}
 		key := moveKey{i, since}
 		s.moveCutsMu.Lock()
-		cut, ok := s.moveCuts[key]
-		if !ok {
+		defer s.moveCutsMu.Unlock()
+		if cut, ok = s.moveCuts[key]; !ok {
+			// Under the state's lock: the executor holds every delivery
+			// the state did, those before the move's cut among them.
 			cut = s.exec.NextSeq()
 			s.moveCuts[key] = cut
 		}
-		s.moveCutsMu.Unlock()
-		p := s.pm.At(i)
-		if s.exec.QueuedTouch(cut, p.Start, p.End) {
-			err = status.Errorf(codes.Unavailable, "server: partition %s is not frozen at replica %s yet: deliveries before the move's cut still wait", p.Name, s.cfg.NodeID)
-		}
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	// Out of the state's lock (a look at the whole queue): the deliveries
+	// below cut only leave the queue, so a later look is as good.
+	if p := s.pm.At(i); s.exec.QueuedTouch(cut, p.Start, p.End) {
+		return status.Errorf(codes.Unavailable, "server: partition %s is not frozen at replica %s yet: deliveries before the move's cut still wait", p.Name, s.cfg.NodeID)
+	}
+	return nil
 }
 
 // authorizeNode returns the group of the node of the cluster that makes

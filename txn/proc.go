@@ -241,24 +241,21 @@ func (r *Registry) Keys(c Call) ([][]byte, error) {
 	if !ok {
 		return nil, invalidf("txn: unknown procedure %q", c.Name)
 	}
-	return p.Keys(c.Args)
+	keys, err := p.Keys(c.Args)
+	if err != nil {
+		return nil, invalidf("txn: call %q: keys: %w", c.Name, err)
+	}
+	return keys, nil
 }
 
 // destinations returns the owners of the keys of c, possibly none.
 func (r *Registry) destinations(c Call, pm *partition.PartitionMap, top *partition.Topology) (partition.GroupSet, error) {
-	if err := c.check(); err != nil {
-		return 0, err
-	}
 	if pm == nil || top == nil {
 		return 0, fmt.Errorf("txn: routing call %q without a partition map or topology", c.Name)
 	}
-	p, ok := r.Lookup(c.Name)
-	if !ok {
-		return 0, invalidf("txn: unknown procedure %q", c.Name)
-	}
-	keys, err := p.Keys(c.Args)
+	keys, err := r.Keys(c)
 	if err != nil {
-		return 0, invalidf("txn: call %q: keys: %w", c.Name, err)
+		return 0, err
 	}
 	if len(keys) > KeysMax {
 		return 0, invalidf("txn: call %q touches %d keys, more than KeysMax (%d)", c.Name, len(keys), KeysMax)
