@@ -220,7 +220,7 @@ func (e *Executor) QueuedTouch(before uint64, start, end []byte) bool {
 		if q.seq >= before {
 			break
 		}
-		fp := footprintOf(q.job)
+		fp := q.footprint() // the pass's, computed once
 		if fp.all {
 			return true
 		}

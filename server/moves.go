@@ -1,11 +1,11 @@
 package server
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -114,19 +114,25 @@ func (s *Server) checkMoving(ctx context.Context, r *request) error {
 	if err != nil {
 		return nil // refused later, for what it is
 	}
+	// The partitions r touches, by the epoch's map.
+	var parts []partition.Partition
+	for _, k := range keys {
+		if p, err := ep.pm.Lookup(k); err == nil {
+			parts = append(parts, p)
+		}
+	}
+	for _, sp := range spans {
+		in, _ := ep.pm.Spans(sp[0], sp[1])
+		for _, x := range in {
+			parts = append(parts, x.Partition)
+		}
+	}
 	for _, m := range ep.moves {
-		p := ep.pm.At(m.Partition)
-		hit := false
-		for _, k := range keys {
-			hit = hit || p.Contains(k)
-		}
-		for _, sp := range spans {
-			hit = hit || ((len(p.End) == 0 || bytes.Compare(sp[0], p.End) < 0) && (len(sp[1]) == 0 || bytes.Compare(sp[1], p.Start) > 0))
-		}
-		if hit {
+		name := ep.pm.At(m.Partition).Name
+		if slices.ContainsFunc(parts, func(p partition.Partition) bool { return p.Name == name }) {
 			s.movesRefused.Add(1)
 			return status.Errorf(codes.ResourceExhausted, "server: %s touches partition %s, which is moving to group %s (since epoch %d): busy until the move completes, retry",
-				r.id, p.Name, s.top.Name(m.To), m.Since)
+				r.id, name, s.top.Name(m.To), m.Since)
 		}
 	}
 	return nil
