@@ -84,7 +84,7 @@ func openReplica(g, r int, cfg group.Config, pm *partition.PartitionMap, procs *
 // open opens the store and the executor on rp.fs. The row cache has 16
 // slots, so that the simulated workload's rows share them all the time.
 func (rp *replica) open() error {
-	st, err := kv.Open(kv.Options{Dir: storeDir, NoSync: true, ResultsMax: rp.resultsMax, FS: rp.fs, CacheBytes: 1 << 20, MemTableBytes: 256 << 10, RowCacheSlots: 16})
+	st, err := kv.Open(kv.Options{Dir: storeDir, NoSync: true, NoWAL: true, ResultsMax: rp.resultsMax, FS: rp.fs, CacheBytes: 1 << 20, MemTableBytes: 256 << 10, RowCacheSlots: 16})
 	if err != nil {
 		return err
 	}

@@ -118,8 +118,13 @@ func (s *Store) Checkpoint(name string) (info CheckpointInfo, dropped bool, err 
 	if err := errors.Join(fs.RemoveAll(tmp), fs.RemoveAll(dir)); err != nil {
 		return CheckpointInfo{}, false, fmt.Errorf("kv: checkpoint %s: %w", name, err)
 	}
-	// The WAL flushed first: the entries committed without a sync are in
-	// the checkpoint too.
+	// The WAL flushed first (or, without a WAL, the memtable): the entries
+	// committed without a sync are in the checkpoint too.
+	if s.opts.NoWAL {
+		if err := s.h.db.Flush(); err != nil {
+			return CheckpointInfo{}, false, fmt.Errorf("kv: checkpoint %s: %w", name, err)
+		}
+	}
 	if err := s.h.db.Checkpoint(tmp, pebble.WithFlushedWAL()); err != nil {
 		return CheckpointInfo{}, false, fmt.Errorf("kv: checkpoint %s: %w", name, err)
 	}
@@ -300,7 +305,7 @@ func (s *Store) KeepUserDataOnly() error {
 		b.DeleteRange(dataEnd, []byte{0xff}, nil),
 		b.Delete([]byte{0xff}, nil))
 	if err == nil {
-		err = b.Commit(pebble.Sync)
+		err = commitDurably(db, b, s.opts.NoWAL)
 	}
 	if err != nil {
 		return fmt.Errorf("kv: keep user data only: %w", err)

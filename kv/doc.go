@@ -8,17 +8,21 @@
 //
 // The raft log is the write-ahead log. Commit writes a batch's effects, the
 // results it set and the new applied index in one Pebble batch, so they
-// survive a crash together or not at all; by default it does not fsync.
-// After a crash Pebble recovers a prefix of the commits (its WAL records are
-// checksummed, and a torn tail is dropped), so AppliedIndex names exactly
-// the last entry whose effects survived. On restart raft replays its log;
+// survive a crash together or not at all; with Options.NoSync it does not
+// fsync. After a crash Pebble recovers a prefix of the commits (its WAL
+// records are checksummed, and a torn tail is dropped), so AppliedIndex
+// names exactly the last entry whose effects survived. With Options.NoWAL
+// (replicas) Pebble keeps no WAL at all: a batch lives in one memtable and
+// memtables are flushed whole and in order, so a crash again leaves a
+// prefix, as of the last flush. On restart raft replays its log;
 // the replica hands the store only the entries above AppliedIndex, which
 // the deterministic executor applies again to the same result. Nothing is
 // applied twice, and nothing acknowledged is lost, because what raft
 // acknowledged is in raft's own (synced) log. Sync is called before raft
 // takes a snapshot and truncates its log: from then on the log no longer
 // holds the entries below the snapshot, so the store must hold their effects
-// durably. Options.NoSync=false makes every Commit durable by itself, for
+// durably. Without a WAL, Sync flushes the memtable, and so do Checkpoint,
+// the end of RestoreSnapshot and Close. Options.NoSync=false makes every Commit durable by itself, for
 // tools and tests that use the store without a raft log.
 //
 // # Row cache

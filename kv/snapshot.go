@@ -294,7 +294,7 @@ func (s *Store) RestoreSnapshot(r io.Reader, index uint64) error {
 	if err := s.hook(stepDirCreated); err != nil {
 		return abort(err)
 	}
-	first, next, err := load(r, index, h.db)
+	first, next, err := load(r, index, h.db, s.opts.NoWAL)
 	if err == nil {
 		err = h.loadResultIDs()
 	}
@@ -425,15 +425,15 @@ func truncated(err error) error {
 	return err
 }
 
-// load reads a snapshot stream taken at index into the empty db and syncs
-// it; it returns the result sequences.
-func load(r io.Reader, index uint64, db *pebble.DB) (first, next uint64, err error) {
+// load reads a snapshot stream taken at index into the empty db and makes
+// it durable (noWAL: db has no WAL); it returns the result sequences.
+func load(r io.Reader, index uint64, db *pebble.DB, noWAL bool) (first, next uint64, err error) {
 	br, ok := r.(byteReader)
 	if !ok {
 		br = bufio.NewReader(r)
 	}
 	sr := &streamReader{r: br}
-	l := &loader{db: db, b: db.NewBatch()}
+	l := &loader{db: db, b: db.NewBatch(), noWAL: noWAL}
 	defer func() { _ = l.b.Close() }()
 
 	magic, err := sr.next(len(snapshotMagic))
@@ -481,8 +481,9 @@ func load(r io.Reader, index uint64, db *pebble.DB) (first, next uint64, err err
 	if err := l.set(keyApplied, binary.BigEndian.AppendUint64(nil, index)); err != nil {
 		return 0, 0, err
 	}
-	// The last commit syncs the WAL, and with it every earlier commit.
-	if err := l.b.Commit(pebble.Sync); err != nil {
+	// The last commit syncs the WAL, and with it every earlier commit (or,
+	// without a WAL, flushes them all).
+	if err := commitDurably(l.db, l.b, l.noWAL); err != nil {
 		return 0, 0, err
 	}
 	return first, next, nil
@@ -563,8 +564,9 @@ func loadResults(sr *streamReader, l *loader, first, next uint64) error {
 
 // loader fills a Pebble store in batches of restoreChunkBytes.
 type loader struct {
-	db *pebble.DB
-	b  *pebble.Batch
+	db    *pebble.DB
+	b     *pebble.Batch
+	noWAL bool
 }
 
 func (l *loader) set(k, v []byte) error {

@@ -34,6 +34,12 @@ type Options struct {
 	// log (see the package comment). Replicas set it; tools that use the
 	// store without a raft log do not.
 	NoSync bool
+	// NoWAL keeps no Pebble write-ahead log at all (it needs NoSync): a
+	// commit reaches the disk when its memtable is flushed, Sync and Close
+	// flush, and a crash leaves a prefix of the commits (see the package
+	// comment). Replicas set it: their raft log holds every entry a crash
+	// may take back.
+	NoWAL bool
 	// CacheBytes is the size of Pebble's block cache (0: CacheBytesDefault).
 	CacheBytes int64
 	// RowCacheSlots is the number of slots of the row cache, which serves
@@ -73,6 +79,7 @@ func pebbleOptions(opts Options, mustExist bool) *pebble.Options {
 	}
 	po.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
 	po.MemTableSize = opts.MemTableBytes
+	po.DisableWAL = opts.NoWAL
 	return po
 }
 
@@ -221,6 +228,9 @@ func Open(opts Options) (*Store, error) {
 	}
 	if opts.FS == nil {
 		opts.FS = vfs.Default
+	}
+	if opts.NoWAL && !opts.NoSync {
+		return nil, fmt.Errorf("kv: open: %w: NoWAL without NoSync (a commit cannot be synced without a WAL)", ErrInvalid)
 	}
 	fs := opts.FS
 	if err := syncfs.MkdirAll(fs, opts.Dir); err != nil {
@@ -400,7 +410,13 @@ func (s *Store) Close() error {
 		return fmt.Errorf("kv: close: %w", ErrClosed)
 	}
 	s.closed = true
-	if err := s.h.release(); err != nil {
+	// Without a WAL the memtable is flushed first, or a restart would find
+	// the store as of its last flush (right, but replayed from raft's log).
+	var err error
+	if s.opts.NoWAL && s.failed == nil {
+		err = s.h.db.Flush()
+	}
+	if err = errors.Join(err, s.h.release()); err != nil {
 		return fmt.Errorf("kv: close: %w", err)
 	}
 	return nil
@@ -515,14 +531,35 @@ func (s *Store) Result(id string) (result []byte, found bool, err error) {
 	return result, found, err
 }
 
-// Sync makes every commit durable.
+// Sync makes every commit durable: it syncs the WAL, or without one
+// (Options.NoWAL) flushes the memtable and waits for the flush.
 func (s *Store) Sync() error {
 	return s.read(func(db *pebble.DB) error {
-		if err := db.LogData(nil, pebble.Sync); err != nil {
+		if err := syncDB(db, s.opts.NoWAL); err != nil {
 			return fmt.Errorf("kv: sync: %w", err)
 		}
 		return nil
 	})
+}
+
+// syncDB makes every commit to db durable.
+func syncDB(db *pebble.DB, noWAL bool) error {
+	if noWAL {
+		return db.Flush()
+	}
+	return db.LogData(nil, pebble.Sync)
+}
+
+// commitDurably commits b to db and makes it durable with every commit
+// before it.
+func commitDurably(db *pebble.DB, b *pebble.Batch, noWAL bool) error {
+	if !noWAL {
+		return b.Commit(pebble.Sync)
+	}
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return err
+	}
+	return db.Flush()
 }
 
 // Metrics are figures of the live Pebble store, for monitoring. Counters

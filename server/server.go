@@ -338,7 +338,7 @@ func newServer(cfg Config) (*Server, error) {
 // openExecutor opens the replica's Pebble store and its executor.
 func (s *Server) openExecutor() error {
 	var err error
-	s.store, err = kv.Open(kv.Options{Dir: filepath.Join(s.cfg.Dir, "kv"), ResultsMax: s.cfg.ResultsMax, NoSync: true, Logger: s.log})
+	s.store, err = kv.Open(kv.Options{Dir: filepath.Join(s.cfg.Dir, "kv"), ResultsMax: s.cfg.ResultsMax, NoSync: true, NoWAL: true, Logger: s.log})
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
