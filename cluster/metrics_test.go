@@ -182,8 +182,8 @@ func checkReplicaMetrics(t *testing.T, f testcluster.Families, groupOf map[strin
 		if globals != 1 || locals != 1 || executed != 2 {
 			t.Errorf("%s: %v global and %v local deliveries, %v executions, want 1, 1, 2", id, globals, locals, executed)
 		}
-		if v := f.Sum("flexkv_pebble_wal_written_bytes_total", r); v <= 0 {
-			t.Errorf("%s: pebble WAL bytes %v, want > 0", id, v)
+		if v := f.Sum("flexkv_raft_log_wal_written_bytes_total", r); v <= 0 {
+			t.Errorf("%s: raft log WAL bytes %v, want > 0", id, v)
 		}
 		// The transaction's add reads its key: through the row cache.
 		if v := f.Sum("flexkv_row_cache_hits_total", r) + f.Sum("flexkv_row_cache_misses_total", r); v < 1 {

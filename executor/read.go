@@ -124,9 +124,32 @@ func (e *Executor) ReadCall(id multicast.MsgID, call txn.Call) (txn.PieceResult,
 	case v.e.Len() > 0:
 		return txn.PieceResult{}, fmt.Errorf("%w: procedure %q wrote %d keys", ErrNotReadOnly, call.Name, v.e.Len())
 	case v.track && e.openWrote(&v.fp):
-		return txn.PieceResult{}, ErrReadWaits
+		return txn.PieceResult{}, &ReadWaitsError{fp: v.fp}
 	}
 	return storable(res), nil
+}
+
+// ReadWaitsError is ReadCall's ErrReadWaits when an open job (release.go)
+// wrote what the call read: it keeps what the call read, so that the
+// caller runs the call again only once that is no longer the case
+// (HeldUp), not after every entry.
+type ReadWaitsError struct{ fp footprint }
+
+func (*ReadWaitsError) Error() string { return ErrReadWaits.Error() }
+
+// Is makes a *ReadWaitsError an ErrReadWaits for errors.Is.
+func (*ReadWaitsError) Is(target error) bool { return target == ErrReadWaits }
+
+// HeldUp reports whether a read that failed with err, a *ReadWaitsError,
+// would be held up again by an open job that wrote what it read: a run now
+// of a call that reads the same keys would be refused. It is false for any
+// other error, and once those jobs completed. A call whose reads depend on
+// the state may read other keys when it runs again, so HeldUp only spares
+// runs that would fail for the reason the last one did; it is not a check
+// of its own.
+func (e *Executor) HeldUp(err error) bool {
+	var w *ReadWaitsError
+	return errors.As(err, &w) && e.openWrote(&w.fp)
 }
 
 // openWrote reports whether an open job (release.go) conflicts with a read

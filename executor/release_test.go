@@ -154,11 +154,28 @@ func TestReadCallWaitsForOpenWrites(t *testing.T) {
 	}
 	T := c.msg(2, `{"then":[{"op":"put","key":"w/0001/y","value":"t"},{"op":"put","key":"w/0003/y","value":"t"}]}`)
 	c.deliver(0, T)
-	if got, err := look(2); !errors.Is(err, ErrReadWaits) {
-		t.Fatalf("call that reads the write of an open job: %s, %v; want ErrReadWaits", got, err)
+	got, waitErr := look(2)
+	if !errors.Is(waitErr, ErrReadWaits) {
+		t.Fatalf("call that reads the write of an open job: %s, %v; want ErrReadWaits", got, waitErr)
 	}
-	c.deliver(1, other, T)
+	// The refusal keeps what the call read: held up while T is open, also
+	// after an entry that completes another job only.
+	if !ex.HeldUp(waitErr) {
+		t.Fatal("HeldUp: false while T, which wrote what the call read, is open")
+	}
+	c.deliver(1, other)
 	c.deliver(0)
+	if !ex.HeldUp(waitErr) {
+		t.Fatal("HeldUp: false once another job completed, with T still open")
+	}
+	if ex.HeldUp(ErrReadWaits) || ex.HeldUp(nil) {
+		t.Fatal("HeldUp: true for an error that carries no reads")
+	}
+	c.deliver(1, T)
+	c.deliver(0)
+	if ex.HeldUp(waitErr) {
+		t.Fatal("HeldUp: true once T is complete")
+	}
 	if got, err := look(3); err != nil || got != "succeeded true: 0:get w/0001/y=t" {
 		t.Fatalf("call once the job is complete: %s, %v", got, err)
 	}

@@ -789,6 +789,11 @@ type RaftStatus struct {
 	Leader                 string // gRPC address of the leader, if known
 }
 
+// RaftLogWALBytes returns the bytes written to the raft log's write-ahead
+// log since the replica started: the replica's one WAL, as its
+// executor's store keeps none (DESIGN 6.4).
+func (r *Replica) RaftLogWALBytes() uint64 { return r.store.WALBytesWritten() }
+
 // RaftStatus returns the replica's raft state and indexes.
 func (r *Replica) RaftStatus() RaftStatus {
 	st := RaftStatus{

@@ -324,9 +324,9 @@ type Metrics struct {
 	txnSessions, txnSessionResults, txnResultsAcked            *prometheus.Desc
 	txnSessionsExpired, txnSessionsEvicted                     *prometheus.Desc
 
-	pbDisk, pbMemtable, pbTables, pbReadAmp, pbFlushes, pbCompactions, pbDebt, pbWAL *prometheus.Desc
-	pbCache, pbCacheHits, pbCacheMisses                                              *prometheus.Desc
-	rowCacheHits, rowCacheMisses                                                     *prometheus.Desc
+	pbDisk, pbMemtable, pbTables, pbReadAmp, pbFlushes, pbCompactions, pbDebt, raftWAL *prometheus.Desc
+	pbCache, pbCacheHits, pbCacheMisses                                                *prometheus.Desc
+	rowCacheHits, rowCacheMisses                                                       *prometheus.Desc
 }
 
 // NewMetrics returns the collector of the servers that servers returns at
@@ -412,7 +412,7 @@ func NewMetrics(servers func() []*Server) *Metrics {
 	m.pbFlushes = d("pebble_flushes_total", "Pebble: memtable flushes.")
 	m.pbCompactions = d("pebble_compactions_total", "Pebble: compactions.")
 	m.pbDebt = d("pebble_compaction_debt_bytes", "Pebble: estimated bytes compactions must rewrite.")
-	m.pbWAL = d("pebble_wal_written_bytes_total", "Pebble: bytes written to the WAL.")
+	m.raftWAL = d("raft_log_wal_written_bytes_total", "Bytes written to the raft log's write-ahead log, framing included: the replica's one WAL (its data store keeps none).")
 	m.pbCache = d("pebble_block_cache_bytes", "Pebble: bytes in the block cache.")
 	m.pbCacheHits = d("pebble_block_cache_hits_total", "Pebble: block cache hits.")
 	m.pbCacheMisses = d("pebble_block_cache_misses_total", "Pebble: block cache misses.")
@@ -485,6 +485,7 @@ func (m *Metrics) collect(ch chan<- prometheus.Metric, s *Server) {
 	m.collectNode(e, s, &sn)
 	m.collectCore(e, s, sn.core)
 	m.collectRaft(e, s.replica.RaftStatus())
+	e.counter(m.raftWAL, s.replica.RaftLogWALBytes())
 	rs := s.replica.ReadStats()
 	e.counter(m.readBarriers, rs.Rounds)
 	e.counter(m.readBarrierReads, rs.Reads)
@@ -690,7 +691,6 @@ func (m *Metrics) collectStore(e emitter, ps kv.Metrics) {
 	e.counter(m.pbFlushes, uint64(ps.Flushes))
 	e.counter(m.pbCompactions, uint64(ps.Compactions))
 	e.gauge(m.pbDebt, float64(ps.CompactionDebtBytes))
-	e.counter(m.pbWAL, ps.WALBytesWritten)
 	e.gauge(m.pbCache, float64(ps.BlockCacheBytes))
 	e.counter(m.pbCacheHits, uint64(ps.BlockCacheHits))
 	e.counter(m.pbCacheMisses, uint64(ps.BlockCacheMisses))

@@ -87,9 +87,15 @@ func (s *Server) readState(ctx context.Context, read func() (txn.PieceResult, er
 	if err := s.replica.ReadBarrier(ctx); err != nil {
 		return txn.PieceResult{}, s.status(ctx, err)
 	}
+	var err error
 	for waits := 0; ; waits++ {
 		applied := s.replica.Applied()
-		res, err := read()
+		var res txn.PieceResult
+		if waits == 0 || !s.exec.HeldUp(err) {
+			// A read-only call that an open job held up runs again only
+			// once the jobs that wrote what it read completed.
+			res, err = read()
+		}
 		switch {
 		case err == nil:
 			s.reads.leader.Add(1)

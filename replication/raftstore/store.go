@@ -170,6 +170,16 @@ func (s *Store) Close() error {
 	return nil
 }
 
+// WALBytesWritten returns the bytes written to the log's write-ahead log
+// since the store opened, framing included (0 after Close).
+func (s *Store) WALBytesWritten() uint64 {
+	if err := s.enter(); err != nil {
+		return 0
+	}
+	defer s.life.RUnlock()
+	return s.db.Metrics().WAL.BytesWritten
+}
+
 // enter starts a call: it returns ErrClosed after Close, else the caller
 // must call s.life.RUnlock when done.
 func (s *Store) enter() error {
