@@ -451,6 +451,13 @@ func (l *Local) Close() error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	// Every replica stops: what raft says of the peers that stop before
+	// it is no error.
+	for _, id := range l.order {
+		if n := l.nodes[id]; n.srv != nil {
+			n.srv.Quiet()
+		}
+	}
 	for _, id := range l.order {
 		if n := l.nodes[id]; n.srv != nil {
 			errs = append(errs, n.srv.Close())

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -16,11 +17,13 @@ import (
 // peer it cannot reach, a snapshot that failed) become records of log at
 // the same level, so that an operator reading a replica's log sees why its
 // group changed leader. Raft's informational chatter (every election,
-// every pipeline start) stays out.
-func newRaftLogger(log *slog.Logger) hclog.Logger {
+// every pipeline start) stays out. Once quiet is set (the replica stops,
+// or its whole cluster does: Replica.Quiet), they are debug records: what
+// raft says then is about peers going away as they were told to.
+func newRaftLogger(log *slog.Logger, quiet *atomic.Bool) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{
 		Name: "raft", Level: hclog.Warn, DisableTime: true,
-		Output: &raftLogWriter{log: log},
+		Output: &raftLogWriter{log: log, quiet: quiet},
 	})
 }
 
@@ -34,9 +37,10 @@ const raftLogRepeatEvery = 10 * time.Second
 // after raft's name) every raftLogRepeatEvery at most, with the number left
 // out since.
 type raftLogWriter struct {
-	log  *slog.Logger
-	mu   sync.Mutex
-	last map[string]*raftLogKind
+	log   *slog.Logger
+	quiet *atomic.Bool // nil: never quiet
+	mu    sync.Mutex
+	last  map[string]*raftLogKind
 }
 
 type raftLogKind struct {
@@ -83,6 +87,9 @@ func (w *raftLogWriter) Write(p []byte) (int, error) {
 		case strings.HasPrefix(text, "[WARN]"):
 		default:
 			level = slog.LevelInfo
+		}
+		if w.quiet != nil && w.quiet.Load() {
+			level = slog.LevelDebug
 		}
 		if i := strings.IndexByte(text, ']'); i >= 0 && strings.HasPrefix(text, "[") {
 			text = strings.TrimSpace(text[i+1:])

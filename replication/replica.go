@@ -202,6 +202,7 @@ type Replica struct {
 	// transmit) before NewRaft returns.
 	started atomic.Bool
 	closing atomic.Bool // set by the first shutdown
+	quiet   atomic.Bool // raft's errors and warnings logged at debug level (Quiet)
 	// termCommitted is the last term in which this replica saw, as
 	// leader, an entry of that term committed (ReadBarrier).
 	termCommitted atomic.Uint64
@@ -245,7 +246,7 @@ func Open(cfg Config) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	hlog := newRaftLogger(r.log)
+	hlog := newRaftLogger(r.log, &r.quiet)
 	snaps, err := openSnapshots(cfg, hlog)
 	if err != nil {
 		return fail(err)
@@ -1077,10 +1078,17 @@ func (r *Replica) State(fn func(*group.State)) { r.fsm.withState(fn) }
 // to close.
 func (r *Replica) Close() error { return r.shutdown() }
 
+// Quiet says that the replica's whole cluster is about to stop: from now
+// on raft's errors and warnings (peers that closed their connections, a
+// lost quorum) are logged at debug level, not as errors, since they are
+// what the stop does. Close does the same for the replica itself.
+func (r *Replica) Quiet() { r.quiet.Store(true) }
+
 func (r *Replica) shutdown() error {
 	if !r.closing.CompareAndSwap(false, true) {
 		return nil
 	}
+	r.quiet.Store(true)
 	var errs []error
 	close(r.stop)
 	if r.raft != nil {

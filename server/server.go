@@ -701,6 +701,11 @@ func (s *Server) Snapshot() error { return s.replica.Snapshot() }
 // IsLeader reports whether the server leads its group now.
 func (s *Server) IsLeader() bool { return s.replica.IsLeader() }
 
+// Quiet says that the server's whole cluster is about to stop (a local
+// cluster closing): its raft's complaints about the peers that stop are
+// logged at debug level (replication.Replica.Quiet).
+func (s *Server) Quiet() { s.replica.Quiet() }
+
 // Close stops the server gracefully: health reports NOT_SERVING, calls in
 // flight get a moment to finish, raft stops, Pebble closes.
 func (s *Server) Close() error {
