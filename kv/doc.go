@@ -12,9 +12,10 @@
 // fsync. After a crash Pebble recovers a prefix of the commits (its WAL
 // records are checksummed, and a torn tail is dropped), so AppliedIndex
 // names exactly the last entry whose effects survived. With Options.NoWAL
-// (replicas) Pebble keeps no WAL at all: a batch lives in one memtable and
-// memtables are flushed whole and in order, so a crash again leaves a
-// prefix, as of the last flush. On restart raft replays its log;
+// (replicas) Pebble keeps no WAL at all: a batch goes whole into one
+// memtable (or, when large, is queued as one of its own), and memtables are
+// flushed whole and in order, so a crash again leaves a prefix, as of the
+// last flush. On restart raft replays its log;
 // the replica hands the store only the entries above AppliedIndex, which
 // the deterministic executor applies again to the same result. Nothing is
 // applied twice, and nothing acknowledged is lost, because what raft

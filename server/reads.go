@@ -80,9 +80,10 @@ func (s *Server) readAtLeader(ctx context.Context, r *request) (*apipb.TxnRespon
 }
 
 // readState passes a read barrier and runs read on the state, again after
-// each entry while queued deliveries hold it up (executor.ErrReadWaits),
-// readWaitsMax times at most; then, or when the piece wrote
-// (executor.ErrNotReadOnly), it returns errReadThroughLog.
+// each entry while queued deliveries hold it up (executor.ErrReadWaits;
+// a read-only call held up by open jobs only once they no longer would:
+// Executor.HeldUp), readWaitsMax entries at most; then, or when the piece
+// wrote (executor.ErrNotReadOnly), it returns errReadThroughLog.
 func (s *Server) readState(ctx context.Context, read func() (txn.PieceResult, error)) (txn.PieceResult, error) {
 	if err := s.replica.ReadBarrier(ctx); err != nil {
 		return txn.PieceResult{}, s.status(ctx, err)
