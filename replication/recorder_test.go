@@ -73,7 +73,9 @@ func OpenRecorder(dir string) (*Recorder, error) { return openRecorderOn(nil, di
 // openRecorderOn opens (or creates) a recorder in dir of fs (nil: the
 // operating system's).
 func openRecorderOn(fs vfs.FS, dir string) (*Recorder, error) {
-	db, err := pebble.Open(dir, &pebble.Options{Logger: quietPebble{}, FS: fs})
+	// No WAL, as a replica's data store (kv.Options.NoWAL): the raft log is
+	// the recorder's, and the power loss tests attack that argument.
+	db, err := pebble.Open(dir, &pebble.Options{Logger: quietPebble{}, FS: fs, DisableWAL: true})
 	if err != nil {
 		return nil, fmt.Errorf("replication: recorder: %w", err)
 	}
@@ -105,7 +107,7 @@ func openRecorderOn(fs vfs.FS, dir string) (*Recorder, error) {
 }
 
 // Close closes the store.
-func (r *Recorder) Close() error { return r.db.Close() }
+func (r *Recorder) Close() error { return errors.Join(r.db.Flush(), r.db.Close()) }
 
 // Execute records the deliveries of entry index with the index, and the
 // sends it makes to VoteTo, in one batch (not synced: the raft log is the
@@ -185,8 +187,8 @@ func (r *Recorder) AppliedIndex() uint64 {
 	return r.applied
 }
 
-// Sync makes every recorded delivery durable.
-func (r *Recorder) Sync() error { return r.db.LogData(nil, pebble.Sync) }
+// Sync makes every recorded delivery durable: it flushes the memtable.
+func (r *Recorder) Sync() error { return r.db.Flush() }
 
 // Snapshot captures the recorded deliveries.
 func (r *Recorder) Snapshot() (group.ExecutorSnapshot, error) {
@@ -285,7 +287,10 @@ func (r *Recorder) Restore(rd io.Reader, index uint64) error {
 	if err := b.Set(keyApplied, binary.BigEndian.AppendUint64(nil, index), nil); err != nil {
 		return err
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return err
+	}
+	if err := r.db.Flush(); err != nil {
 		return err
 	}
 	r.seq, r.applied = seq, index
