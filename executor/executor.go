@@ -166,11 +166,10 @@ import (
 // map, topology and registered procedures.
 type Executor struct {
 	cfg Config
-	// pm is the partition map the executor routes with, pmNext the one
-	// SetPartitions gave for the next entry (moves.go; pmNext guarded by
-	// mu).
 	// pmCur is the map the executor routes with now: written with mu
-	// and pmMu held, read with either (moves.go).
+	// and pmMu held, read with either; pmNext the maps SetPartitions gave
+	// for the next entry, pms those queued deliveries may need (moves.go;
+	// both guarded by mu).
 	pmMu   sync.Mutex
 	pmCur  *partition.PartitionMap
 	pmNext []group.PartitionSwitch

@@ -20,10 +20,11 @@ import (
 
 // Checkpoints (DESIGN 14, Backup): a checkpoint is a Pebble checkpoint of
 // the live store (hard links to its tables, a copy of its manifest and of
-// its WAL, if it keeps one: a store without flushes first) in its own directory, CheckpointsDir/NAME, with a file,
-// CheckpointInfoFile, that records its name and the applied index it
-// holds. The executor takes one at a backup marker; the server streams its
-// files to `flexkv backup create` and drops it after.
+// its WAL, if it keeps one: a store without flushes first) in its own
+// directory, CheckpointsDir/NAME, with a file, CheckpointInfoFile, that
+// records its name and the applied index it holds. The executor takes one
+// at a backup marker; the server streams its files to `flexkv backup
+// create` and drops it after.
 //
 // A checkpoint is a side effect beside the replicated state, never part of
 // it: a replica that takes a checkpoint again (it replays the marker's

@@ -535,19 +535,17 @@ func (s *Store) Result(id string) (result []byte, found bool, err error) {
 // (Options.NoWAL) flushes the memtable and waits for the flush.
 func (s *Store) Sync() error {
 	return s.read(func(db *pebble.DB) error {
-		if err := syncDB(db, s.opts.NoWAL); err != nil {
+		var err error
+		if s.opts.NoWAL {
+			err = db.Flush()
+		} else {
+			err = db.LogData(nil, pebble.Sync)
+		}
+		if err != nil {
 			return fmt.Errorf("kv: sync: %w", err)
 		}
 		return nil
 	})
-}
-
-// syncDB makes every commit to db durable.
-func syncDB(db *pebble.DB, noWAL bool) error {
-	if noWAL {
-		return db.Flush()
-	}
-	return db.LogData(nil, pebble.Sync)
 }
 
 // commitDurably commits b to db and makes it durable with every commit
@@ -572,7 +570,6 @@ type Metrics struct {
 	Flushes             int64  // memtable flushes
 	Compactions         int64  // compactions of every kind
 	CompactionDebtBytes uint64 // estimated bytes compactions must rewrite to settle the LSM
-	WALBytesWritten     uint64 // bytes written to the WAL, framing included
 	BlockCacheBytes     int64
 	BlockCacheHits      int64
 	BlockCacheMisses    int64
@@ -593,7 +590,6 @@ func (s *Store) Metrics() (Metrics, error) {
 			Flushes:             pm.Flush.Count,
 			Compactions:         pm.Compact.Count,
 			CompactionDebtBytes: pm.Compact.EstimatedDebt,
-			WALBytesWritten:     pm.WAL.BytesWritten,
 			BlockCacheBytes:     pm.BlockCache.Size,
 			BlockCacheHits:      pm.BlockCache.Hits,
 			BlockCacheMisses:    pm.BlockCache.Misses,

@@ -664,22 +664,26 @@ var (
 	_ reader = (*pebble.Snapshot)(nil)
 )
 
+// TestScanBytes: ScanBytes, of the store and of a view, and ScanChunk,
+// which also names where a copy goes on when the row limit stopped it
+// (chunkNext).
 func TestScanBytes(t *testing.T) {
 	s := openStore(t, Options{NoSync: true})
 	commit(t, s, 1, ops(put("a", "12345"), put("b", "123456789"), put("c", "1"), put("d", "1")))
 	for _, c := range []struct {
-		name           string
-		start          string
-		limit, bytes   int
-		wantKeys, next string
+		name                      string
+		start                     string
+		limit, bytes              int
+		wantKeys, next, chunkNext string
 	}{
-		{"fits", "", 10, 100, "abcd", ""},
-		{"exact", "", 10, 6 + 10 + 2 + 2, "abcd", ""},
-		{"cut before b", "", 10, 6 + 9, "a", "b"},
-		{"cut before d", "", 10, 6 + 10 + 2 + 1, "abc", "d"},
-		{"first alone, larger than the bound", "b", 10, 1, "b", "c"},
-		{"limit first", "", 2, 100, "ab", ""},
-		{"limit and bytes together", "", 1, 6, "a", ""},
+		{"fits", "", 10, 100, "abcd", "", ""},
+		{"exact", "", 10, 6 + 10 + 2 + 2, "abcd", "", ""},
+		{"cut before b", "", 10, 6 + 9, "a", "b", "b"},
+		{"cut before d", "", 10, 6 + 10 + 2 + 1, "abc", "d", "d"},
+		{"first alone, larger than the bound", "b", 10, 1, "b", "c", "c"},
+		{"limit first", "", 2, 100, "ab", "", "c"},
+		{"limit at the end", "c", 2, 100, "cd", "", ""},
+		{"limit and bytes together", "", 1, 6, "a", "", "b"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			// The store and a view of it answer alike.
@@ -700,6 +704,14 @@ func TestScanBytes(t *testing.T) {
 				if got != c.wantKeys || string(next) != c.next {
 					t.Errorf("ScanBytes(%q, limit %d, bytes %d) = keys %q next %q, want %q next %q", c.start, c.limit, c.bytes, got, next, c.wantKeys, c.next)
 				}
+			}
+			kvs, next, err := s.ScanChunk(keyOf(c.start), nil, c.limit, c.bytes)
+			got := ""
+			for _, kv := range kvs {
+				got += string(kv.Key)
+			}
+			if err != nil || got != c.wantKeys || string(next) != c.chunkNext {
+				t.Errorf("ScanChunk(%q, limit %d, bytes %d) = keys %q next %q (%v), want %q next %q", c.start, c.limit, c.bytes, got, next, err, c.wantKeys, c.chunkNext)
 			}
 		})
 	}
@@ -750,34 +762,5 @@ func TestScanEntriesApart(t *testing.T) {
 	}
 	if v, _, err := b.Get([]byte("c")); err != nil || string(v) != "333" {
 		t.Errorf("c after writing into a scanned value = %q, %v; want the stored 333", v, err)
-	}
-}
-
-// TestScanChunk: a chunk names where the copy goes on whenever it stopped
-// before the end, at the row limit too (ScanBytes does not then), and
-// nothing at the end.
-func TestScanChunk(t *testing.T) {
-	s := openStore(t, Options{NoSync: true})
-	commit(t, s, 1, ops(put("a", "12345"), put("b", "123456789"), put("c", "1"), put("d", "1")))
-	for _, c := range []struct {
-		name           string
-		start          string
-		limit, bytes   int
-		wantKeys, next string
-	}{
-		{"all", "", 10, 100, "abcd", ""},
-		{"limit", "", 2, 100, "ab", "c"},
-		{"limit at the end", "c", 2, 100, "cd", ""},
-		{"bytes", "", 10, 6 + 9, "a", "b"},
-		{"limit and bytes together", "", 1, 6, "a", "b"},
-	} {
-		kvs, next, err := s.ScanChunk([]byte(c.start), nil, c.limit, c.bytes)
-		var got string
-		for _, r := range kvs {
-			got += string(r.Key)
-		}
-		if err != nil || got != c.wantKeys || string(next) != c.next {
-			t.Errorf("%s: keys %q next %q (%v), want %q next %q", c.name, got, next, err, c.wantKeys, c.next)
-		}
 	}
 }

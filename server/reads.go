@@ -92,7 +92,7 @@ func (s *Server) readState(ctx context.Context, read func() (txn.PieceResult, er
 	for waits := 0; ; waits++ {
 		applied := s.replica.Applied()
 		var res txn.PieceResult
-		if waits == 0 || !s.exec.HeldUp(err) {
+		if !s.exec.HeldUp(err) {
 			// A read-only call that an open job held up runs again only
 			// once the jobs that wrote what it read completed.
 			res, err = read()
