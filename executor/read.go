@@ -62,7 +62,19 @@ func (e *Executor) Read(t *txn.Txn) (txn.PieceResult, error) {
 		return txn.PieceResult{}, fmt.Errorf("%w: %w", ErrNotOwned, err)
 	}
 	fp := footprintOf(&job{piece: p})
-	sn, err := e.readSnapshot(&fp)
+	// A point view first: most reads are a Get or a few, made before a
+	// commit comes; one that a commit overtook runs again on a View.
+	res, err := e.readPiece(p, pm, &fp, true)
+	if errors.Is(err, kv.ErrViewMoved) {
+		res, err = e.readPiece(p, pm, &fp, false)
+	}
+	return res, err
+}
+
+// readPiece is Read of piece p of footprint fp, checked against the
+// partition map pm, on a point view if point.
+func (e *Executor) readPiece(p *txn.Piece, pm *partition.PartitionMap, fp *footprint, point bool) (txn.PieceResult, error) {
+	sn, _, err := e.readSnapshotOf(fp, true, point)
 	if err != nil {
 		return txn.PieceResult{}, err
 	}
@@ -105,7 +117,7 @@ func (e *Executor) ReadCall(id multicast.MsgID, call txn.Call) (txn.PieceResult,
 	}
 	// What the call reads is known once it ran: the open jobs (release.go)
 	// are checked against it then, not against everything.
-	sn, settled, err := e.readSnapshotOf(&footprint{all: true}, false)
+	sn, settled, err := e.readSnapshotOf(&footprint{all: true}, false, false)
 	if err != nil {
 		return txn.PieceResult{}, err
 	}
@@ -179,15 +191,20 @@ func storable(res txn.PieceResult) txn.PieceResult {
 // conflicts with it (rule 2 of conflict.go: for a read, a queued job that
 // may write what it reads).
 func (e *Executor) readSnapshot(fp *footprint) (*kv.View, error) {
-	v, _, err := e.readSnapshotOf(fp, true)
+	v, _, err := e.readSnapshotOf(fp, true, false)
 	return v, err
 }
 
 // readSnapshotOf is readSnapshot, which checks the open jobs only with
-// open; settled reports a view of a state that left the queue and the open
-// jobs empty.
-func (e *Executor) readSnapshotOf(fp *footprint, open bool) (v *kv.View, settled bool, err error) {
-	if v, ok, err := e.cfg.Store.SettledView(); ok || err != nil {
+// open, and returns a point view (kv.Store.PointView) if point; settled
+// reports a view of a state that left the queue and the open jobs empty.
+func (e *Executor) readSnapshotOf(fp *footprint, open, point bool) (v *kv.View, settled bool, err error) {
+	st := e.cfg.Store
+	settledView, view := st.SettledView, st.View
+	if point {
+		settledView, view = st.SettledPointView, st.PointView
+	}
+	if v, ok, err := settledView(); ok || err != nil {
 		// The state of an entry that left the queue empty.
 		return v, ok, err
 	}
@@ -214,7 +231,7 @@ func (e *Executor) readSnapshotOf(fp *footprint, open bool) (v *kv.View, settled
 		}
 	}
 	// Every commit of the store is an Execute's, under mu.
-	v, err = e.cfg.Store.View()
+	v, err = view()
 	return v, false, err
 }
 

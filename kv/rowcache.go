@@ -53,6 +53,11 @@ const (
 //     close (closed without a commit, the slots keep the committed rows
 //     they held).
 //
+// A View (the reads a leader serves, DESIGN 6.5) reads through the cache
+// too, and fills it, while the cache's epoch is the one of its snapshot:
+// Store.View takes the epoch and the snapshot where no commit runs, and a
+// commit changes the cache before it ends.
+//
 // The executor builds one batch at a time. A batch opened while another
 // uses the cache goes without it: it reads Pebble, and its commit empties
 // the slots that hold a key it wrote; a slot so emptied while pending for
@@ -72,7 +77,8 @@ type rowCache struct {
 	active uint64     // the token of the open batch that uses the cache, 0: none
 	spare  rowScratch // the last batch's scratch, for the next one
 
-	hits, misses int64
+	hits, misses         int64 // batches' reads
+	viewHits, viewMisses int64 // views' reads (viewGet)
 }
 
 // rowSlot is one slot, rowSlotBytes long: its state, then its row's key and
@@ -214,8 +220,35 @@ func (c *rowCache) get(token uint64, key []byte) (value []byte, found, ok bool, 
 	return append(make([]byte, 0, s.vlen), row[s.klen:]...), true, true, 0
 }
 
-// fill caches key's committed value, read through an iterator made at
-// epoch.
+// viewGet returns a copy of the cached row of key for a View whose
+// snapshot is the committed state of epoch (Store.View); ok is false if the
+// cache does not serve it: a commit came since (the slots hold a later
+// state), or the slot does not hold key, or it is pending for a batch
+// being built (it still holds the committed row, but a miss costs little
+// and keeps the rule simple).
+func (c *rowCache) viewGet(epoch uint64, key []byte) (value []byte, found, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if epoch != c.epoch {
+		c.viewMisses++
+		return nil, false, false
+	}
+	i := c.slotIndex(key)
+	s := &c.slots[i]
+	row, ok := c.held(i, key)
+	if !ok || s.pending != 0 {
+		c.viewMisses++
+		return nil, false, false
+	}
+	c.viewHits++
+	if s.flags&rowFound == 0 {
+		return nil, false, true
+	}
+	return append(make([]byte, 0, s.vlen), row[s.klen:]...), true, true
+}
+
+// fill caches key's committed value, read through an iterator (or a
+// View's snapshot) made at epoch.
 func (c *rowCache) fill(epoch uint64, key, value []byte, found bool) {
 	if len(key)+len(value) > rowCacheEntryMax {
 		return
@@ -367,10 +400,11 @@ func (c *rowCache) purge() {
 	}
 }
 
-// stats returns the cache's hits and misses (a read of a row the batch
-// wrote, served from its own write, counts as a hit).
-func (c *rowCache) stats() (hits, misses int64) {
+// stats returns the cache's hits and misses, the batches' (a read of a
+// row the batch wrote, served from its own write, counts as a hit) and the
+// views'.
+func (c *rowCache) stats() (hits, misses, viewHits, viewMisses int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.hits, c.misses
+	return c.hits, c.misses, c.viewHits, c.viewMisses
 }

@@ -2,6 +2,7 @@ package kv
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -21,7 +22,15 @@ func batchGet(t testing.TB, s *Store, key string) (string, bool) {
 	return string(v), found
 }
 
-func rowStats(s *Store) (hits, misses int64) { return s.h.rows.stats() }
+func rowStats(s *Store) (hits, misses int64) {
+	hits, misses, _, _ = s.h.rows.stats()
+	return hits, misses
+}
+
+func viewStats(s *Store) (hits, misses int64) {
+	_, _, hits, misses = s.h.rows.stats()
+	return hits, misses
+}
 
 // TestRowCacheServesCommittedRows checks that a second read of a row is
 // served from the cache, and that every commit of a cached row (put,
@@ -276,12 +285,16 @@ func TestRowCacheAgreesWithPebble(t *testing.T) {
 				keys[i] = fmt.Sprintf("k%02d", i)
 			}
 			index := uint64(0)
+			views := &viewModel{t: t, s: s, r: r}
+			defer views.releaseAll()
 			for range 300 {
 				b := s.NewBatch()
 				own := map[string]*string{}
 				for range 1 + r.IntN(8) {
 					k := keys[r.IntN(len(keys))]
-					switch r.IntN(4) {
+					switch r.IntN(5) {
+					case 4: // a leader's read, while the batch is built
+						views.step(committed, k)
 					case 0, 1:
 						v, found, err := b.Get(keyOf(k))
 						if err != nil {
@@ -330,6 +343,7 @@ func TestRowCacheAgreesWithPebble(t *testing.T) {
 				}
 				b.Close()
 				checkRowCache(t, s.h.rows)
+				views.commits++
 				for k, v := range own {
 					if v == nil {
 						delete(committed, k)
@@ -341,7 +355,96 @@ func TestRowCacheAgreesWithPebble(t *testing.T) {
 			if hits, _ := rowStats(s); hits == 0 {
 				t.Fatal("the cache served no read")
 			}
+			if hits, _ := viewStats(s); hits == 0 {
+				t.Fatal("the cache served no view's read")
+			}
 		})
+	}
+}
+
+// viewModel keeps a few Views and point views open across commits, each
+// with the rows committed when it was taken, and checks that every read
+// of a view, through the row cache or not, returns the row of its moment;
+// a point view's may fail with ErrViewMoved instead, once a commit came.
+type viewModel struct {
+	t       *testing.T
+	s       *Store
+	r       *rand.Rand
+	commits int // commits so far
+	views   []modelView
+}
+
+type modelView struct {
+	v      *View
+	want   map[string]string
+	point  bool
+	commit int // commits when it was taken
+}
+
+// step takes a view of committed (the store's committed rows), reads k
+// in an open view, or releases one.
+func (m *viewModel) step(committed map[string]string, k string) {
+	m.t.Helper()
+	switch n := len(m.views); {
+	case n < 3 && m.r.IntN(3) == 0:
+		point := m.r.IntN(2) == 0
+		take := m.s.View
+		if point {
+			take = m.s.PointView
+		}
+		v, err := take()
+		if err != nil {
+			m.t.Fatal(err)
+		}
+		m.views = append(m.views, modelView{v: v, want: maps.Clone(committed), point: point, commit: m.commits})
+		// Read k at once, twice: the first read may fill its slot for
+		// the second.
+		m.read(n, k)
+		m.read(len(m.views)-1, k)
+	case n > 0 && m.r.IntN(6) == 0:
+		m.release(m.r.IntN(n))
+	case n > 0:
+		m.read(m.r.IntN(n), k)
+	}
+}
+
+// read reads k in view i; a point view that moved is released.
+func (m *viewModel) read(i int, k string) {
+	m.t.Helper()
+	if i >= len(m.views) {
+		return // released by the read before
+	}
+	mv := &m.views[i]
+	var v []byte
+	var found bool
+	var err error
+	if m.r.IntN(4) == 0 {
+		var kvs []KV
+		kvs, err = mv.v.Scan(keyOf(k), keyOf(k+"\x00"), 1)
+		if found = len(kvs) == 1; found {
+			v = kvs[0].Value
+		}
+	} else {
+		v, found, err = mv.v.Get(keyOf(k))
+	}
+	if errors.Is(err, ErrViewMoved) && mv.point && m.commits > mv.commit {
+		m.release(i)
+		return
+	}
+	want, wantFound := mv.want[k]
+	if err != nil || found != wantFound || string(v) != want {
+		m.t.Fatalf("view %d (point %v): read %s = %q, %v, %v; want %q, %v", i, mv.point, k, v, found, err, want, wantFound)
+	}
+}
+
+func (m *viewModel) release(i int) {
+	m.views[i].v.Release()
+	m.views = append(m.views[:i], m.views[i+1:]...)
+}
+
+func (m *viewModel) releaseAll() {
+	for _, mv := range m.views {
+		mv.v.Release()
 	}
 }
 

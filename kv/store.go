@@ -107,6 +107,9 @@ type Store struct {
 	// RestoreSnapshot; an error it returns is handled as a failure of that
 	// step.
 	restoreHook func(restoreStep) error
+	// commitHook, when set (tests), is called between Pebble's commit of
+	// a batch and the row cache's update.
+	commitHook func()
 
 	applied atomic.Uint64
 
@@ -575,6 +578,8 @@ type Metrics struct {
 	BlockCacheMisses    int64
 	RowCacheHits        int64 // batch reads the row cache served
 	RowCacheMisses      int64 // batch reads it did not (0 and 0 without a row cache)
+	RowCacheViewHits    int64 // View.Get reads the row cache served
+	RowCacheViewMisses  int64 // View.Get reads it did not (read from Pebble)
 }
 
 // Metrics returns the figures of the live Pebble store.
@@ -595,7 +600,7 @@ func (s *Store) Metrics() (Metrics, error) {
 			BlockCacheMisses:    pm.BlockCache.Misses,
 		}
 		if rows := s.h.rows; rows != nil {
-			m.RowCacheHits, m.RowCacheMisses = rows.stats()
+			m.RowCacheHits, m.RowCacheMisses, m.RowCacheViewHits, m.RowCacheViewMisses = rows.stats()
 		}
 		return nil
 	})
@@ -656,16 +661,22 @@ func (s *Store) commit(b *Batch, index uint64, more bool) error {
 		h.idsMu.Lock()
 		defer h.idsMu.Unlock()
 	}
+	// The row cache changes inside the odd window too: a View that saw
+	// the generation even and unchanged around taking its snapshot holds
+	// the cache's epoch of that snapshot's state (View).
 	s.viewGen.Add(1)
 	if err := b.b.Commit(s.writeOpts); err != nil {
 		s.settled.Store(false)
-		s.viewGen.Add(1)
 		b.rowsCommitted(true)
+		s.viewGen.Add(1)
 		return fmt.Errorf("kv: commit %d: %w", index, err)
 	}
 	s.settled.Store(b.settled)
-	s.viewGen.Add(1)
+	if s.commitHook != nil {
+		s.commitHook()
+	}
 	b.rowsCommitted(false)
+	s.viewGen.Add(1)
 	// The batch's results first: a batch of more than ResultsMax results
 	// evicts some of its own, which must leave the index too.
 	for _, id := range b.results {

@@ -2,6 +2,7 @@ package kv
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 )
 
@@ -81,4 +82,118 @@ func TestSettledView(t *testing.T) {
 	if kvs, err := w.Scan(nil, nil, 10); err != nil || len(kvs) != 1 || string(kvs[0].Value) != "three" {
 		t.Fatalf("view after the restore: %v, %v; want k=three", kvs, err)
 	}
+}
+
+// TestViewRowCacheDuringCommit checks that a view taken while a commit is
+// between Pebble and the row cache (Pebble holds the new rows, the cache
+// the old) does not read through the cache: the batch of the commit went
+// without the cache (another batch held it), so no slot it wrote was
+// marked pending, and the cached row of "a" is the old one until the
+// cache's update. Views before and after the commit read through it.
+func TestViewRowCacheDuringCommit(t *testing.T) {
+	s := openStore(t, Options{})
+	commit(t, s, 1, ops(put("a", "1")))
+	read := func(what, want string) {
+		t.Helper()
+		v, err := s.View()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer v.Release()
+		for range 2 { // the first read may fill the slot for the second
+			if got, found, err := v.Get(keyOf("a")); err != nil || !found || string(got) != want {
+				t.Fatalf("%s: a = %q, %v, %v; want %s", what, got, found, err, want)
+			}
+		}
+	}
+	read("before the commit", "1")
+	hits, _ := viewStats(s)
+	if hits != 1 {
+		t.Fatalf("view hits %d before the commit; want 1", hits)
+	}
+	holder := s.NewBatch() // holds the cache: the next batch goes without
+	defer holder.Close()
+	b := s.NewBatch()
+	defer b.Close()
+	if err := b.Put(keyOf("a"), valueOf("2")); err != nil {
+		t.Fatal(err)
+	}
+	during := false
+	s.commitHook = func() {
+		during = true
+		read("during the commit", "2")
+	}
+	if err := s.Commit(b, 2); err != nil {
+		t.Fatal(err)
+	}
+	s.commitHook = nil
+	if !during {
+		t.Fatal("the commit hook did not run")
+	}
+	if h, _ := viewStats(s); h != hits {
+		t.Fatalf("view hits %d after a view during the commit; want %d (none during it)", h, hits)
+	}
+	read("after the commit", "2")
+	if h, _ := viewStats(s); h != hits+1 {
+		t.Fatalf("view hits %d after the commit; want %d", h, hits+1)
+	}
+}
+
+// TestPointView checks a point view: it reads its state while no commit
+// comes, and fails with ErrViewMoved after one, unless a Scan took its
+// snapshot before; taken during a commit, it is a View, valid after.
+func TestPointView(t *testing.T) {
+	s := openStore(t, Options{})
+	long := string(bytes.Repeat([]byte("x"), rowCacheEntryMax)) // never cached
+	commit(t, s, 1, ops(put("a", "1"), put("b", long+"1")))
+	get := func(v *View, k, want string) {
+		t.Helper()
+		got, found, err := v.Get(keyOf(k))
+		if err != nil || !found || string(got) != want {
+			t.Fatalf("Get(%s) = %.8q, %v, %v; want %.8q", k, got, found, err, want)
+		}
+	}
+	pv, err := s.PointView()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pv.Release()
+	if pv.ps != nil {
+		t.Fatal("a point view took a snapshot")
+	}
+	for range 2 {
+		get(pv, "a", "1")
+		get(pv, "b", long+"1")
+	}
+	scanned, err := s.PointView()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer scanned.Release()
+	if kvs, err := scanned.Scan(keyOf("a"), keyOf("c"), 10); err != nil || len(kvs) != 2 {
+		t.Fatalf("Scan: %d rows, %v; want 2", len(kvs), err)
+	}
+	commit(t, s, 2, ops(put("a", "2"), put("b", long+"2")))
+	for _, k := range []string{"a", "b"} {
+		if got, _, err := pv.Get(keyOf(k)); !errors.Is(err, ErrViewMoved) {
+			t.Fatalf("Get(%s) after a commit = %.8q, %v; want ErrViewMoved", k, got, err)
+		}
+	}
+	if _, err := pv.Scan(keyOf("a"), keyOf("c"), 10); !errors.Is(err, ErrViewMoved) {
+		t.Fatalf("Scan after a commit: %v; want ErrViewMoved", err)
+	}
+	get(scanned, "a", "1")
+	get(scanned, "b", long+"1")
+
+	var during *View
+	s.commitHook = func() {
+		if during, err = s.PointView(); err != nil {
+			t.Error(err)
+		}
+	}
+	commit(t, s, 3, ops(put("a", "3")))
+	s.commitHook = nil
+	defer during.Release()
+	commit(t, s, 4, ops(put("a", "4")))
+	get(during, "a", "3")
 }

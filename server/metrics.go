@@ -327,6 +327,7 @@ type Metrics struct {
 	pbDisk, pbMemtable, pbTables, pbReadAmp, pbFlushes, pbCompactions, pbDebt, raftWAL *prometheus.Desc
 	pbCache, pbCacheHits, pbCacheMisses                                                *prometheus.Desc
 	rowCacheHits, rowCacheMisses                                                       *prometheus.Desc
+	rowCacheViewHits, rowCacheViewMisses                                               *prometheus.Desc
 }
 
 // NewMetrics returns the collector of the servers that servers returns at
@@ -418,6 +419,8 @@ func NewMetrics(servers func() []*Server) *Metrics {
 	m.pbCacheMisses = d("pebble_block_cache_misses_total", "Pebble: block cache misses.")
 	m.rowCacheHits = d("row_cache_hits_total", "Reads of rows by the executor that the row cache served.")
 	m.rowCacheMisses = d("row_cache_misses_total", "Reads of rows by the executor that the row cache did not serve (read from Pebble).")
+	m.rowCacheViewHits = d("row_cache_view_hits_total", "Point reads served at the leader (DESIGN 6.5) that the row cache served.")
+	m.rowCacheViewMisses = d("row_cache_view_misses_total", "Point reads served at the leader that the row cache did not serve (read from Pebble's snapshot).")
 	return m
 }
 
@@ -696,6 +699,8 @@ func (m *Metrics) collectStore(e emitter, ps kv.Metrics) {
 	e.counter(m.pbCacheMisses, uint64(ps.BlockCacheMisses))
 	e.counter(m.rowCacheHits, uint64(ps.RowCacheHits))
 	e.counter(m.rowCacheMisses, uint64(ps.RowCacheMisses))
+	e.counter(m.rowCacheViewHits, uint64(ps.RowCacheViewHits))
+	e.counter(m.rowCacheViewMisses, uint64(ps.RowCacheViewMisses))
 }
 
 // buildLabels are the labels of flexkv_build_info for the build bi: its
