@@ -2,6 +2,8 @@ package kv
 
 import (
 	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -81,38 +83,95 @@ func BenchmarkBatchGetLSM(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			s := openStore(b, Options{NoSync: true, RowCacheSlots: c.slots})
-			value := make([]byte, 100)
-			key := func(i int) []byte { return binary.BigEndian.AppendUint64([]byte{'k'}, uint64(i)) }
-			index := uint64(0)
-			put := func(from, to, step int) {
-				batch := s.NewBatch()
-				for i := from; i < to; i += step {
-					if err := batch.Put(key(i), value); err != nil {
-						b.Fatal(err)
-					}
-				}
-				index++
-				if err := s.Commit(batch, index); err != nil {
-					b.Fatal(err)
-				}
-				batch.Close()
-			}
-			for i := 0; i < keys; i += 1000 {
-				put(i, i+1000, 1)
-			}
-			db := s.h.db
-			if err := db.Compact(b.Context(), []byte{0}, []byte{0xff}, true); err != nil {
+			loadLSM(b, s, keys)
+			benchReads(b, s, lsmKey, keys, c.span)
+		})
+	}
+}
+
+func lsmKey(i int) []byte { return binary.BigEndian.AppendUint64([]byte{'k'}, uint64(i)) }
+
+// loadLSM gives s BenchmarkBatchGetLSM's shape: keys rows of 100 bytes,
+// lsmKey(0) to lsmKey(keys-1), compacted to the bottom level, a tenth
+// rewritten since, flushed or in the memtable.
+func loadLSM(b *testing.B, s *Store, keys int) {
+	value := make([]byte, 100)
+	key := lsmKey
+	index := uint64(0)
+	put := func(from, to, step int) {
+		batch := s.NewBatch()
+		for i := from; i < to; i += step {
+			if err := batch.Put(key(i), value); err != nil {
 				b.Fatal(err)
 			}
-			for r := range 4 {
-				put(r, keys, 40)
-				if err := db.Flush(); err != nil {
-					b.Fatal(err)
+		}
+		index++
+		if err := s.Commit(batch, index); err != nil {
+			b.Fatal(err)
+		}
+		batch.Close()
+	}
+	for i := 0; i < keys; i += 1000 {
+		put(i, i+1000, 1)
+	}
+	db := s.h.db
+	if err := db.Compact(b.Context(), []byte{0}, []byte{0xff}, true); err != nil {
+		b.Fatal(err)
+	}
+	for r := range 4 {
+		put(r, keys, 40)
+		if err := db.Flush(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	put(5, keys, 20)
+}
+
+// BenchmarkViewGet measures a leader's point reads (DESIGN 6.5): each
+// takes a view, reads one key and releases the view, from two goroutines
+// per processor, on BenchmarkBatchGetLSM's shape of store, among all its
+// keys (cold: the row cache holds a third of them) or 4,000 (hot). A
+// View without the row cache is what a read cost before reads went
+// through it; PointView takes no Pebble snapshot.
+func BenchmarkViewGet(b *testing.B) {
+	const keys = 100000
+	for _, c := range []struct {
+		name  string
+		slots int
+		point bool
+	}{
+		{"view-nocache", -1, false},
+		{"view", 0, false},
+		{"point", 0, true},
+	} {
+		for _, span := range []int{keys, 4000} {
+			b.Run(fmt.Sprintf("%s/span=%d", c.name, span), func(b *testing.B) {
+				s := openStore(b, Options{NoSync: true, RowCacheSlots: c.slots})
+				loadLSM(b, s, keys)
+				take := s.View
+				if c.point {
+					take = s.PointView
 				}
-			}
-			put(5, keys, 20)
-			benchReads(b, s, key, keys, c.span)
-		})
+				b.SetParallelism(2)
+				b.ReportAllocs()
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					n := rand.IntN(span)
+					for pb.Next() {
+						n = (n + 7919) % span
+						v, err := take()
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						if _, found, err := v.Get(lsmKey(n)); err != nil || !found {
+							b.Errorf("get %d: %v, found %v", n, err, found)
+						}
+						v.Release()
+					}
+				})
+			})
+		}
 	}
 }
 
