@@ -34,8 +34,11 @@
 // It serves only what Pebble holds committed, plus a batch's own writes to
 // that batch; a commit updates the rows it holds; RestoreSnapshot starts
 // an empty one. The executor builds one batch at a time: a batch opened
-// while another is open reads Pebble only. Store.Get, Scan and snapshots
-// read Pebble.
+// while another is open reads Pebble only. A View's point reads go through
+// the cache too while its epoch is the view's own (no commit since the
+// view was taken: view.go), and a point view (Store.PointView) takes no
+// Pebble snapshot at all while the cache or Pebble's unchanged state
+// serves it. Store.Get, Scan and Snapshots read Pebble.
 //
 // # Key layout
 //
