@@ -64,9 +64,11 @@ func (s *Server) identify(ctx context.Context) (context.Context, error) {
 		// its caller is the HTTP request's client certificate's user.
 		return ctx, nil
 	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	users, via := md.Get(apipb.UserHeader), md.Get(apipb.ForwardedByHeader)
-	c := caller{user: "-", direct: slices.Contains(md.Get(apipb.DirectHeader), "1")}
+	// Three lookups, not FromIncomingContext: that copies every header,
+	// at every call.
+	users := metadata.ValueFromIncomingContext(ctx, apipb.UserHeader)
+	via := metadata.ValueFromIncomingContext(ctx, apipb.ForwardedByHeader)
+	c := caller{user: "-", direct: slices.Contains(metadata.ValueFromIncomingContext(ctx, apipb.DirectHeader), "1")}
 	if len(users) > 1 || len(via) > 1 {
 		return nil, status.Errorf(codes.PermissionDenied, "server: %d %s and %d %s headers, want at most one of each", len(users), apipb.UserHeader, len(via), apipb.ForwardedByHeader)
 	}
