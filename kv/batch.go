@@ -81,9 +81,12 @@ func (b *Batch) Get(key []byte) ([]byte, bool, error) {
 		return nil, false, err
 	}
 	var rows *rowCache // nil: the batch goes without the row cache
-	if b.rowToken != 0 {
+	// A batch that deleted a range reads through its iterator alone: its
+	// slots are not marked for the keys of the range, and a fill would
+	// store its own deletion as committed.
+	if b.rowToken != 0 && !b.ranged {
 		rows = b.h.rows
-		v, found, ok, mine := rows.get(b.rowToken, key)
+		v, found, ok, mine := rows.get(b.rowToken, key, b.it != nil, b.itEpoch)
 		switch {
 		case mine > 0:
 			// The batch's own last write of key, if it kept its value;
@@ -257,6 +260,16 @@ func (b *Batch) wrote(key, value []byte, found bool) {
 		w.value = sc.buf[n:len(sc.buf):len(sc.buf)]
 	}
 	sc.writes = append(sc.writes, w)
+}
+
+// rowsCommitting advances the row cache's epoch before the batch's
+// commit, if the commit may change a row: an iterator made while Pebble
+// commits, whose fills the epoch tells, may already see the new rows, and
+// a View taken before the commit must not read them.
+func (b *Batch) rowsCommitting() {
+	if rows := b.h.rows; rows != nil && (b.ranged || len(b.rows.writes) > 0 || len(b.rows.slots) > 0) {
+		rows.advance()
+	}
 }
 
 // rowsCommitted updates the row cache after the batch's commit: failed

@@ -224,7 +224,7 @@ func BenchmarkRowCacheGet(b *testing.B) {
 			cs[i].fill(0, k, value, true)
 		}
 		for _, k := range keys {
-			if _, found, ok, _ := cs[i].get(0, k); ok && found {
+			if _, found, ok, _ := cs[i].get(0, k, false, 0); ok && found {
 				held++
 			}
 		}
@@ -235,7 +235,7 @@ func BenchmarkRowCacheGet(b *testing.B) {
 	for b.Loop() {
 		x = x*6364136223846793005 + 1442695040888963407 // a fixed sequence, not the keys' order
 		c, k := cs[(x>>32)%caches], keys[(x>>8)%rows]
-		c.get(0, k)
+		c.get(0, k, false, 0)
 	}
 	b.ReportMetric(float64(held)/(caches*rows), "held")
 }

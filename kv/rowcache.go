@@ -40,7 +40,13 @@ const (
 //   - a batch's read of a key fills its slot from the committed state, unless
 //     the batch wrote a key of that slot (its read may then see its own
 //     write) or a data commit came after the batch's iterator was made (its
-//     read may predate that commit: the epoch tells);
+//     read may predate that commit: the epoch tells); a batch that deleted
+//     a range neither reads the cache nor fills it (its slots are not
+//     marked for the range's keys);
+//   - the epoch advances when a commit that changes rows begins and when
+//     it ends, so that a fill from an iterator made while Pebble commits
+//     counts for no one's epoch before; a batch's iterator reads the cache
+//     only at its own epoch (a View may fill a slot at a later one);
 //   - a batch's write of a key marks the slot pending for the batch and, if
 //     the slot holds that key, is kept by the batch (Batch.wrote). While
 //     pending, the slot takes no fill, and serves only its batch: the
@@ -186,6 +192,13 @@ func (c *rowCache) begin() (token uint64, sc rowScratch) {
 	return c.batch, sc
 }
 
+// advance advances the epoch: a commit is about to change rows.
+func (c *rowCache) advance() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.epoch++
+}
+
 // currentEpoch returns the epoch a read through an iterator made now sees.
 func (c *rowCache) currentEpoch() uint64 {
 	c.mu.Lock()
@@ -199,8 +212,10 @@ func (c *rowCache) currentEpoch() uint64 {
 // (Batch.wrote keeps every write of a key its slot holds, and a pending
 // slot takes no other row): mine is then 1 + the index of its last such
 // write, what it reads, and get returns no row; else (mine 0) the
-// committed row is what it reads.
-func (c *rowCache) get(token uint64, key []byte) (value []byte, found, ok bool, mine int32) {
+// committed row is what it reads, served only if the cache is still at the
+// epoch of the batch's iterator when pinned tells it has one (a View may
+// have filled the slot with a row of a later commit).
+func (c *rowCache) get(token uint64, key []byte, pinned bool, epoch uint64) (value []byte, found, ok bool, mine int32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	i := c.slotIndex(key)
@@ -210,10 +225,19 @@ func (c *rowCache) get(token uint64, key []byte) (value []byte, found, ok bool, 
 		c.misses++
 		return nil, false, false, 0
 	}
-	c.hits++
 	switch {
 	case s.pending != 0 && s.mine > 0:
+		c.hits++
 		return nil, false, true, s.mine
+	case pinned && epoch != c.epoch:
+		// The batch reads through an iterator of an earlier epoch: a
+		// commit came since (another batch's, which went without the
+		// cache), and the row may be of it.
+		c.misses++
+		return nil, false, false, 0
+	}
+	c.hits++
+	switch {
 	case s.flags&rowFound == 0:
 		return nil, false, true, 0
 	}

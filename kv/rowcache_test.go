@@ -158,7 +158,7 @@ func TestRowCacheLongRows(t *testing.T) {
 	c := newRowCache(1)
 	wantHeld := func(n int, held bool) {
 		t.Helper()
-		v, found, ok, _ := c.get(0, key)
+		v, found, ok, _ := c.get(0, key, false, 0)
 		switch {
 		case ok != held:
 			t.Fatalf("row of %d bytes: cached %v, want %v", n, ok, held)
@@ -490,6 +490,8 @@ func TestRowCacheOverlappingBatches(t *testing.T) {
 			keys := []string{"a", "b", "c", "d", "e"}
 			var batches []*open
 			index := uint64(0)
+			views := &viewModel{t: t, s: s, r: r}
+			defer views.releaseAll()
 			closeAt := func(i int) {
 				batches[i].b.Close()
 				batches = append(batches[:i], batches[i+1:]...)
@@ -525,9 +527,12 @@ func TestRowCacheOverlappingBatches(t *testing.T) {
 							committed[k] = *v
 						}
 					}
+					views.commits++
 					closeAt(i)
 				case op == 2:
 					closeAt(r.IntN(len(batches)))
+				case op == 3: // a leader's read, exact whatever the batches
+					views.step(committed, keys[r.IntN(len(keys))])
 				default:
 					x := batches[r.IntN(len(batches))]
 					k := keys[r.IntN(len(keys))]
@@ -592,5 +597,70 @@ func TestRowCacheKeepsCopies(t *testing.T) {
 	b.Close()
 	if v, found := batchGet(t, s, "k"); !found || v != "new" {
 		t.Fatalf("k = %q, %v; want new", v, found)
+	}
+}
+
+// TestRowCacheBatchKeepsItsEpoch: a batch that holds the cache and reads
+// through an iterator made before another batch's commit (one that went
+// without the cache) reads both keys that commit wrote as its iterator
+// sees them, though a View filled one's slot with the new row since.
+func TestRowCacheBatchKeepsItsEpoch(t *testing.T) {
+	s := openStore(t, Options{})
+	commit(t, s, 1, ops(put("k0", "x"), put("k1", "0"), put("k2", "0")))
+	holder := s.NewBatch()
+	defer holder.Close()
+	if _, _, err := holder.Get(keyOf("k0")); err != nil { // its iterator, now
+		t.Fatal(err)
+	}
+	commit(t, s, 2, ops(put("k1", "1"), put("k2", "1"))) // without the cache
+	v, err := s.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := v.Get(keyOf("k1")); err != nil || string(got) != "1" { // fills k1's slot
+		t.Fatalf("view: k1 = %q, %v; want 1", got, err)
+	}
+	v.Release()
+	for _, k := range []string{"k1", "k2"} {
+		if got, _, err := holder.Get(keyOf(k)); err != nil || string(got) != "0" {
+			t.Fatalf("holder: %s = %q, %v; want 0, as its iterator sees it", k, got, err)
+		}
+	}
+}
+
+// TestRowCacheDeleteRange: a batch that deleted a range reads its own
+// deletion, fills nothing, and leaves views and the next batch the
+// committed rows when it is closed without a commit.
+func TestRowCacheDeleteRange(t *testing.T) {
+	s := openStore(t, Options{})
+	commit(t, s, 1, ops(put("k1", "1"), put("k2", "2")))
+	batchGet(t, s, "k1") // cached
+	b := s.NewBatch()
+	defer b.Close()
+	if err := b.DeleteRange(keyOf("k"), keyOf("l")); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"k1", "k2"} {
+		if got, found, err := b.Get(keyOf(k)); err != nil || found {
+			t.Fatalf("batch after its DeleteRange: %s = %q, %v, %v; want none", k, got, found, err)
+		}
+	}
+	for _, take := range []func() (*View, error){s.View, s.PointView} {
+		v, err := take()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, want := range map[string]string{"k1": "1", "k2": "2"} {
+			if got, found, err := v.Get(keyOf(k)); err != nil || !found || string(got) != want {
+				t.Errorf("view while the batch is open: %s = %q, %v, %v; want %s", k, got, found, err, want)
+			}
+		}
+		v.Release()
+	}
+	b.Close()
+	for k, want := range map[string]string{"k1": "1", "k2": "2"} {
+		if got, found := batchGet(t, s, k); !found || got != want {
+			t.Errorf("next batch: %s = %q, %v; want %s", k, got, found, want)
+		}
 	}
 }

@@ -665,6 +665,7 @@ func (s *Store) commit(b *Batch, index uint64, more bool) error {
 	// the generation even and unchanged around taking its snapshot holds
 	// the cache's epoch of that snapshot's state (View).
 	s.viewGen.Add(1)
+	b.rowsCommitting()
 	if err := b.b.Commit(s.writeOpts); err != nil {
 		s.settled.Store(false)
 		b.rowsCommitted(true)

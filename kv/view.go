@@ -40,9 +40,11 @@ func (s *Store) View() (*View, error) { return s.view(false) }
 // PointView returns a view of the committed state for point reads made at
 // once, by one goroutine: it takes no Pebble snapshot (whose release, with
 // many readers, costs more than a read the row cache serves), so its reads
-// are of its state only while no commit comes. A read after one fails with
-// ErrViewMoved, unless the view's first Scan took a snapshot before it
-// (a Scan needs one). Taken while a commit runs, it is a View.
+// are of its state only while no commit comes. After one, a read the row
+// cache serves at the view's epoch (no commit that changed rows came) is
+// still of the view's state, and a read that needs Pebble fails with
+// ErrViewMoved, unless a Scan took the view's snapshot before the commit (a
+// Scan needs one). Taken while a commit runs, it is a View.
 func (s *Store) PointView() (*View, error) { return s.view(true) }
 
 // view returns a View, a point view if point. It reads through the row

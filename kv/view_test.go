@@ -197,3 +197,45 @@ func TestPointView(t *testing.T) {
 	commit(t, s, 4, ops(put("a", "4")))
 	get(during, "a", "3")
 }
+
+// TestViewDuringTokenZeroCommit: while a batch that went without the
+// cache commits, the batch that holds the cache makes its iterator after
+// Pebble's commit and before the cache's update, and fills a slot with a
+// new row; a View taken before the commit must not read it.
+func TestViewDuringTokenZeroCommit(t *testing.T) {
+	s := openStore(t, Options{})
+	commit(t, s, 1, ops(put("k1", "0"), put("k2", "0")))
+	v, err := s.View()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Release()
+	holder := s.NewBatch()
+	defer holder.Close()
+	b := s.NewBatch() // without the cache
+	defer b.Close()
+	for _, k := range []string{"k1", "k2"} {
+		if err := b.Put(keyOf(k), valueOf("1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.commitHook = func() {
+		if got, _, err := holder.Get(keyOf("k1")); err != nil || string(got) != "1" { // fills k1's slot
+			t.Errorf("holder during the commit: k1 = %q, %v; want 1", got, err)
+		}
+		for _, k := range []string{"k1", "k2"} {
+			if got, _, err := v.Get(keyOf(k)); err != nil || string(got) != "0" {
+				t.Errorf("view of before the commit: %s = %q, %v; want 0", k, got, err)
+			}
+		}
+	}
+	if err := s.Commit(b, 2); err != nil {
+		t.Fatal(err)
+	}
+	s.commitHook = nil
+	for _, k := range []string{"k1", "k2"} {
+		if got, _, err := v.Get(keyOf(k)); err != nil || string(got) != "0" {
+			t.Errorf("view of before the commit, after it: %s = %q, %v; want 0", k, got, err)
+		}
+	}
+}

@@ -419,8 +419,8 @@ func NewMetrics(servers func() []*Server) *Metrics {
 	m.pbCacheMisses = d("pebble_block_cache_misses_total", "Pebble: block cache misses.")
 	m.rowCacheHits = d("row_cache_hits_total", "Reads of rows by the executor that the row cache served.")
 	m.rowCacheMisses = d("row_cache_misses_total", "Reads of rows by the executor that the row cache did not serve (read from Pebble).")
-	m.rowCacheViewHits = d("row_cache_view_hits_total", "Point reads served at the leader (DESIGN 6.5) that the row cache served.")
-	m.rowCacheViewMisses = d("row_cache_view_misses_total", "Point reads served at the leader that the row cache did not serve (read from Pebble's snapshot).")
+	m.rowCacheViewHits = d("row_cache_view_hits_total", "Point reads of views at the leader (reads and read-only calls, DESIGN 6.5) that the row cache served.")
+	m.rowCacheViewMisses = d("row_cache_view_misses_total", "Point reads of views at the leader that the row cache did not serve (read from Pebble).")
 	return m
 }
 
