@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"testing"
 	"time"
@@ -156,7 +158,9 @@ func reflectOnce(ctx context.Context, cc *grpc.ClientConn, method string, req *r
 	if err != nil {
 		return nil, err
 	}
-	if err := st.SendMsg(req); err != nil {
+	// io.EOF from SendMsg: the server ended the stream first (an
+	// Unimplemented method may); RecvMsg returns its status.
+	if err := st.SendMsg(req); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
 	if err := st.CloseSend(); err != nil {
