@@ -237,8 +237,7 @@ func (c *rowCache) get(token uint64, key []byte, pinned bool, epoch uint64) (val
 		return nil, false, false, 0
 	}
 	c.hits++
-	switch {
-	case s.flags&rowFound == 0:
+	if s.flags&rowFound == 0 {
 		return nil, false, true, 0
 	}
 	return append(make([]byte, 0, s.vlen), row[s.klen:]...), true, true, 0
