@@ -267,7 +267,7 @@ func (b *Batch) wrote(key, value []byte, found bool) {
 // commits, whose fills the epoch tells, may already see the new rows, and
 // a View taken before the commit must not read them.
 func (b *Batch) rowsCommitting() {
-	if rows := b.h.rows; rows != nil && (b.ranged || len(b.rows.writes) > 0 || len(b.rows.slots) > 0) {
+	if rows := b.h.rows; rows != nil && (b.ranged || b.rows.wroteRows()) {
 		rows.advance()
 	}
 }
@@ -282,7 +282,7 @@ func (b *Batch) rowsCommitted(failed bool) {
 	case failed || b.ranged:
 		rows.purge()
 		rows.release(b.rowToken, b.rows)
-	case len(b.rows.writes) > 0 || len(b.rows.slots) > 0:
+	case b.rows.wroteRows():
 		rows.committed(b.rowToken, b.rows)
 	default:
 		rows.release(b.rowToken, b.rows)

@@ -171,6 +171,10 @@ type rowScratch struct {
 	buf    []byte
 }
 
+// wroteRows reports whether the batch of sc wrote a user key: every write
+// of a batch marks a slot (with the cache) or is kept (without it).
+func (sc *rowScratch) wroteRows() bool { return len(sc.writes) > 0 || len(sc.slots) > 0 }
+
 // Bounds of the scratch the cache keeps for the next batch.
 const (
 	rowScratchSlotsMax  = 4096
@@ -237,10 +241,16 @@ func (c *rowCache) get(token uint64, key []byte, pinned bool, epoch uint64) (val
 		return nil, false, false, 0
 	}
 	c.hits++
+	value, found = slotValue(s, row)
+	return value, found, true, 0
+}
+
+// slotValue returns a copy of the value of slot s's row, if it has one.
+func slotValue(s *rowSlot, row []byte) (value []byte, found bool) {
 	if s.flags&rowFound == 0 {
-		return nil, false, true, 0
+		return nil, false
 	}
-	return append(make([]byte, 0, s.vlen), row[s.klen:]...), true, true, 0
+	return append(make([]byte, 0, s.vlen), row[s.klen:]...), true
 }
 
 // viewGet returns a copy of the cached row of key for a View whose
@@ -264,10 +274,8 @@ func (c *rowCache) viewGet(epoch uint64, key []byte) (value []byte, found, ok bo
 		return nil, false, false
 	}
 	c.viewHits++
-	if s.flags&rowFound == 0 {
-		return nil, false, true
-	}
-	return append(make([]byte, 0, s.vlen), row[s.klen:]...), true, true
+	value, found = slotValue(s, row)
+	return value, found, true
 }
 
 // fill caches key's committed value, read through an iterator (or a
