@@ -2,6 +2,7 @@ package replication
 
 import (
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -19,10 +20,40 @@ import (
 // group with a voter down would count on an empty, or absent, new voter
 // for every quorum, and lose its leader for good (an empty log refuses
 // votes, DESIGN 13).
+//
+// It also confirms a leader's term for its read barriers (readindex.go,
+// confirmLeader), which hashicorp/raft's VerifyLeader alone cannot do
+// soundly: that counts any answer that arrives after the verification
+// began, an answer to a call made before it too. Here every AppendEntries
+// call takes the next number of the wrapper's count of calls before it
+// goes out, and an answer in the call's own term (the follower had not
+// moved past it) confirms the term as of that number: an answer counts
+// for a barrier only if its call was numbered after the barrier began,
+// so the follower produced it after that.
 type peerProgress struct {
 	raft.Transport
 	mu    sync.Mutex
 	peers map[raft.ServerID]peerContact
+	calls uint64 // AppendEntries calls begun
+	// terms holds, for each follower, the last term it confirmed and the
+	// number of the last call it confirmed it for.
+	terms map[raft.ServerID]termAnswer
+	waits []*termWait // confirmations awaited (watch)
+}
+
+// termAnswer is a follower's latest answer in the term of its call.
+type termAnswer struct {
+	term uint64
+	call uint64 // the call's number
+}
+
+// termWait is a confirmation awaited: done closes once need of voters
+// answered in term to calls numbered after after.
+type termWait struct {
+	term, after uint64
+	voters      []raft.ServerID
+	need        int
+	done        chan struct{}
 }
 
 // peerContact is what a follower last answered.
@@ -32,11 +63,16 @@ type peerContact struct {
 }
 
 func newPeerProgress(t raft.Transport) *peerProgress {
-	return &peerProgress{Transport: t, peers: map[raft.ServerID]peerContact{}}
+	return &peerProgress{Transport: t, peers: map[raft.ServerID]peerContact{}, terms: map[raft.ServerID]termAnswer{}}
 }
 
 // AppendEntries records the follower's answer.
 func (p *peerProgress) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	term := args.Term
+	p.mu.Lock()
+	p.calls++
+	call := p.calls
+	p.mu.Unlock()
 	if err := p.Transport.AppendEntries(id, target, args, resp); err != nil {
 		return err
 	}
@@ -44,7 +80,12 @@ func (p *peerProgress) AppendEntries(id raft.ServerID, target raft.ServerAddress
 	if resp.Success && len(args.Entries) > 0 {
 		last = max(last, args.Entries[len(args.Entries)-1].Index)
 	}
-	p.record(id, last)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.recordLocked(id, last)
+	if resp.Term == term {
+		p.answeredLocked(id, term, call)
+	}
 	return nil
 }
 
@@ -67,17 +108,67 @@ func (p *peerProgress) InstallSnapshot(id raft.ServerID, target raft.ServerAddre
 		return err
 	}
 	if resp.Success {
-		p.record(id, args.LastLogIndex)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.recordLocked(id, args.LastLogIndex)
 	}
 	return nil
 }
 
-func (p *peerProgress) record(id raft.ServerID, lastLog uint64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+func (p *peerProgress) recordLocked(id raft.ServerID, lastLog uint64) {
 	// A follower's log may shrink (a conflicting suffix truncated): the
 	// newest answer counts.
 	p.peers[id] = peerContact{lastLog: lastLog, at: time.Now()}
+}
+
+// answeredLocked records id's answer in term to call number call, and
+// closes the waits it completes.
+func (p *peerProgress) answeredLocked(id raft.ServerID, term, call uint64) {
+	if a := p.terms[id]; term < a.term || (term == a.term && call < a.call) {
+		return // an older call's answer, overtaken
+	}
+	p.terms[id] = termAnswer{term: term, call: call}
+	p.waits = slices.DeleteFunc(p.waits, func(w *termWait) bool {
+		if w.term != term || p.answersLocked(w) < w.need {
+			return false
+		}
+		close(w.done)
+		return true
+	})
+}
+
+// answersLocked counts the voters of w that answered in its term to calls
+// numbered after its start.
+func (p *peerProgress) answersLocked(w *termWait) int {
+	n := 0
+	for _, v := range w.voters {
+		if a := p.terms[v]; a.term == w.term && a.call > w.after {
+			n++
+		}
+	}
+	return n
+}
+
+// watch starts waiting for need of voters (followers, the leader not among
+// them) to answer in term to calls begun from now on; the wait's done
+// closes then, at once if need is 0. unwatch ends it.
+func (p *peerProgress) watch(term uint64, voters []raft.ServerID, need int) *termWait {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w := &termWait{term: term, after: p.calls, voters: voters, need: need, done: make(chan struct{})}
+	if need <= 0 {
+		close(w.done)
+		return w
+	}
+	p.waits = append(p.waits, w)
+	return w
+}
+
+// unwatch drops w, completed or not.
+func (p *peerProgress) unwatch(w *termWait) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.waits = slices.DeleteFunc(p.waits, func(o *termWait) bool { return o == w })
 }
 
 // contact returns what id last answered; false if it never did.

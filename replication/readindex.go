@@ -29,6 +29,7 @@ type readRounds struct {
 
 	rounds atomic.Uint64 // rounds run
 	served atomic.Uint64 // reads the rounds served
+	early  atomic.Uint64 // rounds raft's VerifyLeader passed before fresh answers (confirmLeader)
 }
 
 // readRound is one barrier shared by the reads that joined it.
@@ -88,11 +89,16 @@ type ReadStats struct {
 	// entry of its term yet); Reads the reads they served. Reads/Rounds
 	// is how many reads shared a round.
 	Rounds, Reads uint64
+	// Early counts the rounds in which hashicorp/raft's VerifyLeader
+	// passed before a majority had answered calls made after the round
+	// began (it may count older answers): those rounds waited on for
+	// fresh answers (confirmLeader).
+	Early uint64
 }
 
 // ReadStats returns the replica's read-barrier counts.
 func (r *Replica) ReadStats() ReadStats {
-	return ReadStats{Rounds: r.reads.rounds.Load(), Reads: r.reads.served.Load()}
+	return ReadStats{Rounds: r.reads.rounds.Load(), Reads: r.reads.served.Load(), Early: r.reads.early.Load()}
 }
 
 // WaitApplied returns once the replica's state has applied index, or with

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/flexkv/flexkv/multicast/protocol"
 )
 
@@ -197,6 +199,150 @@ func TestDeposedLeaderRefusesReads(t *testing.T) {
 		return false
 	})
 	refused("with a new leader elected")
+}
+
+// TestReadBarrierRefusesStaleAnswers: a read barrier does not pass on
+// answers to calls the leader made before it began, although hashicorp/raft's
+// VerifyLeader may count them (design 6.5). The leader's answers are held
+// (answerHold): the followers get and process every call at once, but the
+// answers reach raft only when the test releases them. A round starts while
+// each follower has a held answer, to a call made before the round; the test
+// releases those, and not the answers to any later call. Raft's verification
+// may pass on them (the round counts it in ReadStats.Early: the test tries
+// until that happened once); the barrier must not, and fails at
+// ApplyTimeout. Once the answers flow again, barriers pass.
+func TestReadBarrierRefusesStaleAnswers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster test")
+	}
+	c := newTestClusterWith(t, protocol.FlexCast, 1, 3, clusterOpts{})
+	c.leader(0)
+	holds := make([]*answerHold, 3)
+	for i := range 3 {
+		c.stop(0, i)
+		// A lease (half the election timeout) far longer than a held round.
+		c.reps[0][i].cfg.ElectionTimeout = 3 * time.Second
+		c.reps[0][i].cfg.ApplyTimeout = 300 * time.Millisecond
+		h := newAnswerHold()
+		holds[i] = h
+		c.reps[0][i].cfg.wrapRaft = func(tr raft.Transport) raft.Transport {
+			h.Transport = tr
+			return h
+		}
+		defer h.releaseAll() // before the cluster stops: raft waits for its calls
+	}
+	for i := range 3 {
+		c.start(0, i)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l := c.leader(0)
+	leader, h := c.reps[0][l].r, holds[l]
+	if err := leader.ReadBarrier(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for attempt := 1; leader.ReadStats().Early == 0; attempt++ {
+		if attempt > 10 {
+			t.Fatalf("raft's VerifyLeader never passed on held answers in %d rounds: the test did not make the case it tests", attempt-1)
+		}
+		stale := h.hold()
+		waitFor(t, "a held answer from each follower", func() bool { return h.heldFrom() == 2 })
+		h.hold() // the calls made from now on: held until the end
+		errs := make(chan error, 1)
+		go func() { errs <- leader.ReadBarrier(ctx) }()
+		waitFor(t, "the round to wait for answers", leader.progress.waiting)
+		h.release(stale)
+		if err := <-errs; !errors.Is(err, ErrReadTimeout) {
+			t.Fatalf("attempt %d: a read barrier begun while every answer was held, with only the answers to calls made before it released: %v, want ErrReadTimeout", attempt, err)
+		}
+		h.releaseAll()
+		if err := leader.ReadBarrier(ctx); err != nil {
+			t.Fatalf("attempt %d: a read barrier once the answers flow again: %v", attempt, err)
+		}
+	}
+}
+
+// answerHold is a raft transport that holds the answers to AppendEntries
+// calls: the follower gets and processes a call at once, and raft gets its
+// answer once the hold's generation at the call is released.
+type answerHold struct {
+	raft.Transport
+	mu       sync.Mutex
+	cond     *sync.Cond
+	gen      uint64 // generation of the calls made now
+	released uint64 // answers of generations up to it are returned
+	held     map[raft.ServerID]int
+}
+
+func newAnswerHold() *answerHold {
+	h := &answerHold{held: map[raft.ServerID]int{}}
+	h.cond = sync.NewCond(&h.mu)
+	return h
+}
+
+func (h *answerHold) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	h.mu.Lock()
+	gen := h.gen
+	h.mu.Unlock()
+	err := h.Transport.AppendEntries(id, target, args, resp)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.held[id]++
+	for gen > h.released {
+		h.cond.Wait()
+	}
+	h.held[id]--
+	return err
+}
+
+func (h *answerHold) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	return preVoteThrough(h.Transport, id, target, args, resp)
+}
+
+func (h *answerHold) Close() error { return closeTransport(h.Transport) }
+
+// hold starts a generation, whose calls' answers are held, and returns it.
+func (h *answerHold) hold() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.gen++
+	return h.gen
+}
+
+// heldFrom returns how many followers have an answer held.
+func (h *answerHold) heldFrom() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, c := range h.held { //flexkv:unordered a count
+		if c > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// release returns the held answers of generations up to gen.
+func (h *answerHold) release(gen uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.released = max(h.released, gen)
+	h.cond.Broadcast()
+}
+
+// releaseAll returns every answer held and ends holding.
+func (h *answerHold) releaseAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.released = h.gen
+	h.cond.Broadcast()
+}
+
+// waiting reports whether a confirmation of a term is awaited.
+func (p *peerProgress) waiting() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.waits) > 0
 }
 
 // waitFor waits until cond holds, failing t after a minute.

@@ -115,6 +115,10 @@ type Config struct {
 	// it applied it: for delivery logs and metrics. It runs with the state
 	// locked, in log order: it must be quick and must not call the replica.
 	Observe func(out rawnode.Output, leader bool)
+
+	// wrapRaft, when set (tests), wraps raft's transport under the
+	// replica's own wrappers: a test holds or drops what raft sends there.
+	wrapRaft func(raft.Transport) raft.Transport
 }
 
 func (c *Config) fill() error {
@@ -259,6 +263,9 @@ func Open(cfg Config) (*Replica, error) {
 	if cfg.Existing {
 		r.guard = newVoteGuard(r.trans, rc.LocalID, func() bool { return r.logEmpty(snaps) })
 		trans = r.guard
+	}
+	if cfg.wrapRaft != nil {
+		trans = cfg.wrapRaft(trans)
 	}
 	r.progress = newPeerProgress(trans)
 	trans = r.progress
@@ -665,7 +672,7 @@ func (r *Replica) readBarrier(ctx context.Context) error {
 		}
 		r.termCommitted.Store(term)
 	}
-	if err := r.leaderErr(r.await(ctx, r.raft.VerifyLeader())); err != nil {
+	if err := r.confirmLeader(ctx, term); err != nil {
 		return err
 	}
 	if r.raft.CurrentTerm() != term {
@@ -676,6 +683,67 @@ func (r *Replica) readBarrier(ctx context.Context) error {
 		return r.leaderErr(r.await(ctx, r.raft.Barrier(r.cfg.ApplyTimeout)))
 	}
 	return r.WaitApplied(ctx, target)
+}
+
+// confirmLeader returns once a majority of the group's voters (the leader
+// with them, if it votes) answered in term to calls the leader made after
+// confirmLeader began (peerProgress): no other leader had been elected by
+// then. VerifyLeader makes raft send a heartbeat to every follower at once,
+// and tells when the replica no longer leads; its success alone does not
+// do, for it may count answers to calls made before (the stale answers
+// that design 6.5 describes): the round then waits for the next ones.
+// Appends that carry entries confirm too, so that under writes a round may
+// end before its heartbeats answer.
+func (r *Replica) confirmLeader(ctx context.Context, term uint64) error {
+	voters, need := r.votersBesides(r.raft.GetConfiguration().Configuration())
+	w := r.progress.watch(term, voters, need)
+	defer r.progress.unwatch(w)
+	verified := make(chan error, 1)
+	verify := r.raft.VerifyLeader()
+	go func() { verified <- verify.Error() }()
+	for {
+		select {
+		case <-w.done:
+			return nil
+		case err := <-verified:
+			if err != nil {
+				return r.leaderErr(err)
+			}
+			select {
+			case <-w.done: // the answers raft counted were fresh
+				return nil
+			default:
+			}
+			// Raft counted answers that may be stale (or a non-voter's:
+			// it counts every follower's): wait for the ones to the
+			// heartbeats it sent now.
+			r.reads.early.Add(1)
+			verified = nil
+		case <-r.stop:
+			return raft.ErrRaftShutdown
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// votersBesides returns the voters of configuration c other than this
+// replica, and how many of them make a majority of c's voters with this
+// replica's vote, if it has one.
+func (r *Replica) votersBesides(c raft.Configuration) (voters []raft.ServerID, need int) {
+	all, self := 0, 0
+	for _, s := range c.Servers {
+		if s.Suffrage != raft.Voter {
+			continue
+		}
+		all++
+		if s.ID == raft.ServerID(r.cfg.ID) {
+			self = 1
+			continue
+		}
+		voters = append(voters, s.ID)
+	}
+	return voters, all/2 + 1 - self
 }
 
 // lastCommandAtOrBelow returns the index of the last command entry at or

@@ -314,7 +314,7 @@ type Metrics struct {
 	core map[multicast.Protocol][]*prometheus.Desc
 
 	raftLeader, raftState, raftTerm, raftLast, raftCommit, raftApplied *prometheus.Desc
-	readBarriers, readBarrierReads, reads                              *prometheus.Desc
+	readBarriers, readBarrierReads, readBarriersEarly, reads           *prometheus.Desc
 	moveBytes, movesRefused                                            *prometheus.Desc
 
 	txnExecuted, txnAborted, txnQueued, txnVotes, txnVotesJunk *prometheus.Desc
@@ -401,6 +401,7 @@ func NewMetrics(servers func() []*Server) *Metrics {
 
 	m.readBarriers = d("read_barriers_total", "Read barriers run at this replica as leader (DESIGN 5): a heartbeat round each, shared by every linearizable read waiting when it starts.")
 	m.readBarrierReads = d("read_barrier_reads_total", "Linearizable reads served by the read barriers: divided by flexkv_read_barriers_total, the reads per barrier.")
+	m.readBarriersEarly = d("read_barriers_early_total", "Read barriers in which raft's own leadership check passed on answers that may predate the barrier, and which waited for answers to calls made after it began (design 6.5).")
 	m.reads = d("reads_total", "Linearizable reads (Get, read-only transactions and calls of one group), by path: leader (on the applied state after a barrier, DESIGN 6.5) or log (held up by queued deliveries, or a call that wrote, they went through the log).", "path")
 	m.moveBytes = d("partition_move_bytes", "Bytes of keys and values of moving partitions this replica copied in, as its group's leader (DESIGN 14).")
 	m.movesRefused = d("partition_move_refusals_total", "Requests refused as busy for touching a partition moving in their epoch (the client retries).")
@@ -492,6 +493,7 @@ func (m *Metrics) collect(ch chan<- prometheus.Metric, s *Server) {
 	rs := s.replica.ReadStats()
 	e.counter(m.readBarriers, rs.Rounds)
 	e.counter(m.readBarrierReads, rs.Reads)
+	e.counter(m.readBarriersEarly, rs.Early)
 	e.counter(m.reads, s.reads.leader.Load(), "leader")
 	e.counter(m.reads, s.reads.log.Load(), "log")
 	m.collectExecutor(e, s.exec.Stats())

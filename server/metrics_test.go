@@ -191,7 +191,7 @@ func TestServerMetricsAddr(t *testing.T) {
 	defer srv.Close()
 	f := testcluster.ScrapeHTTP(t, addr)
 	r := map[string]string{"group": "g1", "replica": "r1"}
-	for _, name := range []string{"flexkv_skeen_clock", "flexkv_raft_term", "flexkv_txn_executions_total", "flexkv_txn_votes_sent_total", "flexkv_txn_votes_evicted_total", "flexkv_txn_session_results", "flexkv_txn_results_acknowledged_total", "flexkv_pebble_disk_bytes", "flexkv_row_cache_view_hits_total"} {
+	for _, name := range []string{"flexkv_skeen_clock", "flexkv_raft_term", "flexkv_txn_executions_total", "flexkv_txn_votes_sent_total", "flexkv_txn_votes_evicted_total", "flexkv_txn_session_results", "flexkv_txn_results_acknowledged_total", "flexkv_pebble_disk_bytes", "flexkv_row_cache_view_hits_total", "flexkv_read_barriers_early_total"} {
 		if len(f.Series(name, r)) != 1 {
 			t.Errorf("no %s{group=g1,replica=r1} in %s", name, strings.Join(names(f), " "))
 		}
