@@ -17,6 +17,10 @@ import (
 const (
 	KillLeader   = "kill-leader"   // SIGKILL a group's leader, restart it after the hold
 	KillFollower = "kill-follower" // SIGKILL a follower, restart it after the hold
+	// PauseLeader: SIGSTOP a group's leader, SIGCONT after the hold: it
+	// wakes believing it leads, its peers' answers from before the pause
+	// and its clients' requests waiting in its sockets.
+	PauseLeader  = "pause-leader"
 	Partition    = "partition"     // a region's link down, up after the hold
 	PartitionOut = "partition-out" // what a region sends dropped (one direction), forwarded after the hold
 	DiskFull     = "disk-full"     // a replica's disk filled, freed after the hold
@@ -31,7 +35,7 @@ const (
 )
 
 // Kinds are every fault kind, in the order a schedule cycles through them.
-var Kinds = []string{KillLeader, Partition, KillFollower, DiskFull, PartitionOut, Overlay, MemberReplace, PartitionMove}
+var Kinds = []string{KillLeader, Partition, KillFollower, DiskFull, PartitionOut, Overlay, MemberReplace, PartitionMove, PauseLeader}
 
 // Bounds of an overlay change: how long `flexkv overlay apply` may take,
 // and then how long the nemesis waits for every replica to start the new
@@ -168,6 +172,19 @@ func (n *nemesis) fault(ctx context.Context, kind string) error {
 			return err
 		}
 		return n.record(kind, history.PhaseEnd, group+"/"+id, "restarted")
+	case PauseLeader:
+		id := n.pick(group, true)
+		if err := n.record(kind, history.PhaseStart, group+"/"+id, "SIGSTOP"); err != nil {
+			return err
+		}
+		if err := n.c.Pause(id, true); err != nil {
+			return err
+		}
+		sleep(ctx, hold)
+		if err := n.c.Pause(id, false); err != nil {
+			return err
+		}
+		return n.record(kind, history.PhaseEnd, group+"/"+id, "SIGCONT")
 	case Partition:
 		if err := n.record(kind, history.PhaseStart, group, "region link down"); err != nil {
 			return err

@@ -93,6 +93,30 @@ func (r *Replica) kill() error {
 	return nil
 }
 
+// Pause stops replica id's server (SIGSTOP) as a process stalls on a
+// machine that froze, or resumes it (SIGCONT): whatever its peers and
+// clients send meanwhile waits in its sockets.
+func (c *Cluster) Pause(id string, paused bool) error {
+	r, err := c.Replica(id)
+	if err != nil {
+		return err
+	}
+	sig, name := syscall.SIGCONT, "SIGCONT"
+	if paused {
+		sig, name = syscall.SIGSTOP, "SIGSTOP"
+	}
+	c.logf("hosts: %s %s", name, id)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd == nil {
+		return fmt.Errorf("hosts: %s %s: not running", name, id)
+	}
+	if err := r.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("hosts: %s %s: %w", name, id, err)
+	}
+	return nil
+}
+
 // Running reports whether replica id's server process is alive.
 func (c *Cluster) Running(id string) bool {
 	r, err := c.Replica(id)
