@@ -2,6 +2,8 @@ package replication
 
 import (
 	"errors"
+	"slices"
+	"sync"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -19,15 +21,28 @@ func TestPeerProgressRefusesPipelines(t *testing.T) {
 	}
 }
 
-// answerer is a raft transport whose AppendEntries answers with the term
-// the test sends on the call's follower's channel, once the test sends it.
+// answerer is a raft transport whose AppendEntries answers each call
+// (tagged by the test in LeaderCommitIndex) with the term the test sends
+// on the call's channel, once the test sends it.
 type answerer struct {
 	raft.Transport
-	terms map[raft.ServerID]chan uint64
+	mu    sync.Mutex
+	calls map[uint64]chan uint64
 }
 
-func (a *answerer) AppendEntries(id raft.ServerID, _ raft.ServerAddress, _ *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
-	resp.Term = <-a.terms[id]
+func (a *answerer) answers(tag uint64) chan uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c, ok := a.calls[tag]
+	if !ok {
+		c = make(chan uint64)
+		a.calls[tag] = c
+	}
+	return c
+}
+
+func (a *answerer) AppendEntries(_ raft.ServerID, _ raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	resp.Term = <-a.answers(args.LeaderCommitIndex)
 	return nil
 }
 
@@ -36,28 +51,27 @@ func (a *answerer) AppendEntries(id raft.ServerID, _ raft.ServerAddress, _ *raft
 // wait's, and its call began after the wait did; it closes once need of
 // its voters answered so.
 func TestPeerProgressConfirmsTerm(t *testing.T) {
-	ids := []raft.ServerID{"b", "c", "d", "e"}
-	a := &answerer{terms: map[raft.ServerID]chan uint64{}}
-	for _, id := range ids {
-		a.terms[id] = make(chan uint64)
-	}
+	a := &answerer{calls: map[uint64]chan uint64{}}
 	p := newPeerProgress(a)
-	// call has id answer a call of term callTerm with term answer, and
-	// returns once the answer is recorded. begun is closed once the call
-	// is numbered.
+	// call makes a call of term callTerm to id and returns, once the call
+	// is numbered, a function that has id answer it with a term and
+	// returns once the answer is recorded.
+	tags := uint64(0)
 	call := func(id raft.ServerID, callTerm uint64) (answer func(uint64)) {
+		tags++
+		tag := tags
+		numbered := p.callsMade()
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
 			var resp raft.AppendEntriesResponse
-			if err := p.AppendEntries(id, "", &raft.AppendEntriesRequest{Term: callTerm}, &resp); err != nil {
+			if err := p.AppendEntries(id, "", &raft.AppendEntriesRequest{Term: callTerm, LeaderCommitIndex: tag}, &resp); err != nil {
 				t.Error(err)
 			}
 		}()
-		numbered := p.callsMade()
 		waitFor(t, "the call to be numbered", func() bool { return p.callsMade() > numbered })
 		return func(term uint64) {
-			a.terms[id] <- term
+			a.answers(tag) <- term
 			<-done
 		}
 	}
@@ -102,6 +116,52 @@ func TestPeerProgressConfirmsTerm(t *testing.T) {
 	call("b", 6)(6)
 	if closed(w) || len(p.waits) != 0 {
 		t.Fatal("an unwatched wait was kept or closed")
+	}
+
+	// Answers out of order: the answer to an older call, arriving after a
+	// newer one's, does not take the follower back below a wait's start.
+	older := call("c", 7)
+	w = p.watch(7, []raft.ServerID{"c"}, 1)
+	defer p.unwatch(w)
+	call("c", 7)(7)
+	if !closed(w) {
+		t.Fatal("an answer to a call made after the wait began did not close it")
+	}
+	older(7)
+	w2 := p.watch(7, []raft.ServerID{"c"}, 1)
+	defer p.unwatch(w2)
+	if closed(w2) {
+		t.Fatal("a wait closed with no call made after it")
+	}
+	if a := p.terms["c"]; a.call != p.callsMade() {
+		t.Fatalf("follower c's last answer is of call %d, want the newest, %d: the older answer, arriving later, replaced it", a.call, p.callsMade())
+	}
+}
+
+// TestVotersBesides: the voters a leader waits for are its configuration's
+// voters but itself, and a majority of all voters is need of them, with
+// the leader's own vote if it has one.
+func TestVotersBesides(t *testing.T) {
+	server := func(id string, s raft.ServerSuffrage) raft.Server {
+		return raft.Server{ID: raft.ServerID(id), Suffrage: s}
+	}
+	for _, tc := range []struct {
+		name    string
+		servers []raft.Server
+		voters  []raft.ServerID
+		need    int
+	}{
+		{"alone", []raft.Server{server("a", raft.Voter)}, nil, 0},
+		{"three", []raft.Server{server("a", raft.Voter), server("b", raft.Voter), server("c", raft.Voter)}, []raft.ServerID{"b", "c"}, 1},
+		{"learners", []raft.Server{server("a", raft.Voter), server("b", raft.Nonvoter), server("c", raft.Voter), server("d", raft.Nonvoter), server("e", raft.Staging)}, []raft.ServerID{"c"}, 1},
+		{"four", []raft.Server{server("a", raft.Voter), server("b", raft.Voter), server("c", raft.Voter), server("d", raft.Voter)}, []raft.ServerID{"b", "c", "d"}, 2},
+		{"leader no voter", []raft.Server{server("a", raft.Nonvoter), server("b", raft.Voter), server("c", raft.Voter), server("d", raft.Voter)}, []raft.ServerID{"b", "c", "d"}, 2},
+		{"leader absent", []raft.Server{server("b", raft.Voter), server("c", raft.Voter)}, []raft.ServerID{"b", "c"}, 2},
+	} {
+		voters, need := votersBesides(raft.Configuration{Servers: tc.servers}, "a")
+		if !slices.Equal(voters, tc.voters) || need != tc.need {
+			t.Errorf("%s: voters %v, need %d; want %v, %d", tc.name, voters, need, tc.voters, tc.need)
+		}
 	}
 }
 

@@ -18,8 +18,9 @@ import (
 //
 // Why sharing is sound: a round reads the commit index after it starts,
 // hence after every read that joined it was invoked, and confirms the
-// leadership in that term after that (barrierRound); so it gives each of
-// its reads what a barrier of its own, started a little later, would.
+// leadership in that term after that, by answers to calls made after that
+// (barrierRound, confirmLeader); so it gives each of its reads what a
+// barrier of its own, started a little later, would.
 
 // readRounds is the queue of read rounds of a replica.
 type readRounds struct {

@@ -633,7 +633,9 @@ func (r *Replica) ReadBarrier(ctx context.Context) error {
 // between is the leader's own (a replica deposed and re-elected meanwhile
 // could have read a follower's lagging one). A leader knows the commit index
 // only once an entry of its own term is committed (§5.4.2); until then it
-// commits a barrier entry through the log instead. The state is caught up
+// commits a barrier entry through the log instead. Leadership is confirmed
+// by a majority's answers to calls made after the commit index was read
+// (confirmLeader), not by raft's VerifyLeader alone. The state is caught up
 // when it has applied the last command at or below the commit index: the
 // state machine sees commands only, not raft's no-op and barrier entries.
 func (r *Replica) barrierRound() error {
@@ -691,16 +693,27 @@ func (r *Replica) readBarrier(ctx context.Context) error {
 // then. VerifyLeader makes raft send a heartbeat to every follower at once,
 // and tells when the replica no longer leads; its success alone does not
 // do, for it may count answers to calls made before (the stale answers
-// that design 6.5 describes): the round then waits for the next ones.
-// Appends that carry entries confirm too, so that under writes a round may
-// end before its heartbeats answer.
+// that design 6.5 describes): the round then asks again, which sends the
+// heartbeats again and keeps watching for a step-down, until the answers
+// to calls made after it began confirm the term. Appends that carry
+// entries confirm too, so that under writes a round may end before its
+// heartbeats answer.
 func (r *Replica) confirmLeader(ctx context.Context, term uint64) error {
-	voters, need := r.votersBesides(r.raft.GetConfiguration().Configuration())
+	voters, need := votersBesides(r.raft.GetConfiguration().Configuration(), raft.ServerID(r.cfg.ID))
 	w := r.progress.watch(term, voters, need)
 	defer r.progress.unwatch(w)
+	if r.raft.CurrentTerm() != term {
+		// Deposed and elected again since the term was read: no answer
+		// in that term will come.
+		return &NotLeaderError{Leader: r.leaderHint()}
+	}
 	verified := make(chan error, 1)
-	verify := r.raft.VerifyLeader()
-	go func() { verified <- verify.Error() }()
+	verify := func() {
+		f := r.raft.VerifyLeader()
+		go func() { verified <- f.Error() }()
+	}
+	verify()
+	early := false
 	for {
 		select {
 		case <-w.done:
@@ -715,10 +728,12 @@ func (r *Replica) confirmLeader(ctx context.Context, term uint64) error {
 			default:
 			}
 			// Raft counted answers that may be stale (or a non-voter's:
-			// it counts every follower's): wait for the ones to the
-			// heartbeats it sent now.
-			r.reads.early.Add(1)
-			verified = nil
+			// it counts every follower's).
+			if !early {
+				early = true
+				r.reads.early.Add(1)
+			}
+			verify()
 		case <-r.stop:
 			return raft.ErrRaftShutdown
 		case <-ctx.Done():
@@ -727,23 +742,23 @@ func (r *Replica) confirmLeader(ctx context.Context, term uint64) error {
 	}
 }
 
-// votersBesides returns the voters of configuration c other than this
-// replica, and how many of them make a majority of c's voters with this
-// replica's vote, if it has one.
-func (r *Replica) votersBesides(c raft.Configuration) (voters []raft.ServerID, need int) {
-	all, self := 0, 0
+// votersBesides returns the voters of configuration c other than self,
+// and how many of them make a majority of c's voters with self's vote, if
+// it has one.
+func votersBesides(c raft.Configuration, self raft.ServerID) (voters []raft.ServerID, need int) {
+	all, votes := 0, 0
 	for _, s := range c.Servers {
 		if s.Suffrage != raft.Voter {
 			continue
 		}
 		all++
-		if s.ID == raft.ServerID(r.cfg.ID) {
-			self = 1
+		if s.ID == self {
+			votes = 1
 			continue
 		}
 		voters = append(voters, s.ID)
 	}
-	return voters, all/2 + 1 - self
+	return voters, all/2 + 1 - votes
 }
 
 // lastCommandAtOrBelow returns the index of the last command entry at or
