@@ -212,8 +212,13 @@ type Replica struct {
 	termCommitted atomic.Uint64
 	// reads batches the read barriers (readindex.go).
 	reads readRounds
-	stop  chan struct{}
-	wg    sync.WaitGroup
+	// deposed is closed when this replica stops leading (leaderLoop
+	// learns it from raft), and made anew when it leads again: a read
+	// round that waits ends with it.
+	deposedMu sync.Mutex
+	deposed   chan struct{}
+	stop      chan struct{}
+	wg        sync.WaitGroup
 	// proposals queues the client requests for proposeLoop.
 	proposals chan *proposal
 	// members are the group's members of the latest epoch this replica
@@ -488,6 +493,7 @@ func (r *Replica) leaderLoop() {
 		case <-r.stop:
 			return
 		case leader := <-r.raft.LeaderCh():
+			r.setLeading(leader)
 			if !leader {
 				r.tx.Reset()
 				continue
@@ -508,6 +514,35 @@ func (r *Replica) leaderLoop() {
 			})
 		}
 	}
+}
+
+// setLeading records whether this replica leads: deposing closes the
+// channel deposedCh returns, leading again makes a new one.
+func (r *Replica) setLeading(leading bool) {
+	r.deposedMu.Lock()
+	defer r.deposedMu.Unlock()
+	open := r.deposed != nil
+	if open {
+		select {
+		case <-r.deposed:
+			open = false
+		default:
+		}
+	}
+	switch {
+	case leading && !open:
+		r.deposed = make(chan struct{})
+	case !leading && open:
+		close(r.deposed)
+	}
+}
+
+// deposedCh returns a channel closed once this replica stops leading, if
+// it leads now (as leaderLoop last learned; nil before it learned it).
+func (r *Replica) deposedCh() <-chan struct{} {
+	r.deposedMu.Lock()
+	defer r.deposedMu.Unlock()
+	return r.deposed
 }
 
 // tickLoop proposes a tick every TickInterval while this replica leads;
@@ -693,12 +728,19 @@ func (r *Replica) readBarrier(ctx context.Context) error {
 // then. VerifyLeader makes raft send a heartbeat to every follower at once,
 // and tells when the replica no longer leads; its success alone does not
 // do, for it may count answers to calls made before (the stale answers
-// that design 6.5 describes): the round then asks again, which sends the
-// heartbeats again and keeps watching for a step-down, until the answers
-// to calls made after it began confirm the term. Appends that carry
-// entries confirm too, so that under writes a round may end before its
-// heartbeats answer.
+// that design 6.5 describes): the round then waits for the answers to the
+// heartbeats it sent, or for raft to say that it stepped down. Appends that
+// carry entries confirm too, so that under writes a round may end before
+// its heartbeats answer.
 func (r *Replica) confirmLeader(ctx context.Context, term uint64) error {
+	deposed := r.deposedCh()
+	select {
+	case <-deposed:
+		// leaderLoop has not yet learned that this replica leads again:
+		// watch for nothing but raft's own answer.
+		deposed = nil
+	default:
+	}
 	voters, need := votersBesides(r.raft.GetConfiguration().Configuration(), raft.ServerID(r.cfg.ID))
 	w := r.progress.watch(term, voters, need)
 	defer r.progress.unwatch(w)
@@ -708,12 +750,8 @@ func (r *Replica) confirmLeader(ctx context.Context, term uint64) error {
 		return &NotLeaderError{Leader: r.leaderHint()}
 	}
 	verified := make(chan error, 1)
-	verify := func() {
-		f := r.raft.VerifyLeader()
-		go func() { verified <- f.Error() }()
-	}
-	verify()
-	early := false
+	verify := r.raft.VerifyLeader()
+	go func() { verified <- verify.Error() }()
 	for {
 		select {
 		case <-w.done:
@@ -729,11 +767,10 @@ func (r *Replica) confirmLeader(ctx context.Context, term uint64) error {
 			}
 			// Raft counted answers that may be stale (or a non-voter's:
 			// it counts every follower's).
-			if !early {
-				early = true
-				r.reads.early.Add(1)
-			}
-			verify()
+			r.reads.early.Add(1)
+			verified = nil
+		case <-deposed:
+			return &NotLeaderError{Leader: r.leaderHint()}
 		case <-r.stop:
 			return raft.ErrRaftShutdown
 		case <-ctx.Done():
