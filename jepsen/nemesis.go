@@ -161,54 +161,18 @@ func (n *nemesis) fault(ctx context.Context, kind string) error {
 	switch kind {
 	case KillLeader, KillFollower:
 		id := n.pick(group, kind == KillLeader)
-		if err := n.record(kind, history.PhaseStart, group+"/"+id, "SIGKILL"); err != nil {
-			return err
-		}
-		if err := n.c.Kill(id); err != nil {
-			return err
-		}
-		sleep(ctx, hold)
-		if err := n.c.Restart(id); err != nil {
-			return err
-		}
-		return n.record(kind, history.PhaseEnd, group+"/"+id, "restarted")
+		return n.held(ctx, kind, group+"/"+id, hold, "SIGKILL", "restarted",
+			func() error { return n.c.Kill(id) }, func() error { return n.c.Restart(id) })
 	case PauseLeader:
 		id := n.pick(group, true)
-		if err := n.record(kind, history.PhaseStart, group+"/"+id, "SIGSTOP"); err != nil {
-			return err
-		}
-		if err := n.c.Pause(id, true); err != nil {
-			return err
-		}
-		sleep(ctx, hold)
-		if err := n.c.Pause(id, false); err != nil {
-			return err
-		}
-		return n.record(kind, history.PhaseEnd, group+"/"+id, "SIGCONT")
+		return n.held(ctx, kind, group+"/"+id, hold, "SIGSTOP", "SIGCONT",
+			func() error { return n.c.Pause(id, true) }, func() error { return n.c.Pause(id, false) })
 	case Partition:
-		if err := n.record(kind, history.PhaseStart, group, "region link down"); err != nil {
-			return err
-		}
-		if err := n.c.CutRegion(g, true); err != nil {
-			return err
-		}
-		sleep(ctx, hold)
-		if err := n.c.CutRegion(g, false); err != nil {
-			return err
-		}
-		return n.record(kind, history.PhaseEnd, group, "region link up")
+		return n.held(ctx, kind, group, hold, "region link down", "region link up",
+			func() error { return n.c.CutRegion(g, true) }, func() error { return n.c.CutRegion(g, false) })
 	case PartitionOut:
-		if err := n.record(kind, history.PhaseStart, group, "what the region sends is dropped"); err != nil {
-			return err
-		}
-		if err := n.c.CutRegionOutbound(g, true); err != nil {
-			return err
-		}
-		sleep(ctx, hold)
-		if err := n.c.CutRegionOutbound(g, false); err != nil {
-			return err
-		}
-		return n.record(kind, history.PhaseEnd, group, "forwarded again")
+		return n.held(ctx, kind, group, hold, "what the region sends is dropped", "forwarded again",
+			func() error { return n.c.CutRegionOutbound(g, true) }, func() error { return n.c.CutRegionOutbound(g, false) })
 	case DiskFull:
 		return n.diskFull(ctx, group, hold)
 	case Overlay:
@@ -219,6 +183,23 @@ func (n *nemesis) fault(ctx context.Context, kind string) error {
 		return n.movePartition()
 	}
 	return fmt.Errorf("jepsen: unknown fault kind %q", kind)
+}
+
+// held records the start of a fault of kind on target (started: its
+// detail), makes it (start), holds it for hold (less if ctx ends), heals it and
+// records the end (healed).
+func (n *nemesis) held(ctx context.Context, kind, target string, hold time.Duration, started, healed string, start, heal func() error) error {
+	if err := n.record(kind, history.PhaseStart, target, started); err != nil {
+		return err
+	}
+	if err := start(); err != nil {
+		return err
+	}
+	sleep(ctx, hold)
+	if err := heal(); err != nil {
+		return err
+	}
+	return n.record(kind, history.PhaseEnd, target, healed)
 }
 
 // diskFull fills a replica's disk for hold, frees it, and restarts the

@@ -28,8 +28,8 @@ import (
 // call takes the next number of the wrapper's count of calls before it
 // goes out, and an answer in the call's own term (the follower had not
 // moved past it) confirms the term as of that number: an answer counts
-// for a barrier only if its call was numbered after the barrier began,
-// so the follower produced it after that.
+// for a barrier only if its call was numbered after the barrier's reads
+// were invoked, so the follower produced it after that.
 type peerProgress struct {
 	raft.Transport
 	mu    sync.Mutex
@@ -138,7 +138,7 @@ func (p *peerProgress) answeredLocked(id raft.ServerID, term, call uint64) {
 }
 
 // answersLocked counts the voters of w that answered in its term to calls
-// numbered after its start.
+// numbered after w.after.
 func (p *peerProgress) answersLocked(w *termWait) int {
 	n := 0
 	for _, v := range w.voters {
@@ -150,18 +150,26 @@ func (p *peerProgress) answersLocked(w *termWait) int {
 }
 
 // watch starts waiting for need of voters (followers, the leader not among
-// them) to answer in term to calls begun from now on; the wait's done
-// closes then, at once if need is 0. unwatch ends it.
-func (p *peerProgress) watch(term uint64, voters []raft.ServerID, need int) *termWait {
+// them) to answer in term to calls numbered above after (a count of calls
+// callsMade returned); the wait's done closes then, at once if need is 0
+// or the answers came already. unwatch ends it.
+func (p *peerProgress) watch(term, after uint64, voters []raft.ServerID, need int) *termWait {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	w := &termWait{term: term, after: p.calls, voters: voters, need: need, done: make(chan struct{})}
-	if need <= 0 {
+	w := &termWait{term: term, after: after, voters: voters, need: need, done: make(chan struct{})}
+	if p.answersLocked(w) >= need {
 		close(w.done)
 		return w
 	}
 	p.waits = append(p.waits, w)
 	return w
+}
+
+// callsMade returns the number of AppendEntries calls begun.
+func (p *peerProgress) callsMade() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.calls
 }
 
 // unwatch drops w, completed or not.

@@ -86,7 +86,7 @@ func TestPeerProgressConfirmsTerm(t *testing.T) {
 
 	// Calls made before the wait: their answers come after.
 	staleB, staleC := call("b", 5), call("c", 5)
-	w := p.watch(5, []raft.ServerID{"b", "c", "d"}, 2) // "e" does not vote
+	w := p.watch(5, p.callsMade(), []raft.ServerID{"b", "c", "d"}, 2) // "e" does not vote
 	defer p.unwatch(w)
 	staleB(5)
 	staleC(5)
@@ -108,10 +108,22 @@ func TestPeerProgressConfirmsTerm(t *testing.T) {
 		t.Fatalf("%d waits left after the only one closed", n)
 	}
 
-	if w := p.watch(5, nil, 0); !closed(w) {
+	if w := p.watch(5, p.callsMade(), nil, 0); !closed(w) {
 		t.Fatal("a wait that needs no answer did not close at once")
 	}
-	w = p.watch(6, []raft.ServerID{"b"}, 1)
+	// A wait from a count noted earlier (when its reads were invoked)
+	// counts the answers to calls made since, already in.
+	noted := p.callsMade()
+	call("d", 5)(5)
+	if w := p.watch(5, noted, []raft.ServerID{"b", "d"}, 1); !closed(w) {
+		t.Fatal("a wait from an earlier count did not close on an answer already in to a call made after it")
+	}
+	if w := p.watch(5, p.callsMade(), []raft.ServerID{"b", "d"}, 1); closed(w) {
+		t.Fatal("a wait from the current count closed with no call made since")
+	} else {
+		p.unwatch(w)
+	}
+	w = p.watch(6, p.callsMade(), []raft.ServerID{"b"}, 1)
 	p.unwatch(w)
 	call("b", 6)(6)
 	if closed(w) || len(p.waits) != 0 {
@@ -121,14 +133,14 @@ func TestPeerProgressConfirmsTerm(t *testing.T) {
 	// Answers out of order: the answer to an older call, arriving after a
 	// newer one's, does not take the follower back below a wait's start.
 	older := call("c", 7)
-	w = p.watch(7, []raft.ServerID{"c"}, 1)
+	w = p.watch(7, p.callsMade(), []raft.ServerID{"c"}, 1)
 	defer p.unwatch(w)
 	call("c", 7)(7)
 	if !closed(w) {
 		t.Fatal("an answer to a call made after the wait began did not close it")
 	}
 	older(7)
-	w2 := p.watch(7, []raft.ServerID{"c"}, 1)
+	w2 := p.watch(7, p.callsMade(), []raft.ServerID{"c"}, 1)
 	defer p.unwatch(w2)
 	if closed(w2) {
 		t.Fatal("a wait closed with no call made after it")
@@ -163,11 +175,4 @@ func TestVotersBesides(t *testing.T) {
 			t.Errorf("%s: voters %v, need %d; want %v, %d", tc.name, voters, need, tc.voters, tc.need)
 		}
 	}
-}
-
-// callsMade returns the number of AppendEntries calls p has begun.
-func (p *peerProgress) callsMade() uint64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.calls
 }

@@ -38,12 +38,17 @@ type readRound struct {
 	done  chan struct{} // closed when err is set
 	err   error
 	reads uint64 // reads that joined; fixed once the round left next
+	// calls is the count of raft's AppendEntries calls (peerProgress)
+	// when the last read joined: the round counts answers to calls made
+	// after it, which every read of the round was invoked before.
+	calls uint64
 }
 
-// join adds a read to the next round and returns it; when no round runs,
-// it starts that one at once with run, in a goroutine that ends with the
-// last round (each bounded by ApplyTimeout).
-func (q *readRounds) join(run func(*readRound)) *readRound {
+// join adds a read, invoked when the leader had made calls AppendEntries
+// calls, to the next round and returns it; when no round runs, it starts
+// that one at once with run, in a goroutine that ends with the last round
+// (each bounded by ApplyTimeout).
+func (q *readRounds) join(calls uint64, run func(*readRound)) *readRound {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.next == nil {
@@ -51,6 +56,7 @@ func (q *readRounds) join(run func(*readRound)) *readRound {
 	}
 	rd := q.next
 	rd.reads++
+	rd.calls = max(rd.calls, calls)
 	if !q.running {
 		q.running, q.next = true, nil
 		go run(rd)
@@ -77,7 +83,7 @@ func (r *Replica) runReadRounds(rd *readRound) {
 	for rd != nil {
 		r.reads.rounds.Add(1)
 		r.reads.served.Add(rd.reads)
-		rd.err = r.barrierRound()
+		rd.err = r.barrierRound(rd.calls)
 		close(rd.done)
 		rd = r.reads.after()
 	}

@@ -30,14 +30,14 @@ func TestReadRoundsBatch(t *testing.T) {
 		}
 		ended <- struct{}{}
 	}
-	first := q.join(run)
+	first := q.join(0, run)
 	if got := <-started; got != first {
 		t.Fatal("the first read's round is not the one that started")
 	}
 	const waiting = 100
 	var rounds [waiting]*readRound
 	for i := range rounds {
-		rounds[i] = q.join(run)
+		rounds[i] = q.join(0, run)
 	}
 	for i, rd := range rounds {
 		if rd == first || rd != rounds[0] {
@@ -52,7 +52,7 @@ func TestReadRoundsBatch(t *testing.T) {
 	if got := <-started; got != rounds[0] {
 		t.Fatal("the waiting round did not start after the first")
 	}
-	late := q.join(run) // arrives while the second runs: a third round
+	late := q.join(0, run) // arrives while the second runs: a third round
 	if late == rounds[0] {
 		t.Fatal("a read joined a round that had started")
 	}

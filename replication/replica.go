@@ -649,7 +649,7 @@ func (r *Replica) ReadBarrier(ctx context.Context) error {
 	if r.raft.State() != raft.Leader {
 		return &NotLeaderError{Leader: r.leaderHint()}
 	}
-	rd := r.reads.join(r.runReadRounds)
+	rd := r.reads.join(r.progress.callsMade(), r.runReadRounds)
 	select {
 	case <-rd.done:
 		return rd.err
@@ -673,10 +673,10 @@ func (r *Replica) ReadBarrier(ctx context.Context) error {
 // (confirmLeader), not by raft's VerifyLeader alone. The state is caught up
 // when it has applied the last command at or below the commit index: the
 // state machine sees commands only, not raft's no-op and barrier entries.
-func (r *Replica) barrierRound() error {
+func (r *Replica) barrierRound(calls uint64) error {
 	bctx, cancel := context.WithTimeout(context.Background(), r.cfg.ApplyTimeout)
 	defer cancel()
-	err := r.readBarrier(bctx)
+	err := r.readBarrier(bctx, calls)
 	// Only the round's own deadline (or raft's, queueing the barrier
 	// entry): a NotLeaderError (with its hint) or a shutdown stays what it
 	// is.
@@ -693,8 +693,9 @@ func (r *Replica) barrierRound() error {
 // within ApplyTimeout.
 var ErrReadTimeout = errors.New("replication: read barrier timed out: leadership not confirmed or state not caught up")
 
-// readBarrier is ReadBarrier without its bound of ApplyTimeout.
-func (r *Replica) readBarrier(ctx context.Context) error {
+// readBarrier is ReadBarrier without its bound of ApplyTimeout, for reads
+// invoked before the leader made calls numbered above calls.
+func (r *Replica) readBarrier(ctx context.Context, calls uint64) error {
 	term := r.raft.CurrentTerm()
 	if r.raft.State() != raft.Leader {
 		return &NotLeaderError{Leader: r.leaderHint()}
@@ -709,7 +710,7 @@ func (r *Replica) readBarrier(ctx context.Context) error {
 		}
 		r.termCommitted.Store(term)
 	}
-	if err := r.confirmLeader(ctx, term); err != nil {
+	if err := r.confirmLeader(ctx, term, calls); err != nil {
 		return err
 	}
 	if r.raft.CurrentTerm() != term {
@@ -723,16 +724,16 @@ func (r *Replica) readBarrier(ctx context.Context) error {
 }
 
 // confirmLeader returns once a majority of the group's voters (the leader
-// with them, if it votes) answered in term to calls the leader made after
-// confirmLeader began (peerProgress): no other leader had been elected by
-// then. VerifyLeader makes raft send a heartbeat to every follower at once,
+// with them, if it votes) answered in term to calls the leader numbered
+// above calls (peerProgress), which it made after the round's reads were
+// invoked: no other leader had been elected by then. VerifyLeader makes raft send a heartbeat to every follower at once,
 // and tells when the replica no longer leads; its success alone does not
 // do, for it may count answers to calls made before (the stale answers
 // that design 6.5 describes): the round then waits for the answers to the
 // heartbeats it sent, or for raft to say that it stepped down. Appends that
 // carry entries confirm too, so that under writes a round may end before
 // its heartbeats answer.
-func (r *Replica) confirmLeader(ctx context.Context, term uint64) error {
+func (r *Replica) confirmLeader(ctx context.Context, term, calls uint64) error {
 	deposed := r.deposedCh()
 	select {
 	case <-deposed:
@@ -742,7 +743,7 @@ func (r *Replica) confirmLeader(ctx context.Context, term uint64) error {
 	default:
 	}
 	voters, need := votersBesides(r.raft.GetConfiguration().Configuration(), raft.ServerID(r.cfg.ID))
-	w := r.progress.watch(term, voters, need)
+	w := r.progress.watch(term, calls, voters, need)
 	defer r.progress.unwatch(w)
 	if r.raft.CurrentTerm() != term {
 		// Deposed and elected again since the term was read: no answer
