@@ -4,6 +4,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -34,7 +35,7 @@ type peerProgress struct {
 	raft.Transport
 	mu    sync.Mutex
 	peers map[raft.ServerID]peerContact
-	calls uint64 // AppendEntries calls begun
+	calls atomic.Uint64 // AppendEntries calls begun; each takes the next number
 	// terms holds, for each follower, the last term it confirmed and the
 	// number of the last call it confirmed it for.
 	terms map[raft.ServerID]termAnswer
@@ -68,11 +69,7 @@ func newPeerProgress(t raft.Transport) *peerProgress {
 
 // AppendEntries records the follower's answer.
 func (p *peerProgress) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
-	term := args.Term
-	p.mu.Lock()
-	p.calls++
-	call := p.calls
-	p.mu.Unlock()
+	term, call := args.Term, p.calls.Add(1)
 	if err := p.Transport.AppendEntries(id, target, args, resp); err != nil {
 		return err
 	}
@@ -151,7 +148,7 @@ func (p *peerProgress) answersLocked(w *termWait) int {
 
 // watch starts waiting for need of voters (followers, the leader not among
 // them) to answer in term to calls numbered above after (a count of calls
-// callsMade returned); the wait's done closes then, at once if need is 0
+// p.calls held); the wait's done closes then, at once if need is 0
 // or the answers came already. unwatch ends it.
 func (p *peerProgress) watch(term, after uint64, voters []raft.ServerID, need int) *termWait {
 	p.mu.Lock()
@@ -163,13 +160,6 @@ func (p *peerProgress) watch(term, after uint64, voters []raft.ServerID, need in
 	}
 	p.waits = append(p.waits, w)
 	return w
-}
-
-// callsMade returns the number of AppendEntries calls begun.
-func (p *peerProgress) callsMade() uint64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.calls
 }
 
 // unwatch drops w, completed or not.

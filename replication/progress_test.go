@@ -60,7 +60,7 @@ func TestPeerProgressConfirmsTerm(t *testing.T) {
 	call := func(id raft.ServerID, callTerm uint64) (answer func(uint64)) {
 		tags++
 		tag := tags
-		numbered := p.callsMade()
+		numbered := p.calls.Load()
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -69,7 +69,7 @@ func TestPeerProgressConfirmsTerm(t *testing.T) {
 				t.Error(err)
 			}
 		}()
-		waitFor(t, "the call to be numbered", func() bool { return p.callsMade() > numbered })
+		waitFor(t, "the call to be numbered", func() bool { return p.calls.Load() > numbered })
 		return func(term uint64) {
 			a.answers(tag) <- term
 			<-done
@@ -86,7 +86,7 @@ func TestPeerProgressConfirmsTerm(t *testing.T) {
 
 	// Calls made before the wait: their answers come after.
 	staleB, staleC := call("b", 5), call("c", 5)
-	w := p.watch(5, p.callsMade(), []raft.ServerID{"b", "c", "d"}, 2) // "e" does not vote
+	w := p.watch(5, p.calls.Load(), []raft.ServerID{"b", "c", "d"}, 2) // "e" does not vote
 	defer p.unwatch(w)
 	staleB(5)
 	staleC(5)
@@ -108,22 +108,22 @@ func TestPeerProgressConfirmsTerm(t *testing.T) {
 		t.Fatalf("%d waits left after the only one closed", n)
 	}
 
-	if w := p.watch(5, p.callsMade(), nil, 0); !closed(w) {
+	if w := p.watch(5, p.calls.Load(), nil, 0); !closed(w) {
 		t.Fatal("a wait that needs no answer did not close at once")
 	}
 	// A wait from a count noted earlier (when its reads were invoked)
 	// counts the answers to calls made since, already in.
-	noted := p.callsMade()
+	noted := p.calls.Load()
 	call("d", 5)(5)
 	if w := p.watch(5, noted, []raft.ServerID{"b", "d"}, 1); !closed(w) {
 		t.Fatal("a wait from an earlier count did not close on an answer already in to a call made after it")
 	}
-	if w := p.watch(5, p.callsMade(), []raft.ServerID{"b", "d"}, 1); closed(w) {
+	if w := p.watch(5, p.calls.Load(), []raft.ServerID{"b", "d"}, 1); closed(w) {
 		t.Fatal("a wait from the current count closed with no call made since")
 	} else {
 		p.unwatch(w)
 	}
-	w = p.watch(6, p.callsMade(), []raft.ServerID{"b"}, 1)
+	w = p.watch(6, p.calls.Load(), []raft.ServerID{"b"}, 1)
 	p.unwatch(w)
 	call("b", 6)(6)
 	if closed(w) || len(p.waits) != 0 {
@@ -133,20 +133,20 @@ func TestPeerProgressConfirmsTerm(t *testing.T) {
 	// Answers out of order: the answer to an older call, arriving after a
 	// newer one's, does not take the follower back below a wait's start.
 	older := call("c", 7)
-	w = p.watch(7, p.callsMade(), []raft.ServerID{"c"}, 1)
+	w = p.watch(7, p.calls.Load(), []raft.ServerID{"c"}, 1)
 	defer p.unwatch(w)
 	call("c", 7)(7)
 	if !closed(w) {
 		t.Fatal("an answer to a call made after the wait began did not close it")
 	}
 	older(7)
-	w2 := p.watch(7, p.callsMade(), []raft.ServerID{"c"}, 1)
+	w2 := p.watch(7, p.calls.Load(), []raft.ServerID{"c"}, 1)
 	defer p.unwatch(w2)
 	if closed(w2) {
 		t.Fatal("a wait closed with no call made after it")
 	}
-	if a := p.terms["c"]; a.call != p.callsMade() {
-		t.Fatalf("follower c's last answer is of call %d, want the newest, %d: the older answer, arriving later, replaced it", a.call, p.callsMade())
+	if a := p.terms["c"]; a.call != p.calls.Load() {
+		t.Fatalf("follower c's last answer is of call %d, want the newest, %d: the older answer, arriving later, replaced it", a.call, p.calls.Load())
 	}
 }
 

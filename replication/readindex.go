@@ -97,9 +97,9 @@ type ReadStats struct {
 	// is how many reads shared a round.
 	Rounds, Reads uint64
 	// Early counts the rounds in which hashicorp/raft's VerifyLeader
-	// passed before a majority had answered calls made after the round
-	// began (it may count older answers): those rounds waited on for
-	// fresh answers (confirmLeader).
+	// passed before a majority had answered calls made after the round's
+	// reads were invoked (it may count older answers): those rounds
+	// waited on for fresh answers (confirmLeader).
 	Early uint64
 }
 

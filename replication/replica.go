@@ -212,8 +212,8 @@ type Replica struct {
 	termCommitted atomic.Uint64
 	// reads batches the read barriers (readindex.go).
 	reads readRounds
-	// deposed is closed when this replica stops leading (leaderLoop
-	// learns it from raft), and made anew when it leads again: a read
+	// deposed, while this replica leads (as leaderLoop learns it from
+	// raft), is a channel closed when it stops; nil otherwise. A read
 	// round that waits ends with it.
 	deposedMu sync.Mutex
 	deposed   chan struct{}
@@ -516,29 +516,21 @@ func (r *Replica) leaderLoop() {
 	}
 }
 
-// setLeading records whether this replica leads: deposing closes the
-// channel deposedCh returns, leading again makes a new one.
+// setLeading records whether this replica leads (deposed).
 func (r *Replica) setLeading(leading bool) {
 	r.deposedMu.Lock()
 	defer r.deposedMu.Unlock()
-	open := r.deposed != nil
-	if open {
-		select {
-		case <-r.deposed:
-			open = false
-		default:
-		}
-	}
 	switch {
-	case leading && !open:
+	case leading && r.deposed == nil:
 		r.deposed = make(chan struct{})
-	case !leading && open:
+	case !leading && r.deposed != nil:
 		close(r.deposed)
+		r.deposed = nil
 	}
 }
 
 // deposedCh returns a channel closed once this replica stops leading, if
-// it leads now (as leaderLoop last learned; nil before it learned it).
+// it leads now as leaderLoop last learned; nil if not, or not yet.
 func (r *Replica) deposedCh() <-chan struct{} {
 	r.deposedMu.Lock()
 	defer r.deposedMu.Unlock()
@@ -603,16 +595,23 @@ func (r *Replica) appliedUpTo(index uint64) bool {
 // shutdown is never answered; the goroutine waiting on it then ends with the
 // process, but the caller returns.
 func (r *Replica) await(ctx context.Context, f raft.Future) error {
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
 	select {
-	case err := <-done:
+	case err := <-futureErr(f):
 		return err
 	case <-r.stop:
 		return raft.ErrRaftShutdown
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// futureErr returns a channel that gets f's error once raft answers it.
+// Its waiter stays blocked if raft never does: raft drops the futures still
+// queued for its main loop when it shuts down (testcluster.RaftFutureLeaks).
+func futureErr(f raft.Future) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	return done
 }
 
 // peerHint returns the peer address of the leader, if known: the hint
@@ -649,7 +648,7 @@ func (r *Replica) ReadBarrier(ctx context.Context) error {
 	if r.raft.State() != raft.Leader {
 		return &NotLeaderError{Leader: r.leaderHint()}
 	}
-	rd := r.reads.join(r.progress.callsMade(), r.runReadRounds)
+	rd := r.reads.join(r.progress.calls.Load(), r.runReadRounds)
 	select {
 	case <-rd.done:
 		return rd.err
@@ -669,8 +668,8 @@ func (r *Replica) ReadBarrier(ctx context.Context) error {
 // could have read a follower's lagging one). A leader knows the commit index
 // only once an entry of its own term is committed (§5.4.2); until then it
 // commits a barrier entry through the log instead. Leadership is confirmed
-// by a majority's answers to calls made after the commit index was read
-// (confirmLeader), not by raft's VerifyLeader alone. The state is caught up
+// by a majority's answers to calls made after the round's reads were
+// invoked (confirmLeader), not by raft's VerifyLeader alone. The state is caught up
 // when it has applied the last command at or below the commit index: the
 // state machine sees commands only, not raft's no-op and barrier entries.
 func (r *Replica) barrierRound(calls uint64) error {
@@ -726,22 +725,16 @@ func (r *Replica) readBarrier(ctx context.Context, calls uint64) error {
 // confirmLeader returns once a majority of the group's voters (the leader
 // with them, if it votes) answered in term to calls the leader numbered
 // above calls (peerProgress), which it made after the round's reads were
-// invoked: no other leader had been elected by then. VerifyLeader makes raft send a heartbeat to every follower at once,
-// and tells when the replica no longer leads; its success alone does not
-// do, for it may count answers to calls made before (the stale answers
-// that design 6.5 describes): the round then waits for the answers to the
-// heartbeats it sent, or for raft to say that it stepped down. Appends that
-// carry entries confirm too, so that under writes a round may end before
-// its heartbeats answer.
+// invoked: no other leader had been elected by then. VerifyLeader makes
+// raft send a heartbeat to every follower at once, and tells when the
+// replica no longer leads; its success alone does not do, for it may count
+// answers to calls made before (the stale answers that design 6.5
+// describes): the round then waits for the answers to the heartbeats it
+// sent, or for leaderLoop to learn that the replica stepped down. Appends
+// that carry entries confirm too, so that under writes a round may end
+// before its heartbeats answer.
 func (r *Replica) confirmLeader(ctx context.Context, term, calls uint64) error {
-	deposed := r.deposedCh()
-	select {
-	case <-deposed:
-		// leaderLoop has not yet learned that this replica leads again:
-		// watch for nothing but raft's own answer.
-		deposed = nil
-	default:
-	}
+	deposed := r.deposedCh() // nil until leaderLoop learns it leads: then raft's answer alone tells
 	voters, need := votersBesides(r.raft.GetConfiguration().Configuration(), raft.ServerID(r.cfg.ID))
 	w := r.progress.watch(term, calls, voters, need)
 	defer r.progress.unwatch(w)
@@ -750,9 +743,7 @@ func (r *Replica) confirmLeader(ctx context.Context, term, calls uint64) error {
 		// in that term will come.
 		return &NotLeaderError{Leader: r.leaderHint()}
 	}
-	verified := make(chan error, 1)
-	verify := r.raft.VerifyLeader()
-	go func() { verified <- verify.Error() }()
+	verified := futureErr(r.raft.VerifyLeader())
 	for {
 		select {
 		case <-w.done:

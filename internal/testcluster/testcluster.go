@@ -164,17 +164,20 @@ func (f Families) Sum(name string, want map[string]string) float64 {
 }
 
 // RaftFutureLeaks are the goleak options for the goroutines a replica
-// leaves behind when it shuts down with proposals in flight: raft drops the
-// futures of committed entries still queued for its FSM without answering
-// them, so the goroutine waiting on such a future (Replica.await's waiter,
-// the propose loop's answer of a batched entry) stays blocked until the
-// process ends, one per dropped future. Their callers return on the
-// replica's stop. Ignoring them hides nothing else: answer can block only
-// in the future's Error, since a proposal's done channel has room for its
-// one result, and await's waiter sends to a channel of its own with room.
+// leaves behind when it shuts down with proposals or reads in flight: raft
+// drops the futures of committed entries still queued for its FSM, and of
+// leadership verifications still queued for its main loop, without
+// answering them, so the goroutine waiting on such a future (futureErr's
+// waiter, for Replica.await and a read round's VerifyLeader; the propose
+// loop's answer of a batched entry) stays blocked until the process ends,
+// one per dropped future. Their callers return on the replica's stop (a
+// read round also on its answers or its deadline). Ignoring them hides
+// nothing else: answer can block only in the future's Error, since a
+// proposal's done channel has room for its one result, and futureErr's
+// waiter sends to a channel of its own with room.
 func RaftFutureLeaks() []goleak.Option {
 	return []goleak.Option{
-		goleak.IgnoreAnyFunction("github.com/flexkv/flexkv/replication.(*Replica).await.func1"),
+		goleak.IgnoreAnyFunction("github.com/flexkv/flexkv/replication.futureErr.func1"),
 		goleak.IgnoreAnyFunction("github.com/flexkv/flexkv/replication.answer"),
 	}
 }
