@@ -42,13 +42,18 @@ func (s *Server) logOutput(out rawnode.Output, leader bool) {
 	for len(changes) > 0 {
 		change()
 	}
-	if !leader {
-		return
-	}
-	for _, snd := range out.Sends {
-		if snd.About.IsFlush() {
-			continue
+	if leader {
+		for _, snd := range out.Sends {
+			if snd.About.IsFlush() {
+				continue
+			}
+			_ = w.Send(s.group.Name, s.top.Name(snd.To), snd.Kind.String(), snd.About.String(), len(snd.Payload))
 		}
-		_ = w.Send(s.group.Name, s.top.Name(snd.To), snd.Kind.String(), snd.About.String(), len(snd.Payload))
+	}
+	// The entry's lines go to the file now, not when the buffer fills: a
+	// replica killed after its store flushed this entry does not run it
+	// again on restart, and its lines would be lost with the process.
+	if len(out.Deliveries) > 0 || len(out.Requests) > 0 || len(out.Changes) > 0 || (leader && len(out.Sends) > 0) {
+		_ = w.Flush()
 	}
 }

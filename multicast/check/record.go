@@ -285,6 +285,9 @@ type Writer struct {
 	closer io.Closer // the file CreateFile opened, closed by Close; nil otherwise
 	line   []byte
 	err    error
+	// resumes: the replicas whose deliveries a reopened file holds
+	// (AppendFile), until each replica's replay is over.
+	resumes map[loggedReplica]*resume
 }
 
 // NewWriter returns a Writer on w. Close flushes it but does not close w.
@@ -296,19 +299,6 @@ func NewWriter(w io.Writer) *Writer {
 // it; Close flushes and closes the file.
 func CreateFile(path string) (*Writer, error) {
 	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("check: %w", err)
-	}
-	w := NewWriter(f)
-	w.closer = f
-	return w, nil
-}
-
-// AppendFile opens (or creates) the file at path for appending and returns a
-// Writer on it; Close flushes and closes the file. A replica restarted in
-// the same run appends to its log.
-func AppendFile(path string) (*Writer, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("check: %w", err)
 	}
@@ -345,6 +335,28 @@ func (w *Writer) Write(r Record) error {
 	if w.err != nil {
 		return w.err
 	}
+	if r.Ev == EvDeliver && w.resumes != nil {
+		k := loggedReplica{r.Group, r.Replica}
+		if st := w.resumes[k]; st != nil {
+			skip, again := st.resumed(&r)
+			if st.done {
+				delete(w.resumes, k)
+			}
+			if skip {
+				return nil
+			}
+			for _, a := range again {
+				if err := w.writeLocked(a); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return w.writeLocked(r)
+}
+
+// writeLocked writes the valid record r as one line, with w.mu held.
+func (w *Writer) writeLocked(r Record) error {
 	line, err := appendRecord(w.line[:0], r)
 	if err != nil {
 		return err
