@@ -128,13 +128,11 @@ func runServer(cmd *cobra.Command, _ []string) (err error) {
 	if dir == "" {
 		dir = filepath.Join("flexkv-data", node)
 	}
-	var dlog *check.Writer
-	if p := v.GetString("delivery-log"); p != "" {
-		if dlog, err = check.AppendFile(p); err != nil {
-			return err
-		}
-		defer dlog.Close()
+	dlog, closeLog, err := openDeliveryLog(v.GetString("delivery-log"), log)
+	if err != nil {
+		return err
 	}
+	defer closeLog()
 	defer hostGC(cfg, 1)()
 	ctx, stop := signalContext(cmd.Context())
 	defer stop()
@@ -271,4 +269,23 @@ func latencySummary(lat *partition.Latency, mode server.LatencyMode, jitter floa
 	default:
 		return string(mode)
 	}
+}
+
+// openDeliveryLog opens the server's --delivery-log at path (none when path
+// is empty) and returns it with the function that closes it, which logs how
+// many deliveries a restart after a kill repeated and the log left out.
+func openDeliveryLog(path string, log *slog.Logger) (*check.Writer, func(), error) {
+	if path == "" {
+		return nil, func() {}, nil
+	}
+	w, err := check.AppendFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return w, func() {
+		if n := w.Skipped(); n > 0 {
+			log.Info("delivery log: left out the deliveries the restart repeated", "path", path, "deliveries", n)
+		}
+		_ = w.Close()
+	}, nil
 }

@@ -286,8 +286,11 @@ type Writer struct {
 	line   []byte
 	err    error
 	// resumes: the replicas whose deliveries a reopened file holds
-	// (AppendFile), until each replica's replay is over.
+	// (AppendFile), until each replica's replay is over; skipped counts
+	// the deliveries left out.
 	resumes map[loggedReplica]*resume
+	skipped int
+	marker  string // AppendFile's marker file, removed by Close
 }
 
 // NewWriter returns a Writer on w. Close flushes it but does not close w.
@@ -325,7 +328,9 @@ func (w *Writer) Send(from, to, kind, about string, bytes int) error {
 }
 
 // Write validates r and writes it as one line. An invalid record is an error
-// wrapping ErrMalformed and writes nothing.
+// wrapping ErrMalformed and writes nothing. In a log reopened after a kill
+// (AppendFile), a delivery that repeats the file's is left out, and one that
+// departs from it is written after the deliveries left out before it.
 func (w *Writer) Write(r Record) error {
 	if _, err := r.validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrMalformed, err)
@@ -343,10 +348,11 @@ func (w *Writer) Write(r Record) error {
 				delete(w.resumes, k)
 			}
 			if skip {
+				w.skipped++
 				return nil
 			}
 			for _, a := range again {
-				if err := w.writeLocked(a); err != nil {
+				if err := w.writeLocked(Record{Ev: EvDeliver, Group: r.Group, Replica: r.Replica, ID: a.id, Dst: a.dst}); err != nil {
 					return err
 				}
 			}
@@ -409,6 +415,12 @@ func (w *Writer) Close() error {
 	if w.closer != nil {
 		if cerr := w.closer.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("check: close log: %w", cerr)
+		}
+	}
+	if w.marker != "" && err == nil {
+		// Closed whole: the next AppendFile has nothing to resume.
+		if rerr := os.Remove(w.marker); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			err = fmt.Errorf("check: close log: %w", rerr)
 		}
 	}
 	if w.err == nil {

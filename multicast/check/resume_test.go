@@ -1,6 +1,7 @@
 package check
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -24,6 +25,15 @@ func deliveries(t *testing.T, path string) map[string][]string {
 		}
 	}
 	return out
+}
+
+// killed leaves the log at path as a writer killed after writing it does:
+// its marker beside it.
+func killed(t *testing.T, path string) {
+	t.Helper()
+	if err := os.WriteFile(path+openMarkerSuffix, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestAppendFileSkipsReplayedDeliveries(t *testing.T) {
@@ -51,6 +61,7 @@ func TestAppendFileSkipsReplayedDeliveries(t *testing.T) {
 				must(t, w.Deliver("g", "r2", id, dst))
 			}
 			must(t, w.Close())
+			killed(t, path)
 
 			w, err = AppendFile(path)
 			if err != nil {
@@ -85,6 +96,7 @@ func TestAppendFileResumeKeepsDestinations(t *testing.T) {
 	}
 	must(t, w.Deliver("g", "r1", "c1.1", []string{"g", "h"}))
 	must(t, w.Close())
+	killed(t, path)
 	if w, err = AppendFile(path); err != nil {
 		t.Fatal(err)
 	}
@@ -118,5 +130,91 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestAppendFileAfterCleanClose(t *testing.T) {
+	// A writer that closed leaves nothing to resume: a replica that
+	// delivers again what it delivered before its graceful restart shows in
+	// the log.
+	path := filepath.Join(t.TempDir(), "r1.jsonl")
+	dst := []string{"g"}
+	w, err := AppendFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, w.Deliver("g", "r1", "c1.1", dst))
+	must(t, w.Deliver("g", "r1", "c1.2", dst))
+	must(t, w.Close())
+	if _, err := os.Stat(path + openMarkerSuffix); !os.IsNotExist(err) {
+		t.Fatalf("marker after Close: %v", err)
+	}
+	if w, err = AppendFile(path); err != nil {
+		t.Fatal(err)
+	}
+	must(t, w.Deliver("g", "r1", "c1.2", dst))
+	must(t, w.Close())
+	if got := deliveries(t, path)["g/r1"]; !cmp.Equal(got, []string{"c1.1", "c1.2", "c1.2"}) {
+		t.Fatalf("deliveries %v, want c1.2 twice", got)
+	}
+	if w.Skipped() != 0 {
+		t.Fatalf("Skipped %d after a clean close", w.Skipped())
+	}
+}
+
+func TestAppendFileCutsPartialLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r1.jsonl")
+	whole := `{"ev":"deliver","group":"g","replica":"r1","id":"c1.1","dst":["g"]}` + "\n"
+	must(t, os.WriteFile(path, []byte(whole+`{"ev":"deliver","group":"g","repl`), 0o644))
+	killed(t, path)
+	w, err := AppendFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, w.Deliver("g", "r1", "c1.1", []string{"g"})) // the replay
+	must(t, w.Deliver("g", "r1", "c1.2", []string{"g"}))
+	must(t, w.Close())
+	if got := deliveries(t, path)["g/r1"]; !cmp.Equal(got, []string{"c1.1", "c1.2"}) {
+		t.Fatalf("deliveries %v", got)
+	}
+	if w.Skipped() != 1 {
+		t.Fatalf("Skipped %d, want 1", w.Skipped())
+	}
+}
+
+func TestAppendFileTailBound(t *testing.T) {
+	// The file holds more than resumeTailMax deliveries of the replica: a
+	// replay of its last resumeTailMax is left out whole; one that starts
+	// before them is written.
+	dst := []string{"g"}
+	id := func(i int) string { return fmt.Sprintf("c1.%d", i+1) }
+	total := resumeTailMax + resumeTailMax/2
+	for _, tc := range []struct {
+		from int
+		skip int
+	}{{total - resumeTailMax, resumeTailMax}, {total - resumeTailMax - 1, 0}} {
+		path := filepath.Join(t.TempDir(), "r1.jsonl")
+		w, err := CreateFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range total {
+			must(t, w.Deliver("g", "r1", id(i), dst))
+		}
+		must(t, w.Close())
+		killed(t, path)
+		if w, err = AppendFile(path); err != nil {
+			t.Fatal(err)
+		}
+		for i := tc.from; i <= total; i++ {
+			must(t, w.Deliver("g", "r1", id(i), dst))
+		}
+		must(t, w.Close())
+		if w.Skipped() != tc.skip {
+			t.Errorf("replay from %d: Skipped %d, want %d", tc.from, w.Skipped(), tc.skip)
+		}
+		if got, want := len(deliveries(t, path)["g/r1"]), total+1+(total-tc.from-tc.skip); got != want {
+			t.Errorf("replay from %d: %d deliveries in the log, want %d", tc.from, got, want)
+		}
 	}
 }
