@@ -49,7 +49,7 @@ func newServerCmd() *cobra.Command {
 	cmd.Flags().String("node", "", "this replica's id in the configuration (required)")
 	cmd.Flags().String("data-dir", "", "data directory (default ./flexkv-data/<node>)")
 	cmd.Flags().String("log-level", "info", "debug, info, warn or error")
-	cmd.Flags().String("delivery-log", "", "append this replica's delivery log (JSON lines, DESIGN 10.1) to FILE")
+	cmd.Flags().String("delivery-log", "", "append this replica's delivery log (JSON lines, DESIGN 10.1) to FILE; FILE.open marks it open, and after a kill the deliveries the restart repeats are left out")
 	cmd.Flags().String("metrics", "", "serve Prometheus metrics at http://ADDR/metrics (host:port, e.g. :9100; default off)")
 	cmd.Flags().String("http", "", "serve the HTTP/JSON gateway of the client API at ADDR (host:port; default: the replica's http address in the configuration, if any)")
 	cmd.Flags().String("settings", "", "a YAML file of settings (node, data-dir, config, ...); flags and FLEXKV_* win over it")
