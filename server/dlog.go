@@ -52,8 +52,7 @@ func (s *Server) logOutput(out rawnode.Output, leader bool) {
 	}
 	// The entry's lines go to the file now, not when the buffer fills: a
 	// replica killed after its store flushed this entry does not run it
-	// again on restart, and its lines would be lost with the process.
-	if len(out.Deliveries) > 0 || len(out.Requests) > 0 || len(out.Changes) > 0 || (leader && len(out.Sends) > 0) {
-		_ = w.Flush()
-	}
+	// again on restart, and its lines would be lost with the process. (An
+	// entry that logged nothing leaves the buffer empty: no write.)
+	_ = w.Flush()
 }

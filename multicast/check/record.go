@@ -343,9 +343,12 @@ func (w *Writer) Write(r Record) error {
 	if r.Ev == EvDeliver && w.resumes != nil {
 		k := loggedReplica{r.Group, r.Replica}
 		if st := w.resumes[k]; st != nil {
-			skip, again := st.resumed(&r)
-			if st.done {
+			skip, again, over := st.resumed(&r)
+			if over {
 				delete(w.resumes, k)
+				if len(w.resumes) == 0 {
+					w.resumes = nil
+				}
 			}
 			if skip {
 				w.skipped++

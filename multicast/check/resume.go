@@ -48,12 +48,11 @@ type resume struct {
 	tail  []loggedDelivery // the file's last deliveries of the replica, in order
 	start int              // where the replay's first delivery matched the tail; -1 before
 	next  int              // the tail's delivery the replay must repeat next
-	done  bool             // matched to the tail's end, or departed from it
 }
 
 // readResume returns the last deliveries of each replica in the log file
-// name.
-// A line that does not parse ends the reading: what came before it is kept.
+// name. A line that does not parse ends the reading: what came before it is
+// kept.
 func readResume(name string) (map[loggedReplica]*resume, error) {
 	out := map[loggedReplica]*resume{}
 	err := scanFile(name, func(r Record) error {
@@ -85,26 +84,25 @@ func readResume(name string) (map[loggedReplica]*resume, error) {
 
 // resumed decides delivery r of a reopened log: skip reports that it
 // repeats the file's and is left out; again lists the deliveries to write
-// before it (those skipped, when r departs from the file's sequence).
-func (st *resume) resumed(r *Record) (skip bool, again []loggedDelivery) {
+// before it (those skipped, when r departs from the file's sequence); over
+// reports that the replay is over (matched to the tail's end, or departed
+// from it), and st has nothing more to decide.
+func (st *resume) resumed(r *Record) (skip bool, again []loggedDelivery, over bool) {
 	if st.start < 0 {
 		i := len(st.tail) - 1
 		for i >= 0 && st.tail[i].id != r.ID {
 			i--
 		}
 		if i < 0 {
-			st.done = true
-			return false, nil
+			return false, nil, true
 		}
 		st.start, st.next = i, i
 	}
 	if st.next < len(st.tail) && st.tail[st.next].id == r.ID && slices.Equal(st.tail[st.next].dst, r.Dst) {
 		st.next++
-		st.done = st.next == len(st.tail)
-		return true, nil
+		return true, nil, st.next == len(st.tail)
 	}
-	st.done = true
-	return false, st.tail[st.start:st.next]
+	return false, st.tail[st.start:st.next], true
 }
 
 // AppendFile opens (or creates) the file at path for appending and returns a
